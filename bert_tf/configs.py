@@ -1,0 +1,657 @@
+"""Typed, validated experiment configuration.
+
+Configs are dataclasses. They load from dicts and YAML files, take dotted overrides
+(`trainer.train_steps=1000`) and check every value on the way in: an unknown key is an
+error naming the key and the nearest valid one, and a wrong type or an impossible value
+is an error naming the field.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import json
+import os
+import types
+import typing
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Union
+
+import yaml
+
+
+class ConfigError(ValueError):
+  """A configuration value is unknown, mistyped or impossible."""
+
+
+def _field_path(prefix: str, name: str) -> str:
+  return f"{prefix}.{name}" if prefix else name
+
+
+def _nearest(name: str, choices: Sequence[str]) -> str:
+  matches = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.0)
+  return matches[0] if matches else ""
+
+
+def _unknown_key_error(path: str, key: str, valid: Sequence[str]) -> ConfigError:
+  nearest = _nearest(key, valid)
+  hint = f"; did you mean '{_field_path(path, nearest)}'?" if nearest else ""
+  return ConfigError(f"Unknown config key '{_field_path(path, key)}'{hint} "
+                     f"Valid keys here: {', '.join(sorted(valid))}.")
+
+
+@dataclasses.dataclass
+class Config:
+  """Base class of every config: strict loading, overrides, serialization."""
+
+  def __post_init__(self):
+    self.validate()
+
+  def validate(self) -> None:
+    """Raises ConfigError when values are impossible. Subclasses extend this."""
+
+  # ----- conversion -----
+  def as_dict(self) -> Dict[str, Any]:
+    """Returns a plain nested dict of builtins (YAML and JSON friendly)."""
+    out = {}
+    for field in dataclasses.fields(self):
+      value = getattr(self, field.name)
+      out[field.name] = _to_builtin(value)
+    return out
+
+  @classmethod
+  def from_dict(cls, data: Optional[Mapping[str, Any]], path: str = ""):
+    """Builds a config from a nested mapping, checking keys and types.
+
+    Args:
+      data: nested mapping; missing keys keep their defaults.
+      path: dotted prefix used in error messages.
+
+    Raises:
+      ConfigError: naming the offending key or field.
+    """
+    data = dict(data or {})
+    field_map = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    for key in data:
+      if key not in field_map:
+        raise _unknown_key_error(path, key, list(field_map))
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for name, value in data.items():
+      kwargs[name] = _coerce(value, hints[name], _field_path(path, name))
+    try:
+      return cls(**kwargs)
+    except ConfigError as e:
+      if path and not str(e).startswith(path):
+        raise ConfigError(f"{path}: {e}") from None
+      raise
+
+  def replace(self, **changes):
+    """Returns a copy with `changes` applied and validated."""
+    merged = self.as_dict()
+    merged.update({k: _to_builtin(v) for k, v in changes.items()})
+    return type(self).from_dict(merged)
+
+  def override(self, overrides: Union[Mapping[str, Any], Sequence[str], str, None]):
+    """Returns a copy with overrides applied.
+
+    Args:
+      overrides: a nested mapping, or strings `a.b.c=value` (a list, or one string with
+        comma-separated items). Values are parsed as YAML scalars (`1000`, `true`,
+        `1e-4`, `[a, b]`).
+    """
+    if not overrides:
+      return self
+    if isinstance(overrides, Mapping):
+      nested = dict(overrides)
+    else:
+      nested = parse_dotted_overrides(overrides)
+    merged = _deep_merge(self.as_dict(), nested)
+    return type(self).from_dict(merged)
+
+  # ----- files -----
+  def to_yaml(self) -> str:
+    return yaml.safe_dump(self.as_dict(), sort_keys=False)
+
+  def to_json(self) -> str:
+    return json.dumps(self.as_dict(), indent=2)
+
+  def save(self, path: str) -> None:
+    """Writes the config as YAML, atomically."""
+    import tensorflow as tf  # Local import: configs load without TensorFlow.
+    tmp = path + ".tmp"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+      f.write(self.to_yaml())
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+
+  @classmethod
+  def from_yaml(cls, *paths: str, overrides=None):
+    """Loads YAML files in order (later ones override earlier), then overrides."""
+    merged: Dict[str, Any] = {}
+    for p in paths:
+      merged = _deep_merge(merged, load_yaml(p))
+    config = cls.from_dict(merged)
+    return config.override(overrides)
+
+
+def load_yaml(path: str) -> Dict[str, Any]:
+  """Reads one YAML mapping, with the file name in any error."""
+  if not os.path.exists(path):
+    raise ConfigError(f"Config file not found: {path}")
+  with open(path, encoding="utf-8") as f:
+    try:
+      data = yaml.safe_load(f)
+    except yaml.YAMLError as e:
+      raise ConfigError(f"Cannot parse YAML config {path}: {e}") from None
+  if data is None:
+    return {}
+  if not isinstance(data, dict):
+    raise ConfigError(f"Config file {path} must hold a mapping, got {type(data).__name__}")
+  return data
+
+
+def parse_dotted_overrides(overrides: Union[Sequence[str], str]) -> Dict[str, Any]:
+  """Turns ['a.b=1', 'c=x'] (or 'a.b=1,c=x') into {'a': {'b': 1}, 'c': 'x'}."""
+  if isinstance(overrides, str):
+    items = _split_top_level_commas(overrides)
+  else:
+    items = []
+    for item in overrides:
+      items.extend(_split_top_level_commas(item))
+  nested: Dict[str, Any] = {}
+  for item in items:
+    item = item.strip()
+    if not item:
+      continue
+    if "=" not in item:
+      raise ConfigError(f"Override '{item}' must look like key.sub=value")
+    key, raw = item.split("=", 1)
+    value = yaml.safe_load(raw) if raw.strip() else ""
+    node = nested
+    parts = key.strip().split(".")
+    for part in parts[:-1]:
+      node = node.setdefault(part, {})
+      if not isinstance(node, dict):
+        raise ConfigError(f"Override '{item}' conflicts with an earlier override")
+    node[parts[-1]] = value
+  return nested
+
+
+def _split_top_level_commas(text: str) -> List[str]:
+  """Splits on commas that are not inside brackets, so `a=[1,2],b=3` works."""
+  parts, depth, start = [], 0, 0
+  for i, ch in enumerate(text):
+    if ch in "[{(":
+      depth += 1
+    elif ch in "]})":
+      depth -= 1
+    elif ch == "," and depth == 0:
+      parts.append(text[start:i])
+      start = i + 1
+  parts.append(text[start:])
+  return parts
+
+
+def _deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> Dict[str, Any]:
+  out = copy.deepcopy(dict(base))
+  for key, value in update.items():
+    if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+      # A task config changing its name starts from that task's defaults.
+      if key == "task" and "name" in value and value["name"] != out[key].get("name"):
+        out[key] = copy.deepcopy(dict(value))
+      else:
+        out[key] = _deep_merge(out[key], value)
+    else:
+      out[key] = copy.deepcopy(value)
+  return out
+
+
+def _to_builtin(value):
+  if isinstance(value, Config):
+    return value.as_dict()
+  if isinstance(value, (list, tuple)):
+    return [_to_builtin(v) for v in value]
+  if isinstance(value, dict):
+    return {k: _to_builtin(v) for k, v in value.items()}
+  return value
+
+
+def _type_name(tp) -> str:
+  return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value, tp, path: str):
+  """Checks `value` against the annotation `tp`, converting where lossless."""
+  origin = typing.get_origin(tp)
+  args = typing.get_args(tp)
+  if origin in (Union, types.UnionType):
+    if value is None and type(None) in args:
+      return None
+    errors = []
+    for arg in args:
+      if arg is type(None):
+        continue
+      try:
+        return _coerce(value, arg, path)
+      except ConfigError as e:
+        errors.append(str(e))
+    raise ConfigError(errors[0] if errors else f"{path}: invalid value {value!r}")
+  if tp is Any:
+    return value
+  if isinstance(tp, type) and issubclass(tp, Config):
+    if isinstance(value, tp):
+      return value
+    if not isinstance(value, Mapping):
+      raise ConfigError(f"{path} must be a mapping of {tp.__name__} fields, got {value!r}")
+    config_cls = tp.resolve_subclass(value, path) if hasattr(tp, "resolve_subclass") else tp
+    return config_cls.from_dict(value, path)
+  if origin in (list, List, tuple, Sequence):
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+      raise ConfigError(f"{path} must be a list, got {value!r}")
+    item_type = args[0] if args else Any
+    return [_coerce(v, item_type, f"{path}[{i}]") for i, v in enumerate(value)]
+  if origin in (dict, Dict, Mapping):
+    if not isinstance(value, Mapping):
+      raise ConfigError(f"{path} must be a mapping, got {value!r}")
+    return dict(value)
+  if tp is bool:
+    if isinstance(value, bool):
+      return value
+    raise ConfigError(f"{path} must be true or false, got {value!r}")
+  if tp is int:
+    if isinstance(value, bool) or not isinstance(value, int):
+      if isinstance(value, float) and value.is_integer():
+        return int(value)
+      raise ConfigError(f"{path} must be an integer, got {value!r}")
+    return value
+  if tp is float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+      raise ConfigError(f"{path} must be a number, got {value!r}")
+    return float(value)
+  if tp is str:
+    if not isinstance(value, str):
+      raise ConfigError(f"{path} must be a string, got {value!r}")
+    return value
+  raise ConfigError(f"{path}: unsupported config type {_type_name(tp)}")
+
+
+def _require(condition: bool, message: str) -> None:
+  if not condition:
+    raise ConfigError(message)
+
+
+# --------------------------------------------------------------------------------------
+# The encoder.
+
+# (num_layers, hidden_size, num_attention_heads) of the released BERT sizes.
+ENCODER_SIZES: Dict[str, tuple] = {
+    "tiny": (2, 128, 2),
+    "mini": (4, 256, 4),
+    "small": (4, 512, 8),
+    "medium": (8, 512, 8),
+    "base": (12, 768, 12),
+    "large": (24, 1024, 16),
+}
+
+ACTIVATIONS = ("gelu", "gelu_approximate", "relu", "tanh")
+
+
+@dataclasses.dataclass
+class EncoderConfig(Config):
+  """BERT encoder hyperparameters; defaults are BERT-base, uncased vocab."""
+
+  vocab_size: int = 30522
+  hidden_size: int = 768
+  num_layers: int = 12
+  num_attention_heads: int = 12
+  # 0 means 4 * hidden_size, as in every released BERT.
+  intermediate_size: int = 0
+  hidden_activation: str = "gelu"
+  dropout_rate: float = 0.1
+  attention_dropout_rate: float = 0.1
+  max_position_embeddings: int = 512
+  type_vocab_size: int = 2
+  initializer_range: float = 0.02
+  layer_norm_epsilon: float = 1e-12
+
+  def __post_init__(self):
+    if self.intermediate_size == 0:
+      self.intermediate_size = 4 * self.hidden_size
+    super().__post_init__()
+
+  def validate(self):
+    for name in ("vocab_size", "hidden_size", "num_layers", "num_attention_heads",
+                 "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+      _require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
+    _require(self.hidden_size % self.num_attention_heads == 0,
+             f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
+             f"({self.num_attention_heads})")
+    for name in ("dropout_rate", "attention_dropout_rate"):
+      value = getattr(self, name)
+      _require(0.0 <= value < 1.0, f"{name} must be in [0, 1), got {value}")
+    _require(self.initializer_range > 0, "initializer_range must be positive")
+    _require(self.layer_norm_epsilon > 0, "layer_norm_epsilon must be positive")
+    _require(self.hidden_activation in ACTIVATIONS,
+             f"hidden_activation must be one of {ACTIVATIONS}, got '{self.hidden_activation}'")
+
+  @property
+  def head_size(self) -> int:
+    return self.hidden_size // self.num_attention_heads
+
+  @classmethod
+  def from_size(cls, size: str, **overrides) -> "EncoderConfig":
+    """Returns the config of a released size: tiny, mini, small, medium, base, large."""
+    if size not in ENCODER_SIZES:
+      nearest = _nearest(size, list(ENCODER_SIZES))
+      raise ConfigError(f"Unknown encoder size '{size}'; did you mean '{nearest}'? "
+                        f"Sizes: {', '.join(ENCODER_SIZES)}")
+    layers, hidden, heads = ENCODER_SIZES[size]
+    values = dict(num_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+                  intermediate_size=4 * hidden)
+    values.update(overrides)
+    return cls.from_dict(values)
+
+  # The original release's bert_config.json and Hugging Face's config.json use these names.
+  _BERT_JSON_NAMES: ClassVar[Dict[str, str]] = {
+      "vocab_size": "vocab_size",
+      "hidden_size": "hidden_size",
+      "num_hidden_layers": "num_layers",
+      "num_attention_heads": "num_attention_heads",
+      "intermediate_size": "intermediate_size",
+      "hidden_act": "hidden_activation",
+      "hidden_dropout_prob": "dropout_rate",
+      "attention_probs_dropout_prob": "attention_dropout_rate",
+      "max_position_embeddings": "max_position_embeddings",
+      "type_vocab_size": "type_vocab_size",
+      "initializer_range": "initializer_range",
+      "layer_norm_eps": "layer_norm_epsilon",
+  }
+  # Activation names of those files mapped to ours ("gelu" is the exact erf form in both).
+  _BERT_JSON_ACTIVATIONS: ClassVar[Dict[str, str]] = {
+      "gelu": "gelu", "gelu_new": "gelu_approximate", "gelu_pytorch_tanh": "gelu_approximate",
+      "relu": "relu", "tanh": "tanh",
+  }
+
+  @classmethod
+  def from_bert_config_dict(cls, data: Mapping[str, Any], source: str = "bert_config.json"
+                           ) -> "EncoderConfig":
+    """Reads the original release's `bert_config.json` (or a Hugging Face `config.json`).
+
+    Keys that do not describe the encoder (`architectures`, `model_type`, ...) are
+    ignored; the ones that do are checked like any other config value.
+    """
+    values = {}
+    for key, value in data.items():
+      if key in cls._BERT_JSON_NAMES:
+        values[cls._BERT_JSON_NAMES[key]] = value
+    if "hidden_activation" in values:
+      act = values["hidden_activation"]
+      if act not in cls._BERT_JSON_ACTIVATIONS:
+        raise ConfigError(f"{source}: unsupported hidden_act '{act}'")
+      values["hidden_activation"] = cls._BERT_JSON_ACTIVATIONS[act]
+    # The original release always used 1e-12, which its config files do not state.
+    values.setdefault("layer_norm_epsilon", 1e-12)
+    try:
+      return cls.from_dict(values)
+    except ConfigError as e:
+      raise ConfigError(f"{source}: {e}") from None
+
+  @classmethod
+  def from_bert_config_json(cls, path: str) -> "EncoderConfig":
+    with open(path, encoding="utf-8") as f:
+      try:
+        data = json.load(f)
+      except json.JSONDecodeError as e:
+        raise ConfigError(f"Cannot parse {path}: {e}") from None
+    return cls.from_bert_config_dict(data, source=path)
+
+  def to_bert_config_dict(self) -> Dict[str, Any]:
+    """Returns the original release's `bert_config.json` fields."""
+    inverse_act = {"gelu": "gelu", "gelu_approximate": "gelu_new", "relu": "relu",
+                   "tanh": "tanh"}
+    out = {}
+    for json_name, ours in self._BERT_JSON_NAMES.items():
+      value = getattr(self, ours)
+      out[json_name] = inverse_act[value] if ours == "hidden_activation" else value
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Experiment sections.
+
+
+@dataclasses.dataclass
+class ModelConfig(Config):
+  """The network: an encoder plus the task's output layer settings."""
+
+  encoder: EncoderConfig = dataclasses.field(default_factory=EncoderConfig)
+  # Dropout before a fine-tuning output layer (the paper keeps 0.1 everywhere).
+  head_dropout_rate: float = 0.1
+
+  def validate(self):
+    _require(0.0 <= self.head_dropout_rate < 1.0,
+             f"head_dropout_rate must be in [0, 1), got {self.head_dropout_rate}")
+
+
+@dataclasses.dataclass
+class DataConfig(Config):
+  """One input pipeline: where the data is and how it is batched."""
+
+  # Comma-separated globs of files, or "dummy" for synthetic batches.
+  input_path: str = ""
+  # tfrecord, dummy, or a task's raw format (tsv, squad_json, conll, swag_csv, tfds).
+  format: str = "tfrecord"
+  global_batch_size: int = 32
+  seq_length: int = 128
+  max_predictions_per_seq: int = 20
+  is_training: bool = True
+  drop_remainder: bool = True
+  shuffle_buffer_size: int = 10000
+  # Files read in parallel (interleave cycle length).
+  cycle_length: int = 8
+  deterministic: bool = False
+  compression_type: str = ""
+  # RoBERTa-style masks drawn on the fly from unmasked sequences.
+  dynamic_masking: bool = False
+  masked_lm_prob: float = 0.15
+  whole_word_masking: bool = False
+  # For tasks that read raw text: the vocab and its case handling.
+  vocab_file: str = ""
+  lower_case: bool = True
+  # TensorFlow Datasets name (for format tfds), for example "glue/sst2".
+  tfds_name: str = ""
+  tfds_split: str = ""
+  tfds_data_dir: str = ""
+
+  def validate(self):
+    _require(self.global_batch_size > 0, f"global_batch_size must be positive, got "
+             f"{self.global_batch_size}")
+    _require(self.seq_length > 2, f"seq_length must exceed 2, got {self.seq_length}")
+    _require(self.max_predictions_per_seq >= 0, "max_predictions_per_seq must be >= 0")
+    _require(0.0 < self.masked_lm_prob < 1.0,
+             f"masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
+    _require(self.compression_type in ("", "GZIP", "ZLIB"),
+             f"compression_type must be '', GZIP or ZLIB, got '{self.compression_type}'")
+
+
+OPTIMIZERS = ("adamw", "lamb", "sgd")
+
+
+@dataclasses.dataclass
+class OptimizerConfig(Config):
+  """Optimizer and learning-rate schedule: linear warm-up, then polynomial decay."""
+
+  type: str = "adamw"
+  learning_rate: float = 1e-4
+  warmup_steps: int = 10000
+  # 0 means trainer.train_steps.
+  decay_steps: int = 0
+  end_learning_rate: float = 0.0
+  power: float = 1.0
+  weight_decay_rate: float = 0.01
+  # Variables whose path contains one of these are not decayed.
+  exclude_from_weight_decay: List[str] = dataclasses.field(
+      default_factory=lambda: ["layer_norm", "LayerNorm", "bias"])
+  beta_1: float = 0.9
+  beta_2: float = 0.999
+  epsilon: float = 1e-6
+  # Global-norm clipping; 0 turns it off.
+  global_clipnorm: float = 1.0
+
+  def validate(self):
+    _require(self.type in OPTIMIZERS, f"type must be one of {OPTIMIZERS}, got '{self.type}'")
+    _require(self.learning_rate > 0, f"learning_rate must be positive, got {self.learning_rate}")
+    _require(self.warmup_steps >= 0, "warmup_steps must be >= 0")
+    _require(self.decay_steps >= 0, "decay_steps must be >= 0")
+    _require(self.weight_decay_rate >= 0, "weight_decay_rate must be >= 0")
+    _require(0 <= self.beta_1 < 1 and 0 <= self.beta_2 < 1, "beta_1 and beta_2 must be in [0, 1)")
+    _require(self.global_clipnorm >= 0, "global_clipnorm must be >= 0")
+
+
+@dataclasses.dataclass
+class TrainerConfig(Config):
+  """The training loop: steps, checkpoints, summaries, evaluation."""
+
+  train_steps: int = 1000
+  # Steps run inside one tf.function call.
+  steps_per_loop: int = 100
+  summary_interval: int = 100
+  checkpoint_interval: int = 1000
+  max_to_keep: int = 5
+  # 0 evaluates over the whole evaluation input.
+  validation_steps: int = 0
+  validation_interval: int = 1000
+  # Micro-batches whose gradients are summed before one optimizer update.
+  gradient_accumulation_steps: int = 1
+  # Console progress line every this many steps (rounded to steps_per_loop).
+  log_interval: int = 100
+
+  def validate(self):
+    _require(self.train_steps >= 0, "train_steps must be >= 0")
+    for name in ("steps_per_loop", "summary_interval", "checkpoint_interval",
+                 "validation_interval", "gradient_accumulation_steps", "log_interval"):
+      _require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
+    _require(self.max_to_keep > 0, "max_to_keep must be positive")
+    _require(self.validation_steps >= 0, "validation_steps must be >= 0")
+
+
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+@dataclasses.dataclass
+class RuntimeConfig(Config):
+  """Where and how the computation runs."""
+
+  distribution_strategy: str = "one_device"
+  num_gpus: int = 0
+  tpu: str = ""
+  # Splits the CPU into this many logical devices (to run MirroredStrategy on CPU).
+  num_cpu_devices: int = 0
+  mixed_precision_dtype: str = "float32"
+  loss_scale: str = "dynamic"
+  jit_compile: bool = False
+  seed: int = 42
+  # Deterministic kernels (tf.config.experimental.enable_op_determinism).
+  deterministic: bool = False
+  # Collective implementation for multi-worker: auto, ring, nccl.
+  all_reduce_alg: str = "auto"
+
+  def validate(self):
+    _require(self.distribution_strategy in STRATEGIES,
+             f"distribution_strategy must be one of {STRATEGIES}, got "
+             f"'{self.distribution_strategy}'")
+    _require(self.mixed_precision_dtype in PRECISIONS,
+             f"mixed_precision_dtype must be one of {PRECISIONS}, got "
+             f"'{self.mixed_precision_dtype}'")
+    _require(self.num_gpus >= 0 and self.num_cpu_devices >= 0,
+             "num_gpus and num_cpu_devices must be >= 0")
+    _require(self.all_reduce_alg in ("auto", "ring", "nccl"),
+             f"all_reduce_alg must be auto, ring or nccl, got '{self.all_reduce_alg}'")
+
+
+# --------------------------------------------------------------------------------------
+# Tasks: each registered name has its own config class.
+
+_TASK_CONFIGS: Dict[str, type] = {}
+
+
+def register_task_config(name: str):
+  """Class decorator: `@register_task_config("glue")` on a TaskConfig subclass."""
+
+  def decorator(cls):
+    if name in _TASK_CONFIGS and _TASK_CONFIGS[name] is not cls:
+      raise ValueError(f"Task config '{name}' registered twice")
+    _TASK_CONFIGS[name] = cls
+    return cls
+
+  return decorator
+
+
+def registered_task_configs() -> Dict[str, type]:
+  return dict(_TASK_CONFIGS)
+
+
+@dataclasses.dataclass
+class TaskConfig(Config):
+  """Settings shared by every task; `name` selects the task and its config class."""
+
+  name: str = "pretraining"
+  # A checkpoint whose encoder (and other checkpoint_items) initialize the model.
+  init_checkpoint: str = ""
+
+  @classmethod
+  def resolve_subclass(cls, data: Mapping[str, Any], path: str) -> type:
+    name = data.get("name", "pretraining")
+    if name not in _TASK_CONFIGS:
+      _import_task_modules()
+    if name not in _TASK_CONFIGS:
+      nearest = _nearest(name, list(_TASK_CONFIGS))
+      raise ConfigError(f"{_field_path(path, 'name')}: unknown task '{name}'; did you mean "
+                        f"'{nearest}'? Tasks: {', '.join(sorted(_TASK_CONFIGS))}")
+    return _TASK_CONFIGS[name]
+
+
+def _import_task_modules():
+  """Imports bert_tf.tasks so that every task registers its config."""
+  try:
+    import bert_tf.tasks  # pylint: disable=g-import-not-at-top,unused-import
+  except ImportError:
+    pass
+
+
+@register_task_config("pretraining")
+@dataclasses.dataclass
+class PretrainingTaskConfig(TaskConfig):
+  """Masked-LM plus next-sentence pretraining."""
+
+  name: str = "pretraining"
+  # Turn off to pretrain with the masked-LM loss alone (RoBERTa style).
+  use_next_sentence_label: bool = True
+
+
+@dataclasses.dataclass
+class ExperimentConfig(Config):
+  """Everything one run needs: task, model, data, optimizer, trainer, runtime."""
+
+  task: TaskConfig = dataclasses.field(default_factory=PretrainingTaskConfig)
+  model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+  train_data: DataConfig = dataclasses.field(default_factory=DataConfig)
+  eval_data: DataConfig = dataclasses.field(
+      default_factory=lambda: DataConfig(is_training=False, drop_remainder=False))
+  optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
+  trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
+  runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
+
+  def validate(self):
+    encoder = self.model.encoder
+    for section in ("train_data", "eval_data"):
+      data = getattr(self, section)
+      _require(data.seq_length <= encoder.max_position_embeddings,
+               f"{section}.seq_length ({data.seq_length}) exceeds "
+               f"model.encoder.max_position_embeddings ({encoder.max_position_embeddings})")
+    if self.trainer.gradient_accumulation_steps > 1:
+      _require(self.train_data.global_batch_size % self.trainer.gradient_accumulation_steps == 0,
+               f"train_data.global_batch_size ({self.train_data.global_batch_size}) must be "
+               f"divisible by trainer.gradient_accumulation_steps "
+               f"({self.trainer.gradient_accumulation_steps})")

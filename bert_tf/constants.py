@@ -1,0 +1,51 @@
+"""Names shared by the data readers, the models and the serving signatures.
+
+Each name is written once here; everything else imports it.
+"""
+
+# Model inputs, as TF Hub BERT encoders name them.
+INPUT_WORD_IDS = "input_word_ids"
+INPUT_MASK = "input_mask"
+INPUT_TYPE_IDS = "input_type_ids"
+ENCODER_INPUTS = (INPUT_WORD_IDS, INPUT_MASK, INPUT_TYPE_IDS)
+
+# Encoder outputs.
+SEQUENCE_OUTPUT = "sequence_output"
+POOLED_OUTPUT = "pooled_output"
+ENCODER_OUTPUTS = "encoder_outputs"
+
+# Pretraining model inputs and outputs.
+MASKED_LM_POSITIONS = "masked_lm_positions"
+MASKED_LM_IDS = "masked_lm_ids"
+MASKED_LM_WEIGHTS = "masked_lm_weights"
+NEXT_SENTENCE_LABELS = "next_sentence_labels"
+MLM_LOGITS = "mlm_logits"
+NSP_LOGITS = "next_sentence_logits"
+
+# Feature names of the original BERT release's pretraining TFRecords.
+TFRECORD_INPUT_IDS = "input_ids"
+TFRECORD_INPUT_MASK = "input_mask"
+TFRECORD_SEGMENT_IDS = "segment_ids"
+TFRECORD_MASKED_LM_POSITIONS = "masked_lm_positions"
+TFRECORD_MASKED_LM_IDS = "masked_lm_ids"
+TFRECORD_MASKED_LM_WEIGHTS = "masked_lm_weights"
+TFRECORD_NEXT_SENTENCE_LABELS = "next_sentence_labels"
+
+# Maps the original release's TFRecord features to this library's input names.
+TFRECORD_TO_MODEL_INPUT = {
+    TFRECORD_INPUT_IDS: INPUT_WORD_IDS,
+    TFRECORD_INPUT_MASK: INPUT_MASK,
+    TFRECORD_SEGMENT_IDS: INPUT_TYPE_IDS,
+    TFRECORD_MASKED_LM_POSITIONS: MASKED_LM_POSITIONS,
+    TFRECORD_MASKED_LM_IDS: MASKED_LM_IDS,
+    TFRECORD_MASKED_LM_WEIGHTS: MASKED_LM_WEIGHTS,
+    TFRECORD_NEXT_SENTENCE_LABELS: NEXT_SENTENCE_LABELS,
+}
+
+# Special WordPiece tokens. Their ids are always looked up in the vocab.
+PAD_TOKEN = "[PAD]"
+UNK_TOKEN = "[UNK]"
+CLS_TOKEN = "[CLS]"
+SEP_TOKEN = "[SEP]"
+MASK_TOKEN = "[MASK]"
+SPECIAL_TOKENS = (PAD_TOKEN, UNK_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN)

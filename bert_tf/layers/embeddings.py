@@ -1,0 +1,73 @@
+"""Word, position and segment embeddings, summed, then LayerNorm and dropout."""
+
+import keras
+from keras import ops
+
+from bert_tf.layers import initializers
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertEmbeddings(keras.layers.Layer):
+  """The BERT input embedding layer.
+
+  Call arguments:
+    input_word_ids: int [B, T].
+    input_type_ids: int [B, T].
+    training: whether dropout is active.
+
+  Returns:
+    float [B, T, H] in the layer's compute dtype.
+
+  The word-embedding table `word_embeddings` [V, H] is the same variable that the
+  masked-LM head multiplies with to produce vocabulary logits.
+  """
+
+  def __init__(self, vocab_size: int, hidden_size: int, max_position_embeddings: int = 512,
+               type_vocab_size: int = 2, dropout_rate: float = 0.1,
+               initializer_range: float = 0.02, layer_norm_epsilon: float = 1e-12, **kwargs):
+    super().__init__(**kwargs)
+    self.vocab_size = vocab_size
+    self.hidden_size = hidden_size
+    self.max_position_embeddings = max_position_embeddings
+    self.type_vocab_size = type_vocab_size
+    self.dropout_rate = dropout_rate
+    self.initializer_range = initializer_range
+    self.layer_norm_epsilon = layer_norm_epsilon
+    # LayerNorm statistics are computed in float32 under mixed precision.
+    self.layer_norm = keras.layers.LayerNormalization(
+        epsilon=layer_norm_epsilon, axis=-1, dtype="float32", name="layer_norm")
+    self.dropout = keras.layers.Dropout(dropout_rate, name="dropout")
+
+  def build(self, input_shape=None):
+    init = initializers.bert_initializer(self.initializer_range)
+    self.word_embeddings = self.add_weight(
+        name="word_embeddings", shape=(self.vocab_size, self.hidden_size), initializer=init)
+    self.position_embeddings = self.add_weight(
+        name="position_embeddings", shape=(self.max_position_embeddings, self.hidden_size),
+        initializer=init)
+    self.token_type_embeddings = self.add_weight(
+        name="token_type_embeddings", shape=(self.type_vocab_size, self.hidden_size),
+        initializer=init)
+    self.layer_norm.build((None, None, self.hidden_size))
+    self.built = True
+
+  def call(self, input_word_ids, input_type_ids, training=None):
+    seq_length = ops.shape(input_word_ids)[1]
+    words = ops.take(self.word_embeddings, input_word_ids, axis=0)
+    types = ops.take(self.token_type_embeddings, input_type_ids, axis=0)
+    positions = self.position_embeddings[:seq_length]
+    summed = ops.cast(words + types, "float32") + ops.cast(positions, "float32")[None]
+    normalized = self.layer_norm(summed)
+    return self.dropout(ops.cast(normalized, self.compute_dtype), training=training)
+
+  def compute_output_shape(self, input_word_ids_shape, input_type_ids_shape=None):
+    return tuple(input_word_ids_shape) + (self.hidden_size,)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
+                  max_position_embeddings=self.max_position_embeddings,
+                  type_vocab_size=self.type_vocab_size, dropout_rate=self.dropout_rate,
+                  initializer_range=self.initializer_range,
+                  layer_norm_epsilon=self.layer_norm_epsilon)
+    return config

@@ -1,0 +1,93 @@
+"""The masked-LM head, tied to the word-embedding table."""
+
+import keras
+from keras import ops
+
+from bert_tf.layers import initializers
+
+
+def gather_positions(sequence, positions):
+  """Gathers the vectors at `positions` of each sequence.
+
+  Args:
+    sequence: float [B, T, H].
+    positions: int [B, P], indices into T.
+
+  Returns:
+    float [B, P, H].
+  """
+  positions = ops.cast(positions, "int32")
+  return ops.take_along_axis(sequence, positions[:, :, None], axis=1)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class MaskedLMHead(keras.layers.Layer):
+  """Predicts the original token at each masked position.
+
+  dense(H) -> activation -> LayerNorm -> matmul with the transposed word-embedding
+  table (the very variable of `embedding_layer`) -> + output bias. Evaluated only at
+  the gathered positions, never over the whole sequence.
+
+  Call arguments:
+    sequence_output: float [B, T, H].
+    masked_lm_positions: int [B, P].
+
+  Returns:
+    logits [B, P, V] in the compute dtype.
+
+  The head is built by a model that owns the embedding layer; it cannot be restored
+  from its config alone because the tied table belongs to that model.
+  """
+
+  def __init__(self, embedding_layer, activation: str = "gelu",
+               initializer_range: float = 0.02, layer_norm_epsilon: float = 1e-12, **kwargs):
+    super().__init__(**kwargs)
+    self.embedding_layer = embedding_layer
+    self.activation = activation
+    self.initializer_range = initializer_range
+    self.layer_norm_epsilon = layer_norm_epsilon
+    self.vocab_size = embedding_layer.vocab_size
+    self.hidden_size = embedding_layer.hidden_size
+    self.transform = keras.layers.Dense(
+        self.hidden_size, activation=initializers.activation_fn(activation),
+        kernel_initializer=initializers.bert_initializer(initializer_range),
+        name="transform", dtype=self.dtype_policy)
+    self.transform_layer_norm = keras.layers.LayerNormalization(
+        epsilon=layer_norm_epsilon, dtype="float32", name="transform_layer_norm")
+
+  def build(self, sequence_output_shape, masked_lm_positions_shape=None):
+    if not self.embedding_layer.built:
+      self.embedding_layer.build(None)
+    self.transform.build((None, None, self.hidden_size))
+    self.transform_layer_norm.build((None, None, self.hidden_size))
+    self.output_bias = self.add_weight(
+        name="output_bias", shape=(self.vocab_size,), initializer="zeros")
+    self.built = True
+
+  @property
+  def embedding_table(self):
+    """The tied [V, H] word-embedding variable."""
+    return self.embedding_layer.word_embeddings
+
+  def call(self, sequence_output, masked_lm_positions):
+    hidden = gather_positions(sequence_output, masked_lm_positions)
+    hidden = self.transform(hidden)
+    hidden = ops.cast(self.transform_layer_norm(ops.cast(hidden, "float32")),
+                      self.compute_dtype)
+    logits = ops.matmul(hidden, ops.transpose(ops.cast(self.embedding_table,
+                                                       self.compute_dtype)))
+    return logits + ops.cast(self.output_bias, self.compute_dtype)
+
+  def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape):
+    return tuple(masked_lm_positions_shape) + (self.vocab_size,)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(activation=self.activation, initializer_range=self.initializer_range,
+                  layer_norm_epsilon=self.layer_norm_epsilon)
+    return config
+
+  @classmethod
+  def from_config(cls, config):
+    raise TypeError("MaskedLMHead shares the word-embedding table of its model; "
+                    "restore the model that owns it (BertPretrainer) instead.")

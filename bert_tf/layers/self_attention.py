@@ -1,0 +1,101 @@
+"""Multi-head self-attention with the padding mask applied in float32."""
+
+import math
+
+import keras
+from keras import ops
+
+from bert_tf.layers import initializers
+
+# The additive bias at padded key positions, as in the original release. exp(-10000)
+# underflows to exactly 0 in float32, so padded keys get no weight at all.
+MASK_BIAS = -10000.0
+
+
+def attention_mask_bias(input_mask):
+  """Turns a padding mask into an additive attention bias.
+
+  Args:
+    input_mask: int or bool [B, T], 1 at real tokens.
+
+  Returns:
+    float32 [B, 1, 1, T]: 0 at real keys, MASK_BIAS at padding.
+  """
+  mask = ops.cast(input_mask, "float32")
+  return (1.0 - mask)[:, None, None, :] * MASK_BIAS
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class SelfAttention(keras.layers.Layer):
+  """Scaled dot-product self-attention over `num_heads` heads.
+
+  Call arguments:
+    hidden_states: float [B, T, H].
+    attention_bias: float32 [B, 1, 1, T] from `attention_mask_bias`.
+    training: whether attention-probability dropout is active.
+
+  Returns:
+    float [B, T, H]: the attention output projected back to H (before the residual).
+
+  The query, key, value and output kernels are [H, H], as in the original checkpoints.
+  """
+
+  def __init__(self, num_heads: int, hidden_size: int, attention_dropout_rate: float = 0.1,
+               initializer_range: float = 0.02, **kwargs):
+    super().__init__(**kwargs)
+    if hidden_size % num_heads:
+      raise ValueError(f"hidden_size ({hidden_size}) must be divisible by num_heads "
+                       f"({num_heads})")
+    self.num_heads = num_heads
+    self.hidden_size = hidden_size
+    self.head_size = hidden_size // num_heads
+    self.attention_dropout_rate = attention_dropout_rate
+    self.initializer_range = initializer_range
+
+    def dense(name):
+      return keras.layers.Dense(
+          hidden_size, kernel_initializer=initializers.bert_initializer(initializer_range),
+          name=name, dtype=self.dtype_policy)
+
+    self.query = dense("query")
+    self.key = dense("key")
+    self.value = dense("value")
+    self.output_dense = dense("output")
+    self.dropout = keras.layers.Dropout(attention_dropout_rate, name="dropout")
+
+  def build(self, input_shape):
+    for layer in (self.query, self.key, self.value, self.output_dense):
+      layer.build((None, None, self.hidden_size))
+    self.built = True
+
+  def _split_heads(self, x):
+    """[B, T, H] -> [B, N, T, D]."""
+    batch, seq = ops.shape(x)[0], ops.shape(x)[1]
+    x = ops.reshape(x, (batch, seq, self.num_heads, self.head_size))
+    return ops.transpose(x, (0, 2, 1, 3))
+
+  def call(self, hidden_states, attention_bias, training=None):
+    query = self._split_heads(self.query(hidden_states))
+    key = self._split_heads(self.key(hidden_states))
+    value = self._split_heads(self.value(hidden_states))
+    query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
+    scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))  # [B, N, T, T]
+    # Softmax in float32: float16 logits plus the mask bias would lose precision.
+    scores = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
+    probs = ops.softmax(scores, axis=-1)
+    probs = self.dropout(ops.cast(probs, self.compute_dtype), training=training)
+    context = ops.matmul(probs, value)  # [B, N, T, D]
+    context = ops.transpose(context, (0, 2, 1, 3))
+    batch, seq = ops.shape(context)[0], ops.shape(context)[1]
+    context = ops.reshape(context, (batch, seq, self.hidden_size))
+    return self.output_dense(context)
+
+  def compute_output_shape(self, hidden_states_shape, attention_bias_shape=None):
+    return tuple(hidden_states_shape)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(num_heads=self.num_heads, hidden_size=self.hidden_size,
+                  attention_dropout_rate=self.attention_dropout_rate,
+                  initializer_range=self.initializer_range)
+    return config

@@ -1,0 +1,149 @@
+"""The BERT encoder: embeddings, a stack of Transformer blocks, and the [CLS] pooler."""
+
+from typing import Optional
+
+import keras
+from keras import ops
+
+from bert_tf import configs
+from bert_tf import constants
+from bert_tf.layers import initializers
+from bert_tf.layers.embeddings import BertEmbeddings
+from bert_tf.layers.self_attention import attention_mask_bias
+from bert_tf.layers.transformer_block import TransformerBlock
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertEncoder(keras.Model):
+  """BERT as in Devlin et al. (2018), with the input and output names of TF Hub encoders.
+
+  Inputs (a dict):
+    input_word_ids: int32 [B, T] WordPiece ids.
+    input_mask: int32 [B, T], 1 at real tokens, 0 at padding.
+    input_type_ids: int32 [B, T] segment ids (0 for A, 1 for B).
+  T may vary from batch to batch, up to max_position_embeddings.
+
+  Outputs (a dict):
+    sequence_output: float32 [B, T, H], the last layer.
+    pooled_output: float [B, H], tanh(dense(sequence_output[:, 0])).
+    encoder_outputs: a list of num_layers float [B, T, H], each block's output.
+  """
+
+  def __init__(self, vocab_size: int = 30522, hidden_size: int = 768, num_layers: int = 12,
+               num_attention_heads: int = 12, intermediate_size: int = 3072,
+               hidden_activation: str = "gelu", dropout_rate: float = 0.1,
+               attention_dropout_rate: float = 0.1, max_position_embeddings: int = 512,
+               type_vocab_size: int = 2, initializer_range: float = 0.02,
+               layer_norm_epsilon: float = 1e-12, dtype=None, **kwargs):
+    # Validates the arguments the same way a config file is validated.
+    configs.EncoderConfig(
+        vocab_size=vocab_size, hidden_size=hidden_size, num_layers=num_layers,
+        num_attention_heads=num_attention_heads, intermediate_size=intermediate_size,
+        hidden_activation=hidden_activation, dropout_rate=dropout_rate,
+        attention_dropout_rate=attention_dropout_rate,
+        max_position_embeddings=max_position_embeddings, type_vocab_size=type_vocab_size,
+        initializer_range=initializer_range, layer_norm_epsilon=layer_norm_epsilon)
+
+    # === Layers ===
+    embeddings = BertEmbeddings(
+        vocab_size=vocab_size, hidden_size=hidden_size,
+        max_position_embeddings=max_position_embeddings, type_vocab_size=type_vocab_size,
+        dropout_rate=dropout_rate, initializer_range=initializer_range,
+        layer_norm_epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings")
+    blocks = [
+        TransformerBlock(
+            hidden_size=hidden_size, num_heads=num_attention_heads,
+            intermediate_size=intermediate_size, hidden_activation=hidden_activation,
+            dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
+            initializer_range=initializer_range, layer_norm_epsilon=layer_norm_epsilon,
+            dtype=dtype, name=f"transformer_layer_{i}")
+        for i in range(num_layers)
+    ]
+    pooler = keras.layers.Dense(
+        hidden_size, activation="tanh",
+        kernel_initializer=initializers.bert_initializer(initializer_range), dtype=dtype,
+        name="pooler")
+
+    # === Functional graph ===
+    inputs = {
+        constants.INPUT_WORD_IDS: keras.Input((None,), dtype="int32",
+                                              name=constants.INPUT_WORD_IDS),
+        constants.INPUT_MASK: keras.Input((None,), dtype="int32", name=constants.INPUT_MASK),
+        constants.INPUT_TYPE_IDS: keras.Input((None,), dtype="int32",
+                                              name=constants.INPUT_TYPE_IDS),
+    }
+    x = embeddings(inputs[constants.INPUT_WORD_IDS], inputs[constants.INPUT_TYPE_IDS])
+    bias = attention_mask_bias(inputs[constants.INPUT_MASK])
+    layer_outputs = []
+    for block in blocks:
+      x = block(x, bias)
+      layer_outputs.append(x)
+    sequence_output = ops.cast(x, "float32")
+    pooled_output = pooler(x[:, 0, :])
+    outputs = {
+        constants.SEQUENCE_OUTPUT: sequence_output,
+        constants.POOLED_OUTPUT: pooled_output,
+        constants.ENCODER_OUTPUTS: layer_outputs,
+    }
+    super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+    # === Config ===
+    self.vocab_size = vocab_size
+    self.hidden_size = hidden_size
+    self.num_layers = num_layers
+    self.num_attention_heads = num_attention_heads
+    self.intermediate_size = intermediate_size
+    self.hidden_activation = hidden_activation
+    self.dropout_rate = dropout_rate
+    self.attention_dropout_rate = attention_dropout_rate
+    self.max_position_embeddings = max_position_embeddings
+    self.type_vocab_size = type_vocab_size
+    self.initializer_range = initializer_range
+    self.layer_norm_epsilon = layer_norm_epsilon
+    self.embeddings = embeddings
+    self.transformer_layers = blocks
+    self.pooler = pooler
+
+  @classmethod
+  def from_config_object(cls, config: configs.EncoderConfig, dtype=None,
+                         name: Optional[str] = "bert_encoder") -> "BertEncoder":
+    """Builds the encoder an EncoderConfig describes."""
+    return cls(**config.as_dict(), dtype=dtype, name=name)
+
+  def get_embedding_table(self):
+    """The [V, H] word-embedding variable (shared with the masked-LM head)."""
+    return self.embeddings.word_embeddings
+
+  def get_config(self):
+    return {
+        "name": self.name,
+        "trainable": self.trainable,
+        "vocab_size": self.vocab_size,
+        "hidden_size": self.hidden_size,
+        "num_layers": self.num_layers,
+        "num_attention_heads": self.num_attention_heads,
+        "intermediate_size": self.intermediate_size,
+        "hidden_activation": self.hidden_activation,
+        "dropout_rate": self.dropout_rate,
+        "attention_dropout_rate": self.attention_dropout_rate,
+        "max_position_embeddings": self.max_position_embeddings,
+        "type_vocab_size": self.type_vocab_size,
+        "initializer_range": self.initializer_range,
+        "layer_norm_epsilon": self.layer_norm_epsilon,
+    }
+
+  @classmethod
+  def from_config(cls, config):
+    return cls(**config)
+
+  def encoder_config(self) -> configs.EncoderConfig:
+    """This encoder's hyperparameters as an EncoderConfig."""
+    values = self.get_config()
+    values.pop("name")
+    values.pop("trainable")
+    return configs.EncoderConfig(**values)
+
+  @property
+  def checkpoint_items(self):
+    """Objects a checkpoint restores by name: the encoder itself."""
+    return {"encoder": self}

@@ -1,0 +1,77 @@
+"""BERT with its two pretraining heads: masked LM and next-sentence prediction."""
+
+import keras
+
+from bert_tf import constants
+from bert_tf.layers.classification_head import ClassificationHead
+from bert_tf.layers.masked_lm_head import MaskedLMHead
+from bert_tf.models.bert_encoder import BertEncoder
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertPretrainer(keras.Model):
+  """An encoder plus the masked-LM head (tied embeddings) and the next-sentence head.
+
+  Inputs (a dict): the encoder's three inputs and
+    masked_lm_positions: int32 [B, P], positions whose tokens are predicted.
+
+  Outputs (a dict):
+    mlm_logits: float32 [B, P, V].
+    next_sentence_logits: float32 [B, 2].
+  Loss: bert_tf.losses.pretraining_loss.
+  """
+
+  def __init__(self, encoder: BertEncoder, use_next_sentence_label: bool = True, **kwargs):
+    # === Layers ===
+    masked_lm = MaskedLMHead(
+        encoder.embeddings, activation=encoder.hidden_activation,
+        initializer_range=encoder.initializer_range,
+        layer_norm_epsilon=encoder.layer_norm_epsilon, dtype=encoder.dtype_policy,
+        name="masked_lm")
+    next_sentence = None
+    if use_next_sentence_label:
+      next_sentence = ClassificationHead(
+          2, dropout_rate=0.0, initializer_range=encoder.initializer_range,
+          dtype=encoder.dtype_policy, name="next_sentence")
+
+    # === Functional graph ===
+    inputs = {
+        name: keras.Input((None,), dtype="int32", name=name)
+        for name in (*constants.ENCODER_INPUTS, constants.MASKED_LM_POSITIONS)
+    }
+    encoded = encoder({name: inputs[name] for name in constants.ENCODER_INPUTS})
+    mlm_logits = masked_lm(encoded[constants.SEQUENCE_OUTPUT],
+                           inputs[constants.MASKED_LM_POSITIONS])
+    outputs = {constants.MLM_LOGITS: keras.ops.cast(mlm_logits, "float32")}
+    if next_sentence is not None:
+      nsp_logits = next_sentence(encoded[constants.POOLED_OUTPUT])
+      outputs[constants.NSP_LOGITS] = keras.ops.cast(nsp_logits, "float32")
+    super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+    # === Config ===
+    self.encoder = encoder
+    self.masked_lm = masked_lm
+    self.next_sentence = next_sentence
+    self.use_next_sentence_label = use_next_sentence_label
+
+  @property
+  def checkpoint_items(self):
+    """Objects a checkpoint restores by name: encoder and heads."""
+    items = {"encoder": self.encoder, "masked_lm": self.masked_lm}
+    if self.next_sentence is not None:
+      items["next_sentence"] = self.next_sentence
+    return items
+
+  def get_config(self):
+    return {
+        "name": self.name,
+        "trainable": self.trainable,
+        "encoder": keras.saving.serialize_keras_object(self.encoder),
+        "use_next_sentence_label": self.use_next_sentence_label,
+    }
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+    return cls(**config)
