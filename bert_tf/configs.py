@@ -265,6 +265,12 @@ def _coerce(value, tp, path: str):
       raise ConfigError(f"{path} must be an integer, got {value!r}")
     return value
   if tp is float:
+    if isinstance(value, str):
+      # PyYAML (YAML 1.1) reads `1e-4` as a string; it is meant as a number.
+      try:
+        return float(value)
+      except ValueError:
+        pass
     if isinstance(value, bool) or not isinstance(value, (int, float)):
       raise ConfigError(f"{path} must be a number, got {value!r}")
     return float(value)

@@ -1,5 +1,6 @@
 """The BERT encoder: embeddings, a stack of Transformer blocks, and the [CLS] pooler."""
 
+import types
 from typing import Optional
 
 import keras
@@ -145,5 +146,9 @@ class BertEncoder(keras.Model):
 
   @property
   def checkpoint_items(self):
-    """Objects a checkpoint restores by name: the encoder itself."""
-    return {"encoder": self}
+    """Objects a checkpoint restores by name: the encoder itself.
+
+    A read-only mapping: Keras's `.keras` saver walks properties, and a plain dict
+    holding the model itself would send it into endless recursion.
+    """
+    return types.MappingProxyType({"encoder": self})

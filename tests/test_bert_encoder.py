@@ -1,0 +1,133 @@
+"""BertEncoder: sizes, shapes, padding invariance, serialization, precision, seeds."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import harness
+from bert_tf import configs
+from bert_tf import constants
+from bert_tf.models import BertEncoder
+
+
+@pytest.mark.parametrize("size,expected", [("base", 109_482_240), ("large", 335_141_888)])
+def test_parameter_count_equals_released_checkpoint(size, expected):
+  encoder = BertEncoder.from_config_object(configs.EncoderConfig.from_size(size))
+  assert encoder.count_params() == expected
+
+
+def test_outputs_have_documented_shapes_and_names():
+  encoder = harness.tiny_encoder()
+  batch = harness.pretraining_batch(batch_size=3, seq_length=12)
+  out = encoder(harness.encoder_inputs(batch))
+  assert out[constants.SEQUENCE_OUTPUT].shape == (3, 12, 32)
+  assert out[constants.POOLED_OUTPUT].shape == (3, 32)
+  assert len(out[constants.ENCODER_OUTPUTS]) == 2
+  np.testing.assert_allclose(out[constants.ENCODER_OUTPUTS][-1],
+                             out[constants.SEQUENCE_OUTPUT], rtol=1e-6)
+
+
+def test_outputs_at_real_tokens_do_not_change_when_padding_is_appended():
+  encoder = harness.tiny_encoder()
+  batch = harness.encoder_inputs(harness.pretraining_batch(batch_size=2, seq_length=10))
+  padded = {k: tf.pad(v, [[0, 0], [0, 7]]) for k, v in batch.items()}
+  short = encoder(batch)
+  long = encoder(padded)
+  mask = batch[constants.INPUT_MASK].numpy().astype(bool)
+  np.testing.assert_allclose(long[constants.SEQUENCE_OUTPUT][:, :10][mask],
+                             short[constants.SEQUENCE_OUTPUT][mask], atol=1e-5)
+  np.testing.assert_allclose(long[constants.POOLED_OUTPUT], short[constants.POOLED_OUTPUT],
+                             atol=1e-5)
+
+
+def test_padding_keys_get_zero_attention_so_their_ids_do_not_matter():
+  encoder = harness.tiny_encoder()
+  batch = harness.encoder_inputs(harness.pretraining_batch(batch_size=2, seq_length=10))
+  mask = batch[constants.INPUT_MASK]
+  scrambled = dict(batch)
+  scrambled[constants.INPUT_WORD_IDS] = tf.where(
+      mask == 1, batch[constants.INPUT_WORD_IDS], 77)
+  a = encoder(batch)[constants.SEQUENCE_OUTPUT].numpy()[mask.numpy() == 1]
+  b = encoder(scrambled)[constants.SEQUENCE_OUTPUT].numpy()[mask.numpy() == 1]
+  np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_config_round_trip_gives_same_model_outputs():
+  encoder = harness.tiny_encoder()
+  inputs = harness.encoder_inputs(harness.pretraining_batch())
+  harness.run_config_round_trip(encoder, inputs)
+  assert encoder.encoder_config() == configs.EncoderConfig(
+      **{**harness.TINY_ENCODER, "dropout_rate": 0.0, "attention_dropout_rate": 0.0})
+
+
+def test_keras_save_and_load_gives_identical_outputs(tmp_path):
+  encoder = harness.tiny_encoder()
+  inputs = harness.encoder_inputs(harness.pretraining_batch())
+  restored = harness.run_keras_save_load(encoder, inputs, tmp_path)
+  assert isinstance(restored, BertEncoder)
+
+
+def test_saved_model_export_reloads_with_equal_outputs(tmp_path):
+  encoder = harness.tiny_encoder()
+  inputs = harness.encoder_inputs(harness.pretraining_batch())
+  harness.run_saved_model_export(encoder, inputs, tmp_path)
+
+
+def test_same_seed_gives_same_initial_weights_and_other_seed_differs():
+  a = harness.tiny_encoder(seed=7).get_weights()
+  b = harness.tiny_encoder(seed=7).get_weights()
+  c = harness.tiny_encoder(seed=8).get_weights()
+  for x, y in zip(a, b):
+    np.testing.assert_array_equal(x, y)
+  assert any(not np.array_equal(x, z) for x, z in zip(a, c))
+
+
+def test_initial_weights_follow_truncated_normal_0_02():
+  encoder = harness.tiny_encoder()
+  table = encoder.get_embedding_table().numpy()
+  assert abs(table.std() - 0.02 * 0.88) < 0.003  # Truncated at 2 sigma: std 0.88 sigma.
+  assert np.abs(table).max() <= 0.04 + 1e-6
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_mixed_precision_keeps_variables_and_layer_norm_in_float32(policy):
+  keras.mixed_precision.set_global_policy(policy)
+  encoder = harness.tiny_encoder()
+  out = encoder(harness.encoder_inputs(harness.pretraining_batch()))
+  assert all(v.dtype == "float32" for v in encoder.weights)
+  assert harness.float32_layer_outputs(encoder) == []
+  assert out[constants.SEQUENCE_OUTPUT].dtype == tf.float32
+  compute = policy.split("_")[1]
+  assert out[constants.POOLED_OUTPUT].dtype == compute
+  assert encoder.transformer_layers[0].attention.compute_dtype == compute
+
+
+def test_attention_softmax_runs_in_float32_under_float16():
+  keras.mixed_precision.set_global_policy("mixed_float16")
+  encoder = harness.tiny_encoder()
+  inputs = harness.encoder_inputs(harness.pretraining_batch())
+
+  @tf.function
+  def run(x):
+    return encoder(x)
+
+  graph = run.get_concrete_function(inputs).graph
+  softmax_dtypes = set()
+  for op in graph.get_operations():
+    if op.type == "Softmax":
+      softmax_dtypes.add(op.outputs[0].dtype)
+  # Ops inside nested function bodies count too.
+  for fn in graph._functions.values():  # pylint: disable=protected-access
+    for node in fn.definition.node_def:
+      if node.op == "Softmax":
+        softmax_dtypes.add(tf.as_dtype(node.attr["T"].type))
+  assert softmax_dtypes == {tf.float32}
+
+
+def test_sequence_longer_than_max_positions_is_rejected():
+  encoder = harness.tiny_encoder()
+  ids = tf.ones([1, 65], tf.int32)
+  with pytest.raises(Exception):
+    encoder({constants.INPUT_WORD_IDS: ids, constants.INPUT_MASK: ids,
+             constants.INPUT_TYPE_IDS: ids * 0})

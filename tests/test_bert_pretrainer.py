@@ -1,0 +1,133 @@
+"""BertPretrainer: tied masked-LM weights, float32 losses, training."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import harness
+from bert_tf import constants
+from bert_tf import losses
+from bert_tf.models import BertPretrainer
+
+PRETRAINER_INPUTS = (*constants.ENCODER_INPUTS, constants.MASKED_LM_POSITIONS)
+
+
+def _inputs(batch):
+  return {k: batch[k] for k in PRETRAINER_INPUTS}
+
+
+def test_masked_lm_output_weights_are_the_word_embedding_variable():
+  encoder = harness.tiny_encoder()
+  model = BertPretrainer(encoder)
+  model(_inputs(harness.pretraining_batch()))
+  assert model.masked_lm.embedding_table is encoder.embeddings.word_embeddings
+  # The table is counted once, not twice.
+  assert sum(1 for w in model.weights if "word_embeddings" in w.path) == 1
+
+
+def test_mlm_logits_equal_gathered_hidden_times_embedding_transpose():
+  model = BertPretrainer(harness.tiny_encoder())
+  batch = harness.pretraining_batch()
+  out = model(_inputs(batch))
+  seq = model.encoder(harness.encoder_inputs(batch))[constants.SEQUENCE_OUTPUT]
+  head = model.masked_lm
+  gathered = tf.gather(seq, batch[constants.MASKED_LM_POSITIONS], batch_dims=1)
+  hidden = head.transform_layer_norm(head.transform(gathered))
+  expected = tf.matmul(hidden, head.embedding_table, transpose_b=True) + head.output_bias
+  np.testing.assert_allclose(out[constants.MLM_LOGITS], expected, atol=1e-5)
+  assert out[constants.MLM_LOGITS].shape == (4, 4, 100)
+  assert out[constants.NSP_LOGITS].shape == (4, 2)
+
+
+def test_pretraining_loss_equals_weighted_mean_cross_entropy_plus_nsp():
+  model = BertPretrainer(harness.tiny_encoder())
+  batch = harness.pretraining_batch()
+  out = model(_inputs(batch))
+  result = losses.pretraining_loss(batch, out)
+  logits = out[constants.MLM_LOGITS].numpy()
+  ids = batch[constants.MASKED_LM_IDS].numpy()
+  w = batch[constants.MASKED_LM_WEIGHTS].numpy()
+  logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+  xent = -np.take_along_axis(logp, ids[..., None], -1)[..., 0]
+  mlm = (xent * w).sum() / (w.sum() + 1e-5)
+  nsp_logits = out[constants.NSP_LOGITS].numpy()
+  nsp_logp = nsp_logits - np.log(np.exp(nsp_logits).sum(-1, keepdims=True))
+  labels = batch[constants.NEXT_SENTENCE_LABELS].numpy()
+  nsp = -nsp_logp[np.arange(len(labels)), labels].mean()
+  np.testing.assert_allclose(result["masked_lm_loss"], mlm, rtol=1e-5)
+  np.testing.assert_allclose(result["next_sentence_loss"], nsp, rtol=1e-5)
+  np.testing.assert_allclose(result["loss"], mlm + nsp, rtol=1e-5)
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_mixed_precision_logits_and_loss_are_float32(policy):
+  keras.mixed_precision.set_global_policy(policy)
+  model = BertPretrainer(harness.tiny_encoder())
+  batch = harness.pretraining_batch()
+  out = model(_inputs(batch))
+  assert out[constants.MLM_LOGITS].dtype == tf.float32
+  assert out[constants.NSP_LOGITS].dtype == tf.float32
+  assert all(v.dtype == "float32" for v in model.weights)
+  assert harness.float32_layer_outputs(model) == []
+  assert losses.pretraining_loss(batch, out)["loss"].dtype == tf.float32
+
+
+def _train_steps(model, batch, steps, learning_rate=1e-2):
+  optimizer = keras.optimizers.Adam(learning_rate)
+
+  @tf.function
+  def step():
+    with tf.GradientTape() as tape:
+      loss = losses.pretraining_loss(batch, model(_inputs(batch), training=True))["loss"]
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+  return [float(step()) for _ in range(steps)]
+
+
+def test_one_training_step_on_dummy_data_updates_every_weight():
+  model = BertPretrainer(harness.tiny_encoder())
+  batch = harness.pretraining_batch()
+  model(_inputs(batch))
+  before = [w.numpy().copy() for w in model.trainable_variables]
+  loss = _train_steps(model, batch, 1)[0]
+  assert np.isfinite(loss)
+  unchanged = [w.path for w, b in zip(model.trainable_variables, before)
+               if np.array_equal(w.numpy(), b)]
+  assert unchanged == []
+
+
+def test_a_few_steps_on_one_repeated_batch_drive_the_loss_down():
+  model = BertPretrainer(harness.tiny_encoder())
+  batch = harness.pretraining_batch(batch_size=8)
+  history = _train_steps(model, batch, 30)
+  assert history[-1] < 0.5 * history[0], history
+
+
+def test_without_next_sentence_head_outputs_only_mlm_logits():
+  model = BertPretrainer(harness.tiny_encoder(), use_next_sentence_label=False)
+  out = model(_inputs(harness.pretraining_batch()))
+  assert set(out) == {constants.MLM_LOGITS}
+  assert set(model.checkpoint_items) == {"encoder", "masked_lm"}
+
+
+def test_checkpoint_items_cover_every_weight():
+  model = BertPretrainer(harness.tiny_encoder())
+  model(_inputs(harness.pretraining_batch()))
+  covered = {id(w) for item in model.checkpoint_items.values() for w in item.weights}
+  assert covered == {id(w) for w in model.weights}
+
+
+def test_config_round_trip_and_keras_save_load_keep_the_tie(tmp_path):
+  model = BertPretrainer(harness.tiny_encoder())
+  inputs = _inputs(harness.pretraining_batch())
+  harness.run_config_round_trip(model, inputs)
+  restored = harness.run_keras_save_load(model, inputs, tmp_path)
+  assert restored.masked_lm.embedding_table is restored.encoder.embeddings.word_embeddings
+
+
+def test_saved_model_export_reloads_with_equal_outputs(tmp_path):
+  model = BertPretrainer(harness.tiny_encoder())
+  harness.run_saved_model_export(model, _inputs(harness.pretraining_batch()), tmp_path)

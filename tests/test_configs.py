@@ -1,0 +1,103 @@
+"""Configs: sizes, validation errors, overrides, round trips, bert_config.json."""
+
+import json
+
+import pytest
+
+from bert_tf import configs
+
+
+@pytest.mark.parametrize("size,layers,hidden,heads", [
+    ("tiny", 2, 128, 2), ("mini", 4, 256, 4), ("small", 4, 512, 8), ("medium", 8, 512, 8),
+    ("base", 12, 768, 12), ("large", 24, 1024, 16)])
+def test_named_sizes_have_the_released_shapes(size, layers, hidden, heads):
+  c = configs.EncoderConfig.from_size(size)
+  assert (c.num_layers, c.hidden_size, c.num_attention_heads) == (layers, hidden, heads)
+  assert c.intermediate_size == 4 * hidden
+  assert (c.vocab_size, c.max_position_embeddings, c.type_vocab_size) == (30522, 512, 2)
+  assert (c.dropout_rate, c.attention_dropout_rate, c.initializer_range) == (0.1, 0.1, 0.02)
+  assert c.layer_norm_epsilon == 1e-12 and c.hidden_activation == "gelu"
+
+
+def test_unknown_key_error_names_key_and_nearest_valid_one():
+  with pytest.raises(configs.ConfigError, match=r"trainer\.train_step'.*trainer\.train_steps"):
+    configs.ExperimentConfig().override(["trainer.train_step=5"])
+  with pytest.raises(configs.ConfigError, match=r"model\.encoder\.num_layer'.*num_layers"):
+    configs.ExperimentConfig.from_dict({"model": {"encoder": {"num_layer": 2}}})
+
+
+def test_wrong_type_error_names_the_field():
+  with pytest.raises(configs.ConfigError, match=r"trainer\.train_steps must be an integer"):
+    configs.ExperimentConfig().override("trainer.train_steps=many")
+  with pytest.raises(configs.ConfigError, match=r"runtime\.jit_compile must be true or false"):
+    configs.ExperimentConfig().override({"runtime": {"jit_compile": "yes"}})
+
+
+def test_impossible_value_error_names_the_field():
+  with pytest.raises(configs.ConfigError,
+                     match=r"hidden_size \(100\) must be divisible by num_attention_heads"):
+    configs.ExperimentConfig().override("model.encoder.hidden_size=100")
+  with pytest.raises(configs.ConfigError, match="dropout_rate must be in"):
+    configs.EncoderConfig(dropout_rate=1.5)
+  with pytest.raises(configs.ConfigError, match="seq_length"):
+    configs.ExperimentConfig().override("train_data.seq_length=1024")
+
+
+def test_dotted_overrides_apply_nested_values_and_lists():
+  c = configs.ExperimentConfig().override(
+      "trainer.train_steps=1000,optimizer.exclude_from_weight_decay=[bias, gamma],"
+      "optimizer.learning_rate=2e-5")
+  assert c.trainer.train_steps == 1000
+  assert c.optimizer.exclude_from_weight_decay == ["bias", "gamma"]
+  assert c.optimizer.learning_rate == 2e-5
+
+
+def test_config_round_trips_through_yaml_and_json(tmp_path):
+  c = configs.ExperimentConfig().override("model.encoder.num_layers=3,trainer.train_steps=7")
+  path = str(tmp_path / "params.yaml")
+  c.save(path)
+  assert configs.ExperimentConfig.from_yaml(path) == c
+  assert configs.ExperimentConfig.from_dict(json.loads(c.to_json())) == c
+
+
+def test_later_yaml_files_override_earlier_ones(tmp_path):
+  a = tmp_path / "a.yaml"
+  a.write_text("model:\n  encoder:\n    num_layers: 2\n    hidden_size: 64\n    num_attention_heads: 2\n")
+  b = tmp_path / "b.yaml"
+  b.write_text("model:\n  encoder:\n    num_layers: 3\n")
+  c = configs.ExperimentConfig.from_yaml(str(a), str(b), overrides=["trainer.train_steps=9"])
+  assert (c.model.encoder.num_layers, c.model.encoder.hidden_size) == (3, 64)
+  assert c.model.encoder.intermediate_size == 256  # Omitted: 4 x hidden.
+  assert c.trainer.train_steps == 9
+
+
+def test_yaml_error_names_the_file(tmp_path):
+  bad = tmp_path / "bad.yaml"
+  bad.write_text("model: [unclosed\n")
+  with pytest.raises(configs.ConfigError, match="bad.yaml"):
+    configs.ExperimentConfig.from_yaml(str(bad))
+
+
+def test_reads_original_bert_config_json(tmp_path):
+  original = {
+      "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+      "hidden_size": 768, "initializer_range": 0.02, "intermediate_size": 3072,
+      "max_position_embeddings": 512, "num_attention_heads": 12, "num_hidden_layers": 12,
+      "type_vocab_size": 2, "vocab_size": 30522}
+  path = tmp_path / "bert_config.json"
+  path.write_text(json.dumps(original))
+  c = configs.EncoderConfig.from_bert_config_json(str(path))
+  assert c == configs.EncoderConfig.from_size("base")
+  assert c.to_bert_config_dict() == {**original, "layer_norm_eps": 1e-12}
+
+
+def test_bert_config_json_errors_name_the_file(tmp_path):
+  path = tmp_path / "bert_config.json"
+  path.write_text(json.dumps({"hidden_size": 100, "num_attention_heads": 12}))
+  with pytest.raises(configs.ConfigError, match="bert_config.json.*divisible"):
+    configs.EncoderConfig.from_bert_config_json(str(path))
+
+
+def test_unknown_task_name_is_an_error_with_suggestion():
+  with pytest.raises(configs.ConfigError, match="unknown task 'pretrainin'.*pretraining"):
+    configs.ExperimentConfig().override("task.name=pretrainin")

@@ -1,0 +1,89 @@
+"""The encoder's layers: definitions, config round trips, precision."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import layers
+
+
+def test_embeddings_sum_word_position_type_then_layer_norm():
+  layer = layers.BertEmbeddings(vocab_size=10, hidden_size=8, max_position_embeddings=6,
+                                dropout_rate=0.0)
+  ids = tf.constant([[1, 2, 3]])
+  types = tf.constant([[0, 1, 1]])
+  out = layer(ids, types).numpy()
+  summed = (tf.gather(layer.word_embeddings, ids) + tf.gather(layer.token_type_embeddings, types)
+            + layer.position_embeddings[:3][None]).numpy()
+  mean = summed.mean(-1, keepdims=True)
+  var = summed.var(-1, keepdims=True)
+  np.testing.assert_allclose(out, (summed - mean) / np.sqrt(var + 1e-12), atol=1e-5)
+
+
+def test_self_attention_matches_reference_definition_and_ignores_masked_keys():
+  keras.utils.set_random_seed(0)
+  layer = layers.SelfAttention(num_heads=2, hidden_size=8, attention_dropout_rate=0.0)
+  x = tf.random.normal([1, 4, 8])
+  mask = tf.constant([[1, 1, 1, 0]])
+  out = layer(x, layers.attention_mask_bias(mask)).numpy()
+
+  def proj(dense, v):
+    return v @ dense.kernel.numpy() + dense.bias.numpy()
+
+  q, k, v = (proj(d, x.numpy()[0]).reshape(4, 2, 4).transpose(1, 0, 2)
+             for d in (layer.query, layer.key, layer.value))
+  scores = q @ k.transpose(0, 2, 1) / 2.0
+  scores[:, :, 3] = -np.inf
+  probs = np.exp(scores - scores.max(-1, keepdims=True))
+  probs /= probs.sum(-1, keepdims=True)
+  context = (probs @ v).transpose(1, 0, 2).reshape(4, 8)
+  np.testing.assert_allclose(out[0], proj(layer.output_dense, context), atol=1e-5)
+
+
+def test_transformer_block_is_post_layer_norm_with_exact_gelu():
+  keras.utils.set_random_seed(0)
+  block = layers.TransformerBlock(hidden_size=8, num_heads=2, intermediate_size=16,
+                                  dropout_rate=0.0, attention_dropout_rate=0.0)
+  x = tf.random.normal([2, 3, 8])
+  bias = layers.attention_mask_bias(tf.ones([2, 3], tf.int32))
+  out = block(x, bias)
+  attended = block.attention(x, bias)
+  out1 = block.attention_layer_norm(x + attended)
+  pre = out1 @ block.intermediate.kernel + block.intermediate.bias
+  gelu = 0.5 * pre * (1.0 + tf.math.erf(pre / np.sqrt(2.0)))
+  ffn = gelu @ block.output_dense.kernel + block.output_dense.bias
+  np.testing.assert_allclose(out, block.output_layer_norm(out1 + ffn), atol=1e-5)
+
+
+@pytest.mark.parametrize("layer,call_args", [
+    (lambda: layers.BertEmbeddings(vocab_size=10, hidden_size=8, max_position_embeddings=6),
+     lambda: (tf.constant([[1, 2]]), tf.constant([[0, 1]]))),
+    (lambda: layers.SelfAttention(num_heads=2, hidden_size=8),
+     lambda: (tf.ones([1, 3, 8]), tf.zeros([1, 1, 1, 3]))),
+    (lambda: layers.TransformerBlock(hidden_size=8, num_heads=2, intermediate_size=16),
+     lambda: (tf.ones([1, 3, 8]), tf.zeros([1, 1, 1, 3]))),
+    (lambda: layers.ClassificationHead(num_classes=3), lambda: (tf.ones([2, 8]),)),
+])
+def test_layer_config_round_trip_rebuilds_equal_layer(layer, call_args):
+  original = layer()
+  args = call_args()
+  expected = original(*args)
+  config = original.get_config()
+  clone = type(original).from_config(config)
+  clone(*args)
+  clone.set_weights(original.get_weights())
+  assert clone.get_config() == config
+  np.testing.assert_allclose(clone(*args), expected, atol=1e-6)
+
+
+def test_masked_lm_head_refuses_to_restore_without_its_model():
+  with pytest.raises(TypeError, match="BertPretrainer"):
+    layers.MaskedLMHead.from_config({"name": "x"})
+
+
+def test_gather_positions_picks_vectors_per_example():
+  seq = tf.reshape(tf.range(2 * 4 * 3, dtype=tf.float32), [2, 4, 3])
+  out = layers.gather_positions(seq, tf.constant([[3, 0], [1, 1]]))
+  np.testing.assert_array_equal(out[0], seq[0].numpy()[[3, 0]])
+  np.testing.assert_array_equal(out[1], seq[1].numpy()[[1, 1]])

@@ -1,0 +1,59 @@
+"""Sets up a virtual environment for bert_tf, then runs the quickstart or the tests.
+
+  python3 tools/setup_and_run.py quickstart   # the main job on embedded data
+  python3 tools/setup_and_run.py test         # the default test suite
+  python3 tools/setup_and_run.py test -m slow # extra arguments go to pytest
+
+Needs nothing but Python 3.10+: the environment is created in .venv/ and reinstalled
+only when setup.py changes.
+"""
+
+import hashlib
+import os
+import pathlib
+import subprocess
+import sys
+import venv
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+VENV = pathlib.Path(os.environ.get("BERT_TF_VENV", ROOT / ".venv"))
+STAMP = VENV / ".bert_tf_installed"
+
+
+def _python() -> str:
+  return str(VENV / ("Scripts" if os.name == "nt" else "bin") / "python")
+
+
+def _requirements_digest() -> str:
+  return hashlib.sha256((ROOT / "setup.py").read_bytes()).hexdigest()
+
+
+def ensure_environment() -> None:
+  """Creates .venv and installs bert_tf with its test extras, if not done yet."""
+  digest = _requirements_digest()
+  if STAMP.exists() and STAMP.read_text() == digest:
+    return
+  if not (VENV / "bin" / "python").exists():
+    print(f"Creating virtual environment {VENV}", flush=True)
+    venv.EnvBuilder(with_pip=True).create(VENV)
+  print("Installing bert_tf and its dependencies (first run only)...", flush=True)
+  subprocess.check_call([_python(), "-m", "pip", "install", "-q", "--upgrade", "pip"])
+  subprocess.check_call([_python(), "-m", "pip", "install", "-q", "-e", f"{ROOT}[test]"])
+  STAMP.write_text(digest)
+
+
+def main(argv) -> int:
+  if len(argv) < 2 or argv[1] not in ("quickstart", "test"):
+    print(__doc__)
+    return 2
+  ensure_environment()
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+  if argv[1] == "quickstart":
+    command = [_python(), str(ROOT / "tools" / "quickstart.py"), *argv[2:]]
+  else:
+    command = [_python(), "-m", "pytest", *argv[2:]]
+  return subprocess.call(command, cwd=ROOT, env=env)
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv))
