@@ -130,8 +130,13 @@ class Config:
     merged: Dict[str, Any] = {}
     for p in paths:
       merged = _deep_merge(merged, load_yaml(p))
-    config = cls.from_dict(merged)
-    return config.override(overrides)
+    # Overrides join before validation, so that they can fix what the files leave
+    # inconsistent (a short max_position_embeddings and a long seq_length, say).
+    if overrides:
+      nested = (dict(overrides) if isinstance(overrides, Mapping)
+                else parse_dotted_overrides(overrides))
+      merged = _deep_merge(merged, nested)
+    return cls.from_dict(merged)
 
 
 def load_yaml(path: str) -> Dict[str, Any]:

@@ -5,6 +5,7 @@ from keras import ops
 
 from bert_tf import constants
 from bert_tf.layers.classification_head import ClassificationHead
+from bert_tf.layers.flatten_choices import FlattenChoices
 from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.models.bert_encoder import BertEncoder
 
@@ -26,11 +27,12 @@ class BertMultipleChoice(keras.Model):
     scorer = ClassificationHead(1, dropout_rate=dropout_rate,
                                 initializer_range=encoder.initializer_range,
                                 dtype=encoder.dtype_policy, name="choice_scorer")
+    flatten = FlattenChoices(name="flatten_choices")
 
     # === Functional graph ===
     inputs = {name: keras.Input((num_choices, None), dtype="int32", name=name)
               for name in constants.ENCODER_INPUTS}
-    flat = {name: ops.reshape(x, (-1, ops.shape(x)[-1])) for name, x in inputs.items()}
+    flat = {name: flatten(x) for name, x in inputs.items()}
     pooled = encoder(flat)[constants.POOLED_OUTPUT]
     scores = ops.reshape(scorer(pooled), (-1, num_choices))
     outputs = {LOGITS: ops.cast(scores, "float32")}

@@ -1,0 +1,206 @@
+"""Shared pieces of the benchmarks: interleaved worker processes, peer virtual
+environments, statistics, and the generated tables of bench/README.md.
+
+A benchmark starts one long-lived worker process per system (ours and each peer, every
+peer in its own virtual environment), waits until all have warmed up, then asks each in
+turn for a few timed steps, round after round. Ours and the peers thus share the same
+moments of a noisy machine, and the ratio ours/peer is taken between medians of the same
+run.
+"""
+
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional, Sequence
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(BENCH_DIR)
+README = os.path.join(BENCH_DIR, "README.md")
+RESULTS_DIR = os.path.join(BENCH_DIR, "results")
+# Workers' stderr (TF logs, tracebacks) goes here, outside the source tree.
+LOG_DIR = os.environ.get("BERT_TF_BENCH_LOGS", "/tmp/bert_tf_bench_logs")
+DEFAULT_VENV_ROOT = os.environ.get("BERT_TF_PEER_VENVS", "/tmp/peer_venvs")
+
+# Each peer's virtual environment: packages installed in this order (torch first, with
+# the exact CPU version, so that nothing later pulls a CUDA build).
+PEER_PACKAGES = {
+    "model_garden": [["tf-models-official==2.20.0", "tf_keras"]],
+    "keras_hub": [["keras-hub", "tensorflow==2.21.0"]],
+    "hf": [["torch==2.13.0"], ["transformers"]],
+}
+PEER_LABELS = {
+    "ours": "bert_tf",
+    "model_garden": "Model Garden",
+    "keras_hub": "KerasHub",
+    "hf": "HF transformers",
+    "ours_xla": "bert_tf, jit_compile=True",
+    "ours_no_xla": "bert_tf, jit_compile=False",
+}
+
+
+def command_line() -> str:
+  """The command that started this process, to print beside its figures."""
+  return "python " + " ".join(shlex.quote(a) for a in
+                              [os.path.relpath(sys.argv[0], REPO_ROOT)] + sys.argv[1:])
+
+
+def peer_python(peer: str, venv_root: str = DEFAULT_VENV_ROOT) -> str:
+  return os.path.join(venv_root, peer, "bin", "python")
+
+
+def install_peers(peers: Sequence[str], venv_root: str = DEFAULT_VENV_ROOT) -> None:
+  """Creates (or completes) one virtual environment per peer under venv_root."""
+  for peer in peers:
+    if peer not in PEER_PACKAGES:
+      raise ValueError(f"Unknown peer '{peer}'; peers: {', '.join(PEER_PACKAGES)}")
+    venv = os.path.join(venv_root, peer)
+    if not os.path.exists(peer_python(peer, venv_root)):
+      print(f"[install] creating {venv}", flush=True)
+      subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    for group in PEER_PACKAGES[peer]:
+      print(f"[install] {peer}: pip install {' '.join(group)}", flush=True)
+      subprocess.run([peer_python(peer, venv_root), "-m", "pip", "install", "-q", *group],
+                     check=True)
+
+
+def check_peers(peers: Sequence[str], venv_root: str) -> None:
+  missing = [p for p in peers if p != "ours" and not os.path.exists(peer_python(p, venv_root))]
+  if missing:
+    raise SystemExit(f"No virtual environment for {', '.join(missing)} under {venv_root}; "
+                     f"run again with --install_peers (or --venv_root=DIR).")
+
+
+class Worker:
+  """One benchmark worker process speaking bench/peers/protocol.py."""
+
+  def __init__(self, name: str, argv: List[str], env: Optional[Dict[str, str]] = None):
+    self.name = name
+    self.argv = argv
+    full_env = dict(os.environ)
+    full_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.join(BENCH_DIR, "peers")] +
+        ([full_env["PYTHONPATH"]] if full_env.get("PYTHONPATH") else []))
+    full_env.update(env or {})
+    self.log_path = os.path.join(LOG_DIR, f"{name}.log")
+    os.makedirs(LOG_DIR, exist_ok=True)
+    self._log = open(self.log_path, "w")
+    self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=self._log, text=True, env=full_env, cwd=REPO_ROOT)
+    self.info = None
+    self.step_seconds: List[float] = []
+    self.peak_rss_mb = None
+
+  def _read(self, tag: str) -> dict:
+    while True:
+      line = self.proc.stdout.readline()
+      if not line:
+        raise RuntimeError(f"worker {self.name} exited (code {self.proc.poll()}); "
+                           f"see {self.log_path}")
+      if line.startswith(tag + " "):
+        return json.loads(line[len(tag) + 1:])
+
+  def wait_ready(self) -> dict:
+    self.info = self._read("READY")
+    return self.info
+
+  def run(self, steps: int) -> List[float]:
+    self.proc.stdin.write(f"run {steps}\n")
+    self.proc.stdin.flush()
+    seconds = self._read("RESULT")["step_seconds"]
+    self.step_seconds += seconds
+    return seconds
+
+  def close(self) -> None:
+    if self.proc.poll() is None:
+      try:
+        self.proc.stdin.write("quit\n")
+        self.proc.stdin.flush()
+        self.peak_rss_mb = self._read("DONE")["peak_rss_mb"]
+      except (RuntimeError, BrokenPipeError):
+        pass
+      self.proc.wait(timeout=120)
+    self._log.close()
+
+
+def start_sequential(specs: Sequence[tuple]) -> List[Worker]:
+  """Starts workers one at a time, each after the previous one is ready."""
+  workers = []
+  for name, argv, env in specs:
+    worker = Worker(name, argv, env)
+    t0 = time.time()
+    info = worker.wait_ready()
+    print(f"  [{name}] ready after {time.time() - t0:.0f}s "
+          f"({', '.join(f'{k}={v}' for k, v in info.items() if k != 'warmup_seconds')})",
+          flush=True)
+    workers.append(worker)
+  return workers
+
+
+def alternate(workers: Sequence[Worker], rounds: int, steps_per_round: int) -> None:
+  """Runs `rounds` rounds, each giving every (ready) worker `steps_per_round` steps."""
+  for r in range(rounds):
+    order = list(workers) if r % 2 == 0 else list(reversed(workers))
+    line = []
+    for worker in order:
+      seconds = worker.run(steps_per_round)
+      line.append(f"{worker.name} {statistics.median(seconds) * 1000:.0f} ms")
+    print(f"  round {r + 1}/{rounds}: " + ", ".join(line), flush=True)
+  for worker in workers:
+    worker.close()
+
+
+def median(values: Sequence[float]) -> float:
+  return statistics.median(values) if values else float("nan")
+
+
+def write_results(name: str, payload: dict) -> str:
+  """Writes bench/results/<name>.json (through a temporary file) and returns its path."""
+  os.makedirs(RESULTS_DIR, exist_ok=True)
+  path = os.path.join(RESULTS_DIR, f"{name}.json")
+  tmp = path + ".tmp"
+  with open(tmp, "w") as f:
+    json.dump(payload, f, indent=1, sort_keys=True)
+  os.replace(tmp, path)
+  return path
+
+
+def update_readme_section(section: str, markdown: str, readme: str = README) -> None:
+  """Replaces the text between `<!-- BEGIN section -->` and `<!-- END section -->`."""
+  with open(readme) as f:
+    text = f.read()
+  begin, end = f"<!-- BEGIN {section} -->", f"<!-- END {section} -->"
+  pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+  if not pattern.search(text):
+    raise ValueError(f"{readme} has no section markers for '{section}'")
+  text = pattern.sub(lambda _: f"{begin}\n{markdown.rstrip()}\n{end}", text)
+  tmp = readme + ".tmp"
+  with open(tmp, "w") as f:
+    f.write(text)
+  os.replace(tmp, readme)
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
+  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  for row in rows:
+    lines.append("| " + " | ".join(str(c) for c in row) + " |")
+  return "\n".join(lines)
+
+
+def machine_description() -> str:
+  """CPU model, core count and the frameworks' versions, for the results header."""
+  model = "unknown CPU"
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("model name"):
+          model = line.split(":", 1)[1].strip()
+          break
+  except OSError:
+    pass
+  return f"{model}, {os.cpu_count()} cores"

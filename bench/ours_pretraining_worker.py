@@ -1,0 +1,102 @@
+"""Our pretraining-step worker: the trainer's own training loop on an in-memory batch.
+
+Runs bert_tf.training.trainer.Trainer's `train_loop_function` (strategy.run inside
+tf.function, AdamW with weight-decay exclusions, global-norm clipping, the pretraining
+task's loss and metrics) over a batch held in memory, so the figure is the step itself.
+Spoken to by bench/pretraining_step.py through bench/peers/protocol.py.
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+
+import protocol  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+def build_trainer(size, batch_size, seq_length, predictions, steps_per_loop, jit_compile,
+                  full_length=True, dataset_fn=None):
+  """A Trainer for pretraining whose input repeats one protocol batch (or dataset_fn).
+
+  Returns:
+    (trainer, iterator): call trainer.train_loop_function(iterator, n) to run n steps.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf import configs  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.pretraining import PretrainingTask  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
+
+  batch = protocol.pretraining_batch(batch_size, seq_length, predictions,
+                                     full_length=full_length)
+
+  class InMemoryPretrainingTask(PretrainingTask):
+    """The pretraining task reading one batch held in memory, over and over."""
+
+    def build_inputs(self, data_config, input_context=None):
+      if dataset_fn is not None:
+        return dataset_fn(data_config, input_context)
+      return tf.data.Dataset.from_tensors(
+          {k: tf.constant(v) for k, v in batch.items()}).repeat()
+
+  experiment = configs.ExperimentConfig(
+      task=configs.PretrainingTaskConfig(),
+      model=configs.ModelConfig(encoder=configs.EncoderConfig.from_size(size)),
+      train_data=configs.DataConfig(format="dummy", global_batch_size=batch_size,
+                                    seq_length=seq_length,
+                                    max_predictions_per_seq=predictions),
+      optimizer=configs.OptimizerConfig(learning_rate=protocol.LEARNING_RATE,
+                                        warmup_steps=100, decay_steps=100000,
+                                        weight_decay_rate=protocol.WEIGHT_DECAY),
+      trainer=configs.TrainerConfig(train_steps=100000, steps_per_loop=steps_per_loop),
+      runtime=configs.RuntimeConfig(jit_compile=jit_compile))
+  task = InMemoryPretrainingTask(experiment)
+  trainer = Trainer(experiment, model_dir="/tmp/bert_tf_bench_unused", task=task)
+  data_config = experiment.train_data
+  dataset = trainer.strategy.distribute_datasets_from_function(
+      lambda ctx: task.build_inputs(data_config, ctx))
+  return trainer, iter(dataset)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__)
+  parser.add_argument("--size", default="mini")
+  parser.add_argument("--batch_size", type=int, default=32)
+  parser.add_argument("--seq_length", type=int, default=128)
+  parser.add_argument("--predictions", type=int, default=20)
+  parser.add_argument("--steps_per_loop", type=int, default=1)
+  parser.add_argument("--jit_compile", type=int, default=0)
+  parser.add_argument("--input_path", default="",
+                      help="Pretraining TFRecords to read through the project's reader "
+                      "instead of the in-memory batch.")
+  args = parser.parse_args()
+
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  dataset_fn = None
+  if args.input_path:
+    from bert_tf.data import pretraining_reader  # pylint: disable=g-import-not-at-top
+
+    def dataset_fn(data_config, input_context):
+      return pretraining_reader.build_pretraining_dataset(
+          data_config.replace(input_path=args.input_path, format="tfrecord"),
+          input_context)
+  trainer, iterator = build_trainer(args.size, args.batch_size, args.seq_length,
+                                    args.predictions, args.steps_per_loop,
+                                    bool(args.jit_compile), dataset_fn=dataset_fn)
+  loop = trainer.train_loop_function
+  n = tf.constant(args.steps_per_loop, tf.int32)
+
+  def step():
+    totals = loop(iterator, n)
+    float(totals["loss"])  # waits for the step
+
+  params = sum(int(tf.size(v)) for v in trainer.model.trainable_variables)
+  protocol.serve(step, warmup_steps=2,
+                 info={"framework": f"bert_tf (TF {tf.__version__})", "params": params,
+                       "steps_per_call": args.steps_per_loop,
+                       "jit_compile": bool(args.jit_compile),
+                       "input": args.input_path or "in-memory batch"})
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,78 @@
+"""Hugging Face transformers pretraining-step worker (runs in the `hf` peer venv).
+
+transformers.BertForPreTraining through its public modules: the encoder (`model.bert`),
+the masked-LM head applied to the gathered masked positions only
+(`model.cls.predictions`), the NSP head (`model.cls.seq_relationship`), and
+torch.optim.AdamW with no decay on biases and LayerNorm weights. Spoken to by
+bench/pretraining_step.py through protocol.py.
+"""
+
+import argparse
+
+import protocol
+import torch
+import transformers
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__)
+  parser.add_argument("--size", default="mini")
+  parser.add_argument("--batch_size", type=int, default=32)
+  parser.add_argument("--seq_length", type=int, default=128)
+  parser.add_argument("--predictions", type=int, default=20)
+  parser.add_argument("--full_length", type=int, default=1)
+  args = parser.parse_args()
+
+  torch.manual_seed(0)
+  layers, hidden, heads, intermediate = protocol.size_args(args.size)
+  config = transformers.BertConfig(
+      vocab_size=protocol.VOCAB_SIZE, hidden_size=hidden, num_hidden_layers=layers,
+      num_attention_heads=heads, intermediate_size=intermediate,
+      max_position_embeddings=512, type_vocab_size=2)
+  model = transformers.BertForPreTraining(config)
+  model.train()
+  decay, no_decay = [], []
+  for name, param in model.named_parameters():
+    (no_decay if ("bias" in name or "LayerNorm" in name) else decay).append(param)
+  optimizer = torch.optim.AdamW(
+      [{"params": decay, "weight_decay": protocol.WEIGHT_DECAY},
+       {"params": no_decay, "weight_decay": 0.0}], lr=protocol.LEARNING_RATE, eps=1e-6)
+
+  batch = {k: torch.from_numpy(v) for k, v in protocol.pretraining_batch(
+      args.batch_size, args.seq_length, args.predictions,
+      full_length=bool(args.full_length)).items()}
+  ids = batch["input_word_ids"].long()
+  mask = batch["input_mask"].long()
+  types = batch["input_type_ids"].long()
+  positions = batch["masked_lm_positions"].long()
+  labels = batch["masked_lm_ids"].long()
+  weights = batch["masked_lm_weights"]
+  nsp_labels = batch["next_sentence_labels"].long()
+
+  def step():
+    optimizer.zero_grad(set_to_none=True)
+    sequence, pooled = model.bert(input_ids=ids, attention_mask=mask, token_type_ids=types,
+                                  return_dict=False)[:2]
+    gathered = torch.gather(sequence, 1,
+                            positions[:, :, None].expand(-1, -1, sequence.shape[-1]))
+    mlm_logits = model.cls.predictions(gathered)
+    nsp_logits = model.cls.seq_relationship(pooled)
+    per_position = torch.nn.functional.cross_entropy(
+        mlm_logits.reshape(-1, mlm_logits.shape[-1]), labels.reshape(-1), reduction="none")
+    mlm_loss = (per_position * weights.reshape(-1)).sum() / (weights.sum() + 1e-5)
+    nsp_loss = torch.nn.functional.cross_entropy(nsp_logits, nsp_labels)
+    loss = mlm_loss + nsp_loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    loss.item()
+
+  params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+  protocol.serve(step, warmup_steps=2, info={
+      "framework": f"transformers {transformers.__version__} (torch {torch.__version__}, "
+                   f"{torch.get_num_threads()} threads, attn {config._attn_implementation})",
+      "params": params})
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,79 @@
+"""Model Garden pretraining-step worker (runs in the `model_garden` peer venv, tf_keras).
+
+official.nlp.modeling.networks.BertEncoder inside models.BertPretrainerV2 (masked LM at
+the given positions, a `next_sentence` ClassificationHead), and Model Garden's own
+AdamWeightDecay (official.modeling.optimization) excluding LayerNorm and biases from
+weight decay, global-norm clipping at 1.0; a tf.function step with GradientTape.
+Spoken to by bench/pretraining_step.py through protocol.py.
+"""
+
+import argparse
+
+import protocol
+import tensorflow as tf
+import tf_keras
+from official.modeling.optimization import legacy_adamw
+from official.nlp.modeling import layers
+from official.nlp.modeling import models
+from official.nlp.modeling import networks
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__)
+  parser.add_argument("--size", default="mini")
+  parser.add_argument("--batch_size", type=int, default=32)
+  parser.add_argument("--seq_length", type=int, default=128)
+  parser.add_argument("--predictions", type=int, default=20)
+  parser.add_argument("--full_length", type=int, default=1)
+  args = parser.parse_args()
+
+  tf_keras.utils.set_random_seed(0)
+  num_layers, hidden, heads, intermediate = protocol.size_args(args.size)
+  encoder = networks.BertEncoder(
+      vocab_size=protocol.VOCAB_SIZE, hidden_size=hidden, num_layers=num_layers,
+      num_attention_heads=heads, inner_dim=intermediate, max_sequence_length=512,
+      type_vocab_size=2)
+  pretrainer = models.BertPretrainerV2(
+      encoder_network=encoder,
+      classification_heads=[layers.ClassificationHead(inner_dim=hidden, num_classes=2,
+                                                       name="next_sentence")])
+  optimizer = legacy_adamw.AdamWeightDecay(
+      learning_rate=protocol.LEARNING_RATE, weight_decay_rate=protocol.WEIGHT_DECAY,
+      epsilon=1e-6, exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"],
+      global_clipnorm=1.0)
+
+  batch = {k: tf.constant(v) for k, v in protocol.pretraining_batch(
+      args.batch_size, args.seq_length, args.predictions,
+      full_length=bool(args.full_length)).items()}
+  inputs = {k: batch[k] for k in ("input_word_ids", "input_mask", "input_type_ids",
+                                  "masked_lm_positions")}
+  pretrainer(inputs)
+  variables = pretrainer.trainable_variables
+
+  @tf.function
+  def train_step():
+    with tf.GradientTape() as tape:
+      outputs = pretrainer(inputs, training=True)
+      per_position = tf_keras.losses.sparse_categorical_crossentropy(
+          batch["masked_lm_ids"], tf.cast(outputs["mlm_logits"], tf.float32),
+          from_logits=True)
+      weights = batch["masked_lm_weights"]
+      mlm_loss = tf.reduce_sum(per_position * weights) / (tf.reduce_sum(weights) + 1e-5)
+      nsp_loss = tf.reduce_mean(tf_keras.losses.sparse_categorical_crossentropy(
+          batch["next_sentence_labels"], outputs["next_sentence"], from_logits=True))
+      loss = mlm_loss + nsp_loss
+    grads = tape.gradient(loss, variables)
+    optimizer.apply_gradients(zip(grads, variables))
+    return loss
+
+  def step():
+    float(train_step())
+
+  params = sum(int(tf.size(v)) for v in variables)
+  protocol.serve(step, warmup_steps=2, info={
+      "framework": f"Model Garden (tf-models-official, tf_keras {tf_keras.__version__}, "
+                   f"TF {tf.__version__})", "params": params})
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,126 @@
+"""The worker side of the interleaved benchmark, shared by our worker and the peers'.
+
+Needs only the standard library and numpy, because it runs inside each peer's own
+virtual environment. A worker builds its model, runs its warm-up steps, prints one
+`READY {json}` line, then answers commands read from stdin, one per line:
+
+  run N    runs N timed steps and prints `RESULT {"step_seconds": [...]}`
+  quit     prints `DONE {"peak_rss_mb": ...}` and exits
+
+The driver (bench/common.py) starts one worker per system and sends `run` to each in
+turn, so that ours and the peers' steps alternate on the same (noisy) machine.
+"""
+
+import json
+import resource
+import sys
+import time
+
+import numpy as np
+
+# Sizes as in the BERT release (layers, hidden, heads); intermediate is 4 * hidden.
+SIZES = {
+    "tiny": (2, 128, 2),
+    "mini": (4, 256, 4),
+    "small": (4, 512, 8),
+    "medium": (8, 512, 8),
+    "base": (12, 768, 12),
+    "large": (24, 1024, 16),
+}
+VOCAB_SIZE = 30522
+LEARNING_RATE = 1e-4
+WEIGHT_DECAY = 0.01
+# The exclusions of the original optimization.py, in each framework's own spelling.
+EXCLUDE_FROM_WEIGHT_DECAY = ("layer_norm", "LayerNorm", "bias", "beta", "gamma")
+
+
+def size_args(size):
+  """(num_layers, hidden, heads, intermediate) of a named size."""
+  layers, hidden, heads = SIZES[size]
+  return layers, hidden, heads, 4 * hidden
+
+
+def pretraining_batch(batch_size, seq_length, max_predictions, vocab_size=VOCAB_SIZE,
+                      seed=0, full_length=True):
+  """A pretraining batch of random ids as numpy arrays (identical for every system).
+
+  Sequences are full length (no padding) unless full_length is False, in which case
+  each has a random length in [seq_length // 2, seq_length]. Every sequence has
+  `max_predictions` distinct, sorted masked positions (all real, weight 1).
+
+  Returns:
+    dict of int32 [B, T] input_word_ids, input_mask, input_type_ids; int32 [B, P]
+    masked_lm_positions, masked_lm_ids; float32 [B, P] masked_lm_weights; int32 [B]
+    next_sentence_labels.
+  """
+  rng = np.random.RandomState(seed)
+  if full_length:
+    lengths = np.full([batch_size], seq_length)
+  else:
+    lengths = rng.randint(seq_length // 2, seq_length + 1, size=[batch_size])
+  positions = np.arange(seq_length)[None, :]
+  mask = (positions < lengths[:, None]).astype(np.int32)
+  ids = rng.randint(5, vocab_size, size=[batch_size, seq_length]).astype(np.int32) * mask
+  type_ids = ((positions >= (lengths // 2)[:, None]) & (mask > 0)).astype(np.int32)
+  masked_positions = np.stack([
+      np.sort(rng.choice(np.arange(1, length - 1), max_predictions, replace=False))
+      for length in lengths]).astype(np.int32)
+  masked_ids = np.take_along_axis(ids, masked_positions, axis=1)
+  return {
+      "input_word_ids": ids,
+      "input_mask": mask,
+      "input_type_ids": type_ids,
+      "masked_lm_positions": masked_positions,
+      "masked_lm_ids": masked_ids.astype(np.int32),
+      "masked_lm_weights": np.ones([batch_size, max_predictions], np.float32),
+      "next_sentence_labels": rng.randint(0, 2, size=[batch_size]).astype(np.int32),
+  }
+
+
+def peak_rss_mb():
+  """This process's peak resident memory in MiB (ru_maxrss is KiB on Linux)."""
+  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _emit(tag, payload):
+  sys.stdout.write(f"{tag} {json.dumps(payload)}\n")
+  sys.stdout.flush()
+
+
+def serve(step_fn, warmup_steps=2, info=None, sync=None):
+  """Warms up, then runs the command loop on stdin/stdout.
+
+  Args:
+    step_fn: callable running one full step (or one loop of `steps_per_call` steps,
+      see info) and blocking until it is done.
+    warmup_steps: untimed calls before READY (tracing, compilation, allocation).
+    info: dict printed with READY (framework versions, parameter count, ...);
+      `steps_per_call` in it says how many steps one call of step_fn runs.
+    sync: optional callable that waits for pending device work.
+  """
+  info = dict(info or {})
+  steps_per_call = int(info.get("steps_per_call", 1))
+  start = time.perf_counter()
+  for _ in range(warmup_steps):
+    step_fn()
+  if sync:
+    sync()
+  info["warmup_seconds"] = time.perf_counter() - start
+  _emit("READY", info)
+  for line in sys.stdin:
+    parts = line.split()
+    if not parts:
+      continue
+    if parts[0] == "run":
+      calls = max(1, int(parts[1]) // steps_per_call)
+      seconds = []
+      for _ in range(calls):
+        t0 = time.perf_counter()
+        step_fn()
+        if sync:
+          sync()
+        seconds.append((time.perf_counter() - t0) / steps_per_call)
+      _emit("RESULT", {"step_seconds": seconds})
+    elif parts[0] == "quit":
+      break
+  _emit("DONE", {"peak_rss_mb": peak_rss_mb()})

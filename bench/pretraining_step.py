@@ -1,0 +1,175 @@
+"""Pretraining-step throughput of bert_tf against Model Garden, KerasHub and Hugging Face.
+
+A full step each: masked LM on `predictions` gathered positions + next-sentence
+prediction, backward, AdamW (weight decay 0.01 except LayerNorm and biases, global-norm
+clipping at 1.0), on one batch of random ids held in memory, identical for every system.
+Ours is the trainer's own loop (bert_tf.training.trainer.Trainer.train_loop_function).
+Every system runs in its own process (each peer in its own virtual environment, see
+--install_peers); the processes take turns, round after round, and the table reports
+each one's median sequences/s and the ratio ours/peer within the same run.
+
+  python bench/pretraining_step.py --configs=mini,small,base --install_peers
+  python bench/pretraining_step.py --configs=base512 --peers=keras_hub
+"""
+
+import json
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("configs", ["mini", "small", "base"],
+                  f"Configurations to run, among: mini, small, base, base512.")
+flags.DEFINE_list("peers", ["model_garden", "keras_hub", "hf"],
+                  "Peers to compare against (empty for ours alone).")
+flags.DEFINE_integer("rounds", 5, "Interleaved rounds.")
+flags.DEFINE_integer("steps_per_round", 0, "Timed steps per system per round "
+                     "(0: a default per configuration).")
+flags.DEFINE_integer("steps_per_loop", 1, "Steps per call of our trainer's loop.")
+flags.DEFINE_bool("jit_compile", False, "XLA-compile our forward/backward "
+                  "(runtime.jit_compile).")
+flags.DEFINE_bool("xla_variant", False, "Also run our step with jit_compile flipped, as "
+                  "one more system (measures the XLA lever in the same run).")
+flags.DEFINE_bool("install_peers", False, "Create the peers' virtual environments first.")
+flags.DEFINE_string("venv_root", common.DEFAULT_VENV_ROOT, "Where the peers' venvs live.")
+flags.DEFINE_string("device", "cpu", "cpu or gpu. On gpu, the workers see the GPU; on "
+                    "cpu, CUDA_VISIBLE_DEVICES is emptied for every worker.")
+flags.DEFINE_bool("write_readme", True, "Update the pretraining section of bench/README.md.")
+
+# name: (size, batch, seq_length, predictions, default timed steps per round)
+CONFIGS = {
+    "mini": ("mini", 32, 128, 20, 4),
+    "small": ("small", 32, 128, 20, 3),
+    "base": ("base", 8, 128, 20, 3),
+    "base512": ("base", 4, 512, 76, 2),
+}
+PEER_SCRIPTS = {
+    "model_garden": "bench/peers/model_garden_pretraining.py",
+    "keras_hub": "bench/peers/keras_hub_pretraining.py",
+    "hf": "bench/peers/hf_pretraining.py",
+}
+
+
+def model_flops_per_sequence(size, seq_length, predictions, vocab_size=30522):
+  """Training FLOPs of one sequence (3x the forward matmul FLOPs; the embedding
+  lookups, LayerNorms and softmaxes are not counted)."""
+  sys.path.insert(0, os.path.join(common.BENCH_DIR, "peers"))
+  import protocol  # pylint: disable=g-import-not-at-top
+  layers, hidden, _, intermediate = protocol.size_args(size)
+  per_token_layer = 2 * (4 * hidden * hidden + 2 * hidden * intermediate)
+  attention = 2 * 2 * seq_length * hidden  # scores and context, per token per layer
+  encoder = seq_length * layers * (per_token_layer + attention)
+  mlm = predictions * 2 * (hidden * hidden + hidden * vocab_size)
+  pooler = 2 * hidden * hidden
+  return 3 * (encoder + mlm + pooler)
+
+
+def matmul_peak():
+  path = os.path.join(common.RESULTS_DIR, "matmul_peak.json")
+  if os.path.exists(path):
+    with open(path) as f:
+      return json.load(f)["peak_gflops"]
+  return None
+
+
+def worker_env():
+  env = {}
+  if FLAGS.device == "cpu":
+    env["CUDA_VISIBLE_DEVICES"] = ""
+  return env
+
+
+def run_config(name, peers):
+  size, batch, seq, predictions, default_steps = CONFIGS[name]
+  steps = FLAGS.steps_per_round or default_steps
+  shape = ["--size", size, "--batch_size", str(batch), "--seq_length", str(seq),
+           "--predictions", str(predictions)]
+  specs = [("ours", [sys.executable, "bench/ours_pretraining_worker.py", *shape,
+                     "--steps_per_loop", str(FLAGS.steps_per_loop),
+                     "--jit_compile", str(int(FLAGS.jit_compile))], worker_env())]
+  if FLAGS.xla_variant:
+    specs.append(("ours_xla" if not FLAGS.jit_compile else "ours_no_xla",
+                  [sys.executable, "bench/ours_pretraining_worker.py", *shape,
+                   "--steps_per_loop", str(FLAGS.steps_per_loop),
+                   "--jit_compile", str(int(not FLAGS.jit_compile))], worker_env()))
+  for peer in peers:
+    specs.append((peer, [common.peer_python(peer, FLAGS.venv_root), PEER_SCRIPTS[peer],
+                         *shape], worker_env()))
+  print(f"{name}: {size} batch {batch} seq {seq} predictions {predictions}, "
+        f"{FLAGS.rounds} rounds x {steps} steps", flush=True)
+  workers = common.start_sequential(specs)
+  common.alternate(workers, FLAGS.rounds, steps)
+  flops = model_flops_per_sequence(size, seq, predictions)
+  results = {}
+  for worker in workers:
+    step = common.median(worker.step_seconds)
+    results[worker.name] = {
+        "sequences_per_second": batch / step,
+        "tokens_per_second": batch * seq / step,
+        "median_step_seconds": step,
+        "model_gflops_per_second": flops * batch / step / 1e9,
+        "peak_rss_mb": worker.peak_rss_mb,
+        "info": worker.info,
+        "steps": len(worker.step_seconds),
+    }
+  return {"size": size, "batch_size": batch, "seq_length": seq, "predictions": predictions,
+          "results": results}
+
+
+def main(argv):
+  del argv
+  peers = [p for p in FLAGS.peers if p]
+  if FLAGS.install_peers:
+    common.install_peers(peers, FLAGS.venv_root)
+  common.check_peers(peers, FLAGS.venv_root)
+  for name in FLAGS.configs:
+    if name not in CONFIGS:
+      raise app.UsageError(f"Unknown config '{name}'; configs: {', '.join(CONFIGS)}")
+  peak = matmul_peak()
+  command = common.command_line()
+  all_results = {}
+  for name in FLAGS.configs:
+    all_results[name] = run_config(name, peers)
+  header = ["config", "batch x seq", "system", "seq/s", "tokens/s", "model GFLOP/s", "MFU",
+            "peak RSS MiB", "ours/this"]
+  payload = {"command": command, "machine": common.machine_description(),
+             "matmul_peak_gflops": peak, "configs": all_results}
+  common.write_results("pretraining_step_" + "_".join(FLAGS.configs), payload)
+  for name, run in all_results.items():
+    rows = []
+    ours = run["results"]["ours"]["sequences_per_second"]
+    best_peer = max([run["results"][p]["sequences_per_second"] for p in peers] or [0.0])
+    for system, r in run["results"].items():
+      ratio = "" if system == "ours" else f"{ours / r['sequences_per_second']:.2f}x"
+      mfu = f"{100 * r['model_gflops_per_second'] / peak:.0f}%" if peak else "n/a"
+      rows.append([name, f"{run['batch_size']}x{run['seq_length']}",
+                   common.PEER_LABELS[system], f"{r['sequences_per_second']:.2f}",
+                   f"{r['tokens_per_second']:.0f}", f"{r['model_gflops_per_second']:.1f}",
+                   mfu, f"{r['peak_rss_mb']:.0f}" if r["peak_rss_mb"] else "n/a", ratio])
+    table = common.markdown_table(header, rows)
+    print(table)
+    summary = ""
+    if best_peer:
+      target = "met" if ours >= 1.15 * best_peer else "NOT met"
+      summary = (f"{name}: ours {ours:.2f} seq/s, best peer {best_peer:.2f} seq/s, "
+                 f"ratio {ours / best_peer:.2f}x (target 1.15x: {target})")
+      print(summary)
+    if FLAGS.write_readme:
+      peak_note = (f"; MFU against the matmul peak of {peak:.1f} GFLOP/s measured by "
+                   f"bench/matmul_peak.py" if peak else "")
+      common.update_readme_section(
+          f"pretraining_{name}",
+          f"Command: `{command}` (medians of {FLAGS.rounds} interleaved rounds"
+          f"{peak_note})\n\n{table}\n\n{summary}")
+  print(f"pretraining_step: {len(all_results)} configs, systems ours+{','.join(peers)}; "
+        f"command: {command}")
+
+
+if __name__ == "__main__":
+  app.run(main)

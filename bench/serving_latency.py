@@ -1,0 +1,136 @@
+r"""Serving latency and throughput of an exported BERT: raw text in vs. token ids in.
+
+  python3 bench/serving_latency.py --size=base --seq_length=128 --iterations=50 \
+      --batch_iterations=5
+
+builds a classifier of the given size with random weights and a synthetic
+30522-token vocab, exports it with bert_tf.export (as tools/export_saved_model does),
+loads the SavedModel and times, on the same texts,
+  * serving_default (raw strings: tokenization and packing in the graph), and
+  * serve_token_ids (ids tokenized beforehand, as a client that tokenizes would),
+  * the in-graph tokenization and packing alone (a tf.function, in process),
+at batch 1 (p50 and p99 latency over --iterations calls) and at batch 32
+(throughput over --batch_iterations calls). Texts are random words long enough to
+fill seq_length. The difference between the two rows is the cost of in-graph
+tokenization. It prints a table and the command line.
+"""
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+from absl import app
+from absl import flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("size", "base", "Encoder size: tiny, mini, small, medium, base, large.")
+flags.DEFINE_integer("seq_length", 128, "Packed sequence length.")
+flags.DEFINE_integer("iterations", 50, "Timed batch-1 calls per signature.")
+flags.DEFINE_integer("batch_iterations", 5, "Timed batch-32 calls per signature.")
+flags.DEFINE_integer("batch_size", 32, "Batch size of the throughput measurement.")
+flags.DEFINE_integer("vocab_size", 30522, "Size of the synthetic vocab.")
+flags.DEFINE_integer("seed", 0, "Seed of the texts and weights.")
+
+
+def synthetic_vocab(path, size):
+  """Special tokens, letters, '##' letters, then letter pairs/triples up to `size`."""
+  import itertools  # pylint: disable=g-import-not-at-top
+  import string  # pylint: disable=g-import-not-at-top
+  from bert_tf import constants  # pylint: disable=g-import-not-at-top
+  letters = string.ascii_lowercase
+  tokens = list(constants.SPECIAL_TOKENS) + list(letters) + ["##" + c for c in letters]
+  for n in (2, 3):
+    for combo in itertools.product(letters, repeat=n):
+      word = "".join(combo)
+      tokens += [word, "##" + word]
+  tokens = tokens[:size]
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\n".join(tokens) + "\n")
+  return path
+
+
+def random_texts(count, words, seed):
+  import random  # pylint: disable=g-import-not-at-top
+  rng = random.Random(seed)
+  return [" ".join("".join(rng.choice("abcdefghijklmnopqrstuvwxyz")
+                           for _ in range(rng.randint(2, 7))) for _ in range(words))
+          for _ in range(count)]
+
+
+def percentile(values, q):
+  values = sorted(values)
+  return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
+
+
+def main(argv):
+  del argv
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  import keras  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf import configs  # pylint: disable=g-import-not-at-top
+  from bert_tf.export import exporter  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import base  # pylint: disable=g-import-not-at-top
+
+  tmp = tempfile.mkdtemp(prefix="serving_latency_")
+  vocab = synthetic_vocab(os.path.join(tmp, "vocab.txt"), FLAGS.vocab_size)
+  encoder = configs.EncoderConfig.from_size(FLAGS.size, vocab_size=FLAGS.vocab_size)
+  data = {"seq_length": FLAGS.seq_length, "vocab_file": vocab}
+  experiment = configs.ExperimentConfig.from_dict({
+      "task": {"name": "sentence_prediction", "num_classes": 2},
+      "model": {"encoder": encoder.as_dict()}, "train_data": data, "eval_data": data})
+  keras.utils.set_random_seed(FLAGS.seed)
+  print(f"Building and exporting a {FLAGS.size} classifier (seq_length {FLAGS.seq_length})",
+        flush=True)
+  start = time.time()
+  model = base.get_task(experiment).build_model()
+  module = exporter.build_serving_module(experiment, model, vocab)
+  path = exporter.write_saved_model(module, os.path.join(tmp, "export"))
+  print(f"Exported to {path} in {time.time() - start:.0f}s", flush=True)
+  loaded = tf.saved_model.load(path)
+  text_fn = loaded.signatures["serving_default"]
+  ids_fn = loaded.signatures["serve_token_ids"]
+
+  # ~0.8 words per piece budget keeps the texts at or above seq_length pieces.
+  texts = random_texts(FLAGS.batch_size, FLAGS.seq_length, FLAGS.seed)
+  ids = {k: v for k, v in module.text_encoder.encode(tf.constant(texts)).items()}
+  fill = float(tf.reduce_mean(tf.cast(ids["input_mask"], tf.float32)))
+  encode_fn = tf.function(module.encode_text,
+                          input_signature=[{"text": tf.TensorSpec([None], tf.string)}])
+  rows = []
+  for name, call in (("raw text in", lambda n: text_fn(text=tf.constant(texts[:n]))),
+                     ("token ids in", lambda n: ids_fn(**{k: v[:n] for k, v in ids.items()})),
+                     ("tokenize + pack only", lambda n: encode_fn({"text": tf.constant(
+                         texts[:n])}))):
+    for _ in range(3):
+      call(1)
+    call(FLAGS.batch_size)
+    latencies = []
+    for _ in range(FLAGS.iterations):
+      t = time.perf_counter()
+      out = call(1)
+      _ = {k: v.numpy() for k, v in out.items()}
+      latencies.append((time.perf_counter() - t) * 1000)
+    t = time.perf_counter()
+    for i in range(FLAGS.batch_iterations):
+      out = call(FLAGS.batch_size)
+      _ = {k: v.numpy() for k, v in out.items()}
+      print(f"  {name}: batch {i + 1}/{FLAGS.batch_iterations}", flush=True)
+    throughput = FLAGS.batch_size * FLAGS.batch_iterations / (time.perf_counter() - t)
+    rows.append((name, percentile(latencies, 50), percentile(latencies, 99), throughput))
+
+  devices = [d.device_type for d in tf.config.list_logical_devices()]
+  print(f"\nBERT-{FLAGS.size}, seq_length {FLAGS.seq_length} ({fill:.0%} of positions are "
+        f"real tokens), devices {sorted(set(devices))}, {os.cpu_count()} CPUs")
+  print(f"| input | batch-1 p50 (ms) | batch-1 p99 (ms) | batch-{FLAGS.batch_size} "
+        "throughput (seq/s) |")
+  print("|---|---:|---:|---:|")
+  for name, p50, p99, throughput in rows:
+    print(f"| {name} | {p50:.1f} | {p99:.1f} | {throughput:.1f} |")
+  print("\nCommand: python3 " + " ".join(sys.argv))
+  shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,84 @@
+"""What the checkpoint readers return, their error type, and all-or-nothing output folders."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import tempfile
+from typing import Any, Dict, Iterator, Optional
+
+import numpy as np
+
+# Formats conversion reads and writes.
+BERT_TF = "bert_tf"
+GOOGLE_TF1 = "google_tf1"
+HUGGINGFACE = "huggingface"
+FORMATS = (BERT_TF, GOOGLE_TF1, HUGGINGFACE)
+
+VOCAB_FILE = "vocab.txt"
+
+
+class ConversionError(ValueError):
+  """A checkpoint, its config or its vocab cannot be converted; the message says why."""
+
+
+@dataclasses.dataclass
+class RawCheckpoint:
+  """The arrays of a checkpoint under the names of its own format.
+
+  Attributes:
+    fmt: google_tf1 or huggingface.
+    weights: {name in that format: NumPy array}, as stored (no transposes applied).
+    bert_config: the parsed bert_config.json / config.json, or None when absent.
+    vocab_file: the vocab.txt beside the checkpoint, or None when absent.
+    source: the path read, for messages.
+  """
+
+  fmt: str
+  weights: Dict[str, np.ndarray]
+  bert_config: Optional[Dict[str, Any]]
+  vocab_file: Optional[str]
+  source: str
+
+
+def count_vocab(path: str) -> int:
+  """Number of tokens in a vocab.txt (one per line; a final newline adds none)."""
+  if not os.path.isfile(path):
+    raise ConversionError(f"Vocab file not found: {path}")
+  with open(path, encoding="utf-8") as f:
+    return sum(1 for _ in f)
+
+
+@contextlib.contextmanager
+def atomic_output_dir(output_dir: str, overwrite: bool = False) -> Iterator[str]:
+  """Yields a temporary folder beside `output_dir` that becomes `output_dir` on success.
+
+  Nothing appears at `output_dir` unless the body finishes without an exception, so an
+  interrupted conversion never leaves a folder that looks complete.
+
+  Raises:
+    ConversionError: `output_dir` exists and `overwrite` is false.
+  """
+  output_dir = os.path.abspath(output_dir)
+  if os.path.exists(output_dir) and not overwrite:
+    raise ConversionError(f"Output folder {output_dir} already exists; choose another or "
+                          "pass overwrite=True (--overwrite).")
+  parent = os.path.dirname(output_dir)
+  os.makedirs(parent, exist_ok=True)
+  tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.tmp-", dir=parent)
+  # mkdtemp makes the folder private; the result should be an ordinary folder.
+  os.chmod(tmp, 0o755)
+  try:
+    yield tmp
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  old = None
+  if os.path.exists(output_dir):
+    old = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.old-", dir=parent)
+    os.rename(output_dir, os.path.join(old, "previous"))
+  os.rename(tmp, output_dir)
+  if old:
+    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,598 @@
+"""Creates pretraining TFRecords from raw text, as the original BERT release's tool does.
+
+Input: text files with one sentence per line and a blank line between documents.
+Output: sharded TFRecords of `tf.train.Example`s with the original release's features
+(`input_ids`, `input_mask`, `segment_ids`, `masked_lm_positions`, `masked_lm_ids`,
+`masked_lm_weights`, `next_sentence_labels`), plus a JSON summary beside them.
+
+The input is cut into document-aligned chunks of about `chunk_size_mb`; each chunk is read,
+tokenized, turned into instances, shuffled and written on its own, so memory is bounded by
+one chunk, and chunks spread over worker processes. A random next segment comes from
+another document of the same chunk. Each chunk's random draws are seeded by
+(random_seed, chunk index), so the set of instances depends only on the input, the
+settings and the chunk size: any number of workers writes the same instances, and the
+same number of workers and shards writes identical files.
+"""
+
+import dataclasses
+import glob as glob_lib
+import hashlib
+import json
+import multiprocessing
+import os
+import random
+import re
+import sys
+import time
+import traceback
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from bert_tf import constants
+from bert_tf.data import pretraining_instances as pi
+
+# Instances masked and serialized together (numpy batch size).
+_BATCH = 4096
+# Lines tokenized per tokenizer call.
+_TOKENIZE_BATCH = 8192
+_SHARD_PATTERN = re.compile(r"-\d{5}-of-\d{5}\.tfrecord(\.gz)?$")
+INCOMPLETE_SUFFIX = ".incomplete"
+
+
+class PretrainingDataError(ValueError):
+  """Bad input or settings, with the offending file or flag named."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingDataSettings:
+  """The original tool's settings (same names and defaults)."""
+
+  max_seq_length: int = 128
+  max_predictions_per_seq: int = 20
+  masked_lm_prob: float = 0.15
+  dupe_factor: int = 10
+  short_seq_prob: float = 0.1
+  random_seed: int = 12345
+  do_lower_case: bool = True
+  do_whole_word_mask: bool = False
+
+  def validate(self):
+    if self.max_seq_length < 5:
+      raise PretrainingDataError(f"max_seq_length must be at least 5, got {self.max_seq_length}")
+    if self.max_predictions_per_seq < 1:
+      raise PretrainingDataError("max_predictions_per_seq must be at least 1")
+    if not 0.0 < self.masked_lm_prob < 1.0:
+      raise PretrainingDataError(f"masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
+    if self.dupe_factor < 1:
+      raise PretrainingDataError(f"dupe_factor must be at least 1, got {self.dupe_factor}")
+    if not 0.0 <= self.short_seq_prob <= 1.0:
+      raise PretrainingDataError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+  """Bytes [start, end) of one input file, beginning and ending at document boundaries."""
+
+  path: str
+  start: int
+  end: int
+
+
+# ---------------------------------------------------------------------------------------
+# Inputs.
+
+
+def list_input_files(input_file: str) -> List[str]:
+  """Expands comma-separated globs (each sorted); a glob matching nothing is an error."""
+  files = []
+  for pattern in [p.strip() for p in input_file.split(",") if p.strip()]:
+    matches = sorted(glob_lib.glob(pattern))
+    if not matches:
+      raise PretrainingDataError(f"Input file pattern matches no file: {pattern}")
+    files.extend(m for m in matches if os.path.isfile(m))
+  if not files:
+    raise PretrainingDataError(f"No input files given (--input_file='{input_file}')")
+  return files
+
+
+def read_vocab(vocab_file: str) -> List[str]:
+  """The vocab's tokens in id order; a missing file or special token is an error."""
+  if not vocab_file or not os.path.isfile(vocab_file):
+    raise PretrainingDataError(f"Vocab file not found: '{vocab_file}'")
+  with open(vocab_file, encoding="utf-8") as f:
+    tokens = [line.strip() for line in f]
+  while tokens and not tokens[-1]:
+    tokens.pop()
+  try:
+    pi.SpecialIds.from_vocab(tokens)
+  except ValueError as e:
+    raise PretrainingDataError(f"{vocab_file}: {e}") from None
+  return tokens
+
+
+def plan_chunks(files: Sequence[str], chunk_bytes: int) -> List[Chunk]:
+  """Cuts files into chunks of about `chunk_bytes`, each ending after a blank line.
+
+  A document longer than `chunk_bytes` stays whole. Only the cut points are read.
+  """
+  chunks = []
+  for path in files:
+    size = os.path.getsize(path)
+    start = 0
+    with open(path, "rb") as f:
+      while start < size:
+        end = start + chunk_bytes
+        if end >= size:
+          end = size
+        else:
+          f.seek(end)
+          f.readline()  # The rest of the line the cut fell into.
+          while True:
+            line = f.readline()
+            if not line or not line.strip():
+              break
+          end = f.tell()
+        chunks.append(Chunk(path, start, end))
+        start = end
+  return chunks
+
+
+def read_chunk(chunk: Chunk) -> Tuple[List[str], int]:
+  """Decodes a chunk as UTF-8, replacing invalid bytes.
+
+  Returns:
+    (lines, number of invalid byte sequences replaced by U+FFFD).
+  """
+  with open(chunk.path, "rb") as f:
+    f.seek(chunk.start)
+    raw = f.read(chunk.end - chunk.start)
+  text = raw.decode("utf-8", errors="replace")
+  replaced = text.count("\ufffd") - raw.count(b"\xef\xbf\xbd")
+  # Lines end at "\n" only, as the original's readline(); other separators stay inside.
+  return text.split("\n"), replaced
+
+
+def make_line_tokenizer(vocab_file: str, lower_case: bool
+                        ) -> Callable[[List[str]], Tuple[np.ndarray, np.ndarray]]:
+  """Returns tokenize(lines) -> (flat ids int32 [num_tokens], row lengths int64 [lines]).
+
+  The project's WordPiece tokenizer (the original's normalization, words of up to 200
+  characters as the original allows) with its fast WordPiece path, over batches of lines.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf.text import tokenizer as tokenizer_lib  # pylint: disable=g-import-not-at-top
+  tokenizer = tokenizer_lib.BertWordPieceTokenizer(vocab_file, lower_case=lower_case,
+                                                   max_chars_per_word=200, fast=True)
+
+  def tokenize(lines):
+    ids = tokenizer.tokenize_pieces(tf.constant(lines, dtype=tf.string))
+    return (ids.flat_values.numpy().astype(np.int32),
+            ids.row_lengths().numpy().astype(np.int64, copy=False))
+
+  return tokenize
+
+
+def tokenize_documents(lines: Sequence[str], tokenize, batch_size: int = _TOKENIZE_BATCH):
+  """Tokenizes lines into documents (a blank line ends one), dropping empty ones.
+
+  Returns:
+    (tokens int32 [T], sentence_offsets int64 [S + 1], document_offsets int64 [D + 1]).
+  """
+  sentences, doc_ids = [], []
+  doc = 0
+  for line in lines:
+    line = line.strip()
+    if line:
+      sentences.append(line)
+      doc_ids.append(doc)
+    else:
+      doc += 1
+  token_parts, length_parts = [], []
+  for i in range(0, len(sentences), batch_size):
+    flat, lengths = tokenize(sentences[i:i + batch_size])
+    token_parts.append(flat)
+    length_parts.append(lengths)
+  tokens = np.concatenate(token_parts) if token_parts else np.zeros([0], np.int32)
+  lengths = np.concatenate(length_parts) if length_parts else np.zeros([0], np.int64)
+  # Sentences with no tokens are dropped, as the original does.
+  keep = lengths > 0
+  lengths = lengths[keep]
+  doc_ids = np.asarray(doc_ids, dtype=np.int64)[keep]
+  sentence_offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+  np.cumsum(lengths, out=sentence_offsets[1:])
+  doc_starts = np.flatnonzero(np.diff(doc_ids, prepend=-1))
+  document_offsets = np.append(doc_starts, len(lengths)).astype(np.int64)
+  return tokens.astype(np.int32, copy=False), sentence_offsets, document_offsets
+
+
+# ---------------------------------------------------------------------------------------
+# Outputs.
+
+
+def output_paths(output: str, num_shards: int, gzip: bool) -> List[str]:
+  """`{output}-00000-of-0000N.tfrecord[.gz]`; an output ending in .tfrecord is used as is
+  for one shard and gets the shard index before the extension otherwise."""
+  ext = ".tfrecord.gz" if gzip else ".tfrecord"
+  base = output
+  for known in (".tfrecord.gz", ".tfrecord"):
+    if base.endswith(known):
+      base = base[:-len(known)]
+      if num_shards == 1:
+        return [base + ext]
+  return [f"{base}-{i:05d}-of-{num_shards:05d}{ext}" for i in range(num_shards)]
+
+
+def summary_path(output: str) -> str:
+  """The JSON summary's path: the output prefix (extension dropped) + `.json`."""
+  base = output
+  for known in (".tfrecord.gz", ".tfrecord"):
+    if base.endswith(known):
+      base = base[:-len(known)]
+  return base + ".json"
+
+
+def summary_path_for_record_file(path: str) -> str:
+  """The summary path of a TFRecord file written by this tool."""
+  base = _SHARD_PATTERN.sub("", path)
+  if base == path:
+    base = re.sub(r"\.tfrecord(\.gz)?$", "", path)
+  return base + ".json"
+
+
+class _ShardWriters:
+  """Round-robin writing over some shards, each to a temporary name until closed."""
+
+  def __init__(self, paths: Sequence[str], gzip: bool):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip else "")
+    self._writers = [tf.io.TFRecordWriter(p + INCOMPLETE_SUFFIX, options) for p in paths]
+    self._next = 0
+
+  def write(self, records: Sequence[bytes]):
+    n = len(self._writers)
+    if not n:
+      return
+    writers = self._writers
+    i = self._next
+    for record in records:
+      writers[i].write(record)
+      i = (i + 1) % n
+    self._next = i
+
+  def close(self):
+    for w in self._writers:
+      w.close()
+
+
+# ---------------------------------------------------------------------------------------
+# One chunk.
+
+_STAT_KEYS = ("chunks", "bytes", "lines", "documents", "sentences", "instances", "tokens",
+              "non_special_tokens", "masked", pi.MASKED, pi.RANDOM, pi.KEPT,
+              "random_next", "single_sentence_chunks", "short_target_instances", "document_passes",
+              "short_target_passes", "truncated_instances", "invalid_utf8_replacements",
+              "max_token_id")
+
+
+def _empty_stats() -> Dict[str, int]:
+  return {k: 0 for k in _STAT_KEYS}
+
+
+def _merge_stats(into: Dict[str, int], other: Dict[str, int]):
+  for k in _STAT_KEYS:
+    into[k] = max(into[k], other[k]) if k == "max_token_id" else into[k] + other[k]
+
+
+def chunk_rngs(random_seed: int, chunk_index: int):
+  """The (random.Random, numpy Generator) of one chunk, fixed by seed and index."""
+  return (random.Random(random_seed * 1_000_003 + chunk_index),
+          np.random.default_rng([random_seed, chunk_index]))
+
+
+def create_examples_from_documents(tokens: np.ndarray, sentence_offsets, document_offsets,
+                                   settings: PretrainingDataSettings,
+                                   special: pi.SpecialIds, rng: random.Random,
+                                   np_rng: np.random.Generator,
+                                   stats: Optional[Dict[str, int]] = None):
+  """Yields lists of serialized tf.train.Example bytes, shuffled, from tokenized documents.
+
+  Args:
+    tokens: int32 [T]; sentence_offsets int [S + 1]; document_offsets int [D + 1] (see
+      pretraining_instances.create_instance_spans).
+    stats: a dict to add counts to (keys of the summary).
+  """
+  stats = stats if stats is not None else _empty_stats()
+  num_docs = len(document_offsets) - 1
+  if num_docs < 1:
+    return
+  spans, short_passes = pi.create_instance_spans(
+      sentence_offsets, document_offsets, settings.max_seq_length, settings.short_seq_prob,
+      settings.dupe_factor, rng)
+  stats["document_passes"] += num_docs * settings.dupe_factor
+  stats["short_target_passes"] += short_passes
+  before = spans.a_length + spans.b_length
+  spans = pi.truncate_spans(spans, settings.max_seq_length, np_rng)
+  stats["truncated_instances"] += int(np.sum(spans.a_length + spans.b_length < before))
+  spans = spans.take(np_rng.permutation(len(spans)))
+  for begin in range(0, len(spans), _BATCH):
+    batch = spans.take(slice(begin, begin + _BATCH))
+    input_ids, segment_ids, input_mask, candidates = pi.build_sequences(
+        tokens, batch, settings.max_seq_length, special)
+    masked = pi.mask_sequences(input_ids, input_mask, candidates, settings.masked_lm_prob,
+                               settings.max_predictions_per_seq, special, np_rng,
+                               settings.do_whole_word_mask)
+    n = len(batch)
+    stats["instances"] += n
+    num_tokens = int(input_mask.sum())
+    stats["tokens"] += num_tokens
+    stats["non_special_tokens"] += num_tokens - 3 * n
+    stats["masked"] += int(masked.masked_lm_weights.sum())
+    for k, v in masked.outcome_counts.items():
+      stats[k] += v
+    stats["random_next"] += int(batch.is_random_next.sum())
+    stats["single_sentence_chunks"] += int(batch.single_sentence.sum())
+    stats["short_target_instances"] += int(batch.short_target.sum())
+    yield pi.serialize_examples(pi.example_features(
+        input_ids, input_mask, segment_ids, masked, batch.is_random_next))
+
+
+def process_chunk(chunk: Chunk, chunk_index: int, settings: PretrainingDataSettings,
+                  special: pi.SpecialIds, tokenize, write) -> Dict[str, int]:
+  """Reads, tokenizes and turns one chunk into examples, passed to `write(list[bytes])`.
+
+  Returns:
+    the chunk's counts (summary keys).
+  """
+  stats = _empty_stats()
+  lines, replaced = read_chunk(chunk)
+  stats["chunks"] = 1
+  stats["bytes"] = chunk.end - chunk.start
+  stats["lines"] = len(lines)
+  stats["invalid_utf8_replacements"] = replaced
+  tokens, sentence_offsets, document_offsets = tokenize_documents(lines, tokenize)
+  del lines
+  stats["documents"] = len(document_offsets) - 1
+  stats["sentences"] = len(sentence_offsets) - 1
+  if tokens.size:
+    stats["max_token_id"] = int(tokens.max())
+    if stats["max_token_id"] >= special.vocab_size or int(tokens.min()) < 0:
+      raise PretrainingDataError(f"{chunk.path}: the tokenizer returned ids outside the vocab")
+  rng, np_rng = chunk_rngs(settings.random_seed, chunk_index)
+  for records in create_examples_from_documents(tokens, sentence_offsets, document_offsets,
+                                                settings, special, rng, np_rng, stats):
+    write(records)
+  return stats
+
+
+# ---------------------------------------------------------------------------------------
+# Workers.
+
+
+def _run_worker(worker_index: int, num_workers: int, chunks: Sequence[Chunk],
+                shard_paths: Sequence[str], gzip: bool, settings: PretrainingDataSettings,
+                vocab_file: str, report: Callable):
+  """Processes chunks worker_index, worker_index + num_workers, ... into its own shards."""
+  tokens = read_vocab(vocab_file)
+  special = pi.SpecialIds.from_vocab(tokens)
+  tokenize = make_line_tokenizer(vocab_file, settings.do_lower_case)
+  writers = _ShardWriters(shard_paths[worker_index::num_workers], gzip)
+  total = _empty_stats()
+  try:
+    for index in range(worker_index, len(chunks), num_workers):
+      stats = process_chunk(chunks[index], index, settings, special, tokenize, writers.write)
+      _merge_stats(total, stats)
+      report(("progress", stats))
+  finally:
+    writers.close()
+  return total
+
+
+def _subprocess_worker(worker_index, num_workers, chunks, shard_paths, gzip, settings,
+                       vocab_file, queue):
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  try:
+    total = _run_worker(worker_index, num_workers, chunks, shard_paths, gzip, settings,
+                        vocab_file, queue.put)
+    queue.put(("done", total))
+  except BaseException as e:  # pylint: disable=broad-except
+    queue.put(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
+
+
+class _Progress:
+  """A periodic line with MB/s, instances/s and the ETA."""
+
+  def __init__(self, total_bytes: int, enabled: bool, interval: float = 5.0):
+    self.total_bytes = max(total_bytes, 1)
+    self.enabled = enabled
+    self.interval = interval
+    self.start = time.time()
+    self.last = self.start
+    self.bytes = 0
+    self.instances = 0
+
+  def update(self, stats):
+    self.bytes += stats["bytes"]
+    self.instances += stats["instances"]
+    now = time.time()
+    if self.enabled and (now - self.last >= self.interval or self.bytes >= self.total_bytes):
+      self.last = now
+      elapsed = max(now - self.start, 1e-9)
+      rate = self.bytes / elapsed
+      eta = (self.total_bytes - self.bytes) / rate if rate > 0 else float("inf")
+      print(f"[create_pretraining_data] {100 * self.bytes / self.total_bytes:5.1f}% "
+            f"{self.bytes / 1e6:.1f}/{self.total_bytes / 1e6:.1f} MB  "
+            f"{self.instances} instances  {self.instances / elapsed:,.0f} instances/s  "
+            f"{rate / 1e6:.2f} MB/s  ETA {eta:.0f} s", file=sys.stderr, flush=True)
+
+
+def _vocab_sha256(vocab_file: str) -> str:
+  with open(vocab_file, "rb") as f:
+    return hashlib.sha256(f.read()).hexdigest()
+
+
+def _remove_quietly(path: str):
+  try:
+    os.remove(path)
+  except OSError:
+    pass
+
+
+def create_pretraining_data(input_file: str, vocab_file: str, output: str,
+                            settings: PretrainingDataSettings = PretrainingDataSettings(),
+                            num_shards: int = 1, num_workers: int = 1, gzip: bool = False,
+                            overwrite: bool = False, chunk_size_mb: float = 4.0,
+                            progress: bool = True) -> Dict:
+  """Creates pretraining TFRecords and their JSON summary; the tool's whole work.
+
+  Args:
+    input_file: comma-separated globs of text files (one sentence per line, blank line
+      between documents).
+    vocab_file: WordPiece vocab, one token per line, with [PAD] [UNK] [CLS] [SEP] [MASK].
+    output: output prefix (see `output_paths`); the summary goes to `summary_path(output)`.
+    settings: the original tool's settings.
+    num_shards: output files; instances go round-robin over them.
+    num_workers: processes; each writes its own shards, so at most num_shards are used.
+    gzip: GZIP-compress the TFRecords.
+    overwrite: replace existing outputs (otherwise they are an error).
+    chunk_size_mb: input is processed in document-aligned chunks of about this size.
+    progress: print a progress line to stderr every few seconds.
+
+  Returns:
+    the summary dict (also written as JSON).
+
+  Raises:
+    PretrainingDataError: bad input, vocab, settings or an existing output.
+  """
+  settings.validate()
+  if num_shards < 1 or num_workers < 1:
+    raise PretrainingDataError("num_shards and num_workers must be at least 1")
+  files = list_input_files(input_file)
+  vocab = read_vocab(vocab_file)
+  paths = output_paths(output, num_shards, gzip)
+  summary_file = summary_path(output)
+  existing = [p for p in paths + [summary_file] if os.path.exists(p)]
+  if existing and not overwrite:
+    raise PretrainingDataError(f"Output exists (pass --overwrite to replace it): "
+                               f"{', '.join(existing)}")
+  total_bytes = sum(os.path.getsize(f) for f in files)
+  if total_bytes == 0:
+    raise PretrainingDataError(f"Input is empty: {', '.join(files)}")
+  out_dir = os.path.dirname(os.path.abspath(paths[0]))
+  os.makedirs(out_dir, exist_ok=True)
+  chunks = plan_chunks(files, max(1, int(chunk_size_mb * (1 << 20))))
+  workers = max(1, min(num_workers, num_shards, len(chunks)))
+  if progress and workers < num_workers:
+    print(f"[create_pretraining_data] using {workers} worker(s): each worker writes its own "
+          f"shards and there are {num_shards} shard(s) and {len(chunks)} chunk(s)",
+          file=sys.stderr)
+
+  start = time.time()
+  tracker = _Progress(total_bytes, progress)
+  totals = _empty_stats()
+  try:
+    if workers == 1:
+      _merge_stats(totals, _run_worker(0, 1, chunks, paths, gzip, settings, vocab_file,
+                                       lambda msg: tracker.update(msg[1])))
+    else:
+      _merge_stats(totals, _run_in_processes(workers, chunks, paths, gzip, settings,
+                                             vocab_file, tracker))
+    if totals["documents"] == 0:
+      raise PretrainingDataError(f"No documents in the input (every line is blank or "
+                                 f"tokenizes to nothing): {', '.join(files)}")
+    if totals["instances"] == 0:
+      raise PretrainingDataError(f"No instances could be made from {', '.join(files)}")
+  except BaseException:
+    for p in paths:
+      _remove_quietly(p + INCOMPLETE_SUFFIX)
+    raise
+  for p in paths:
+    os.replace(p + INCOMPLETE_SUFFIX, p)
+  elapsed = time.time() - start
+
+  summary = _make_summary(totals, settings, files, vocab_file, len(vocab), paths, gzip,
+                          workers, chunk_size_mb, elapsed)
+  tmp = summary_file + INCOMPLETE_SUFFIX
+  with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(summary, f, indent=2)
+  os.replace(tmp, summary_file)
+  return summary
+
+
+def _run_in_processes(workers, chunks, paths, gzip, settings, vocab_file, tracker):
+  # Spawned, not forked: TensorFlow's runtime threads do not survive a fork.
+  ctx = multiprocessing.get_context("spawn")
+  queue = ctx.Queue()
+  procs = [ctx.Process(target=_subprocess_worker,
+                       args=(w, workers, chunks, paths, gzip, settings, vocab_file, queue),
+                       daemon=True) for w in range(workers)]
+  for p in procs:
+    p.start()
+  totals = _empty_stats()
+  done = 0
+  try:
+    while done < workers:
+      try:
+        kind, payload = queue.get(timeout=1.0)
+      except Exception:  # pylint: disable=broad-except
+        dead = [p for p in procs if p.exitcode not in (None, 0)]
+        if dead:
+          raise PretrainingDataError(f"A worker process died (exit code {dead[0].exitcode})")
+        continue
+      if kind == "progress":
+        tracker.update(payload)
+      elif kind == "done":
+        _merge_stats(totals, payload)
+        done += 1
+      else:
+        raise PretrainingDataError(f"A worker failed: {payload}")
+  finally:
+    for p in procs:
+      if p.is_alive() and done < workers:
+        p.terminate()
+      p.join()
+  return totals
+
+
+def _make_summary(totals, settings, files, vocab_file, vocab_size, paths, gzip, workers,
+                  chunk_size_mb, elapsed) -> Dict:
+  masked = max(totals["masked"], 1)
+  instances = max(totals["instances"], 1)
+  return {
+      "instances": totals["instances"],
+      "tokens": totals["tokens"],
+      "non_special_tokens": totals["non_special_tokens"],
+      "masked_tokens": totals["masked"],
+      "masked_fraction_of_non_special": totals["masked"] / max(totals["non_special_tokens"], 1),
+      "masked_outcome_fractions": {k: totals[k] / masked for k in (pi.MASKED, pi.RANDOM,
+                                                                   pi.KEPT)},
+      "next_sentence_random_fraction": totals["random_next"] / instances,
+      # One-sentence chunks always take a random B (as in the original release), so the
+      # random share is about 0.5 + 0.5 * this.
+      "single_sentence_chunk_fraction": totals["single_sentence_chunks"] / instances,
+      "short_target_document_pass_fraction":
+          totals["short_target_passes"] / max(totals["document_passes"], 1),
+      "short_target_instance_fraction": totals["short_target_instances"] / instances,
+      "truncated_instance_fraction": totals["truncated_instances"] / instances,
+      "documents": totals["documents"],
+      "sentences": totals["sentences"],
+      "lines": totals["lines"],
+      "input_bytes": totals["bytes"],
+      "chunks": totals["chunks"],
+      "invalid_utf8_replacements": totals["invalid_utf8_replacements"],
+      "max_token_id": totals["max_token_id"],
+      "vocab_size": vocab_size,
+      "vocab_file": os.path.abspath(vocab_file),
+      "vocab_sha256": _vocab_sha256(vocab_file),
+      "settings": dataclasses.asdict(settings),
+      "seq_length": settings.max_seq_length,
+      "max_predictions_per_seq": settings.max_predictions_per_seq,
+      "feature_names": list(constants.TFRECORD_TO_MODEL_INPUT),
+      "input_files": [os.path.abspath(f) for f in files],
+      "output_files": [os.path.abspath(p) for p in paths],
+      "compression_type": "GZIP" if gzip else "",
+      "num_workers": workers,
+      "chunk_size_mb": chunk_size_mb,
+      "seconds": elapsed,
+      "instances_per_second": totals["instances"] / max(elapsed, 1e-9),
+  }

@@ -1,0 +1,43 @@
+"""Serving a sentence (pair) classifier or regressor."""
+
+import tensorflow as tf
+
+from bert_tf.export import label_table
+from bert_tf.export import serving_module
+from bert_tf.models.bert_classifier import LOGITS
+
+PROBABILITIES = "probabilities"
+LABEL_IDS = "label_ids"
+LABEL_NAMES = "label_names"
+SCORE = "score"
+
+
+class ClassifierServing(serving_module.ServingModule):
+  """A BertClassifier served with its label names.
+
+  Outputs, classification: probabilities float32 [B, C], label_ids int32 [B],
+  label_names string [B] (the predicted labels' names). Regression (one output):
+  score float32 [B].
+  """
+
+  def __init__(self, classifier, text_encoder, label_names=(), pair=False,
+               name="classifier_serving"):
+    inputs = (serving_module.TEXT, serving_module.TEXT_B) if pair else (serving_module.TEXT,)
+    super().__init__(classifier, text_encoder, inputs, name=name)
+    self.regression = classifier.num_classes == 1
+    if not self.regression:
+      label_names = tuple(label_names) or tuple(str(i) for i in range(classifier.num_classes))
+      if len(label_names) != classifier.num_classes:
+        raise ValueError(f"{len(label_names)} label names for {classifier.num_classes} classes")
+      self.labels = label_table.LabelTable(label_names)
+
+  def predict_token_ids(self, inputs):
+    logits = tf.cast(self.call_model(inputs)[LOGITS], tf.float32)
+    if self.regression:
+      return {SCORE: logits[:, 0]}
+    ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    return {
+        PROBABILITIES: tf.nn.softmax(logits, axis=-1),
+        LABEL_IDS: ids,
+        LABEL_NAMES: self.labels.lookup(ids),
+    }

@@ -1,0 +1,67 @@
+"""Fill-mask export of a pretraining model, and querying it from a fresh process."""
+
+import json
+import os
+import subprocess
+import sys
+from typing import List, Optional, Sequence
+
+from bert_tf import configs
+from bert_tf.export import exporter
+from bert_tf.export import fill_mask_query
+
+
+def export_fill_mask(model_or_checkpoint, config, vocab_file: Optional[str], export_dir: str,
+                     version: Optional[int] = None, top_k: int = 5,
+                     max_masks: Optional[int] = None, seq_length: Optional[int] = None,
+                     lower_case: Optional[bool] = None) -> str:
+  """Exports a pretraining model with a fill-mask signature for TF Serving.
+
+  Args:
+    model_or_checkpoint: a BertPretrainer, or a checkpoint prefix/directory of a
+      pretraining run (restored by checkpoint_items).
+    config: the ExperimentConfig (task pretraining) or the path of its YAML.
+    vocab_file: the vocab; None takes the config's data vocab_file.
+    export_dir: base directory; the SavedModel goes to export_dir/<version>/.
+    version: integer version; None takes the next free one.
+    top_k: candidates returned for each [MASK].
+    max_masks: [MASK]s predicted per text; None: max_predictions_per_seq.
+    seq_length, lower_case: None takes the data config's.
+
+  Returns:
+    The written version directory.
+  """
+  experiment = exporter.load_experiment(config)
+  vocab_file = vocab_file or exporter.data_config_for_export(experiment).vocab_file
+  if not vocab_file:
+    raise configs.ConfigError("No vocab file: pass vocab_file or set eval_data.vocab_file")
+  if isinstance(model_or_checkpoint, str):
+    model = exporter.model_from_checkpoint(experiment, model_or_checkpoint)
+  else:
+    model = model_or_checkpoint
+  module = exporter.build_serving_module(experiment, model, vocab_file, kind="fill_mask",
+                                         top_k=top_k, max_masks=max_masks,
+                                         seq_length=seq_length, lower_case=lower_case)
+  return exporter.write_saved_model(module, export_dir, version)
+
+
+def query_fill_mask_fresh_process(export_path: str, sentences: Sequence[str],
+                                  timeout: float = 600) -> List[dict]:
+  """Queries a fill-mask export in a new Python process importing only TensorFlow.
+
+  Args:
+    export_path: the version directory `export_fill_mask` returned.
+    sentences: texts with "[MASK]" marks.
+
+  Returns:
+    Per sentence {"text": str, "masks": [[[token, probability], ...] per [MASK]]}.
+
+  Raises:
+    RuntimeError: the query process failed (its stderr is in the message).
+  """
+  script = os.path.abspath(fill_mask_query.__file__)
+  process = subprocess.run([sys.executable, script, export_path, *sentences],
+                           capture_output=True, text=True, timeout=timeout, check=False)
+  if process.returncode != 0:
+    raise RuntimeError(f"Fill-mask query of {export_path} failed:\n{process.stderr[-4000:]}")
+  return [json.loads(line) for line in process.stdout.splitlines() if line.startswith("{")]

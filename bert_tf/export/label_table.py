@@ -1,0 +1,43 @@
+"""Label names as a SavedModel asset, looked up by id inside the serving graph."""
+
+import os
+import tempfile
+
+import tensorflow as tf
+
+LABELS_ASSET = "labels.txt"
+
+
+def write_label_file(label_names, directory=None):
+  """Writes one label per line to a new `labels.txt`; returns its path.
+
+  The file becomes a SavedModel asset (copied into the export's assets/), so it
+  only needs to live until the export is written.
+  """
+  for name in label_names:
+    if not name or "\n" in name or name != name.strip():
+      raise ValueError(f"Label name {name!r} cannot be a line of {LABELS_ASSET}")
+  directory = directory or tempfile.mkdtemp(prefix="bert_tf_labels_")
+  path = os.path.join(directory, LABELS_ASSET)
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("".join(f"{name}\n" for name in label_names))
+  return path
+
+
+class LabelTable(tf.Module):
+  """id -> label name lookup backed by a `labels.txt` SavedModel asset."""
+
+  def __init__(self, label_names, name="label_table"):
+    super().__init__(name=name)
+    self.label_names = tuple(label_names)
+    with tf.init_scope():
+      self.labels_asset = tf.saved_model.Asset(write_label_file(self.label_names))
+      self._table = tf.lookup.StaticHashTable(
+          tf.lookup.TextFileInitializer(
+              self.labels_asset, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
+              tf.string, tf.lookup.TextFileIndex.WHOLE_LINE),
+          default_value="")
+
+  def lookup(self, ids):
+    """Integer ids (any shape) -> their names, tf.string of the same shape."""
+    return self._table.lookup(tf.cast(ids, tf.int64))

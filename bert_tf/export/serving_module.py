@@ -1,0 +1,93 @@
+"""The base of every exported model: one tf.Module, three serving signatures.
+
+A `ServingModule` holds a Keras model and a `TextEncoder` and defines
+
+* `serving_default`: raw UTF-8 strings in, named by `text_inputs` (`text`;
+  `text`, `text_b`; or `question`, `context`), tokenized and packed in the graph;
+* `serve_token_ids`: `input_word_ids`, `input_mask`, `input_type_ids` (int32
+  [B, T]) in, for clients that tokenize themselves;
+* `serve_examples`: serialized `tf.Example`s in (input `examples`, string [B]),
+  with bytes features named like `serving_default`'s inputs.
+
+Subclasses define `predict_token_ids` (dense inputs -> dict of dense outputs)
+and, where the answer refers to the text (spans, entities), `predict_text`.
+"""
+
+from typing import Dict, Sequence
+
+import tensorflow as tf
+
+from bert_tf import constants
+
+SERVING_DEFAULT = "serving_default"
+SERVE_TOKEN_IDS = "serve_token_ids"
+SERVE_EXAMPLES = "serve_examples"
+SIGNATURE_NAMES = (SERVING_DEFAULT, SERVE_TOKEN_IDS, SERVE_EXAMPLES)
+EXAMPLES_INPUT = "examples"
+
+TEXT = "text"
+TEXT_B = "text_b"
+QUESTION = "question"
+CONTEXT = "context"
+
+
+class ServingModule(tf.Module):
+  """A model plus in-graph text encoding, exported with three signatures."""
+
+  def __init__(self, model, text_encoder, text_inputs: Sequence[str] = (TEXT,), name=None):
+    """Args:
+      model: the Keras model (dict of int32 [B, T] encoder inputs in).
+      text_encoder: a `bert_tf.export.text_encoding.TextEncoder`.
+      text_inputs: names of the raw-text inputs of `serving_default`.
+    """
+    super().__init__(name=name)
+    self.model = model
+    self.text_encoder = text_encoder
+    self.text_inputs = tuple(text_inputs)
+    self.seq_length = text_encoder.seq_length
+
+  # ----- what subclasses define -----
+  def predict_token_ids(self, inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """Dense int32 [B, T] encoder inputs -> dict of dense output tensors."""
+    raise NotImplementedError
+
+  def encode_text(self, texts: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """{name: tf.string [B]} for each of `text_inputs` -> int32 [B, T] encoder inputs.
+
+    What `serving_default` feeds the model; a client tokenizing for
+    `serve_token_ids` must produce the same ids.
+    """
+    return self.text_encoder.encode(*[texts[name] for name in self.text_inputs])
+
+  def predict_text(self, texts: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """{name: tf.string [B]} for each of `text_inputs` -> dict of dense outputs."""
+    return self.predict_token_ids(self.encode_text(texts))
+
+  # ----- the signatures -----
+  def parse_examples(self, serialized):
+    """Serialized tf.Examples [B] -> {name: tf.string [B]} (missing features: "")."""
+    spec = {name: tf.io.FixedLenFeature([], tf.string, default_value="")
+            for name in self.text_inputs}
+    return tf.io.parse_example(serialized, spec)
+
+  def signatures(self) -> Dict[str, tf.types.experimental.ConcreteFunction]:
+    """The three signatures as concrete functions, keyed by signature name."""
+    text_spec = {name: tf.TensorSpec([None], tf.string, name=name) for name in self.text_inputs}
+    ids_spec = {name: tf.TensorSpec([None, None], tf.int32, name=name)
+                for name in constants.ENCODER_INPUTS}
+    examples_spec = tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)
+    # The graphs have no data-dependent Python control flow to convert.
+    text_fn = tf.function(self.predict_text, autograph=False)
+    ids_fn = tf.function(self.predict_token_ids, autograph=False)
+    examples_fn = tf.function(
+        lambda examples: self.predict_text(self.parse_examples(examples)), autograph=False)
+    return {
+        SERVING_DEFAULT: text_fn.get_concrete_function(text_spec),
+        SERVE_TOKEN_IDS: ids_fn.get_concrete_function(ids_spec),
+        SERVE_EXAMPLES: examples_fn.get_concrete_function(examples_spec),
+    }
+
+  def call_model(self, inputs):
+    """Runs the Keras model in inference mode on dense int32 inputs."""
+    inputs = {name: tf.cast(inputs[name], tf.int32) for name in constants.ENCODER_INPUTS}
+    return self.model(inputs, training=False)

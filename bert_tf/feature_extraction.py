@@ -1,0 +1,231 @@
+"""The paper's feature-based approach: per-token vectors of chosen encoder layers.
+
+Each input line is one text, or a pair written "text A ||| text B". It is tokenized,
+packed as [CLS] A [SEP] (B [SEP]) and cut to seq_length (the longer segment loses its
+last tokens first), and the encoder's outputs at the chosen layers are written for every
+real token as one JSON object per line, in the original release's layout:
+
+  {"linex_index": 0, "features": [{"token": "[CLS]", "layers": [
+      {"index": -1, "values": [0.1, ...]}, {"index": -2, "values": [...]}]}, ...]}
+
+With concat_layers, each token has one entry whose "index" lists the layers and whose
+"values" are their vectors concatenated in that order.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import constants
+
+_PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
+
+
+def parse_line(line: str) -> Tuple[str, Optional[str]]:
+  """("A", "B") for "A ||| B", else (line, None); surrounding white space is dropped."""
+  line = line.strip()
+  match = _PAIR.match(line)
+  if match is None:
+    return line, None
+  return match.group(1), match.group(2)
+
+
+def truncate_pair(tokens_a: List, tokens_b: List, max_length: int) -> None:
+  """Drops the last token of the longer list until both fit in max_length, in place."""
+  while len(tokens_a) + len(tokens_b) > max_length:
+    longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+    longer.pop()
+
+
+def parse_layers(spec: str) -> List[int]:
+  """"-1,-2,-3,-4" -> [-1, -2, -3, -4]; raises ValueError naming a bad item."""
+  layers = []
+  for item in spec.split(","):
+    item = item.strip()
+    try:
+      layers.append(int(item))
+    except ValueError:
+      raise ValueError(f"--layers must be comma-separated integers, got '{item}'") from None
+  if not layers:
+    raise ValueError("--layers names no layer")
+  return layers
+
+
+def pack_lines(lines: Sequence[str], tokenizer, seq_length: int
+               ) -> Tuple[Dict[str, np.ndarray], List[List[str]]]:
+  """Tokenizes and packs lines into encoder inputs.
+
+  Args:
+    lines: texts or "A ||| B" pairs.
+    tokenizer: a BertWordPieceTokenizer.
+    seq_length: T, including the special tokens.
+
+  Returns:
+    ({input_word_ids, input_mask, input_type_ids: int32 [N, T]}, the token strings of
+    each line's real positions).
+  """
+  if seq_length < 3:
+    raise ValueError(f"seq_length must be at least 3, got {seq_length}")
+  pairs = [parse_line(line) for line in lines]
+  texts = [a for a, _ in pairs] + [b for _, b in pairs if b is not None]
+  pieces = tokenizer.tokenize_pieces(tf.constant(texts, tf.string)).to_list() if texts else []
+  vocab = list(tokenizer.vocab)
+  cls_id, sep_id = tokenizer.cls_id, tokenizer.sep_id
+  n = len(pairs)
+  ids = np.zeros([n, seq_length], np.int32)
+  mask = np.zeros([n, seq_length], np.int32)
+  types = np.zeros([n, seq_length], np.int32)
+  tokens: List[List[str]] = []
+  b_index = n
+  for i, (_, text_b) in enumerate(pairs):
+    a = list(pieces[i])
+    b: List[int] = []
+    if text_b is not None:
+      b = list(pieces[b_index])
+      b_index += 1
+      truncate_pair(a, b, seq_length - 3)
+    else:
+      a = a[:seq_length - 2]
+    row = [cls_id, *a, sep_id]
+    row_types = [0] * len(row)
+    if text_b is not None:
+      row += [*b, sep_id]
+      row_types += [1] * (len(b) + 1)
+    ids[i, :len(row)] = row
+    mask[i, :len(row)] = 1
+    types[i, :len(row)] = row_types
+    tokens.append([vocab[t] for t in row])
+  return {constants.INPUT_WORD_IDS: ids, constants.INPUT_MASK: mask,
+          constants.INPUT_TYPE_IDS: types}, tokens
+
+
+def extract_features(encoder, tokenizer, lines: Iterable[str], layers: Sequence[int] = (-1,),
+                     seq_length: int = 128, batch_size: int = 8, concat_layers: bool = False,
+                     precision: int = 6) -> Iterator[dict]:
+  """Yields one record per line (see the module docstring).
+
+  Args:
+    encoder: a BertEncoder (its encoder_outputs are the layers; -1 is the last).
+    tokenizer: a BertWordPieceTokenizer with the encoder's vocab.
+    lines: texts or "A ||| B" pairs.
+    layers: layer indexes into encoder_outputs, negative from the top.
+    seq_length: tokens per line, including [CLS] and [SEP]s.
+    batch_size: lines per encoder call.
+    concat_layers: one concatenated vector per token instead of one per layer.
+    precision: decimals kept in the written values (6 as the original).
+  """
+  num_layers = encoder.num_layers
+  for layer in layers:
+    if not -num_layers <= layer < num_layers:
+      raise ValueError(f"Layer {layer} does not exist in a {num_layers}-layer encoder")
+
+  @tf.function
+  def run(inputs):
+    outputs = encoder(inputs, training=False)[constants.ENCODER_OUTPUTS]
+    return tf.stack([tf.cast(outputs[layer], tf.float32) for layer in layers], axis=1)
+
+  index = 0
+  batch: List[str] = []
+
+  def flush(batch_lines, first_index):
+    inputs, tokens = pack_lines(batch_lines, tokenizer, seq_length)
+    values = run({k: tf.constant(v) for k, v in inputs.items()}).numpy()  # [B, L, T, H]
+    values = np.round(values.astype(np.float64), precision)
+    for b, line_tokens in enumerate(tokens):
+      features = []
+      for t, token in enumerate(line_tokens):
+        if concat_layers:
+          entry = [{"index": list(layers), "values": values[b, :, t, :].reshape(-1).tolist()}]
+        else:
+          entry = [{"index": layer, "values": values[b, j, t, :].tolist()}
+                   for j, layer in enumerate(layers)]
+        features.append({"token": token, "layers": entry})
+      yield {"linex_index": first_index + b, "features": features}
+
+  for line in lines:
+    batch.append(line)
+    if len(batch) == batch_size:
+      yield from flush(batch, index)
+      index += len(batch)
+      batch = []
+  if batch:
+    yield from flush(batch, index)
+
+
+def read_lines(path: str) -> List[str]:
+  """The non-empty lines of a UTF-8 text file.
+
+  Raises:
+    ValueError: naming the file and line of a byte sequence that is not UTF-8.
+  """
+  with tf.io.gfile.GFile(path, "rb") as f:
+    raw = f.read()
+  lines = []
+  for number, data in enumerate(raw.split(b"\n"), start=1):
+    try:
+      text = data.decode("utf-8").strip()
+    except UnicodeDecodeError as e:
+      raise ValueError(f"{path}:{number}: not UTF-8 ({e.reason} at byte {e.start})") from None
+    if text:
+      lines.append(text)
+  return lines
+
+
+def extract_features_to_file(input_file: str, output_file: str, encoder, tokenizer,
+                             layers: Sequence[int] = (-1, -2, -3, -4), seq_length: int = 128,
+                             batch_size: int = 8, concat_layers: bool = False,
+                             log_every: int = 100, log_fn=None) -> Dict[str, float]:
+  """Writes the features of every line of input_file as JSON lines to output_file.
+
+  The output is written under a temporary name and renamed when complete. A progress
+  line (lines done, rate, ETA) goes to log_fn every log_every lines.
+
+  Returns:
+    {"num_lines", "num_tokens", "seconds"}.
+  """
+  log = log_fn or (lambda line: logging.info("%s", line))
+  lines = read_lines(input_file)
+  tmp = f"{output_file}.tmp-{uuid.uuid4().hex[:8]}"
+  start = time.time()
+  num_tokens = 0
+  try:
+    with tf.io.gfile.GFile(tmp, "w") as f:
+      for record in extract_features(encoder, tokenizer, lines, layers, seq_length,
+                                     batch_size, concat_layers):
+        f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        num_tokens += len(record["features"])
+        done = record["linex_index"] + 1
+        if done % log_every == 0:
+          rate = done / max(time.time() - start, 1e-9)
+          log(f"{done}/{len(lines)} lines, {rate:.1f} lines/s, "
+              f"ETA {(len(lines) - done) / rate:.0f}s")
+    tf.io.gfile.rename(tmp, output_file, overwrite=True)
+  except BaseException:
+    if tf.io.gfile.exists(tmp):
+      tf.io.gfile.remove(tmp)
+    raise
+  return {"num_lines": len(lines), "num_tokens": num_tokens, "seconds": time.time() - start}
+
+
+def load_encoder(encoder_config, init_checkpoint: str = ""):
+  """A BertEncoder for an EncoderConfig, restored from a bert_tf checkpoint if given.
+
+  Args:
+    encoder_config: bert_tf.configs.EncoderConfig.
+    init_checkpoint: a checkpoint prefix or directory holding an `encoder` item (any
+      checkpoint bert_tf writes); empty for freshly initialized weights.
+  """
+  from bert_tf.models.bert_encoder import BertEncoder  # pylint: disable=g-import-not-at-top
+  encoder = BertEncoder.from_config_object(encoder_config)
+  if init_checkpoint:
+    from bert_tf.training import checkpoints  # pylint: disable=g-import-not-at-top
+    checkpoints.restore_items(init_checkpoint, encoder.checkpoint_items, items=("encoder",))
+  return encoder

@@ -1,0 +1,126 @@
+"""Multiple choice (SWAG): one sequence per choice, softmax over the choices' scores."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import List, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import configs
+from bert_tf.data import finetuning_features as ff
+from bert_tf.data import swag
+from bert_tf.metrics import classification
+from bert_tf.models.bert_classifier import LOGITS
+from bert_tf.models.bert_encoder import BertEncoder
+from bert_tf.models.bert_multiple_choice import BertMultipleChoice
+from bert_tf.tasks import base
+
+
+@dataclasses.dataclass
+class MultipleChoiceConfig(configs.TaskConfig):
+  """Picks one of num_choices continuations of a context."""
+
+  name: str = "multiple_choice"
+  num_choices: int = swag.NUM_SWAG_CHOICES
+
+  def validate(self):
+    if self.num_choices < 2:
+      raise configs.ConfigError(f"num_choices must be at least 2, got {self.num_choices}")
+
+
+PREDICTIONS = "predictions"
+
+
+@base.register_task("multiple_choice", MultipleChoiceConfig)
+class MultipleChoiceTask(base.Task):
+  """Cross-entropy over the choices' scores; accuracy."""
+
+  feature_kind = ff.MULTIPLE_CHOICE
+
+  def build_model(self):
+    encoder = BertEncoder.from_config_object(self.experiment.model.encoder)
+    return BertMultipleChoice(encoder, self.config.num_choices,
+                              dropout_rate=self.experiment.model.head_dropout_rate,
+                              name="bert_multiple_choice")
+
+  # ----- data -----
+  def read_examples(self, data_config) -> List[swag.MultipleChoiceExample]:
+    if data_config.format != "swag_csv":
+      raise configs.ConfigError(f"multiple_choice reads formats dummy, tfrecord and swag_csv, "
+                                f"got '{data_config.format}'")
+    examples = []
+    for path in ff.expand_input_path(data_config.input_path):
+      for e in swag.read_swag(path, self.config.num_choices):
+        e.index = len(examples)
+        examples.append(e)
+    return examples
+
+  def featurize(self, examples, data_config, tokenizer: Optional[ff.PieceTokenizer] = None):
+    tokenizer = tokenizer or ff.PieceTokenizer(data_config.vocab_file, data_config.lower_case)
+    return ff.multiple_choice_dataset(examples, tokenizer, data_config.seq_length,
+                                      self.config.num_choices)
+
+  def build_inputs(self, data_config, input_context=None):
+    batch_size = ff.batch_size_for(data_config.global_batch_size, input_context)
+    if data_config.format == "dummy":
+      return ff.dummy_dataset(ff.MULTIPLE_CHOICE, batch_size, data_config.seq_length,
+                              self.experiment.model.encoder.vocab_size, 1,
+                              num_choices=self.config.num_choices,
+                              seed=self.experiment.runtime.seed)
+    if data_config.format == "tfrecord":
+      return ff.read_tfrecord_dataset(
+          data_config.input_path, ff.MULTIPLE_CHOICE, data_config.seq_length, batch_size,
+          data_config.is_training, data_config.drop_remainder,
+          num_choices=self.config.num_choices,
+          shuffle_buffer_size=data_config.shuffle_buffer_size,
+          seed=self.experiment.runtime.seed, input_context=input_context)
+    ds = self.featurize(self.read_examples(data_config), data_config)
+    return ff.finish_raw_dataset(ds, ff.MULTIPLE_CHOICE, batch_size, data_config.is_training,
+                                 data_config.drop_remainder,
+                                 shuffle_buffer_size=data_config.shuffle_buffer_size,
+                                 seed=self.experiment.runtime.seed, input_context=input_context)
+
+  # ----- loss and metrics -----
+  def _per_example_loss(self, features, outputs):
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=tf.cast(features[ff.LABEL_IDS], tf.int32),
+        logits=tf.cast(outputs[LOGITS], tf.float32))
+
+  def compute_loss(self, features, outputs, global_batch_size):
+    per_example = self._per_example_loss(features, outputs)
+    return {"loss": tf.reduce_sum(per_example) / tf.cast(global_batch_size, tf.float32)}
+
+  def train_metrics(self, features, outputs):
+    predictions = tf.argmax(outputs[LOGITS], axis=-1, output_type=tf.int32)
+    labels = tf.cast(features[ff.LABEL_IDS], tf.int32)
+    correct = tf.reduce_sum(tf.cast(tf.equal(predictions, labels), tf.float32))
+    return {"accuracy": base.ratio(correct, tf.shape(labels)[0])}
+
+  def eval_outputs(self, features, outputs):
+    return {
+        PREDICTIONS: tf.argmax(outputs[LOGITS], axis=-1, output_type=tf.int32),
+        ff.LABEL_IDS: features[ff.LABEL_IDS],
+        ff.EXAMPLE_INDEX: features[ff.EXAMPLE_INDEX],
+        "loss": self._per_example_loss(features, outputs),
+    }
+
+  def reduce_eval(self, values):
+    return {
+        "accuracy": classification.accuracy(np.asarray(values[ff.LABEL_IDS]),
+                                            np.asarray(values[PREDICTIONS])),
+        "loss": float(np.mean(values["loss"])),
+    }
+
+  def prediction_lines(self, values) -> List[str]:
+    """`index<TAB>choice` rows ordered by index, after a header."""
+    indices = np.asarray(values[ff.EXAMPLE_INDEX])
+    return ["index\tprediction"] + [
+        f"{int(indices[i])}\t{int(values[PREDICTIONS][i])}"
+        for i in np.argsort(indices, kind="stable")]
+
+  def write_predictions(self, values, output_dir):
+    return ff.write_text_atomically(os.path.join(output_dir, "multiple_choice_predictions.tsv"),
+                                    self.prediction_lines(values))

@@ -1,0 +1,182 @@
+"""Masked-LM plus next-sentence pretraining of BERT."""
+
+from typing import Dict, Optional, Tuple
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import configs
+from bert_tf import constants
+from bert_tf import losses
+from bert_tf.data import dummy
+from bert_tf.models import BertEncoder
+from bert_tf.models import BertPretrainer
+from bert_tf.tasks import base
+
+# Distinct synthetic batches a "dummy" evaluation input holds (training repeats forever).
+DUMMY_EVAL_BATCHES = 4
+
+
+@base.register_task("pretraining", configs.PretrainingTaskConfig)
+class PretrainingTask(base.Task):
+  """BERT pretraining: the masked-LM loss plus (optionally) the next-sentence loss.
+
+  The masked-LM loss divides by the sum of masked_lm_weights over the *global* batch
+  (all replicas, all micro-batches), so that every real prediction weighs the same
+  whatever the strategy and however the batch is split.
+  """
+
+  def build_model(self) -> BertPretrainer:
+    """A BertPretrainer in the runtime's dtype policy (variables stay float32)."""
+    policy = keras.DTypePolicy(self.experiment.runtime.mixed_precision_dtype)
+    encoder = BertEncoder.from_config_object(self.experiment.model.encoder, dtype=policy)
+    return BertPretrainer(encoder, use_next_sentence_label=self.config.use_next_sentence_label,
+                          name="bert_pretrainer")
+
+  def input_names(self) -> Tuple[str, ...]:
+    return (*constants.ENCODER_INPUTS, constants.MASKED_LM_POSITIONS)
+
+  # ----- data -----
+  def build_inputs(self, data_config: configs.DataConfig,
+                   input_context: Optional[tf.distribute.InputContext] = None
+                   ) -> tf.data.Dataset:
+    """Per-replica batches of pretraining features (see bert_tf.data.dummy for keys).
+
+    format "dummy": synthetic examples, endless for training and DUMMY_EVAL_BATCHES
+    global batches for evaluation; each input pipeline reads its own shard of them.
+    format "tfrecord": bert_tf.data.pretraining_reader.build_pretraining_dataset.
+    """
+    if data_config.format == "dummy":
+      return self._dummy_inputs(data_config, input_context)
+    if data_config.format != "tfrecord":
+      raise configs.ConfigError(f"The pretraining task reads format 'tfrecord' or 'dummy', "
+                                f"got '{data_config.format}'")
+    from bert_tf.data import pretraining_reader  # pylint: disable=g-import-not-at-top
+    return pretraining_reader.build_pretraining_dataset(data_config, input_context)
+
+  def check_inputs(self, data_config: configs.DataConfig) -> None:
+    """Fails before training when the TFRecords do not fit the config.
+
+    Raises:
+      PretrainingInputError: no file matches, the first file is empty, or seq_length,
+        max_predictions_per_seq or the model's vocab_size disagree with the files (the
+        message names both values and the file).
+    """
+    if data_config.format != "tfrecord":
+      return
+    from bert_tf.data import pretraining_reader  # pylint: disable=g-import-not-at-top
+    info = pretraining_reader.inspect_pretraining_files(data_config.input_path,
+                                                        data_config.compression_type)
+    info.check_config(data_config, self.experiment.model.encoder.vocab_size)
+
+  def explain_input_error(self, error: Exception, data_config: configs.DataConfig
+                          ) -> Exception:
+    """An error naming the corrupt TFRecord file behind a tf.data DataLossError."""
+    if data_config.format != "tfrecord":
+      return error
+    from bert_tf.data import pretraining_reader  # pylint: disable=g-import-not-at-top
+    return pretraining_reader.explain_data_loss(error, data_config)
+
+  def _dummy_inputs(self, data_config, input_context):
+    global_batch = data_config.global_batch_size
+    batch = (input_context.get_per_replica_batch_size(global_batch)
+             if input_context else global_batch)
+    vocab_size = self.experiment.model.encoder.vocab_size
+    examples = dummy.dummy_pretraining_dataset(
+        global_batch, data_config.seq_length, data_config.max_predictions_per_seq,
+        vocab_size, num_distinct_batches=DUMMY_EVAL_BATCHES,
+        seed=0 if data_config.is_training else 1000).unbatch()
+    if not data_config.is_training:
+      examples = examples.take(DUMMY_EVAL_BATCHES * global_batch)
+    if input_context and input_context.num_input_pipelines > 1:
+      examples = examples.shard(input_context.num_input_pipelines,
+                                input_context.input_pipeline_id)
+    return examples.batch(batch, drop_remainder=data_config.drop_remainder)
+
+  # ----- loss and metrics -----
+  def loss_normalizers(self, features) -> Dict[str, tf.Tensor]:
+    """Sums the trainer adds up over a replica's whole batch and over all replicas.
+
+    Returns:
+      {"mlm_weight_sum": float32 scalar}, the masked-LM denominator.
+    """
+    return {"mlm_weight_sum": tf.reduce_sum(
+        tf.cast(features[constants.MASKED_LM_WEIGHTS], tf.float32))}
+
+  def compute_loss(self, features, outputs, global_batch_size: int,
+                   mlm_weight_sum: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
+    """Float32 losses of one replica's batch, averaged over the global batch.
+
+    Args:
+      features: a batch of pretraining features.
+      outputs: BertPretrainer outputs.
+      global_batch_size: examples in the global batch (the next-sentence denominator).
+      mlm_weight_sum: sum of masked_lm_weights over the global batch; when None it is
+        this batch's sum all-reduced over the replicas of the current replica context.
+
+    Returns:
+      {"loss", "masked_lm_loss", "next_sentence_loss" (with the NSP head)}.
+    """
+    if mlm_weight_sum is None:
+      local = self.loss_normalizers(features)["mlm_weight_sum"]
+      context = tf.distribute.get_replica_context()
+      mlm_weight_sum = (context.all_reduce(tf.distribute.ReduceOp.SUM, local)
+                        if context is not None else local)
+    denominator = tf.stop_gradient(mlm_weight_sum) + 1e-5
+    return losses.pretraining_loss(features, outputs, mlm_weight_sum=denominator,
+                                   global_batch_size=global_batch_size)
+
+  def train_metrics(self, features, outputs) -> Dict[str, Tuple[tf.Tensor, tf.Tensor]]:
+    """Masked-LM and next-sentence accuracy as (correct, count) sums."""
+    per_example = self.eval_outputs(features, outputs)
+    metrics = {
+        "masked_lm_accuracy": base.ratio(tf.reduce_sum(per_example["masked_lm_correct"]),
+                                         tf.reduce_sum(per_example["masked_lm_weight"])),
+    }
+    if "next_sentence_correct" in per_example:
+      correct = per_example["next_sentence_correct"]
+      metrics["next_sentence_accuracy"] = base.ratio(tf.reduce_sum(correct),
+                                                     tf.size(correct))
+    return metrics
+
+  def eval_outputs(self, features, outputs) -> Dict[str, tf.Tensor]:
+    """Per-example sums, float32 [B]: masked_lm_correct, masked_lm_weight,
+    masked_lm_loss_sum, and with the NSP head next_sentence_correct and
+    next_sentence_loss."""
+    weights = tf.cast(features[constants.MASKED_LM_WEIGHTS], tf.float32)
+    labels = tf.cast(features[constants.MASKED_LM_IDS], tf.int32)
+    logits = tf.cast(outputs[constants.MLM_LOGITS], tf.float32)
+    predictions = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    result = {
+        "masked_lm_correct": tf.reduce_sum(
+            tf.cast(tf.equal(predictions, labels), tf.float32) * weights, axis=-1),
+        "masked_lm_weight": tf.reduce_sum(weights, axis=-1),
+        "masked_lm_loss_sum": tf.reduce_sum(xent * weights, axis=-1),
+    }
+    if constants.NSP_LOGITS in outputs:
+      nsp_labels = tf.reshape(tf.cast(features[constants.NEXT_SENTENCE_LABELS], tf.int32),
+                              [-1])
+      nsp_logits = tf.cast(outputs[constants.NSP_LOGITS], tf.float32)
+      result["next_sentence_correct"] = tf.cast(
+          tf.equal(tf.argmax(nsp_logits, axis=-1, output_type=tf.int32), nsp_labels),
+          tf.float32)
+      result["next_sentence_loss"] = losses.next_sentence_loss(nsp_labels, nsp_logits)
+    return result
+
+  def reduce_eval(self, values: Dict[str, np.ndarray]) -> Dict[str, float]:
+    """masked_lm_accuracy, masked_lm_loss, masked_lm_perplexity (exp of the loss),
+    next_sentence_accuracy, next_sentence_loss, num_examples."""
+    weight = float(np.sum(values["masked_lm_weight"]))
+    mlm_loss = float(np.sum(values["masked_lm_loss_sum"])) / max(weight, 1e-12)
+    metrics = {
+        "masked_lm_accuracy": float(np.sum(values["masked_lm_correct"])) / max(weight, 1e-12),
+        "masked_lm_loss": mlm_loss,
+        "masked_lm_perplexity": float(np.exp(min(mlm_loss, 700.0))),
+        "num_examples": float(len(values["masked_lm_weight"])),
+    }
+    if "next_sentence_correct" in values:
+      metrics["next_sentence_accuracy"] = float(np.mean(values["next_sentence_correct"]))
+      metrics["next_sentence_loss"] = float(np.mean(values["next_sentence_loss"]))
+    return metrics

@@ -1,0 +1,228 @@
+"""Sentence and sentence-pair classification and regression (GLUE and the like)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import configs
+from bert_tf.data import finetuning_features as ff
+from bert_tf.data import glue
+from bert_tf.metrics import classification
+from bert_tf.models.bert_classifier import LOGITS, BertClassifier
+from bert_tf.models.bert_encoder import BertEncoder
+from bert_tf.tasks import base
+
+
+@dataclasses.dataclass
+class SentencePredictionConfig(configs.TaskConfig):
+  """A classification or regression task over one or two sentences.
+
+  With `glue_task` set (cola, sst2, mrpc, qqp, stsb, mnli, qnli, rte, wnli), files
+  are read in that task's GLUE layout and the labels, metric and score range default
+  to GLUE's. Otherwise TSV/CSV files with a header are read by column name.
+  """
+
+  name: str = "sentence_prediction"
+  glue_task: str = ""
+  # 1 is regression; 0 takes the count from label_names or glue_task.
+  num_classes: int = 0
+  # Class names in id order; empty: glue_task's, or "0".."num_classes-1".
+  label_names: List[str] = dataclasses.field(default_factory=list)
+  # accuracy, accuracy_f1, matthews_corrcoef or pearson_spearman; empty: glue_task's.
+  metric: str = ""
+  # Header names of the columns of a generic TSV/CSV file.
+  text_a_column: str = "text"
+  text_b_column: str = ""
+  label_column: str = "label"
+  index_column: str = ""
+  # [low, high] of regression scores; rows outside are errors.
+  score_range: List[float] = dataclasses.field(default_factory=list)
+
+  def validate(self):
+    if self.glue_task and self.glue_task not in glue.GLUE_TASKS:
+      raise configs.ConfigError(f"glue_task must be one of {', '.join(glue.GLUE_TASKS)}, got "
+                                f"'{self.glue_task}'")
+    if self.metric and self.metric not in classification.GLUE_METRICS:
+      raise configs.ConfigError(f"metric must be one of "
+                                f"{', '.join(classification.GLUE_METRICS)}, got '{self.metric}'")
+    if self.num_classes < 0:
+      raise configs.ConfigError(f"num_classes must be >= 0, got {self.num_classes}")
+    if self.score_range and (len(self.score_range) != 2 or
+                             self.score_range[0] >= self.score_range[1]):
+      raise configs.ConfigError(f"score_range must be [low, high], got {self.score_range}")
+    if self.num_classes > 1 and self.label_names and len(self.label_names) != self.num_classes:
+      raise configs.ConfigError(f"label_names has {len(self.label_names)} names but "
+                                f"num_classes is {self.num_classes}")
+
+  def resolved(self) -> Tuple[int, Tuple[str, ...], str, Tuple[float, ...]]:
+    """(num_classes, label_names, metric, score_range) after defaults."""
+    spec = glue.GLUE_TASKS.get(self.glue_task)
+    score_range = tuple(self.score_range) or (spec.score_range if spec else ())
+    label_names = tuple(self.label_names) or (spec.label_names if spec else ())
+    num_classes = self.num_classes or (1 if score_range else len(label_names)) or 2
+    if num_classes == 1:
+      label_names = ()
+    elif not label_names:
+      label_names = tuple(str(i) for i in range(num_classes))
+    if num_classes > 1 and len(label_names) != num_classes:
+      raise configs.ConfigError(f"task: {len(label_names)} label names for {num_classes} "
+                                "classes")
+    metric = self.metric or (spec.metric if spec else
+                             ("pearson_spearman" if num_classes == 1 else "accuracy"))
+    if (metric == "pearson_spearman") != (num_classes == 1):
+      raise configs.ConfigError(f"task.metric '{metric}' does not fit num_classes "
+                                f"{num_classes}")
+    return num_classes, label_names, metric, score_range
+
+
+PREDICTIONS = "predictions"
+
+
+@base.register_task("sentence_prediction", SentencePredictionConfig)
+class SentencePredictionTask(base.Task):
+  """[CLS] vector -> dropout -> dense; cross-entropy, or squared error for regression."""
+
+  feature_kind = ff.SENTENCE
+
+  def __init__(self, experiment):
+    super().__init__(experiment)
+    (self.num_classes, self.label_names, self.metric,
+     self.score_range) = self.config.resolved()
+    self.regression = self.num_classes == 1
+
+  # ----- model -----
+  def build_model(self):
+    encoder = BertEncoder.from_config_object(self.experiment.model.encoder)
+    return BertClassifier(encoder, self.num_classes,
+                          dropout_rate=self.experiment.model.head_dropout_rate,
+                          name="bert_classifier")
+
+  # ----- data -----
+  def read_examples(self, data_config: configs.DataConfig) -> List[glue.SentenceExample]:
+    """Reads every file of data_config (format tsv, csv or tfds) as SentenceExamples."""
+    c = self.config
+    if data_config.format == "tfds":
+      from bert_tf.data import tfds_glue  # pylint: disable=g-import-not-at-top
+      return tfds_glue.read_tfds_glue(data_config.tfds_name, data_config.tfds_split,
+                                      data_config.tfds_data_dir)
+    if data_config.format not in ("tsv", "csv"):
+      raise configs.ConfigError(f"sentence_prediction reads formats dummy, tfrecord, tsv, csv "
+                                f"and tfds, got '{data_config.format}'")
+    examples = []
+    for path in ff.expand_input_path(data_config.input_path):
+      if c.glue_task:
+        examples.extend(glue.read_glue_tsv(path, c.glue_task))
+      else:
+        examples.extend(glue.read_labelled_table(
+            path, c.text_a_column, c.text_b_column, c.label_column,
+            label_names=self.label_names, score_range=self.score_range,
+            index_column=c.index_column))
+    return examples
+
+  def label_ids(self, examples) -> np.ndarray:
+    """Class ids (int32) or scores (float32) of examples; 0 for unlabelled ones."""
+    if self.regression:
+      return np.asarray([e.label if e.label is not None else 0.0 for e in examples], np.float32)
+    index = {name: i for i, name in enumerate(self.label_names)}
+    out = []
+    for e in examples:
+      if e.label is not None and e.label not in index:
+        raise ValueError(f"Example {e.index}: label '{e.label}' is not in label_names "
+                         f"{list(self.label_names)}")
+      out.append(index.get(e.label, 0))
+    return np.asarray(out, np.int32)
+
+  def featurize(self, examples, data_config: configs.DataConfig,
+                tokenizer: Optional[ff.PieceTokenizer] = None) -> tf.data.Dataset:
+    """Unbatched features of examples (see ff.sentence_dataset)."""
+    tokenizer = tokenizer or ff.PieceTokenizer(data_config.vocab_file, data_config.lower_case)
+    return ff.sentence_dataset(examples, tokenizer, data_config.seq_length,
+                               self.label_ids(examples), self.regression)
+
+  def build_inputs(self, data_config, input_context=None):
+    batch_size = ff.batch_size_for(data_config.global_batch_size, input_context)
+    if data_config.format == "dummy":
+      return ff.dummy_dataset(ff.SENTENCE, batch_size, data_config.seq_length,
+                              self.experiment.model.encoder.vocab_size,
+                              max(self.num_classes, 1), regression=self.regression,
+                              seed=self.experiment.runtime.seed)
+    if data_config.format == "tfrecord":
+      return ff.read_tfrecord_dataset(
+          data_config.input_path, ff.SENTENCE, data_config.seq_length, batch_size,
+          data_config.is_training, data_config.drop_remainder, self.regression,
+          shuffle_buffer_size=data_config.shuffle_buffer_size,
+          seed=self.experiment.runtime.seed, input_context=input_context)
+    ds = self.featurize(self.read_examples(data_config), data_config)
+    return ff.finish_raw_dataset(ds, ff.SENTENCE, batch_size, data_config.is_training,
+                                 data_config.drop_remainder, self.regression,
+                                 data_config.shuffle_buffer_size,
+                                 self.experiment.runtime.seed, input_context)
+
+  # ----- loss and metrics -----
+  def _per_example_loss(self, features, outputs):
+    logits = tf.cast(outputs[LOGITS], tf.float32)
+    if self.regression:
+      labels = tf.cast(features[ff.LABEL_IDS], tf.float32)
+      return tf.math.squared_difference(logits[:, 0], labels)
+    labels = tf.cast(features[ff.LABEL_IDS], tf.int32)
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+
+  def compute_loss(self, features, outputs, global_batch_size):
+    per_example = self._per_example_loss(features, outputs)
+    return {"loss": tf.reduce_sum(per_example) / tf.cast(global_batch_size, tf.float32)}
+
+  def _predictions(self, outputs):
+    logits = tf.cast(outputs[LOGITS], tf.float32)
+    if self.regression:
+      return logits[:, 0]
+    return tf.argmax(logits, axis=-1, output_type=tf.int32)
+
+  def train_metrics(self, features, outputs):
+    count = tf.shape(features[ff.LABEL_IDS])[0]
+    predictions = self._predictions(outputs)
+    if self.regression:
+      error = tf.math.squared_difference(predictions, tf.cast(features[ff.LABEL_IDS],
+                                                              tf.float32))
+      return {"mean_squared_error": base.ratio(tf.reduce_sum(error), count)}
+    correct = tf.reduce_sum(tf.cast(
+        tf.equal(predictions, tf.cast(features[ff.LABEL_IDS], tf.int32)), tf.float32))
+    return {"accuracy": base.ratio(correct, count)}
+
+  def eval_outputs(self, features, outputs):
+    return {
+        PREDICTIONS: self._predictions(outputs),
+        ff.LABEL_IDS: features[ff.LABEL_IDS],
+        ff.EXAMPLE_INDEX: features[ff.EXAMPLE_INDEX],
+        "loss": self._per_example_loss(features, outputs),
+    }
+
+  def reduce_eval(self, values):
+    result = classification.glue_metrics(self.metric, np.asarray(values[ff.LABEL_IDS]),
+                                         np.asarray(values[PREDICTIONS]))
+    if "loss" in values:
+      result["loss"] = float(np.mean(values["loss"]))
+    return result
+
+  # ----- predictions -----
+  def prediction_lines(self, values) -> List[str]:
+    """GLUE submission rows: a header, then `index<TAB>prediction` by index."""
+    order = np.argsort(np.asarray(values[ff.EXAMPLE_INDEX]), kind="stable")
+    lines = ["index\tprediction"]
+    for i in order:
+      prediction = values[PREDICTIONS][i]
+      if self.regression:
+        text = f"{float(prediction):.3f}"
+      else:
+        text = self.label_names[int(prediction)]
+      lines.append(f"{int(values[ff.EXAMPLE_INDEX][i])}\t{text}")
+    return lines
+
+  def write_predictions(self, values, output_dir):
+    name = f"{self.config.glue_task or 'sentence_prediction'}_predictions.tsv"
+    return ff.write_text_atomically(os.path.join(output_dir, name),
+                                    self.prediction_lines(values))

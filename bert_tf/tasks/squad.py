@@ -1,0 +1,251 @@
+"""SQuAD v1.1 / v2.0 span question answering.
+
+Inputs come from a SQuAD JSON file (format "squad_json": features are created in
+Python, then fed from tensors), from TFRecords written by
+bert_tf.data.squad.write_squad_tfrecords (format "tfrecord"), or are synthetic
+(format "dummy"). Evaluation post-processes the gathered logits into answers and scores
+them with the official SQuAD definitions of exact match and F1; for v2.0 it also reports
+the null threshold that maximizes F1 on the evaluation data, as the paper tunes it on dev.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import configs
+from bert_tf import constants
+from bert_tf.data import squad as squad_data
+from bert_tf.data import squad_postprocess
+from bert_tf.metrics import squad as squad_metrics
+from bert_tf.models.bert_encoder import BertEncoder
+from bert_tf.models.bert_span_labeler import END_LOGITS, START_LOGITS, BertSpanLabeler
+from bert_tf.tasks import base
+
+
+@dataclasses.dataclass
+class SquadTaskConfig(configs.TaskConfig):
+  """SQuAD settings. The window length is data_config.seq_length (384 in the paper);
+  the vocab and its case come from data_config.vocab_file and data_config.lower_case."""
+
+  name: str = "squad"
+  version_2_with_negative: bool = False
+  doc_stride: int = 128
+  max_query_length: int = 64
+  n_best_size: int = 20
+  max_answer_length: int = 30
+  # v2.0: "" is predicted where null score - best span score exceeds this.
+  null_score_diff_threshold: float = 0.0
+  # v2.0: write predictions.json with the threshold that maximizes F1 on the eval data.
+  tune_null_threshold: bool = True
+  # The SQuAD JSON whose questions evaluation answers; defaults to eval_data.input_path
+  # when that is a JSON file (needed with eval_data.format "tfrecord").
+  predict_file: str = ""
+
+  def validate(self):
+    for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
+      if getattr(self, name) <= 0:
+        raise configs.ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+
+
+@base.register_task("squad", SquadTaskConfig)
+class SquadTask(base.Task):
+  """Span question answering: start/end logits over the tokens, mean cross-entropy."""
+
+  def __init__(self, experiment: configs.ExperimentConfig):
+    super().__init__(experiment)
+    # (examples, features) by (path, seq_length, is_training), created once each: the
+    # trainer builds an input once to trace it and again to run it.
+    self._cache: Dict[Tuple[str, int, bool], Tuple[List[squad_data.SquadExample],
+                                                   List[squad_data.SquadFeatures]]] = {}
+
+  # ----- model -----
+  def build_model(self) -> BertSpanLabeler:
+    encoder = BertEncoder.from_config_object(self.experiment.model.encoder)
+    return BertSpanLabeler(encoder, name="bert_span_labeler")
+
+  # ----- data -----
+  def _tokenize_fn(self, data_config: configs.DataConfig):
+    if not data_config.vocab_file:
+      raise configs.ConfigError("Reading SQuAD JSON needs data_config.vocab_file")
+    from bert_tf.text.tokenizer import BertWordPieceTokenizer  # pylint: disable=g-import-not-at-top
+    tokenizer = BertWordPieceTokenizer(data_config.vocab_file,
+                                       lower_case=data_config.lower_case)
+    return squad_data.tokenize_fn_from_tokenizer(tokenizer)
+
+  def create_features(self, path: str, data_config: configs.DataConfig, is_training: bool
+                      ) -> Tuple[List[squad_data.SquadExample], List[squad_data.SquadFeatures]]:
+    """Reads a SQuAD JSON file and cuts its questions into windows (once per file,
+    window length and mode).
+
+    Returns:
+      (examples, features); the number of skipped questions is logged.
+    """
+    key = (path, data_config.seq_length, is_training)
+    if key not in self._cache:
+      self._cache[key] = self._create_features(path, data_config, is_training)
+    return self._cache[key]
+
+  def _create_features(self, path, data_config, is_training):
+    examples, num_skipped = squad_data.read_squad_examples(
+        path, is_training=is_training,
+        version_2_with_negative=self.config.version_2_with_negative)
+    vocab_list = squad_data.read_vocab_list(data_config.vocab_file)
+    features = squad_data.convert_examples_to_features(
+        examples, self._tokenize_fn(data_config), {t: i for i, t in enumerate(vocab_list)},
+        max_seq_length=data_config.seq_length, doc_stride=self.config.doc_stride,
+        max_query_length=self.config.max_query_length)
+    logging.info("%s: %d questions (%d skipped), %d windows", path, len(examples),
+                 num_skipped, len(features))
+    return examples, features
+
+  def _questions_file(self) -> str:
+    data = self.experiment.eval_data
+    if self.config.predict_file:
+      return self.config.predict_file
+    return data.input_path if data.format == "squad_json" else ""
+
+  def eval_set(self, path: str = "", data_config: Optional[configs.DataConfig] = None
+               ) -> Tuple[List[squad_data.SquadExample], List[squad_data.SquadFeatures]]:
+    """The evaluation questions of `path` (default: predict_file, else the eval_data JSON)
+    and their windows, created once per path."""
+    path = path or self._questions_file()
+    if not path:
+      raise configs.ConfigError("SQuAD evaluation needs task.predict_file (a SQuAD JSON) "
+                                "or eval_data.format squad_json")
+    return self.create_features(path, data_config or self.experiment.eval_data,
+                                is_training=False)
+
+  def build_inputs(self, data_config: configs.DataConfig,
+                   input_context: Optional[tf.distribute.InputContext] = None
+                   ) -> tf.data.Dataset:
+    """Batches of input_word_ids, input_mask, input_type_ids [B, T] and unique_ids,
+    start_positions, end_positions, is_impossible [B], all int32."""
+    batch_size = data_config.global_batch_size
+    if input_context is not None:
+      batch_size = input_context.get_per_replica_batch_size(batch_size)
+    if data_config.format == "dummy":
+      num = max(4 * data_config.global_batch_size, 64) if data_config.is_training else (
+          2 * data_config.global_batch_size)
+      dataset = tf.data.Dataset.from_tensor_slices(squad_data.dummy_arrays(
+          num, data_config.seq_length, self.experiment.model.encoder.vocab_size))
+    elif data_config.format == "squad_json":
+      if data_config.is_training:
+        _, features = self.create_features(data_config.input_path, data_config,
+                                           is_training=True)
+      else:
+        features = self.eval_set(data_config.input_path, data_config)[1]
+      if not features:
+        raise ValueError(f"{data_config.input_path}: no SQuAD questions to read")
+      dataset = tf.data.Dataset.from_tensor_slices(squad_data.features_to_arrays(features))
+    elif data_config.format == "tfrecord":
+      dataset = squad_data.tfrecord_dataset(data_config.input_path, data_config.seq_length)
+    else:
+      raise configs.ConfigError(f"data format '{data_config.format}' is not one the squad "
+                                "task reads (squad_json, tfrecord, dummy)")
+    if input_context is not None and input_context.num_input_pipelines > 1:
+      dataset = dataset.shard(input_context.num_input_pipelines,
+                              input_context.input_pipeline_id)
+    if data_config.is_training:
+      if data_config.format != "dummy":
+        dataset = dataset.shuffle(data_config.shuffle_buffer_size,
+                                  seed=self.experiment.runtime.seed)
+      dataset = dataset.repeat()
+    dataset = dataset.batch(batch_size, drop_remainder=data_config.drop_remainder)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+  # ----- loss and metrics -----
+  def compute_loss(self, features, outputs, global_batch_size: int) -> Dict[str, tf.Tensor]:
+    """(start cross-entropy + end cross-entropy) / 2, averaged over the global batch."""
+    start_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=features[squad_data.START_POSITIONS],
+        logits=tf.cast(outputs[START_LOGITS], tf.float32))
+    end_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=features[squad_data.END_POSITIONS],
+        logits=tf.cast(outputs[END_LOGITS], tf.float32))
+    denominator = tf.cast(global_batch_size, tf.float32)
+    return {
+        "loss": tf.reduce_sum(start_loss + end_loss) / (2.0 * denominator),
+        "start_loss": tf.reduce_sum(start_loss) / denominator,
+        "end_loss": tf.reduce_sum(end_loss) / denominator,
+    }
+
+  def train_metrics(self, features, outputs):
+    """start_accuracy and end_accuracy: the argmax position equals the label."""
+    out = {}
+    for name, logits, labels in (("start_accuracy", outputs[START_LOGITS],
+                                  features[squad_data.START_POSITIONS]),
+                                 ("end_accuracy", outputs[END_LOGITS],
+                                  features[squad_data.END_POSITIONS])):
+      correct = tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels)
+      out[name] = base.ratio(tf.reduce_sum(tf.cast(correct, tf.float32)), tf.size(labels))
+    return out
+
+  def eval_outputs(self, features, outputs) -> Dict[str, tf.Tensor]:
+    return {
+        squad_data.UNIQUE_IDS: features[squad_data.UNIQUE_IDS],
+        START_LOGITS: outputs[START_LOGITS],
+        END_LOGITS: outputs[END_LOGITS],
+        squad_data.START_POSITIONS: features[squad_data.START_POSITIONS],
+        squad_data.END_POSITIONS: features[squad_data.END_POSITIONS],
+    }
+
+  def postprocess(self, values: Dict[str, np.ndarray]) -> squad_postprocess.SquadPredictions:
+    """Answers for the evaluation questions from the gathered eval_outputs."""
+    examples, features = self.eval_set()
+    results = {int(uid): (s, e) for uid, s, e in zip(
+        values[squad_data.UNIQUE_IDS], values[START_LOGITS], values[END_LOGITS])}
+    return squad_postprocess.postprocess(
+        examples, features, results, n_best_size=self.config.n_best_size,
+        max_answer_length=self.config.max_answer_length,
+        lower_case=self.experiment.eval_data.lower_case,
+        version_2_with_negative=self.config.version_2_with_negative,
+        null_score_diff_threshold=self.config.null_score_diff_threshold)
+
+  def _has_questions(self) -> bool:
+    return bool(self._questions_file())
+
+  def reduce_eval(self, values: Dict[str, np.ndarray]) -> Dict[str, float]:
+    """start/end position accuracy, and with evaluation questions exact_match and f1
+    (v2.0: also HasAns/NoAns splits and best_f1 / best_f1_thresh)."""
+    metrics = {}
+    for name, logits, labels in (("start_accuracy", START_LOGITS, squad_data.START_POSITIONS),
+                                 ("end_accuracy", END_LOGITS, squad_data.END_POSITIONS)):
+      metrics[name] = float(np.mean(np.argmax(values[logits], axis=-1) == values[labels]))
+    if not self._has_questions():
+      return metrics
+    result = self.postprocess(values)
+    dataset = self._eval_dataset_json()
+    if self.config.version_2_with_negative:
+      metrics.update(squad_metrics.evaluate_v2(dataset, result.predictions, result.null_odds,
+                                               self.config.null_score_diff_threshold))
+    else:
+      metrics.update(squad_metrics.evaluate_v1(dataset, result.predictions))
+    return metrics
+
+  def _eval_dataset_json(self):
+    return squad_data.load_squad_json(self._questions_file())
+
+  # ----- predictions -----
+  def write_predictions(self, values: Dict[str, np.ndarray], output_dir: str) -> Optional[str]:
+    """Writes predictions.json, nbest_predictions.json and (v2.0) null_odds.json.
+
+    For v2.0 with tune_null_threshold, predictions.json uses the null threshold that
+    maximizes F1 on the evaluation questions.
+    """
+    if not self._has_questions():
+      return None
+    result = self.postprocess(values)
+    predictions = None
+    if self.config.version_2_with_negative and self.config.tune_null_threshold:
+      scores = squad_metrics.evaluate_v2(self._eval_dataset_json(), result.predictions,
+                                         result.null_odds)
+      predictions = result.with_threshold(scores["best_f1_thresh"])
+      logging.info("Null threshold tuned on the evaluation questions: %.4f (F1 %.2f)",
+                   scores["best_f1_thresh"], scores["best_f1"])
+    paths = squad_postprocess.write_prediction_files(result, output_dir, predictions)
+    return paths["predictions"]

@@ -1,0 +1,169 @@
+"""Token tagging (CoNLL-2003 NER and any CoNLL-format file)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import configs
+from bert_tf.data import conll
+from bert_tf.data import finetuning_features as ff
+from bert_tf.metrics import tagging as tagging_metrics
+from bert_tf.models.bert_classifier import LOGITS
+from bert_tf.models.bert_encoder import BertEncoder
+from bert_tf.models.bert_token_classifier import BertTokenClassifier
+from bert_tf.tasks import base
+
+
+@dataclasses.dataclass
+class TaggingConfig(configs.TaskConfig):
+  """Tags every word from the encoder output at its first WordPiece."""
+
+  name: str = "tagging"
+  # Tags in id order; the default holds CoNLL-2003's in both IOB1 and IOB2 spelling.
+  label_names: List[str] = dataclasses.field(
+      default_factory=lambda: list(conll.CONLL2003_LABELS))
+
+  def validate(self):
+    if len(self.label_names) < 2 or len(set(self.label_names)) != len(self.label_names):
+      raise configs.ConfigError("label_names must hold at least two distinct tags")
+
+
+PREDICTIONS = "predictions"
+
+
+@base.register_task("tagging", TaggingConfig)
+class TaggingTask(base.Task):
+  """Per-token softmax; the loss and metrics see only each word's first piece."""
+
+  feature_kind = ff.TAGGING
+
+  def __init__(self, experiment):
+    super().__init__(experiment)
+    self.label_names = tuple(self.config.label_names)
+
+  def build_model(self):
+    encoder = BertEncoder.from_config_object(self.experiment.model.encoder)
+    return BertTokenClassifier(encoder, len(self.label_names),
+                               dropout_rate=self.experiment.model.head_dropout_rate,
+                               name="bert_token_classifier")
+
+  # ----- data -----
+  def read_examples(self, data_config) -> List[conll.TaggingExample]:
+    if data_config.format != "conll":
+      raise configs.ConfigError(f"tagging reads formats dummy, tfrecord and conll, got "
+                                f"'{data_config.format}'")
+    examples = []
+    for path in ff.expand_input_path(data_config.input_path):
+      for e in conll.read_conll(path, self.label_names):
+        e.index = len(examples)
+        examples.append(e)
+    return examples
+
+  def featurize(self, examples, data_config, tokenizer: Optional[ff.PieceTokenizer] = None):
+    tokenizer = tokenizer or ff.PieceTokenizer(data_config.vocab_file, data_config.lower_case)
+    return ff.tagging_dataset(examples, tokenizer, data_config.seq_length, self.label_names)
+
+  def build_inputs(self, data_config, input_context=None):
+    batch_size = ff.batch_size_for(data_config.global_batch_size, input_context)
+    if data_config.format == "dummy":
+      return ff.dummy_dataset(ff.TAGGING, batch_size, data_config.seq_length,
+                              self.experiment.model.encoder.vocab_size, len(self.label_names),
+                              seed=self.experiment.runtime.seed)
+    if data_config.format == "tfrecord":
+      return ff.read_tfrecord_dataset(
+          data_config.input_path, ff.TAGGING, data_config.seq_length, batch_size,
+          data_config.is_training, data_config.drop_remainder,
+          shuffle_buffer_size=data_config.shuffle_buffer_size,
+          seed=self.experiment.runtime.seed, input_context=input_context)
+    ds = self.featurize(self.read_examples(data_config), data_config)
+    return ff.finish_raw_dataset(ds, ff.TAGGING, batch_size, data_config.is_training,
+                                 data_config.drop_remainder,
+                                 shuffle_buffer_size=data_config.shuffle_buffer_size,
+                                 seed=self.experiment.runtime.seed, input_context=input_context)
+
+  # ----- loss and metrics -----
+  def _scored(self, features):
+    labels = tf.cast(features[ff.LABEL_IDS], tf.int32)
+    weights = tf.cast(labels != ff.IGNORE_LABEL, tf.float32)
+    return tf.maximum(labels, 0), weights
+
+  def compute_loss(self, features, outputs, global_batch_size):
+    """Cross-entropy of first pieces, averaged per example then over the global batch.
+
+    Each example's mean over its words keeps the loss decomposable over replicas
+    (tf.nn.compute_average_loss), whatever the number of words per replica.
+    """
+    labels, weights = self._scored(features)
+    logits = tf.cast(outputs[LOGITS], tf.float32)
+    per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    per_example = tf.reduce_sum(per_token * weights, axis=-1) / tf.maximum(
+        tf.reduce_sum(weights, axis=-1), 1.0)
+    return {"loss": tf.reduce_sum(per_example) / tf.cast(global_batch_size, tf.float32)}
+
+  def train_metrics(self, features, outputs):
+    labels, weights = self._scored(features)
+    predictions = tf.argmax(outputs[LOGITS], axis=-1, output_type=tf.int32)
+    correct = tf.reduce_sum(tf.cast(tf.equal(predictions, labels), tf.float32) * weights)
+    return {"token_accuracy": base.ratio(correct, tf.reduce_sum(weights))}
+
+  def eval_outputs(self, features, outputs):
+    """Predicted and gold tag ids, padded to eval_data.seq_length so batches concatenate."""
+    length = self.experiment.eval_data.seq_length
+    predictions = tf.argmax(outputs[LOGITS], axis=-1, output_type=tf.int32)
+    labels = tf.cast(features[ff.LABEL_IDS], tf.int32)
+    pad = [[0, 0], [0, length - tf.shape(labels)[1]]]
+    return {
+        PREDICTIONS: tf.pad(predictions, pad),
+        ff.LABEL_IDS: tf.pad(labels, pad, constant_values=ff.IGNORE_LABEL),
+        ff.EXAMPLE_INDEX: features[ff.EXAMPLE_INDEX],
+    }
+
+  def word_tags(self, values) -> Tuple[List[int], List[List[str]], List[List[str]]]:
+    """Per example (by index): its index, gold tags and predicted tags of its words."""
+    labels = np.asarray(values[ff.LABEL_IDS])
+    predictions = np.asarray(values[PREDICTIONS])
+    indices = np.asarray(values[ff.EXAMPLE_INDEX])
+    out_index, gold, predicted = [], [], []
+    for row in np.argsort(indices, kind="stable"):
+      scored = labels[row] != ff.IGNORE_LABEL
+      out_index.append(int(indices[row]))
+      gold.append([self.label_names[i] for i in labels[row][scored]])
+      predicted.append([self.label_names[i] for i in predictions[row][scored]])
+    return out_index, gold, predicted
+
+  def reduce_eval(self, values):
+    """conlleval precision, recall and F1 over the words inside seq_length."""
+    _, gold, predicted = self.word_tags(values)
+    return tagging_metrics.conll_precision_recall_f1(gold, predicted)
+
+  # ----- predictions -----
+  def prediction_lines(self, values, examples: Optional[List[conll.TaggingExample]] = None
+                       ) -> List[str]:
+    """CoNLL lines `word gold predicted`, a blank line after each sentence.
+
+    With the examples (the raw eval file), words cut off by seq_length are written
+    with the prediction O; without them, `index<TAB>tags` lines are written.
+    """
+    indices, _, predicted = self.word_tags(values)
+    if examples is None:
+      return [f"{i}\t{' '.join(tags)}" for i, tags in zip(indices, predicted)]
+    by_index = {e.index: e for e in examples}
+    lines = []
+    for i, tags in zip(indices, predicted):
+      e = by_index[i]
+      tags = tags + ["O"] * (len(e.words) - len(tags))
+      gold = e.tags or ["O"] * len(e.words)
+      lines.extend(f"{w} {g} {p}" for w, g, p in zip(e.words, gold, tags))
+      lines.append("")
+    return lines
+
+  def write_predictions(self, values, output_dir):
+    eval_data = self.experiment.eval_data
+    examples = self.read_examples(eval_data) if eval_data.format == "conll" else None
+    return ff.write_text_atomically(os.path.join(output_dir, "tagging_predictions.txt"),
+                                    self.prediction_lines(values, examples))

@@ -1,0 +1,274 @@
+"""Reading, checking and learning WordPiece vocabularies (one token per line).
+
+`load_vocab` reads a vocab file exactly as the in-graph lookup table does (the
+id of a token is its 0-based line number) and rejects files the table would
+misread. `build_vocab` learns a vocab from text files with tensorflow-text's
+WordPiece learner, on words split with the same normalization as
+`BertWordPieceTokenizer`.
+"""
+
+import sys
+import time
+import uuid
+
+import tensorflow as tf
+
+from bert_tf import constants
+from bert_tf.text import normalization
+
+
+def load_vocab(vocab_file):
+  """Reads and checks a WordPiece vocab file.
+
+  Lines are separated by "\\n"; one trailing "\\r" per line is dropped, as
+  TensorFlow's text-file table initializer does.
+
+  Args:
+    vocab_file: path (local or any `tf.io.gfile` file system) of a UTF-8 file
+      with one token per line.
+
+  Returns:
+    A list of the tokens; a token's id is its index.
+
+  Raises:
+    FileNotFoundError: the file does not exist.
+    ValueError: naming the file and line, for invalid UTF-8, an empty line, a
+      token with leading or trailing whitespace, or a duplicate token.
+  """
+  if not tf.io.gfile.exists(vocab_file):
+    raise FileNotFoundError(f"Vocab file not found: {vocab_file}")
+  with tf.io.gfile.GFile(vocab_file, "rb") as f:
+    data = f.read()
+  lines = data.split(b"\n")
+  if lines and lines[-1] == b"":
+    lines.pop()
+  tokens = []
+  first_line = {}
+  for number, line in enumerate(lines, start=1):
+    if line.endswith(b"\r"):
+      line = line[:-1]
+    try:
+      token = line.decode("utf-8")
+    except UnicodeDecodeError as e:
+      raise ValueError(
+          f"{vocab_file}, line {number}: invalid UTF-8 ({e.reason})") from None
+    if not token:
+      raise ValueError(f"{vocab_file}, line {number}: empty line")
+    if token != token.strip():
+      raise ValueError(
+          f"{vocab_file}, line {number}: token {token!r} has leading or "
+          "trailing whitespace")
+    if token in first_line:
+      raise ValueError(
+          f"{vocab_file}, line {number}: duplicate token {token!r} (first on "
+          f"line {first_line[token]})")
+    first_line[token] = number
+    tokens.append(token)
+  if not tokens:
+    raise ValueError(f"{vocab_file}: the vocab is empty")
+  return tokens
+
+
+def special_token_ids(tokens, vocab_file="<vocab>"):
+  """Looks up the ids of `constants.SPECIAL_TOKENS` by name.
+
+  Args:
+    tokens: list of vocab tokens, as returned by `load_vocab`.
+    vocab_file: the file they came from, for the error message.
+
+  Returns:
+    A dict from each special token string to its int id.
+
+  Raises:
+    ValueError: naming every special token missing from the vocab.
+  """
+  index = {token: i for i, token in enumerate(tokens)}
+  missing = [t for t in constants.SPECIAL_TOKENS if t not in index]
+  if missing:
+    raise ValueError(
+        f"{vocab_file}: the vocab lacks the special token(s) "
+        f"{', '.join(missing)}")
+  return {t: index[t] for t in constants.SPECIAL_TOKENS}
+
+
+def write_vocab(tokens, output_file):
+  """Writes one token per line, through a temporary file renamed at the end.
+
+  Args:
+    tokens: iterable of token strings (no newlines, no surrounding spaces).
+    output_file: destination path (local or `tf.io.gfile`).
+  """
+  tokens = list(tokens)
+  for i, token in enumerate(tokens):
+    if not token or token != token.strip() or "\n" in token:
+      raise ValueError(f"Token {i} ({token!r}) cannot be written as a line")
+  tmp = f"{output_file}.tmp-{uuid.uuid4().hex}"
+  try:
+    with tf.io.gfile.GFile(tmp, "wb") as f:
+      f.write(("\n".join(tokens) + "\n").encode("utf-8"))
+    tf.io.gfile.rename(tmp, output_file, overwrite=True)
+  finally:
+    if tf.io.gfile.exists(tmp):
+      tf.io.gfile.remove(tmp)
+
+
+def expand_input_patterns(patterns):
+  """Expands globs (each may be a comma-separated list) to sorted file paths.
+
+  Args:
+    patterns: a string or a list of strings; each string may hold several
+      comma-separated globs.
+
+  Returns:
+    A sorted list of distinct file paths.
+
+  Raises:
+    ValueError: a glob matches no file.
+  """
+  if isinstance(patterns, str):
+    patterns = [patterns]
+  files = set()
+  for pattern in patterns:
+    for glob in pattern.split(","):
+      glob = glob.strip()
+      if not glob:
+        continue
+      matches = tf.io.gfile.glob(glob)
+      if not matches:
+        raise ValueError(f"Input pattern matches no file: {glob}")
+      files.update(m for m in matches if not tf.io.gfile.isdir(m))
+  if not files:
+    raise ValueError("No input files given")
+  return sorted(files)
+
+
+class _Progress:
+  """Prints a line with bytes read, rate and ETA every `interval` seconds."""
+
+  def __init__(self, total_bytes, interval, stream):
+    self._total = max(total_bytes, 1)
+    self._interval = interval
+    self._stream = stream
+    self._start = time.monotonic()
+    self._last = self._start
+    self.bytes = 0
+    self.lines = 0
+
+  def update(self, num_bytes, num_lines):
+    self.bytes += num_bytes
+    self.lines += num_lines
+    now = time.monotonic()
+    if self._interval is not None and now - self._last >= self._interval:
+      self._last = now
+      self.report(now)
+
+  def report(self, now=None):
+    elapsed = max((now or time.monotonic()) - self._start, 1e-9)
+    rate = self.bytes / elapsed
+    eta = (self._total - self.bytes) / rate if rate > 0 else float("inf")
+    print(
+        f"read {self.bytes / 2**20:.1f}/{self._total / 2**20:.1f} MiB "
+        f"({100.0 * self.bytes / self._total:.0f}%), {self.lines} lines, "
+        f"{rate / 2**20:.2f} MiB/s, ETA {eta:.0f}s",
+        file=self._stream, flush=True)
+
+
+def _line_batches(files, batch_size, progress):
+  """Yields lists of raw lines (bytes) from `files`, updating `progress`."""
+  batch = []
+  for path in files:
+    with tf.io.gfile.GFile(path, "rb") as f:
+      for line in f:
+        batch.append(line)
+        progress.update(len(line), 1)
+        if len(batch) == batch_size:
+          yield batch
+          batch = []
+  if batch:
+    yield batch
+
+
+def build_vocab(input_patterns, vocab_size, lower_case, output_file=None,
+                overwrite=False, reserved_tokens=constants.SPECIAL_TOKENS,
+                batch_size=1024, progress_interval=10.0, learn_params=None,
+                stream=sys.stderr):
+  """Learns a WordPiece vocab from text files.
+
+  Each line is normalized and split into words exactly as
+  `BertWordPieceTokenizer(lower_case=lower_case)` does, then tensorflow-text's
+  `bert_vocab_from_dataset` counts the words and learns the pieces.
+
+  Args:
+    input_patterns: glob or list of globs (each may be comma-separated) of
+      UTF-8 text files, read line by line.
+    vocab_size: target size, reserved tokens included; the learner returns at
+      most this many tokens and usually at least 95% of it.
+    lower_case: Python bool; True for an uncased vocab, as in the tokenizer.
+    output_file: if given, the vocab is written there (via a temporary file).
+    overwrite: allow replacing an existing `output_file`.
+    reserved_tokens: tokens placed first, in this order (ids 0, 1, ...).
+    batch_size: lines normalized per batch.
+    progress_interval: seconds between progress lines on `stream`; None for
+      no progress lines.
+    learn_params: extra keyword arguments for tensorflow-text's
+      `wordpiece_tokenizer_learner_lib.learn` (e.g. `upper_thresh`).
+    stream: where progress and summary lines go.
+
+  Returns:
+    The list of vocab tokens.
+
+  Raises:
+    ValueError: bad arguments, inputs that match no file or hold no words, or
+      an existing `output_file` without `overwrite`.
+  """
+  # Imported here: the learner pulls in modules that library users who only
+  # tokenize never need.
+  from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
+
+  reserved_tokens = list(reserved_tokens)
+  if vocab_size <= len(reserved_tokens):
+    raise ValueError(
+        f"vocab_size ({vocab_size}) must exceed the number of reserved "
+        f"tokens ({len(reserved_tokens)})")
+  if output_file and tf.io.gfile.exists(output_file) and not overwrite:
+    raise ValueError(
+        f"Output file exists (pass overwrite=True to replace it): {output_file}")
+  files = expand_input_patterns(input_patterns)
+  total_bytes = sum(tf.io.gfile.stat(path).length for path in files)
+  progress = _Progress(total_bytes, progress_interval, stream)
+  start = time.monotonic()
+
+  def line_batches():
+    return _line_batches(files, batch_size, progress)
+
+  def split(lines):
+    return normalization.split_words(lines, lower_case).flat_values
+
+  # The words are already split exactly as the tokenizer splits them, so the
+  # learner's own basic tokenizer (cased, no normalization) leaves them as is:
+  # none holds whitespace, punctuation or a CJK character next to others.
+  dataset = tf.data.Dataset.from_generator(
+      line_batches, output_signature=tf.TensorSpec([None], tf.string))
+  dataset = dataset.map(split).filter(lambda words: tf.size(words) > 0)
+  learn_params = dict(learn_params or {})
+  try:
+    tokens = bert_vocab_from_dataset.bert_vocab_from_dataset(
+        dataset, vocab_size=vocab_size,
+        reserved_tokens=reserved_tokens,
+        bert_tokenizer_params=dict(lower_case=False),
+        learn_params=learn_params)
+  except StopIteration:
+    raise ValueError(
+        f"No words in the input files: {', '.join(files)}") from None
+  if progress_interval is not None:
+    progress.report()
+  if output_file:
+    write_vocab(tokens, output_file)
+  print(
+      f"learned {len(tokens)} tokens (target {vocab_size}) from "
+      f"{progress.lines} lines, {progress.bytes / 2**20:.1f} MiB in "
+      f"{len(files)} file(s) in {time.monotonic() - start:.1f}s"
+      + (f"; wrote {output_file}" if output_file else ""),
+      file=stream, flush=True)
+  return tokens
+

@@ -1,0 +1,98 @@
+"""Finding and resolving experiment configs: named experiments, files, overrides.
+
+A named experiment is a YAML file in official_configs/experiments/, named by its
+stem (`pretraining_bert_tiny`). Command-line shorthands (--distribution_strategy,
+--mixed_precision_dtype, ...) become ordinary dotted overrides of runtime.* fields.
+"""
+
+import os
+import pathlib
+from typing import Dict, List, Optional, Sequence
+
+from bert_tf import configs
+
+OFFICIAL_CONFIGS_DIR = pathlib.Path(__file__).resolve().parents[2] / "official_configs"
+EXPERIMENTS_DIR = OFFICIAL_CONFIGS_DIR / "experiments"
+MODELS_DIR = OFFICIAL_CONFIGS_DIR / "models"
+
+
+def registered_experiments() -> List[str]:
+  """Stems of the YAML files in official_configs/experiments/."""
+  if not EXPERIMENTS_DIR.is_dir():
+    return []
+  return sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.yaml"))
+
+
+def experiment_path(name_or_path: str) -> str:
+  """The YAML file of a named experiment, or `name_or_path` itself when it is a file.
+
+  Raises:
+    ConfigError: naming the unknown experiment and the registered ones.
+  """
+  if os.path.isfile(name_or_path):
+    return name_or_path
+  candidate = EXPERIMENTS_DIR / f"{name_or_path}.yaml"
+  if candidate.is_file():
+    return str(candidate)
+  raise configs.ConfigError(
+      f"Unknown experiment '{name_or_path}': not a file and not one of "
+      f"{', '.join(registered_experiments())}")
+
+
+def runtime_overrides(distribution_strategy: Optional[str] = None, tpu: Optional[str] = None,
+                      num_gpus: Optional[int] = None,
+                      mixed_precision_dtype: Optional[str] = None,
+                      jit_compile: Optional[bool] = None,
+                      init_checkpoint: Optional[str] = None) -> Dict[str, object]:
+  """Dotted overrides for the command-line shorthands that were given (not None)."""
+  values = {
+      "runtime.distribution_strategy": distribution_strategy,
+      "runtime.tpu": tpu,
+      "runtime.num_gpus": num_gpus,
+      "runtime.mixed_precision_dtype": mixed_precision_dtype,
+      "runtime.jit_compile": jit_compile,
+      "task.init_checkpoint": init_checkpoint,
+  }
+  return {key: value for key, value in values.items() if value is not None}
+
+
+def _get(config: configs.Config, dotted: str):
+  value = config
+  for part in dotted.split("."):
+    value = getattr(value, part)
+  return value
+
+
+def resolve_experiment(experiment: Optional[str] = None, config_files: Sequence[str] = (),
+                       params_override: Optional[str] = None,
+                       shorthands: Optional[Dict[str, object]] = None
+                       ) -> configs.ExperimentConfig:
+  """Merges, in order: the named experiment, each config file, params_override, then
+  the shorthand flags.
+
+  Raises:
+    ConfigError: no config given, an unknown experiment or key, or a shorthand flag
+      contradicting params_override for the same field.
+  """
+  files = []
+  if experiment:
+    files.append(experiment_path(experiment))
+  files.extend(config_files or [])
+  if not files:
+    raise configs.ConfigError("Give --experiment (one of "
+                              f"{', '.join(registered_experiments())}) or --config_file")
+  config = configs.ExperimentConfig.from_yaml(*files, overrides=params_override or None)
+  shorthands = shorthands or {}
+  if params_override and shorthands:
+    explicit = configs.parse_dotted_overrides(params_override)
+    for key, value in shorthands.items():
+      node = explicit
+      for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+      if node is not None and node != value:
+        raise configs.ConfigError(
+            f"--params_override sets {key}={node!r} but a flag sets it to {value!r}")
+  if shorthands:
+    config = config.override([f"{k}={v}" if not isinstance(v, bool) else
+                              f"{k}={'true' if v else 'false'}" for k, v in shorthands.items()])
+  return config

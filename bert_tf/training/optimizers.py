@@ -1,0 +1,173 @@
+"""AdamW, LAMB and SGD with decoupled weight decay, for a loop that all-reduces itself.
+
+The trainer sums gradients across replicas itself (it needs the summed gradients for
+global-norm clipping and the finiteness check) and then calls
+`Optimizer.apply_gradients` with gradients that are identical on every replica.
+A Keras optimizer would all-reduce them a second time: Keras 3's `apply_gradients`
+called inside `strategy.run` sums the gradients across replicas (tests/test_optimizers.py
+checks this), so it fits a loop that hands it per-replica gradients and clips nothing
+globally, which is not ours.
+
+Which variables are decayed is decided by the variable's path (`embeddings/layer_norm/
+gamma`, `transformer_layer_0/attention/query/bias`), not its short name, so that
+"layer_norm" in the exclusion list excludes every LayerNorm's gamma and beta.
+"""
+
+from typing import Callable, Dict, Iterable, List, Sequence
+
+import tensorflow as tf
+
+from bert_tf import configs
+from bert_tf.training.schedules import WarmupPolynomialDecay
+
+ALGORITHMS = ("adamw", "lamb", "sgd")
+
+
+def variable_path(variable) -> str:
+  """The variable's path in its model (`embeddings/layer_norm/gamma`)."""
+  path = getattr(variable, "path", None)
+  if path:
+    return path
+  return variable.name.split(":")[0]
+
+
+def uses_weight_decay(path: str, exclude_from_weight_decay: Sequence[str]) -> bool:
+  """True unless one of the exclusion substrings occurs in the variable path."""
+  return not any(pattern in path for pattern in exclude_from_weight_decay)
+
+
+def _tf_variable(variable):
+  """The tf.Variable (possibly distributed) behind a Keras variable."""
+  value = getattr(variable, "value", None)
+  if isinstance(value, tf.Variable):
+    return value
+  return variable
+
+
+class Optimizer(tf.Module):
+  """A first-order optimizer with decoupled weight decay and a step-indexed schedule.
+
+  Algorithms:
+    adamw: Adam with bias correction; update = m^/(sqrt(v^)+eps) + wd * w.
+    lamb:  the same update scaled per variable by the trust ratio ||w|| / ||update||
+           (1 where either norm is 0, and for variables excluded from weight decay).
+    sgd:   update = g + wd * w.
+  All: w <- w - lr(step) * update (* trust ratio).
+
+  Slots (`m`, `v`) are created by `build` under the strategy's scope, mirrored like
+  the variables, and tracked by variable path so that checkpoints name them.
+  """
+
+  def __init__(self, algorithm: str, learning_rate: Callable, weight_decay_rate: float = 0.0,
+               exclude_from_weight_decay: Sequence[str] = (), beta_1: float = 0.9,
+               beta_2: float = 0.999, epsilon: float = 1e-6, name: str = "optimizer"):
+    super().__init__(name=name)
+    if algorithm not in ALGORITHMS:
+      raise ValueError(f"algorithm must be one of {ALGORITHMS}, got '{algorithm}'")
+    self.algorithm = algorithm
+    self.learning_rate = learning_rate
+    self.weight_decay_rate = float(weight_decay_rate)
+    self.exclude_from_weight_decay = tuple(exclude_from_weight_decay)
+    self.beta_1 = float(beta_1)
+    self.beta_2 = float(beta_2)
+    self.epsilon = float(epsilon)
+    self.slots: Dict[str, Dict[str, tf.Variable]] = {}
+    self._built = False
+
+  @property
+  def slot_names(self) -> List[str]:
+    return [] if self.algorithm == "sgd" else ["m", "v"]
+
+  def decays(self, variable) -> bool:
+    """Whether `variable` gets weight decay (and, for LAMB, the trust ratio)."""
+    return self.weight_decay_rate > 0 and uses_weight_decay(
+        variable_path(variable), self.exclude_from_weight_decay)
+
+  def build(self, variables: Iterable) -> None:
+    """Creates the slots of `variables`; call under the strategy's scope."""
+    if self._built:
+      return
+    strategy = tf.distribute.get_strategy()
+    slots = {}
+    for variable in variables:
+      path = variable_path(variable)
+      if path in slots:
+        raise ValueError(f"Two trainable variables share the path '{path}'")
+      tf_var = _tf_variable(variable)
+      with strategy.extended.colocate_vars_with(tf_var):
+        slots[path] = {
+            name: tf.Variable(tf.zeros(variable.shape, tf.float32), trainable=False,
+                              name=f"{path.replace('/', '.')}.{name}")
+            for name in self.slot_names
+        }
+    self.slots = slots
+    self._built = True
+
+  def apply_gradients(self, grads: Sequence[tf.Tensor], variables: Sequence, step,
+                      should_apply=True) -> None:
+    """Updates `variables` from `grads`.
+
+    Call inside `strategy.run` (replica context) with gradients that are already
+    summed across replicas, or outside any strategy.
+
+    Args:
+      grads: float32 tensors, one per variable, equal on every replica.
+      variables: the model's trainable variables (Keras or tf variables).
+      step: int scalar, the number of updates before this one (for the schedule and
+        Adam's bias correction).
+      should_apply: bool scalar; where False, variables and slots keep their values
+        (a step skipped because of non-finite gradients).
+    """
+    if not self._built:
+      raise RuntimeError("Optimizer.build(variables) must run before apply_gradients")
+    lr = tf.cast(self.learning_rate(step), tf.float32)
+    t = tf.cast(step, tf.float32) + 1.0
+    should_apply = tf.convert_to_tensor(should_apply, tf.bool)
+    context = tf.distribute.get_replica_context()
+    context.merge_call(self._apply_cross_replica,
+                       args=(list(grads), lr, t, should_apply),
+                       kwargs={"variables": list(variables)})
+
+  def _apply_cross_replica(self, strategy, grads, lr, t, should_apply, variables):
+    for grad, variable in zip(grads, variables):
+      slots = self.slots[variable_path(variable)]
+      slot_list = [slots[name] for name in self.slot_names]
+      strategy.extended.update(
+          _tf_variable(variable), self._update_one,
+          args=(grad, lr, t, should_apply, *slot_list),
+          kwargs={"decay": self.decays(variable)}, group=False)
+
+  def _update_one(self, var, grad, lr, t, should_apply, *slots, decay: bool):
+    grad = tf.cast(grad, tf.float32)
+    if self.algorithm == "sgd":
+      update = grad
+    else:
+      m, v = slots
+      new_m = self.beta_1 * m + (1.0 - self.beta_1) * grad
+      new_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(grad)
+      m_hat = new_m / (1.0 - tf.pow(self.beta_1, t))
+      v_hat = new_v / (1.0 - tf.pow(self.beta_2, t))
+      update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
+      m.assign(tf.where(should_apply, new_m, m))
+      v.assign(tf.where(should_apply, new_v, v))
+    if decay:
+      update += self.weight_decay_rate * var
+    if self.algorithm == "lamb" and decay:
+      w_norm = tf.norm(var)
+      u_norm = tf.norm(update)
+      ratio = tf.where((w_norm > 0) & (u_norm > 0), w_norm / tf.maximum(u_norm, 1e-30), 1.0)
+      update *= ratio
+    var.assign(tf.where(should_apply, var - lr * update, var))
+
+
+def build_optimizer(config: configs.OptimizerConfig, train_steps: int) -> Optimizer:
+  """The optimizer and schedule an OptimizerConfig describes.
+
+  decay_steps 0 means train_steps: the rate reaches end_learning_rate at the last step.
+  """
+  decay_steps = config.decay_steps or train_steps
+  schedule = WarmupPolynomialDecay(config.learning_rate, config.warmup_steps, decay_steps,
+                                   config.end_learning_rate, config.power)
+  return Optimizer(config.type, schedule, weight_decay_rate=config.weight_decay_rate,
+                   exclude_from_weight_decay=config.exclude_from_weight_decay,
+                   beta_1=config.beta_1, beta_2=config.beta_2, epsilon=config.epsilon)

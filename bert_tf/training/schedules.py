@@ -1,0 +1,59 @@
+"""The BERT learning-rate schedule: linear warm-up, then polynomial decay."""
+
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
+  """The original BERT schedule.
+
+    lr(step) = peak * step / warmup_steps                  for step < warmup_steps,
+    lr(step) = (peak - end) * (1 - p) ** power + end        afterwards,
+
+  where p = min(step, decay_steps) / decay_steps: the decay is indexed by the global
+  step, as in the original release, so the rate reaches `end_learning_rate` at
+  step decay_steps (normally the last training step) and stays there.
+
+  Args:
+    peak_learning_rate: the rate at the end of warm-up.
+    warmup_steps: linear warm-up length (0: start at the peak).
+    decay_steps: the step at which the decay ends (0: constant after warm-up).
+    end_learning_rate: the final rate.
+    power: 1.0 for linear decay.
+
+  Call: step (int or float scalar) -> float32 scalar.
+  """
+
+  def __init__(self, peak_learning_rate: float, warmup_steps: int, decay_steps: int,
+               end_learning_rate: float = 0.0, power: float = 1.0):
+    self.peak_learning_rate = float(peak_learning_rate)
+    self.warmup_steps = int(warmup_steps)
+    self.decay_steps = int(decay_steps)
+    self.end_learning_rate = float(end_learning_rate)
+    self.power = float(power)
+
+  def __call__(self, step):
+    step = tf.cast(step, tf.float32)
+    peak = tf.constant(self.peak_learning_rate, tf.float32)
+    warmup = tf.constant(float(self.warmup_steps), tf.float32)
+    if self.decay_steps > 0:
+      progress = tf.minimum(step, float(self.decay_steps))
+      remaining = 1.0 - progress / float(self.decay_steps)
+      decayed = (peak - self.end_learning_rate) * tf.pow(remaining, self.power)
+      decayed += self.end_learning_rate
+    else:
+      decayed = peak
+    if self.warmup_steps > 0:
+      warm = peak * step / warmup
+      return tf.where(step < warmup, warm, decayed)
+    return decayed
+
+  def get_config(self):
+    return {
+        "peak_learning_rate": self.peak_learning_rate,
+        "warmup_steps": self.warmup_steps,
+        "decay_steps": self.decay_steps,
+        "end_learning_rate": self.end_learning_rate,
+        "power": self.power,
+    }

@@ -1,0 +1,113 @@
+"""Device setup and the tf.distribute strategy a RuntimeConfig names.
+
+`configure_runtime` must run before TensorFlow initializes its devices (before the
+first op) when it splits the CPU into logical devices; later calls leave an existing
+split alone.
+"""
+
+import json
+import logging
+import os
+from typing import Optional
+
+import keras
+import tensorflow as tf
+
+from bert_tf import configs
+
+
+def configure_runtime(runtime: configs.RuntimeConfig) -> None:
+  """Applies seed, determinism and the CPU split of `runtime`.
+
+  num_cpu_devices > 1 splits the physical CPU into that many logical devices, so that
+  MirroredStrategy can run on a machine without accelerators.
+  """
+  if runtime.num_cpu_devices > 1:
+    cpus = tf.config.list_physical_devices("CPU")
+    try:
+      tf.config.set_logical_device_configuration(
+          cpus[0], [tf.config.LogicalDeviceConfiguration()] * runtime.num_cpu_devices)
+    except RuntimeError:
+      have = len(tf.config.list_logical_devices("CPU"))
+      if have != runtime.num_cpu_devices:
+        raise RuntimeError(
+            f"runtime.num_cpu_devices={runtime.num_cpu_devices} but TensorFlow already "
+            f"initialized {have} logical CPU device(s); set it before any TF op runs"
+        ) from None
+  keras.utils.set_random_seed(runtime.seed)
+  if runtime.deterministic:
+    tf.config.experimental.enable_op_determinism()
+
+
+def compute_dtype_policy(runtime: configs.RuntimeConfig) -> keras.DTypePolicy:
+  """The Keras dtype policy of runtime.mixed_precision_dtype (variables stay float32)."""
+  return keras.DTypePolicy(runtime.mixed_precision_dtype)
+
+
+def _communication_options(runtime: configs.RuntimeConfig):
+  implementation = {
+      "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
+      "ring": tf.distribute.experimental.CommunicationImplementation.RING,
+      "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
+  }[runtime.all_reduce_alg]
+  return tf.distribute.experimental.CommunicationOptions(implementation=implementation)
+
+
+def build_strategy(runtime: configs.RuntimeConfig) -> tf.distribute.Strategy:
+  """Returns the strategy of runtime.distribution_strategy.
+
+  one_device: /gpu:0 when num_gpus > 0, else /cpu:0.
+  mirrored: all GPUs when num_gpus > 0, else every logical CPU device.
+  multi_worker_mirrored: workers and this process's role from the TF_CONFIG
+    environment variable.
+  tpu: runtime.tpu names the TPU (grpc address or name; "" or "local" for a TPU VM).
+  """
+  name = runtime.distribution_strategy
+  if name == "one_device":
+    device = "/gpu:0" if runtime.num_gpus > 0 else "/cpu:0"
+    return tf.distribute.OneDeviceStrategy(device)
+  if name == "mirrored":
+    if runtime.num_gpus > 0:
+      devices = [f"/gpu:{i}" for i in range(runtime.num_gpus)]
+    else:
+      devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+    return tf.distribute.MirroredStrategy(devices=devices)
+  if name == "multi_worker_mirrored":
+    if "TF_CONFIG" not in os.environ:
+      raise ValueError("distribution_strategy multi_worker_mirrored needs the TF_CONFIG "
+                       "environment variable (cluster and task)")
+    return tf.distribute.MultiWorkerMirroredStrategy(
+        communication_options=_communication_options(runtime))
+  if name == "tpu":
+    return build_tpu_strategy(runtime.tpu)
+  raise configs.ConfigError(f"runtime.distribution_strategy: unknown '{name}'")
+
+
+def build_tpu_strategy(tpu: str) -> tf.distribute.TPUStrategy:
+  """Connects to the TPU `tpu`, initializes it and returns a TPUStrategy."""
+  resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+      tpu="" if tpu in ("", "local") else tpu)
+  if tpu not in ("", "local"):
+    tf.config.experimental_connect_to_cluster(resolver)
+  tf.tpu.experimental.initialize_tpu_system(resolver)
+  logging.info("TPU devices: %s", tf.config.list_logical_devices("TPU"))
+  return tf.distribute.TPUStrategy(resolver)
+
+
+def is_chief(strategy: Optional[tf.distribute.Strategy] = None) -> bool:
+  """True on the process that writes checkpoints and summaries: the "chief" task, or
+  worker 0 of a cluster without one; always True outside multi-worker training."""
+  strategy = strategy or tf.distribute.get_strategy()
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return True
+  resolver = strategy.cluster_resolver
+  if resolver.task_type in (None, "chief"):
+    return True
+  has_chief = "chief" in resolver.cluster_spec().as_dict()
+  return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
+
+
+def worker_id() -> int:
+  """This process's task index in TF_CONFIG (0 without one)."""
+  tf_config = json.loads(os.environ.get("TF_CONFIG", "{}") or "{}")
+  return int(tf_config.get("task", {}).get("index", 0))

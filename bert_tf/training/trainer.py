@@ -1,0 +1,529 @@
+"""The training and evaluation loop: `strategy.run` inside `tf.function`, several steps
+per call.
+
+Not `Model.fit`: with TF 2.21 and Keras 3.15 `fit` fails under
+MultiWorkerMirroredStrategy (keras-team/keras#20585), while this loop runs the same
+code under OneDevice, Mirrored, MultiWorkerMirrored and TPU strategies.
+
+One training step, per replica:
+  1. sums the task's loss normalizers (the masked-LM weight sum) over the replica's
+     batch and all-reduces them, so that every micro-batch of every replica divides by
+     the global denominator;
+  2. splits the batch into trainer.gradient_accumulation_steps micro-batches and sums
+     their gradients (losses are averaged over the global batch, so the sum over
+     micro-batches and replicas is the gradient of the global batch's loss);
+  3. all-reduces gradients, losses and metric sums in one collective;
+  4. unscales (mixed_float16), checks finiteness, clips to the global norm and applies
+     the update, or keeps every variable as it was when the loss or the gradients are
+     not finite.
+The host raises NonFiniteLossError after a loop whose loss was not finite, before any
+checkpoint is written, so the last checkpoint on disk holds the last good weights.
+"""
+
+import logging
+import os
+import time
+from typing import Dict, List, Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import configs
+from bert_tf.tasks import base as task_base
+from bert_tf.training import checkpoints
+from bert_tf.training import strategies
+from bert_tf.training.loss_scale import DynamicLossScale
+from bert_tf.training.optimizers import build_optimizer
+from bert_tf.training.progress import ProgressLogger
+from bert_tf.training.summaries import SummaryWriter
+
+PARAMS_FILE = "params.yaml"
+
+
+class NonFiniteLossError(FloatingPointError):
+  """The training loss became NaN or Inf."""
+
+
+def _split_micro_batches(tensor: tf.Tensor, num: int) -> tf.Tensor:
+  """[B, ...] -> [num, B // num, ...], keeping static dimensions where known."""
+  shape = tensor.shape.as_list()
+  if shape[0] is not None:
+    if shape[0] % num:
+      raise ValueError(f"The per-replica batch ({shape[0]}) is not divisible by "
+                       f"trainer.gradient_accumulation_steps ({num})")
+    return tf.reshape(tensor, [num, shape[0] // num] + shape[1:])
+  dynamic = tf.shape(tensor)
+  return tf.reshape(tensor, tf.concat([[num, dynamic[0] // num], dynamic[1:]], axis=0))
+
+
+class _Window:
+  """Host-side sums of loop results between two reports."""
+
+  def __init__(self):
+    self.sums: Dict[str, float] = {}
+    self.steps = 0
+    self.timed_steps = 0
+    self.seconds = 0.0
+
+  def add(self, totals: Dict[str, float], steps: int, seconds: Optional[float]):
+    for key, value in totals.items():
+      self.sums[key] = self.sums.get(key, 0.0) + value
+    self.steps += steps
+    if seconds is not None:
+      self.timed_steps += steps
+      self.seconds += seconds
+
+
+class Trainer:
+  """Trains and evaluates one experiment's task under a tf.distribute strategy.
+
+  Args:
+    experiment: the resolved ExperimentConfig.
+    model_dir: checkpoints, params.yaml and TensorBoard logs (train/, eval/).
+    strategy: defaults to the one experiment.runtime names.
+    task: defaults to the task experiment.task names.
+    log_fn: receives each console line (default: absl/std logging at INFO).
+
+  Attributes after construction: model, optimizer, step (tf.Variable int64),
+  checkpoint (tf.train.Checkpoint), restored_from (the resumed checkpoint or None),
+  initialized_from ({item: path} of a warm start from task.init_checkpoint).
+  """
+
+  def __init__(self, experiment: configs.ExperimentConfig, model_dir: str,
+               strategy: Optional[tf.distribute.Strategy] = None,
+               task: Optional[task_base.Task] = None, log_fn=None):
+    self.experiment = experiment
+    self.model_dir = model_dir
+    self.strategy = strategy or strategies.build_strategy(experiment.runtime)
+    self.task = task or task_base.get_task(experiment)
+    self.is_chief = strategies.is_chief(self.strategy)
+    self._log = log_fn or (lambda line: logging.info("%s", line))
+    trainer_config = experiment.trainer
+    self.accumulation_steps = trainer_config.gradient_accumulation_steps
+    self._check_batch_sizes()
+    self._is_tpu = isinstance(self.strategy, tf.distribute.TPUStrategy)
+    if self._is_tpu and not experiment.train_data.drop_remainder:
+      raise configs.ConfigError("TPUStrategy needs static shapes: set "
+                                "train_data.drop_remainder=true")
+
+    # The same seed gives the same initial weights under every strategy.
+    keras.utils.set_random_seed(experiment.runtime.seed)
+    with self.strategy.scope():
+      self.model = self.task.build_model()
+      self.optimizer = build_optimizer(experiment.optimizer, trainer_config.train_steps)
+      self.optimizer.build(self.model.trainable_variables)
+      self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step",
+                              aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+      self.loss_scale = None
+      if experiment.runtime.mixed_precision_dtype == "mixed_float16":
+        self.loss_scale = DynamicLossScale.from_string(experiment.runtime.loss_scale)
+
+    self._train_iterator = None
+    self._train_loop_fn = None
+    self._eval_step_fn = None
+    self._output_names = None
+    self.restored_from = None
+    self.initialized_from: Dict[str, str] = {}
+    self.checkpoint = None
+    self._saver = None
+
+  # ----- setup -----
+  def _check_batch_sizes(self):
+    replicas = self.strategy.num_replicas_in_sync
+    batch = self.experiment.train_data.global_batch_size
+    if batch % replicas:
+      raise configs.ConfigError(f"train_data.global_batch_size ({batch}) must be divisible "
+                                f"by the number of replicas ({replicas})")
+    per_replica = batch // replicas
+    if per_replica % self.accumulation_steps:
+      raise configs.ConfigError(
+          f"The per-replica batch ({per_replica} = train_data.global_batch_size {batch} / "
+          f"{replicas} replicas) must be divisible by trainer.gradient_accumulation_steps "
+          f"({self.accumulation_steps})")
+
+  def _distribute(self, data_config: configs.DataConfig, skip_steps: int = 0):
+    """The distributed dataset; `skip_steps` global steps' batches are skipped.
+
+    tf.distribute's iterators are not trackable objects (tf.train.Checkpoint rejects
+    them in TF 2.21), so a resumed run finds its input position by skipping the
+    batches that the checkpointed steps consumed. With a deterministic input (fixed
+    files, shuffle seed and order) this is the very position an uninterrupted run
+    would be at.
+    """
+    def dataset_fn(input_context):
+      dataset = self.task.build_inputs(data_config, input_context)
+      if skip_steps:
+        per_pipeline = (input_context.num_replicas_in_sync //
+                        input_context.num_input_pipelines)
+        dataset = dataset.skip(skip_steps * per_pipeline)
+      return dataset
+
+    options = None
+    if self._is_tpu:
+      options = tf.distribute.InputOptions(experimental_fetch_to_device=True)
+    return self.strategy.distribute_datasets_from_function(dataset_fn, options)
+
+  def _ensure_train_iterator(self):
+    if self._train_iterator is None:
+      self._train_dataset = self._distribute(self.experiment.train_data,
+                                             skip_steps=int(self.step.numpy()))
+      self._train_iterator = iter(self._train_dataset)
+    return self._train_iterator
+
+  def _build_checkpoint(self):
+    items = dict(self.model.checkpoint_items)
+    items.update(optimizer=self.optimizer, step=self.step)
+    if self.loss_scale is not None:
+      items["loss_scale"] = self.loss_scale
+    self.checkpoint = tf.train.Checkpoint(**items)
+    self._saver = checkpoints.CheckpointSaver(
+        self.checkpoint, self.model_dir, self.experiment.trainer.max_to_keep, self.step,
+        is_chief=self.is_chief, worker_index=strategies.worker_id())
+
+  def initialize(self) -> None:
+    """Resumes from model_dir's latest checkpoint (weights, optimizer slots, step and
+    so the input position), or warm-starts from task.init_checkpoint when model_dir
+    holds none. Must run before the training input is built."""
+    if self.checkpoint is not None:
+      return
+    self._build_checkpoint()
+    self.restored_from = self._saver.restore_latest()
+    if self.restored_from:
+      self._log(f"Resumed from {self.restored_from} at step {int(self.step.numpy())}")
+    else:
+      self.initialized_from = self.task.initialize(self.model)
+      for item, path in self.initialized_from.items():
+        self._log(f"Initialized {item} from {path}")
+
+  # ----- input checks (optional task hooks) -----
+  def _check_inputs(self, data_config: configs.DataConfig) -> None:
+    """Lets the task reject data that does not fit the config, before any step."""
+    check = getattr(self.task, "check_inputs", None)
+    if check is not None:
+      check(data_config)
+
+  def _explain_input_error(self, error: Exception, data_config) -> Exception:
+    explain = getattr(self.task, "explain_input_error", None)
+    return explain(error, data_config) if explain is not None else error
+
+  # ----- the step -----
+  def _loss_normalizers(self, features) -> Dict[str, tf.Tensor]:
+    fn = getattr(self.task, "loss_normalizers", None)
+    return fn(features) if fn is not None else {}
+
+  def _forward_backward(self, features, normalizers, loss_scale):
+    """Gradients, losses and metric sums of one (micro-)batch on one replica."""
+    variables = self.model.trainable_variables
+    with tf.GradientTape() as tape:
+      outputs = self.model(self.task.model_inputs(features), training=True)
+      losses = self.task.compute_loss(features, outputs,
+                                      self.experiment.train_data.global_batch_size,
+                                      **normalizers)
+      loss = tf.cast(losses["loss"], tf.float32)
+      scaled = loss * loss_scale if loss_scale is not None else loss
+    grads = tape.gradient(scaled, variables)
+    grads = [tf.zeros_like(v, tf.float32) if g is None else
+             tf.cast(tf.convert_to_tensor(g), tf.float32) for g, v in zip(grads, variables)]
+    metrics = self.task.train_metrics(features, outputs)
+    losses = {k: tf.cast(v, tf.float32) for k, v in losses.items()}
+    return grads, losses, metrics
+
+  def _compiled_forward_backward(self):
+    if self.experiment.runtime.jit_compile:
+      return tf.function(self._forward_backward, jit_compile=True)
+    return self._forward_backward
+
+  def _replica_step(self, features, forward_backward):
+    """One optimizer update on one replica; returns all-reduced float32 scalars."""
+    context = tf.distribute.get_replica_context()
+    normalizers = self._loss_normalizers(features)
+    if normalizers:
+      normalizers = context.all_reduce(tf.distribute.ReduceOp.SUM, normalizers)
+    scale = self.loss_scale.scale.read_value() if self.loss_scale is not None else None
+    variables = self.model.trainable_variables
+    n = self.accumulation_steps
+    if n == 1:
+      grads, losses, metrics = forward_backward(features, normalizers, scale)
+    else:
+      micro = tf.nest.map_structure(lambda t: _split_micro_batches(t, n), features)
+
+      def body(i, acc_grads, acc_losses, acc_metrics):
+        batch = tf.nest.map_structure(lambda t: t[i], micro)
+        g, l, m = forward_backward(batch, normalizers, scale)
+        return (i + 1, [a + b for a, b in zip(acc_grads, g)],
+                tf.nest.map_structure(tf.add, acc_losses, l),
+                tf.nest.map_structure(tf.add, acc_metrics, m))
+
+      zero_losses, zero_metrics = self._zero_outputs()
+      _, grads, losses, metrics = tf.while_loop(
+          lambda i, *_: i < n, body,
+          (tf.constant(0), [tf.zeros_like(v, tf.float32) for v in variables],
+           zero_losses, zero_metrics))
+
+    reduced = context.all_reduce(tf.distribute.ReduceOp.SUM,
+                                 {"grads": grads, "losses": losses, "metrics": metrics})
+    grads, losses, metrics = reduced["grads"], reduced["losses"], reduced["metrics"]
+    if scale is not None:
+      grads = [g / scale for g in grads]
+    grads_finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
+    loss_finite = tf.math.is_finite(losses["loss"])
+    grad_norm = tf.linalg.global_norm(grads)
+    clip = self.experiment.optimizer.global_clipnorm
+    if clip > 0:
+      grads, _ = tf.clip_by_global_norm(grads, clip, use_norm=grad_norm)
+    step = self.step.read_value()
+    self.optimizer.apply_gradients(grads, variables, step,
+                                   should_apply=grads_finite & loss_finite)
+    out = dict(losses)
+    for name, (numerator, denominator) in metrics.items():
+      out[f"{name}/numerator"] = numerator
+      out[f"{name}/denominator"] = denominator
+    out["gradient_norm"] = grad_norm
+    out["learning_rate"] = tf.cast(self.optimizer.learning_rate(step), tf.float32)
+    out["non_finite_loss_steps"] = 1.0 - tf.cast(loss_finite, tf.float32)
+    out["skipped_steps"] = 1.0 - tf.cast(grads_finite & loss_finite, tf.float32)
+    if self.loss_scale is not None:
+      out["loss_scale"] = scale
+      self.loss_scale.update(grads_finite)
+    return out
+
+  def _zero_outputs(self):
+    """Zeros shaped like the task's losses and metric sums (names found by tracing)."""
+    losses, metrics = self._task_output_names()
+    zero = tf.constant(0.0)
+    return ({name: zero for name in losses},
+            {name: (zero, zero) for name in metrics})
+
+  def _task_output_names(self):
+    """Names of the task's losses and train metrics, from one graph-only trace."""
+    if self._output_names is None:
+      data_config = self.experiment.train_data
+      replicas = self.strategy.num_replicas_in_sync
+      context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                                           num_replicas_in_sync=replicas)
+      spec = self.task.build_inputs(data_config, context).element_spec
+
+      def probe(features):
+        outputs = self.model(self.task.model_inputs(features), training=False)
+        normalizers = self._loss_normalizers(features)
+        losses = self.task.compute_loss(features, outputs, data_config.global_batch_size,
+                                        **normalizers)
+        return losses, self.task.train_metrics(features, outputs)
+
+      losses, metrics = tf.function(probe).get_concrete_function(spec).structured_outputs
+      self._output_names = (sorted(losses), sorted(metrics))
+    return self._output_names
+
+  def _output_keys(self) -> List[str]:
+    losses, metrics = self._task_output_names()
+    keys = list(losses)
+    for name in metrics:
+      keys += [f"{name}/numerator", f"{name}/denominator"]
+    keys += ["gradient_norm", "learning_rate", "non_finite_loss_steps", "skipped_steps"]
+    if self.loss_scale is not None:
+      keys.append("loss_scale")
+    return keys
+
+  def _make_train_loop(self):
+    keys = self._output_keys()
+    forward_backward = self._compiled_forward_backward()
+    strategy = self.strategy
+
+    def replica_step(features):
+      return self._replica_step(features, forward_backward)
+
+    @tf.function
+    def train_loop(iterator, num_steps):
+      """Runs num_steps (int32 scalar) steps; returns the sums of their outputs."""
+      totals = {key: tf.constant(0.0) for key in keys}
+      for _ in tf.range(num_steps):
+        per_replica = strategy.run(replica_step, args=(next(iterator),))
+        # Every replica holds the same all-reduced values: take the first.
+        values = {key: strategy.experimental_local_results(per_replica[key])[0]
+                  for key in keys}
+        self.step.assign_add(1)
+        totals = {key: totals[key] + values[key] for key in keys}
+      return totals
+
+    return train_loop
+
+  @property
+  def train_loop_function(self):
+    """The tf.function running steps_per_loop steps (built on first use)."""
+    if self._train_loop_fn is None:
+      self._train_loop_fn = self._make_train_loop()
+    return self._train_loop_fn
+
+  def train_loop_concrete_function(self):
+    """The traced training loop (for inspecting its graph)."""
+    return self.train_loop_function.get_concrete_function(
+        self._ensure_train_iterator(), tf.TensorSpec([], tf.int32))
+
+  # ----- metrics -----
+  @staticmethod
+  def _report(window: _Window, global_batch: int) -> Dict[str, float]:
+    sums, steps = window.sums, max(window.steps, 1)
+    report = {}
+    for key, value in sums.items():
+      if key.endswith("/numerator"):
+        name = key[:-len("/numerator")]
+        report[name] = value / max(sums[f"{name}/denominator"], 1e-12)
+      elif key.endswith("/denominator") or key in ("non_finite_loss_steps", "skipped_steps"):
+        continue
+      else:
+        report[key] = value / steps
+    if window.seconds > 0:
+      report["sequences_per_second"] = window.timed_steps * global_batch / window.seconds
+    return report
+
+  # ----- training -----
+  def train(self, train_steps: Optional[int] = None, evaluate_every: bool = False
+            ) -> Dict[str, float]:
+    """Trains to `train_steps` (default trainer.train_steps) global steps.
+
+    Saves a checkpoint every trainer.checkpoint_interval steps and at the end, writes
+    TensorBoard scalars every summary_interval steps, logs a progress line every
+    log_interval steps, and with evaluate_every evaluates every validation_interval
+    steps and at the end.
+
+    Returns:
+      the last report: averaged losses, accuracies, learning_rate, gradient_norm,
+      sequences_per_second, plus eval/<metric> when evaluating.
+
+    Raises:
+      NonFiniteLossError: the loss became NaN or Inf (no checkpoint is written).
+    """
+    config = self.experiment.trainer
+    total = config.train_steps if train_steps is None else train_steps
+    self.initialize()
+    self._check_inputs(self.experiment.train_data)
+    iterator = self._ensure_train_iterator()
+    loop = self.train_loop_function
+    writer = SummaryWriter(self.model_dir, "train", enabled=self.is_chief)
+    global_batch = self.experiment.train_data.global_batch_size
+    step = int(self.step.numpy())
+    progress = ProgressLogger(total, global_batch, start_step=step, log_fn=self._log)
+    summary_window, log_window = _Window(), _Window()
+    intervals = [config.summary_interval, config.log_interval, config.checkpoint_interval]
+    if evaluate_every:
+      intervals.append(config.validation_interval)
+    last_report: Dict[str, float] = {}
+    first_call = True
+    self._log(f"Training {self.task.name} from step {step} to {total} with "
+              f"{type(self.strategy).__name__} ({self.strategy.num_replicas_in_sync} "
+              f"replicas), global batch {global_batch}")
+    while step < total:
+      boundary = min([total] + [(step // i + 1) * i for i in intervals])
+      num_steps = min(config.steps_per_loop, boundary - step)
+      start = time.time()
+      try:
+        totals = loop(iterator, tf.constant(num_steps, tf.int32))
+        totals = {k: float(v) for k, v in totals.items()}
+      except tf.errors.DataLossError as e:
+        raise self._explain_input_error(e, self.experiment.train_data) from e
+      seconds = None if first_call else time.time() - start
+      first_call = False
+      step = int(self.step.numpy())
+      if totals["non_finite_loss_steps"] > 0:
+        raise NonFiniteLossError(
+            f"The training loss became NaN or Inf within steps {step - num_steps + 1}.."
+            f"{step}; stopping. The weights were not updated on those steps and no "
+            f"checkpoint was written after them; the latest good checkpoint is "
+            f"{self._saver.latest()}")
+      summary_window.add(totals, num_steps, seconds)
+      log_window.add(totals, num_steps, seconds)
+      if step % config.summary_interval == 0 or step == total:
+        last_report = self._report(summary_window, global_batch)
+        writer.write(last_report, step)
+        summary_window = _Window()
+      if step % config.log_interval == 0 or step == total:
+        report = self._report(log_window, global_batch)
+        shown = {k: report[k] for k in ("loss", "masked_lm_accuracy") if k in report}
+        rate = (log_window.timed_steps / log_window.seconds) if log_window.seconds else None
+        progress.log(step, shown, steps_per_second=rate)
+        log_window = _Window()
+      if step % config.checkpoint_interval == 0 or step == total:
+        path = self._saver.save()
+        self._log(f"Saved checkpoint {path}")
+      if evaluate_every and (step % config.validation_interval == 0 or step == total):
+        eval_metrics = self.evaluate()
+        last_report.update({f"eval/{k}": v for k, v in eval_metrics.items()})
+    writer.close()
+    return last_report
+
+  # ----- evaluation -----
+  def _make_eval_step(self):
+    strategy = self.strategy
+
+    def replica_eval(features):
+      outputs = self.model(self.task.model_inputs(features), training=False)
+      return self.task.eval_outputs(features, outputs)
+
+    @tf.function
+    def eval_step(features):
+      per_replica = strategy.run(replica_eval, args=(features,))
+      # Gathered one tensor at a time: strategy.gather of the whole dict returns only
+      # the first replica's values under MirroredStrategy in TF 2.21.
+      return {key: strategy.gather(value, axis=0) for key, value in per_replica.items()}
+
+    return eval_step
+
+  def evaluate(self, steps: Optional[int] = None) -> Dict[str, float]:
+    """Evaluates on eval_data; returns task.reduce_eval's metrics and writes them to
+    TensorBoard under model_dir/eval.
+
+    Args:
+      steps: batches to evaluate (default trainer.validation_steps; 0: all).
+    """
+    if self.checkpoint is None:
+      self.initialize()
+    if self._eval_step_fn is None:
+      self._eval_step_fn = self._make_eval_step()
+    steps = self.experiment.trainer.validation_steps if steps is None else steps
+    self._check_inputs(self.experiment.eval_data)
+    dataset = self._distribute(self.experiment.eval_data)
+    gathered: Dict[str, list] = {}
+    try:
+      for i, features in enumerate(dataset):
+        if steps and i >= steps:
+          break
+        values = self._eval_step_fn(features)
+        for key, value in values.items():
+          gathered.setdefault(key, []).append(np.asarray(value))
+    except tf.errors.DataLossError as e:
+      raise self._explain_input_error(e, self.experiment.eval_data) from e
+    if not gathered:
+      raise ValueError("The evaluation input (eval_data) yielded no batch")
+    metrics = self.task.reduce_eval({k: np.concatenate(v) for k, v in gathered.items()})
+    step = int(self.step.numpy())
+    writer = SummaryWriter(self.model_dir, "eval", enabled=self.is_chief)
+    writer.write(metrics, step)
+    writer.close()
+    shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())
+    self._log(f"Evaluation at step {step}: {shown}")
+    return metrics
+
+
+def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: str = "train",
+                   strategy: Optional[tf.distribute.Strategy] = None,
+                   log_fn=None) -> Dict[str, float]:
+  """Saves params.yaml into model_dir (chief only) and runs `mode`.
+
+  Args:
+    mode: "train", "eval" (the latest checkpoint in model_dir) or "train_and_eval".
+
+  Returns:
+    the final metrics (training report and/or evaluation metrics).
+  """
+  if mode not in ("train", "eval", "train_and_eval"):
+    raise ValueError(f"mode must be train, eval or train_and_eval, got '{mode}'")
+  trainer = Trainer(experiment, model_dir, strategy=strategy, log_fn=log_fn)
+  if trainer.is_chief:
+    tf.io.gfile.makedirs(model_dir)
+    experiment.save(os.path.join(model_dir, PARAMS_FILE))
+  if mode == "eval":
+    if tf.train.latest_checkpoint(model_dir) is None:
+      raise FileNotFoundError(f"--mode=eval needs a checkpoint in {model_dir}")
+    return trainer.evaluate()
+  return trainer.train(evaluate_every=(mode == "train_and_eval"))

@@ -1,0 +1,53 @@
+"""Shared fixtures of the fine-tuning tests: a tiny WordPiece vocab and tiny experiments."""
+
+import string
+
+from bert_tf import configs
+from bert_tf import constants
+
+WORDS = ("the", "cat", "dog", "sat", "on", "mat", "good", "bad", "movie", "john", "lives",
+         "in", "paris", "play", "##ing", "##ians", "a", "man", "walks", "runs", "home",
+         "red", "blue", "green", "yes", "no")
+
+
+def write_vocab(path) -> str:
+  """A vocab of the special tokens, WORDS, letters, ##letters and punctuation."""
+  letters = list(string.ascii_lowercase)
+  tokens = (list(constants.SPECIAL_TOKENS) + list(WORDS) + letters + ["##" + c for c in letters]
+            + list(".,!?'\"-") + [str(d) for d in range(10)])
+  seen = []
+  for t in tokens:
+    if t not in seen:
+      seen.append(t)
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\n".join(seen) + "\n")
+  return str(path)
+
+
+def vocab_ids(path):
+  with open(path, encoding="utf-8") as f:
+    return {line.rstrip("\n"): i for i, line in enumerate(f)}
+
+
+def tiny_experiment(task: dict, train_data: dict, eval_data: dict = None, steps: int = 1,
+                    learning_rate: float = 1e-3, vocab_size: int = 100,
+                    seq_length: int = 16) -> configs.ExperimentConfig:
+  """A 2-layer, hidden-32 experiment for quick training runs."""
+  train = dict(seq_length=seq_length, global_batch_size=8, **train_data)
+  evaluation = dict(seq_length=seq_length, global_batch_size=8, is_training=False,
+                    drop_remainder=False, **(eval_data or train_data))
+  return configs.ExperimentConfig.from_dict({
+      "task": task,
+      "model": {"encoder": {"vocab_size": vocab_size, "hidden_size": 32, "num_layers": 2,
+                            "num_attention_heads": 2, "intermediate_size": 64,
+                            "max_position_embeddings": 64, "dropout_rate": 0.0,
+                            "attention_dropout_rate": 0.0},
+                "head_dropout_rate": 0.0},
+      "train_data": train,
+      "eval_data": evaluation,
+      "optimizer": {"learning_rate": learning_rate, "warmup_steps": 0,
+                    "weight_decay_rate": 0.0},
+      "trainer": {"train_steps": steps, "steps_per_loop": max(1, min(steps, 50)),
+                  "summary_interval": steps, "checkpoint_interval": steps,
+                  "log_interval": steps, "validation_interval": steps},
+  })

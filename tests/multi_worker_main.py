@@ -1,0 +1,42 @@
+"""One worker of a two-process MultiWorkerMirroredStrategy run on 127.0.0.1.
+
+  python tests/multi_worker_main.py WORKER_INDEX PORT0,PORT1 MODEL_DIR OUTPUT.npz
+
+Trains a tiny pretraining model on dummy data for a few steps and writes this
+worker's final loss and weights to OUTPUT.npz (tests/test_strategies.py compares the
+workers).
+"""
+
+import json
+import os
+import sys
+
+
+def main(argv):
+  index, ports, model_dir, output = int(argv[1]), argv[2].split(","), argv[3], argv[4]
+  os.environ["TF_CONFIG"] = json.dumps({
+      "cluster": {"worker": [f"127.0.0.1:{port}" for port in ports]},
+      "task": {"type": "worker", "index": index},
+  })
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import trainer_helpers  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import strategies  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
+
+  experiment = trainer_helpers.tiny_experiment(
+      strategy="multi_worker_mirrored", steps=4, batch=8,
+      optimizer=dict(warmup_steps=0), trainer=dict(steps_per_loop=2))
+  strategies.configure_runtime(experiment.runtime)
+  trainer = Trainer(experiment, model_dir, log_fn=print)
+  report = trainer.train()
+  weights = trainer_helpers.weights_of(trainer.model)
+  np.savez(output, loss=report["loss"], step=int(trainer.step.numpy()),
+           replicas=trainer.strategy.num_replicas_in_sync,
+           **{k.replace("/", "."): v for k, v in weights.items()})
+  print(f"worker {index} done: loss {report['loss']:.6f}", flush=True)
+
+
+if __name__ == "__main__":
+  main(sys.argv)

@@ -1,0 +1,452 @@
+"""Tests of bert_tf.checkpoints.convert: parity with a NumPy BERT, round trips, bad input.
+
+A tiny BERT with random weights (every bias and LayerNorm parameter random too, so that
+any swapped or untransposed tensor changes the outputs) is written by our Hugging Face
+and TF1 writers, and both the original Keras model and the model converted back are
+compared against a NumPy implementation of BERT that reads the written file by the
+Hugging Face names and torch layout, independently of Keras and of our name table.
+"""
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from safetensors.numpy import load_file, save_file
+
+from bert_tf import constants
+from bert_tf.checkpoints import convert, google_tf1, huggingface
+from bert_tf.checkpoints.files import ConversionError
+from bert_tf.configs import EncoderConfig
+from bert_tf.models import BertEncoder, BertPretrainer
+
+# Distinct sizes everywhere, so that a tensor in the wrong slot cannot fit by chance.
+TINY = EncoderConfig(vocab_size=99, hidden_size=32, num_layers=2, num_attention_heads=4,
+                     intermediate_size=48, max_position_embeddings=130, type_vocab_size=2,
+                     dropout_rate=0.0, attention_dropout_rate=0.0)
+PARITY_ATOL = 1e-4
+
+
+def _randomize(model, seed=0):
+  rng = np.random.default_rng(seed)
+  for variable in model.weights:
+    shape = tuple(variable.shape)
+    if variable.path.endswith("gamma"):
+      value = 1.0 + 0.2 * rng.standard_normal(shape)
+    elif len(shape) == 1:
+      value = 0.1 * rng.standard_normal(shape)
+    else:
+      value = 0.3 * rng.standard_normal(shape)
+    variable.assign(value.astype(np.float32))
+
+
+def tiny_model(heads=True, nsp=True, seed=0):
+  encoder = BertEncoder.from_config_object(TINY)
+  model = BertPretrainer(encoder, use_next_sentence_label=nsp) if heads else encoder
+  _randomize(model, seed)
+  return model
+
+
+def write_vocab(path, size):
+  tokens = list(constants.SPECIAL_TOKENS) + [f"tok{i}" for i in range(size - 5)]
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\n".join(tokens) + "\n")
+  return str(path)
+
+
+def batch():
+  rng = np.random.default_rng(7)
+  ids = rng.integers(5, TINY.vocab_size, size=(3, 11)).astype(np.int32)
+  mask = np.ones_like(ids)
+  mask[1, 7:] = 0
+  mask[2, 4:] = 0
+  ids = ids * mask
+  types = np.zeros_like(ids)
+  types[0, 6:] = 1
+  types[2, 2:4] = 1
+  positions = np.array([[1, 3, 6], [0, 2, 5], [1, 2, 3]], np.int32)
+  return {constants.INPUT_WORD_IDS: ids, constants.INPUT_MASK: mask,
+          constants.INPUT_TYPE_IDS: types, constants.MASKED_LM_POSITIONS: positions}
+
+
+def encoder_inputs(features):
+  return {name: features[name] for name in constants.ENCODER_INPUTS}
+
+
+# --------------------------------------------------------------------------------------
+# A NumPy BERT over Hugging Face tensor names (torch layout: Linear weights are [out, in]).
+
+
+def _layer_norm(x, weight, bias, eps):
+  mean = x.mean(-1, keepdims=True)
+  var = ((x - mean) ** 2).mean(-1, keepdims=True)
+  return (x - mean) / np.sqrt(var + eps) * weight + bias
+
+
+def _linear(x, w, name):
+  return x @ w[name + ".weight"].T + w[name + ".bias"]
+
+
+_erf = np.vectorize(math.erf)
+
+
+def _gelu(x):
+  return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+def numpy_bert(tensors, config, ids, mask, types, positions=None):
+  """BERT forward pass in float64 NumPy from a Hugging Face state dict.
+
+  Returns:
+    dict with sequence_output [B, T, H], pooled_output [B, H], and when the file holds
+    the heads and `positions` is given, mlm_logits [B, P, V] and nsp_logits [B, 2].
+  """
+  prefix = "bert." if any(k.startswith("bert.") for k in tensors) else ""
+  w = {k[len(prefix):] if k.startswith(prefix) else k: v.astype(np.float64)
+       for k, v in tensors.items()}
+  eps = config["layer_norm_eps"]
+  heads = config["num_attention_heads"]
+  seq = ids.shape[1]
+  x = (w["embeddings.word_embeddings.weight"][ids]
+       + w["embeddings.position_embeddings.weight"][:seq][None]
+       + w["embeddings.token_type_embeddings.weight"][types])
+  x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
+  batch_size, hidden = x.shape[0], x.shape[2]
+  size = hidden // heads
+  keep = mask[:, None, None, :].astype(bool)
+  for i in range(config["num_hidden_layers"]):
+    p = f"encoder.layer.{i}."
+
+    def split(t):
+      return t.reshape(batch_size, seq, heads, size).transpose(0, 2, 1, 3)
+
+    q = split(_linear(x, w, p + "attention.self.query"))
+    k = split(_linear(x, w, p + "attention.self.key"))
+    v = split(_linear(x, w, p + "attention.self.value"))
+    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(size)
+    scores = np.where(keep, scores, -np.inf)
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs = probs / probs.sum(-1, keepdims=True)
+    context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch_size, seq, hidden)
+    attended = _linear(context, w, p + "attention.output.dense")
+    x = _layer_norm(x + attended, w[p + "attention.output.LayerNorm.weight"],
+                    w[p + "attention.output.LayerNorm.bias"], eps)
+    ffn = _linear(_gelu(_linear(x, w, p + "intermediate.dense")), w, p + "output.dense")
+    x = _layer_norm(x + ffn, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"],
+                    eps)
+  out = {"sequence_output": x,
+         "pooled_output": np.tanh(_linear(x[:, 0], w, "pooler.dense"))}
+  if positions is not None and "cls.predictions.bias" in w:
+    gathered = np.take_along_axis(x, positions[:, :, None].astype(np.int64), axis=1)
+    h = _gelu(_linear(gathered, w, "cls.predictions.transform.dense"))
+    h = _layer_norm(h, w["cls.predictions.transform.LayerNorm.weight"],
+                    w["cls.predictions.transform.LayerNorm.bias"], eps)
+    out["mlm_logits"] = h @ w["embeddings.word_embeddings.weight"].T + w["cls.predictions.bias"]
+    if "cls.seq_relationship.weight" in w:
+      out["nsp_logits"] = _linear(out["pooled_output"], w, "cls.seq_relationship")
+  return out
+
+
+def _max_diffs(model, reference, features):
+  """{output: max |model - reference|} over every output both have."""
+  if isinstance(model, BertPretrainer):
+    outputs = dict(model.encoder(encoder_inputs(features)))
+    outputs.update(model(features))
+  else:
+    outputs = model(encoder_inputs(features))
+  names = {"sequence_output": constants.SEQUENCE_OUTPUT,
+           "pooled_output": constants.POOLED_OUTPUT,
+           "mlm_logits": constants.MLM_LOGITS, "nsp_logits": constants.NSP_LOGITS}
+  return {ref: float(np.abs(np.asarray(outputs[ours]) - reference[ref]).max())
+          for ref, ours in names.items() if ref in reference}
+
+
+def _assert_parity(model, tensors, config, features):
+  f = features
+  reference = numpy_bert(tensors, config, f[constants.INPUT_WORD_IDS], f[constants.INPUT_MASK],
+                         f[constants.INPUT_TYPE_IDS], f[constants.MASKED_LM_POSITIONS])
+  diffs = _max_diffs(model, reference, features)
+  assert set(diffs) >= {"sequence_output", "pooled_output"}
+  for name, diff in diffs.items():
+    assert diff < PARITY_ATOL, f"{name}: max abs difference {diff}"
+  return diffs
+
+
+def _assert_same_weights(a, b):
+  wa = convert.variables_by_path(a)
+  wb = convert.variables_by_path(b)
+  assert sorted(wa) == sorted(wb)
+  for path in wa:
+    np.testing.assert_array_equal(wa[path].numpy(), wb[path].numpy(), err_msg=path)
+
+
+@pytest.fixture(name="vocab")
+def fixture_vocab(tmp_path):
+  return write_vocab(tmp_path / "vocab.txt", TINY.vocab_size)
+
+
+# --------------------------------------------------------------------------------------
+# Parity.
+
+
+def test_huggingface_file_written_and_read_back_matches_numpy_bert(tmp_path, vocab):
+  model = tiny_model()
+  out = tmp_path / "hf"
+  convert.save_huggingface(model, vocab, str(out))
+  tensors = load_file(str(out / "model.safetensors"))
+  config = json.loads((out / "config.json").read_text())
+  features = batch()
+  # The writer: the original model computes what the written file computes.
+  _assert_parity(model, tensors, config, features)
+  # The reader: the model converted from the file computes the same.
+  loaded = convert.read_checkpoint(str(out))
+  assert loaded.source_format == "huggingface"
+  assert loaded.items == ("encoder", "masked_lm", "next_sentence")
+  diffs = _assert_parity(loaded.model, tensors, config, features)
+  assert set(diffs) == {"sequence_output", "pooled_output", "mlm_logits", "nsp_logits"}
+
+
+def test_tf1_checkpoint_under_original_names_converts_with_parity(tmp_path, vocab):
+  model = tiny_model(seed=3)
+  hf = tmp_path / "hf"
+  convert.save_huggingface(model, vocab, str(hf))
+  tensors = load_file(str(hf / "model.safetensors"))
+  config = json.loads((hf / "config.json").read_text())
+  # A genuine name-based TF1 checkpoint, as the original release ships.
+  folder = tmp_path / "tf1"
+  folder.mkdir()
+  google_tf1.write_google_tf1(convert.model_arrays(model, "google_tf1"),
+                              str(folder / "bert_model.ckpt"))
+  (folder / "bert_config.json").write_text(json.dumps(TINY.to_bert_config_dict()))
+  os.rename(vocab, folder / "vocab.txt")
+  names = dict(tf.train.list_variables(str(folder / "bert_model.ckpt")))
+  assert names["cls/seq_relationship/output_weights"] == [2, TINY.hidden_size]
+  assert "bert/encoder/layer_1/attention/self/query/kernel" in names
+
+  out = tmp_path / "converted"
+  summary = convert.convert_checkpoint(str(folder), str(out))
+  assert summary.input_format == "google_tf1"
+  loaded = convert.read_checkpoint(str(out))
+  assert loaded.source_format == "bert_tf"
+  _assert_parity(loaded.model, tensors, config, batch())
+  _assert_same_weights(loaded.model, model)
+
+
+def test_encoder_only_checkpoint_converts_to_encoder_with_parity(tmp_path, vocab):
+  model = tiny_model(heads=False)
+  out = tmp_path / "hf"
+  convert.save_huggingface(model, vocab, str(out))
+  tensors = load_file(str(out / "model.safetensors"))
+  assert not any(name.startswith(("bert.", "cls.")) for name in tensors)
+  assert json.loads((out / "config.json").read_text())["architectures"] == ["BertModel"]
+  loaded = convert.read_checkpoint(str(out))
+  assert isinstance(loaded.model, BertEncoder)
+  assert loaded.items == ("encoder",)
+  _assert_parity(loaded.model, tensors, json.loads((out / "config.json").read_text()),
+                 batch())
+
+
+# --------------------------------------------------------------------------------------
+# Round trips.
+
+
+@pytest.mark.parametrize("fmt", ["huggingface", "google_tf1"])
+def test_round_trip_through_format_is_bitwise_identical(tmp_path, vocab, fmt):
+  model = tiny_model(seed=5)
+  convert.save_checkpoint(model, vocab, str(tmp_path / "ours"), "bert_tf")
+  convert.convert_checkpoint(str(tmp_path / "ours"), str(tmp_path / "other"),
+                             output_format=fmt)
+  convert.convert_checkpoint(str(tmp_path / "other"), str(tmp_path / "back"))
+  back = convert.read_checkpoint(str(tmp_path / "back"))
+  _assert_same_weights(back.model, model)
+  with open(vocab, "rb") as f, open(tmp_path / "back" / "vocab.txt", "rb") as g:
+    assert f.read() == g.read()
+
+
+def test_huggingface_file_round_trip_keeps_every_tensor_bitwise(tmp_path, vocab):
+  model = tiny_model(seed=6)
+  convert.save_huggingface(model, vocab, str(tmp_path / "a"))
+  loaded = convert.read_checkpoint(str(tmp_path / "a"))
+  convert.save_huggingface(loaded.model, loaded.vocab_file, str(tmp_path / "b"))
+  a = load_file(str(tmp_path / "a" / "model.safetensors"))
+  b = load_file(str(tmp_path / "b" / "model.safetensors"))
+  assert sorted(a) == sorted(b)
+  for name in a:
+    np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def test_converted_folder_is_accepted_by_train_config_and_init_checkpoint(tmp_path, vocab):
+  from bert_tf.training import checkpoints, experiments
+  model = tiny_model(seed=8)
+  out = str(tmp_path / "ours")
+  convert.save_bert_tf(model, vocab, out)
+  # What `tools/train.py --experiment=... --config_file=<out>/config.yaml
+  # --init_checkpoint=<out>` resolves: the converted encoder's sizes, and its checkpoint.
+  experiment = experiments.resolve_experiment(
+      "pretraining_bert_tiny", [os.path.join(out, "config.yaml")],
+      shorthands={"task.init_checkpoint": out})
+  assert experiment.model.encoder == TINY
+  fresh = BertPretrainer(BertEncoder.from_config_object(experiment.model.encoder))
+  restored = checkpoints.restore_items(experiment.task.init_checkpoint,
+                                       fresh.checkpoint_items,
+                                       items=("encoder", "masked_lm", "next_sentence"))
+  assert set(restored) == {"encoder", "masked_lm", "next_sentence"}
+  features = batch()
+  for name, value in model(features).items():
+    np.testing.assert_array_equal(fresh(features)[name], value)
+
+
+# --------------------------------------------------------------------------------------
+# Hugging Face naming variants.
+
+
+def test_huggingface_variants_gamma_beta_tied_decoder_and_position_ids_are_accepted(
+    tmp_path, vocab):
+  model = tiny_model(seed=9)
+  convert.save_huggingface(model, vocab, str(tmp_path / "hf"))
+  tensors = load_file(str(tmp_path / "hf" / "model.safetensors"))
+  variant = {}
+  for name, array in tensors.items():
+    name = name.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias",
+                                                                       "LayerNorm.beta")
+    variant[name] = array
+  variant["cls.predictions.decoder.weight"] = tensors["bert.embeddings.word_embeddings.weight"]
+  variant["cls.predictions.decoder.bias"] = variant.pop("cls.predictions.bias")
+  variant["bert.embeddings.position_ids"] = np.arange(TINY.max_position_embeddings)[None]
+  save_file(variant, str(tmp_path / "hf" / "model.safetensors"))
+  loaded = convert.read_checkpoint(str(tmp_path / "hf"))
+  _assert_same_weights(loaded.model, model)
+
+
+def test_untied_decoder_matrix_is_an_error_naming_both_tensors(tmp_path, vocab):
+  model = tiny_model()
+  convert.save_huggingface(model, vocab, str(tmp_path / "hf"))
+  path = str(tmp_path / "hf" / "model.safetensors")
+  tensors = load_file(path)
+  tensors["cls.predictions.decoder.weight"] = np.zeros((TINY.vocab_size, TINY.hidden_size),
+                                                       np.float32)
+  save_file(tensors, path)
+  with pytest.raises(ConversionError, match="decoder.weight.*word_embeddings"):
+    convert.read_checkpoint(str(tmp_path / "hf"))
+
+
+# --------------------------------------------------------------------------------------
+# Bad input: an error naming the variable and shapes, and nothing written.
+
+
+def _hf_folder(tmp_path, vocab):
+  folder = tmp_path / "hf"
+  convert.save_huggingface(tiny_model(), vocab, str(folder))
+  return folder
+
+
+def _assert_nothing_written(tmp_path):
+  assert not (tmp_path / "out").exists()
+  assert not [p for p in os.listdir(tmp_path) if p.startswith(".out")]
+
+
+def test_vocab_size_differing_from_embedding_table_is_an_error_and_writes_nothing(
+    tmp_path, vocab):
+  folder = _hf_folder(tmp_path, vocab)
+  write_vocab(folder / "vocab.txt", TINY.vocab_size - 1)
+  with pytest.raises(ConversionError, match=r"vocab.txt has 98 tokens.*99 rows"):
+    convert.convert_checkpoint(str(folder), str(tmp_path / "out"))
+  _assert_nothing_written(tmp_path)
+
+
+def test_config_size_differing_from_tensor_is_an_error_with_both_shapes(tmp_path, vocab):
+  folder = _hf_folder(tmp_path, vocab)
+  config = json.loads((folder / "config.json").read_text())
+  config["intermediate_size"] = 64
+  (folder / "config.json").write_text(json.dumps(config))
+  with pytest.raises(ConversionError,
+                     match=r"encoder\.layer\.0\.intermediate\.dense\.weight has shape "
+                     r"\[48, 32\].*needs \[64, 32\]"):
+    convert.convert_checkpoint(str(folder), str(tmp_path / "out"))
+  _assert_nothing_written(tmp_path)
+
+
+def test_missing_required_variable_is_an_error_listing_it(tmp_path, vocab):
+  folder = _hf_folder(tmp_path, vocab)
+  tensors = load_file(str(folder / "model.safetensors"))
+  del tensors["bert.encoder.layer.1.output.LayerNorm.bias"]
+  save_file(tensors, str(folder / "model.safetensors"))
+  with pytest.raises(ConversionError, match=r"Missing 1 required.*encoder\.layer\.1\.output"
+                     r"\.LayerNorm\.bias"):
+    convert.convert_checkpoint(str(folder), str(tmp_path / "out"))
+  _assert_nothing_written(tmp_path)
+
+
+def test_unexpected_variable_is_an_error_listing_it(tmp_path, vocab):
+  folder = _hf_folder(tmp_path, vocab)
+  tensors = load_file(str(folder / "model.safetensors"))
+  tensors["classifier.weight"] = np.zeros((3, TINY.hidden_size), np.float32)
+  save_file(tensors, str(folder / "model.safetensors"))
+  with pytest.raises(ConversionError, match=r"1 unexpected variables: classifier\.weight"):
+    convert.convert_checkpoint(str(folder), str(tmp_path / "out"))
+  _assert_nothing_written(tmp_path)
+
+
+def test_layer_count_differing_from_config_names_the_extra_layer(tmp_path, vocab):
+  folder = _hf_folder(tmp_path, vocab)
+  config = json.loads((folder / "config.json").read_text())
+  config["num_hidden_layers"] = 1
+  (folder / "config.json").write_text(json.dumps(config))
+  with pytest.raises(ConversionError, match=r"unexpected.*bert\.encoder\.layer\.1\..*"
+                     r"Layer indices involved: \[1\]"):
+    convert.convert_checkpoint(str(folder), str(tmp_path / "out"))
+
+
+def test_bert_tf_checkpoint_with_wrong_config_is_an_error(tmp_path, vocab):
+  convert.save_bert_tf(tiny_model(), vocab, str(tmp_path / "ours"))
+  config = tmp_path / "ours" / "config.yaml"
+  config.write_text(config.read_text().replace("num_layers: 2", "num_layers: 3"))
+  with pytest.raises(ConversionError, match="does not fit"):
+    convert.read_checkpoint(str(tmp_path / "ours"))
+
+
+def test_existing_output_folder_is_kept_unless_overwrite(tmp_path, vocab):
+  folder = _hf_folder(tmp_path, vocab)
+  (tmp_path / "out").mkdir()
+  (tmp_path / "out" / "keep").write_text("x")
+  with pytest.raises(ConversionError, match="already exists"):
+    convert.convert_checkpoint(str(folder), str(tmp_path / "out"))
+  assert (tmp_path / "out" / "keep").exists()
+  convert.convert_checkpoint(str(folder), str(tmp_path / "out"), overwrite=True)
+  assert sorted(os.listdir(tmp_path / "out")) == [
+      "checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index", "config.yaml", "vocab.txt"]
+
+
+def test_detect_format_tells_the_three_formats_apart(tmp_path, vocab):
+  model = tiny_model()
+  for fmt in ("bert_tf", "huggingface", "google_tf1"):
+    convert.save_checkpoint(model, vocab, str(tmp_path / fmt), fmt)
+    assert convert.detect_format(str(tmp_path / fmt)) == fmt
+  with pytest.raises(ConversionError, match="Cannot tell the format"):
+    convert.detect_format(str(tmp_path))
+
+
+def test_huggingface_writer_names_follow_bert_for_pretraining(tmp_path, vocab):
+  convert.save_huggingface(tiny_model(), vocab, str(tmp_path / "hf"))
+  folder = tmp_path / "hf"
+  names = set(load_file(str(folder / huggingface.SAFETENSORS_FILE)))
+  assert {"bert.embeddings.word_embeddings.weight", "bert.pooler.dense.weight",
+          "cls.predictions.bias", "cls.seq_relationship.weight"} <= names
+  # 5 embedding tensors, 16 per layer, 2 pooler, 5 masked-LM, 2 next-sentence.
+  assert len(names) == 5 + 16 * TINY.num_layers + 2 + 5 + 2
+  config = json.loads((folder / "config.json").read_text())
+  assert config["architectures"] == ["BertForPreTraining"]
+  assert EncoderConfig.from_bert_config_dict(config) == TINY
+
+
+def test_trainer_model_dir_with_params_yaml_reads_with_all_heads(tmp_path, vocab):
+  model = tiny_model(seed=11)
+  convert.save_bert_tf(model, vocab, str(tmp_path / "run"))
+  # A trainer's model_dir keeps its resolved config as params.yaml.
+  os.rename(tmp_path / "run" / "config.yaml", tmp_path / "run" / "params.yaml")
+  loaded = convert.read_checkpoint(str(tmp_path / "run"))
+  assert loaded.source_format == "bert_tf"
+  assert loaded.items == ("encoder", "masked_lm", "next_sentence")
+  _assert_same_weights(loaded.model, model)

@@ -1,0 +1,97 @@
+"""Tests of restore_items (warm starts by object) and of trainer checkpoint saving."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.models import BertEncoder
+from bert_tf.models import BertPretrainer
+from bert_tf.training import checkpoints
+from bert_tf.training.trainer import Trainer
+
+import trainer_helpers
+
+
+def _pretrainer(seed, **overrides):
+  import keras  # pylint: disable=g-import-not-at-top
+  keras.utils.set_random_seed(seed)
+  return BertPretrainer(BertEncoder(**dict(trainer_helpers.TINY_ENCODER, **overrides)))
+
+
+def _save(model, directory):
+  checkpoint = tf.train.Checkpoint(**model.checkpoint_items)
+  return checkpoint.save(os.path.join(str(directory), "ckpt"))
+
+
+def test_restore_items_restores_the_encoder_by_object_and_reports_it(tmp_path):
+  source, target = _pretrainer(1), _pretrainer(2)
+  prefix = _save(source, tmp_path)
+  restored = checkpoints.restore_items(prefix, target.checkpoint_items)
+  assert restored == {"encoder": prefix}
+  for a, b in zip(source.encoder.weights, target.encoder.weights):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+  # Heads were not requested, so they keep their own initialization.
+  assert not np.array_equal(source.masked_lm.transform.kernel.numpy(),
+                            target.masked_lm.transform.kernel.numpy())
+
+
+def test_restore_items_from_a_directory_uses_its_latest_checkpoint(tmp_path):
+  source, target = _pretrainer(1), _pretrainer(2)
+  _save(_pretrainer(3), tmp_path)
+  latest = _save(source, tmp_path)
+  restored = checkpoints.restore_items(str(tmp_path), target.checkpoint_items,
+                                       items=("encoder", "masked_lm", "next_sentence"))
+  assert set(restored.values()) == {latest}
+  for a, b in zip(source.weights, target.weights):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_restore_items_names_an_item_missing_from_the_checkpoint(tmp_path):
+  source = _pretrainer(1)
+  prefix = tf.train.Checkpoint(encoder=source.encoder).save(str(tmp_path / "ckpt"))
+  with pytest.raises(KeyError, match="masked_lm"):
+    checkpoints.restore_items(prefix, _pretrainer(2).checkpoint_items, items=("masked_lm",))
+
+
+def test_restore_items_fails_when_a_variable_is_not_in_the_checkpoint(tmp_path):
+  prefix = _save(_pretrainer(1, num_layers=1), tmp_path)
+  with pytest.raises(AssertionError, match="does not cover"):
+    checkpoints.restore_items(prefix, _pretrainer(2).checkpoint_items)
+
+
+def test_missing_checkpoint_is_an_error_naming_the_path(tmp_path):
+  with pytest.raises(FileNotFoundError, match=str(tmp_path)):
+    checkpoints.restore_items(str(tmp_path), _pretrainer(1).checkpoint_items)
+
+
+def test_trainer_saves_every_n_steps_keeps_the_last_k_and_follows_the_convention(tmp_path):
+  experiment = trainer_helpers.tiny_experiment(
+      steps=10, trainer=dict(steps_per_loop=2, checkpoint_interval=2, max_to_keep=2))
+  trainer = Trainer(experiment, str(tmp_path), log_fn=lambda _: None)
+  trainer.train()
+  state = tf.train.get_checkpoint_state(str(tmp_path))
+  assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == ["ckpt-8",
+                                                                             "ckpt-10"]
+  children = checkpoints.checkpoint_children(state.model_checkpoint_path)
+  assert {"encoder", "masked_lm", "next_sentence", "optimizer", "step"} <= children
+  # A trainer checkpoint warm-starts a fresh model's encoder.
+  fresh = _pretrainer(5)
+  checkpoints.restore_items(str(tmp_path), fresh.checkpoint_items)
+  for a, b in zip(trainer.model.encoder.weights, fresh.encoder.weights):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_init_checkpoint_warm_starts_the_encoder_and_reports_it(tmp_path):
+  source = _pretrainer(1)
+  prefix = _save(source, tmp_path / "init")
+  experiment = trainer_helpers.tiny_experiment(
+      steps=0, task=dict(name="pretraining", init_checkpoint=prefix))
+  lines = []
+  trainer = Trainer(experiment, str(tmp_path / "run"), log_fn=lines.append)
+  trainer.initialize()
+  assert trainer.initialized_from == {"encoder": prefix}
+  assert any("Initialized encoder from" in line for line in lines)
+  for a, b in zip(source.encoder.weights, trainer.model.encoder.weights):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())

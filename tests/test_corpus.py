@@ -1,0 +1,46 @@
+"""The embedded quickstart corpus: real English from CPython's documentation topics."""
+
+import re
+
+from bert_tf.data import corpus
+
+
+def _documents(path):
+  with open(path, encoding="utf-8") as f:
+    text = f.read()
+  return [d.split("\n") for d in text.strip("\n").split("\n\n")]
+
+
+def test_embedded_corpus_has_thousands_of_mostly_alphabetic_sentences(tmp_path):
+  stats = corpus.write_embedded_corpus(str(tmp_path / "corpus.txt"))
+  assert stats.sentences >= 2000
+  assert stats.documents >= 100
+  assert stats.alphabetic_fraction > 0.9
+  docs = _documents(stats.path)
+  assert len(docs) == stats.documents
+  assert sum(len(d) for d in docs) == stats.sentences
+
+
+def test_corpus_is_one_sentence_per_line_with_no_code_lines(tmp_path):
+  stats = corpus.write_embedded_corpus(str(tmp_path / "corpus.txt"))
+  lines = [line for doc in _documents(stats.path) for line in doc]
+  assert all(line.strip() == line and line for line in lines)
+  assert not any(marker in line for line in lines for marker in ("::=", ">>>", "==="))
+  ends_like_sentence = sum(bool(re.search(r"[.!?:;\"')]$", line)) for line in lines)
+  assert ends_like_sentence / len(lines) > 0.9
+  starts_capitalized = sum(line[0].isupper() or line[0] in "\"'(" for line in lines)
+  assert starts_capitalized == len(lines)
+
+
+def test_split_sentences_keeps_abbreviations_inside_a_sentence():
+  text = ("Use a list, e.g. the one above. Then call it! Is it done? Yes, it is done.")
+  assert corpus.split_sentences(text) == [
+      "Use a list, e.g. the one above.", "Then call it!", "Is it done?",
+      "Yes, it is done."]
+
+
+def test_writing_the_corpus_is_repeatable(tmp_path):
+  a = corpus.write_embedded_corpus(str(tmp_path / "a.txt"))
+  b = corpus.write_embedded_corpus(str(tmp_path / "b.txt"))
+  with open(a.path, "rb") as f, open(b.path, "rb") as g:
+    assert f.read() == g.read()

@@ -1,0 +1,66 @@
+"""The TF Hub-style preprocessor and encoder SavedModels, each loaded alone."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import export_helpers as helpers
+from bert_tf import constants
+from bert_tf.export import hub
+from bert_tf.export import serving_ops_check
+from bert_tf.export import text_encoding
+from bert_tf.text.tokenizer import BertWordPieceTokenizer
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("hub")
+  vocab = helpers.write_vocab(tmp / "vocab")
+  config = helpers.experiment(vocab)
+  model = helpers.build_model(config)
+  paths = hub.export_hub_pair(model.encoder, vocab, str(tmp / "hub"), seq_length=16,
+                              pretrainer=model)
+  encoder = text_encoding.TextEncoder(BertWordPieceTokenizer(vocab, lower_case=True), 16)
+  return {"paths": paths, "model": model, "text_encoder": encoder,
+          "preprocessor": tf.saved_model.load(paths[hub.PREPROCESSOR]),
+          "encoder": tf.saved_model.load(paths[hub.ENCODER])}
+
+
+def test_preprocessor_call_matches_in_process_packing(pair):
+  texts = tf.constant(helpers.BAD_TEXTS)
+  got = pair["preprocessor"](texts)
+  want = pair["text_encoder"].encode(texts)
+  for name in constants.ENCODER_INPUTS:
+    np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_tokenize_then_pack_two_segments_gives_pair_types(pair):
+  pre = pair["preprocessor"]
+  a, b = pre.tokenize(tf.constant(["the cat"])), pre.tokenize(tf.constant(["a dog ran"]))
+  assert isinstance(a, tf.RaggedTensor) and a.dtype == tf.int32 and a.ragged_rank == 2
+  packed = pre.bert_pack_inputs([a, b], 16)
+  np.testing.assert_array_equal(packed[constants.INPUT_TYPE_IDS][0, :8],
+                                [0, 0, 0, 0, 1, 1, 1, 1])
+  assert packed[constants.INPUT_WORD_IDS].shape == (1, 16)
+
+
+def test_encoder_outputs_match_the_keras_encoder(pair):
+  inputs = pair["text_encoder"].encode(tf.constant(["the cat sat", "hello"]))
+  got = pair["encoder"](inputs)
+  want = pair["model"].encoder(inputs)
+  for name in (constants.POOLED_OUTPUT, constants.SEQUENCE_OUTPUT):
+    np.testing.assert_allclose(got[name], want[name], atol=1e-5)
+  assert len(got[constants.ENCODER_OUTPUTS]) == 2
+
+
+def test_mlm_sub_object_matches_the_pretrainer(pair):
+  inputs = dict(pair["text_encoder"].encode(tf.constant(["the [MASK] sat"])))
+  inputs[constants.MASKED_LM_POSITIONS] = tf.constant([[2, 3]], tf.int32)
+  got = pair["encoder"].mlm(inputs)[constants.MLM_LOGITS]
+  want = pair["model"](inputs)[constants.MLM_LOGITS]
+  np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_hub_pair_uses_only_allowlisted_ops(pair):
+  for path in pair["paths"].values():
+    assert serving_ops_check.unexpected_ops(path) == set()

@@ -1,0 +1,44 @@
+"""tools/export_saved_model.py and tools/make_serving_request.py end to end."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import export_helpers as helpers
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _tool(name, *args):
+  process = subprocess.run([sys.executable, os.path.join(ROOT, "tools", name), *args],
+                           capture_output=True, text=True, timeout=600, check=False)
+  assert process.returncode == 0, process.stderr[-4000:]
+  return process
+
+
+@pytest.mark.slow
+def test_export_tool_writes_next_version_and_request_tool_body_is_accepted(tmp_path):
+  vocab = helpers.write_vocab(tmp_path)
+  config = helpers.experiment(vocab)
+  model_dir = tmp_path / "model_dir"
+  helpers.save_checkpoint(helpers.build_model(config), model_dir)
+  config.save(str(model_dir / "params.yaml"))
+  export_dir = tmp_path / "exports"
+  os.makedirs(export_dir / "4")
+  out = _tool("export_saved_model.py", f"--checkpoint={model_dir}",
+              f"--export_dir={export_dir}", "--top_k=2")
+  assert f"Exported FillMaskServing to {export_dir / '5'}" in out.stdout
+  assert "all allowlisted: True" in out.stdout
+  body_path = tmp_path / "request.json"
+  _tool("make_serving_request.py", "--signature=serve_examples", "--format=inputs",
+        "--text=the [MASK] sat", "--text=", f"--output={body_path}")
+  with open(body_path, encoding="utf-8") as f:
+    body = json.load(f)
+  result = helpers.run_fresh_process([(str(export_dir / "5"), [], [body])], tmp_path / "plan")
+  assert result[0]["rest"] == [{"signature": "serve_examples", "format": "inputs", "ok": True,
+                                "batch": {"mask_count": 2, "mask_positions": 2,
+                                          "top_k_ids": 2, "top_k_tokens": 2,
+                                          "top_k_probabilities": 2}}]

@@ -1,0 +1,147 @@
+"""Tests of AdamW / LAMB / SGD: update formulas, weight-decay exclusions, and how they
+(and Keras 3 optimizers) behave under tf.distribute."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import configs
+from bert_tf.models import BertEncoder
+from bert_tf.models import BertPretrainer
+from bert_tf.training import optimizers
+
+import trainer_helpers
+
+
+def _constant(lr):
+  return lambda step: tf.constant(lr, tf.float32)
+
+
+def _make(paths_values, algorithm, lr=0.1, wd=0.01):
+  keras_vars = []
+  for path, value in paths_values:
+    with keras.name_scope(path.rsplit("/", 1)[0]):
+      keras_vars.append(keras.Variable(np.array(value, np.float32),
+                                       name=path.rsplit("/", 1)[1]))
+  opt = optimizers.Optimizer(algorithm, _constant(lr), weight_decay_rate=wd,
+                             exclude_from_weight_decay=["layer_norm", "bias"],
+                             beta_1=0.9, beta_2=0.999, epsilon=1e-6)
+  opt.build(keras_vars)
+  return opt, keras_vars
+
+
+def test_weight_decay_excludes_every_layer_norm_and_bias_of_the_real_model():
+  encoder = BertEncoder(**trainer_helpers.TINY_ENCODER)
+  model = BertPretrainer(encoder)
+  opt = optimizers.build_optimizer(configs.OptimizerConfig(), train_steps=10)
+  decayed = {v.path for v in model.trainable_variables if opt.decays(v)}
+  not_decayed = {v.path for v in model.trainable_variables if not opt.decays(v)}
+  for path in ("embeddings/layer_norm/gamma", "embeddings/layer_norm/beta",
+               "transformer_layer_0/attention/query/bias",
+               "transformer_layer_1/attention_layer_norm/gamma",
+               "transformer_layer_1/output_layer_norm/beta", "pooler/bias",
+               "masked_lm/output_bias", "masked_lm/transform_layer_norm/gamma",
+               "next_sentence/dense/bias"):
+    assert path in not_decayed
+  for path in ("embeddings/word_embeddings", "embeddings/position_embeddings",
+               "transformer_layer_0/attention/query/kernel",
+               "transformer_layer_1/intermediate/kernel", "pooler/kernel",
+               "masked_lm/transform/kernel", "next_sentence/dense/kernel"):
+    assert path in decayed
+  # Exactly: kernels and embedding tables are decayed; nothing else.
+  assert all(p.endswith(("kernel", "embeddings")) for p in decayed)
+  assert all(p.endswith(("bias", "gamma", "beta")) for p in not_decayed)
+
+
+def test_adamw_two_steps_match_the_reference_formula_with_decay_only_on_kernels():
+  opt, (kernel, bias) = _make([("dense/kernel", [1.0, -2.0]), ("dense/bias", [0.5, 0.5])],
+                              "adamw")
+  w = {"k": np.array([1.0, -2.0]), "b": np.array([0.5, 0.5])}
+  m = {k: np.zeros(2) for k in w}
+  v = {k: np.zeros(2) for k in w}
+  grads = [np.array([0.3, -0.1]), np.array([0.2, 0.4])]
+  for t in range(2):
+    opt.apply_gradients([tf.constant(g, tf.float32) for g in grads], [kernel, bias], step=t)
+    for key, g in zip(("k", "b"), grads):
+      m[key] = 0.9 * m[key] + 0.1 * g
+      v[key] = 0.999 * v[key] + 0.001 * g * g
+      update = (m[key] / (1 - 0.9 ** (t + 1))) / (np.sqrt(v[key] / (1 - 0.999 ** (t + 1)))
+                                                  + 1e-6)
+      if key == "k":
+        update = update + 0.01 * w[key]
+      w[key] = w[key] - 0.1 * update
+  np.testing.assert_allclose(kernel.numpy(), w["k"], rtol=1e-5)
+  np.testing.assert_allclose(bias.numpy(), w["b"], rtol=1e-5)
+
+
+def test_lamb_scales_decayed_updates_by_the_trust_ratio_and_not_excluded_ones():
+  opt, (kernel, gamma) = _make([("dense/kernel", [3.0, 4.0]),
+                                ("layer_norm/gamma", [3.0, 4.0])], "lamb", lr=0.01)
+  g = np.array([1.0, 2.0])
+  opt.apply_gradients([tf.constant(g, tf.float32)] * 2, [kernel, gamma], step=0)
+  adam = g / (np.abs(g) + 1e-6)  # m^/(sqrt(v^)+eps) on the first step
+  u = adam + 0.01 * np.array([3.0, 4.0])
+  ratio = 5.0 / np.linalg.norm(u)
+  np.testing.assert_allclose(kernel.numpy(), [3.0, 4.0] - 0.01 * ratio * u, rtol=1e-5)
+  np.testing.assert_allclose(gamma.numpy(), [3.0, 4.0] - 0.01 * adam, rtol=1e-5)
+
+
+def test_should_apply_false_leaves_variables_and_slots_unchanged():
+  opt, (kernel,) = _make([("dense/kernel", [1.0, 2.0])], "adamw")
+  opt.apply_gradients([tf.constant([np.nan, 1.0])], [kernel], step=0, should_apply=False)
+  np.testing.assert_array_equal(kernel.numpy(), [1.0, 2.0])
+  for slot in opt.slots["dense/kernel"].values():
+    np.testing.assert_array_equal(slot.numpy(), [0.0, 0.0])
+
+
+def test_unknown_algorithm_is_an_error():
+  with pytest.raises(ValueError, match="algorithm"):
+    optimizers.Optimizer("adagrad", _constant(0.1))
+
+
+def _mirrored():
+  devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+  if len(devices) < 2:
+    pytest.skip("needs two logical CPU devices (tests/conftest.py)")
+  return tf.distribute.MirroredStrategy(devices[:2])
+
+
+def test_keras_apply_gradients_in_replica_context_sums_gradients_across_replicas():
+  strategy = _mirrored()
+  with strategy.scope():
+    var = keras.Variable(0.0)
+    opt = keras.optimizers.SGD(learning_rate=1.0)
+    opt.build([var])
+
+  @tf.function
+  def step():
+    def fn():
+      replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+      grad = tf.cast(replica, tf.float32) + 1.0  # 1 on replica 0, 2 on replica 1
+      opt.apply_gradients([(grad, var)])
+    strategy.run(fn)
+
+  step()
+  # Summed (1 + 2), not averaged and not one replica's: the reason this library
+  # all-reduces gradients itself and uses an optimizer that does not reduce again.
+  assert float(var.numpy()) == pytest.approx(-3.0)
+
+
+def test_optimizer_applies_already_reduced_gradients_once_under_mirrored_strategy():
+  strategy = _mirrored()
+  with strategy.scope():
+    with keras.name_scope("dense"):
+      var = keras.Variable(np.array([1.0, 1.0], np.float32), name="kernel")
+    opt = optimizers.Optimizer("sgd", _constant(0.5))
+    opt.build([var])
+
+  @tf.function
+  def step():
+    def fn():
+      opt.apply_gradients([tf.constant([2.0, -2.0])], [var], step=tf.constant(0, tf.int64))
+    strategy.run(fn)
+
+  step()
+  for component in strategy.experimental_local_results(var.value):
+    np.testing.assert_allclose(component.numpy(), [0.0, 2.0])

@@ -1,0 +1,121 @@
+"""The sentence_prediction task: config, loss, metrics, predictions, training."""
+
+import numpy as np
+import pytest
+import keras
+import tensorflow as tf
+
+import finetuning_helpers as helpers
+from bert_tf import configs
+from bert_tf.data import finetuning_features as ff
+from bert_tf.models.bert_classifier import LOGITS
+from bert_tf.tasks import base
+from bert_tf.training.trainer import Trainer
+
+
+def _task(**task):
+  experiment = helpers.tiny_experiment(dict(name="sentence_prediction", **task),
+                                       {"format": "dummy"})
+  return base.get_task(experiment)
+
+
+def test_glue_task_sets_classes_labels_and_metric():
+  stsb = _task(glue_task="stsb")
+  assert (stsb.num_classes, stsb.metric, stsb.score_range) == (1, "pearson_spearman", (0., 5.))
+  mnli = _task(glue_task="mnli")
+  assert mnli.label_names == ("contradiction", "entailment", "neutral")
+  assert _task(glue_task="cola").metric == "matthews_corrcoef"
+  generic = _task(num_classes=3)
+  assert generic.label_names == ("0", "1", "2") and generic.metric == "accuracy"
+
+
+def test_impossible_task_settings_are_config_errors():
+  with pytest.raises(configs.ConfigError, match="glue_task"):
+    _task(glue_task="sst5")
+  with pytest.raises(configs.ConfigError, match="does not fit"):
+    _task(num_classes=1, metric="accuracy")
+  with pytest.raises(configs.ConfigError, match="label_names has 2 names"):
+    _task(num_classes=3, label_names=["a", "b"])
+
+
+def test_regression_loss_is_squared_error_over_global_batch():
+  task = _task(glue_task="stsb")
+  features = {ff.LABEL_IDS: tf.constant([1.0, 3.0])}
+  outputs = {LOGITS: tf.constant([[2.0], [3.0]])}
+  loss = task.compute_loss(features, outputs, global_batch_size=4)["loss"]
+  assert float(loss) == pytest.approx((1.0 + 0.0) / 4)
+
+
+def test_classification_loss_is_cross_entropy_over_global_batch():
+  task = _task(num_classes=2)
+  features = {ff.LABEL_IDS: tf.constant([0, 1])}
+  outputs = {LOGITS: tf.constant([[0.0, 0.0], [0.0, np.log(3.0)]])}
+  loss = task.compute_loss(features, outputs, global_batch_size=2)["loss"]
+  assert float(loss) == pytest.approx((np.log(2.0) + np.log(4 / 3)) / 2, rel=1e-5)
+
+
+def test_eval_reduces_to_the_glue_metric_and_predictions_use_label_names(tmp_path):
+  task = _task(glue_task="mrpc")
+  values = {"predictions": np.array([1, 0, 1]), ff.LABEL_IDS: np.array([1, 1, 1]),
+            ff.EXAMPLE_INDEX: np.array([5, 3, 4])}
+  metrics = task.reduce_eval(values)
+  assert metrics["accuracy"] == pytest.approx(2 / 3) and metrics["f1"] == pytest.approx(0.8)
+  path = task.write_predictions(values, str(tmp_path))
+  assert open(path).read().splitlines() == ["index\tprediction", "3\t0", "4\t1", "5\t1"]
+
+
+def test_one_training_step_on_dummy_input_updates_the_head(tmp_path):
+  experiment = helpers.tiny_experiment({"name": "sentence_prediction", "num_classes": 3},
+                                       {"format": "dummy"})
+  trainer = Trainer(experiment, str(tmp_path))
+  before = [v.numpy().copy() for v in trainer.model.classifier.weights]
+  report = trainer.train()
+  after = [v.numpy() for v in trainer.model.classifier.weights]
+  assert np.isfinite(report["loss"]) and report["accuracy"] >= 0.0
+  assert all(not np.allclose(a, b) for a, b in zip(before, after))
+
+
+def _synthetic_tsv(path, rng, n):
+  """Sentences of 3-6 color/animal words; label 1 when "cat" occurs."""
+  words = ["red", "blue", "green", "dog", "man", "home", "mat", "the"]
+  lines = ["sentence\tlabel"]
+  for i in range(n):
+    sentence = list(rng.choice(words, size=rng.integers(3, 7)))
+    label = i % 2
+    if label:
+      sentence[rng.integers(len(sentence))] = "cat"
+    lines.append(f"{' '.join(sentence)}\t{label}")
+  path.write_text("\n".join(lines) + "\n")
+  return str(path)
+
+
+def test_learns_whether_a_sentence_contains_a_token(tmp_path):
+  keras.utils.set_random_seed(0)
+  rng = np.random.default_rng(0)
+  vocab = helpers.write_vocab(tmp_path / "vocab.txt")
+  data = dict(format="tsv", vocab_file=vocab)
+  experiment = helpers.tiny_experiment(
+      {"name": "sentence_prediction", "text_a_column": "sentence", "num_classes": 2},
+      dict(data, input_path=_synthetic_tsv(tmp_path / "train.tsv", rng, 256)),
+      dict(data, input_path=_synthetic_tsv(tmp_path / "dev.tsv", rng, 64)),
+      steps=60, learning_rate=3e-3)
+  trainer = Trainer(experiment, str(tmp_path / "model"))
+  trainer.train()
+  metrics = trainer.evaluate()
+  assert metrics["accuracy"] > 0.9
+
+
+def test_init_checkpoint_restores_the_encoder_and_leaves_the_head(tmp_path):
+  source = _task().build_model()
+  prefix = tf.train.Checkpoint(encoder=source.encoder).save(str(tmp_path / "ckpt"))
+  experiment = helpers.tiny_experiment(
+      {"name": "sentence_prediction", "num_classes": 2, "init_checkpoint": prefix},
+      {"format": "dummy"})
+  task = base.get_task(experiment)
+  model = task.build_model()
+  head_before = [v.numpy().copy() for v in model.classifier.weights]
+  assert task.initialize(model) == {"encoder": prefix}
+  for restored, original in zip(model.encoder.weights, source.encoder.weights):
+    np.testing.assert_array_equal(restored.numpy(), original.numpy())
+  for after, before in zip(model.classifier.weights, head_before):
+    np.testing.assert_array_equal(after.numpy(), before)

@@ -1,0 +1,109 @@
+"""Tests of strategy selection and of training under Mirrored and MultiWorkerMirrored
+strategies against one device."""
+
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import configs
+from bert_tf.training import strategies
+from bert_tf.training.trainer import Trainer
+
+import trainer_helpers
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _two_cpus():
+  if len(tf.config.list_logical_devices("CPU")) < 2:
+    pytest.skip("needs two logical CPU devices (tests/conftest.py)")
+
+
+def test_one_device_strategy_runs_on_the_first_cpu():
+  strategy = strategies.build_strategy(configs.RuntimeConfig())
+  assert isinstance(strategy, tf.distribute.OneDeviceStrategy)
+  assert strategy.extended.worker_devices[0].endswith("CPU:0")
+
+
+def test_mirrored_strategy_uses_every_logical_cpu():
+  _two_cpus()
+  strategy = strategies.build_strategy(configs.RuntimeConfig(distribution_strategy="mirrored"))
+  assert strategy.num_replicas_in_sync == len(tf.config.list_logical_devices("CPU"))
+
+
+def test_multi_worker_strategy_without_tf_config_is_an_error(monkeypatch):
+  monkeypatch.delenv("TF_CONFIG", raising=False)
+  with pytest.raises(ValueError, match="TF_CONFIG"):
+    strategies.build_strategy(configs.RuntimeConfig(
+        distribution_strategy="multi_worker_mirrored"))
+
+
+def _per_step_losses(tmp_path, name, strategy):
+  experiment = trainer_helpers.tiny_experiment(
+      strategy=strategy, steps=3, optimizer=dict(warmup_steps=0),
+      trainer=dict(steps_per_loop=1, summary_interval=1, log_interval=3,
+                   checkpoint_interval=3))
+  trainer = Trainer(experiment, os.path.join(str(tmp_path), name), log_fn=lambda _: None)
+  losses = [trainer.train(train_steps=s)["loss"] for s in (1, 2, 3)]
+  return losses, trainer
+
+
+def test_mirrored_on_two_cpus_follows_the_one_device_loss_trajectory(tmp_path):
+  _two_cpus()
+  single, single_trainer = _per_step_losses(tmp_path, "one", "one_device")
+  mirrored, mirrored_trainer = _per_step_losses(tmp_path, "mirrored", "mirrored")
+  assert mirrored_trainer.strategy.num_replicas_in_sync == 2
+  np.testing.assert_allclose(mirrored, single, rtol=1e-5)
+  assert single[2] != single[0]
+  trainer_helpers.assert_weights_close(trainer_helpers.weights_of(single_trainer.model),
+                                       trainer_helpers.weights_of(mirrored_trainer.model),
+                                       atol=1e-5, rtol=1e-4)
+
+
+def _free_ports(count):
+  sockets = [socket.socket() for _ in range(count)]
+  for s in sockets:
+    s.bind(("127.0.0.1", 0))
+  ports = [s.getsockname()[1] for s in sockets]
+  for s in sockets:
+    s.close()
+  return ports
+
+
+def test_two_multi_worker_processes_train_and_agree_on_loss_and_weights(tmp_path):
+  ports = ",".join(str(p) for p in _free_ports(2))
+  model_dir = str(tmp_path / "model")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  env.pop("TF_CONFIG", None)
+  procs = [subprocess.Popen(
+      [sys.executable, os.path.join(_HERE, "multi_worker_main.py"), str(i), ports,
+       model_dir, str(tmp_path / f"worker{i}.npz")],
+      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+           for i in range(2)]
+  outputs = []
+  try:
+    for proc in procs:
+      out, _ = proc.communicate(timeout=400)
+      outputs.append(out)
+  finally:
+    for proc in procs:
+      if proc.poll() is None:
+        proc.kill()
+  for proc, out in zip(procs, outputs):
+    assert proc.returncode == 0, out[-3000:]
+  results = [np.load(tmp_path / f"worker{i}.npz") for i in range(2)]
+  assert int(results[0]["replicas"]) == 2
+  assert int(results[0]["step"]) == int(results[1]["step"]) == 4
+  assert np.isfinite(float(results[0]["loss"]))
+  assert float(results[0]["loss"]) == float(results[1]["loss"])
+  weight_keys = [k for k in results[0].files if k not in ("loss", "step", "replicas")]
+  assert weight_keys
+  for key in weight_keys:
+    np.testing.assert_array_equal(results[0][key], results[1][key], err_msg=key)
+  # Only the chief wrote checkpoints into model_dir.
+  assert tf.train.latest_checkpoint(model_dir).endswith("ckpt-4")

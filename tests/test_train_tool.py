@@ -1,0 +1,129 @@
+"""Tests of tools/train.py and of experiment resolution: named experiments, config
+files, overrides, flag shorthands, params.yaml, and resuming after SIGKILL."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import yaml
+
+from bert_tf import configs
+from bert_tf.training import experiments
+
+import trainer_helpers
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_TOOL = os.path.join(_ROOT, "tools", "train.py")
+_SIZES = ("tiny", "mini", "small", "medium", "base", "large")
+
+
+def test_every_size_has_a_pretraining_experiment_and_a_model_config():
+  names = experiments.registered_experiments()
+  for size in _SIZES:
+    config = experiments.resolve_experiment(f"pretraining_bert_{size}")
+    layers, hidden, heads = configs.ENCODER_SIZES[size]
+    assert (config.model.encoder.num_layers, config.model.encoder.hidden_size,
+            config.model.encoder.num_attention_heads) == (layers, hidden, heads)
+    assert config.task.name == "pretraining" and f"pretraining_bert_{size}" in names
+    model_file = os.path.join(experiments.MODELS_DIR, f"bert_{size}.yaml")
+    assert configs.ExperimentConfig.from_yaml(model_file).model.encoder == (
+        config.model.encoder)
+
+
+def test_config_files_merge_in_order_then_overrides_then_flags():
+  config = experiments.resolve_experiment(
+      "pretraining_bert_tiny", [os.path.join(experiments.MODELS_DIR, "bert_base.yaml")],
+      "trainer.train_steps=7,optimizer.learning_rate=2e-5",
+      experiments.runtime_overrides(distribution_strategy="mirrored",
+                                    mixed_precision_dtype="mixed_bfloat16",
+                                    jit_compile=True))
+  assert config.model.encoder.num_layers == 12
+  assert config.trainer.train_steps == 7 and config.optimizer.learning_rate == 2e-5
+  assert config.runtime.mixed_precision_dtype == "mixed_bfloat16"
+  assert config.runtime.jit_compile is True
+
+
+def test_a_flag_contradicting_params_override_is_an_error():
+  with pytest.raises(configs.ConfigError, match="runtime.distribution_strategy"):
+    experiments.resolve_experiment(
+        "pretraining_bert_tiny", (), "runtime.distribution_strategy=one_device",
+        experiments.runtime_overrides(distribution_strategy="mirrored"))
+
+
+def test_unknown_experiment_is_an_error_listing_the_registered_ones():
+  with pytest.raises(configs.ConfigError, match="pretraining_bert_tiny"):
+    experiments.resolve_experiment("pretraining_bert_tinyy")
+
+
+def _write_config(tmp_path, **kwargs):
+  path = tmp_path / "tiny.yaml"
+  path.write_text(yaml.safe_dump(trainer_helpers.tiny_experiment_dict(**kwargs)))
+  return str(path)
+
+
+def _run_tool(args, timeout=300):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  return subprocess.run([sys.executable, _TOOL] + args, capture_output=True, text=True,
+                        env=env, timeout=timeout, cwd=_ROOT)
+
+
+def _checkpoint_weights(prefix):
+  reader = tf.train.load_checkpoint(prefix)
+  return {key: reader.get_tensor(key) for key in reader.get_variable_to_shape_map()
+          if key.startswith(("encoder/", "masked_lm/", "next_sentence/"))}
+
+
+# Long enough that the kill lands mid-run; tiny steps take milliseconds.
+_KILL_RUN = dict(steps=300, optimizer=dict(warmup_steps=10),
+                 trainer=dict(steps_per_loop=10, checkpoint_interval=50, summary_interval=50,
+                              log_interval=50, max_to_keep=2),
+                 runtime=dict(deterministic=True, seed=3))
+
+
+@pytest.mark.slow  # Three runs of the tool in subprocesses.
+def test_run_killed_with_sigkill_then_resumed_ends_with_the_uninterrupted_weights(tmp_path):
+  config = _write_config(tmp_path, **_KILL_RUN)
+  straight_dir, killed_dir = str(tmp_path / "straight"), str(tmp_path / "killed")
+  straight = _run_tool([f"--config_file={config}", f"--model_dir={straight_dir}"])
+  assert straight.returncode == 0, straight.stderr[-3000:]
+  assert "Done (train)" in straight.stdout
+
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  proc = subprocess.Popen([sys.executable, _TOOL, f"--config_file={config}",
+                           f"--model_dir={killed_dir}"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, env=env, cwd=_ROOT)
+  deadline = time.time() + 300
+  try:
+    while time.time() < deadline and tf.train.latest_checkpoint(killed_dir) is None:
+      time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+  finally:
+    proc.wait()
+  assert proc.returncode == -signal.SIGKILL
+  interrupted_at = tf.train.latest_checkpoint(killed_dir)
+  assert interrupted_at is not None and not interrupted_at.endswith("ckpt-300")
+
+  resumed = _run_tool([f"--config_file={config}", f"--model_dir={killed_dir}"])
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert "Resumed from" in resumed.stdout
+  a = _checkpoint_weights(tf.train.latest_checkpoint(straight_dir))
+  b = _checkpoint_weights(tf.train.latest_checkpoint(killed_dir))
+  assert tf.train.latest_checkpoint(killed_dir).endswith("ckpt-300")
+  assert a.keys() == b.keys() and a
+  for key in a:
+    np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+  saved = configs.ExperimentConfig.from_yaml(os.path.join(killed_dir, "params.yaml"))
+  assert saved.trainer.train_steps == 300 and saved.runtime.deterministic
+
+
+def test_tool_help_explains_the_flags():
+  result = _run_tool(["--helpfull"], timeout=120)
+  for flag in ("--experiment", "--config_file", "--params_override", "--model_dir",
+               "--mode", "--distribution_strategy", "--mixed_precision_dtype",
+               "--jit_compile", "--init_checkpoint"):
+    assert flag in result.stdout

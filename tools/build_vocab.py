@@ -1,0 +1,56 @@
+r"""Learns a BERT WordPiece vocab from raw text files.
+
+Each line of the input is normalized and split into words exactly as
+BertWordPieceTokenizer does (uncased: lower-case and strip accents; cased:
+neither), then tensorflow-text's WordPiece learner builds a vocab of about
+--vocab_size tokens, with [PAD] [UNK] [CLS] [SEP] [MASK] as ids 0-4. Progress
+(MiB read, rate, ETA) is printed every --progress_seconds while reading.
+
+  python3 tools/build_vocab.py --input='corpus/*.txt' --output=vocab.txt \
+      --vocab_size=30522 --lower_case
+
+The vocab is written to a temporary name and renamed when complete.
+"""
+
+import sys
+
+from absl import app
+from absl import flags
+
+from bert_tf.text import vocab as vocab_lib
+
+FLAGS = flags.FLAGS
+flags.DEFINE_multi_string(
+    "input", None,
+    "Input text files: a glob, or a comma-separated list of globs; repeatable.")
+flags.DEFINE_string("output", None, "Vocab file to write, one token per line.")
+flags.DEFINE_integer("vocab_size", 30522,
+                     "Target vocab size including the 5 reserved tokens; the "
+                     "result is at most this and usually within 5% of it.")
+flags.DEFINE_bool("lower_case", True,
+                  "Uncased vocab (lower-case and strip accents); "
+                  "--nolower_case for a cased one.")
+flags.DEFINE_bool("overwrite", False, "Replace an existing --output.")
+flags.DEFINE_float("progress_seconds", 10.0,
+                   "Seconds between progress lines; 0 for every batch.")
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  for name in ("input", "output"):
+    if not getattr(FLAGS, name):
+      raise app.UsageError(f"--{name} is required")
+  try:
+    vocab_lib.build_vocab(
+        FLAGS.input, vocab_size=FLAGS.vocab_size, lower_case=FLAGS.lower_case,
+        output_file=FLAGS.output, overwrite=FLAGS.overwrite,
+        progress_interval=FLAGS.progress_seconds, stream=sys.stdout)
+  except (ValueError, FileNotFoundError) as e:
+    print(f"build_vocab: error: {e}", file=sys.stderr)
+    return 1
+  return 0
+
+
+if __name__ == "__main__":
+  app.run(main)

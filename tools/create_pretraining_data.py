@@ -1,0 +1,93 @@
+r"""Creates BERT pretraining TFRecords (masked LM + next sentence) from raw text.
+
+Same semantics, flags and output features as the original google-research/bert
+create_pretraining_data.py, so its files and ours feed either trainer. Input: text files
+with one sentence per line and a blank line between documents. Output: sharded TFRecords
+plus a JSON summary (instances, masking statistics, settings, vocab SHA-256) beside them.
+
+  python3 tools/create_pretraining_data.py \
+      --input_file=corpus/*.txt --vocab_file=vocab.txt --do_lower_case \
+      --output=out/pretrain --num_shards=4 --num_workers=2 \
+      --max_seq_length=128 --max_predictions_per_seq=20 --dupe_factor=10
+
+writes out/pretrain-0000{0..3}-of-00004.tfrecord and out/pretrain.json. The input is
+processed in document-aligned chunks (--chunk_size_mb); a random next segment comes from
+another document of the same chunk. The same seed, input, settings and chunk size give the
+same instances with any number of workers.
+"""
+
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+from bert_tf.data import create_pretraining_data as cpd
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("input_file", None,
+                    "Input text files: comma-separated globs. One sentence per line, a blank "
+                    "line between documents.")
+flags.DEFINE_string("vocab_file", None, "WordPiece vocab (one token per line).")
+flags.DEFINE_string("output", None,
+                    "Output prefix: writes <output>-NNNNN-of-NNNNN.tfrecord[.gz] and "
+                    "<output>.json. An output ending in .tfrecord names the single file.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased vocabs).")
+flags.DEFINE_bool("do_whole_word_mask", False,
+                  "Mask whole words (all WordPiece pieces of a word) instead of pieces.")
+flags.DEFINE_integer("max_seq_length", 128, "Length of [CLS] A [SEP] B [SEP], padded.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Most masked positions per sequence.")
+flags.DEFINE_integer("random_seed", 12345, "Seed of every random draw.")
+flags.DEFINE_integer("dupe_factor", 10, "Passes over the input, each with different masks.")
+flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens to predict.")
+flags.DEFINE_float("short_seq_prob", 0.1,
+                   "Probability that a document pass aims at a random shorter length.")
+flags.DEFINE_integer("num_shards", 1, "Output files; instances go round-robin over them.")
+flags.DEFINE_integer("num_workers", 1,
+                     "Worker processes. Each writes its own shards, so at most num_shards "
+                     "workers are used.")
+flags.DEFINE_float("chunk_size_mb", 4.0,
+                   "Input is read, tokenized and turned into instances in document-aligned "
+                   "chunks of about this size; memory is bounded by one chunk per worker.")
+flags.DEFINE_bool("gzip", False, "GZIP-compress the TFRecords (read with "
+                  "compression_type=GZIP).")
+flags.DEFINE_bool("overwrite", False, "Replace existing output files.")
+flags.DEFINE_bool("progress", True, "Print a progress line with rate and ETA.")
+
+
+def main(argv):
+  del argv
+  for name in ("input_file", "vocab_file", "output"):
+    if not getattr(FLAGS, name):
+      raise app.UsageError(f"--{name} is required")
+  settings = cpd.PretrainingDataSettings(
+      max_seq_length=FLAGS.max_seq_length,
+      max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+      masked_lm_prob=FLAGS.masked_lm_prob, dupe_factor=FLAGS.dupe_factor,
+      short_seq_prob=FLAGS.short_seq_prob, random_seed=FLAGS.random_seed,
+      do_lower_case=FLAGS.do_lower_case, do_whole_word_mask=FLAGS.do_whole_word_mask)
+  try:
+    summary = cpd.create_pretraining_data(
+        FLAGS.input_file, FLAGS.vocab_file, FLAGS.output, settings,
+        num_shards=FLAGS.num_shards, num_workers=FLAGS.num_workers, gzip=FLAGS.gzip,
+        overwrite=FLAGS.overwrite, chunk_size_mb=FLAGS.chunk_size_mb,
+        progress=FLAGS.progress)
+  except cpd.PretrainingDataError as e:
+    print(f"create_pretraining_data: error: {e}", file=sys.stderr)
+    return 1
+  fractions = summary["masked_outcome_fractions"]
+  print(f"Wrote {summary['instances']:,} instances ({summary['tokens']:,} tokens) to "
+        f"{len(summary['output_files'])} file(s) in {summary['seconds']:.1f} s "
+        f"({summary['instances_per_second']:,.0f} instances/s); masked "
+        f"{100 * summary['masked_fraction_of_non_special']:.2f}% of non-special tokens "
+        f"({100 * fractions['mask']:.1f}/{100 * fractions['random']:.1f}/"
+        f"{100 * fractions['kept']:.1f} mask/random/kept), random next "
+        f"{100 * summary['next_sentence_random_fraction']:.1f}%, "
+        f"{summary['invalid_utf8_replacements']} invalid UTF-8 replaced; summary: "
+        f"{cpd.summary_path(FLAGS.output)}")
+  return 0
+
+
+if __name__ == "__main__":
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  app.run(main)

@@ -1,0 +1,107 @@
+r"""Exports a bert_tf checkpoint as a SavedModel that TF Serving loads and that takes raw text.
+
+  python3 tools/export_saved_model.py --checkpoint=model_dir \
+      --config=model_dir/params.yaml --vocab_file=vocab.txt --export_dir=exports/bert
+
+restores the experiment's task model from the checkpoint (a trainer or converted
+checkpoint; a directory means its latest checkpoint) and writes
+exports/bert/<version>/ (the next free integer unless --version is given) with three
+signatures: serving_default (raw UTF-8 strings: `text`, `text`+`text_b` for pair
+tasks, `question`+`context` for SQuAD), serve_token_ids (input_word_ids, input_mask,
+input_type_ids) and serve_examples (serialized tf.Example with the raw-text
+features). The kind of export follows the task (pretraining: fill-mask;
+sentence_prediction: classifier; squad; tagging) unless --kind says otherwise
+(--kind=encoder serves pooled_output and sequence_output of any checkpoint).
+The vocab and label names are copied into the export as assets, so the directory
+can be moved. --hub_dir also writes a TF Hub-style preprocessor/encoder pair.
+"""
+
+import os
+import time
+
+from absl import app
+from absl import flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("checkpoint", None, "Checkpoint prefix, or a directory (latest checkpoint).")
+flags.DEFINE_string("config", None,
+                    "Experiment YAML the checkpoint was trained with; default "
+                    "<checkpoint directory>/params.yaml.")
+flags.DEFINE_string("vocab_file", None, "WordPiece vocab; default the config's "
+                    "eval_data.vocab_file (or train_data.vocab_file).")
+flags.DEFINE_string("export_dir", None, "Base directory; the SavedModel goes to "
+                    "<export_dir>/<version>/ (TF Serving's model_base_path).")
+flags.DEFINE_enum("kind", "auto", ["auto", "encoder", "fill_mask", "classifier", "squad",
+                                   "tagging"], "What to serve; auto follows task.name.")
+flags.DEFINE_integer("version", None, "Integer version directory; default the next free one.")
+flags.DEFINE_integer("seq_length", None, "Packed sequence length; default the config's.")
+flags.DEFINE_integer("top_k", 5, "Fill-mask: candidates per [MASK].")
+flags.DEFINE_integer("max_masks", None, "Fill-mask: [MASK]s per text; default "
+                     "max_predictions_per_seq.")
+flags.DEFINE_string("hub_dir", None, "Also write <hub_dir>/preprocessor and "
+                    "<hub_dir>/encoder (TF Hub-style SavedModels).")
+flags.DEFINE_bool("check_ops", True, "Fail when the export uses an op outside the TF Serving "
+                  "allowlist (bert_tf.export.serving_ops_check).")
+
+
+def _stage(number, total, text):
+  print(f"[{number}/{total}] {text} ...", flush=True)
+  return time.time()
+
+
+def _done(start):
+  print(f"      done in {time.time() - start:.1f}s", flush=True)
+
+
+def main(argv):
+  del argv
+  from bert_tf.export import exporter  # pylint: disable=g-import-not-at-top
+  from bert_tf.export import hub  # pylint: disable=g-import-not-at-top
+  from bert_tf.export import serving_ops_check  # pylint: disable=g-import-not-at-top
+  config_path = FLAGS.config
+  if not config_path:
+    base = FLAGS.checkpoint if os.path.isdir(FLAGS.checkpoint) else os.path.dirname(
+        FLAGS.checkpoint)
+    config_path = os.path.join(base, "params.yaml")
+  total = 4 + bool(FLAGS.hub_dir)
+  begin = time.time()
+  start = _stage(1, total, f"Restoring {FLAGS.checkpoint} with config {config_path}")
+  experiment = exporter.load_experiment(config_path)
+  vocab_file = FLAGS.vocab_file or exporter.data_config_for_export(experiment).vocab_file
+  if not vocab_file:
+    raise app.UsageError("No vocab: pass --vocab_file or set eval_data.vocab_file in the config")
+  model = exporter.model_from_checkpoint(experiment, FLAGS.checkpoint)
+  _done(start)
+  start = _stage(2, total, "Building the serving graph (tokenizer, packing, model)")
+  module = exporter.build_serving_module(
+      experiment, model, vocab_file, kind=FLAGS.kind, seq_length=FLAGS.seq_length,
+      top_k=FLAGS.top_k, max_masks=FLAGS.max_masks)
+  _done(start)
+  start = _stage(3, total, f"Tracing the signatures and writing under {FLAGS.export_dir}")
+  path = exporter.write_saved_model(module, FLAGS.export_dir, FLAGS.version)
+  _done(start)
+  start = _stage(4, total, "Checking the ops against the TF Serving allowlist")
+  ops = serving_ops_check.saved_model_op_types(path)
+  if FLAGS.check_ops:
+    serving_ops_check.check_export_ops(path)
+  _done(start)
+  hub_paths = {}
+  if FLAGS.hub_dir:
+    start = _stage(5, total, f"Writing the TF Hub-style pair under {FLAGS.hub_dir}")
+    is_pretrainer = hasattr(model, "masked_lm")
+    hub_paths = hub.export_hub_pair(
+        getattr(model, "encoder", model), vocab_file, FLAGS.hub_dir,
+        lower_case=exporter.data_config_for_export(experiment).lower_case,
+        seq_length=module.seq_length, pretrainer=model if is_pretrainer else None)
+    _done(start)
+  inputs = ", ".join(module.text_inputs)
+  print(f"Exported {type(module).__name__} to {path} (serving_default({inputs}), "
+        f"serve_token_ids, serve_examples; seq_length {module.seq_length}; {len(ops)} op types, "
+        f"all allowlisted: {not serving_ops_check.unexpected_ops(path)})"
+        + (f"; hub pair: {hub_paths['preprocessor']}, {hub_paths['encoder']}" if hub_paths
+           else "") + f" in {time.time() - begin:.1f}s")
+
+
+if __name__ == "__main__":
+  flags.mark_flags_as_required(["checkpoint", "export_dir"])
+  app.run(main)

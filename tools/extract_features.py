@@ -1,0 +1,76 @@
+"""Writes per-token vectors of chosen BERT layers for each line of a text file.
+
+The paper's feature-based approach: each line is one text or a pair "A ||| B"; the
+output has one JSON object per line with, for every token ([CLS] and [SEP] included),
+the vectors of the layers in --layers (-1 is the last layer), or with --concat_layers
+one vector joining them in that order.
+
+  python tools/extract_features.py --input_file=input.txt --output_file=features.jsonl \\
+    --vocab_file=vocab.txt --bert_config_file=bert_config.json \\
+    --init_checkpoint=runs/pretrain --layers=-1,-2,-3,-4 --max_seq_length=128
+
+The encoder is described by --bert_config_file (the original release's
+bert_config.json, or a Hugging Face config.json) or by --encoder_size (tiny ... large);
+--init_checkpoint is a bert_tf checkpoint (prefix or directory) holding an `encoder`,
+such as a pretraining run or a converted checkpoint. Without it, the weights are
+freshly initialized (only useful for testing the pipeline).
+"""
+
+import logging as std_logging
+
+from absl import app
+from absl import flags
+from absl import logging
+
+_INPUT = flags.DEFINE_string("input_file", None, "UTF-8 text, one text or 'A ||| B' per line.")
+_OUTPUT = flags.DEFINE_string("output_file", None, "JSON lines output (written atomically).")
+_VOCAB = flags.DEFINE_string("vocab_file", None, "The encoder's vocab.txt.")
+_LOWER = flags.DEFINE_bool("lower_case", True, "Whether the vocab is uncased.")
+_BERT_CONFIG = flags.DEFINE_string("bert_config_file", None,
+                                   "bert_config.json (or a Hugging Face config.json).")
+_SIZE = flags.DEFINE_string("encoder_size", None,
+                            "Instead of --bert_config_file: tiny, mini, small, medium, base, "
+                            "large (with the vocab's size).")
+_INIT = flags.DEFINE_string("init_checkpoint", "", "bert_tf checkpoint with an `encoder`.")
+_LAYERS = flags.DEFINE_string("layers", "-1,-2,-3,-4",
+                              "Comma-separated layer indexes; -1 is the last layer.")
+_CONCAT = flags.DEFINE_bool("concat_layers", False,
+                            "Write one vector per token: the layers concatenated.")
+_SEQ = flags.DEFINE_integer("max_seq_length", 128, "Tokens per line, special ones included.")
+_BATCH = flags.DEFINE_integer("batch_size", 8, "Lines per encoder call.")
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  for flag in (_INPUT, _OUTPUT, _VOCAB):
+    if not flag.value:
+      raise app.UsageError(f"--{flag.name} is required")
+  if bool(_BERT_CONFIG.value) == bool(_SIZE.value):
+    raise app.UsageError("Give exactly one of --bert_config_file and --encoder_size")
+  # Imported after flag parsing so that --help is fast.
+  from bert_tf import configs  # pylint: disable=g-import-not-at-top
+  from bert_tf import feature_extraction  # pylint: disable=g-import-not-at-top
+  from bert_tf.text.tokenizer import BertWordPieceTokenizer  # pylint: disable=g-import-not-at-top
+
+  layers = feature_extraction.parse_layers(_LAYERS.value)
+  tokenizer = BertWordPieceTokenizer(_VOCAB.value, lower_case=_LOWER.value)
+  if _BERT_CONFIG.value:
+    encoder_config = configs.EncoderConfig.from_bert_config_json(_BERT_CONFIG.value)
+  else:
+    encoder_config = configs.EncoderConfig.from_size(_SIZE.value,
+                                                     vocab_size=tokenizer.vocab_size)
+  encoder = feature_extraction.load_encoder(encoder_config, _INIT.value)
+  summary = feature_extraction.extract_features_to_file(
+      _INPUT.value, _OUTPUT.value, encoder, tokenizer, layers=layers,
+      seq_length=_SEQ.value, batch_size=_BATCH.value, concat_layers=_CONCAT.value,
+      log_fn=lambda line: print(line, flush=True))
+  print(f"Wrote features of {summary['num_lines']} lines ({summary['num_tokens']} tokens, "
+        f"layers {layers}{' concatenated' if _CONCAT.value else ''}) to {_OUTPUT.value} in "
+        f"{summary['seconds']:.1f}s", flush=True)
+
+
+if __name__ == "__main__":
+  std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
+  logging.set_verbosity(logging.WARNING)
+  app.run(main)

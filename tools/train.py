@@ -1,0 +1,75 @@
+"""Trains and/or evaluates a bert_tf experiment under a tf.distribute strategy.
+
+Pretrain BERT-tiny on your TFRecords:
+
+  python tools/train.py --experiment=pretraining_bert_tiny --model_dir=runs/tiny \\
+    --params_override=train_data.input_path='data/pretrain-*.tfrecord'
+
+Configs: --experiment names a file in official_configs/experiments/ (by stem) or is a
+YAML path; --config_file adds YAML files merged in order; --params_override takes
+`a.b=v` items separated by commas. The flags --distribution_strategy, --tpu,
+--num_gpus, --mixed_precision_dtype, --jit_compile and --init_checkpoint are
+shorthands for the runtime.* / task.* fields of the same names. The resolved config
+is written to MODEL_DIR/params.yaml; rerunning with the same --model_dir resumes from
+its latest checkpoint. TensorBoard logs: MODEL_DIR/train and MODEL_DIR/eval.
+"""
+
+import logging as std_logging
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from bert_tf import configs
+from bert_tf.training import experiments
+
+_EXPERIMENT = flags.DEFINE_string(
+    "experiment", None, "A registered experiment (file stem in "
+    "official_configs/experiments/, e.g. pretraining_bert_tiny) or a YAML path.")
+_CONFIG_FILE = flags.DEFINE_multi_string(
+    "config_file", [], "YAML config file(s), merged in order after --experiment.")
+_PARAMS_OVERRIDE = flags.DEFINE_string(
+    "params_override", None, "Comma-separated dotted overrides, e.g. "
+    "'trainer.train_steps=1000,train_data.global_batch_size=64'.")
+_MODEL_DIR = flags.DEFINE_string("model_dir", None, "Checkpoints, params.yaml, TensorBoard.")
+_MODE = flags.DEFINE_enum("mode", "train", ["train", "eval", "train_and_eval"],
+                          "eval evaluates the latest checkpoint in --model_dir.")
+_STRATEGY = flags.DEFINE_enum(
+    "distribution_strategy", None, list(configs.STRATEGIES),
+    "Shorthand for runtime.distribution_strategy.")
+_TPU = flags.DEFINE_string("tpu", None, "Shorthand for runtime.tpu (TPU name or address).")
+_NUM_GPUS = flags.DEFINE_integer("num_gpus", None, "Shorthand for runtime.num_gpus.")
+_PRECISION = flags.DEFINE_enum(
+    "mixed_precision_dtype", None, list(configs.PRECISIONS),
+    "Shorthand for runtime.mixed_precision_dtype.")
+_JIT = flags.DEFINE_bool("jit_compile", None, "Shorthand for runtime.jit_compile (XLA).")
+_INIT = flags.DEFINE_string("init_checkpoint", None,
+                            "Shorthand for task.init_checkpoint (warm-start the encoder).")
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  if not _MODEL_DIR.value:
+    raise app.UsageError("--model_dir is required")
+  shorthands = experiments.runtime_overrides(
+      distribution_strategy=_STRATEGY.value, tpu=_TPU.value, num_gpus=_NUM_GPUS.value,
+      mixed_precision_dtype=_PRECISION.value, jit_compile=_JIT.value,
+      init_checkpoint=_INIT.value)
+  config = experiments.resolve_experiment(_EXPERIMENT.value, _CONFIG_FILE.value,
+                                          _PARAMS_OVERRIDE.value, shorthands)
+  # Imported after the config is known: device setup must precede TensorFlow's.
+  from bert_tf.training import strategies  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import trainer  # pylint: disable=g-import-not-at-top
+  strategies.configure_runtime(config.runtime)
+  results = trainer.run_experiment(config, _MODEL_DIR.value, _MODE.value,
+                                   log_fn=lambda line: print(line, flush=True))
+  shown = ", ".join(f"{k} {v:.4f}" for k, v in sorted(results.items()))
+  print(f"Done ({_MODE.value}): {shown}. Checkpoints and params.yaml in {_MODEL_DIR.value}; "
+        f"TensorBoard: tensorboard --logdir {_MODEL_DIR.value}", flush=True)
+
+
+if __name__ == "__main__":
+  std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
+  logging.set_verbosity(logging.WARNING)
+  app.run(main)
