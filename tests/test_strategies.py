@@ -36,6 +36,29 @@ def test_mirrored_strategy_uses_every_logical_cpu():
   assert strategy.num_replicas_in_sync == len(tf.config.list_logical_devices("CPU"))
 
 
+def test_a_second_mirrored_strategy_in_one_process_can_gather_after_the_first_reduced():
+  _two_cpus()
+  runtime = configs.RuntimeConfig(distribution_strategy="mirrored")
+  first = strategies.build_strategy(runtime)
+
+  @tf.function
+  def reduce_once():
+    return first.run(lambda: tf.distribute.get_replica_context().all_reduce(
+        tf.distribute.ReduceOp.SUM, tf.constant(1.0)))
+
+  assert float(first.experimental_local_results(reduce_once())[0]) == 2.0
+  second = strategies.build_strategy(runtime)
+
+  @tf.function
+  def gather_mixed_dtypes():
+    per_replica = second.run(lambda: {"ids": tf.constant([7]), "scores": tf.constant([0.5])})
+    return {key: second.gather(value, axis=0) for key, value in per_replica.items()}
+
+  gathered = gather_mixed_dtypes()
+  np.testing.assert_array_equal(gathered["ids"], [7, 7])
+  np.testing.assert_array_equal(gathered["scores"], [0.5, 0.5])
+
+
 def test_multi_worker_strategy_without_tf_config_is_an_error(monkeypatch):
   monkeypatch.delenv("TF_CONFIG", raising=False)
   with pytest.raises(ValueError, match="TF_CONFIG"):

@@ -69,9 +69,14 @@ def build_strategy(runtime: configs.RuntimeConfig) -> tf.distribute.Strategy:
   if name == "mirrored":
     if runtime.num_gpus > 0:
       devices = [f"/gpu:{i}" for i in range(runtime.num_gpus)]
-    else:
-      devices = [d.name for d in tf.config.list_logical_devices("CPU")]
-    return tf.distribute.MirroredStrategy(devices=devices)
+      return tf.distribute.MirroredStrategy(devices=devices)
+    # Logical CPU devices share one memory, so reducing on one of them costs nothing.
+    # The default collective ops would also break a second MirroredStrategy in the same
+    # process: each strategy numbers its collectives from the same key, and TF 2.21
+    # rejects a gather whose key an earlier strategy's all-reduce already used.
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+    return tf.distribute.MirroredStrategy(
+        devices=devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
   if name == "multi_worker_mirrored":
     if "TF_CONFIG" not in os.environ:
       raise ValueError("distribution_strategy multi_worker_mirrored needs the TF_CONFIG "
