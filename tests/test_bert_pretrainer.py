@@ -131,3 +131,23 @@ def test_config_round_trip_and_keras_save_load_keep_the_tie(tmp_path):
 def test_saved_model_export_reloads_with_equal_outputs(tmp_path):
   model = BertPretrainer(harness.tiny_encoder())
   harness.run_saved_model_export(model, _inputs(harness.pretraining_batch()), tmp_path)
+
+
+def test_sparse_last_layer_gives_the_plain_graphs_outputs_and_gradients():
+  model = BertPretrainer(harness.tiny_encoder())
+  batch = harness.pretraining_batch()
+
+  def outputs_and_grads():
+    with tf.GradientTape() as tape:
+      out = model(_inputs(batch), training=True)
+      loss = losses.pretraining_loss(batch, out)["loss"]
+    return out, tape.gradient(loss, model.trainable_variables)
+
+  assert model.sparse_last_layer
+  sparse_out, sparse_grads = outputs_and_grads()
+  model.sparse_last_layer = False
+  plain_out, plain_grads = outputs_and_grads()
+  harness.assert_nested_allclose(sparse_out, plain_out, atol=1e-5)
+  for variable, a, b in zip(model.trainable_variables, sparse_grads, plain_grads):
+    np.testing.assert_allclose(tf.convert_to_tensor(a), tf.convert_to_tensor(b),
+                               atol=1e-5, err_msg=variable.path)

@@ -2,6 +2,8 @@
 
 import re
 
+import pytest
+
 from bert_tf.data import corpus
 
 
@@ -44,3 +46,23 @@ def test_writing_the_corpus_is_repeatable(tmp_path):
   b = corpus.write_embedded_corpus(str(tmp_path / "b.txt"))
   with open(a.path, "rb") as f, open(b.path, "rb") as g:
     assert f.read() == g.read()
+
+
+def test_split_documents_holds_out_every_nth_document_and_keeps_all(tmp_path):
+  text = "\n\n".join(f"Document {i} first.\nDocument {i} second." for i in range(25)) + "\n"
+  source = tmp_path / "all.txt"
+  source.write_text(text, encoding="utf-8")
+  train, heldout = tmp_path / "train.txt", tmp_path / "heldout.txt"
+  counts = corpus.split_documents(str(source), str(train), str(heldout), heldout_every=10)
+  assert counts == (22, 3)
+  heldout_docs = _documents(str(heldout))
+  assert [d[0] for d in heldout_docs] == [f"Document {i} first." for i in (0, 10, 20)]
+  all_lines = sorted(line for d in _documents(str(train)) + heldout_docs for line in d)
+  assert all_lines == sorted(line for line in text.split("\n") if line)
+
+
+def test_split_documents_needs_two_documents(tmp_path):
+  source = tmp_path / "one.txt"
+  source.write_text("Only one document here.\nStill the same one.\n", encoding="utf-8")
+  with pytest.raises(ValueError, match="one.txt"):
+    corpus.split_documents(str(source), str(tmp_path / "t"), str(tmp_path / "h"))

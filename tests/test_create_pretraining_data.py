@@ -82,6 +82,13 @@ def test_summary_statistics_match_the_original_rates(created):
   assert len(summary["vocab_sha256"]) == 64
 
 
+def test_summary_times_the_start_up_apart_from_the_work(created):
+  _, summary = created
+  assert 0 < summary["startup_seconds"] < summary["seconds"]
+  assert summary["instances_per_second_after_startup"] > summary["instances_per_second"]
+  assert 0 < summary["work_cpu_seconds"] < summary["seconds"] * os.cpu_count()
+
+
 def test_summary_file_and_shards_hold_all_instances_round_robin(created):
   out, summary = created
   with open(cpd.summary_path(out)) as f:

@@ -87,3 +87,16 @@ def test_gather_positions_picks_vectors_per_example():
   out = layers.gather_positions(seq, tf.constant([[3, 0], [1, 1]]))
   np.testing.assert_array_equal(out[0], seq[0].numpy()[[3, 0]])
   np.testing.assert_array_equal(out[1], seq[1].numpy()[[1, 1]])
+
+
+def test_transformer_block_at_query_positions_equals_those_rows_of_the_full_output():
+  keras.utils.set_random_seed(0)
+  block = layers.TransformerBlock(hidden_size=8, num_heads=2, intermediate_size=16,
+                                  dropout_rate=0.0, attention_dropout_rate=0.0)
+  x = tf.random.normal([2, 5, 8])
+  bias = layers.attention_mask_bias(tf.constant([[1, 1, 1, 1, 0], [1, 1, 1, 0, 0]]))
+  positions = tf.constant([[0, 3, 1], [0, 2, 2]])
+  full = block(x, bias)
+  sparse = block(x, bias, query_positions=positions)
+  assert sparse.shape == (2, 3, 8)
+  np.testing.assert_allclose(sparse, tf.gather(full, positions, batch_dims=1), atol=1e-5)

@@ -1,5 +1,7 @@
 """The multiple_choice task: loss, accuracy, predictions, training."""
 
+import os
+
 import numpy as np
 import pytest
 import keras
@@ -73,3 +75,8 @@ def test_learns_to_choose_the_ending_that_repeats_the_context(tmp_path):
   metrics = trainer.evaluate()
   # Chance is 0.25.
   assert metrics["accuracy"] > 0.7
+  predictions = os.path.join(trainer.predictions_dir(200), "multiple_choice_predictions.tsv")
+  with open(predictions, encoding="utf-8") as f:
+    rows = f.read().splitlines()
+  assert rows[0] == "index\tprediction" and len(rows) == 65
+  assert {row.split("\t")[1] for row in rows[1:]} <= {"0", "1", "2", "3"}

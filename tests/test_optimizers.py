@@ -95,6 +95,28 @@ def test_should_apply_false_leaves_variables_and_slots_unchanged():
     np.testing.assert_array_equal(slot.numpy(), [0.0, 0.0])
 
 
+@pytest.mark.parametrize("algorithm", ["adamw", "lamb", "sgd"])
+def test_fused_update_equals_the_unfused_one_and_applies_the_gradient_scale(algorithm):
+  results = []
+  for jit_compile in (True, False):
+    opt, (kernel, bias) = _make([("dense/kernel", [1.0, -2.0, 0.5]),
+                                 ("dense/bias", [0.5, 0.5, -1.0])], algorithm)
+    opt.jit_compile = jit_compile
+    for t, scale in enumerate((0.5, 2.0)):
+      grads = [tf.constant([0.3, -0.1, 2.0]), tf.constant([0.2, 0.4, -0.6])]
+      opt.apply_gradients(grads, [kernel, bias], step=t, gradient_scale=scale)
+    results.append([kernel.numpy(), bias.numpy()] +
+                   [s.numpy() for slots in opt.slots.values() for s in slots.values()])
+  for fused, plain in zip(*results):
+    np.testing.assert_allclose(fused, plain, rtol=1e-5, atol=1e-7)
+  # The scale multiplies the gradient: scale 0.5 on g is the update of 0.5 * g.
+  opt, (kernel,) = _make([("dense/kernel", [1.0, -2.0])], algorithm)
+  ref, (ref_kernel,) = _make([("dense/kernel", [1.0, -2.0])], algorithm)
+  opt.apply_gradients([tf.constant([0.4, -0.2])], [kernel], step=0, gradient_scale=0.5)
+  ref.apply_gradients([tf.constant([0.2, -0.1])], [ref_kernel], step=0)
+  np.testing.assert_allclose(kernel.numpy(), ref_kernel.numpy(), rtol=1e-6)
+
+
 def test_unknown_algorithm_is_an_error():
   with pytest.raises(ValueError, match="algorithm"):
     optimizers.Optimizer("adagrad", _constant(0.1))

@@ -1,5 +1,7 @@
 """The sentence_prediction task: config, loss, metrics, predictions, training."""
 
+import os
+
 import numpy as np
 import pytest
 import keras
@@ -103,6 +105,12 @@ def test_learns_whether_a_sentence_contains_a_token(tmp_path):
   trainer.train()
   metrics = trainer.evaluate()
   assert metrics["accuracy"] > 0.9
+  # The evaluation also wrote GLUE-style predictions: a header, then one row per example.
+  predictions = os.path.join(trainer.predictions_dir(60), "sentence_prediction_predictions.tsv")
+  with open(predictions, encoding="utf-8") as f:
+    rows = f.read().splitlines()
+  assert rows[0] == "index\tprediction" and len(rows) == 65
+  assert [row.split("\t")[0] for row in rows[1:]] == [str(i) for i in range(64)]
 
 
 def test_init_checkpoint_restores_the_encoder_and_leaves_the_head(tmp_path):

@@ -1,5 +1,7 @@
 """The tagging task: loss on first pieces, conlleval metrics, predictions, training."""
 
+import os
+
 import numpy as np
 import pytest
 import keras
@@ -94,3 +96,9 @@ def test_learns_to_tag_a_word_set(tmp_path):
   trainer.train()
   metrics = trainer.evaluate()
   assert metrics["f1"] > 0.9
+  # The evaluation also wrote "word gold predicted" lines, a blank line after each sentence.
+  predictions = os.path.join(trainer.predictions_dir(40), "tagging_predictions.txt")
+  with open(predictions, encoding="utf-8") as f:
+    sentences = f.read().strip("\n").split("\n\n")
+  assert len(sentences) == 64
+  assert all(len(line.split(" ")) == 3 for s in sentences for line in s.split("\n"))

@@ -78,7 +78,9 @@ def main(argv):
   fractions = summary["masked_outcome_fractions"]
   print(f"Wrote {summary['instances']:,} instances ({summary['tokens']:,} tokens) to "
         f"{len(summary['output_files'])} file(s) in {summary['seconds']:.1f} s "
-        f"({summary['instances_per_second']:,.0f} instances/s); masked "
+        f"({summary['instances_per_second']:,.0f} instances/s, "
+        f"{summary['instances_per_second_after_startup']:,.0f} after "
+        f"{summary['startup_seconds']:.1f} s of start-up); masked "
         f"{100 * summary['masked_fraction_of_non_special']:.2f}% of non-special tokens "
         f"({100 * fractions['mask']:.1f}/{100 * fractions['random']:.1f}/"
         f"{100 * fractions['kept']:.1f} mask/random/kept), random next "

@@ -9,7 +9,7 @@ document per section of a topic. Code examples, grammar rules and headings are d
 import dataclasses
 import os
 import re
-from typing import Iterator, List
+from typing import Iterator, List, Tuple
 
 # A heading is underlined by one repeated character.
 _UNDERLINE = re.compile(r"^([=*\-~^\"#+])\1{2,}\s*$")
@@ -130,3 +130,39 @@ def write_embedded_corpus(path: str) -> CorpusStats:
       sentences=sum(len(d) for d in documents),
       words=len(text.split()), bytes=len(text.encode("utf-8")),
       alphabetic_fraction=sum(c.isalpha() for c in non_space) / max(len(non_space), 1))
+
+
+def split_documents(input_path: str, train_path: str, heldout_path: str,
+                    heldout_every: int = 10) -> Tuple[int, int]:
+  """Splits a corpus file into training and held-out documents (atomically).
+
+  Every `heldout_every`-th document (the 1st, the 11th, ... for 10) is held out, so
+  both parts cover the whole corpus.
+
+  Args:
+    input_path: one sentence per line, a blank line between documents.
+    train_path, heldout_path: the files to write, in the same format.
+    heldout_every: at least 2.
+
+  Returns:
+    (training documents, held-out documents).
+
+  Raises:
+    ValueError: `heldout_every` below 2, or fewer than two documents in the input.
+  """
+  if heldout_every < 2:
+    raise ValueError(f"heldout_every must be at least 2, got {heldout_every}")
+  with open(input_path, encoding="utf-8") as f:
+    documents = [d.strip("\n") for d in re.split(r"\n\s*\n", f.read()) if d.strip()]
+  if len(documents) < 2:
+    raise ValueError(f"{input_path}: needs at least two documents (separated by a blank "
+                     f"line) to hold one out, found {len(documents)}")
+  heldout = documents[::heldout_every]
+  train = [d for i, d in enumerate(documents) if i % heldout_every]
+  for path, part in ((train_path, train), (heldout_path, heldout)):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".incomplete"
+    with open(tmp, "w", encoding="utf-8") as f:
+      f.write("\n\n".join(part) + "\n")
+    os.replace(tmp, path)
+  return len(train), len(heldout)

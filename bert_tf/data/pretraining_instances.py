@@ -351,8 +351,14 @@ def mask_sequences(input_ids: np.ndarray, input_mask: np.ndarray, candidates: np
 
 # ---------------------------------------------------------------------------------------
 # tf.train.Example encoding. The wire format of Example{Features{map<string, Feature>}} is
-# fixed, so a whole batch is encoded with numpy: every record is a sequence of pieces
-# (constant tags and keys, varint lengths, payloads) gathered from one source buffer.
+# fixed, so a whole batch is encoded with numpy: every record is the same sequence of
+# segments (constant tags and keys, varint lengths, payloads). Each segment is laid out as
+# a padded [N, width] byte matrix with a validity mask, the segments side by side, and the
+# valid bytes taken in row-major order are the records one after the other.
+
+# Varints of values below this are looked up in a table of every value's bytes rather than
+# computed (token ids: a small range, each value repeated many times).
+_VARINT_TABLE_LIMIT = 1 << 21
 
 
 def _varint_sizes(values: np.ndarray) -> np.ndarray:
@@ -367,46 +373,61 @@ def _varint_sizes(values: np.ndarray) -> np.ndarray:
   return sizes
 
 
-def _encode_varints(values: np.ndarray):
-  """Varint-encodes a flat array of non-negative ints.
-
-  Returns:
-    (uint8 buffer, starts int64 [n], sizes int64 [n]): value i is
-    buffer[starts[i]:starts[i] + sizes[i]].
-  """
-  v = np.ascontiguousarray(values, dtype=np.uint64).ravel()
-  if v.size and int(v.max()) >= (1 << 63):
-    raise ValueError("varint encoding takes values below 2**63")
-  if not v.size or int(v.max()) < 0x80:
-    # One byte each: the common case of masks, segment ids and labels.
-    sizes = np.ones(v.shape, dtype=np.int64)
-    return v.astype(np.uint8), np.arange(v.size, dtype=np.int64), sizes
-  sizes = _varint_sizes(v)
-  starts = np.cumsum(sizes) - sizes
-  width = int(sizes.max())
-  if width <= 4:
-    v = v.astype(np.uint32)  # Narrower arithmetic for the usual ids below 2**28.
-  shifts = (7 * np.arange(width, dtype=v.dtype))[None, :]
-  k = np.arange(width)[None, :]
-  byte = ((v[:, None] >> shifts) & v.dtype.type(0x7F)).astype(np.uint8)
-  byte |= np.where(k < sizes[:, None] - 1, np.uint8(0x80), np.uint8(0))
-  return byte[k < sizes[:, None]], starts, sizes
-
-
-def encode_varint_rows(values: np.ndarray):
-  """Encodes each row of non-negative ints as a packed varint payload.
+def _varint_columns(values: np.ndarray, width: int):
+  """Varint bytes of a flat array of non-negative ints, one row per value.
 
   Args:
-    values: int array [N, L], all >= 0.
+    values: int array [M], all in [0, 2**63).
+    width: columns, at least the longest encoding's size.
 
   Returns:
-    (uint8 buffer, row_offsets int64 [N + 1]): row i is buffer[offsets[i]:offsets[i+1]].
+    (bytes uint8 [M, width], valid bool [M, width]): value i is bytes[i][valid[i]].
   """
-  values = np.asarray(values)
-  buffer, _, sizes = _encode_varints(values)
-  row_offsets = np.zeros(values.shape[0] + 1, dtype=np.int64)
-  np.cumsum(sizes.reshape(values.shape[0], -1).sum(axis=1), out=row_offsets[1:])
-  return buffer, row_offsets
+  v = np.asarray(values)
+  v = v.astype(np.uint32) if width <= 4 else v.astype(np.uint64)
+  sizes = _varint_sizes(v)
+  k = np.arange(width)
+  byte = ((v[:, None] >> (7 * k).astype(v.dtype)[None, :]) & v.dtype.type(0x7F)).astype(
+      np.uint8)
+  # Every byte but a value's last has the continuation bit.
+  byte |= np.where(k[None, :] < sizes[:, None] - 1, np.uint8(0x80), np.uint8(0))
+  return byte, k[None, :] < sizes[:, None]
+
+
+def _padded_varint_rows(values: np.ndarray):
+  """Varint-encodes each row of non-negative ints, padded to a common width.
+
+  Args:
+    values: int array [N, L], all in [0, 2**63).
+
+  Returns:
+    (bytes uint8 [N, L * W], valid bool [N, L * W] or None when every byte is valid,
+    row payload lengths int64 [N]); row i's packed payload is bytes[i][valid[i]].
+  """
+  v = np.asarray(values)
+  n, length = v.shape
+  largest = int(v.max(initial=0))
+  if v.size and int(v.min()) < 0:
+    raise ValueError("varint encoding takes non-negative values")
+  if largest >= (1 << 63):
+    raise ValueError("varint encoding takes values below 2**63")
+  if largest < 0x80:
+    # One byte each: masks, segment ids, positions and labels.
+    return v.astype(np.uint8), None, np.full(n, length, dtype=np.int64)
+  if largest < _VARINT_TABLE_LIMIT and v.size > 4 * largest:
+    # Up to 3 bytes and their validity, packed in one uint32 per table entry, so the
+    # gather moves words, not rows.
+    table_bytes, table_valid = _varint_columns(np.arange(largest + 1), 4)
+    flat = v.ravel()
+    byte = np.take(table_bytes.view(np.uint32).ravel(), flat).view(np.uint8)
+    valid = np.take(table_valid.view(np.uint32).ravel(), flat).view(np.bool_)
+    width = 4
+  else:
+    width = int(_varint_sizes(largest))
+    byte, valid = _varint_columns(v.ravel(), width)
+  byte = byte.reshape(n, length * width)
+  valid = valid.reshape(n, length * width)
+  return byte, valid, valid.sum(axis=1, dtype=np.int64)
 
 
 def serialize_examples(features: Dict[str, np.ndarray]) -> List[bytes]:
@@ -420,7 +441,7 @@ def serialize_examples(features: Dict[str, np.ndarray]) -> List[bytes]:
     list of N serialized tf.train.Example byte strings (packed repeated fields, as the
     protobuf library writes them).
   """
-  names, payloads, payload_offsets, tags = [], [], [], []
+  names, payloads, tags = [], [], []
   n = None
   for name, array in features.items():
     array = np.asarray(array)
@@ -430,77 +451,57 @@ def serialize_examples(features: Dict[str, np.ndarray]) -> List[bytes]:
     if array.shape[0] != n:
       raise ValueError(f"Feature {name} has {array.shape[0]} rows, expected {n}")
     if np.issubdtype(array.dtype, np.floating):
-      payloads.append(np.frombuffer(np.ascontiguousarray(array, dtype="<f4").tobytes(),
-                                    dtype=np.uint8))
-      payload_offsets.append(np.arange(n + 1, dtype=np.int64) * 4 * array.shape[1])
+      data = np.ascontiguousarray(array, dtype="<f4").view(np.uint8).reshape(n, -1)
+      payloads.append((data, None, np.full(n, data.shape[1], dtype=np.int64)))
       tags.append(b"\x12")  # Feature.float_list
     else:
-      if array.size and int(array.min()) < 0:
-        raise ValueError(f"Feature {name} has negative values")
-      buffer, offsets = encode_varint_rows(array)
-      payloads.append(buffer)
-      payload_offsets.append(offsets)
+      try:
+        payloads.append(_padded_varint_rows(array))
+      except ValueError as e:
+        raise ValueError(f"Feature {name}: {e}") from None
       tags.append(b"\x1a")  # Feature.int64_list
     names.append(name)
   if not n:
     return []
-  num_features = len(names)
+  keys = [name.encode("utf-8") for name in names]
+  for key in keys:
+    if len(key) >= 128:
+      raise ValueError(f"Feature name too long: {key!r}")
   # Lengths, from the payload out: packed list, Feature, map entry, map item, body.
-  payload_len = np.stack([np.diff(o) for o in payload_offsets], axis=1)  # [N, F]
+  payload_len = np.stack([p[2] for p in payloads], axis=1)  # [N, F]
   packed_len = 1 + _varint_sizes(payload_len) + payload_len
   feature_len = 1 + _varint_sizes(packed_len) + packed_len
-  keys = [name.encode("utf-8") for name in names]
   key_prefix_len = np.array([2 + len(k) for k in keys], dtype=np.int64)  # 0x0a len key
   entry_len = key_prefix_len + 1 + _varint_sizes(feature_len) + feature_len
   item_len = 1 + _varint_sizes(entry_len) + entry_len
   body_len = item_len.sum(axis=1)
-  varints = np.concatenate(
-      [body_len[:, None],
-       np.stack([entry_len, feature_len, packed_len, payload_len], axis=2).reshape(n, -1)],
-      axis=1)  # [N, 1 + 4F]
-  varint_buffer, varint_starts, varint_sizes = _encode_varints(varints)
-  varint_starts = varint_starts.reshape(n, -1)
-  varint_sizes = varint_sizes.reshape(n, -1)
 
-  # Constant pieces: 0x0a, then per feature (key prefix + 0x12) and its list tag.
-  constant = bytearray(b"\x0a")
-  key_at, tag_at = [], []
-  for key, tag in zip(keys, tags):
-    if len(key) >= 128:
-      raise ValueError(f"Feature name too long: {key!r}")
-    key_at.append(len(constant))
-    constant += b"\x0a" + bytes([len(key)]) + key + b"\x12"
-    tag_at.append(len(constant))
-    constant += tag
-  sources = [np.frombuffer(bytes(constant), dtype=np.uint8), varint_buffer] + payloads
-  bases = np.cumsum([0] + [len(x) for x in sources])
-  source = np.concatenate(sources)
-  varint_base, payload_base = bases[1], bases[2:]
+  def constant(raw):
+    return np.broadcast_to(np.frombuffer(raw, dtype=np.uint8), (n, len(raw))), None
 
-  pieces_per_row = 2 + 9 * num_features
-  src = np.empty((n, pieces_per_row), dtype=np.int64)
-  length = np.empty((n, pieces_per_row), dtype=np.int64)
-  src[:, 0], length[:, 0] = 0, 1
-  src[:, 1], length[:, 1] = varint_base + varint_starts[:, 0], varint_sizes[:, 0]
-  for f in range(num_features):
-    c = 2 + 9 * f
-    v = 1 + 4 * f
-    constant_pieces = ((c, 0, 1), (c + 2, key_at[f], key_prefix_len[f] + 1),
-                       (c + 4, tag_at[f], 1), (c + 6, 0, 1))
-    for col, start, size in constant_pieces:
-      src[:, col], length[:, col] = start, size
-    for k, col in enumerate((c + 1, c + 3, c + 5, c + 7)):
-      src[:, col] = varint_base + varint_starts[:, v + k]
-      length[:, col] = varint_sizes[:, v + k]
-    src[:, c + 8] = payload_base[f] + payload_offsets[f][:-1]
-    length[:, c + 8] = payload_len[:, f]
-  flat_len = length.ravel()
-  out_start = np.cumsum(flat_len) - flat_len
-  index = np.repeat(src.ravel() - out_start, flat_len) + np.arange(int(flat_len.sum()))
-  data = source[index].tobytes()
-  ends = np.cumsum(length.sum(axis=1)).tolist()
+  def varint(column):
+    byte, valid, _ = _padded_varint_rows(column[:, None])
+    return byte, valid
+
+  segments = [constant(b"\x0a"), varint(body_len)]  # Example.features
+  for f, (key, tag) in enumerate(zip(keys, tags)):
+    segments += [constant(b"\x0a"), varint(entry_len[:, f]),  # Features.feature entry
+                 constant(b"\x0a" + bytes([len(key)]) + key + b"\x12"),  # key, value tag
+                 varint(feature_len[:, f]), constant(tag), varint(packed_len[:, f]),
+                 constant(b"\x0a"), varint(payload_len[:, f]),  # packed `value` field
+                 payloads[f][:2]]
+  data = np.concatenate([s[0] for s in segments], axis=1)
+  if all(s[1] is None for s in segments):
+    row_lengths = np.full(n, data.shape[1], dtype=np.int64)
+    flat = data.tobytes()
+  else:
+    valid = np.concatenate([np.ones(s[0].shape, dtype=bool) if s[1] is None else s[1]
+                            for s in segments], axis=1)
+    row_lengths = valid.sum(axis=1, dtype=np.int64)
+    flat = data[valid].tobytes()
+  ends = np.cumsum(row_lengths).tolist()
   starts = [0] + ends[:-1]
-  return [data[a:b] for a, b in zip(starts, ends)]
+  return [flat[a:b] for a, b in zip(starts, ends)]
 
 
 def example_features(input_ids, input_mask, segment_ids, masked: MaskedBatch,

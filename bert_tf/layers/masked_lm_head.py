@@ -2,6 +2,7 @@
 
 import keras
 from keras import ops
+import tensorflow as tf
 
 from bert_tf.layers import initializers
 
@@ -30,7 +31,8 @@ class MaskedLMHead(keras.layers.Layer):
 
   Call arguments:
     sequence_output: float [B, T, H].
-    masked_lm_positions: int [B, P].
+    masked_lm_positions: int [B, P]; None when sequence_output holds the [B, P, H]
+      vectors at the masked positions already.
 
   Returns:
     logits [B, P, V] in the compute dtype.
@@ -69,16 +71,25 @@ class MaskedLMHead(keras.layers.Layer):
     """The tied [V, H] word-embedding variable."""
     return self.embedding_layer.word_embeddings
 
-  def call(self, sequence_output, masked_lm_positions):
-    hidden = gather_positions(sequence_output, masked_lm_positions)
+  def call(self, sequence_output, masked_lm_positions=None):
+    hidden = sequence_output
+    if masked_lm_positions is not None:
+      hidden = gather_positions(sequence_output, masked_lm_positions)
     hidden = self.transform(hidden)
     hidden = ops.cast(self.transform_layer_norm(ops.cast(hidden, "float32")),
                       self.compute_dtype)
-    logits = ops.matmul(hidden, ops.transpose(ops.cast(self.embedding_table,
-                                                       self.compute_dtype)))
-    return logits + ops.cast(self.output_bias, self.compute_dtype)
+    # One 2-D matmul against the transposed table with a BiasAdd: TensorFlow fuses the
+    # two into a single oneDNN kernel, and the bias gradient is a BiasAddGrad instead
+    # of a broadcast reduction over [B, P, V].
+    shape = tf.shape(hidden)
+    logits = tf.matmul(tf.reshape(hidden, [-1, self.hidden_size]),
+                       tf.cast(self.embedding_table, self.compute_dtype), transpose_b=True)
+    logits = tf.nn.bias_add(logits, tf.cast(self.output_bias, self.compute_dtype))
+    return tf.reshape(logits, tf.concat([shape[:-1], [self.vocab_size]], axis=0))
 
-  def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape):
+  def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape=None):
+    if masked_lm_positions_shape is None:
+      return tuple(sequence_output_shape[:-1]) + (self.vocab_size,)
     return tuple(masked_lm_positions_shape) + (self.vocab_size,)
 
   def get_config(self):

@@ -30,12 +30,15 @@ class SelfAttention(keras.layers.Layer):
   """Scaled dot-product self-attention over `num_heads` heads.
 
   Call arguments:
-    hidden_states: float [B, T, H].
+    hidden_states: float [B, T, H], the keys' and values' source.
     attention_bias: float32 [B, 1, 1, T] from `attention_mask_bias`.
     training: whether attention-probability dropout is active.
+    query_states: optional float [B, Q, H], the queries' source; default hidden_states
+      (self-attention proper). A subset of hidden_states' rows gives those rows' output.
 
   Returns:
-    float [B, T, H]: the attention output projected back to H (before the residual).
+    float [B, Q, H] (Q = T by default): the attention output projected back to H
+    (before the residual).
 
   The query, key, value and output kernels are [H, H], as in the original checkpoints.
   """
@@ -74,24 +77,27 @@ class SelfAttention(keras.layers.Layer):
     x = ops.reshape(x, (batch, seq, self.num_heads, self.head_size))
     return ops.transpose(x, (0, 2, 1, 3))
 
-  def call(self, hidden_states, attention_bias, training=None):
-    query = self._split_heads(self.query(hidden_states))
+  def call(self, hidden_states, attention_bias, training=None, query_states=None):
+    if query_states is None:
+      query_states = hidden_states
+    query = self._split_heads(self.query(query_states))
     key = self._split_heads(self.key(hidden_states))
     value = self._split_heads(self.value(hidden_states))
     query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
-    scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))  # [B, N, T, T]
+    scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))  # [B, N, Q, T]
     # Softmax in float32: float16 logits plus the mask bias would lose precision.
     scores = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
     probs = ops.softmax(scores, axis=-1)
     probs = self.dropout(ops.cast(probs, self.compute_dtype), training=training)
-    context = ops.matmul(probs, value)  # [B, N, T, D]
+    context = ops.matmul(probs, value)  # [B, N, Q, D]
     context = ops.transpose(context, (0, 2, 1, 3))
     batch, seq = ops.shape(context)[0], ops.shape(context)[1]
     context = ops.reshape(context, (batch, seq, self.hidden_size))
     return self.output_dense(context)
 
-  def compute_output_shape(self, hidden_states_shape, attention_bias_shape=None):
-    return tuple(hidden_states_shape)
+  def compute_output_shape(self, hidden_states_shape, attention_bias_shape=None,
+                           query_states_shape=None):
+    return tuple(query_states_shape or hidden_states_shape)
 
   def get_config(self):
     config = super().get_config()

@@ -18,9 +18,12 @@ class TransformerBlock(keras.layers.Layer):
     hidden_states: float [B, T, H].
     attention_bias: float32 [B, 1, 1, T].
     training: whether dropout is active.
+    query_positions: optional int [B, Q]: compute the block's output only at these
+      positions (every position still serves as a key and value). A last block needs
+      no more than the positions its heads read.
 
   Returns:
-    float [B, T, H] in the compute dtype.
+    float [B, T, H] in the compute dtype, or [B, Q, H] with query_positions.
   """
 
   def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int,
@@ -63,18 +66,26 @@ class TransformerBlock(keras.layers.Layer):
     self.output_layer_norm.build(shape)
     self.built = True
 
-  def call(self, hidden_states, attention_bias, training=None):
-    attended = self.attention(hidden_states, attention_bias, training=training)
+  def call(self, hidden_states, attention_bias, training=None, query_positions=None):
+    queries = hidden_states
+    if query_positions is not None:
+      queries = ops.take_along_axis(hidden_states,
+                                    ops.cast(query_positions, "int32")[:, :, None], axis=1)
+    attended = self.attention(hidden_states, attention_bias, training=training,
+                              query_states=queries)
     attended = self.attention_dropout(attended, training=training)
     out1 = self.attention_layer_norm(
-        ops.cast(hidden_states, "float32") + ops.cast(attended, "float32"))
+        ops.cast(queries, "float32") + ops.cast(attended, "float32"))
     out1 = ops.cast(out1, self.compute_dtype)
     ffn = self.output_dense(self.intermediate(out1))
     ffn = self.output_dropout(ffn, training=training)
     out = self.output_layer_norm(ops.cast(out1, "float32") + ops.cast(ffn, "float32"))
     return ops.cast(out, self.compute_dtype)
 
-  def compute_output_shape(self, hidden_states_shape, attention_bias_shape=None):
+  def compute_output_shape(self, hidden_states_shape, attention_bias_shape=None,
+                           query_positions_shape=None):
+    if query_positions_shape is not None:
+      return tuple(query_positions_shape) + (self.hidden_size,)
     return tuple(hidden_states_shape)
 
   def get_config(self):

@@ -17,6 +17,11 @@ class BertClassifier(keras.Model):
   Outputs (a dict): logits, float32 [B, num_classes] (num_classes 1: a regression
   score [B, 1]).
   checkpoint_items: encoder, classifier.
+
+  Called on tensors, the model computes its encoder's last block only at [CLS], the
+  one position the pooler reads (BertEncoder.call_at_positions); the functional graph
+  (used for saving, summaries and symbolic calls) is the plain one. Set
+  `sparse_last_layer = False` to run the plain graph instead.
   """
 
   def __init__(self, encoder: BertEncoder, num_classes: int, dropout_rate: float = 0.1,
@@ -38,6 +43,15 @@ class BertClassifier(keras.Model):
     self.classifier = classifier
     self.num_classes = num_classes
     self.dropout_rate = dropout_rate
+    self.sparse_last_layer = True
+
+  def call(self, inputs, training=None, mask=None):
+    if not self.sparse_last_layer:
+      return super().call(inputs, training=training, mask=mask)
+    pooled = self.encoder.call_at_positions(
+        {name: inputs[name] for name in constants.ENCODER_INPUTS},
+        training=training)[constants.POOLED_OUTPUT]
+    return {LOGITS: keras.ops.cast(self.classifier(pooled, training=training), "float32")}
 
   @property
   def checkpoint_items(self):

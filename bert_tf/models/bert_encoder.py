@@ -111,6 +111,41 @@ class BertEncoder(keras.Model):
     """Builds the encoder an EncoderConfig describes."""
     return cls(**config.as_dict(), dtype=dtype, name=name)
 
+  def call_at_positions(self, inputs, positions=None, training=None):
+    """Runs the encoder computing its last block only where a head reads it.
+
+    Every block but the last runs over all T positions; the last one only at [CLS]
+    (for the pooler) and at `positions` (every position still serves as a key and
+    value). The result equals the full encoder's outputs at those positions: on a
+    BERT-base pretraining batch (20 of 128 positions) it saves about 6% of the
+    forward and backward FLOPs, 13-15% on 4-layer models.
+
+    Args:
+      inputs: dict of the three int [B, T] inputs.
+      positions: optional int [B, P], indices into T.
+      training: whether dropout is active.
+
+    Returns:
+      dict: pooled_output float [B, H]; with positions, also sequence_output float32
+      [B, P, H], the last layer's output at `positions`.
+    """
+    x = self.embeddings(inputs[constants.INPUT_WORD_IDS], inputs[constants.INPUT_TYPE_IDS],
+                        training=training)
+    bias = attention_mask_bias(inputs[constants.INPUT_MASK])
+    for block in self.transformer_layers[:-1]:
+      x = block(x, bias, training=training)
+    batch = ops.shape(x)[0]
+    query_positions = ops.zeros((batch, 1), "int32")
+    if positions is not None:
+      query_positions = ops.concatenate([query_positions, ops.cast(positions, "int32")],
+                                        axis=1)
+    x = self.transformer_layers[-1](x, bias, training=training,
+                                    query_positions=query_positions)
+    outputs = {constants.POOLED_OUTPUT: self.pooler(x[:, 0, :])}
+    if positions is not None:
+      outputs[constants.SEQUENCE_OUTPUT] = ops.cast(x[:, 1:, :], "float32")
+    return outputs
+
   def get_embedding_table(self):
     """The [V, H] word-embedding variable (shared with the masked-LM head)."""
     return self.embeddings.word_embeddings

@@ -21,6 +21,11 @@ class BertPretrainer(keras.Model):
     mlm_logits: float32 [B, P, V].
     next_sentence_logits: float32 [B, 2].
   Loss: bert_tf.losses.pretraining_loss.
+
+  Called on tensors, the model computes its encoder's last block only at [CLS] and the
+  masked positions (BertEncoder.call_at_positions), which is all the heads read; the
+  functional graph (used for saving, summaries and symbolic calls) is the plain one.
+  Set `sparse_last_layer = False` to run the plain graph instead.
   """
 
   def __init__(self, encoder: BertEncoder, use_next_sentence_label: bool = True, **kwargs):
@@ -55,6 +60,20 @@ class BertPretrainer(keras.Model):
     self.masked_lm = masked_lm
     self.next_sentence = next_sentence
     self.use_next_sentence_label = use_next_sentence_label
+    self.sparse_last_layer = True
+
+  def call(self, inputs, training=None, mask=None):
+    if not self.sparse_last_layer:
+      return super().call(inputs, training=training, mask=mask)
+    encoded = self.encoder.call_at_positions(
+        {name: inputs[name] for name in constants.ENCODER_INPUTS},
+        inputs[constants.MASKED_LM_POSITIONS], training=training)
+    mlm_logits = self.masked_lm(encoded[constants.SEQUENCE_OUTPUT], training=training)
+    outputs = {constants.MLM_LOGITS: keras.ops.cast(mlm_logits, "float32")}
+    if self.next_sentence is not None:
+      nsp_logits = self.next_sentence(encoded[constants.POOLED_OUTPUT], training=training)
+      outputs[constants.NSP_LOGITS] = keras.ops.cast(nsp_logits, "float32")
+    return outputs
 
   @property
   def checkpoint_items(self):

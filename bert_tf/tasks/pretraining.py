@@ -128,16 +128,25 @@ class PretrainingTask(base.Task):
                                    global_batch_size=global_batch_size)
 
   def train_metrics(self, features, outputs) -> Dict[str, Tuple[tf.Tensor, tf.Tensor]]:
-    """Masked-LM and next-sentence accuracy as (correct, count) sums."""
-    per_example = self.eval_outputs(features, outputs)
-    metrics = {
-        "masked_lm_accuracy": base.ratio(tf.reduce_sum(per_example["masked_lm_correct"]),
-                                         tf.reduce_sum(per_example["masked_lm_weight"])),
-    }
-    if "next_sentence_correct" in per_example:
-      correct = per_example["next_sentence_correct"]
-      metrics["next_sentence_accuracy"] = base.ratio(tf.reduce_sum(correct),
-                                                     tf.size(correct))
+    """Masked-LM and next-sentence accuracy as (correct, count) sums.
+
+    Only the arg-maxes: the cross-entropy over the [B, P, V] logits that eval_outputs
+    also computes is already in the loss, and a second one costs a pass over them.
+    """
+    weights = tf.cast(features[constants.MASKED_LM_WEIGHTS], tf.float32)
+    labels = tf.cast(features[constants.MASKED_LM_IDS], tf.int32)
+    predictions = tf.argmax(outputs[constants.MLM_LOGITS], axis=-1, output_type=tf.int32)
+    correct = tf.cast(tf.equal(predictions, labels), tf.float32) * weights
+    metrics = {"masked_lm_accuracy": base.ratio(tf.reduce_sum(correct),
+                                                tf.reduce_sum(weights))}
+    if constants.NSP_LOGITS in outputs:
+      nsp_labels = tf.reshape(tf.cast(features[constants.NEXT_SENTENCE_LABELS], tf.int32),
+                              [-1])
+      nsp_correct = tf.cast(tf.equal(
+          tf.argmax(outputs[constants.NSP_LOGITS], axis=-1, output_type=tf.int32),
+          nsp_labels), tf.float32)
+      metrics["next_sentence_accuracy"] = base.ratio(tf.reduce_sum(nsp_correct),
+                                                     tf.size(nsp_correct))
     return metrics
 
   def eval_outputs(self, features, outputs) -> Dict[str, tf.Tensor]:

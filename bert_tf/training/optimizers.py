@@ -11,6 +11,12 @@ globally, which is not ours.
 Which variables are decayed is decided by the variable's path (`embeddings/layer_norm/
 gamma`, `transformer_layer_0/attention/query/bias`), not its short name, so that
 "layer_norm" in the exclusion list excludes every LayerNorm's gamma and beta.
+
+Each variable's whole update (gradient scaling, moments, bias correction, decay, the
+skip on non-finite steps, the writes) is one XLA-compiled function by default: unfused,
+TensorFlow runs about fifteen element-wise kernels per variable, each a full pass over
+memory, which on a CPU costs as much as a sizeable part of the forward pass
+(bench/README.md, "Levers").
 """
 
 from typing import Callable, Dict, Iterable, List, Sequence
@@ -60,7 +66,8 @@ class Optimizer(tf.Module):
 
   def __init__(self, algorithm: str, learning_rate: Callable, weight_decay_rate: float = 0.0,
                exclude_from_weight_decay: Sequence[str] = (), beta_1: float = 0.9,
-               beta_2: float = 0.999, epsilon: float = 1e-6, name: str = "optimizer"):
+               beta_2: float = 0.999, epsilon: float = 1e-6, jit_compile: bool = True,
+               name: str = "optimizer"):
     super().__init__(name=name)
     if algorithm not in ALGORITHMS:
       raise ValueError(f"algorithm must be one of {ALGORITHMS}, got '{algorithm}'")
@@ -71,8 +78,10 @@ class Optimizer(tf.Module):
     self.beta_1 = float(beta_1)
     self.beta_2 = float(beta_2)
     self.epsilon = float(epsilon)
+    self.jit_compile = bool(jit_compile)
     self.slots: Dict[str, Dict[str, tf.Variable]] = {}
     self._built = False
+    self._update_fns = {}
 
   @property
   def slot_names(self) -> List[str]:
@@ -104,7 +113,7 @@ class Optimizer(tf.Module):
     self._built = True
 
   def apply_gradients(self, grads: Sequence[tf.Tensor], variables: Sequence, step,
-                      should_apply=True) -> None:
+                      should_apply=True, gradient_scale=None) -> None:
     """Updates `variables` from `grads`.
 
     Call inside `strategy.run` (replica context) with gradients that are already
@@ -117,28 +126,42 @@ class Optimizer(tf.Module):
         Adam's bias correction).
       should_apply: bool scalar; where False, variables and slots keep their values
         (a step skipped because of non-finite gradients).
+      gradient_scale: optional float32 scalar every gradient is multiplied by first
+        (loss-scale removal and global-norm clipping, folded into the update so that
+        they cost no pass of their own over the gradients).
     """
     if not self._built:
       raise RuntimeError("Optimizer.build(variables) must run before apply_gradients")
     lr = tf.cast(self.learning_rate(step), tf.float32)
     t = tf.cast(step, tf.float32) + 1.0
     should_apply = tf.convert_to_tensor(should_apply, tf.bool)
+    scale = tf.constant(1.0) if gradient_scale is None else tf.cast(gradient_scale,
+                                                                      tf.float32)
     context = tf.distribute.get_replica_context()
     context.merge_call(self._apply_cross_replica,
-                       args=(list(grads), lr, t, should_apply),
+                       args=(list(grads), lr, t, should_apply, scale),
                        kwargs={"variables": list(variables)})
 
-  def _apply_cross_replica(self, strategy, grads, lr, t, should_apply, variables):
+  def _apply_cross_replica(self, strategy, grads, lr, t, should_apply, scale, variables):
     for grad, variable in zip(grads, variables):
       slots = self.slots[variable_path(variable)]
       slot_list = [slots[name] for name in self.slot_names]
       strategy.extended.update(
-          _tf_variable(variable), self._update_one,
-          args=(grad, lr, t, should_apply, *slot_list),
-          kwargs={"decay": self.decays(variable)}, group=False)
+          _tf_variable(variable), self._update_fn(self.decays(variable)),
+          args=(grad, lr, t, should_apply, scale, *slot_list), group=False)
 
-  def _update_one(self, var, grad, lr, t, should_apply, *slots, decay: bool):
-    grad = tf.cast(grad, tf.float32)
+  def _update_fn(self, decay: bool):
+    """The (XLA-compiled) update of one variable, with or without weight decay."""
+    if decay not in self._update_fns:
+      def update(var, grad, lr, t, should_apply, scale, *slots):
+        self._update_one(var, grad, lr, t, should_apply, scale, *slots, decay=decay)
+
+      self._update_fns[decay] = (tf.function(update, jit_compile=True)
+                                 if self.jit_compile else update)
+    return self._update_fns[decay]
+
+  def _update_one(self, var, grad, lr, t, should_apply, scale, *slots, decay: bool):
+    grad = tf.cast(grad, tf.float32) * scale
     if self.algorithm == "sgd":
       update = grad
     else:

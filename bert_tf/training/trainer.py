@@ -39,6 +39,7 @@ from bert_tf.training.progress import ProgressLogger
 from bert_tf.training.summaries import SummaryWriter
 
 PARAMS_FILE = "params.yaml"
+PREDICTIONS_DIR = "predictions"
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -264,17 +265,23 @@ class Trainer:
     reduced = context.all_reduce(tf.distribute.ReduceOp.SUM,
                                  {"grads": grads, "losses": losses, "metrics": metrics})
     grads, losses, metrics = reduced["grads"], reduced["losses"], reduced["metrics"]
-    if scale is not None:
-      grads = [g / scale for g in grads]
-    grads_finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
-    loss_finite = tf.math.is_finite(losses["loss"])
+    # Unscaling and clipping are one factor that the optimizer applies inside its fused
+    # update, and a NaN or Inf anywhere in the gradients makes their norm non-finite:
+    # no separate pass over the gradients for either.
     grad_norm = tf.linalg.global_norm(grads)
+    gradient_scale = tf.constant(1.0)
+    if scale is not None:
+      gradient_scale = 1.0 / scale
+      grad_norm = grad_norm / scale
+    grads_finite = tf.math.is_finite(grad_norm)
+    loss_finite = tf.math.is_finite(losses["loss"])
     clip = self.experiment.optimizer.global_clipnorm
     if clip > 0:
-      grads, _ = tf.clip_by_global_norm(grads, clip, use_norm=grad_norm)
+      gradient_scale *= clip / tf.maximum(grad_norm, clip)
     step = self.step.read_value()
     self.optimizer.apply_gradients(grads, variables, step,
-                                   should_apply=grads_finite & loss_finite)
+                                   should_apply=grads_finite & loss_finite,
+                                   gradient_scale=gradient_scale)
     out = dict(losses)
     for name, (numerator, denominator) in metrics.items():
       out[f"{name}/numerator"] = numerator
@@ -460,7 +467,9 @@ class Trainer:
       outputs = self.model(self.task.model_inputs(features), training=False)
       return self.task.eval_outputs(features, outputs)
 
-    @tf.function
+    # Batches are padded to their longest example: without reduce_retracing every new
+    # length would trace the step again.
+    @tf.function(reduce_retracing=True)
     def eval_step(features):
       per_replica = strategy.run(replica_eval, args=(features,))
       # Gathered one tensor at a time: strategy.gather of the whole dict returns only
@@ -495,14 +504,23 @@ class Trainer:
       raise self._explain_input_error(e, self.experiment.eval_data) from e
     if not gathered:
       raise ValueError("The evaluation input (eval_data) yielded no batch")
-    metrics = self.task.reduce_eval({k: np.concatenate(v) for k, v in gathered.items()})
+    values = {k: np.concatenate(v) for k, v in gathered.items()}
+    metrics = self.task.reduce_eval(values)
     step = int(self.step.numpy())
     writer = SummaryWriter(self.model_dir, "eval", enabled=self.is_chief)
     writer.write(metrics, step)
     writer.close()
     shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())
     self._log(f"Evaluation at step {step}: {shown}")
+    if self.is_chief:
+      written = self.task.write_predictions(values, self.predictions_dir(step))
+      if written:
+        self._log(f"Wrote predictions {written}")
     return metrics
+
+  def predictions_dir(self, step: int) -> str:
+    """Where the evaluation at `step` writes the task's prediction files."""
+    return os.path.join(self.model_dir, PREDICTIONS_DIR, f"step_{step}")
 
 
 def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: str = "train",

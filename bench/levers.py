@@ -1,0 +1,118 @@
+"""A/B test of the speed levers of our pretraining step, all variants in one run.
+
+Each variant is our pretraining-step worker (bench/ours_pretraining_worker.py) with one
+lever switched away from the default that bench/pretraining_step.py times; all run in
+their own processes, taking turns round after round, and the table gives each one's
+median step time and its speed relative to the default (above 1: the lever as switched
+here is faster than the default).
+
+  python bench/levers.py --config=mini --variants=all
+  python bench/levers.py --config=base --variants=default,no_xla,unfused_optimizer
+  python bench/levers.py --config=mini --compare_tree=/tmp/other_checkout
+"""
+
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+import pretraining_step  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("config", "mini", "One of bench/pretraining_step.py's configs.")
+flags.DEFINE_list("variants", ["all"], "Variants to run ('all' or names below).")
+flags.DEFINE_integer("lever_rounds", 5, "Interleaved rounds.")
+flags.DEFINE_integer("lever_steps", 3, "Timed steps per variant per round.")
+flags.DEFINE_string("compare_tree", "", "Also time the worker of another bert_tf checkout "
+                    "(its bench/ours_pretraining_worker.py and bert_tf/, its defaults, "
+                    "jit_compile as --jit_compile).")
+flags.DEFINE_bool("lever_write_readme", True, "Update the levers section of bench/README.md.")
+
+# name: (what it changes, extra worker flags, extra environment).
+# The default is what bench/pretraining_step.py times: XLA, fused optimizer, last block
+# only at the read positions, TensorFlow's thread defaults, float32, 1 step per call.
+VARIANTS = {
+    "default": ("the default step", [], {}),
+    "no_xla": ("forward/backward not XLA-compiled (runtime.jit_compile=false)",
+               ["--jit_compile", "0"], {}),
+    "unfused_optimizer": ("AdamW as separate TensorFlow kernels, not one XLA function "
+                          "per variable", ["--fused_optimizer", "0"], {}),
+    "full_last_layer": ("last block over all positions (not only [CLS] and the masked "
+                        "ones)", ["--sparse_last_layer", "0"], {}),
+    "steps_per_loop_10": ("10 steps per tf.function call (trainer.steps_per_loop=10)",
+                          ["--steps_per_loop", "10"], {}),
+    "inter_op_1": ("1 inter-op thread (TensorFlow's default: one per core)",
+                   ["--inter_op_threads", "1"], {}),
+    "intra_op_1": ("1 intra-op thread", ["--intra_op_threads", "1"], {}),
+    "no_onednn": ("oneDNN kernels off (TF_ENABLE_ONEDNN_OPTS=0): Eigen matmuls",
+                  [], {"TF_ENABLE_ONEDNN_OPTS": "0"}),
+    "bfloat16": ("mixed_bfloat16 (this CPU has AVX512_BF16; peers run float32)",
+                 ["--mixed_precision", "mixed_bfloat16"], {}),
+}
+
+
+def main(argv):
+  del argv
+  if FLAGS.config not in pretraining_step.CONFIGS:
+    raise app.UsageError(f"Unknown config '{FLAGS.config}'; configs: "
+                         f"{', '.join(pretraining_step.CONFIGS)}")
+  names = list(VARIANTS) if FLAGS.variants == ["all"] else FLAGS.variants
+  for name in names:
+    if name not in VARIANTS:
+      raise app.UsageError(f"Unknown variant '{name}'; variants: {', '.join(VARIANTS)}")
+  if "default" not in names:
+    names.insert(0, "default")
+  size, batch, seq, predictions, _ = pretraining_step.CONFIGS[FLAGS.config]
+  shape = ["--size", size, "--batch_size", str(batch), "--seq_length", str(seq),
+           "--predictions", str(predictions)]
+  base_env = {"CUDA_VISIBLE_DEVICES": ""}
+  specs = []
+  for name in names:
+    _, extra, env = VARIANTS[name]
+    flags_ = ["--jit_compile", "1", *extra]
+    specs.append((name, [sys.executable, "bench/ours_pretraining_worker.py", *shape,
+                         *flags_], {**base_env, **env}))
+  if FLAGS.compare_tree:
+    tree = os.path.abspath(FLAGS.compare_tree)
+    specs.append(("compare_tree", [sys.executable,
+                                   os.path.join(tree, "bench/ours_pretraining_worker.py"),
+                                   *shape, "--jit_compile", str(int(FLAGS.jit_compile))],
+                  {**base_env, "PYTHONPATH": os.path.join(tree, "bench", "peers") +
+                   os.pathsep + tree}))
+  print(f"levers on {FLAGS.config} ({size}, batch {batch}, seq {seq}): "
+        f"{', '.join(s[0] for s in specs)}; {FLAGS.lever_rounds} rounds x "
+        f"{FLAGS.lever_steps} steps", flush=True)
+  workers = common.start_sequential(specs)
+  common.alternate(workers, FLAGS.lever_rounds, FLAGS.lever_steps)
+  default = common.median(workers[0].step_seconds)
+  rows, results = [], {}
+  for worker in workers:
+    step = common.median(worker.step_seconds)
+    what = (VARIANTS[worker.name][0] if worker.name in VARIANTS
+            else f"bert_tf from {FLAGS.compare_tree}")
+    results[worker.name] = {"median_step_seconds": step, "sequences_per_second": batch / step,
+                            "peak_rss_mb": worker.peak_rss_mb, "info": worker.info,
+                            "steps": len(worker.step_seconds)}
+    rows.append([worker.name, what, f"{step * 1000:.0f}", f"{batch / step:.2f}",
+                 f"{default / step:.2f}x",
+                 f"{worker.peak_rss_mb:.0f}" if worker.peak_rss_mb else "n/a"])
+  table = common.markdown_table(["variant", "what changes", "median ms/step", "seq/s",
+                                 "speed vs default", "peak RSS MiB"], rows)
+  print(table)
+  command = common.command_line()
+  common.write_results(f"levers_{FLAGS.config}", {"command": command, "results": results,
+                                                  "machine": common.machine_description()})
+  if FLAGS.lever_write_readme:
+    common.update_readme_section(
+        f"levers_{FLAGS.config}",
+        f"Command: `{command}` (medians of {FLAGS.lever_rounds} interleaved rounds x "
+        f"{FLAGS.lever_steps} steps; {size}, batch {batch}, seq {seq})\n\n{table}")
+  print(f"levers: {len(workers)} variants on {FLAGS.config}; command: {command}")
+
+
+if __name__ == "__main__":
+  app.run(main)
