@@ -94,6 +94,7 @@ class Worker:
                                  stderr=self._log, text=True, env=full_env, cwd=REPO_ROOT)
     self.info = None
     self.step_seconds: List[float] = []
+    self.cpu_seconds: List[float] = []
     self.peak_rss_mb = None
 
   def _read(self, tag: str) -> dict:
@@ -112,8 +113,10 @@ class Worker:
   def run(self, steps: int) -> List[float]:
     self.proc.stdin.write(f"run {steps}\n")
     self.proc.stdin.flush()
-    seconds = self._read("RESULT")["step_seconds"]
+    result = self._read("RESULT")
+    seconds = result["step_seconds"]
     self.step_seconds += seconds
+    self.cpu_seconds += result.get("cpu_seconds", [])
     return seconds
 
   def close(self) -> None:

@@ -111,6 +111,25 @@ def _run_once(name, corpus, out_dir, workers):
   }
 
 
+# A pure-Python CPU loop of about a second: run alone and as two processes at once, it
+# measures how much of a second core the machine has free at that moment, the ceiling of
+# any 2-worker speed-up then.
+_PROBE = "s = 0\nfor i in range(20_000_000):\n  s += i"
+
+
+def _probe_parallel_speedup(processes):
+  """Speed-up of `processes` concurrent copies of the CPU loop over one copy."""
+  def run(n):
+    start = time.time()
+    procs = [subprocess.Popen([sys.executable, "-c", _PROBE]) for _ in range(n)]
+    for p in procs:
+      p.wait()
+    return time.time() - start
+  alone = run(1)
+  together = run(processes)
+  return processes * alone / together
+
+
 def _medians(results):
   keys = ("wall_s", "startup_s", "instances_per_s", "instances_per_s_after_startup",
           "mb_per_s", "cpu_s", "work_cpu_s", "instances_per_work_cpu_s")
@@ -200,7 +219,13 @@ def main(argv):
     print(f"corpus: {FLAGS.repeat} x {FLAGS.input_file} = {size_mb:.1f} MB; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
     results = {name: [] for name, _, _ in systems}
+    probes = []
+    max_workers = max(worker_counts)
     for r in range(FLAGS.runs):
+      if max_workers > 1:
+        probes.append(_probe_parallel_speedup(max_workers))
+        print(f"round {r + 1}: {max_workers} CPU-loop processes run {probes[-1]:.2f}x "
+              f"as fast as one (the machine's free parallelism now)", flush=True)
       order = systems if r % 2 == 0 else list(reversed(systems))
       for name, path, workers in order:
         res = _run_once(f"r{r}-{workers}-{os.path.basename(path)}", path, tmp, workers)
@@ -229,10 +254,13 @@ def main(argv):
                 for a, b in zip(results["1 worker"], results[name])]
       paired_e2e = [b["instances_per_s"] / a["instances_per_s"]
                     for a, b in zip(results["1 worker"], results[name])]
+      ceiling = (f"; in the same rounds {max_workers} plain CPU-loop processes ran "
+                 f"{statistics.median(probes):.2f}x as fast as one, the ceiling on this "
+                 f"machine at that time" if probes else "")
       findings.append(
           f"{name} vs 1 (paired within rounds, median): {statistics.median(paired):.2f}x "
           f"after start-up, {statistics.median(paired_e2e):.2f}x end to end (ideal "
-          f"{workers}x); work CPU s {medians[name]['work_cpu_s'] / one['work_cpu_s']:.2f}x "
+          f"{workers}x{ceiling}); work CPU s {medians[name]['work_cpu_s'] / one['work_cpu_s']:.2f}x "
           f"and CPU s with start-up {medians[name]['cpu_s'] / one['cpu_s']:.2f}x one "
           f"worker's for the same instances (1.00x: the work splits without overhead).")
   if FLAGS.memory_check_repeat and one:
@@ -259,6 +287,7 @@ def main(argv):
       "medians": medians,
       "findings": findings,
       "statistics": stats,
+      "parallel_probe_speedups": probes,
       "runs": [{k: v for k, v in r.items() if k != "summary"} for r in all_runs],
   }
   print(f"results: {common.write_results(_SECTION, payload)}")

@@ -89,6 +89,7 @@ def main(argv):
   workers = common.start_sequential(specs)
   common.alternate(workers, FLAGS.lever_rounds, FLAGS.lever_steps)
   default = common.median(workers[0].step_seconds)
+  default_cpu = common.median(workers[0].cpu_seconds)
   rows, results = [], {}
   for worker in workers:
     step = common.median(worker.step_seconds)
@@ -97,11 +98,15 @@ def main(argv):
     results[worker.name] = {"median_step_seconds": step, "sequences_per_second": batch / step,
                             "peak_rss_mb": worker.peak_rss_mb, "info": worker.info,
                             "steps": len(worker.step_seconds)}
+    cpu = common.median(worker.cpu_seconds)
+    results[worker.name]["median_cpu_seconds"] = cpu
     rows.append([worker.name, what, f"{step * 1000:.0f}", f"{batch / step:.2f}",
-                 f"{default / step:.2f}x",
+                 f"{default / step:.2f}x", f"{cpu * 1000:.0f}",
+                 f"{default_cpu / cpu:.2f}x",
                  f"{worker.peak_rss_mb:.0f}" if worker.peak_rss_mb else "n/a"])
   table = common.markdown_table(["variant", "what changes", "median ms/step", "seq/s",
-                                 "speed vs default", "peak RSS MiB"], rows)
+                                 "speed vs default", "CPU ms/step", "CPU time vs default",
+                                 "peak RSS MiB"], rows)
   print(table)
   command = common.command_line()
   common.write_results(f"levers_{FLAGS.config}", {"command": command, "results": results,

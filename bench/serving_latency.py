@@ -10,19 +10,25 @@ loads the SavedModel and times, on the same texts,
   * serve_token_ids (ids tokenized beforehand, as a client that tokenizes would),
   * the in-graph tokenization and packing alone (a tf.function, in process),
 at batch 1 (p50 and p99 latency over --iterations calls) and at batch 32
-(throughput over --batch_iterations calls). Texts are random words long enough to
-fill seq_length. The difference between the two rows is the cost of in-graph
-tokenization. It prints a table and the command line.
+(median throughput over --batch_iterations calls), the three interleaved call by call.
+Texts are random words long enough to fill seq_length. The difference between the first
+two rows is the cost of in-graph tokenization. It prints a table and the command line,
+writes bench/results/serving_latency.json and updates bench/README.md.
 """
 
 import os
+import resource
 import shutil
+import statistics
 import sys
 import tempfile
 import time
 
 from absl import app
 from absl import flags
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("size", "base", "Encoder size: tiny, mini, small, medium, base, large.")
@@ -32,6 +38,7 @@ flags.DEFINE_integer("batch_iterations", 5, "Timed batch-32 calls per signature.
 flags.DEFINE_integer("batch_size", 32, "Batch size of the throughput measurement.")
 flags.DEFINE_integer("vocab_size", 30522, "Size of the synthetic vocab.")
 flags.DEFINE_integer("seed", 0, "Seed of the texts and weights.")
+flags.DEFINE_bool("write_readme", True, "Update the serving section of bench/README.md.")
 
 
 def synthetic_vocab(path, size):
@@ -98,37 +105,61 @@ def main(argv):
   fill = float(tf.reduce_mean(tf.cast(ids["input_mask"], tf.float32)))
   encode_fn = tf.function(module.encode_text,
                           input_signature=[{"text": tf.TensorSpec([None], tf.string)}])
-  rows = []
-  for name, call in (("raw text in", lambda n: text_fn(text=tf.constant(texts[:n]))),
-                     ("token ids in", lambda n: ids_fn(**{k: v[:n] for k, v in ids.items()})),
-                     ("tokenize + pack only", lambda n: encode_fn({"text": tf.constant(
-                         texts[:n])}))):
-    for _ in range(3):
-      call(1)
-    call(FLAGS.batch_size)
-    latencies = []
-    for _ in range(FLAGS.iterations):
-      t = time.perf_counter()
-      out = call(1)
-      _ = {k: v.numpy() for k, v in out.items()}
-      latencies.append((time.perf_counter() - t) * 1000)
-    t = time.perf_counter()
-    for i in range(FLAGS.batch_iterations):
-      out = call(FLAGS.batch_size)
-      _ = {k: v.numpy() for k, v in out.items()}
-      print(f"  {name}: batch {i + 1}/{FLAGS.batch_iterations}", flush=True)
-    throughput = FLAGS.batch_size * FLAGS.batch_iterations / (time.perf_counter() - t)
-    rows.append((name, percentile(latencies, 50), percentile(latencies, 99), throughput))
+  calls = {
+      "raw text in": lambda n: text_fn(text=tf.constant(texts[:n])),
+      "token ids in": lambda n: ids_fn(**{k: v[:n] for k, v in ids.items()}),
+      "tokenize + pack only": lambda n: encode_fn({"text": tf.constant(texts[:n])}),
+  }
 
-  devices = [d.device_type for d in tf.config.list_logical_devices()]
-  print(f"\nBERT-{FLAGS.size}, seq_length {FLAGS.seq_length} ({fill:.0%} of positions are "
-        f"real tokens), devices {sorted(set(devices))}, {os.cpu_count()} CPUs")
-  print(f"| input | batch-1 p50 (ms) | batch-1 p99 (ms) | batch-{FLAGS.batch_size} "
-        "throughput (seq/s) |")
-  print("|---|---:|---:|---:|")
-  for name, p50, p99, throughput in rows:
-    print(f"| {name} | {p50:.1f} | {p99:.1f} | {throughput:.1f} |")
-  print("\nCommand: python3 " + " ".join(sys.argv))
+  def timed(call, n):
+    start = time.perf_counter()
+    out = call(n)
+    _ = {k: v.numpy() for k, v in out.items()}
+    return time.perf_counter() - start
+
+  for call in calls.values():
+    for n in (1, 1, 1, FLAGS.batch_size):
+      timed(call, n)
+  # Interleaved: each round times every input once, so all share the same moments of a
+  # possibly busy machine.
+  latencies = {name: [] for name in calls}
+  batch_seconds = {name: [] for name in calls}
+  for i in range(FLAGS.iterations):
+    for name, call in calls.items():
+      latencies[name].append(timed(call, 1) * 1000)
+  for i in range(FLAGS.batch_iterations):
+    for name, call in calls.items():
+      batch_seconds[name].append(timed(call, FLAGS.batch_size))
+    print(f"  batch-{FLAGS.batch_size} round {i + 1}/{FLAGS.batch_iterations}", flush=True)
+
+  devices = sorted({d.device_type for d in tf.config.list_logical_devices()})
+  header = ["input", "batch-1 p50 (ms)", "batch-1 p99 (ms)",
+            f"batch-{FLAGS.batch_size} throughput (seq/s, median)"]
+  rows, results = [], {}
+  for name in calls:
+    p50, p99 = percentile(latencies[name], 50), percentile(latencies[name], 99)
+    throughput = FLAGS.batch_size / statistics.median(batch_seconds[name])
+    rows.append([name, f"{p50:.1f}", f"{p99:.1f}", f"{throughput:.1f}"])
+    results[name] = {"p50_ms": p50, "p99_ms": p99, "throughput_seq_per_s": throughput}
+  peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+  raw, token = results["raw text in"], results["token ids in"]
+  summary = (f"BERT-{FLAGS.size} classifier, seq_length {FLAGS.seq_length} ({fill:.0%} of "
+             f"positions are real tokens), devices {devices}, {common.machine_description()}, "
+             f"load average {os.getloadavg()[0]:.1f} at the end; peak RSS {peak_mb:.0f} MB. "
+             f"Raw text in costs {raw['p50_ms'] / token['p50_ms']:.2f}x the latency (p50) and "
+             f"gives {raw['throughput_seq_per_s'] / token['throughput_seq_per_s']:.2f}x the "
+             "throughput of token ids in.")
+  table = common.markdown_table(header, rows)
+  command = common.command_line()
+  print(f"\n{summary}\n{table}\n\nCommand: {command}")
+  common.write_results("serving_latency", {
+      "command": command, "size": FLAGS.size, "seq_length": FLAGS.seq_length,
+      "batch_size": FLAGS.batch_size, "iterations": FLAGS.iterations,
+      "batch_iterations": FLAGS.batch_iterations, "results": results,
+      "peak_rss_mb": peak_mb, "real_token_fraction": fill})
+  if FLAGS.write_readme:
+    common.update_readme_section(
+        "serving_latency", f"{summary}\n\n{table}\n\n`{command}`")
   shutil.rmtree(tmp, ignore_errors=True)
 
 

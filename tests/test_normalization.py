@@ -161,6 +161,19 @@ def test_split_keeps_punctuation_and_cjk_as_single_words():
                    "»", "中", "文", "字", "$", "5", "^", "_", "^", "한국어", "ひらがな"]
 
 
+def test_every_cjk_block_of_the_original_is_split_including_extension_e_start():
+  # Hugging Face's CJK ranges begin Extension E at U+2B920, the original at U+2B820;
+  # the every-character test above leaves these (post-3.2) characters out.
+  ideographs = ["\U0002B820", "\U0002B91F", "\U0002B920", "\U0002CEAF", "\U0002A700",
+                "\U00020000", "\u3400", "\uF900", "\U0002F800"]
+  text = " ".join(f"a{c}b" for c in ideographs)
+  for lower_case in (True, False):
+    words = _decoded(normalization.split_words(tf.constant([text]), lower_case))[0]
+    # Each ideograph is a word of its own (compatibility ideographs decompose under NFD).
+    assert len(words) == 3 * len(ideographs) and words[:3] == ["a", "\U0002B820", "b"]
+    assert words == original_words(text, lower_case)
+
+
 def test_source_offsets_cover_whole_characters():
   text = "Ça\u200b va, \u00c9T\u00c9 \u0130i"
   normalized = normalization.normalize(tf.constant([text]), lower_case=True)

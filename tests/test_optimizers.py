@@ -117,6 +117,17 @@ def test_fused_update_equals_the_unfused_one_and_applies_the_gradient_scale(algo
   np.testing.assert_allclose(kernel.numpy(), ref_kernel.numpy(), rtol=1e-6)
 
 
+def test_checkpoint_saves_and_restores_after_the_update_functions_exist(tmp_path):
+  opt, (kernel,) = _make([("dense/kernel", [1.0, -2.0])], "adamw")
+  opt.apply_gradients([tf.constant([0.4, -0.2])], [kernel], step=0)
+  path = tf.train.Checkpoint(optimizer=opt, kernel=kernel).save(str(tmp_path / "ckpt"))
+  fresh, (fresh_kernel,) = _make([("dense/kernel", [0.0, 0.0])], "adamw")
+  tf.train.Checkpoint(optimizer=fresh, kernel=fresh_kernel).restore(path).assert_consumed()
+  np.testing.assert_array_equal(fresh_kernel.numpy(), kernel.numpy())
+  np.testing.assert_array_equal(fresh.slots["dense/kernel"]["m"].numpy(),
+                                opt.slots["dense/kernel"]["m"].numpy())
+
+
 def test_unknown_algorithm_is_an_error():
   with pytest.raises(ValueError, match="algorithm"):
     optimizers.Optimizer("adagrad", _constant(0.1))

@@ -4,7 +4,8 @@ Needs only the standard library and numpy, because it runs inside each peer's ow
 virtual environment. A worker builds its model, runs its warm-up steps, prints one
 `READY {json}` line, then answers commands read from stdin, one per line:
 
-  run N    runs N timed steps and prints `RESULT {"step_seconds": [...]}`
+  run N    runs N timed steps and prints `RESULT {"step_seconds": [...],
+           "cpu_seconds": [...]}` (wall-clock and process CPU time per step)
   quit     prints `DONE {"peak_rss_mb": ...}` and exits
 
 The driver (bench/common.py) starts one worker per system and sends `run` to each in
@@ -113,14 +114,15 @@ def serve(step_fn, warmup_steps=2, info=None, sync=None):
       continue
     if parts[0] == "run":
       calls = max(1, int(parts[1]) // steps_per_call)
-      seconds = []
+      seconds, cpu_seconds = [], []
       for _ in range(calls):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         step_fn()
         if sync:
           sync()
         seconds.append((time.perf_counter() - t0) / steps_per_call)
-      _emit("RESULT", {"step_seconds": seconds})
+        cpu_seconds.append((time.process_time() - c0) / steps_per_call)
+      _emit("RESULT", {"step_seconds": seconds, "cpu_seconds": cpu_seconds})
     elif parts[0] == "quit":
       break
   _emit("DONE", {"peak_rss_mb": peak_rss_mb()})

@@ -81,7 +81,9 @@ class Optimizer(tf.Module):
     self.jit_compile = bool(jit_compile)
     self.slots: Dict[str, Dict[str, tf.Variable]] = {}
     self._built = False
-    self._update_fns = {}
+    # Set past tf.Module's attribute tracking: a tracked dict with bool keys makes
+    # every checkpoint save fail, and the functions hold no state to save.
+    object.__setattr__(self, "_update_fns", {})
 
   @property
   def slot_names(self) -> List[str]:
