@@ -33,12 +33,13 @@ flags.DEFINE_string("compare_tree", "", "Also time the worker of another bert_tf
 flags.DEFINE_bool("lever_write_readme", True, "Update the levers section of bench/README.md.")
 
 # name: (what it changes, extra worker flags, extra environment).
-# The default is what bench/pretraining_step.py times: XLA, fused optimizer, last block
-# only at the read positions, TensorFlow's thread defaults, float32, 1 step per call.
+# The default is what bench/pretraining_step.py times: no XLA for the forward/backward,
+# the fused optimizer, the last block only at the read positions, TensorFlow's thread
+# defaults, float32, 1 step per call.
 VARIANTS = {
     "default": ("the default step", [], {}),
-    "no_xla": ("forward/backward not XLA-compiled (runtime.jit_compile=false)",
-               ["--jit_compile", "0"], {}),
+    "xla": ("forward/backward XLA-compiled (runtime.jit_compile=true)",
+            ["--jit_compile", "1"], {}),
     "unfused_optimizer": ("AdamW as separate TensorFlow kernels, not one XLA function "
                           "per variable", ["--fused_optimizer", "0"], {}),
     "full_last_layer": ("last block over all positions (not only [CLS] and the masked "
@@ -48,6 +49,11 @@ VARIANTS = {
     "inter_op_1": ("1 inter-op thread (TensorFlow's default: one per core)",
                    ["--inter_op_threads", "1"], {}),
     "intra_op_1": ("1 intra-op thread", ["--intra_op_threads", "1"], {}),
+    "autojit_fusible": ("XLA auto-clustering of the element-wise ops only, matmuls left to "
+                        "oneDNN (TF_XLA_FLAGS=--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit "
+                        "--tf_xla_ops_to_cluster=FUSIBLE)", [],
+                        {"TF_XLA_FLAGS": "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit "
+                                         "--tf_xla_ops_to_cluster=FUSIBLE"}),
     "no_onednn": ("oneDNN kernels off (TF_ENABLE_ONEDNN_OPTS=0): Eigen matmuls",
                   [], {"TF_ENABLE_ONEDNN_OPTS": "0"}),
     "bfloat16": ("mixed_bfloat16 (this CPU has AVX512_BF16; peers run float32)",
@@ -73,7 +79,7 @@ def main(argv):
   specs = []
   for name in names:
     _, extra, env = VARIANTS[name]
-    flags_ = ["--jit_compile", "1", *extra]
+    flags_ = ["--jit_compile", "0", *extra]
     specs.append((name, [sys.executable, "bench/ours_pretraining_worker.py", *shape,
                          *flags_], {**base_env, **env}))
   if FLAGS.compare_tree:

@@ -457,8 +457,9 @@ def _markdown(payload):
 def main(argv):
   del argv
   import tokenizers  # pylint: disable=g-import-not-at-top
-  from tokenizers import BertWordPieceTokenizer as HfBertWordPieceTokenizer  # pylint: disable=g-import-not-at-top
-  from tokenizers import normalizers, pre_tokenizers  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  from tokenizers import BertWordPieceTokenizer as HfBertWordPieceTokenizer
+  from tokenizers import normalizers, pre_tokenizers
 
   corpora = load_corpora(FLAGS.data_dir)
   print(f"sentences: { {k: len(v) for k, v in corpora.items()} }")

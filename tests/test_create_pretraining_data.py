@@ -87,6 +87,7 @@ def test_summary_times_the_start_up_apart_from_the_work(created):
   assert 0 < summary["startup_seconds"] < summary["seconds"]
   assert summary["instances_per_second_after_startup"] > summary["instances_per_second"]
   assert 0 < summary["work_cpu_seconds"] < summary["seconds"] * os.cpu_count()
+  assert summary["work_cpu_seconds_per_worker"] == [summary["work_cpu_seconds"]]
 
 
 def test_summary_file_and_shards_hold_all_instances_round_robin(created):

@@ -113,6 +113,20 @@ def test_learns_whether_a_sentence_contains_a_token(tmp_path):
   assert [row.split("\t")[0] for row in rows[1:]] == [str(i) for i in range(64)]
 
 
+def test_evaluation_of_batches_of_many_lengths_does_not_trace_once_per_length(tmp_path):
+  # Dev batches are padded to their longest sentence, 2..11 pieces here: ten lengths.
+  vocab = helpers.write_vocab(tmp_path / "vocab.txt")
+  lines = ["sentence\tlabel"] + [f"{' '.join(['red'] * n)}\t{n % 2}" for n in range(1, 11)]
+  (tmp_path / "dev.tsv").write_text("\n".join(lines) + "\n")
+  data = dict(format="tsv", vocab_file=vocab, input_path=str(tmp_path / "dev.tsv"))
+  experiment = helpers.tiny_experiment(
+      {"name": "sentence_prediction", "text_a_column": "sentence", "num_classes": 2},
+      data).override({"eval_data": {"global_batch_size": 1}})
+  trainer = Trainer(experiment, str(tmp_path / "model"), log_fn=lambda _: None)
+  trainer.evaluate()
+  assert trainer._eval_step_fn.experimental_get_tracing_count() <= 2  # pylint: disable=protected-access
+
+
 def test_init_checkpoint_restores_the_encoder_and_leaves_the_head(tmp_path):
   source = _task().build_model()
   prefix = tf.train.Checkpoint(encoder=source.encoder).save(str(tmp_path / "ckpt"))

@@ -514,13 +514,16 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
   start = time.time()
   tracker = _Progress(total_bytes, progress, workers)
   totals = _empty_stats()
+  worker_cpu_seconds = []
   try:
     if workers == 1:
-      _merge_stats(totals, _run_worker(0, 1, chunks, paths, gzip, settings, vocab_file,
-                                       tracker.handle))
+      worker_totals = _run_worker(0, 1, chunks, paths, gzip, settings, vocab_file,
+                                  tracker.handle)
+      worker_cpu_seconds.append(worker_totals["cpu_seconds"])
+      _merge_stats(totals, worker_totals)
     else:
       _merge_stats(totals, _run_in_processes(workers, chunks, paths, gzip, settings,
-                                             vocab_file, tracker))
+                                             vocab_file, tracker, worker_cpu_seconds))
     if totals["documents"] == 0:
       raise PretrainingDataError(f"No documents in the input (every line is blank or "
                                  f"tokenizes to nothing): {', '.join(files)}")
@@ -535,7 +538,8 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
   elapsed = time.time() - start
 
   summary = _make_summary(totals, settings, files, vocab_file, len(vocab), paths, gzip,
-                          workers, chunk_size_mb, elapsed, tracker.startup_seconds)
+                          workers, chunk_size_mb, elapsed, tracker.startup_seconds,
+                          worker_cpu_seconds)
   tmp = summary_file + INCOMPLETE_SUFFIX
   with open(tmp, "w", encoding="utf-8") as f:
     json.dump(summary, f, indent=2)
@@ -543,7 +547,12 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
   return summary
 
 
-def _run_in_processes(workers, chunks, paths, gzip, settings, vocab_file, tracker):
+def _run_in_processes(workers, chunks, paths, gzip, settings, vocab_file, tracker,
+                      worker_cpu_seconds):
+  """Runs the workers in processes; returns their merged counts.
+
+  Each worker's CPU seconds of work are appended to `worker_cpu_seconds`.
+  """
   # Spawned, not forked: TensorFlow's runtime threads do not survive a fork.
   ctx = multiprocessing.get_context("spawn")
   queue = ctx.Queue()
@@ -567,6 +576,7 @@ def _run_in_processes(workers, chunks, paths, gzip, settings, vocab_file, tracke
         tracker.handle((kind, payload))
       elif kind == "done":
         _merge_stats(totals, payload)
+        worker_cpu_seconds.append(payload["cpu_seconds"])
         done += 1
       else:
         raise PretrainingDataError(f"A worker failed: {payload}")
@@ -579,7 +589,7 @@ def _run_in_processes(workers, chunks, paths, gzip, settings, vocab_file, tracke
 
 
 def _make_summary(totals, settings, files, vocab_file, vocab_size, paths, gzip, workers,
-                  chunk_size_mb, elapsed, startup_seconds) -> Dict:
+                  chunk_size_mb, elapsed, startup_seconds, worker_cpu_seconds) -> Dict:
   masked = max(totals["masked"], 1)
   instances = max(totals["instances"], 1)
   return {
@@ -624,6 +634,8 @@ def _make_summary(totals, settings, files, vocab_file, vocab_size, paths, gzip, 
       # CPU time of the chunks' processing, all workers and their threads, start-up left
       # out: on a shared machine a steadier measure of the work than the wall clock.
       "work_cpu_seconds": totals["cpu_seconds"],
+      # Per worker: the largest is the work's critical path when each has a core.
+      "work_cpu_seconds_per_worker": worker_cpu_seconds,
       "instances_per_second_after_startup":
           totals["instances"] / max(elapsed - startup_seconds, 1e-9),
   }
