@@ -32,6 +32,12 @@ def load_average() -> str:
   return " / ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+def lr_text(learning_rate: float) -> str:
+  """5e-05 -> "5e-5", 0.0001 -> "1e-4", 1.5e-4 -> "1.5e-4"."""
+  mantissa, exponent = f"{learning_rate:e}".split("e")
+  return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
 def record(name: str, payload: Dict, write_readme: bool = True) -> str:
   """Writes bench/results/accuracy_<name>.json and, with write_readme, rebuilds the section.
 

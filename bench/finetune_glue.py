@@ -156,7 +156,7 @@ def main(argv):
         "result": _shown(metrics),
         "baseline": "majority class: " + _shown(baseline),
         "budget": (f"{steps} steps ({epochs:.2f} epochs), batch {_BATCH.value}, lr "
-                   f"{_LR.value:g}, seq {_SEQ.value}"),
+                   f"{accuracy_report.lr_text(_LR.value)}, seq {_SEQ.value}"),
         "seconds": seconds, "load": accuracy_report.load_average(), "command": command,
         "metrics": metrics, "baseline_metrics": baseline,
         "settings": {"train_steps": steps, "epochs": epochs, "batch_size": _BATCH.value,

@@ -130,7 +130,8 @@ def main(argv):
                  f"R {100 * metrics['recall']:.1f})"),
       "baseline": f"most frequent tag per word: F1 {100 * baseline['f1']:.1f}",
       "budget": (f"{steps} steps ({epochs:.2f} epochs), batch {_BATCH.value}, lr "
-                 f"{_LR.value:g}, seq {_SEQ.value} (eval {_EVAL_SEQ.value})"),
+                 f"{accuracy_report.lr_text(_LR.value)}, seq {_SEQ.value} "
+                 f"(eval {_EVAL_SEQ.value})"),
       "seconds": seconds, "load": accuracy_report.load_average(), "command": command,
       "metrics": metrics, "baseline_metrics": baseline,
       "settings": {"train_steps": steps, "epochs": epochs, "batch_size": _BATCH.value,

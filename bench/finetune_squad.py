@@ -149,8 +149,8 @@ def main(argv):
       "baseline": ("none computed; published on the full dev set (Rajpurkar et al. 2016): "
                    "sliding window F1 20.2, logistic regression F1 51.0"),
       "budget": (f"{_STEPS.value} steps ({epochs:.2f} epochs of {num_windows:,} windows), "
-                 f"batch {_BATCH.value}, lr {_LR.value:g}, seq {_SEQ.value}, stride "
-                 f"{_STRIDE.value}"),
+                 f"batch {_BATCH.value}, lr {accuracy_report.lr_text(_LR.value)}, seq "
+                 f"{_SEQ.value}, stride {_STRIDE.value}"),
       "seconds": train_seconds + eval_seconds, "load": accuracy_report.load_average(),
       "command": command, "metrics": metrics,
       "settings": {"train_steps": _STEPS.value, "epochs": epochs, "batch_size": _BATCH.value,

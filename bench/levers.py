@@ -44,6 +44,11 @@ VARIANTS = {
                           "per variable", ["--fused_optimizer", "0"], {}),
     "full_last_layer": ("last block over all positions (not only [CLS] and the masked "
                         "ones)", ["--sparse_last_layer", "0"], {}),
+    "no_xla_fusion": ("LayerNorm, GELU and the pretraining loss as plain TensorFlow ops, "
+                      "not XLA-fused (bert_tf.layers.fusion)", ["--xla_fusion", "0"], {}),
+    "keras_dropout": ("Keras's dropout mask (a float32 uniform per element, 'auto_select' "
+                      "generator) instead of bert_tf.layers.Dropout's 16 Philox bits",
+                      ["--keras_dropout", "1"], {}),
     "steps_per_loop_10": ("10 steps per tf.function call (trainer.steps_per_loop=10)",
                           ["--steps_per_loop", "10"], {}),
     "inter_op_1": ("1 inter-op thread (TensorFlow's default: one per core)",

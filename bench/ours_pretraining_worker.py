@@ -67,6 +67,10 @@ def add_lever_flags(parser):
                       help="1: the last block runs only where the heads read (default).")
   parser.add_argument("--mixed_precision", default="float32",
                       help="runtime.mixed_precision_dtype.")
+  parser.add_argument("--xla_fusion", type=int, default=1,
+                      help="0: no XLA-fused LayerNorm, GELU and loss (bert_tf.layers.fusion).")
+  parser.add_argument("--keras_dropout", type=int, default=0,
+                      help="1: Keras's own dropout mask instead of bert_tf.layers.Dropout's.")
   parser.add_argument("--intra_op_threads", type=int, default=0,
                       help="TensorFlow intra-op threads (0: TensorFlow's default).")
   parser.add_argument("--inter_op_threads", type=int, default=0,
@@ -74,8 +78,16 @@ def add_lever_flags(parser):
 
 
 def apply_thread_flags(args):
-  """Sets the thread pools; must run before TensorFlow executes its first op."""
+  """Sets the thread pools (and the dropout lever); must run before TensorFlow executes
+  its first op and before the model is built."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if not args.xla_fusion:
+    from bert_tf.layers import fusion  # pylint: disable=g-import-not-at-top
+    fusion.static = lambda *tensors: False
+  if args.keras_dropout:
+    import keras  # pylint: disable=g-import-not-at-top
+    from bert_tf.layers import dropout  # pylint: disable=g-import-not-at-top
+    dropout.Dropout.call = keras.layers.Dropout.call
   if args.intra_op_threads:
     tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
   if args.inter_op_threads:
@@ -91,6 +103,8 @@ def apply_model_flags(args, trainer):
 
 def lever_info(args):
   return {"fused_optimizer": bool(args.fused_optimizer),
+          "keras_dropout": bool(args.keras_dropout),
+          "xla_fusion": bool(args.xla_fusion),
           "sparse_last_layer": bool(args.sparse_last_layer),
           "mixed_precision": args.mixed_precision,
           "threads": f"{args.intra_op_threads or 'default'}/"

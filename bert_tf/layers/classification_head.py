@@ -3,6 +3,7 @@
 import keras
 
 from bert_tf.layers import initializers
+from bert_tf.layers.dropout import Dropout
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -25,7 +26,7 @@ class ClassificationHead(keras.layers.Layer):
     self.num_classes = num_classes
     self.dropout_rate = dropout_rate
     self.initializer_range = initializer_range
-    self.dropout = keras.layers.Dropout(dropout_rate, name="dropout")
+    self.dropout = Dropout(dropout_rate, name="dropout")
     self.dense = keras.layers.Dense(
         num_classes, kernel_initializer=initializers.bert_initializer(initializer_range),
         name="dense", dtype=self.dtype_policy)

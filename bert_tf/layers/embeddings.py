@@ -4,6 +4,8 @@ import keras
 from keras import ops
 
 from bert_tf.layers import initializers
+from bert_tf.layers.dropout import Dropout
+from bert_tf.layers.layer_norm import LayerNormalization
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -34,9 +36,9 @@ class BertEmbeddings(keras.layers.Layer):
     self.initializer_range = initializer_range
     self.layer_norm_epsilon = layer_norm_epsilon
     # LayerNorm statistics are computed in float32 under mixed precision.
-    self.layer_norm = keras.layers.LayerNormalization(
+    self.layer_norm = LayerNormalization(
         epsilon=layer_norm_epsilon, axis=-1, dtype="float32", name="layer_norm")
-    self.dropout = keras.layers.Dropout(dropout_rate, name="dropout")
+    self.dropout = Dropout(dropout_rate, name="dropout")
 
   def build(self, input_shape=None):
     init = initializers.bert_initializer(self.initializer_range)

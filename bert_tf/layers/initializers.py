@@ -2,6 +2,8 @@
 
 import keras
 
+from bert_tf.layers import fusion
+
 
 def bert_initializer(stddev: float = 0.02) -> keras.initializers.Initializer:
   """Truncated normal with the given standard deviation, as the original release."""
@@ -12,7 +14,14 @@ def activation_fn(name: str):
   """Returns the activation function named in EncoderConfig.hidden_activation."""
   if name == "gelu":
     # The exact (erf) form, as the paper and the released checkpoints.
-    return lambda x: keras.activations.gelu(x, approximate=False)
+    return _exact_gelu
   if name == "gelu_approximate":
     return lambda x: keras.activations.gelu(x, approximate=True)
   return keras.activations.get(name)
+
+
+def _exact_gelu(x):
+  """GELU with erf; XLA-fused where the shape is static (bert_tf.layers.fusion)."""
+  if fusion.static(x):
+    return fusion.gelu(x)
+  return keras.activations.gelu(x, approximate=False)

@@ -5,6 +5,7 @@ from keras import ops
 import tensorflow as tf
 
 from bert_tf.layers import initializers
+from bert_tf.layers.layer_norm import LayerNormalization
 
 
 def gather_positions(sequence, positions):
@@ -54,7 +55,7 @@ class MaskedLMHead(keras.layers.Layer):
         self.hidden_size, activation=initializers.activation_fn(activation),
         kernel_initializer=initializers.bert_initializer(initializer_range),
         name="transform", dtype=self.dtype_policy)
-    self.transform_layer_norm = keras.layers.LayerNormalization(
+    self.transform_layer_norm = LayerNormalization(
         epsilon=layer_norm_epsilon, dtype="float32", name="transform_layer_norm")
 
   def build(self, sequence_output_shape, masked_lm_positions_shape=None):

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from bert_tf.layers import initializers
+from bert_tf.layers.dropout import Dropout
 
 # The additive bias at padded key positions, as in the original release. exp(-10000)
 # underflows to exactly 0 in float32, so padded keys get no weight at all.
@@ -64,7 +65,7 @@ class SelfAttention(keras.layers.Layer):
     self.key = dense("key")
     self.value = dense("value")
     self.output_dense = dense("output")
-    self.dropout = keras.layers.Dropout(attention_dropout_rate, name="dropout")
+    self.dropout = Dropout(attention_dropout_rate, name="dropout")
 
   def build(self, input_shape):
     for layer in (self.query, self.key, self.value, self.output_dense):

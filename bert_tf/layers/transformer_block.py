@@ -4,6 +4,8 @@ import keras
 from keras import ops
 
 from bert_tf.layers import initializers
+from bert_tf.layers.dropout import Dropout
+from bert_tf.layers.layer_norm import LayerNormalization
 from bert_tf.layers.self_attention import SelfAttention
 
 
@@ -45,16 +47,16 @@ class TransformerBlock(keras.layers.Layer):
         num_heads=num_heads, hidden_size=hidden_size,
         attention_dropout_rate=attention_dropout_rate, initializer_range=initializer_range,
         name="attention", dtype=self.dtype_policy)
-    self.attention_dropout = keras.layers.Dropout(dropout_rate, name="attention_dropout")
-    self.attention_layer_norm = keras.layers.LayerNormalization(
+    self.attention_dropout = Dropout(dropout_rate, name="attention_dropout")
+    self.attention_layer_norm = LayerNormalization(
         epsilon=layer_norm_epsilon, dtype="float32", name="attention_layer_norm")
     self.intermediate = keras.layers.Dense(
         intermediate_size, activation=initializers.activation_fn(hidden_activation),
         kernel_initializer=init, name="intermediate", dtype=self.dtype_policy)
     self.output_dense = keras.layers.Dense(
         hidden_size, kernel_initializer=init, name="output", dtype=self.dtype_policy)
-    self.output_dropout = keras.layers.Dropout(dropout_rate, name="output_dropout")
-    self.output_layer_norm = keras.layers.LayerNormalization(
+    self.output_dropout = Dropout(dropout_rate, name="output_dropout")
+    self.output_layer_norm = LayerNormalization(
         epsilon=layer_norm_epsilon, dtype="float32", name="output_layer_norm")
 
   def build(self, input_shape):

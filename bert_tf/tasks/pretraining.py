@@ -10,12 +10,17 @@ from bert_tf import configs
 from bert_tf import constants
 from bert_tf import losses
 from bert_tf.data import dummy
+from bert_tf.layers import fusion
 from bert_tf.models import BertEncoder
 from bert_tf.models import BertPretrainer
 from bert_tf.tasks import base
 
 # Distinct synthetic batches a "dummy" evaluation input holds (training repeats forever).
 DUMMY_EVAL_BATCHES = 4
+
+_COMPILED_PRETRAINING_LOSS = tf.function(losses.pretraining_loss, jit_compile=True)
+_LOSS_FEATURES = (constants.MASKED_LM_IDS, constants.MASKED_LM_WEIGHTS,
+                  constants.NEXT_SENTENCE_LABELS)
 
 
 @base.register_task("pretraining", configs.PretrainingTaskConfig)
@@ -124,8 +129,15 @@ class PretrainingTask(base.Task):
       mlm_weight_sum = (context.all_reduce(tf.distribute.ReduceOp.SUM, local)
                         if context is not None else local)
     denominator = tf.stop_gradient(mlm_weight_sum) + 1e-5
-    return losses.pretraining_loss(features, outputs, mlm_weight_sum=denominator,
-                                   global_batch_size=global_batch_size)
+    loss_fn = losses.pretraining_loss
+    if fusion.static(outputs[constants.MLM_LOGITS]):
+      # The softmax cross-entropy over [B, P, V] logits, forward and backward, in two
+      # XLA loops instead of TensorFlow's kernel and its temporaries (about half the
+      # time on CPU, bench/README.md "Levers").
+      loss_fn = _COMPILED_PRETRAINING_LOSS
+      features = {k: features[k] for k in _LOSS_FEATURES if k in features}
+    return loss_fn(features, outputs, mlm_weight_sum=denominator,
+                   global_batch_size=global_batch_size)
 
   def train_metrics(self, features, outputs) -> Dict[str, Tuple[tf.Tensor, tf.Tensor]]:
     """Masked-LM and next-sentence accuracy as (correct, count) sums.
