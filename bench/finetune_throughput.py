@@ -34,6 +34,8 @@ flags.DEFINE_integer("seq_length", 128, "Maximum sequence length.")
 flags.DEFINE_integer("rounds", 3, "Interleaved rounds.")
 flags.DEFINE_integer("steps_per_round", 5, "Timed steps per system per round.")
 flags.DEFINE_bool("jit_compile", False, "XLA-compile our forward/backward.")
+flags.DEFINE_list("ours_variants", [], "Also run these variants of ours side by side "
+                  "(levers): buckets, max_length, full_last_layer, xla, buckets_xla.")
 flags.DEFINE_bool("install_peers", False, "Create the peers' virtual environments first.")
 flags.DEFINE_string("venv_root", common.DEFAULT_VENV_ROOT, "Where the peers' venvs live.")
 flags.DEFINE_string("device", "cpu", "cpu or gpu.")
@@ -41,6 +43,16 @@ flags.DEFINE_bool("write_readme", True, "Update the fine-tuning section of bench
 flags.mark_flag_as_required("data_dir")
 
 TSV = {"sst2": "glue_sst2/train.tsv", "mrpc": "glue_mrpc/train.tsv"}
+# name: (label, extra flags of bench/ours_finetune_worker.py)
+OURS_VARIANTS = {
+    "buckets": ("bert_tf, length buckets", ["--batching", "buckets"]),
+    "max_length": ("bert_tf, padded to seq_length", ["--batching", "max_length"]),
+    "full_last_layer": ("bert_tf, last block at every position",
+                        ["--sparse_last_layer", "0"]),
+    "xla": ("bert_tf, jit_compile=True", ["--jit_compile", "1"]),
+    "buckets_xla": ("bert_tf, length buckets, jit_compile=True",
+                    ["--batching", "buckets", "--jit_compile", "1"]),
+}
 PEER_SCRIPTS = {"model_garden": "bench/peers/model_garden_finetune.py",
                 "hf": "bench/peers/hf_finetune.py"}
 
@@ -66,6 +78,14 @@ def main(argv):
             "--batch_size", str(FLAGS.batch_size), "--seq_length", str(FLAGS.seq_length)]
     specs = [(f"ours_{task}", [sys.executable, "bench/ours_finetune_worker.py", *args,
                                "--jit_compile", str(int(FLAGS.jit_compile))], env)]
+    for variant in FLAGS.ours_variants:
+      if variant not in OURS_VARIANTS:
+        raise app.UsageError(f"Unknown variant '{variant}'; variants: "
+                             f"{', '.join(OURS_VARIANTS)}")
+      specs.append((f"ours-{variant}_{task}",
+                    [sys.executable, "bench/ours_finetune_worker.py", *args,
+                     "--jit_compile", str(int(FLAGS.jit_compile)),
+                     *OURS_VARIANTS[variant][1]], env))
     specs += [(f"{p}_{task}", [common.peer_python(p, FLAGS.venv_root), PEER_SCRIPTS[p],
                                *args], env) for p in peers]
     print(f"{task}: {FLAGS.size}, batch {FLAGS.batch_size}, max length {FLAGS.seq_length}",
@@ -82,7 +102,9 @@ def main(argv):
     ours = results["ours"]["examples_per_second"]
     for system, r in results.items():
       ratio = "" if system == "ours" else f"{ours / r['examples_per_second']:.2f}x"
-      rows.append([task, FLAGS.size, common.PEER_LABELS[system],
+      label = (OURS_VARIANTS[system[5:]][0] if system.startswith("ours-")
+               else common.PEER_LABELS[system])
+      rows.append([task, FLAGS.size, label,
                    f"{r['examples_per_second']:.1f}",
                    f"{r['peak_rss_mb']:.0f}" if r["peak_rss_mb"] else "n/a", ratio])
     for peer, target in (("model_garden", 3.0), ("hf", 1.2)):

@@ -46,6 +46,9 @@ VARIANTS = {
                         "ones)", ["--sparse_last_layer", "0"], {}),
     "no_xla_fusion": ("LayerNorm, GELU and the pretraining loss as plain TensorFlow ops, "
                       "not XLA-fused (bert_tf.layers.fusion)", ["--xla_fusion", "0"], {}),
+    "keras_dense": ("Keras's Dense for the intermediate and masked-LM transform layers "
+                    "(transpose_b input gradient, separate bias and GELU) instead of "
+                    "bert_tf.layers.Dense", ["--keras_dense", "1"], {}),
     "keras_dropout": ("Keras's dropout mask (a float32 uniform per element, 'auto_select' "
                       "generator) instead of bert_tf.layers.Dropout's 16 Philox bits",
                       ["--keras_dropout", "1"], {}),

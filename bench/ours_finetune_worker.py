@@ -2,8 +2,10 @@
 input pipeline (GLUE TSV -> in-graph WordPiece -> dynamic padding -> tf.data).
 
 Each timed step pulls the next real batch, so input time is part of the figure.
-Spoken to by bench/finetune_throughput.py through bench/peers/protocol.py; the
-RESULT of each call also carries the number of examples and padded tokens it saw.
+Spoken to by bench/finetune_throughput.py through bench/peers/protocol.py. The lever
+flags change one thing each (bench/finetune_throughput.py --ours_variants runs them
+side by side): the batching (--batching), XLA (--jit_compile) and the [CLS]-only last
+block (--sparse_last_layer).
 """
 
 import argparse
@@ -13,6 +15,45 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 
 import protocol  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+# Upper bounds (tokens, [CLS] and [SEP]s included) of the length buckets of
+# --batching=buckets; the last bucket ends at seq_length.
+BUCKET_BOUNDARIES = (16, 24, 32, 48, 64, 96)
+
+
+def bucketed_inputs(task, data_config, input_context, boundaries=BUCKET_BOUNDARIES):
+  """The task's featurized examples, shuffled and batched by length bucket: each batch
+  holds examples of one bucket, padded to its longest, so short sentences are not
+  padded to the length of a long one drawn into the same batch."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf.data import finetuning_features as ff  # pylint: disable=g-import-not-at-top
+  batch_size = ff.batch_size_for(data_config.global_batch_size, input_context)
+  ds = task.featurize(task.read_examples(data_config), data_config)
+  ds = ds.cache().shuffle(data_config.shuffle_buffer_size, seed=0).repeat()
+  values = ff.padding_values(ff.SENTENCE)
+  values = {k: tf.constant(v, ds.element_spec[k].dtype) for k, v in values.items()}
+  bounds = [b for b in boundaries if b < data_config.seq_length]
+  ds = ds.bucket_by_sequence_length(
+      lambda f: tf.shape(f["input_word_ids"])[0], [b + 1 for b in bounds],
+      [batch_size] * (len(bounds) + 1), padding_values=values, drop_remainder=True)
+  return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def padded_inputs(task, data_config, input_context):
+  """The task's featurized examples, every one padded to seq_length (what Model
+  Garden's sentence-prediction data does)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf.data import finetuning_features as ff  # pylint: disable=g-import-not-at-top
+  batch_size = ff.batch_size_for(data_config.global_batch_size, input_context)
+  ds = task.featurize(task.read_examples(data_config), data_config)
+  ds = ds.cache().shuffle(data_config.shuffle_buffer_size, seed=0).repeat()
+  values = ff.padding_values(ff.SENTENCE)
+  values = {k: tf.constant(v, ds.element_spec[k].dtype) for k, v in values.items()}
+  shapes = {k: ([data_config.seq_length] if len(s.shape) else []) for k, s in
+            ds.element_spec.items()}
+  ds = ds.padded_batch(batch_size, padded_shapes=shapes, padding_values=values,
+                       drop_remainder=True)
+  return ds.prefetch(tf.data.AUTOTUNE)
 
 
 def main():
@@ -24,6 +65,12 @@ def main():
   parser.add_argument("--batch_size", type=int, default=32)
   parser.add_argument("--seq_length", type=int, default=128)
   parser.add_argument("--jit_compile", type=int, default=0)
+  parser.add_argument("--sparse_last_layer", type=int, default=1,
+                      help="1: the last block runs only at [CLS] (default).")
+  parser.add_argument("--batching", default="dynamic",
+                      choices=("dynamic", "buckets", "max_length"),
+                      help="dynamic: the task's reader, each batch padded to its longest "
+                      "(default); buckets: length buckets; max_length: pad to seq_length.")
   args = parser.parse_args()
 
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -45,9 +92,14 @@ def main():
       runtime=configs.RuntimeConfig(jit_compile=bool(args.jit_compile)))
   task = base.get_task(experiment)
   trainer = Trainer(experiment, model_dir="/tmp/bert_tf_bench_unused", task=task)
+  if hasattr(trainer.model, "sparse_last_layer"):
+    trainer.model.sparse_last_layer = bool(args.sparse_last_layer)
   data_config = experiment.train_data
+  build = {"dynamic": task.build_inputs,
+           "buckets": lambda cfg, ctx: bucketed_inputs(task, cfg, ctx),
+           "max_length": lambda cfg, ctx: padded_inputs(task, cfg, ctx)}[args.batching]
   iterator = iter(trainer.strategy.distribute_datasets_from_function(
-      lambda ctx: task.build_inputs(data_config, ctx)))
+      lambda ctx: build(data_config, ctx)))
   loop = trainer.train_loop_function
   one = tf.constant(1, tf.int32)
 
@@ -55,8 +107,9 @@ def main():
     float(loop(iterator, one)["loss"])
 
   protocol.serve(step, warmup_steps=3, info={
-      "framework": f"bert_tf (TF {tf.__version__}), dynamic padding, task reader",
-      "jit_compile": bool(args.jit_compile)})
+      "framework": f"bert_tf (TF {tf.__version__}), {args.batching} padding, task reader",
+      "jit_compile": bool(args.jit_compile), "batching": args.batching,
+      "sparse_last_layer": bool(args.sparse_last_layer)})
 
 
 if __name__ == "__main__":

@@ -69,6 +69,8 @@ def add_lever_flags(parser):
                       help="runtime.mixed_precision_dtype.")
   parser.add_argument("--xla_fusion", type=int, default=1,
                       help="0: no XLA-fused LayerNorm, GELU and loss (bert_tf.layers.fusion).")
+  parser.add_argument("--keras_dense", type=int, default=0,
+                      help="1: Keras's own Dense.call instead of bert_tf.layers.Dense's.")
   parser.add_argument("--keras_dropout", type=int, default=0,
                       help="1: Keras's own dropout mask instead of bert_tf.layers.Dropout's.")
   parser.add_argument("--intra_op_threads", type=int, default=0,
@@ -84,6 +86,10 @@ def apply_thread_flags(args):
   if not args.xla_fusion:
     from bert_tf.layers import fusion  # pylint: disable=g-import-not-at-top
     fusion.static = lambda *tensors: False
+  if args.keras_dense:
+    import keras  # pylint: disable=g-import-not-at-top
+    from bert_tf.layers import dense  # pylint: disable=g-import-not-at-top
+    dense.Dense.call = keras.layers.Dense.call
   if args.keras_dropout:
     import keras  # pylint: disable=g-import-not-at-top
     from bert_tf.layers import dropout  # pylint: disable=g-import-not-at-top
@@ -104,6 +110,7 @@ def apply_model_flags(args, trainer):
 def lever_info(args):
   return {"fused_optimizer": bool(args.fused_optimizer),
           "keras_dropout": bool(args.keras_dropout),
+          "keras_dense": bool(args.keras_dense),
           "xla_fusion": bool(args.xla_fusion),
           "sparse_last_layer": bool(args.sparse_last_layer),
           "mixed_precision": args.mixed_precision,

@@ -134,3 +134,28 @@ def test_dropout_under_xla_is_the_same_draw_and_gradient_is_the_mask():
     np.testing.assert_allclose(grad.numpy(), np.where(y.numpy() != 0, 2.0, 0.0))
     masks.append(y.numpy() != 0)
   np.testing.assert_array_equal(masks[0], masks[1])
+
+
+@pytest.mark.parametrize("units,features", [(12, 4), (4, 12)])
+def test_dense_output_and_gradients_equal_keras_dense_in_a_static_graph(units, features):
+  keras.utils.set_random_seed(0)
+  gelu = layers.initializers.activation_fn("gelu")
+  ours = layers.Dense(units, activation=gelu)
+  reference = keras.layers.Dense(units, activation=gelu)
+  x = tf.random.normal([2, 3, features])
+  ours.build(x.shape)
+  reference.build(x.shape)
+  reference.set_weights(ours.get_weights())
+
+  @tf.function
+  def run(layer):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = layer(x)
+      loss = tf.reduce_sum(y * y)
+    return y, tape.gradient(loss, [x, layer.kernel, layer.bias])
+
+  (y, grads), (ref_y, ref_grads) = run(ours), run(reference)
+  np.testing.assert_allclose(y, ref_y, atol=1e-5)
+  for a, b in zip(grads, ref_grads):
+    np.testing.assert_allclose(a, b, atol=1e-5)

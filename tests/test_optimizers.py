@@ -178,3 +178,4 @@ def test_optimizer_applies_already_reduced_gradients_once_under_mirrored_strateg
   step()
   for component in strategy.experimental_local_results(var.value):
     np.testing.assert_allclose(component.numpy(), [0.0, 2.0])
+

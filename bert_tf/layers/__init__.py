@@ -1,6 +1,7 @@
 """Keras layers of the BERT encoder and its heads."""
 
 from bert_tf.layers.classification_head import ClassificationHead
+from bert_tf.layers.dense import Dense
 from bert_tf.layers.dropout import Dropout
 from bert_tf.layers.embeddings import BertEmbeddings
 from bert_tf.layers.layer_norm import LayerNormalization

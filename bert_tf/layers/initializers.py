@@ -25,3 +25,6 @@ def _exact_gelu(x):
   if fusion.static(x):
     return fusion.gelu(x)
   return keras.activations.gelu(x, approximate=False)
+
+
+_exact_gelu.bias_fused = fusion.bias_gelu

@@ -5,6 +5,7 @@ from keras import ops
 import tensorflow as tf
 
 from bert_tf.layers import initializers
+from bert_tf.layers.dense import Dense
 from bert_tf.layers.layer_norm import LayerNormalization
 
 
@@ -51,7 +52,7 @@ class MaskedLMHead(keras.layers.Layer):
     self.layer_norm_epsilon = layer_norm_epsilon
     self.vocab_size = embedding_layer.vocab_size
     self.hidden_size = embedding_layer.hidden_size
-    self.transform = keras.layers.Dense(
+    self.transform = Dense(
         self.hidden_size, activation=initializers.activation_fn(activation),
         kernel_initializer=initializers.bert_initializer(initializer_range),
         name="transform", dtype=self.dtype_policy)

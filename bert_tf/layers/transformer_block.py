@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from bert_tf.layers import initializers
+from bert_tf.layers.dense import Dense
 from bert_tf.layers.dropout import Dropout
 from bert_tf.layers.layer_norm import LayerNormalization
 from bert_tf.layers.self_attention import SelfAttention
@@ -50,7 +51,7 @@ class TransformerBlock(keras.layers.Layer):
     self.attention_dropout = Dropout(dropout_rate, name="attention_dropout")
     self.attention_layer_norm = LayerNormalization(
         epsilon=layer_norm_epsilon, dtype="float32", name="attention_layer_norm")
-    self.intermediate = keras.layers.Dense(
+    self.intermediate = Dense(
         intermediate_size, activation=initializers.activation_fn(hidden_activation),
         kernel_initializer=init, name="intermediate", dtype=self.dtype_policy)
     self.output_dense = keras.layers.Dense(

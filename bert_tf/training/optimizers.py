@@ -153,17 +153,29 @@ class Optimizer(tf.Module):
           args=(grad, lr, t, should_apply, scale, *slot_list), group=False)
 
   def _update_fn(self, decay: bool):
-    """The (XLA-compiled) update of one variable, with or without weight decay."""
+    """The update of one variable, with or without weight decay: reads the variable
+    and its slots, computes their new values in one (XLA-compiled) function of tensors,
+    and writes them back. Variables are kept out of the compiled function: traced with
+    variable arguments, it mixed up same-shaped variables under MirroredStrategy."""
     if decay not in self._update_fns:
-      def update(var, grad, lr, t, should_apply, scale, *slots):
-        self._update_one(var, grad, lr, t, should_apply, scale, *slots, decay=decay)
+      def values(var, grad, lr, t, should_apply, scale, *slots):
+        return self._new_values(var, grad, lr, t, should_apply, scale, *slots, decay=decay)
 
-      self._update_fns[decay] = (tf.function(update, jit_compile=True)
-                                 if self.jit_compile else update)
+      compute = tf.function(values, jit_compile=True) if self.jit_compile else values
+
+      def update(var, grad, lr, t, should_apply, scale, *slots):
+        new = compute(tf.convert_to_tensor(var), grad, lr, t, should_apply, scale,
+                      *[tf.convert_to_tensor(slot) for slot in slots])
+        for variable, value in zip((var, *slots), new):
+          variable.assign(value)
+
+      self._update_fns[decay] = update
     return self._update_fns[decay]
 
-  def _update_one(self, var, grad, lr, t, should_apply, scale, *slots, decay: bool):
+  def _new_values(self, var, grad, lr, t, should_apply, scale, *slots, decay: bool):
+    """(new var, *new slots) as tensors; the old values where should_apply is False."""
     grad = tf.cast(grad, tf.float32) * scale
+    new_slots = []
     if self.algorithm == "sgd":
       update = grad
     else:
@@ -173,8 +185,7 @@ class Optimizer(tf.Module):
       m_hat = new_m / (1.0 - tf.pow(self.beta_1, t))
       v_hat = new_v / (1.0 - tf.pow(self.beta_2, t))
       update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
-      m.assign(tf.where(should_apply, new_m, m))
-      v.assign(tf.where(should_apply, new_v, v))
+      new_slots = [tf.where(should_apply, new_m, m), tf.where(should_apply, new_v, v)]
     if decay:
       update += self.weight_decay_rate * var
     if self.algorithm == "lamb" and decay:
@@ -182,7 +193,7 @@ class Optimizer(tf.Module):
       u_norm = tf.norm(update)
       ratio = tf.where((w_norm > 0) & (u_norm > 0), w_norm / tf.maximum(u_norm, 1e-30), 1.0)
       update *= ratio
-    var.assign(tf.where(should_apply, var - lr * update, var))
+    return (tf.where(should_apply, var - lr * update, var), *new_slots)
 
 
 def build_optimizer(config: configs.OptimizerConfig, train_steps: int) -> Optimizer:
