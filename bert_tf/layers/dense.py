@@ -30,7 +30,7 @@ class Dense(keras.layers.Dense):
   """keras.layers.Dense (same arguments, weights and config) with two speedups.
 
   - A widening layer (units > input features, BERT's intermediate layer) multiplies its
-    input gradient by a materialized transposed kernel.
+    input gradient by a materialized transposed kernel, when the shapes are static.
   - An activation carrying a `bias_fused` attribute (the exact GELU of
     bert_tf.layers.initializers) is applied together with the bias in one XLA function
     when the shapes are static (bert_tf.layers.fusion).
@@ -47,7 +47,9 @@ class Dense(keras.layers.Dense):
       return super().call(inputs, training=training)
     kernel = tf.cast(self.kernel, self.compute_dtype)
     features = kernel.shape[0]
-    if self.units > features:
+    # Static shapes only, like bert_tf.layers.fusion: the custom gradient adds IdentityN
+    # ops that exported signatures (dynamic batch) must not carry.
+    if self.units > features and fusion.static(inputs):
       flat = tf.reshape(inputs, [-1, features])
       x = tf.reshape(_widening_matmul(flat, kernel),
                      tf.concat([tf.shape(inputs)[:-1], [self.units]], axis=0))
