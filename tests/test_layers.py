@@ -159,3 +159,38 @@ def test_dense_output_and_gradients_equal_keras_dense_in_a_static_graph(units, f
   np.testing.assert_allclose(y, ref_y, atol=1e-5)
   for a, b in zip(grads, ref_grads):
     np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def _fused_nodes(graph_def):
+  """Names of XLA-compiled functions and custom-gradient (IdentityN) nodes in a graph."""
+  functions = list(graph_def.library.function)
+  found = [f.signature.name for f in functions if "_XlaMustCompile" in f.attr]
+  nodes = list(graph_def.node) + [n for f in functions for n in f.node_def]
+  return found + [n.name for n in nodes if n.op == "IdentityN" or "_XlaMustCompile" in n.attr]
+
+
+def test_fused_paths_stay_out_of_a_saved_model_with_a_dynamic_batch(tmp_path):
+  from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=g-import-not-at-top
+  keras.utils.set_random_seed(0)
+  block = layers.TransformerBlock(hidden_size=8, num_heads=2, intermediate_size=32)
+  x = tf.random.normal([2, 4, 8])
+  bias = layers.attention_mask_bias(tf.ones([2, 4], tf.int32))
+
+  @tf.function
+  def train_step(x):
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_sum(block(x, bias, training=True))
+    return tape.gradient(loss, block.trainable_variables)
+
+  # A static-shape training step takes the fused paths...
+  assert _fused_nodes(train_step.get_concrete_function(x).graph.as_graph_def())
+  module = tf.Module()
+  module.block = block
+  module.serve = tf.function(
+      lambda x, mask: block(x, layers.attention_mask_bias(mask)),
+      input_signature=[tf.TensorSpec([None, None, 8]), tf.TensorSpec([None, None], tf.int32)])
+  tf.saved_model.save(module, str(tmp_path))
+  saved = saved_model_pb2.SavedModel()
+  saved.ParseFromString((tmp_path / "saved_model.pb").read_bytes())
+  # ...which a serving signature (dynamic batch and length) must not carry.
+  assert [_fused_nodes(g.graph_def) for g in saved.meta_graphs] == [[]]

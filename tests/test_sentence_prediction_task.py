@@ -124,8 +124,7 @@ def test_evaluation_of_batches_of_many_lengths_does_not_trace_once_per_length(tm
       data).override({"eval_data": {"global_batch_size": 1}})
   trainer = Trainer(experiment, str(tmp_path / "model"), log_fn=lambda _: None)
   trainer.evaluate()
-  eval_step = trainer._eval_step_fn  # pylint: disable=protected-access
-  assert eval_step.experimental_get_tracing_count() <= 2
+  assert trainer.eval_step_function.experimental_get_tracing_count() <= 2
 
 
 def test_init_checkpoint_restores_the_encoder_and_leaves_the_head(tmp_path):

@@ -478,6 +478,13 @@ class Trainer:
 
     return eval_step
 
+  @property
+  def eval_step_function(self):
+    """The tf.function evaluating one distributed batch (built on first use)."""
+    if self._eval_step_fn is None:
+      self._eval_step_fn = self._make_eval_step()
+    return self._eval_step_fn
+
   def evaluate(self, steps: Optional[int] = None) -> Dict[str, float]:
     """Evaluates on eval_data; returns task.reduce_eval's metrics and writes them to
     TensorBoard under model_dir/eval.
@@ -487,8 +494,6 @@ class Trainer:
     """
     if self.checkpoint is None:
       self.initialize()
-    if self._eval_step_fn is None:
-      self._eval_step_fn = self._make_eval_step()
     steps = self.experiment.trainer.validation_steps if steps is None else steps
     self._check_inputs(self.experiment.eval_data)
     dataset = self._distribute(self.experiment.eval_data)
@@ -497,7 +502,7 @@ class Trainer:
       for i, features in enumerate(dataset):
         if steps and i >= steps:
           break
-        values = self._eval_step_fn(features)
+        values = self.eval_step_function(features)
         for key, value in values.items():
           gathered.setdefault(key, []).append(np.asarray(value))
     except tf.errors.DataLossError as e:
