@@ -30,6 +30,10 @@ flags.DEFINE_integer("lever_steps", 3, "Timed steps per variant per round.")
 flags.DEFINE_string("compare_tree", "", "Also time the worker of another bert_tf checkout "
                     "(its bench/ours_pretraining_worker.py and bert_tf/, its defaults, "
                     "jit_compile as --jit_compile).")
+flags.DEFINE_integer("group_size", 5, "Variants alive at once besides the default (each "
+                     "worker holds a whole model and optimizer: about 2 GiB at mini, "
+                     "4.5 GiB at base). Each group runs beside a fresh default worker and "
+                     "its speeds are relative to that group's default.")
 flags.DEFINE_bool("lever_write_readme", True, "Update the levers section of bench/README.md.")
 
 # name: (what it changes, extra worker flags, extra environment).
@@ -97,27 +101,37 @@ def main(argv):
                                    *shape, "--jit_compile", str(int(FLAGS.jit_compile))],
                   {**base_env, "PYTHONPATH": os.path.join(tree, "bench", "peers") +
                    os.pathsep + tree}))
+  default_spec, variant_specs = specs[0], specs[1:]
+  groups = [variant_specs[i:i + FLAGS.group_size]
+            for i in range(0, len(variant_specs), FLAGS.group_size)] or [[]]
   print(f"levers on {FLAGS.config} ({size}, batch {batch}, seq {seq}): "
-        f"{', '.join(s[0] for s in specs)}; {FLAGS.lever_rounds} rounds x "
-        f"{FLAGS.lever_steps} steps", flush=True)
-  workers = common.start_sequential(specs)
-  common.alternate(workers, FLAGS.lever_rounds, FLAGS.lever_steps)
-  default = common.median(workers[0].step_seconds)
-  default_cpu = common.median(workers[0].cpu_seconds)
+        f"{', '.join(s[0] for s in specs)}; {len(groups)} group(s), each beside the default; "
+        f"{FLAGS.lever_rounds} rounds x {FLAGS.lever_steps} steps", flush=True)
   rows, results = [], {}
-  for worker in workers:
-    step = common.median(worker.step_seconds)
-    what = (VARIANTS[worker.name][0] if worker.name in VARIANTS
-            else f"bert_tf from {FLAGS.compare_tree}")
-    results[worker.name] = {"median_step_seconds": step, "sequences_per_second": batch / step,
-                            "peak_rss_mb": worker.peak_rss_mb, "info": worker.info,
-                            "steps": len(worker.step_seconds)}
-    cpu = common.median(worker.cpu_seconds)
-    results[worker.name]["median_cpu_seconds"] = cpu
-    rows.append([worker.name, what, f"{step * 1000:.0f}", f"{batch / step:.2f}",
-                 f"{default / step:.2f}x", f"{cpu * 1000:.0f}",
-                 f"{default_cpu / cpu:.2f}x",
-                 f"{worker.peak_rss_mb:.0f}" if worker.peak_rss_mb else "n/a"])
+  for g, group in enumerate(groups):
+    print(f" group {g + 1}/{len(groups)}: {', '.join(s[0] for s in group)}", flush=True)
+    workers = common.start_sequential([default_spec, *group])
+    common.alternate(workers, FLAGS.lever_rounds, FLAGS.lever_steps)
+    default = common.median(workers[0].step_seconds)
+    default_cpu = common.median(workers[0].cpu_seconds)
+    for worker in workers:
+      if worker.name == "default" and g > 0:
+        key = f"default (group {g + 1})"
+      else:
+        key = worker.name
+      step = common.median(worker.step_seconds)
+      cpu = common.median(worker.cpu_seconds)
+      what = (VARIANTS[worker.name][0] if worker.name in VARIANTS
+              else f"bert_tf from {FLAGS.compare_tree}")
+      if worker.name == "default" and len(groups) > 1:
+        what = f"the default step (reference of group {g + 1})"
+      results[key] = {"median_step_seconds": step, "sequences_per_second": batch / step,
+                      "median_cpu_seconds": cpu, "peak_rss_mb": worker.peak_rss_mb,
+                      "info": worker.info, "steps": len(worker.step_seconds), "group": g + 1}
+      rows.append([key, what, f"{step * 1000:.0f}", f"{batch / step:.2f}",
+                   f"{default / step:.2f}x", f"{cpu * 1000:.0f}",
+                   f"{default_cpu / cpu:.2f}x",
+                   f"{worker.peak_rss_mb:.0f}" if worker.peak_rss_mb else "n/a"])
   table = common.markdown_table(["variant", "what changes", "median ms/step", "seq/s",
                                  "speed vs default", "CPU ms/step", "CPU time vs default",
                                  "peak RSS MiB"], rows)
@@ -129,8 +143,10 @@ def main(argv):
     common.update_readme_section(
         f"levers_{FLAGS.config}",
         f"Command: `{command}` (medians of {FLAGS.lever_rounds} interleaved rounds x "
-        f"{FLAGS.lever_steps} steps; {size}, batch {batch}, seq {seq})\n\n{table}")
-  print(f"levers: {len(workers)} variants on {FLAGS.config}; command: {command}")
+        f"{FLAGS.lever_steps} steps, in groups of at most {FLAGS.group_size} variants "
+        f"each timed beside its own default worker, speeds relative to that default; "
+        f"{size}, batch {batch}, seq {seq})\n\n{table}")
+  print(f"levers: {len(specs)} variants on {FLAGS.config}; command: {command}")
 
 
 if __name__ == "__main__":

@@ -17,26 +17,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pee
 import protocol  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 # Upper bounds (tokens, [CLS] and [SEP]s included) of the length buckets of
-# --batching=buckets; the last bucket ends at seq_length.
-BUCKET_BOUNDARIES = (16, 24, 32, 48, 64, 96)
-
-
-def bucketed_inputs(task, data_config, input_context, boundaries=BUCKET_BOUNDARIES):
-  """The task's featurized examples, shuffled and batched by length bucket: each batch
-  holds examples of one bucket, padded to its longest, so short sentences are not
-  padded to the length of a long one drawn into the same batch."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from bert_tf.data import finetuning_features as ff  # pylint: disable=g-import-not-at-top
-  batch_size = ff.batch_size_for(data_config.global_batch_size, input_context)
-  ds = task.featurize(task.read_examples(data_config), data_config)
-  ds = ds.cache().shuffle(data_config.shuffle_buffer_size, seed=0).repeat()
-  values = ff.padding_values(ff.SENTENCE)
-  values = {k: tf.constant(v, ds.element_spec[k].dtype) for k, v in values.items()}
-  bounds = [b for b in boundaries if b < data_config.seq_length]
-  ds = ds.bucket_by_sequence_length(
-      lambda f: tf.shape(f["input_word_ids"])[0], [b + 1 for b in bounds],
-      [batch_size] * (len(bounds) + 1), padding_values=values, drop_remainder=True)
-  return ds.prefetch(tf.data.AUTOTUNE)
+# --batching=buckets (train_data.length_buckets); the last bucket ends at seq_length.
+BUCKET_BOUNDARIES = [16, 24, 32, 48, 64, 96]
 
 
 def padded_inputs(task, data_config, input_context):
@@ -85,7 +67,9 @@ def main():
       train_data=configs.DataConfig(format="tsv", input_path=args.train_tsv,
                                     vocab_file=args.vocab_file, lower_case=True,
                                     global_batch_size=args.batch_size,
-                                    seq_length=args.seq_length),
+                                    seq_length=args.seq_length,
+                                    length_buckets=(BUCKET_BOUNDARIES
+                                                    if args.batching == "buckets" else [])),
       optimizer=configs.OptimizerConfig(learning_rate=2e-5, warmup_steps=10,
                                         decay_steps=100000),
       trainer=configs.TrainerConfig(train_steps=100000, steps_per_loop=1),
@@ -96,7 +80,7 @@ def main():
     trainer.model.sparse_last_layer = bool(args.sparse_last_layer)
   data_config = experiment.train_data
   build = {"dynamic": task.build_inputs,
-           "buckets": lambda cfg, ctx: bucketed_inputs(task, cfg, ctx),
+           "buckets": task.build_inputs,
            "max_length": lambda cfg, ctx: padded_inputs(task, cfg, ctx)}[args.batching]
   iterator = iter(trainer.strategy.distribute_datasets_from_function(
       lambda ctx: build(data_config, ctx)))

@@ -14,6 +14,7 @@ each one's median sequences/s and the ratio ours/peer within the same run.
 
 import json
 import os
+import re
 import sys
 
 from absl import app
@@ -40,6 +41,13 @@ flags.DEFINE_bool("install_peers", False, "Create the peers' virtual environment
 flags.DEFINE_string("venv_root", common.DEFAULT_VENV_ROOT, "Where the peers' venvs live.")
 flags.DEFINE_string("device", "cpu", "cpu or gpu. On gpu, the workers see the GPU; on "
                     "cpu, CUDA_VISIBLE_DEVICES is emptied for every worker.")
+flags.DEFINE_bool("pairwise", False, "Keep only two systems alive at a time: ours beside "
+                  "each peer in turn (a fresh worker of ours per pair), for shapes where "
+                  "all systems at once do not fit in memory (base512 needs about 6.5 GB "
+                  "each). Each ratio then comes from its own pair.")
+flags.DEFINE_bool("report_only", False, "Time nothing: rebuild the README sections of "
+                  "--configs from their bench/results JSON files (for example after a new "
+                  "matmul peak measurement changed the MFU column).")
 flags.DEFINE_bool("write_readme", True, "Update the pretraining section of bench/README.md.")
 
 # name: (size, batch, seq_length, predictions, default timed steps per round)
@@ -103,23 +111,81 @@ def run_config(name, peers):
                          *shape], worker_env()))
   print(f"{name}: {size} batch {batch} seq {seq} predictions {predictions}, "
         f"{FLAGS.rounds} rounds x {steps} steps", flush=True)
-  workers = common.start_sequential(specs)
-  common.alternate(workers, FLAGS.rounds, steps)
+  if FLAGS.pairwise and len(specs) > 2:
+    groups = [[specs[0], spec] for spec in specs[1:]]
+  else:
+    groups = [specs]
   flops = model_flops_per_sequence(size, seq, predictions)
-  results = {}
-  for worker in workers:
-    step = common.median(worker.step_seconds)
-    results[worker.name] = {
-        "sequences_per_second": batch / step,
-        "tokens_per_second": batch * seq / step,
-        "median_step_seconds": step,
-        "model_gflops_per_second": flops * batch / step / 1e9,
-        "peak_rss_mb": worker.peak_rss_mb,
-        "info": worker.info,
-        "steps": len(worker.step_seconds),
-    }
+
+  def rates(step_seconds):
+    step = common.median(step_seconds)
+    return {"sequences_per_second": batch / step, "tokens_per_second": batch * seq / step,
+            "median_step_seconds": step,
+            "model_gflops_per_second": flops * batch / step / 1e9}
+
+  results, ours_steps, ours_peak = {}, [], 0.0
+  for group in groups:
+    if len(groups) > 1:
+      print(f" pair: {' and '.join(spec[0] for spec in group)}", flush=True)
+    workers = common.start_sequential(group)
+    common.alternate(workers, FLAGS.rounds, steps)
+    for worker in workers[1:] if len(groups) > 1 else workers:
+      results[worker.name] = dict(rates(worker.step_seconds), peak_rss_mb=worker.peak_rss_mb,
+                                  info=worker.info, steps=len(worker.step_seconds))
+      if len(groups) > 1:
+        pair = rates(workers[0].step_seconds)["sequences_per_second"]
+        results[worker.name]["ours_sequences_per_second_in_pair"] = pair
+    if len(groups) > 1:
+      ours_steps += workers[0].step_seconds
+      ours_peak = max(ours_peak, workers[0].peak_rss_mb or 0.0)
+      results["ours"] = dict(rates(ours_steps), peak_rss_mb=ours_peak or None,
+                             info=workers[0].info, steps=len(ours_steps))
   return {"size": size, "batch_size": batch, "seq_length": seq, "predictions": predictions,
           "results": results}
+
+
+def report(payload, all_results, peak):
+  """Prints each config's table and writes its README section."""
+  command = payload["command"]
+  rounds = payload.get("rounds") or int(re.search(r"--rounds=(\d+)", command).group(1))
+  header = ["config", "batch x seq", "system", "seq/s", "tokens/s", "model GFLOP/s", "MFU",
+            "peak RSS MiB", "ours/this"]
+  for name, run in all_results.items():
+    peers = [p for p in run["results"] if p != "ours"]
+    rows = []
+    ours = run["results"]["ours"]["sequences_per_second"]
+    # The peer with the lowest ours/peer ratio (its pair's ours in a pairwise run).
+    ratios = {p: run["results"][p].get("ours_sequences_per_second_in_pair", ours) /
+                 run["results"][p]["sequences_per_second"] for p in peers}
+    best = min(ratios, key=ratios.get) if ratios else None
+    best_peer = run["results"][best]["sequences_per_second"] if best else 0.0
+    order = ["ours", "model_garden", "keras_hub", "hf"]
+    systems = sorted(run["results"], key=lambda k: order.index(k) if k in order else len(order))
+    for system in systems:
+      r = run["results"][system]
+      mine = r.get("ours_sequences_per_second_in_pair", ours)
+      ratio = "" if system == "ours" else f"{mine / r['sequences_per_second']:.2f}x"
+      mfu = f"{100 * r['model_gflops_per_second'] / peak:.0f}%" if peak else "n/a"
+      rows.append([name, f"{run['batch_size']}x{run['seq_length']}",
+                   common.PEER_LABELS[system], f"{r['sequences_per_second']:.2f}",
+                   f"{r['tokens_per_second']:.0f}", f"{r['model_gflops_per_second']:.1f}",
+                   mfu, f"{r['peak_rss_mb']:.0f}" if r["peak_rss_mb"] else "n/a", ratio])
+    table = common.markdown_table(header, rows)
+    print(table)
+    summary = ""
+    if best_peer:
+      target = "met" if ratios[best] >= 1.15 else "NOT met"
+      summary = (f"{name}: ours {ours:.2f} seq/s, best peer ({common.PEER_LABELS[best]}) "
+                 f"{best_peer:.2f} seq/s, ratio {ratios[best]:.2f}x (target 1.15x: {target})")
+      print(summary)
+    if FLAGS.write_readme:
+      peak_note = (f"; MFU against the matmul peak of {peak:.1f} GFLOP/s measured by "
+                   f"bench/matmul_peak.py" if peak else "")
+      common.update_readme_section(
+          f"pretraining_{name}",
+          f"Command: `{command}` (medians of {rounds} interleaved rounds"
+          f"{'; ours beside one peer at a time, each ratio from its own pair' if '--pairwise' in command else ''}"
+          f"{peak_note})\n\n{table}\n\n{summary}")
 
 
 def main(argv):
@@ -132,41 +198,22 @@ def main(argv):
     if name not in CONFIGS:
       raise app.UsageError(f"Unknown config '{name}'; configs: {', '.join(CONFIGS)}")
   peak = matmul_peak()
+  if FLAGS.report_only:
+    for name in FLAGS.configs:
+      with open(os.path.join(common.RESULTS_DIR, f"pretraining_step_{name}.json")) as f:
+        payload = json.load(f)
+      payload["matmul_peak_gflops"] = peak
+      report(payload, {name: payload["configs"][name]}, peak)
+    return
   command = common.command_line()
   all_results = {}
   for name in FLAGS.configs:
     all_results[name] = run_config(name, peers)
-  header = ["config", "batch x seq", "system", "seq/s", "tokens/s", "model GFLOP/s", "MFU",
-            "peak RSS MiB", "ours/this"]
   payload = {"command": command, "machine": common.machine_description(),
-             "matmul_peak_gflops": peak, "configs": all_results}
+             "matmul_peak_gflops": peak, "rounds": FLAGS.rounds, "peers": peers,
+             "configs": all_results}
   common.write_results("pretraining_step_" + "_".join(FLAGS.configs), payload)
-  for name, run in all_results.items():
-    rows = []
-    ours = run["results"]["ours"]["sequences_per_second"]
-    best_peer = max([run["results"][p]["sequences_per_second"] for p in peers] or [0.0])
-    for system, r in run["results"].items():
-      ratio = "" if system == "ours" else f"{ours / r['sequences_per_second']:.2f}x"
-      mfu = f"{100 * r['model_gflops_per_second'] / peak:.0f}%" if peak else "n/a"
-      rows.append([name, f"{run['batch_size']}x{run['seq_length']}",
-                   common.PEER_LABELS[system], f"{r['sequences_per_second']:.2f}",
-                   f"{r['tokens_per_second']:.0f}", f"{r['model_gflops_per_second']:.1f}",
-                   mfu, f"{r['peak_rss_mb']:.0f}" if r["peak_rss_mb"] else "n/a", ratio])
-    table = common.markdown_table(header, rows)
-    print(table)
-    summary = ""
-    if best_peer:
-      target = "met" if ours >= 1.15 * best_peer else "NOT met"
-      summary = (f"{name}: ours {ours:.2f} seq/s, best peer {best_peer:.2f} seq/s, "
-                 f"ratio {ours / best_peer:.2f}x (target 1.15x: {target})")
-      print(summary)
-    if FLAGS.write_readme:
-      peak_note = (f"; MFU against the matmul peak of {peak:.1f} GFLOP/s measured by "
-                   f"bench/matmul_peak.py" if peak else "")
-      common.update_readme_section(
-          f"pretraining_{name}",
-          f"Command: `{command}` (medians of {FLAGS.rounds} interleaved rounds"
-          f"{peak_note})\n\n{table}\n\n{summary}")
+  report(payload, all_results, peak)
   print(f"pretraining_step: {len(all_results)} configs, systems ours+{','.join(peers)}; "
         f"command: {command}")
 

@@ -462,6 +462,12 @@ class DataConfig(Config):
   cycle_length: int = 8
   deterministic: bool = False
   compression_type: str = ""
+  # Training batches from raw task files: upper bounds (in tokens, [CLS] and [SEP]s
+  # included) of length buckets. Each batch then holds examples of one bucket, padded to
+  # its longest, instead of short sentences padded to a long one drawn into the same
+  # batch. Bounds at or above seq_length are ignored. Empty: every batch padded to its
+  # longest example.
+  length_buckets: List[int] = dataclasses.field(default_factory=list)
   # RoBERTa-style masks drawn on the fly from unmasked sequences.
   dynamic_masking: bool = False
   masked_lm_prob: float = 0.15
@@ -481,8 +487,15 @@ class DataConfig(Config):
     _require(self.max_predictions_per_seq >= 0, "max_predictions_per_seq must be >= 0")
     _require(0.0 < self.masked_lm_prob < 1.0,
              f"masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
+    _require(all(b > 0 for b in self.length_buckets) and
+             list(self.length_buckets) == sorted(set(self.length_buckets)),
+             f"length_buckets must be positive and increasing, got {self.length_buckets}")
     _require(self.compression_type in ("", "GZIP", "ZLIB"),
              f"compression_type must be '', GZIP or ZLIB, got '{self.compression_type}'")
+
+  def active_length_buckets(self) -> List[int]:
+    """The length-bucket bounds below seq_length (the last bucket ends at seq_length)."""
+    return [b for b in self.length_buckets if b < self.seq_length]
 
 
 OPTIMIZERS = ("adamw", "lamb", "sgd")

@@ -141,3 +141,29 @@ def test_init_checkpoint_restores_the_encoder_and_leaves_the_head(tmp_path):
     np.testing.assert_array_equal(restored.numpy(), original.numpy())
   for after, before in zip(model.classifier.weights, head_before):
     np.testing.assert_array_equal(after.numpy(), before)
+
+
+def test_length_buckets_batch_sentences_of_one_bucket_padded_to_their_longest(tmp_path):
+  # Sentences of 1..12 words: 3..14 pieces with [CLS] and [SEP]; buckets end at 6 and 10.
+  vocab = helpers.write_vocab(tmp_path / "vocab.txt")
+  lines = ["sentence\tlabel"] + [f"{' '.join(['red'] * (i % 12 + 1))}\t{i % 2}"
+                                 for i in range(96)]
+  (tmp_path / "train.tsv").write_text("\n".join(lines) + "\n")
+  data = dict(format="tsv", vocab_file=vocab, input_path=str(tmp_path / "train.tsv"),
+              length_buckets=[6, 10, 32])  # 32 >= seq_length (16): ignored.
+  task = base.get_task(helpers.tiny_experiment(
+      {"name": "sentence_prediction", "text_a_column": "sentence", "num_classes": 2}, data))
+  assert task.experiment.train_data.active_length_buckets() == [6, 10]
+  buckets_seen = set()
+  for batch in task.build_inputs(task.experiment.train_data).take(24):
+    lengths = batch[ff.constants.INPUT_MASK].numpy().sum(axis=1)
+    bucket = {0 if n <= 6 else 1 if n <= 10 else 2 for n in lengths}
+    assert len(bucket) == 1, lengths
+    buckets_seen |= bucket
+    assert batch[ff.constants.INPUT_WORD_IDS].shape == (8, lengths.max())
+  assert buckets_seen == {0, 1, 2}
+
+
+def test_length_buckets_must_increase():
+  with pytest.raises(configs.ConfigError, match="length_buckets"):
+    configs.DataConfig(length_buckets=[32, 16]).validate()

@@ -437,17 +437,40 @@ def read_tfrecord_dataset(input_path: str, kind: str, seq_length: int, batch_siz
   return ds.map(trim_to_longest).prefetch(tf.data.AUTOTUNE)
 
 
+def bucket_examples(ds: tf.data.Dataset, kind: str, batch_size: int,
+                    boundaries: Sequence[int], drop_remainder: bool,
+                    regression: bool = False) -> tf.data.Dataset:
+  """Batches examples of similar length together: each batch holds the examples of one
+  length bucket, padded to its longest.
+
+  Args:
+    ds: unbatched featurized examples ([T] or, for multiple choice, [C, T] features).
+    boundaries: increasing upper bounds of the buckets, in tokens; the last bucket takes
+      every longer example.
+  """
+  values = padding_values(kind, regression)
+  values = {k: tf.constant(v, ds.element_spec[k].dtype) for k, v in values.items()}
+  return ds.bucket_by_sequence_length(
+      lambda features: tf.shape(features[constants.INPUT_WORD_IDS])[-1],
+      [b + 1 for b in boundaries], [batch_size] * (len(boundaries) + 1),
+      padding_values=values, drop_remainder=drop_remainder)
+
+
 def finish_raw_dataset(ds: tf.data.Dataset, kind: str, batch_size: int, is_training: bool,
                        drop_remainder: bool, regression: bool = False,
                        shuffle_buffer_size: int = 10000, seed: Optional[int] = None,
-                       input_context: Optional[tf.distribute.InputContext] = None
-                       ) -> tf.data.Dataset:
-  """Shards, shuffles, repeats and dynamically pads a featurized raw-file dataset."""
+                       input_context: Optional[tf.distribute.InputContext] = None,
+                       length_buckets: Sequence[int] = ()) -> tf.data.Dataset:
+  """Shards, shuffles, repeats and dynamically pads a featurized raw-file dataset; for
+  training, by length bucket when `length_buckets` are given."""
   if input_context is not None and input_context.num_input_pipelines > 1:
     ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
   if is_training:
     ds = ds.cache().shuffle(shuffle_buffer_size, seed=seed).repeat()
-  ds = batch_examples(ds, kind, batch_size, drop_remainder, regression)
+  if is_training and length_buckets:
+    ds = bucket_examples(ds, kind, batch_size, length_buckets, drop_remainder, regression)
+  else:
+    ds = batch_examples(ds, kind, batch_size, drop_remainder, regression)
   return ds.prefetch(tf.data.AUTOTUNE)
 
 

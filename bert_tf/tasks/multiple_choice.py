@@ -81,7 +81,8 @@ class MultipleChoiceTask(base.Task):
     return ff.finish_raw_dataset(ds, ff.MULTIPLE_CHOICE, batch_size, data_config.is_training,
                                  data_config.drop_remainder,
                                  shuffle_buffer_size=data_config.shuffle_buffer_size,
-                                 seed=self.experiment.runtime.seed, input_context=input_context)
+                                 seed=self.experiment.runtime.seed, input_context=input_context,
+                                 length_buckets=data_config.active_length_buckets())
 
   # ----- loss and metrics -----
   def _per_example_loss(self, features, outputs):

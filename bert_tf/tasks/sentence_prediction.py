@@ -161,7 +161,8 @@ class SentencePredictionTask(base.Task):
     return ff.finish_raw_dataset(ds, ff.SENTENCE, batch_size, data_config.is_training,
                                  data_config.drop_remainder, self.regression,
                                  data_config.shuffle_buffer_size,
-                                 self.experiment.runtime.seed, input_context)
+                                 self.experiment.runtime.seed, input_context,
+                                 length_buckets=data_config.active_length_buckets())
 
   # ----- loss and metrics -----
   def _per_example_loss(self, features, outputs):

@@ -84,7 +84,8 @@ class TaggingTask(base.Task):
     return ff.finish_raw_dataset(ds, ff.TAGGING, batch_size, data_config.is_training,
                                  data_config.drop_remainder,
                                  shuffle_buffer_size=data_config.shuffle_buffer_size,
-                                 seed=self.experiment.runtime.seed, input_context=input_context)
+                                 seed=self.experiment.runtime.seed, input_context=input_context,
+                                 length_buckets=data_config.active_length_buckets())
 
   # ----- loss and metrics -----
   def _scored(self, features):
