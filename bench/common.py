@@ -75,6 +75,15 @@ def check_peers(peers: Sequence[str], venv_root: str) -> None:
                      f"run again with --install_peers (or --venv_root=DIR).")
 
 
+def ready_peers(peer_flag: Sequence[str], install: bool, venv_root: str) -> List[str]:
+  """The peers named by a --peers flag, their venvs created first when `install`."""
+  peers = [p for p in peer_flag if p]
+  if install:
+    install_peers(peers, venv_root)
+  check_peers(peers, venv_root)
+  return peers
+
+
 class Worker:
   """One benchmark worker process speaking bench/peers/protocol.py."""
 

@@ -59,10 +59,7 @@ PEER_SCRIPTS = {"model_garden": "bench/peers/model_garden_finetune.py",
 
 def main(argv):
   del argv
-  peers = [p for p in FLAGS.peers if p]
-  if FLAGS.install_peers:
-    common.install_peers(peers, FLAGS.venv_root)
-  common.check_peers(peers, FLAGS.venv_root)
+  peers = common.ready_peers(FLAGS.peers, FLAGS.install_peers, FLAGS.venv_root)
   vocab = FLAGS.vocab_file or os.path.join(FLAGS.data_dir, "bert_vocab/uncased/vocab.txt")
   env = {"CUDA_VISIBLE_DEVICES": ""} if FLAGS.device == "cpu" else {}
   command = common.command_line()

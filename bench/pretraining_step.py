@@ -147,6 +147,8 @@ def run_config(name, peers):
 def report(payload, all_results, peak):
   """Prints each config's table and writes its README section."""
   command = payload["command"]
+  pairwise = ("; ours beside one peer at a time, each ratio from its own pair"
+              if "--pairwise" in command else "")
   rounds = payload.get("rounds") or int(re.search(r"--rounds=(\d+)", command).group(1))
   header = ["config", "batch x seq", "system", "seq/s", "tokens/s", "model GFLOP/s", "MFU",
             "peak RSS MiB", "ours/this"]
@@ -184,16 +186,12 @@ def report(payload, all_results, peak):
       common.update_readme_section(
           f"pretraining_{name}",
           f"Command: `{command}` (medians of {rounds} interleaved rounds"
-          f"{'; ours beside one peer at a time, each ratio from its own pair' if '--pairwise' in command else ''}"
-          f"{peak_note})\n\n{table}\n\n{summary}")
+          f"{pairwise}{peak_note})\n\n{table}\n\n{summary}")
 
 
 def main(argv):
   del argv
-  peers = [p for p in FLAGS.peers if p]
-  if FLAGS.install_peers:
-    common.install_peers(peers, FLAGS.venv_root)
-  common.check_peers(peers, FLAGS.venv_root)
+  peers = common.ready_peers(FLAGS.peers, FLAGS.install_peers, FLAGS.venv_root)
   for name in FLAGS.configs:
     if name not in CONFIGS:
       raise app.UsageError(f"Unknown config '{name}'; configs: {', '.join(CONFIGS)}")
