@@ -8,6 +8,16 @@ INPUT_WORD_IDS = "input_word_ids"
 INPUT_MASK = "input_mask"
 INPUT_TYPE_IDS = "input_type_ids"
 ENCODER_INPUTS = (INPUT_WORD_IDS, INPUT_MASK, INPUT_TYPE_IDS)
+# Extra inputs of rows that pack several examples (BertEncoder.call_packed): each
+# token's position within its example and its example's number within the row.
+INPUT_POSITION_IDS = "input_position_ids"
+INPUT_EXAMPLE_IDS = "input_example_ids"
+# Per packed row, the [CLS] position of each of its examples; per example, its slot
+# among them (bert_tf.data.example_packing).
+PACKED_CLS_POSITIONS = "packed_cls_positions"
+PACKED_EXAMPLE_SLOTS = "packed_example_slots"
+PACKED_INPUTS = (INPUT_POSITION_IDS, INPUT_EXAMPLE_IDS, PACKED_CLS_POSITIONS,
+                 PACKED_EXAMPLE_SLOTS)
 
 # Encoder outputs.
 SEQUENCE_OUTPUT = "sequence_output"

@@ -8,6 +8,7 @@ import tensorflow as tf
 import harness
 from bert_tf import configs
 from bert_tf import constants
+from bert_tf.data import example_packing
 from bert_tf.models import BertEncoder
 
 
@@ -149,3 +150,32 @@ def test_call_at_positions_equals_the_full_outputs_at_cls_and_those_positions():
   assert set(cls_only) == {constants.POOLED_OUTPUT}
   np.testing.assert_allclose(cls_only[constants.POOLED_OUTPUT],
                              full[constants.POOLED_OUTPUT], atol=1e-5)
+
+
+def test_each_packed_example_gets_the_outputs_it_gets_alone():
+  encoder = harness.tiny_encoder()
+  rng = np.random.default_rng(0)
+  lengths = [5, 9, 3, 7, 12, 4]
+  examples = []
+  for n in lengths:
+    ids = rng.integers(5, encoder.vocab_size, n).astype(np.int32)
+    examples.append((ids, (np.arange(n) >= n // 2).astype(np.int32)))
+  ragged = {constants.INPUT_WORD_IDS: tf.ragged.constant([e[0] for e in examples]),
+            constants.INPUT_MASK: tf.ragged.constant([np.ones_like(e[0]) for e in examples]),
+            constants.INPUT_TYPE_IDS: tf.ragged.constant([e[1] for e in examples])}
+  packed = example_packing.pack_batch(ragged, seq_length=16)
+  rows, width = packed[constants.INPUT_WORD_IDS].shape
+  every_position = tf.tile(tf.range(width)[None], [rows, 1])
+  out = encoder.call_packed(packed, every_position)
+  assert out[constants.SEQUENCE_OUTPUT].shape == (rows, width, 32)
+  at_cls = encoder.call_packed(packed, packed[constants.PACKED_CLS_POSITIONS])
+  per_row = packed[constants.PACKED_CLS_POSITIONS].shape[1]
+  for i, (ids, types) in enumerate(examples):
+    alone = encoder({constants.INPUT_WORD_IDS: ids[None], constants.INPUT_TYPE_IDS: types[None],
+                     constants.INPUT_MASK: np.ones_like(ids)[None]})
+    row, k = divmod(int(packed[constants.PACKED_EXAMPLE_SLOTS][i]), per_row)
+    start = int(packed[constants.PACKED_CLS_POSITIONS][row, k])
+    np.testing.assert_allclose(out[constants.SEQUENCE_OUTPUT][row, start:start + len(ids)],
+                               alone[constants.SEQUENCE_OUTPUT][0], atol=1e-5)
+    np.testing.assert_allclose(at_cls[constants.POOLED_OUTPUT][row, k],
+                               alone[constants.POOLED_OUTPUT][0], atol=1e-5)

@@ -194,3 +194,30 @@ def test_fused_paths_stay_out_of_a_saved_model_with_a_dynamic_batch(tmp_path):
   saved.ParseFromString((tmp_path / "saved_model.pb").read_bytes())
   # ...which a serving signature (dynamic batch and length) must not carry.
   assert [_fused_nodes(g.graph_def) for g in saved.meta_graphs] == [[]]
+
+
+def test_embeddings_with_position_ids_take_each_tokens_position():
+  layer = layers.BertEmbeddings(vocab_size=10, hidden_size=8, max_position_embeddings=6,
+                                dropout_rate=0.0)
+  ids = tf.constant([[1, 2, 3, 4, 5]])
+  types = tf.constant([[0, 1, 1, 0, 0]])
+  default = layer(ids, types).numpy()
+  np.testing.assert_allclose(layer(ids, types, position_ids=tf.constant([[0, 1, 2, 3, 4]])),
+                             default, atol=1e-6)
+  # Positions restarting at the fourth token: those tokens embed as at the start.
+  restarted = layer(ids, types, position_ids=tf.constant([[0, 1, 2, 0, 1]])).numpy()
+  np.testing.assert_allclose(restarted[:, 3:], layer(ids[:, 3:], types[:, 3:]), atol=1e-6)
+
+
+def test_packed_attention_bias_lets_a_query_see_only_its_own_examples_keys():
+  example_ids = tf.constant([[1, 1, 2, 2, 2, 0]])
+  bias = layers.packed_attention_bias(example_ids).numpy()
+  assert bias.shape == (1, 1, 6, 6)
+  visible = bias[0, 0] == 0
+  expected = np.zeros((6, 6), bool)
+  expected[:2, :2] = True
+  expected[2:5, 2:5] = True
+  np.testing.assert_array_equal(visible, expected)
+  np.testing.assert_array_equal(bias[0, 0][~expected], layers.self_attention.MASK_BIAS)
+  queries = layers.packed_attention_bias(example_ids, tf.constant([[2, 1]])).numpy()
+  np.testing.assert_array_equal(queries[0, 0], bias[0, 0][[2, 0]])

@@ -6,5 +6,6 @@ from bert_tf.layers.dropout import Dropout
 from bert_tf.layers.embeddings import BertEmbeddings
 from bert_tf.layers.layer_norm import LayerNormalization
 from bert_tf.layers.masked_lm_head import MaskedLMHead, gather_positions
-from bert_tf.layers.self_attention import SelfAttention, attention_mask_bias
+from bert_tf.layers.self_attention import (SelfAttention, attention_mask_bias,
+                                           packed_attention_bias)
 from bert_tf.layers.transformer_block import TransformerBlock

@@ -16,6 +16,8 @@ class BertEmbeddings(keras.layers.Layer):
     input_word_ids: int [B, T].
     input_type_ids: int [B, T].
     training: whether dropout is active.
+    position_ids: optional int [B, T], each token's position; default 0..T-1 in every
+      row. Packed rows restart the positions at every example.
 
   Returns:
     float [B, T, H] in the layer's compute dtype.
@@ -53,16 +55,21 @@ class BertEmbeddings(keras.layers.Layer):
     self.layer_norm.build((None, None, self.hidden_size))
     self.built = True
 
-  def call(self, input_word_ids, input_type_ids, training=None):
-    seq_length = ops.shape(input_word_ids)[1]
+  def call(self, input_word_ids, input_type_ids, training=None, position_ids=None):
     words = ops.take(self.word_embeddings, input_word_ids, axis=0)
     types = ops.take(self.token_type_embeddings, input_type_ids, axis=0)
-    positions = self.position_embeddings[:seq_length]
-    summed = ops.cast(words + types, "float32") + ops.cast(positions, "float32")[None]
+    if position_ids is None:
+      # A slice broadcast over the batch: no [B, T, H] gather on the common path.
+      seq_length = ops.shape(input_word_ids)[1]
+      positions = self.position_embeddings[:seq_length][None]
+    else:
+      positions = ops.take(self.position_embeddings, position_ids, axis=0)
+    summed = ops.cast(words + types, "float32") + ops.cast(positions, "float32")
     normalized = self.layer_norm(summed)
     return self.dropout(ops.cast(normalized, self.compute_dtype), training=training)
 
-  def compute_output_shape(self, input_word_ids_shape, input_type_ids_shape=None):
+  def compute_output_shape(self, input_word_ids_shape, input_type_ids_shape=None,
+                           position_ids_shape=None):
     return tuple(input_word_ids_shape) + (self.hidden_size,)
 
   def get_config(self):

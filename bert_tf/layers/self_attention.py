@@ -26,13 +26,37 @@ def attention_mask_bias(input_mask):
   return (1.0 - mask)[:, None, None, :] * MASK_BIAS
 
 
+def packed_attention_bias(example_ids, query_example_ids=None):
+  """The block-diagonal attention bias of rows that pack several examples.
+
+  A query sees a key iff both belong to the same example, so each packed example
+  attends exactly as it would alone.
+
+  Args:
+    example_ids: int [B, T], each token's example (1, 2, ... within a row), 0 at
+      padding.
+    query_example_ids: optional int [B, Q], the queries' example ids when the queries
+      are a subset of the positions; default example_ids.
+
+  Returns:
+    float32 [B, 1, Q, T]: 0 where query and key share an example, MASK_BIAS elsewhere
+    (padding keys included).
+  """
+  if query_example_ids is None:
+    query_example_ids = example_ids
+  keys = example_ids[:, None, None, :]
+  same = ops.logical_and(ops.equal(query_example_ids[:, None, :, None], keys), keys > 0)
+  return (1.0 - ops.cast(same, "float32")) * MASK_BIAS
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class SelfAttention(keras.layers.Layer):
   """Scaled dot-product self-attention over `num_heads` heads.
 
   Call arguments:
     hidden_states: float [B, T, H], the keys' and values' source.
-    attention_bias: float32 [B, 1, 1, T] from `attention_mask_bias`.
+    attention_bias: float32 [B, 1, 1, T] from `attention_mask_bias`, or [B, 1, Q, T]
+      from `packed_attention_bias`.
     training: whether attention-probability dropout is active.
     query_states: optional float [B, Q, H], the queries' source; default hidden_states
       (self-attention proper). A subset of hidden_states' rows gives those rows' output.

@@ -10,7 +10,7 @@ from bert_tf import configs
 from bert_tf import constants
 from bert_tf.layers import initializers
 from bert_tf.layers.embeddings import BertEmbeddings
-from bert_tf.layers.self_attention import attention_mask_bias
+from bert_tf.layers.self_attention import attention_mask_bias, packed_attention_bias
 from bert_tf.layers.transformer_block import TransformerBlock
 
 
@@ -129,22 +129,56 @@ class BertEncoder(keras.Model):
       dict: pooled_output float [B, H]; with positions, also sequence_output float32
       [B, P, H], the last layer's output at `positions`.
     """
-    x = self.embeddings(inputs[constants.INPUT_WORD_IDS], inputs[constants.INPUT_TYPE_IDS],
-                        training=training)
-    bias = attention_mask_bias(inputs[constants.INPUT_MASK])
-    for block in self.transformer_layers[:-1]:
-      x = block(x, bias, training=training)
-    batch = ops.shape(x)[0]
+    batch = ops.shape(inputs[constants.INPUT_WORD_IDS])[0]
     query_positions = ops.zeros((batch, 1), "int32")
     if positions is not None:
       query_positions = ops.concatenate([query_positions, ops.cast(positions, "int32")],
                                         axis=1)
-    x = self.transformer_layers[-1](x, bias, training=training,
-                                    query_positions=query_positions)
+    bias = attention_mask_bias(inputs[constants.INPUT_MASK])
+    x = self._encode_queries(inputs, bias, bias, query_positions, training)
     outputs = {constants.POOLED_OUTPUT: self.pooler(x[:, 0, :])}
     if positions is not None:
       outputs[constants.SEQUENCE_OUTPUT] = ops.cast(x[:, 1:, :], "float32")
     return outputs
+
+  def call_packed(self, inputs, cls_positions, training=None):
+    """Runs the encoder over rows that pack several examples, each its own [CLS] ...
+    [SEP] sequence, every example attending only to its own tokens.
+
+    Each example's outputs equal those it gets alone in a row of its own. As in
+    call_at_positions, the last block runs only at the queried positions.
+
+    Args:
+      inputs: dict of int [R, T]: input_word_ids, input_type_ids, input_position_ids
+        (restarting at 0 with every example) and input_example_ids (1, 2, ... along
+        a row, 0 at padding).
+      cls_positions: int [R, Q], the positions to compute the last block at, usually
+        the [CLS] of each example of the row (unused slots may repeat any position).
+      training: whether dropout is active.
+
+    Returns:
+      dict: sequence_output float32 [R, Q, H], the last layer at cls_positions;
+      pooled_output float [R, Q, H], the pooler applied there.
+    """
+    example_ids = ops.cast(inputs[constants.INPUT_EXAMPLE_IDS], "int32")
+    cls_positions = ops.cast(cls_positions, "int32")
+    query_ids = ops.take_along_axis(example_ids, cls_positions, axis=1)
+    x = self._encode_queries(inputs, packed_attention_bias(example_ids),
+                             packed_attention_bias(example_ids, query_ids), cls_positions,
+                             training, position_ids=inputs[constants.INPUT_POSITION_IDS])
+    return {constants.SEQUENCE_OUTPUT: ops.cast(x, "float32"),
+            constants.POOLED_OUTPUT: self.pooler(x)}
+
+  def _encode_queries(self, inputs, bias, query_bias, query_positions, training,
+                      position_ids=None):
+    """Every block but the last over all positions, the last at query_positions [B, Q];
+    returns float [B, Q, H]."""
+    x = self.embeddings(inputs[constants.INPUT_WORD_IDS], inputs[constants.INPUT_TYPE_IDS],
+                        training=training, position_ids=position_ids)
+    for block in self.transformer_layers[:-1]:
+      x = block(x, bias, training=training)
+    return self.transformer_layers[-1](x, query_bias, training=training,
+                                       query_positions=query_positions)
 
   def get_embedding_table(self):
     """The [V, H] word-embedding variable (shared with the masked-LM head)."""
