@@ -468,6 +468,11 @@ class DataConfig(Config):
   # batch. Bounds at or above seq_length are ignored. Empty: every batch padded to its
   # longest example.
   length_buckets: List[int] = dataclasses.field(default_factory=list)
+  # Training batches from raw task files (sentence_prediction): the examples of each
+  # batch laid end to end in rows of seq_length tokens, each attending only to itself,
+  # instead of one padded row per example. A batch still holds global_batch_size
+  # examples; its row count varies. Excludes length_buckets.
+  pack_examples: bool = False
   # RoBERTa-style masks drawn on the fly from unmasked sequences.
   dynamic_masking: bool = False
   masked_lm_prob: float = 0.15
@@ -490,6 +495,10 @@ class DataConfig(Config):
     _require(all(b > 0 for b in self.length_buckets) and
              list(self.length_buckets) == sorted(set(self.length_buckets)),
              f"length_buckets must be positive and increasing, got {self.length_buckets}")
+    _require(not (self.pack_examples and self.length_buckets),
+             "pack_examples and length_buckets are two ways to batch; set one of them")
+    _require(not self.pack_examples or self.is_training,
+             "pack_examples applies to training data (is_training: true) only")
     _require(self.compression_type in ("", "GZIP", "ZLIB"),
              f"compression_type must be '', GZIP or ZLIB, got '{self.compression_type}'")
 
@@ -674,6 +683,10 @@ class ExperimentConfig(Config):
       _require(data.seq_length <= encoder.max_position_embeddings,
                f"{section}.seq_length ({data.seq_length}) exceeds "
                f"model.encoder.max_position_embeddings ({encoder.max_position_embeddings})")
+    _require(not (self.train_data.pack_examples and
+                  self.trainer.gradient_accumulation_steps > 1),
+             "train_data.pack_examples does not split into micro-batches: set "
+             "trainer.gradient_accumulation_steps to 1")
     if self.trainer.gradient_accumulation_steps > 1:
       _require(self.train_data.global_batch_size % self.trainer.gradient_accumulation_steps == 0,
                f"train_data.global_batch_size ({self.train_data.global_batch_size}) must be "

@@ -167,3 +167,59 @@ def test_length_buckets_batch_sentences_of_one_bucket_padded_to_their_longest(tm
 def test_length_buckets_must_increase():
   with pytest.raises(configs.ConfigError, match="length_buckets"):
     configs.DataConfig(length_buckets=[32, 16]).validate()
+
+
+def _packing_experiment(tmp_path, **train_data):
+  vocab = helpers.write_vocab(tmp_path / "vocab.txt")
+  rng = np.random.default_rng(0)
+  data = dict(format="tsv", vocab_file=vocab,
+              input_path=_synthetic_tsv(tmp_path / "train.tsv", rng, 32))
+  return helpers.tiny_experiment(
+      {"name": "sentence_prediction", "text_a_column": "sentence", "num_classes": 2},
+      dict(data, **train_data), dict(data))
+
+
+def test_packed_batches_give_each_example_its_unpacked_logits_and_loss(tmp_path):
+  experiment = _packing_experiment(tmp_path, pack_examples=True, shuffle_buffer_size=1)
+  task = base.get_task(experiment)
+  model = task.build_model()
+  packed = next(iter(task.build_inputs(experiment.train_data)))
+  # Sentences of 5-8 pieces: two or three share each 16-token row.
+  assert packed[ff.constants.INPUT_WORD_IDS].shape[0] < 8
+  plain = next(iter(ff.batch_examples(
+      task.featurize(task.read_examples(experiment.eval_data), experiment.eval_data),
+      ff.SENTENCE, 8, drop_remainder=True)))
+  np.testing.assert_array_equal(packed[ff.EXAMPLE_INDEX], plain[ff.EXAMPLE_INDEX])
+  packed_out = model(task.model_inputs(packed), training=False)
+  plain_out = model(task.model_inputs(plain), training=False)
+  np.testing.assert_allclose(packed_out[LOGITS], plain_out[LOGITS], atol=1e-5)
+  np.testing.assert_allclose(task.compute_loss(packed, packed_out, 8)["loss"],
+                             task.compute_loss(plain, plain_out, 8)["loss"], atol=1e-6)
+
+
+def test_one_training_step_on_packed_batches_updates_the_head(tmp_path):
+  trainer = Trainer(_packing_experiment(tmp_path, pack_examples=True), str(tmp_path / "m"))
+  before = [v.numpy().copy() for v in trainer.model.classifier.weights]
+  report = trainer.train()
+  assert np.isfinite(report["loss"]) and 0.0 <= report["accuracy"] <= 1.0
+  assert all(not np.allclose(a, v.numpy())
+             for a, v in zip(before, trainer.model.classifier.weights))
+
+
+def test_pack_examples_settings_that_cannot_work_are_config_errors(tmp_path):
+  with pytest.raises(configs.ConfigError, match="length_buckets"):
+    configs.DataConfig(pack_examples=True, length_buckets=[16]).validate()
+  with pytest.raises(configs.ConfigError, match="is_training"):
+    configs.DataConfig(pack_examples=True, is_training=False).validate()
+  with pytest.raises(configs.ConfigError, match="gradient_accumulation_steps"):
+    _packing_experiment(tmp_path, pack_examples=True).override(
+        {"trainer": {"gradient_accumulation_steps": 2}})
+  with pytest.raises(configs.ConfigError, match="does not read packed batches"):
+    base.get_task(helpers.tiny_experiment(
+        {"name": "tagging", "label_names": ["O", "B"]},
+        {"format": "dummy", "pack_examples": True}, {"format": "dummy"}))
+  task = base.get_task(helpers.tiny_experiment(
+      {"name": "sentence_prediction", "num_classes": 2},
+      {"format": "dummy", "pack_examples": True}, {"format": "dummy"}))
+  with pytest.raises(configs.ConfigError, match="raw task files"):
+    task.build_inputs(task.experiment.train_data)

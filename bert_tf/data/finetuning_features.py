@@ -28,6 +28,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bert_tf import constants
+from bert_tf.data import example_packing
 
 LABEL_IDS = "label_ids"
 EXAMPLE_INDEX = "example_index"
@@ -460,14 +461,19 @@ def finish_raw_dataset(ds: tf.data.Dataset, kind: str, batch_size: int, is_train
                        drop_remainder: bool, regression: bool = False,
                        shuffle_buffer_size: int = 10000, seed: Optional[int] = None,
                        input_context: Optional[tf.distribute.InputContext] = None,
-                       length_buckets: Sequence[int] = ()) -> tf.data.Dataset:
+                       length_buckets: Sequence[int] = (),
+                       pack_to_length: int = 0) -> tf.data.Dataset:
   """Shards, shuffles, repeats and dynamically pads a featurized raw-file dataset; for
-  training, by length bucket when `length_buckets` are given."""
+  training, by length bucket when `length_buckets` are given, or with each batch's
+  examples packed into rows of `pack_to_length` tokens when it is positive
+  (bert_tf.data.example_packing; sentence features only)."""
   if input_context is not None and input_context.num_input_pipelines > 1:
     ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
   if is_training:
     ds = ds.cache().shuffle(shuffle_buffer_size, seed=seed).repeat()
-  if is_training and length_buckets:
+  if is_training and pack_to_length:
+    ds = example_packing.pack_examples(ds, batch_size, pack_to_length, drop_remainder)
+  elif is_training and length_buckets:
     ds = bucket_examples(ds, kind, batch_size, length_buckets, drop_remainder, regression)
   else:
     ds = batch_examples(ds, kind, batch_size, drop_remainder, regression)

@@ -22,6 +22,11 @@ class BertClassifier(keras.Model):
   one position the pooler reads (BertEncoder.call_at_positions); the functional graph
   (used for saving, summaries and symbolic calls) is the plain one. Set
   `sparse_last_layer = False` to run the plain graph instead.
+
+  Given a packed batch (bert_tf.data.example_packing: rows of several examples, with
+  input_position_ids, input_example_ids, packed_cls_positions and
+  packed_example_slots), it classifies every packed example: logits [N, num_classes]
+  in the batch's example order (BertEncoder.call_packed).
   """
 
   def __init__(self, encoder: BertEncoder, num_classes: int, dropout_rate: float = 0.1,
@@ -46,11 +51,20 @@ class BertClassifier(keras.Model):
     self.sparse_last_layer = True
 
   def call(self, inputs, training=None, mask=None):
+    if constants.INPUT_EXAMPLE_IDS in inputs:
+      return self._call_packed(inputs, training)
     if not self.sparse_last_layer:
       return super().call(inputs, training=training, mask=mask)
     pooled = self.encoder.call_at_positions(
         {name: inputs[name] for name in constants.ENCODER_INPUTS},
         training=training)[constants.POOLED_OUTPUT]
+    return {LOGITS: keras.ops.cast(self.classifier(pooled, training=training), "float32")}
+
+  def _call_packed(self, inputs, training):
+    pooled = self.encoder.call_packed(inputs, inputs[constants.PACKED_CLS_POSITIONS],
+                                      training=training)[constants.POOLED_OUTPUT]
+    pooled = keras.ops.reshape(pooled, (-1, keras.ops.shape(pooled)[-1]))
+    pooled = keras.ops.take(pooled, inputs[constants.PACKED_EXAMPLE_SLOTS], axis=0)
     return {LOGITS: keras.ops.cast(self.classifier(pooled, training=training), "float32")}
 
   @property

@@ -63,6 +63,9 @@ def get_task(experiment: configs.ExperimentConfig) -> "Task":
   if name not in tasks:
     raise configs.ConfigError(f"task.name: unknown task '{name}'. Tasks: "
                               f"{', '.join(sorted(tasks))}")
+  if experiment.train_data.pack_examples and not tasks[name].packs_examples:
+    raise configs.ConfigError(f"train_data.pack_examples: task '{name}' does not read "
+                              "packed batches")
   return tasks[name](experiment)
 
 
@@ -71,6 +74,8 @@ class Task(abc.ABC):
 
   name: str = ""
   config_cls: type = configs.TaskConfig
+  # Whether the model reads batches of train_data.pack_examples.
+  packs_examples: bool = False
 
   def __init__(self, experiment: configs.ExperimentConfig):
     self.experiment = experiment

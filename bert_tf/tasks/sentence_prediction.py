@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import configs
+from bert_tf import constants
 from bert_tf.data import finetuning_features as ff
 from bert_tf.data import glue
 from bert_tf.metrics import classification
@@ -88,6 +89,7 @@ class SentencePredictionTask(base.Task):
   """[CLS] vector -> dropout -> dense; cross-entropy, or squared error for regression."""
 
   feature_kind = ff.SENTENCE
+  packs_examples = True
 
   def __init__(self, experiment):
     super().__init__(experiment)
@@ -146,6 +148,9 @@ class SentencePredictionTask(base.Task):
 
   def build_inputs(self, data_config, input_context=None):
     batch_size = ff.batch_size_for(data_config.global_batch_size, input_context)
+    if data_config.pack_examples and data_config.format in ("dummy", "tfrecord"):
+      raise configs.ConfigError("pack_examples packs examples read from raw task files "
+                                f"(tsv, csv, tfds), not format '{data_config.format}'")
     if data_config.format == "dummy":
       return ff.dummy_dataset(ff.SENTENCE, batch_size, data_config.seq_length,
                               self.experiment.model.encoder.vocab_size,
@@ -162,7 +167,16 @@ class SentencePredictionTask(base.Task):
                                  data_config.drop_remainder, self.regression,
                                  data_config.shuffle_buffer_size,
                                  self.experiment.runtime.seed, input_context,
-                                 length_buckets=data_config.active_length_buckets())
+                                 length_buckets=data_config.active_length_buckets(),
+                                 pack_to_length=(data_config.seq_length
+                                                 if data_config.pack_examples else 0))
+
+  def model_inputs(self, features):
+    """The encoder inputs, and with a packed batch its packing features too."""
+    inputs = super().model_inputs(features)
+    inputs.update({name: features[name] for name in constants.PACKED_INPUTS
+                   if name in features})
+    return inputs
 
   # ----- loss and metrics -----
   def _per_example_loss(self, features, outputs):
