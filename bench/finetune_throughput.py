@@ -35,7 +35,7 @@ flags.DEFINE_integer("rounds", 3, "Interleaved rounds.")
 flags.DEFINE_integer("steps_per_round", 5, "Timed steps per system per round.")
 flags.DEFINE_bool("jit_compile", False, "XLA-compile our forward/backward.")
 flags.DEFINE_list("ours_variants", [], "Also run these variants of ours side by side "
-                  "(levers): buckets, max_length, full_last_layer, xla, buckets_xla.")
+                  "(levers): buckets, max_length, packed, full_last_layer, xla, buckets_xla.")
 flags.DEFINE_bool("install_peers", False, "Create the peers' virtual environments first.")
 flags.DEFINE_string("venv_root", common.DEFAULT_VENV_ROOT, "Where the peers' venvs live.")
 flags.DEFINE_string("device", "cpu", "cpu or gpu.")
@@ -47,6 +47,8 @@ TSV = {"sst2": "glue_sst2/train.tsv", "mrpc": "glue_mrpc/train.tsv"}
 OURS_VARIANTS = {
     "buckets": ("bert_tf, length buckets", ["--batching", "buckets"]),
     "max_length": ("bert_tf, padded to seq_length", ["--batching", "max_length"]),
+    "packed": ("bert_tf, examples packed into rows of seq_length",
+               ["--batching", "packed"]),
     "full_last_layer": ("bert_tf, last block at every position",
                         ["--sparse_last_layer", "0"]),
     "xla": ("bert_tf, jit_compile=True", ["--jit_compile", "1"]),

@@ -50,9 +50,11 @@ def main():
   parser.add_argument("--sparse_last_layer", type=int, default=1,
                       help="1: the last block runs only at [CLS] (default).")
   parser.add_argument("--batching", default="dynamic",
-                      choices=("dynamic", "buckets", "max_length"),
+                      choices=("dynamic", "buckets", "max_length", "packed"),
                       help="dynamic: the task's reader, each batch padded to its longest "
-                      "(default); buckets: length buckets; max_length: pad to seq_length.")
+                      "(default); buckets: length buckets; max_length: pad to seq_length; "
+                      "packed: each batch's examples packed into rows of seq_length "
+                      "(train_data.pack_examples).")
   args = parser.parse_args()
 
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -69,7 +71,8 @@ def main():
                                     global_batch_size=args.batch_size,
                                     seq_length=args.seq_length,
                                     length_buckets=(BUCKET_BOUNDARIES
-                                                    if args.batching == "buckets" else [])),
+                                                    if args.batching == "buckets" else []),
+                                    pack_examples=args.batching == "packed"),
       optimizer=configs.OptimizerConfig(learning_rate=2e-5, warmup_steps=10,
                                         decay_steps=100000),
       trainer=configs.TrainerConfig(train_steps=100000, steps_per_loop=1),
@@ -81,6 +84,7 @@ def main():
   data_config = experiment.train_data
   build = {"dynamic": task.build_inputs,
            "buckets": task.build_inputs,
+           "packed": task.build_inputs,
            "max_length": lambda cfg, ctx: padded_inputs(task, cfg, ctx)}[args.batching]
   iterator = iter(trainer.strategy.distribute_datasets_from_function(
       lambda ctx: build(data_config, ctx)))
