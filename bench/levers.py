@@ -35,6 +35,9 @@ flags.DEFINE_integer("group_size", 5, "Variants alive at once besides the defaul
                      "4.5 GiB at base). Each group runs beside a fresh default worker and "
                      "its speeds are relative to that group's default.")
 flags.DEFINE_bool("lever_write_readme", True, "Update the levers section of bench/README.md.")
+flags.DEFINE_string("lever_table", "", "Name of the results file and README section: "
+                    "levers_CONFIG by default, levers_CONFIG_NAME with a name (a second "
+                    "table beside the first).")
 
 # name: (what it changes, extra worker flags, extra environment).
 # The default is what bench/pretraining_step.py times: no XLA for the forward/backward,
@@ -61,6 +64,7 @@ VARIANTS = {
     "inter_op_1": ("1 inter-op thread (TensorFlow's default: one per core)",
                    ["--inter_op_threads", "1"], {}),
     "intra_op_1": ("1 intra-op thread", ["--intra_op_threads", "1"], {}),
+    "intra_op_4": ("4 intra-op threads (two per core)", ["--intra_op_threads", "4"], {}),
     "autojit_fusible": ("XLA auto-clustering of the element-wise ops only, matmuls left to "
                         "oneDNN (TF_XLA_FLAGS=--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit "
                         "--tf_xla_ops_to_cluster=FUSIBLE)", [],
@@ -68,6 +72,10 @@ VARIANTS = {
                                          "--tf_xla_ops_to_cluster=FUSIBLE"}),
     "no_onednn": ("oneDNN kernels off (TF_ENABLE_ONEDNN_OPTS=0): Eigen matmuls",
                   [], {"TF_ENABLE_ONEDNN_OPTS": "0"}),
+    "mirrored_2cpu": ("MirroredStrategy over 2 logical CPU devices, half the batch each, 1 "
+                      "intra-op thread (data parallelism across the cores instead of "
+                      "splitting each op)",
+                      ["--num_cpu_devices", "2", "--intra_op_threads", "1"], {}),
     "bfloat16": ("mixed_bfloat16 (this CPU has AVX512_BF16; peers run float32)",
                  ["--mixed_precision", "mixed_bfloat16"], {}),
 }
@@ -137,11 +145,12 @@ def main(argv):
                                  "peak RSS MiB"], rows)
   print(table)
   command = common.command_line()
-  common.write_results(f"levers_{FLAGS.config}", {"command": command, "results": results,
-                                                  "machine": common.machine_description()})
+  section = f"levers_{FLAGS.config}" + (f"_{FLAGS.lever_table}" if FLAGS.lever_table else "")
+  common.write_results(section, {"command": command, "results": results,
+                                 "machine": common.machine_description()})
   if FLAGS.lever_write_readme:
     common.update_readme_section(
-        f"levers_{FLAGS.config}",
+        section,
         f"Command: `{command}` (medians of {FLAGS.lever_rounds} interleaved rounds x "
         f"{FLAGS.lever_steps} steps, in groups of at most {FLAGS.group_size} variants "
         f"each timed beside its own default worker, speeds relative to that default; "

@@ -16,7 +16,8 @@ import protocol  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def build_trainer(size, batch_size, seq_length, predictions, steps_per_loop, jit_compile,
-                  full_length=True, dataset_fn=None, mixed_precision="float32"):
+                  full_length=True, dataset_fn=None, mixed_precision="float32",
+                  num_cpu_devices=0):
   """A Trainer for pretraining whose input repeats one protocol batch (or dataset_fn).
 
   Returns:
@@ -25,6 +26,7 @@ def build_trainer(size, batch_size, seq_length, predictions, steps_per_loop, jit
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf import configs  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.pretraining import PretrainingTask  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import strategies  # pylint: disable=g-import-not-at-top
   from bert_tf.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
 
   batch = protocol.pretraining_batch(batch_size, seq_length, predictions,
@@ -36,8 +38,17 @@ def build_trainer(size, batch_size, seq_length, predictions, steps_per_loop, jit
     def build_inputs(self, data_config, input_context=None):
       if dataset_fn is not None:
         return dataset_fn(data_config, input_context)
-      return tf.data.Dataset.from_tensors(
-          {k: tf.constant(v) for k, v in batch.items()}).repeat()
+      # Under a mirrored strategy each replica takes the next element of the dataset:
+      # the batch is cut into one slice per replica, so that a step still trains on
+      # batch_size sequences.
+      share = (input_context.get_per_replica_batch_size(batch_size) if input_context
+               else batch_size)
+      slices = [{k: tf.constant(v[i:i + share]) for k, v in batch.items()}
+                for i in range(0, batch_size, share)]
+      dataset = tf.data.Dataset.from_tensors(slices[0])
+      for piece in slices[1:]:
+        dataset = dataset.concatenate(tf.data.Dataset.from_tensors(piece))
+      return dataset.repeat()
 
   experiment = configs.ExperimentConfig(
       task=configs.PretrainingTaskConfig(),
@@ -49,8 +60,11 @@ def build_trainer(size, batch_size, seq_length, predictions, steps_per_loop, jit
                                         warmup_steps=100, decay_steps=100000,
                                         weight_decay_rate=protocol.WEIGHT_DECAY),
       trainer=configs.TrainerConfig(train_steps=100000, steps_per_loop=steps_per_loop),
-      runtime=configs.RuntimeConfig(jit_compile=jit_compile,
-                                    mixed_precision_dtype=mixed_precision))
+      runtime=configs.RuntimeConfig(
+          jit_compile=jit_compile, mixed_precision_dtype=mixed_precision,
+          distribution_strategy="mirrored" if num_cpu_devices > 1 else "one_device",
+          num_cpu_devices=num_cpu_devices))
+  strategies.configure_runtime(experiment.runtime)
   task = InMemoryPretrainingTask(experiment)
   trainer = Trainer(experiment, model_dir="/tmp/bert_tf_bench_unused", task=task)
   data_config = experiment.train_data
@@ -77,6 +91,9 @@ def add_lever_flags(parser):
                       help="TensorFlow intra-op threads (0: TensorFlow's default).")
   parser.add_argument("--inter_op_threads", type=int, default=0,
                       help="TensorFlow inter-op threads (0: TensorFlow's default).")
+  parser.add_argument("--num_cpu_devices", type=int, default=0,
+                      help="> 1: MirroredStrategy over this many logical CPU devices "
+                      "(runtime.num_cpu_devices), the batch split between them.")
 
 
 def apply_thread_flags(args):
@@ -115,7 +132,8 @@ def lever_info(args):
           "sparse_last_layer": bool(args.sparse_last_layer),
           "mixed_precision": args.mixed_precision,
           "threads": f"{args.intra_op_threads or 'default'}/"
-                     f"{args.inter_op_threads or 'default'}"}
+                     f"{args.inter_op_threads or 'default'}",
+          "cpu_devices": args.num_cpu_devices or 1}
 
 
 def main():
@@ -145,7 +163,8 @@ def main():
   trainer, iterator = build_trainer(args.size, args.batch_size, args.seq_length,
                                     args.predictions, args.steps_per_loop,
                                     bool(args.jit_compile), dataset_fn=dataset_fn,
-                                    mixed_precision=args.mixed_precision)
+                                    mixed_precision=args.mixed_precision,
+                                    num_cpu_devices=args.num_cpu_devices)
   apply_model_flags(args, trainer)
   loop = trainer.train_loop_function
   n = tf.constant(args.steps_per_loop, tf.int32)
