@@ -1,10 +1,11 @@
-"""The optimizer update of every variable of a model: ours against an in-place variant.
+"""The optimizer update of every variable of a model: ours against in-place variants.
 
 Ours (bert_tf.training.optimizers.Optimizer) computes each variable's new value and
-moments in one XLA function of tensors and writes them back with `assign`. The variant
-hands the variables themselves to the XLA function, which then updates their buffers in
-place (the same formulas: Optimizer._new_values). Both run over the trainable variables
-of a real encoder with zero gradients, one step at a time, taking turns.
+moments in one XLA function of tensors and writes them back with `assign`. The variants
+hand the variables themselves to the XLA function, which then updates their buffers in
+place (the same formulas: Optimizer._new_values), with the skip flag and the gradient
+factor as run-time tensors (as the trainer has them) or as Python constants. All run over
+the trainable variables of a real encoder with zero gradients, taking turns.
 
   python bench/optimizer_update.py --size=base
 """
@@ -46,9 +47,22 @@ def main(argv):
     optimizer.apply_gradients(grads, encoder.trainable_variables, step)
     return tf.constant(0.0)
 
+  def in_place(should_apply, scale):
+    @tf.function
+    def run():
+      lr = tf.cast(optimizer.learning_rate(step), tf.float32)
+      t = tf.cast(step, tf.float32) + 1.0
+      for grad, keras_variable, variable in zip(grads, encoder.trainable_variables,
+                                                variables):
+        slots = optimizer.slots[optimizers.variable_path(keras_variable)]
+        updates[optimizer.decays(keras_variable)](variable, grad, lr, t, should_apply(),
+                                                  scale(), slots["m"], slots["v"])
+      return tf.constant(0.0)
+    return run
+
   def in_place_update(decay):
-    def update(var, grad, lr, t, *slots):
-      new = optimizer._new_values(var.read_value(), grad, lr, t, True, 1.0,  # pylint: disable=protected-access
+    def update(var, grad, lr, t, should_apply, scale, *slots):
+      new = optimizer._new_values(var.read_value(), grad, lr, t, should_apply, scale,  # pylint: disable=protected-access
                                   *[s.read_value() for s in slots], decay=decay)
       for variable, value in zip((var, *slots), new):
         variable.assign(value)
@@ -56,16 +70,13 @@ def main(argv):
 
   updates = {decay: in_place_update(decay) for decay in (False, True)}
 
-  @tf.function
-  def in_place():
-    lr = tf.cast(optimizer.learning_rate(step), tf.float32)
-    t = tf.cast(step, tf.float32) + 1.0
-    for grad, keras_variable, variable in zip(grads, encoder.trainable_variables, variables):
-      slots = optimizer.slots[optimizers.variable_path(keras_variable)]
-      updates[optimizer.decays(keras_variable)](variable, grad, lr, t, slots["m"], slots["v"])
-    return tf.constant(0.0)
-
-  systems = {"ours (values, then assign)": ours, "variables inside XLA (in place)": in_place}
+  # The trainer's skip flag (non-finite gradients) and clipping factor are known only
+  # at run time, as these variables' values; as Python constants XLA folds them away.
+  flag, factor = tf.Variable(True), tf.Variable(1.0)
+  systems = {"ours (values, then assign)": ours,
+             "in place, flag and factor as tensors": in_place(flag.read_value,
+                                                              factor.read_value),
+             "in place, flag and factor as constants": in_place(lambda: True, lambda: 1.0)}
   for run in systems.values():
     run().numpy()
     run().numpy()
@@ -77,11 +88,12 @@ def main(argv):
       times[name].append(time.perf_counter() - start)
   params = sum(int(tf.size(v)) for v in variables)
   medians = {name: 1000 * statistics.median(t) for name, t in times.items()}
-  first, second = medians.values()
+  first = medians["ours (values, then assign)"]
   for name, ms in medians.items():
     print(f"{FLAGS.size} ({params / 1e6:.1f}M parameters, {len(variables)} variables): "
           f"{name} {ms:.1f} ms")
-  print(f"in place is {first / second:.2f}x ours; command: {common.command_line()}")
+  print(", ".join(f"{name}: {first / ms:.2f}x ours" for name, ms in medians.items())
+        + f"; command: {common.command_line()}")
 
 
 if __name__ == "__main__":
