@@ -27,12 +27,23 @@ class Dropout(keras.layers.Dropout):
     others divided by the keep probability.
   """
 
-  def call(self, inputs, training=False):
-    if not training or self.rate == 0 or self.noise_shape is not None:
-      return super().call(inputs, training=training)
+  def keep_bits(self, inputs, training=False):
+    """The random bits of this call's mask, for callers that apply it themselves
+    (bert_tf.layers.fusion); each call advances the seed generator as `call` does.
+
+    Returns:
+      None where `call` would return its inputs unchanged (not training, rate 0);
+      otherwise (bits, threshold, scale): uint16 bits shaped like inputs, the uint16
+      scalar at or above which an element is kept, and the float scale of kept ones.
+    """
+    if self.noise_shape is not None:
+      raise ValueError(f"{self.name}: keep_bits draws one bit per element; this layer "
+                       f"has noise_shape {self.noise_shape}")
+    if not training or self.rate == 0:
+      return None
     threshold = min(int(round(self.rate * _LEVELS)), _LEVELS - 1)
     if threshold == 0:
-      return inputs
+      return None
     # The generator's int64 state, folded into int32 as keras.random does.
     seed = tf.cast(tf.math.floormod(self.seed_generator.next(), tf.int32.max - 1), tf.int32)
     shape = tf.shape(inputs)
@@ -42,6 +53,14 @@ class Dropout(keras.layers.Dropout):
     bits = tf.reshape(tf.bitcast(words, tf.uint16), [-1])
     if inputs.shape.num_elements() is None or inputs.shape.num_elements() % 2:
       bits = bits[:size]
-    keep = tf.reshape(bits, shape) >= tf.constant(threshold, tf.uint16)
-    scale = tf.cast(_LEVELS / (_LEVELS - threshold), inputs.dtype)
-    return tf.where(keep, inputs * scale, tf.zeros([], inputs.dtype))
+    return (tf.reshape(bits, shape), tf.constant(threshold, tf.uint16),
+            tf.constant(_LEVELS / (_LEVELS - threshold), inputs.dtype))
+
+  def call(self, inputs, training=False):
+    if not training or self.rate == 0 or self.noise_shape is not None:
+      return super().call(inputs, training=training)
+    mask = self.keep_bits(inputs, training=training)
+    if mask is None:
+      return inputs
+    bits, threshold, scale = mask
+    return tf.where(bits >= threshold, inputs * scale, tf.zeros([], inputs.dtype))

@@ -103,6 +103,12 @@ class SelfAttention(keras.layers.Layer):
     return ops.transpose(x, (0, 2, 1, 3))
 
   def call(self, hidden_states, attention_bias, training=None, query_states=None):
+    return self.output_dense(self.context(hidden_states, attention_bias, training=training,
+                                          query_states=query_states))
+
+  def context(self, hidden_states, attention_bias, training=None, query_states=None):
+    """The heads' attention-weighted values, concatenated: float [B, Q, H], what the
+    output projection (`output_dense`) multiplies. Arguments as for `call`."""
     if query_states is None:
       query_states = hidden_states
     query = self._split_heads(self.query(query_states))
@@ -117,8 +123,7 @@ class SelfAttention(keras.layers.Layer):
     context = ops.matmul(probs, value)  # [B, N, Q, D]
     context = ops.transpose(context, (0, 2, 1, 3))
     batch, seq = ops.shape(context)[0], ops.shape(context)[1]
-    context = ops.reshape(context, (batch, seq, self.hidden_size))
-    return self.output_dense(context)
+    return ops.reshape(context, (batch, seq, self.hidden_size))
 
   def compute_output_shape(self, hidden_states_shape, attention_bias_shape=None,
                            query_states_shape=None):

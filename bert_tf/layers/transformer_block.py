@@ -2,7 +2,9 @@
 
 import keras
 from keras import ops
+import tensorflow as tf
 
+from bert_tf.layers import fusion
 from bert_tf.layers import initializers
 from bert_tf.layers.dense import Dense
 from bert_tf.layers.dropout import Dropout
@@ -74,6 +76,8 @@ class TransformerBlock(keras.layers.Layer):
     if query_positions is not None:
       queries = ops.take_along_axis(hidden_states,
                                     ops.cast(query_positions, "int32")[:, :, None], axis=1)
+    if self.compute_dtype == "float32" and fusion.static(hidden_states, queries):
+      return self._fused_call(hidden_states, queries, attention_bias, training)
     attended = self.attention(hidden_states, attention_bias, training=training,
                               query_states=queries)
     attended = self.attention_dropout(attended, training=training)
@@ -84,6 +88,30 @@ class TransformerBlock(keras.layers.Layer):
     ffn = self.output_dropout(ffn, training=training)
     out = self.output_layer_norm(ops.cast(out1, "float32") + ops.cast(ffn, "float32"))
     return ops.cast(out, self.compute_dtype)
+
+  def _fused_call(self, hidden_states, queries, attention_bias, training):
+    """`call`'s float32 path for static shapes: each half's output bias, dropout,
+    residual add and LayerNorm as one XLA function forward and one backward
+    (bert_tf.layers.fusion.residual_layer_norm), with the same dropout masks."""
+    context = self.attention.context(hidden_states, attention_bias, training=training,
+                                     query_states=queries)
+    out1 = self._project_add_and_norm(context, queries, self.attention.output_dense,
+                                      self.attention_dropout, self.attention_layer_norm,
+                                      training)
+    return self._project_add_and_norm(self.intermediate(out1), out1, self.output_dense,
+                                      self.output_dropout, self.output_layer_norm,
+                                      training)
+
+  @staticmethod
+  def _project_add_and_norm(inputs, residual, dense, dropout, layer_norm, training):
+    """layer_norm(residual + dropout(dense(inputs))): float32 [B, Q, I] -> [B, Q, H]."""
+    projected = tf.reshape(
+        tf.matmul(tf.reshape(inputs, [-1, inputs.shape[-1]]), dense.kernel),
+        tf.concat([tf.shape(inputs)[:-1], [dense.units]], axis=0))
+    return fusion.residual_layer_norm(
+        projected, tf.convert_to_tensor(dense.bias), residual,
+        tf.convert_to_tensor(layer_norm.gamma), tf.convert_to_tensor(layer_norm.beta),
+        layer_norm.epsilon, dropout=dropout.keep_bits(projected, training=training))
 
   def compute_output_shape(self, hidden_states_shape, attention_bias_shape=None,
                            query_positions_shape=None):
