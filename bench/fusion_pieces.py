@@ -131,7 +131,9 @@ def main(argv):
     common.update_readme_section(
         f"fusion_pieces_{FLAGS.size}",
         f"Command: `{command}` (medians of {FLAGS.rounds} interleaved rounds, one "
-        f"process; {shape}; once per layer each, LayerNorm twice)\n\n{table}")
+        f"process; {shape}; per encoder layer, bias + GELU runs once and bias + dropout + "
+        f"residual + LayerNorm twice, the plain LayerNorm only after the embeddings and "
+        f"in the masked-LM head)\n\n{table}")
   print(f"fusion_pieces: command: {command}")
 
 

@@ -51,8 +51,10 @@ VARIANTS = {
                           "per variable", ["--fused_optimizer", "0"], {}),
     "full_last_layer": ("last block over all positions (not only [CLS] and the masked "
                         "ones)", ["--sparse_last_layer", "0"], {}),
-    "no_xla_fusion": ("LayerNorm, GELU and the pretraining loss as plain TensorFlow ops, "
-                      "not XLA-fused (bert_tf.layers.fusion)", ["--xla_fusion", "0"], {}),
+    "no_xla_fusion": ("LayerNorm, bias + GELU, each block half's bias + dropout + "
+                      "residual + LayerNorm and the pretraining loss as plain TensorFlow "
+                      "ops, not XLA-fused (bert_tf.layers.fusion)", ["--xla_fusion", "0"],
+                      {}),
     "keras_dense": ("Keras's Dense for the intermediate and masked-LM transform layers "
                     "(transpose_b input gradient, separate bias and GELU) instead of "
                     "bert_tf.layers.Dense", ["--keras_dense", "1"], {}),

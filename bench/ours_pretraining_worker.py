@@ -111,6 +111,18 @@ def apply_thread_flags(args):
     import keras  # pylint: disable=g-import-not-at-top
     from bert_tf.layers import dropout  # pylint: disable=g-import-not-at-top
     dropout.Dropout.call = keras.layers.Dropout.call
+
+    def keras_keep_bits(self, inputs, training=False):
+      # The fused Transformer-block path takes the mask as 16-bit levels: drawn here
+      # from Keras's float32 uniform, so the lever covers every dropout of the step.
+      if not training or self.rate == 0:
+        return None
+      threshold = min(int(round(self.rate * 65536)), 65535)
+      uniform = keras.random.uniform(tf.shape(inputs), seed=self.seed_generator)
+      return (tf.cast(uniform * 65536.0, tf.uint16), tf.constant(threshold, tf.uint16),
+              tf.constant(65536 / (65536 - threshold), inputs.dtype))
+
+    dropout.Dropout.keep_bits = keras_keep_bits
   if args.intra_op_threads:
     tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
   if args.inter_op_threads:

@@ -174,9 +174,9 @@ def main(argv):
   summary = (f"{FLAGS.size} {FLAGS.batch_size}x{FLAGS.seq_length}: the step's matrix "
              f"products alone ({matmul_gflop:.0f} GFLOP) take "
              f"{100 * medians['matmuls only'] / step:.0f}% of the step "
-             f"({matmul_gflop / medians['matmuls only']:.0f} GFLOP/s); dropout costs "
-             f"{100 * (1 - medians['step, no dropout'] / step):.0f}% of it, the optimizer "
-             f"update {100 * medians['optimizer'] / step:.0f}%")
+             f"({matmul_gflop / medians['matmuls only']:.0f} GFLOP/s); the step without "
+             f"dropout takes {100 * medians['step, no dropout'] / step:.0f}% of it, the "
+             f"optimizer update alone {100 * medians['optimizer'] / step:.0f}%")
   print(table)
   print(summary)
   common.write_results(f"step_breakdown_{FLAGS.size}", {

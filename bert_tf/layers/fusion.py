@@ -117,9 +117,10 @@ def _gelu_backward(dy, x):
 
 @tf.function(jit_compile=True)
 def _bias_gelu_backward(dy, x, bias):
-  """dy, x: float [N, I]; bias: float [I]."""
+  """dy, x: float [N, I]; bias: float [I]. The bias gradient sums in float32 (for
+  bfloat16 inputs too)."""
   d_z = dy * _gelu_derivative(x + bias)
-  return d_z, tf.reduce_sum(d_z, axis=0)
+  return d_z, tf.cast(tf.reduce_sum(tf.cast(d_z, tf.float32), axis=0), bias.dtype)
 
 
 @tf.custom_gradient
