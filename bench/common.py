@@ -16,7 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCH_DIR)
@@ -165,6 +165,23 @@ def alternate(workers: Sequence[Worker], rounds: int, steps_per_round: int) -> N
     print(f"  round {r + 1}/{rounds}: " + ", ".join(line), flush=True)
   for worker in workers:
     worker.close()
+
+
+def interleaved_times(calls: Dict[str, Callable[[], object]], rounds: int,
+                      report_rounds: bool = False) -> Dict[str, List[float]]:
+  """Times functions of one process in turns: each round calls every one once, in an
+  order that reverses every round. Returns {name: seconds of each round}; with
+  report_rounds, prints each round's times."""
+  times = {name: [] for name in calls}
+  for r in range(rounds):
+    for name in (list(calls) if r % 2 == 0 else list(calls)[::-1]):
+      start = time.perf_counter()
+      calls[name]()
+      times[name].append(time.perf_counter() - start)
+    if report_rounds:
+      print(f"  round {r + 1}/{rounds}: " + ", ".join(
+          f"{name} {1000 * times[name][-1]:.0f} ms" for name in calls), flush=True)
+  return times
 
 
 def median(values: Sequence[float]) -> float:

@@ -16,7 +16,6 @@ import math
 import os
 import statistics
 import sys
-import time
 
 from absl import app
 from absl import flags
@@ -100,12 +99,7 @@ def main(argv):
                                    err_msg=f"{piece}, {way}")
     for way, fn in ways.items():
       calls[(piece, way)] = (lambda fn=fn, inputs=inputs: [t.numpy() for t in fn(*inputs)])
-  times = {key: [] for key in calls}
-  for r in range(FLAGS.rounds):
-    for key in (list(calls) if r % 2 == 0 else list(calls)[::-1]):
-      start = time.perf_counter()
-      calls[key]()
-      times[key].append(time.perf_counter() - start)
+  times = common.interleaved_times(calls, FLAGS.rounds)
   medians = {key: statistics.median(t) for key, t in times.items()}
   rows_out = []
   for piece in cases:

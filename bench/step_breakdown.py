@@ -18,7 +18,6 @@ import dataclasses
 import os
 import statistics
 import sys
-import time
 
 from absl import app
 from absl import flags
@@ -158,14 +157,7 @@ def main(argv):
   for run in parts.values():
     run()
     run()
-  times = {name: [] for name in parts}
-  for r in range(FLAGS.rounds):
-    for name in (list(parts) if r % 2 == 0 else list(parts)[::-1]):
-      start = time.perf_counter()
-      parts[name]()
-      times[name].append(time.perf_counter() - start)
-    print(f"  round {r + 1}/{FLAGS.rounds}: " + ", ".join(
-        f"{n} {1000 * times[n][-1]:.0f} ms" for n in parts), flush=True)
+  times = common.interleaved_times(parts, FLAGS.rounds, report_rounds=True)
   medians = {name: statistics.median(t) for name, t in times.items()}
   step = medians["step"]
   rows = [[name, f"{1000 * m:.0f}", f"{100 * m / step:.0f}%"] for name, m in medians.items()]
