@@ -199,14 +199,28 @@ def write_results(name: str, payload: dict) -> str:
   return path
 
 
-def update_readme_section(section: str, markdown: str, readme: str = README) -> None:
-  """Replaces the text between `<!-- BEGIN section -->` and `<!-- END section -->`."""
+def _section_pattern(section: str):
+  begin, end = f"<!-- BEGIN {section} -->", f"<!-- END {section} -->"
+  return begin, end, re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+
+
+def require_readme_section(section: str, readme: str = README) -> None:
+  """Raises before a long run if the README lacks the markers its table goes between."""
   with open(readme) as f:
     text = f.read()
-  begin, end = f"<!-- BEGIN {section} -->", f"<!-- END {section} -->"
-  pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+  begin, end, pattern = _section_pattern(section)
   if not pattern.search(text):
-    raise ValueError(f"{readme} has no section markers for '{section}'")
+    raise ValueError(f"{readme} has no section markers for '{section}': add the lines "
+                     f"'{begin}' and '{end}' where its table belongs, or run with the "
+                     f"flag that leaves the README alone")
+
+
+def update_readme_section(section: str, markdown: str, readme: str = README) -> None:
+  """Replaces the text between `<!-- BEGIN section -->` and `<!-- END section -->`."""
+  require_readme_section(section, readme)
+  with open(readme) as f:
+    text = f.read()
+  begin, end, pattern = _section_pattern(section)
   text = pattern.sub(lambda _: f"{begin}\n{markdown.rstrip()}\n{end}", text)
   tmp = readme + ".tmp"
   with open(tmp, "w") as f:

@@ -94,6 +94,9 @@ def main(argv):
       raise app.UsageError(f"Unknown variant '{name}'; variants: {', '.join(VARIANTS)}")
   if "default" not in names:
     names.insert(0, "default")
+  section = f"levers_{FLAGS.config}" + (f"_{FLAGS.lever_table}" if FLAGS.lever_table else "")
+  if FLAGS.lever_write_readme:
+    common.require_readme_section(section)
   size, batch, seq, predictions, _ = pretraining_step.CONFIGS[FLAGS.config]
   shape = ["--size", size, "--batch_size", str(batch), "--seq_length", str(seq),
            "--predictions", str(predictions)]
@@ -147,7 +150,6 @@ def main(argv):
                                  "peak RSS MiB"], rows)
   print(table)
   command = common.command_line()
-  section = f"levers_{FLAGS.config}" + (f"_{FLAGS.lever_table}" if FLAGS.lever_table else "")
   common.write_results(section, {"command": command, "results": results,
                                  "machine": common.machine_description()})
   if FLAGS.lever_write_readme:

@@ -179,3 +179,50 @@ def test_optimizer_applies_already_reduced_gradients_once_under_mirrored_strateg
   for component in strategy.experimental_local_results(var.value):
     np.testing.assert_allclose(component.numpy(), [0.0, 2.0])
 
+
+
+def test_skip_flag_known_only_at_run_time_skips_or_applies_inside_a_tf_function():
+  opt, (kernel,) = _make([("dense/kernel", [1.0, 2.0])], "adamw")
+  flag = tf.Variable(False)
+
+  @tf.function
+  def step(grad):
+    opt.apply_gradients([grad], [kernel], step=0, should_apply=flag.read_value())
+
+  step(tf.constant([np.nan, 1.0]))
+  np.testing.assert_array_equal(kernel.numpy(), [1.0, 2.0])
+  np.testing.assert_array_equal(opt.slots["dense/kernel"]["m"].numpy(), [0.0, 0.0])
+  flag.assign(True)
+  step(tf.constant([0.5, 1.0]))
+  reference, (ref_kernel,) = _make([("dense/kernel", [1.0, 2.0])], "adamw")
+  reference.apply_gradients([tf.constant([0.5, 1.0])], [ref_kernel], step=0)
+  np.testing.assert_allclose(kernel.numpy(), ref_kernel.numpy(), rtol=1e-6)
+  np.testing.assert_allclose(opt.slots["dense/kernel"]["v"].numpy(),
+                             reference.slots["dense/kernel"]["v"].numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("algorithm", ["adamw", "lamb"])
+def test_same_shaped_variables_each_get_their_own_update_under_mirrored_strategy(algorithm):
+  """The compiled in-place update is traced once per decay setting and handed each
+  variable (each replica's component) in turn: no variable may get another's update."""
+  strategy = _mirrored()
+  values = {"a/kernel": [1.0, -1.0], "b/kernel": [2.0, 0.5], "c/kernel": [-3.0, 4.0]}
+  grads = {"a/kernel": [0.1, 0.2], "b/kernel": [-0.3, 0.7], "c/kernel": [0.9, -0.4]}
+  with strategy.scope():
+    opt, variables = _make(list(values.items()), algorithm)
+  reference, ref_variables = _make(list(values.items()), algorithm)
+
+  @tf.function
+  def step(t):
+    def fn():
+      opt.apply_gradients([tf.constant(g) for g in grads.values()], variables, step=t)
+    strategy.run(fn)
+
+  for t in range(2):
+    step(tf.constant(t, tf.int64))
+    reference.apply_gradients([tf.constant(g) for g in grads.values()], ref_variables,
+                              step=t)
+  for var, ref in zip(variables, ref_variables):
+    for component in strategy.experimental_local_results(var.value):
+      np.testing.assert_allclose(component.numpy(), ref.numpy(), rtol=1e-6)
+  assert len({tuple(np.round(v.numpy(), 4)) for v in ref_variables}) == 3
