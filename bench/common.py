@@ -18,6 +18,11 @@ import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
+# Before any TensorFlow import: our side runs with the CPU kernels bert_tf chooses
+# (bert_tf/__init__.py sets TF_ENABLE_ONEDNN_OPTS=1 on x86-64). Peer workers do not
+# inherit that choice: see peer_env.
+import bert_tf  # pylint: disable=unused-import
+
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCH_DIR)
 README = os.path.join(BENCH_DIR, "README.md")
@@ -47,6 +52,12 @@ def command_line() -> str:
   """The command that started this process, to print beside its figures."""
   return "python " + " ".join(shlex.quote(a) for a in
                               [os.path.relpath(sys.argv[0], REPO_ROOT)] + sys.argv[1:])
+
+
+def peer_env(onednn: bool = False) -> Dict[str, Optional[str]]:
+  """Environment entries for a peer worker: TensorFlow's own oneDNN default (the variable
+  unset, as a peer's user gets it), or oneDNN forced on as bert_tf does for its side."""
+  return {bert_tf.ONEDNN_VARIABLE: "1" if onednn else None}
 
 
 def peer_python(peer: str, venv_root: str = DEFAULT_VENV_ROOT) -> str:
@@ -87,7 +98,8 @@ def ready_peers(peer_flag: Sequence[str], install: bool, venv_root: str) -> List
 class Worker:
   """One benchmark worker process speaking bench/peers/protocol.py."""
 
-  def __init__(self, name: str, argv: List[str], env: Optional[Dict[str, str]] = None):
+  def __init__(self, name: str, argv: List[str],
+               env: Optional[Dict[str, Optional[str]]] = None):
     self.name = name
     self.argv = argv
     full_env = dict(os.environ)
@@ -95,7 +107,11 @@ class Worker:
     full_env["PYTHONPATH"] = os.pathsep.join(
         [os.path.join(BENCH_DIR, "peers")] +
         ([full_env["PYTHONPATH"]] if full_env.get("PYTHONPATH") else []))
-    full_env.update(env or {})
+    for key, value in (env or {}).items():
+      if value is None:
+        full_env.pop(key, None)  # None: the variable unset in the worker.
+      else:
+        full_env[key] = value
     self.log_path = os.path.join(LOG_DIR, f"{name}.log")
     os.makedirs(LOG_DIR, exist_ok=True)
     self._log = open(self.log_path, "w")
@@ -237,13 +253,18 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
 
 def machine_description() -> str:
   """CPU model, core count and the frameworks' versions, for the results header."""
-  model = "unknown CPU"
+  model, flags_ = "unknown CPU", set()
   try:
     with open("/proc/cpuinfo") as f:
       for line in f:
-        if line.startswith("model name"):
+        if line.startswith("model name") and model == "unknown CPU":
           model = line.split(":", 1)[1].strip()
+        elif line.startswith("flags"):
+          flags_ = set(line.split(":", 1)[1].split())
           break
   except OSError:
     pass
-  return f"{model}, {os.cpu_count()} cores"
+  # Whether TensorFlow turns oneDNN on by itself depends on these (bert_tf/__init__.py).
+  isa = ("AVX-512" + (" BF16" if "avx512_bf16" in flags_ else "") if "avx512f" in flags_
+         else "AVX2, no AVX-512" if "avx2" in flags_ else "no AVX2")
+  return f"{model}, {os.cpu_count()} cores, {isa}"

@@ -86,7 +86,7 @@ def main(argv):
                      "--jit_compile", str(int(FLAGS.jit_compile)),
                      *OURS_VARIANTS[variant][1]], env))
     specs += [(f"{p}_{task}", [common.peer_python(p, FLAGS.venv_root), PEER_SCRIPTS[p],
-                               *args], env) for p in peers]
+                               *args], {**env, **common.peer_env()}) for p in peers]
     print(f"{task}: {FLAGS.size}, batch {FLAGS.batch_size}, max length {FLAGS.seq_length}",
           flush=True)
     workers = common.start_sequential(specs)

@@ -16,6 +16,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pee
 
 import protocol  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+# Before TensorFlow: the CPU kernels bert_tf chooses (bert_tf/__init__.py).
+import bert_tf  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
+
 # Upper bounds (tokens, [CLS] and [SEP]s included) of the length buckets of
 # --batching=buckets (train_data.length_buckets); the last bucket ends at seq_length.
 BUCKET_BOUNDARIES = [16, 24, 32, 48, 64, 96]

@@ -14,6 +14,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pee
 
 import protocol  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+# Before TensorFlow: the CPU kernels bert_tf chooses (bert_tf/__init__.py).
+import bert_tf  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
+
 
 def build_trainer(size, batch_size, seq_length, predictions, steps_per_loop, jit_compile,
                   full_length=True, dataset_fn=None, mixed_precision="float32",

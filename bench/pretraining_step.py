@@ -37,6 +37,10 @@ flags.DEFINE_bool("jit_compile", False, "XLA-compile our forward/backward "
                   "(runtime.jit_compile).")
 flags.DEFINE_bool("xla_variant", False, "Also run our step with jit_compile flipped, as "
                   "one more system (measures the XLA lever in the same run).")
+flags.DEFINE_bool("peer_onednn", False, "Run the TensorFlow peers with oneDNN forced on "
+                  "(TF_ENABLE_ONEDNN_OPTS=1, as bert_tf sets it for ours) instead of "
+                  "TensorFlow's own default, which leaves it off on CPUs without AVX-512 "
+                  "VNNI/BF16 or AMX.")
 flags.DEFINE_bool("install_peers", False, "Create the peers' virtual environments first.")
 flags.DEFINE_string("venv_root", common.DEFAULT_VENV_ROOT, "Where the peers' venvs live.")
 flags.DEFINE_string("device", "cpu", "cpu or gpu. On gpu, the workers see the GPU; on "
@@ -108,7 +112,7 @@ def run_config(name, peers):
                    "--jit_compile", str(int(not FLAGS.jit_compile))], worker_env()))
   for peer in peers:
     specs.append((peer, [common.peer_python(peer, FLAGS.venv_root), PEER_SCRIPTS[peer],
-                         *shape], worker_env()))
+                         *shape], {**worker_env(), **common.peer_env(FLAGS.peer_onednn)}))
   print(f"{name}: {size} batch {batch} seq {seq} predictions {predictions}, "
         f"{FLAGS.rounds} rounds x {steps} steps", flush=True)
   if FLAGS.pairwise and len(specs) > 2:

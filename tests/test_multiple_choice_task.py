@@ -1,5 +1,6 @@
 """The multiple_choice task: loss, accuracy, predictions, training."""
 
+import dataclasses
 import os
 
 import numpy as np
@@ -69,13 +70,18 @@ def test_learns_to_choose_the_ending_that_repeats_the_context(tmp_path):
       {"name": "multiple_choice"},
       dict(data, input_path=_synthetic_swag(tmp_path / "train.csv", rng, 256)),
       dict(data, input_path=_synthetic_swag(tmp_path / "val.csv", rng, 64)),
-      steps=200, learning_rate=3e-3)
+      steps=300, learning_rate=3e-3)
+  # With no warm-up this tiny model sometimes collapses to a constant score (chance)
+  # or not, depending on floating-point round-off (oneDNN's kernels or Eigen's); 40
+  # warm-up steps learn the task under both at learning rates from 2e-3 to 4e-3.
+  experiment = dataclasses.replace(
+      experiment, optimizer=dataclasses.replace(experiment.optimizer, warmup_steps=40))
   trainer = Trainer(experiment, str(tmp_path / "model"))
   trainer.train()
   metrics = trainer.evaluate()
   # Chance is 0.25.
   assert metrics["accuracy"] > 0.7
-  predictions = os.path.join(trainer.predictions_dir(200), "multiple_choice_predictions.tsv")
+  predictions = os.path.join(trainer.predictions_dir(300), "multiple_choice_predictions.tsv")
   with open(predictions, encoding="utf-8") as f:
     rows = f.read().splitlines()
   assert rows[0] == "index\tprediction" and len(rows) == 65
