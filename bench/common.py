@@ -40,6 +40,7 @@ PEER_PACKAGES = {
 }
 PEER_LABELS = {
     "ours": "bert_tf",
+    "baseline": "bert_tf, --baseline checkout",
     "model_garden": "Model Garden",
     "keras_hub": "KerasHub",
     "hf": "HF transformers",

@@ -41,6 +41,10 @@ flags.DEFINE_bool("peer_onednn", False, "Run the TensorFlow peers with oneDNN fo
                   "(TF_ENABLE_ONEDNN_OPTS=1, as bert_tf sets it for ours) instead of "
                   "TensorFlow's own default, which leaves it off on CPUs without AVX-512 "
                   "VNNI/BF16 or AMX.")
+flags.DEFINE_string("baseline", "", "Path of another checkout of bert_tf (for example a "
+                    "`git worktree` of the commit before a change): its own worker runs as "
+                    "one more system, 'baseline', interleaved with ours, so that a change's "
+                    "effect on speed is an A/B within one run.")
 flags.DEFINE_bool("install_peers", False, "Create the peers' virtual environments first.")
 flags.DEFINE_string("venv_root", common.DEFAULT_VENV_ROOT, "Where the peers' venvs live.")
 flags.DEFINE_string("device", "cpu", "cpu or gpu. On gpu, the workers see the GPU; on "
@@ -110,6 +114,14 @@ def run_config(name, peers):
                   [sys.executable, "bench/ours_pretraining_worker.py", *shape,
                    "--steps_per_loop", str(FLAGS.steps_per_loop),
                    "--jit_compile", str(int(not FLAGS.jit_compile))], worker_env()))
+  if FLAGS.baseline:
+    baseline = os.path.abspath(FLAGS.baseline)
+    specs.append(("baseline", [sys.executable,
+                               os.path.join(baseline, "bench", "ours_pretraining_worker.py"),
+                               *shape, "--steps_per_loop", str(FLAGS.steps_per_loop),
+                               "--jit_compile", str(int(FLAGS.jit_compile))],
+                  {**worker_env(), "PYTHONPATH": os.pathsep.join(
+                      [os.path.join(baseline, "bench", "peers"), baseline])}))
   for peer in peers:
     specs.append((peer, [common.peer_python(peer, FLAGS.venv_root), PEER_SCRIPTS[peer],
                          *shape], {**worker_env(), **common.peer_env(FLAGS.peer_onednn)}))
@@ -157,7 +169,7 @@ def report(payload, all_results, peak):
   header = ["config", "batch x seq", "system", "seq/s", "tokens/s", "model GFLOP/s", "MFU",
             "peak RSS MiB", "ours/this"]
   for name, run in all_results.items():
-    peers = [p for p in run["results"] if p != "ours"]
+    peers = [p for p in run["results"] if p not in ("ours", "baseline")]
     rows = []
     ours = run["results"]["ours"]["sequences_per_second"]
     # The peer with the lowest ours/peer ratio (its pair's ours in a pairwise run).
@@ -165,7 +177,7 @@ def report(payload, all_results, peak):
                  run["results"][p]["sequences_per_second"] for p in peers}
     best = min(ratios, key=ratios.get) if ratios else None
     best_peer = run["results"][best]["sequences_per_second"] if best else 0.0
-    order = ["ours", "model_garden", "keras_hub", "hf"]
+    order = ["ours", "baseline", "model_garden", "keras_hub", "hf"]
     systems = sorted(run["results"], key=lambda k: order.index(k) if k in order else len(order))
     for system in systems:
       r = run["results"][system]
