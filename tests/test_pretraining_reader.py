@@ -98,7 +98,7 @@ def test_gzip_files_read_with_compression_type(files):
 @pytest.mark.parametrize("input_path", ["", "/nonexistent/dir/pretrain-*.tfrecord"])
 def test_missing_or_empty_glob_is_an_error_naming_it(input_path):
   with pytest.raises(reader.PretrainingInputError,
-                     match="input_path is empty" if not input_path else "nonexistent"):
+                     match="input_path: no input file given" if not input_path else "nonexistent"):
     reader.build_pretraining_dataset(_config(input_path))
 
 

@@ -7,9 +7,10 @@ document per section of a topic. Code examples, grammar rules and headings are d
 """
 
 import dataclasses
-import os
 import re
 from typing import Iterator, List, Tuple
+
+from bert_tf.utils import files
 
 # A heading is underlined by one repeated character.
 _UNDERLINE = re.compile(r"^([=*\-~^\"#+])\1{2,}\s*$")
@@ -118,12 +119,8 @@ def write_embedded_corpus(path: str) -> CorpusStats:
   """
   documents = corpus_documents()
   text = "\n\n".join("\n".join(doc) for doc in documents) + "\n"
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  tmp = path + ".incomplete"
-  with open(tmp, "w", encoding="utf-8") as f:
+  with files.atomic_open(path) as f:
     f.write(text)
-  os.replace(tmp, path)
   non_space = [c for c in text if not c.isspace()]
   return CorpusStats(
       path=path, documents=len(documents),
@@ -160,9 +157,6 @@ def split_documents(input_path: str, train_path: str, heldout_path: str,
   heldout = documents[::heldout_every]
   train = [d for i, d in enumerate(documents) if i % heldout_every]
   for path, part in ((train_path, train), (heldout_path, heldout)):
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".incomplete"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with files.atomic_open(path) as f:
       f.write("\n\n".join(part) + "\n")
-    os.replace(tmp, path)
   return len(train), len(heldout)

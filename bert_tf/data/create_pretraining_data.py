@@ -15,7 +15,6 @@ same number of workers and shards writes identical files.
 """
 
 import dataclasses
-import glob as glob_lib
 import hashlib
 import json
 import multiprocessing
@@ -31,6 +30,8 @@ import numpy as np
 
 from bert_tf import constants
 from bert_tf.data import pretraining_instances as pi
+from bert_tf.utils import files as files_lib
+from bert_tf.utils import progress as progress_lib
 
 # Instances masked and serialized together (numpy batch size).
 _BATCH = 4096
@@ -84,16 +85,11 @@ class Chunk:
 
 
 def list_input_files(input_file: str) -> List[str]:
-  """Expands comma-separated globs (each sorted); a glob matching nothing is an error."""
-  files = []
-  for pattern in [p.strip() for p in input_file.split(",") if p.strip()]:
-    matches = sorted(glob_lib.glob(pattern))
-    if not matches:
-      raise PretrainingDataError(f"Input file pattern matches no file: {pattern}")
-    files.extend(m for m in matches if os.path.isfile(m))
-  if not files:
-    raise PretrainingDataError(f"No input files given (--input_file='{input_file}')")
-  return files
+  """Expands comma-separated globs (see `bert_tf.utils.files.expand_patterns`)."""
+  try:
+    return files_lib.expand_patterns(input_file, field="--input_file")
+  except FileNotFoundError as e:
+    raise PretrainingDataError(str(e)) from None
 
 
 def read_vocab(vocab_file: str) -> List[str]:
@@ -402,8 +398,8 @@ def _subprocess_worker(worker_index, num_workers, chunks, shard_paths, gzip, set
     queue.put(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
 
 
-class _Progress:
-  """A periodic line with MB/s, instances/s and the ETA; also times the start-up.
+class _Progress(progress_lib.Progress):
+  """The progress line over input bytes, with instances as a side count.
 
   Rates count from the moment every worker is ready (TensorFlow imported, tokenizer
   built), so that they and the ETA describe the work, not the start-up.
@@ -411,15 +407,11 @@ class _Progress:
 
   def __init__(self, total_bytes: int, enabled: bool, num_workers: int,
                interval: float = 5.0):
-    self.total_bytes = max(total_bytes, 1)
-    self.enabled = enabled
-    self.interval = interval
-    self.start = time.time()
-    self.last = self.start
+    super().__init__("create_pretraining_data", total=max(total_bytes, 1), unit="MB",
+                     scale=1e6, interval=interval if enabled else None)
+    self.launched = self.start
     self.waiting_for = num_workers
     self.ready_time = None
-    self.bytes = 0
-    self.instances = 0
 
   def handle(self, message):
     """Takes a worker's ("ready", None) or ("progress", stats) message."""
@@ -427,27 +419,14 @@ class _Progress:
     if kind == "ready":
       self.waiting_for -= 1
       if self.waiting_for == 0:
-        self.ready_time = time.time()
+        self.ready_time = time.monotonic()
+        self.restart()
     else:
-      self.update(payload)
+      self.update(payload["bytes"], instances=payload["instances"])
 
   @property
   def startup_seconds(self) -> float:
-    return (self.ready_time or time.time()) - self.start
-
-  def update(self, stats):
-    self.bytes += stats["bytes"]
-    self.instances += stats["instances"]
-    now = time.time()
-    if self.enabled and (now - self.last >= self.interval or self.bytes >= self.total_bytes):
-      self.last = now
-      elapsed = max(now - (self.ready_time or self.start), 1e-9)
-      rate = self.bytes / elapsed
-      eta = (self.total_bytes - self.bytes) / rate if rate > 0 else float("inf")
-      print(f"[create_pretraining_data] {100 * self.bytes / self.total_bytes:5.1f}% "
-            f"{self.bytes / 1e6:.1f}/{self.total_bytes / 1e6:.1f} MB  "
-            f"{self.instances} instances  {self.instances / elapsed:,.0f} instances/s  "
-            f"{rate / 1e6:.2f} MB/s  ETA {eta:.0f} s", file=sys.stderr, flush=True)
+    return (self.ready_time or time.monotonic()) - self.launched
 
 
 def _vocab_sha256(vocab_file: str) -> str:
@@ -540,10 +519,8 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
   summary = _make_summary(totals, settings, files, vocab_file, len(vocab), paths, gzip,
                           workers, chunk_size_mb, elapsed, tracker.startup_seconds,
                           worker_cpu_seconds)
-  tmp = summary_file + INCOMPLETE_SUFFIX
-  with open(tmp, "w", encoding="utf-8") as f:
+  with files_lib.atomic_open(summary_file) as f:
     json.dump(summary, f, indent=2)
-  os.replace(tmp, summary_file)
   return summary
 
 

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from bert_tf import constants
 from bert_tf.data import masking
+from bert_tf.utils import files
 
 _INT_FEATURES = (constants.TFRECORD_INPUT_IDS, constants.TFRECORD_INPUT_MASK,
                  constants.TFRECORD_SEGMENT_IDS)
@@ -30,17 +31,11 @@ class PretrainingInputError(ValueError):
 
 
 def list_record_files(input_path: str) -> List[str]:
-  """Expands comma-separated globs (each sorted); a glob matching nothing is an error."""
-  patterns = [p.strip() for p in (input_path or "").split(",") if p.strip()]
-  if not patterns:
-    raise PretrainingInputError("No pretraining input given (data_config.input_path is empty)")
-  files = []
-  for pattern in patterns:
-    matches = sorted(tf.io.gfile.glob(pattern))
-    if not matches:
-      raise PretrainingInputError(f"Pretraining input pattern matches no file: {pattern}")
-    files.extend(matches)
-  return files
+  """Expands comma-separated globs (see `bert_tf.utils.files.expand_patterns`)."""
+  try:
+    return files.expand_patterns(input_path, field="data_config.input_path")
+  except FileNotFoundError as e:
+    raise PretrainingInputError(str(e)) from None
 
 
 def feature_spec(seq_length: int, max_predictions_per_seq: int) -> Dict:

@@ -1,0 +1,1 @@
+"""Small shared pieces: file patterns, atomic outputs, progress lines."""

@@ -1,0 +1,101 @@
+"""File patterns and atomic outputs, for every reader and writer of the package.
+
+Inputs are named by comma-separated globs (`data/train-*.tfrecord,extra.tfrecord`);
+outputs are written under a temporary name in the same directory and renamed when
+complete, so that a reader never sees a half-written file and a failed run leaves
+whatever was there before untouched. Paths may be local or on any `tf.io.gfile` file
+system.
+"""
+
+import contextlib
+import os
+import uuid
+from typing import Iterable, Iterator, List, Sequence, Union
+
+import tensorflow as tf
+
+
+def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_path"
+                    ) -> List[str]:
+  """The files that comma-separated globs name.
+
+  Args:
+    patterns: a string of comma-separated globs, or a list of such strings.
+    field: the setting or flag the patterns came from, for error messages.
+
+  Returns:
+    The matching files (directories left out): each glob's matches sorted, the
+    globs in the order given, each file once.
+
+  Raises:
+    FileNotFoundError: naming `field` and the glob, when a glob matches nothing or no
+      glob is given.
+  """
+  if isinstance(patterns, str):
+    patterns = [patterns]
+  globs = [g.strip() for p in patterns for g in (p or "").split(",") if g.strip()]
+  if not globs:
+    raise FileNotFoundError(f"{field}: no input file given")
+  files, seen = [], set()
+  for glob in globs:
+    matches = sorted(tf.io.gfile.glob(glob))
+    if not matches:
+      raise FileNotFoundError(f"{field}: no file matches {glob}")
+    for path in matches:
+      if path not in seen and not tf.io.gfile.isdir(path):
+        seen.add(path)
+        files.append(path)
+  if not files:
+    raise FileNotFoundError(f"{field}: {', '.join(globs)} match only directories")
+  return files
+
+
+def temporary_name(path: str) -> str:
+  """A unique hidden-by-suffix sibling of `path` for writing before the rename."""
+  return f"{path}.tmp-{uuid.uuid4().hex[:12]}"
+
+
+@contextlib.contextmanager
+def atomic_path(path: str, overwrite: bool = True) -> Iterator[str]:
+  """Yields a temporary path to write a file or directory to; renames it to `path`.
+
+  On success the temporary file or directory becomes `path` (replacing an existing
+  file when `overwrite`); on any exception it is removed and `path` is left as it was.
+  The parent directory is created.
+
+  Raises:
+    FileExistsError: `path` exists and `overwrite` is False.
+  """
+  parent = os.path.dirname(path)
+  if parent:
+    tf.io.gfile.makedirs(parent)
+  if not overwrite and tf.io.gfile.exists(path):
+    raise FileExistsError(f"{path} exists already")
+  tmp = temporary_name(path)
+  try:
+    yield tmp
+    tf.io.gfile.rename(tmp, path, overwrite=overwrite)
+  finally:
+    if tf.io.gfile.exists(tmp):
+      if tf.io.gfile.isdir(tmp):
+        tf.io.gfile.rmtree(tmp)
+      else:
+        tf.io.gfile.remove(tmp)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str, mode: str = "w", overwrite: bool = True):
+  """Opens a temporary file for writing (`mode` "w" or "wb"); see `atomic_path`."""
+  if mode not in ("w", "wb"):
+    raise ValueError(f"atomic_open writes with mode 'w' or 'wb', got '{mode}'")
+  with atomic_path(path, overwrite) as tmp:
+    with tf.io.gfile.GFile(tmp, mode) as f:
+      yield f
+
+
+def write_lines(path: str, lines: Iterable[str]) -> str:
+  """Writes each line plus a newline, atomically; returns `path`."""
+  with atomic_open(path, "w") as f:
+    for line in lines:
+      f.write(line + "\n")
+  return path
