@@ -260,3 +260,14 @@ def test_pretrainer_is_the_same_with_fused_kernels_on_and_off(monkeypatch, dropo
 
   inputs = _encoder_inputs(predictions=4)
   _assert_same(*_run_both_ways(model, call, inputs, monkeypatch, dropout))
+
+
+@pytest.mark.parametrize("fused_kernels", [False, True])
+def test_the_trainer_applies_runtime_fused_kernels(tmp_path, fused_kernels):
+  from bert_tf.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
+  import trainer_helpers  # pylint: disable=g-import-not-at-top
+  experiment = trainer_helpers.tiny_experiment().override(
+      {"runtime": {"fused_kernels": fused_kernels}})
+  with fusion.use(not fused_kernels):
+    Trainer(experiment, model_dir=str(tmp_path))
+    assert fusion.enabled() == fused_kernels
