@@ -18,10 +18,12 @@ import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
-# Before any TensorFlow import: our side runs with the CPU kernels bert_tf chooses
-# (bert_tf/__init__.py sets TF_ENABLE_ONEDNN_OPTS=1 on x86-64). Peer workers do not
-# inherit that choice: see peer_env.
-import bert_tf  # pylint: disable=unused-import
+from bert_tf import cpu_kernels
+
+# Before any TensorFlow import: our side runs with the CPU kernels the tools choose
+# (TF_ENABLE_ONEDNN_OPTS=1 on x86-64). Peer workers do not inherit that choice: see
+# peer_env.
+cpu_kernels.prefer_onednn()
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCH_DIR)
@@ -57,8 +59,8 @@ def command_line() -> str:
 
 def peer_env(onednn: bool = False) -> Dict[str, Optional[str]]:
   """Environment entries for a peer worker: TensorFlow's own oneDNN default (the variable
-  unset, as a peer's user gets it), or oneDNN forced on as bert_tf does for its side."""
-  return {bert_tf.ONEDNN_VARIABLE: "1" if onednn else None}
+  unset, as a peer's user gets it), or oneDNN forced on as the tools do for ours."""
+  return {cpu_kernels.ONEDNN_VARIABLE: "1" if onednn else None}
 
 
 def peer_python(peer: str, venv_root: str = DEFAULT_VENV_ROOT) -> str:
@@ -265,7 +267,7 @@ def machine_description() -> str:
           break
   except OSError:
     pass
-  # Whether TensorFlow turns oneDNN on by itself depends on these (bert_tf/__init__.py).
+  # Whether TensorFlow turns oneDNN on by itself depends on these (bert_tf.cpu_kernels).
   isa = ("AVX-512" + (" BF16" if "avx512_bf16" in flags_ else "") if "avx512f" in flags_
          else "AVX2, no AVX-512" if "avx2" in flags_ else "no AVX2")
   return f"{model}, {os.cpu_count()} cores, {isa}"

@@ -16,8 +16,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pee
 
 import protocol  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-# Before TensorFlow: the CPU kernels bert_tf chooses (bert_tf/__init__.py).
-import bert_tf  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
+from bert_tf import cpu_kernels  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+# Before TensorFlow loads: the CPU kernels the tools choose.
+cpu_kernels.prefer_onednn()
 
 # Upper bounds (tokens, [CLS] and [SEP]s included) of the length buckets of
 # --batching=buckets (train_data.length_buckets); the last bucket ends at seq_length.
@@ -81,9 +83,15 @@ def main():
       trainer=configs.TrainerConfig(train_steps=100000, steps_per_loop=1),
       runtime=configs.RuntimeConfig(jit_compile=bool(args.jit_compile)))
   task = base.get_task(experiment)
+  if not args.sparse_last_layer:
+    build_model = task.build_model
+
+    def build_plain_model():
+      model = build_model()
+      return type(model).from_config({**model.get_config(), "sparse_last_layer": False})
+
+    task.build_model = build_plain_model
   trainer = Trainer(experiment, model_dir="/tmp/bert_tf_bench_unused", task=task)
-  if hasattr(trainer.model, "sparse_last_layer"):
-    trainer.model.sparse_last_layer = bool(args.sparse_last_layer)
   data_config = experiment.train_data
   build = {"dynamic": task.build_inputs,
            "buckets": task.build_inputs,

@@ -14,13 +14,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pee
 
 import protocol  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-# Before TensorFlow: the CPU kernels bert_tf chooses (bert_tf/__init__.py).
-import bert_tf  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
+from bert_tf import cpu_kernels  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+# Before TensorFlow loads: the CPU kernels the tools choose.
+cpu_kernels.prefer_onednn()
 
 
 def build_trainer(size, batch_size, seq_length, predictions, steps_per_loop, jit_compile,
                   full_length=True, dataset_fn=None, mixed_precision="float32",
-                  num_cpu_devices=0):
+                  num_cpu_devices=0, fused_kernels=True, sparse_last_layer=True):
   """A Trainer for pretraining whose input repeats one protocol batch (or dataset_fn).
 
   Returns:
@@ -37,6 +39,12 @@ def build_trainer(size, batch_size, seq_length, predictions, steps_per_loop, jit
 
   class InMemoryPretrainingTask(PretrainingTask):
     """The pretraining task reading one batch held in memory, over and over."""
+
+    def build_model(self):
+      model = super().build_model()
+      if sparse_last_layer:
+        return model
+      return type(model).from_config({**model.get_config(), "sparse_last_layer": False})
 
     def build_inputs(self, data_config, input_context=None):
       if dataset_fn is not None:
@@ -65,6 +73,7 @@ def build_trainer(size, batch_size, seq_length, predictions, steps_per_loop, jit
       trainer=configs.TrainerConfig(train_steps=100000, steps_per_loop=steps_per_loop),
       runtime=configs.RuntimeConfig(
           jit_compile=jit_compile, mixed_precision_dtype=mixed_precision,
+          fused_kernels=fused_kernels,
           distribution_strategy="mirrored" if num_cpu_devices > 1 else "one_device",
           num_cpu_devices=num_cpu_devices))
   strategies.configure_runtime(experiment.runtime)
@@ -84,12 +93,14 @@ def add_lever_flags(parser):
                       help="1: the last block runs only where the heads read (default).")
   parser.add_argument("--mixed_precision", default="float32",
                       help="runtime.mixed_precision_dtype.")
+  parser.add_argument("--fused_kernels", type=int, default=1,
+                      help="0: runtime.fused_kernels off, the plain Keras layers.")
   parser.add_argument("--xla_fusion", type=int, default=1,
                       help="0: no XLA-fused LayerNorm, GELU and loss (bert_tf.layers.fusion).")
   parser.add_argument("--keras_dense", type=int, default=0,
-                      help="1: Keras's own Dense.call instead of bert_tf.layers.Dense's.")
+                      help="1: Keras's own Dense call instead of bert_tf.layers.fusion's.")
   parser.add_argument("--keras_dropout", type=int, default=0,
-                      help="1: Keras's own dropout mask instead of bert_tf.layers.Dropout's.")
+                      help="1: Keras's own dropout mask instead of bert_tf.layers.fusion's.")
   parser.add_argument("--intra_op_threads", type=int, default=0,
                       help="TensorFlow intra-op threads (0: TensorFlow's default).")
   parser.add_argument("--inter_op_threads", type=int, default=0,
@@ -100,20 +111,16 @@ def add_lever_flags(parser):
 
 
 def apply_thread_flags(args):
-  """Sets the thread pools (and the dropout lever); must run before TensorFlow executes
-  its first op and before the model is built."""
+  """Sets the thread pools (and the levers inside the fused kernels); must run before
+  TensorFlow executes its first op and before the model is built."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf.layers import fusion  # pylint: disable=g-import-not-at-top
   if not args.xla_fusion:
-    from bert_tf.layers import fusion  # pylint: disable=g-import-not-at-top
-    fusion.static = lambda *tensors: False
+    fusion.applies = lambda *tensors: False
   if args.keras_dense:
-    import keras  # pylint: disable=g-import-not-at-top
-    from bert_tf.layers import dense  # pylint: disable=g-import-not-at-top
-    dense.Dense.call = keras.layers.Dense.call
+    fusion._dense = lambda layer, inputs, exact_gelu: layer(inputs)  # pylint: disable=protected-access
   if args.keras_dropout:
     import keras  # pylint: disable=g-import-not-at-top
-    from bert_tf.layers import dropout  # pylint: disable=g-import-not-at-top
-    dropout.Dropout.call = keras.layers.Dropout.call
 
     def keras_keep_bits(self, inputs, training=False):
       # The fused Transformer-block path takes the mask as 16-bit levels: drawn here
@@ -125,7 +132,7 @@ def apply_thread_flags(args):
       return (tf.cast(uniform * 65536.0, tf.uint16), tf.constant(threshold, tf.uint16),
               tf.constant(65536 / (65536 - threshold), inputs.dtype))
 
-    dropout.Dropout.keep_bits = keras_keep_bits
+    fusion.keep_bits = keras_keep_bits
   if args.intra_op_threads:
     tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
   if args.inter_op_threads:
@@ -133,16 +140,15 @@ def apply_thread_flags(args):
 
 
 def apply_model_flags(args, trainer):
-  """Switches the model and optimizer levers; must run before the first step."""
+  """Switches the optimizer lever; must run before the first step."""
   trainer.optimizer.jit_compile = bool(args.fused_optimizer)
-  if hasattr(trainer.model, "sparse_last_layer"):
-    trainer.model.sparse_last_layer = bool(args.sparse_last_layer)
 
 
 def lever_info(args):
   return {"fused_optimizer": bool(args.fused_optimizer),
           "keras_dropout": bool(args.keras_dropout),
           "keras_dense": bool(args.keras_dense),
+          "fused_kernels": bool(args.fused_kernels),
           "xla_fusion": bool(args.xla_fusion),
           "sparse_last_layer": bool(args.sparse_last_layer),
           "mixed_precision": args.mixed_precision,
@@ -179,7 +185,9 @@ def main():
                                     args.predictions, args.steps_per_loop,
                                     bool(args.jit_compile), dataset_fn=dataset_fn,
                                     mixed_precision=args.mixed_precision,
-                                    num_cpu_devices=args.num_cpu_devices)
+                                    num_cpu_devices=args.num_cpu_devices,
+                                    fused_kernels=bool(args.fused_kernels),
+                                    sparse_last_layer=bool(args.sparse_last_layer))
   apply_model_flags(args, trainer)
   loop = trainer.train_loop_function
   n = tf.constant(args.steps_per_loop, tf.int32)

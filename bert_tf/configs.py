@@ -584,6 +584,9 @@ class RuntimeConfig(Config):
   mixed_precision_dtype: str = "float32"
   loss_scale: str = "dynamic"
   jit_compile: bool = False
+  # The encoder's and heads' fused forms (bert_tf.layers.fusion): the same variables
+  # and results, computed faster on CPU. Off: the plain Keras layers.
+  fused_kernels: bool = True
   seed: int = 42
   # Deterministic kernels (tf.config.experimental.enable_op_determinism).
   deterministic: bool = False

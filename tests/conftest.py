@@ -2,15 +2,18 @@
 
 TensorFlow fixes its devices when it first initializes, so the CPU is split into two
 logical devices here, before any test runs: MirroredStrategy tests use both, every
-other test runs on /cpu:0 as usual. bert_tf is imported first, so that the tests run
-TensorFlow with the CPU kernels bert_tf chooses (bert_tf/__init__.py).
+other test runs on /cpu:0 as usual. Before TensorFlow loads, the CPU kernels are chosen
+as the tools choose them (bert_tf.cpu_kernels.prefer_onednn).
 """
 
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import bert_tf  # pylint: disable=g-import-not-at-top,unused-import
+from bert_tf import cpu_kernels  # pylint: disable=g-import-not-at-top
+
+cpu_kernels.prefer_onednn()
+
 import pytest  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 

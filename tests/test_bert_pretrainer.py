@@ -137,16 +137,19 @@ def test_sparse_last_layer_gives_the_plain_graphs_outputs_and_gradients():
   model = BertPretrainer(harness.tiny_encoder())
   batch = harness.pretraining_batch()
 
-  def outputs_and_grads():
+  def outputs_and_grads(model):
     with tf.GradientTape() as tape:
       out = model(_inputs(batch), training=True)
       loss = losses.pretraining_loss(batch, out)["loss"]
     return out, tape.gradient(loss, model.trainable_variables)
 
   assert model.sparse_last_layer
-  sparse_out, sparse_grads = outputs_and_grads()
-  model.sparse_last_layer = False
-  plain_out, plain_grads = outputs_and_grads()
+  sparse_out, sparse_grads = outputs_and_grads(model)
+  plain = BertPretrainer.from_config({**model.get_config(), "sparse_last_layer": False})
+  plain.set_weights(model.get_weights())
+  assert not plain.sparse_last_layer
+  assert BertPretrainer.from_config(plain.get_config()).get_config() == plain.get_config()
+  plain_out, plain_grads = outputs_and_grads(plain)
   harness.assert_nested_allclose(sparse_out, plain_out, atol=1e-5)
   for variable, a, b in zip(model.trainable_variables, sparse_grads, plain_grads):
     np.testing.assert_allclose(tf.convert_to_tensor(a), tf.convert_to_tensor(b),

@@ -1,5 +1,7 @@
-"""bert_tf's choice of TensorFlow CPU kernels (bert_tf/__init__.py), each case in a fresh
-interpreter, since TensorFlow reads TF_ENABLE_ONEDNN_OPTS once, when first imported."""
+"""The choice of TensorFlow CPU kernels (bert_tf.cpu_kernels): importing bert_tf leaves
+the environment alone, the tools choose oneDNN before TensorFlow loads. The startup cases
+run in fresh interpreters, since TensorFlow reads TF_ENABLE_ONEDNN_OPTS once, when it is
+first imported."""
 
 import json
 import os
@@ -9,52 +11,76 @@ import sys
 
 import pytest
 
-import bert_tf
+from bert_tf import cpu_kernels
 
-pytestmark = pytest.mark.skipif(
-    platform.machine().lower() not in ("x86_64", "amd64"),
-    reason="bert_tf sets TensorFlow's oneDNN default on x86-64 only")
+_X86 = platform.machine().lower() in ("x86_64", "amd64")
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-_REPORT = """
-import json, os, warnings
-warnings.simplefilter("always")
-with warnings.catch_warnings(record=True) as caught:
-{imports}
-from tensorflow.python.util import _pywrap_util_port
-print(json.dumps({{
-    "variable": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
-    "onednn": _pywrap_util_port.IsMklEnabled(),
-    "warnings": [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)],
-}}))
+# Runs `startup` (Python source), then imports TensorFlow, and reports what changed in
+# os.environ and the variable's value at the moment TensorFlow was first imported.
+_PROBE = """
+import json, os, sys
+seen = {{}}
+
+class Probe:
+  def find_spec(self, name, path=None, target=None):
+    if name == "tensorflow" and "at_tensorflow_import" not in seen:
+      seen["at_tensorflow_import"] = os.environ.get({variable!r})
+    return None
+
+sys.meta_path.insert(0, Probe())
+before = dict(os.environ)
+{startup}
+import tensorflow
+changed = {{k: os.environ.get(k) for k in set(before) | set(os.environ)
+           if before.get(k) != os.environ.get(k)}}
+print(json.dumps({{"changed": changed, **seen}}))
+"""
+
+_TOOL_STARTUP = """
+import importlib.util
+spec = importlib.util.spec_from_file_location("tool", {path!r})
+spec.loader.exec_module(importlib.util.module_from_spec(spec))
 """
 
 
-def _run(imports, variable=None):
-  env = {k: v for k, v in os.environ.items() if k != bert_tf.ONEDNN_VARIABLE}
+def _run(startup, variable=None):
+  env = {k: v for k, v in os.environ.items() if k != cpu_kernels.ONEDNN_VARIABLE}
   if variable is not None:
-    env[bert_tf.ONEDNN_VARIABLE] = variable
+    env[cpu_kernels.ONEDNN_VARIABLE] = variable
   env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-  body = "\n".join(f"  import {name}" for name in imports)
-  out = subprocess.run([sys.executable, "-c", _REPORT.format(imports=body)], env=env,
+  env["PYTHONPATH"] = os.pathsep.join([_ROOT, env.get("PYTHONPATH", "")])
+  source = _PROBE.format(variable=cpu_kernels.ONEDNN_VARIABLE, startup=startup)
+  out = subprocess.run([sys.executable, "-c", source], env=env, cwd=_ROOT,
                        capture_output=True, text=True, check=True, timeout=300)
   return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_importing_bert_tf_first_turns_onednn_on():
-  report = _run(["bert_tf", "tensorflow"])
-  assert report == {"variable": "1", "onednn": True, "warnings": []}
+def _train_tool_startup():
+  return _TOOL_STARTUP.format(path=os.path.join(_ROOT, "tools", "train.py"))
 
 
-def test_an_explicit_choice_is_kept():
-  report = _run(["bert_tf", "tensorflow"], variable="0")
-  assert report == {"variable": "0", "onednn": False, "warnings": []}
+def test_importing_bert_tf_leaves_the_environment_unchanged():
+  report = _run("import bert_tf, bert_tf.models, bert_tf.training.trainer")
+  assert report == {"changed": {}, "at_tensorflow_import": None}
 
 
-def test_tensorflow_imported_first_keeps_its_choice_and_warns_only_if_onednn_is_off():
-  report = _run(["tensorflow", "bert_tf"])
-  assert report["variable"] is None
-  if report["onednn"]:  # TensorFlow's own default on CPUs with AVX-512 VNNI/BF16 or AMX.
-    assert report["warnings"] == []
-  else:
-    assert len(report["warnings"]) == 1
-    assert "TF_ENABLE_ONEDNN_OPTS=1" in report["warnings"][0]
+@pytest.mark.skipif(not _X86, reason="oneDNN is preferred on x86-64 only")
+def test_a_tools_startup_turns_onednn_on_before_tensorflow_loads():
+  report = _run(_train_tool_startup())
+  assert report == {"changed": {cpu_kernels.ONEDNN_VARIABLE: "1"},
+                    "at_tensorflow_import": "1"}
+
+
+def test_a_tools_startup_keeps_an_explicit_choice():
+  report = _run(_train_tool_startup(), variable="0")
+  assert report == {"changed": {}, "at_tensorflow_import": "0"}
+
+
+def test_prefer_onednn_sets_the_variable_only_when_unset_on_x86():
+  env = {}
+  assert cpu_kernels.prefer_onednn(env) == _X86
+  assert env == ({cpu_kernels.ONEDNN_VARIABLE: "1"} if _X86 else {})
+  chosen = {cpu_kernels.ONEDNN_VARIABLE: "0"}
+  assert not cpu_kernels.prefer_onednn(chosen)
+  assert chosen == {cpu_kernels.ONEDNN_VARIABLE: "0"}

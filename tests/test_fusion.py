@@ -1,5 +1,8 @@
-"""The XLA-fused element-wise pieces (bert_tf.layers.fusion): each forward and gradient
-equals the plain TensorFlow composition it replaces."""
+"""The fused kernels (bert_tf.layers.fusion): each XLA-fused piece equals the plain
+TensorFlow composition it replaces, and the encoder, a Transformer block and the
+pretrainer give the same outputs and gradients with the switch on or off.
+
+Tolerances: outputs atol 1e-5; gradients rtol 1e-4 with atol 1e-5 (float32)."""
 
 import keras
 import numpy as np
@@ -8,6 +11,8 @@ import tensorflow as tf
 
 from bert_tf import layers
 from bert_tf.layers import fusion
+from bert_tf.models import BertEncoder
+from bert_tf.models import BertPretrainer
 
 
 def _value_and_grads(fn, args, output_gradient):
@@ -46,14 +51,12 @@ def test_layer_norm_value_and_gradients_equal_the_plain_formula():
 
 
 @pytest.mark.parametrize("shape", [(4, 24), (2, 3, 24)])
-def test_bias_gelu_and_gelu_gradients_equal_tensorflows_exact_gelu(shape):
+def test_bias_gelu_and_its_gradients_equal_tensorflows_exact_gelu(shape):
   tf.random.set_seed(1)
   x, bias, dy = tf.random.normal(shape) * 3.0, tf.random.normal(shape[-1:]), tf.random.normal(shape)
   exact = lambda x: tf.nn.gelu(x, approximate=False)
   _assert_all_close(_value_and_grads(fusion.bias_gelu, (x, bias), dy),
                     _value_and_grads(lambda x, b: exact(x + b), (x, bias), dy))
-  _assert_all_close(_value_and_grads(fusion.gelu, (x,), dy),
-                    _value_and_grads(exact, (x,), dy))
 
 
 @pytest.mark.parametrize("with_dropout", [False, True])
@@ -86,47 +89,185 @@ def test_residual_layer_norm_equals_bias_dropout_residual_then_layer_norm(with_d
     np.testing.assert_array_equal(fused[1][dropped], 0.0)
 
 
-def test_dropout_keep_bits_is_the_mask_its_call_applies():
+def test_keep_bits_is_the_mask_that_fused_dropout_applies():
   x = tf.random.normal([8, 32])
-  drawn = layers.Dropout(0.1, seed=5)
-  bits, threshold, scale = drawn.keep_bits(x, training=True)
-  applied = layers.Dropout(0.1, seed=5)(x, training=True)
+  drawn = keras.layers.Dropout(0.1, seed=5)
+  bits, threshold, scale = fusion.keep_bits(drawn, x, training=True)
+  applied = fusion.dropout(keras.layers.Dropout(0.1, seed=5), x, training=True)
   np.testing.assert_allclose(applied, tf.where(bits >= threshold, x * scale, 0.0))
-  assert drawn.keep_bits(x, training=False) is None
-  assert layers.Dropout(0.0).keep_bits(x, training=True) is None
+  assert fusion.keep_bits(drawn, x, training=False) is None
+  assert fusion.keep_bits(keras.layers.Dropout(0.0), x, training=True) is None
   with pytest.raises(ValueError, match="noise_shape"):
-    layers.Dropout(0.1, noise_shape=(8, 1)).keep_bits(x, training=True)
+    fusion.keep_bits(keras.layers.Dropout(0.1, noise_shape=(8, 1)), x, training=True)
 
 
-@pytest.mark.parametrize("query_positions", [None, [[0, 3], [1, 5]]])
-def test_transformer_block_fused_path_equals_the_plain_one_with_the_same_masks(
-    monkeypatch, query_positions):
-  keras.utils.set_random_seed(3)
-  block = layers.TransformerBlock(hidden_size=16, num_heads=2, intermediate_size=32,
-                                  dropout_rate=0.3, attention_dropout_rate=0.3)
-  x = tf.random.normal([2, 6, 16])
-  bias = layers.attention_mask_bias(tf.constant([[1] * 6, [1] * 4 + [0] * 2]))
-  positions = None if query_positions is None else tf.constant(query_positions)
-  block(x, bias)
-  seed_states = [v.numpy() for v in block.non_trainable_variables]
+@pytest.mark.parametrize("shape", [(64, 128), (7, 5, 33)])
+def test_fused_dropout_drops_at_the_rate_and_keeps_the_expectation(shape):
+  layer = keras.layers.Dropout(0.1, seed=3)
+  x = tf.ones(shape)
+  out = fusion.dropout(layer, x, training=True).numpy()
+  kept = out != 0
+  assert out.shape == shape
+  assert abs(1.0 - kept.mean() - 6554 / 65536) < 4 * np.sqrt(0.09 / out.size)
+  np.testing.assert_allclose(out[kept], 65536 / (65536 - 6554), rtol=1e-6)
+  np.testing.assert_array_equal(fusion.dropout(layer, x, training=False), x)
+  # Each call draws a new mask.
+  assert (fusion.dropout(layer, x, training=True).numpy() != out).any()
 
-  def run(training):
-    @tf.function
-    def step(x):
+
+def test_fused_dropout_under_xla_is_the_same_draw_and_gradient_is_the_mask():
+  x = tf.random.normal([16, 24])
+  masks = []
+  for jit_compile in (False, True):
+    layer = keras.layers.Dropout(0.5, seed=7)
+
+    @tf.function(jit_compile=jit_compile)
+    def run(x):
       with tf.GradientTape() as tape:
         tape.watch(x)
-        y = block(x, bias, training=training, query_positions=positions)
-        loss = tf.reduce_sum(y * tf.sin(tf.range(16, dtype=tf.float32)))
-      return [y] + tape.gradient(loss, [x] + block.trainable_variables)
+        y = fusion.dropout(layer, x, training=True)  # pylint: disable=cell-var-from-loop
+        total = tf.reduce_sum(y)
+      return y, tape.gradient(total, x)
 
-    out = [t.numpy() for t in step(x)]
-    for variable, state in zip(block.non_trainable_variables, seed_states):
-      variable.assign(state)  # the next run draws the same dropout masks
-    return out
+    y, grad = run(x)
+    np.testing.assert_allclose(grad.numpy(), np.where(y.numpy() != 0, 2.0, 0.0))
+    masks.append(y.numpy() != 0)
+  np.testing.assert_array_equal(masks[0], masks[1])
 
-  fused = run(training=True)
-  assert not np.allclose(fused[0], run(training=False)[0])  # dropout is active
-  with monkeypatch.context() as patch:
-    patch.setattr(fusion, "static", lambda *tensors: False)
-    plain = run(training=True)
-  _assert_all_close(fused, plain, atol=2e-5)
+
+# ----- The switch: the same outputs and gradients on and off. -----
+
+_GRADIENT_TOLERANCE = dict(rtol=1e-4, atol=1e-5)
+
+
+def _compiled_functions(concrete_function):
+  """Names of the XLA-compiled functions a traced step calls."""
+  library = concrete_function.graph.as_graph_def().library.function
+  return {f.signature.name for f in library if "_XlaMustCompile" in f.attr}
+
+
+def _same_dropout_masks(monkeypatch):
+  """Plain keras.layers.Dropout draws its masks as the fused form does (keep_bits), so
+  that both paths drop the same elements, seed for seed."""
+  monkeypatch.setattr(keras.layers.Dropout, "call",
+                      lambda self, inputs, training=False: fusion.dropout(self, inputs,
+                                                                          training))
+
+
+def _run_both_ways(model, call, inputs, monkeypatch, dropout):
+  """Outputs and gradients of sum(outputs * weights) under tf.function with static
+  shapes, fused kernels on and then off, each from the same seed-generator states.
+
+  Returns:
+    (on, off): each a list of numpy arrays, outputs then gradients.
+  """
+  if dropout:
+    _same_dropout_masks(monkeypatch)
+  call(model, inputs)  # builds
+  states = [v.numpy() for v in model.non_trainable_variables]
+  results, compiled = [], []
+  for on in (True, False):
+    with fusion.use(on):
+      @tf.function
+      def step(inputs):
+        with tf.GradientTape() as tape:
+          outputs = tf.nest.flatten(call(model, inputs, training=True))
+          loss = sum(tf.reduce_sum(o * tf.sin(tf.range(o.shape[-1], dtype=o.dtype)))
+                     for o in outputs)
+        return outputs, tape.gradient(loss, model.trainable_variables)
+
+      concrete = step.get_concrete_function(inputs)
+      compiled.append(_compiled_functions(concrete))
+      outputs, grads = concrete(inputs)
+    results.append([o.numpy() for o in outputs]
+                   + [tf.convert_to_tensor(g).numpy() for g in grads])
+    for variable, state in zip(model.non_trainable_variables, states):
+      variable.assign(state)
+  # The fused forms really ran with the switch on, and none of them with it off.
+  assert any("residual_layer_norm_forward" in name for name in compiled[0]), compiled[0]
+  assert compiled[1] == set()
+  return results[0], results[1], len(outputs)
+
+
+def _assert_same(on, off, num_outputs):
+  assert len(on) == len(off)
+  for a, b in zip(on[:num_outputs], off[:num_outputs]):
+    np.testing.assert_allclose(a, b, atol=1e-5)
+  for a, b in zip(on[num_outputs:], off[num_outputs:]):
+    np.testing.assert_allclose(a, b, **_GRADIENT_TOLERANCE)
+
+
+_TINY = dict(vocab_size=60, hidden_size=16, num_layers=2, num_attention_heads=2,
+             intermediate_size=32, max_position_embeddings=24)
+
+
+def _encoder_inputs(batch=3, length=12, predictions=None):
+  rng = np.random.default_rng(0)
+  inputs = {"input_word_ids": tf.constant(rng.integers(1, 60, (batch, length)), tf.int32),
+            "input_mask": tf.constant([[1] * length, [1] * 8 + [0] * (length - 8),
+                                       [1] * 10 + [0] * (length - 10)][:batch], tf.int32),
+            "input_type_ids": tf.constant(rng.integers(0, 2, (batch, length)), tf.int32)}
+  if predictions:
+    inputs["masked_lm_positions"] = tf.constant(rng.integers(0, 8, (batch, predictions)),
+                                                tf.int32)
+  return inputs
+
+
+@pytest.mark.parametrize("dropout", [False, True])
+@pytest.mark.parametrize("query_positions", [None, [[0, 3], [1, 5]]])
+def test_transformer_block_is_the_same_with_fused_kernels_on_and_off(
+    monkeypatch, dropout, query_positions):
+  keras.utils.set_random_seed(3)
+  rate = 0.3 if dropout else 0.0
+  block = layers.TransformerBlock(hidden_size=16, num_heads=2, intermediate_size=32,
+                                  dropout_rate=rate, attention_dropout_rate=rate)
+  bias = layers.attention_mask_bias(tf.constant([[1] * 6, [1] * 4 + [0] * 2]))
+  positions = None if query_positions is None else tf.constant(query_positions)
+
+  def call(block, x, training=False):
+    return block(x, bias, training=training, query_positions=positions)
+
+  x = tf.random.normal([2, 6, 16])
+  on, off, n = _run_both_ways(block, call, x, monkeypatch, dropout)
+  _assert_same(on, off, n)
+  if dropout:  # dropout was active: the outputs differ from those without it
+    assert not np.allclose(on[0], call(block, x).numpy(), atol=1e-3)
+
+
+@pytest.mark.parametrize("dropout", [False, True])
+def test_encoder_is_the_same_with_fused_kernels_on_and_off(monkeypatch, dropout):
+  keras.utils.set_random_seed(4)
+  rate = 0.2 if dropout else 0.0
+  encoder = BertEncoder(**_TINY, dropout_rate=rate, attention_dropout_rate=rate)
+
+  def call(encoder, inputs, training=False):
+    outputs = encoder(inputs, training=training)
+    return [outputs["sequence_output"], outputs["pooled_output"]]
+
+  _assert_same(*_run_both_ways(encoder, call, _encoder_inputs(), monkeypatch, dropout))
+
+
+@pytest.mark.parametrize("dropout", [False, True])
+def test_pretrainer_is_the_same_with_fused_kernels_on_and_off(monkeypatch, dropout):
+  keras.utils.set_random_seed(5)
+  rate = 0.2 if dropout else 0.0
+  model = BertPretrainer(BertEncoder(**_TINY, dropout_rate=rate,
+                                     attention_dropout_rate=rate))
+
+  def call(model, inputs, training=False):
+    outputs = model(inputs, training=training)
+    return [outputs["mlm_logits"], outputs["next_sentence_logits"]]
+
+  inputs = _encoder_inputs(predictions=4)
+  _assert_same(*_run_both_ways(model, call, inputs, monkeypatch, dropout))
+
+
+@pytest.mark.parametrize("fused_kernels", [False, True])
+def test_the_trainer_applies_runtime_fused_kernels(tmp_path, fused_kernels):
+  from bert_tf.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
+  import trainer_helpers  # pylint: disable=g-import-not-at-top
+  experiment = trainer_helpers.tiny_experiment().override(
+      {"runtime": {"fused_kernels": fused_kernels}})
+  with fusion.use(not fused_kernels):
+    Trainer(experiment, model_dir=str(tmp_path))
+    assert fusion.enabled() == fused_kernels

@@ -102,65 +102,6 @@ def test_transformer_block_at_query_positions_equals_those_rows_of_the_full_outp
   np.testing.assert_allclose(sparse, tf.gather(full, positions, batch_dims=1), atol=1e-5)
 
 
-@pytest.mark.parametrize("shape", [(64, 128), (7, 5, 33)])
-def test_dropout_drops_at_the_rate_and_keeps_the_expectation(shape):
-  layer = layers.Dropout(0.1, seed=3)
-  x = tf.ones(shape)
-  out = layer(x, training=True).numpy()
-  kept = out != 0
-  assert out.shape == shape
-  assert abs(1.0 - kept.mean() - 6554 / 65536) < 4 * np.sqrt(0.09 / out.size)
-  np.testing.assert_allclose(out[kept], 65536 / (65536 - 6554), rtol=1e-6)
-  np.testing.assert_array_equal(layer(x, training=False), x)
-  # Each call draws a new mask.
-  assert (layer(x, training=True).numpy() != out).any()
-
-
-def test_dropout_under_xla_is_the_same_draw_and_gradient_is_the_mask():
-  x = tf.random.normal([16, 24])
-  masks = []
-  for jit_compile in (False, True):
-    layer = layers.Dropout(0.5, seed=7)
-
-    @tf.function(jit_compile=jit_compile)
-    def run(x):
-      with tf.GradientTape() as tape:
-        tape.watch(x)
-        y = layer(x, training=True)
-        total = tf.reduce_sum(y)
-      return y, tape.gradient(total, x)
-
-    y, grad = run(x)
-    np.testing.assert_allclose(grad.numpy(), np.where(y.numpy() != 0, 2.0, 0.0))
-    masks.append(y.numpy() != 0)
-  np.testing.assert_array_equal(masks[0], masks[1])
-
-
-@pytest.mark.parametrize("units,features", [(12, 4), (4, 12)])
-def test_dense_output_and_gradients_equal_keras_dense_in_a_static_graph(units, features):
-  keras.utils.set_random_seed(0)
-  gelu = layers.initializers.activation_fn("gelu")
-  ours = layers.Dense(units, activation=gelu)
-  reference = keras.layers.Dense(units, activation=gelu)
-  x = tf.random.normal([2, 3, features])
-  ours.build(x.shape)
-  reference.build(x.shape)
-  reference.set_weights(ours.get_weights())
-
-  @tf.function
-  def run(layer):
-    with tf.GradientTape() as tape:
-      tape.watch(x)
-      y = layer(x)
-      loss = tf.reduce_sum(y * y)
-    return y, tape.gradient(loss, [x, layer.kernel, layer.bias])
-
-  (y, grads), (ref_y, ref_grads) = run(ours), run(reference)
-  np.testing.assert_allclose(y, ref_y, atol=1e-5)
-  for a, b in zip(grads, ref_grads):
-    np.testing.assert_allclose(a, b, atol=1e-5)
-
-
 def _fused_nodes(graph_def):
   """Names of XLA-compiled functions and custom-gradient (IdentityN) nodes in a graph."""
   functions = list(graph_def.library.function)

@@ -22,6 +22,11 @@ import sys
 from absl import app
 from absl import flags
 
+from bert_tf import cpu_kernels
+
+# Before TensorFlow loads: it reads its CPU-kernel choice once, when imported.
+cpu_kernels.prefer_onednn()
+
 from bert_tf.data import create_pretraining_data as cpd
 
 FLAGS = flags.FLAGS

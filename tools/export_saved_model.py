@@ -22,6 +22,11 @@ import time
 from absl import app
 from absl import flags
 
+from bert_tf import cpu_kernels
+
+# Before TensorFlow loads: it reads its CPU-kernel choice once, when imported.
+cpu_kernels.prefer_onednn()
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", None, "Checkpoint prefix, or a directory (latest checkpoint).")
 flags.DEFINE_string("config", None,

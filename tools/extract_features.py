@@ -22,6 +22,11 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from bert_tf import cpu_kernels
+
+# Before TensorFlow loads: it reads its CPU-kernel choice once, when imported.
+cpu_kernels.prefer_onednn()
+
 _INPUT = flags.DEFINE_string("input_file", None, "UTF-8 text, one text or 'A ||| B' per line.")
 _OUTPUT = flags.DEFINE_string("output_file", None, "JSON lines output (written atomically).")
 _VOCAB = flags.DEFINE_string("vocab_file", None, "The encoder's vocab.txt.")

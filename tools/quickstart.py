@@ -34,6 +34,11 @@ import time
 from absl import app
 from absl import flags
 
+from bert_tf import cpu_kernels
+
+# Before TensorFlow loads: it reads its CPU-kernel choice once, when imported.
+cpu_kernels.prefer_onednn()
+
 from bert_tf.data import corpus
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -20,6 +20,11 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from bert_tf import cpu_kernels
+
+# Before TensorFlow loads: it reads its CPU-kernel choice once, when imported.
+cpu_kernels.prefer_onednn()
+
 from bert_tf import configs
 from bert_tf.training import experiments
 

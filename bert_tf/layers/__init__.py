@@ -1,10 +1,7 @@
 """Keras layers of the BERT encoder and its heads."""
 
 from bert_tf.layers.classification_head import ClassificationHead
-from bert_tf.layers.dense import Dense
-from bert_tf.layers.dropout import Dropout
 from bert_tf.layers.embeddings import BertEmbeddings
-from bert_tf.layers.layer_norm import LayerNormalization
 from bert_tf.layers.masked_lm_head import MaskedLMHead, gather_positions
 from bert_tf.layers.self_attention import (SelfAttention, attention_mask_bias,
                                            packed_attention_bias)

@@ -2,8 +2,8 @@
 
 import keras
 
+from bert_tf.layers import fusion
 from bert_tf.layers import initializers
-from bert_tf.layers.dropout import Dropout
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -16,6 +16,9 @@ class ClassificationHead(keras.layers.Layer):
 
   Returns:
     logits [B, num_classes] (num_classes 1 for regression), in the compute dtype.
+
+  While bert_tf.layers.fusion is enabled (the default), the dropout runs through
+  fusion.classification_head.
   """
 
   def __init__(self, num_classes: int, dropout_rate: float = 0.0,
@@ -26,7 +29,7 @@ class ClassificationHead(keras.layers.Layer):
     self.num_classes = num_classes
     self.dropout_rate = dropout_rate
     self.initializer_range = initializer_range
-    self.dropout = Dropout(dropout_rate, name="dropout")
+    self.dropout = keras.layers.Dropout(dropout_rate, name="dropout")
     self.dense = keras.layers.Dense(
         num_classes, kernel_initializer=initializers.bert_initializer(initializer_range),
         name="dense", dtype=self.dtype_policy)
@@ -36,6 +39,8 @@ class ClassificationHead(keras.layers.Layer):
     self.built = True
 
   def call(self, pooled, training=None):
+    if fusion.enabled():
+      return fusion.classification_head(self, pooled, training)
     return self.dense(self.dropout(pooled, training=training))
 
   def compute_output_shape(self, input_shape):

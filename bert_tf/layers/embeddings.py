@@ -3,9 +3,8 @@
 import keras
 from keras import ops
 
+from bert_tf.layers import fusion
 from bert_tf.layers import initializers
-from bert_tf.layers.dropout import Dropout
-from bert_tf.layers.layer_norm import LayerNormalization
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -24,6 +23,9 @@ class BertEmbeddings(keras.layers.Layer):
 
   The word-embedding table `word_embeddings` [V, H] is the same variable that the
   masked-LM head multiplies with to produce vocabulary logits.
+
+  While bert_tf.layers.fusion is enabled (the default), the LayerNorm and dropout run
+  through fusion.embeddings.
   """
 
   def __init__(self, vocab_size: int, hidden_size: int, max_position_embeddings: int = 512,
@@ -38,9 +40,9 @@ class BertEmbeddings(keras.layers.Layer):
     self.initializer_range = initializer_range
     self.layer_norm_epsilon = layer_norm_epsilon
     # LayerNorm statistics are computed in float32 under mixed precision.
-    self.layer_norm = LayerNormalization(
+    self.layer_norm = keras.layers.LayerNormalization(
         epsilon=layer_norm_epsilon, axis=-1, dtype="float32", name="layer_norm")
-    self.dropout = Dropout(dropout_rate, name="dropout")
+    self.dropout = keras.layers.Dropout(dropout_rate, name="dropout")
 
   def build(self, input_shape=None):
     init = initializers.bert_initializer(self.initializer_range)
@@ -65,6 +67,8 @@ class BertEmbeddings(keras.layers.Layer):
     else:
       positions = ops.take(self.position_embeddings, position_ids, axis=0)
     summed = ops.cast(words + types, "float32") + ops.cast(positions, "float32")
+    if fusion.enabled():
+      return fusion.embeddings(self, summed, training)
     normalized = self.layer_norm(summed)
     return self.dropout(ops.cast(normalized, self.compute_dtype), training=training)
 

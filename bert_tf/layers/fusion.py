@@ -1,37 +1,83 @@
-"""Element-wise pieces of the encoder compiled by XLA when their shapes are static.
+"""The speed path of the encoder and its heads, behind one switch.
 
-TensorFlow runs an unfused LayerNorm, GELU or softmax cross-entropy as a handful of
-kernels, each a pass over memory; XLA fuses each into one or two loops, forward and
-backward. XLA compiles once per input shape, so the compiled path is taken only where
-the shape is fully known when the step is traced (pretraining batches of a fixed length,
-drop_remainder): a batch padded to its longest example, whose length changes from step
-to step, would compile again for every new length and takes the plain path instead.
-The matmuls stay outside, where TensorFlow's oneDNN kernels beat XLA's on CPU.
+The layers in bert_tf.layers are written as the paper reads, with Keras layers and
+keras.ops. Each of them hands its call to a function here (its "fused" form) when the
+switch is on: same variables, same result to rounding, computed faster on CPU. The
+switch (`set_enabled`, `runtime.fused_kernels`) changes no variable and no checkpoint,
+only how the forward and backward passes are computed; it is read when a layer is
+called, so it must be set before the training step is traced.
 
-Each piece is two XLA functions, forward and backward, joined by a custom gradient;
-the backward recomputes what it needs from the forward's inputs. Differentiated by
-TensorFlow instead, a compiled forward also writes out every intermediate its gradient
-reads (three or four more tensors of the input's size): bias + GELU ran twice as slow
-(bench/README.md, "Levers"). The pieces: LayerNorm; GELU and bias + GELU; and the end
-of each half of a Transformer block, LayerNorm(residual + Dropout(x + bias)), given the
-dropout layer's random bits.
+The pieces, each used only where it applies:
+- XLA-compiled element-wise pieces, where every shape is static and the computation is
+  float32 (`applies`): LayerNorm; bias + exact GELU; and the end of each half of a
+  Transformer block, LayerNorm(residual + Dropout(x + bias)), given the dropout mask.
+  TensorFlow runs each of these as a handful of kernels, each a pass over memory; XLA
+  fuses each into one or two loops. XLA compiles once per input shape, so a batch
+  padded to its longest example (a new length every step) takes the plain path. Each
+  piece is two XLA functions, forward and backward, joined by a custom gradient: the
+  backward recomputes what it needs from the forward's inputs, where a compiled forward
+  differentiated by TensorFlow would write out every intermediate its gradient reads.
+  The matmuls stay outside, where TensorFlow's oneDNN kernels beat XLA's on CPU.
+- The widening matmul of the intermediate layer (static shapes): its input gradient
+  multiplies by a materialized transposed kernel, which oneDNN runs faster than the
+  same product with transpose_b.
+- Dropout masks of 16 random bits per element drawn from a named Philox stream
+  (`keep_bits`), everywhere: Keras draws a float32 uniform per element with the
+  "auto_select" algorithm, twice the random bits needed, and under XLA on CPU
+  "auto_select" compiles to a much slower generator than naming Philox. Keep
+  probabilities are multiples of 1/2^16: rate 0.1 drops with probability
+  6554/65536 = 0.100006, and kept values are scaled by the exact 1/keep probability.
+- The masked-LM logits as one 2-D matmul against the transposed table with a BiasAdd,
+  which TensorFlow fuses into a single oneDNN kernel, the bias gradient a BiasAddGrad
+  instead of a broadcast reduction over [B, P, V].
 """
 
+import contextlib
 import math
 
+import keras
 import tensorflow as tf
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+# Dropout keep decisions compare 16 random bits with a threshold.
+_LEVELS = 1 << 16
+
+_enabled = True
 
 
-def static(*tensors) -> bool:
-  """Whether the compiled path applies: inside a traced function (eager calls run one
-  op at a time anyway) and with every tensor's shape fully known."""
-  if tf.executing_eagerly():
+def enabled() -> bool:
+  """Whether the layers take their fused forms (the default)."""
+  return _enabled
+
+
+def set_enabled(on: bool) -> None:
+  """Switches the fused forms on or off for every layer called (traced) from now on."""
+  global _enabled
+  _enabled = bool(on)
+
+
+@contextlib.contextmanager
+def use(on: bool):
+  """Within the block, the switch is `on`; afterwards it is what it was."""
+  before = _enabled
+  set_enabled(on)
+  try:
+    yield
+  finally:
+    set_enabled(before)
+
+
+def applies(*tensors) -> bool:
+  """Whether the XLA-compiled pieces apply: the switch is on, the call is being traced
+  (eager calls run one op at a time anyway) and every tensor's shape is fully known."""
+  if not _enabled or tf.executing_eagerly():
     return False
   return all(isinstance(t, tf.Tensor) and t.shape.is_fully_defined() for t in tensors)
 
+
+# --------------------------------------------------------------------------------------
+# XLA-compiled element-wise pieces.
 
 def _rows(x):
   """float [..., H] -> [N, H]."""
@@ -57,8 +103,8 @@ _layer_norm_forward = tf.function(_layer_norm_formula, jit_compile=True)
 
 
 def _layer_norm_backward_body(dy, x, gamma, epsilon):
-  """dy, x: float [N, H] (XLA's CPU reductions over two or more leading axes run at
-  half the speed of one)."""
+  """dy, x: float [N, H] (XLA's CPU reductions over two or more leading axes are
+  slower than over one)."""
   normalized, inv_std = _normalize(x, epsilon)
   d_gamma = tf.reduce_sum(dy * normalized, axis=0)
   d_beta = tf.reduce_sum(dy, axis=0)
@@ -95,11 +141,6 @@ def layer_norm(x, gamma, beta, epsilon: float):
 
 
 @tf.function(jit_compile=True)
-def _gelu_forward(x):
-  return tf.nn.gelu(x, approximate=False)
-
-
-@tf.function(jit_compile=True)
 def _bias_gelu_forward(x, bias):
   return tf.nn.gelu(x + bias, approximate=False)
 
@@ -111,22 +152,11 @@ def _gelu_derivative(z):
 
 
 @tf.function(jit_compile=True)
-def _gelu_backward(dy, x):
-  return dy * _gelu_derivative(x)
-
-
-@tf.function(jit_compile=True)
 def _bias_gelu_backward(dy, x, bias):
   """dy, x: float [N, I]; bias: float [I]. The bias gradient sums in float32 (for
   bfloat16 inputs too)."""
   d_z = dy * _gelu_derivative(x + bias)
   return d_z, tf.cast(tf.reduce_sum(tf.cast(d_z, tf.float32), axis=0), bias.dtype)
-
-
-@tf.custom_gradient
-def gelu(x):
-  """The exact (erf) GELU, XLA-compiled: float [...] -> float [...]."""
-  return _gelu_forward(x), lambda dy: _gelu_backward(dy, x)
 
 
 @tf.custom_gradient
@@ -178,8 +208,8 @@ def residual_layer_norm(x, bias, residual, gamma, beta, epsilon: float, dropout=
     residual: float32 [..., H], the block's input to this half.
     gamma, beta: float32 [H], the LayerNorm's scale and offset.
     epsilon: the LayerNorm's epsilon.
-    dropout: None (no dropout) or (bits, threshold, scale) from
-      bert_tf.layers.Dropout.keep_bits, bits uint16 [..., H].
+    dropout: None (no dropout) or (bits, threshold, scale) from `keep_bits`, bits
+      uint16 [..., H].
 
   Returns:
     float32 [..., H].
@@ -199,3 +229,182 @@ def residual_layer_norm(x, bias, residual, gamma, beta, epsilon: float, dropout=
 
   return tf.reshape(fused(_rows(x), bias, _rows(residual), gamma, beta), shape)
 
+
+# --------------------------------------------------------------------------------------
+# The widening matmul and the dropout mask.
+
+@tf.function(jit_compile=True)
+def _transpose(kernel):
+  # Compiled on its own so that grappler cannot fold it back into a transposed matmul.
+  return tf.transpose(kernel)
+
+
+@tf.custom_gradient
+def widening_matmul(x, kernel):
+  """x [N, I] @ kernel [I, O] with O > I, whose input gradient multiplies by a
+  materialized kernel^T rather than with transpose_b."""
+
+  def grad(dy):
+    return (tf.matmul(dy, _transpose(kernel)),
+            tf.matmul(x, dy, transpose_a=True))
+
+  return tf.matmul(x, kernel), grad
+
+
+def keep_bits(dropout, inputs, training):
+  """The random bits of a dropout mask, advancing the seed generator of `dropout`
+  (a keras.layers.Dropout) once, as one of its calls does.
+
+  Returns:
+    None where the layer would return its inputs unchanged (not training, rate 0);
+    otherwise (bits, threshold, scale): uint16 bits shaped like inputs, the uint16
+    scalar at or above which an element is kept, and the float scale of kept ones.
+  """
+  if dropout.noise_shape is not None:
+    raise ValueError(f"{dropout.name}: keep_bits draws one bit per element; this layer "
+                     f"has noise_shape {dropout.noise_shape}")
+  if not training or dropout.rate == 0:
+    return None
+  threshold = min(int(round(dropout.rate * _LEVELS)), _LEVELS - 1)
+  if threshold == 0:
+    return None
+  # The generator's int64 state, folded into int32 as keras.random does.
+  seed = tf.cast(tf.math.floormod(dropout.seed_generator.next(), tf.int32.max - 1),
+                 tf.int32)
+  shape = tf.shape(inputs)
+  size = tf.size(inputs)
+  words = tf.random.stateless_uniform([(size + 1) // 2], seed, minval=None, maxval=None,
+                                      dtype=tf.uint32, alg="philox")
+  bits = tf.reshape(tf.bitcast(words, tf.uint16), [-1])
+  if inputs.shape.num_elements() is None or inputs.shape.num_elements() % 2:
+    bits = bits[:size]
+  return (tf.reshape(bits, shape), tf.constant(threshold, tf.uint16),
+          tf.constant(_LEVELS / (_LEVELS - threshold), inputs.dtype))
+
+
+# --------------------------------------------------------------------------------------
+# The layers' fused forms: each returns what its layer's plain call returns, to rounding
+# (and with other dropout masks: `keep_bits` instead of Keras's).
+
+def _autocast(layer, x):
+  """x as a layer's __call__ hands it to `call`: floats in the layer's compute dtype."""
+  dtype = tf.as_dtype(layer.compute_dtype)
+  if layer.autocast and x.dtype.is_floating and x.dtype != dtype:
+    return tf.cast(x, dtype)
+  return x
+
+
+def dropout(layer, x, training):
+  """The keras.layers.Dropout `layer` applied to x with a `keep_bits` mask."""
+  if layer.noise_shape is not None:
+    return layer(x, training=training)
+  x = _autocast(layer, x)
+  mask = keep_bits(layer, x, training)
+  if mask is None:
+    return x
+  return _dropped(x, *mask)
+
+
+def _normalized(layer, x):
+  """The keras.layers.LayerNormalization `layer` (last axis, centered and scaled)
+  applied to x, XLA-compiled where that applies to float32 x."""
+  x = _autocast(layer, x)
+  if applies(x) and x.dtype == tf.float32:
+    return layer_norm(x, tf.convert_to_tensor(layer.gamma), tf.convert_to_tensor(layer.beta),
+                      layer.epsilon)
+  return layer(x)
+
+
+def _dense(layer, inputs, exact_gelu: bool):
+  """The keras.layers.Dense `layer` applied to inputs [..., I]; `exact_gelu` says that
+  its activation is the exact GELU, which then joins the bias in one XLA function."""
+  if layer.lora_enabled or layer.quantization_mode:
+    return layer(inputs)
+  inputs = _autocast(layer, inputs)
+  kernel = tf.cast(layer.kernel, layer.compute_dtype)
+  features = kernel.shape[0]
+  # Static shapes only: the custom gradient adds IdentityN ops that exported signatures
+  # (dynamic batch) must not carry.
+  if layer.units > features and applies(inputs):
+    x = tf.reshape(widening_matmul(tf.reshape(inputs, [-1, features]), kernel),
+                   tf.concat([tf.shape(inputs)[:-1], [layer.units]], axis=0))
+  else:
+    x = keras.ops.matmul(inputs, kernel)
+  if layer.bias is None:
+    return x if layer.activation is None else layer.activation(x)
+  bias = tf.cast(layer.bias, x.dtype)
+  if exact_gelu and applies(x):
+    return bias_gelu(x, bias)
+  x = keras.ops.add(x, bias)
+  return x if layer.activation is None else layer.activation(x)
+
+
+def embeddings(layer, summed, training):
+  """BertEmbeddings' LayerNorm and dropout of the float32 [B, T, H] embedding sum."""
+  normalized = _normalized(layer.layer_norm, summed)
+  return dropout(layer.dropout, tf.cast(normalized, layer.compute_dtype), training)
+
+
+def attention_context(layer, probs, value, training):
+  """SelfAttention's dropout of the attention probabilities [B, N, Q, T] and their
+  weighted sum of the values [B, N, T, D]: float [B, Q, H]."""
+  return layer.merge_heads(keras.ops.matmul(dropout(layer.dropout, probs, training), value))
+
+
+def transformer_block(block, hidden_states, queries, attention_bias, training):
+  """TransformerBlock's call, given the queries [B, Q, H] (hidden_states, or their rows
+  at the query positions). In float32 with static shapes, each half's output bias,
+  dropout, residual add and LayerNorm is one XLA function forward and one backward
+  (`residual_layer_norm`), with the same dropout masks as the unfused form."""
+  exact_gelu = block.hidden_activation == "gelu"
+  if block.compute_dtype == "float32" and applies(hidden_states, queries):
+    context = block.attention.context(hidden_states, attention_bias, training=training,
+                                      query_states=queries)
+    out1 = _project_add_and_norm(context, queries, block.attention.output_dense,
+                                 block.attention_dropout, block.attention_layer_norm,
+                                 training)
+    return _project_add_and_norm(_dense(block.intermediate, out1, exact_gelu), out1,
+                                 block.output_dense, block.output_dropout,
+                                 block.output_layer_norm, training)
+  attended = block.attention(hidden_states, attention_bias, training=training,
+                             query_states=queries)
+  attended = dropout(block.attention_dropout, attended, training)
+  out1 = _normalized(block.attention_layer_norm,
+                     tf.cast(queries, tf.float32) + tf.cast(attended, tf.float32))
+  out1 = tf.cast(out1, block.compute_dtype)
+  ffn = block.output_dense(_dense(block.intermediate, out1, exact_gelu))
+  ffn = dropout(block.output_dropout, ffn, training)
+  out = _normalized(block.output_layer_norm,
+                    tf.cast(out1, tf.float32) + tf.cast(ffn, tf.float32))
+  return tf.cast(out, block.compute_dtype)
+
+
+def _project_add_and_norm(inputs, residual, dense, dropout_layer, layer_norm_layer,
+                          training):
+  """layer_norm(residual + dropout(dense(inputs))): float32 [B, Q, I] -> [B, Q, H]."""
+  projected = tf.reshape(
+      tf.matmul(tf.reshape(inputs, [-1, inputs.shape[-1]]), dense.kernel),
+      tf.concat([tf.shape(inputs)[:-1], [dense.units]], axis=0))
+  return residual_layer_norm(
+      projected, tf.convert_to_tensor(dense.bias), residual,
+      tf.convert_to_tensor(layer_norm_layer.gamma),
+      tf.convert_to_tensor(layer_norm_layer.beta), layer_norm_layer.epsilon,
+      dropout=keep_bits(dropout_layer, projected, training))
+
+
+def classification_head(head, pooled, training):
+  """ClassificationHead's dropout and dense layer over pooled [B, H]."""
+  return head.dense(dropout(head.dropout, pooled, training))
+
+
+def masked_lm_head(head, hidden):
+  """MaskedLMHead's transform, LayerNorm and tied output layer over the gathered
+  hidden [B, P, H]: logits [B, P, V] in the head's compute dtype."""
+  hidden = _dense(head.transform, hidden, head.activation == "gelu")
+  hidden = tf.cast(_normalized(head.transform_layer_norm, tf.cast(hidden, tf.float32)),
+                   head.compute_dtype)
+  shape = tf.shape(hidden)
+  logits = tf.matmul(tf.reshape(hidden, [-1, head.hidden_size]),
+                     tf.cast(head.embedding_table, head.compute_dtype), transpose_b=True)
+  logits = tf.nn.bias_add(logits, tf.cast(head.output_bias, head.compute_dtype))
+  return tf.reshape(logits, tf.concat([shape[:-1], [head.vocab_size]], axis=0))

@@ -1,8 +1,6 @@
-"""The weight initializer every BERT variable uses."""
+"""The weight initializer every BERT variable uses, and the activations by name."""
 
 import keras
-
-from bert_tf.layers import fusion
 
 
 def bert_initializer(stddev: float = 0.02) -> keras.initializers.Initializer:
@@ -21,10 +19,4 @@ def activation_fn(name: str):
 
 
 def _exact_gelu(x):
-  """GELU with erf; XLA-fused where the shape is static (bert_tf.layers.fusion)."""
-  if fusion.static(x):
-    return fusion.gelu(x)
   return keras.activations.gelu(x, approximate=False)
-
-
-_exact_gelu.bias_fused = fusion.bias_gelu

@@ -2,11 +2,9 @@
 
 import keras
 from keras import ops
-import tensorflow as tf
 
+from bert_tf.layers import fusion
 from bert_tf.layers import initializers
-from bert_tf.layers.dense import Dense
-from bert_tf.layers.layer_norm import LayerNormalization
 
 
 def gather_positions(sequence, positions):
@@ -40,7 +38,9 @@ class MaskedLMHead(keras.layers.Layer):
     logits [B, P, V] in the compute dtype.
 
   The head is built by a model that owns the embedding layer; it cannot be restored
-  from its config alone because the tied table belongs to that model.
+  from its config alone because the tied table belongs to that model. While
+  bert_tf.layers.fusion is enabled (the default), everything after the gather runs
+  through fusion.masked_lm_head.
   """
 
   def __init__(self, embedding_layer, activation: str = "gelu",
@@ -52,11 +52,11 @@ class MaskedLMHead(keras.layers.Layer):
     self.layer_norm_epsilon = layer_norm_epsilon
     self.vocab_size = embedding_layer.vocab_size
     self.hidden_size = embedding_layer.hidden_size
-    self.transform = Dense(
+    self.transform = keras.layers.Dense(
         self.hidden_size, activation=initializers.activation_fn(activation),
         kernel_initializer=initializers.bert_initializer(initializer_range),
         name="transform", dtype=self.dtype_policy)
-    self.transform_layer_norm = LayerNormalization(
+    self.transform_layer_norm = keras.layers.LayerNormalization(
         epsilon=layer_norm_epsilon, dtype="float32", name="transform_layer_norm")
 
   def build(self, sequence_output_shape, masked_lm_positions_shape=None):
@@ -77,17 +77,14 @@ class MaskedLMHead(keras.layers.Layer):
     hidden = sequence_output
     if masked_lm_positions is not None:
       hidden = gather_positions(sequence_output, masked_lm_positions)
+    if fusion.enabled():
+      return fusion.masked_lm_head(self, hidden)
     hidden = self.transform(hidden)
     hidden = ops.cast(self.transform_layer_norm(ops.cast(hidden, "float32")),
                       self.compute_dtype)
-    # One 2-D matmul against the transposed table with a BiasAdd: TensorFlow fuses the
-    # two into a single oneDNN kernel, and the bias gradient is a BiasAddGrad instead
-    # of a broadcast reduction over [B, P, V].
-    shape = tf.shape(hidden)
-    logits = tf.matmul(tf.reshape(hidden, [-1, self.hidden_size]),
-                       tf.cast(self.embedding_table, self.compute_dtype), transpose_b=True)
-    logits = tf.nn.bias_add(logits, tf.cast(self.output_bias, self.compute_dtype))
-    return tf.reshape(logits, tf.concat([shape[:-1], [self.vocab_size]], axis=0))
+    table = ops.cast(self.embedding_table, self.compute_dtype)
+    return ops.matmul(hidden, ops.transpose(table)) + ops.cast(self.output_bias,
+                                                               self.compute_dtype)
 
   def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape=None):
     if masked_lm_positions_shape is None:

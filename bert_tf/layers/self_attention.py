@@ -5,8 +5,8 @@ import math
 import keras
 from keras import ops
 
+from bert_tf.layers import fusion
 from bert_tf.layers import initializers
-from bert_tf.layers.dropout import Dropout
 
 # The additive bias at padded key positions, as in the original release. exp(-10000)
 # underflows to exactly 0 in float32, so padded keys get no weight at all.
@@ -66,6 +66,8 @@ class SelfAttention(keras.layers.Layer):
     (before the residual).
 
   The query, key, value and output kernels are [H, H], as in the original checkpoints.
+  While bert_tf.layers.fusion is enabled (the default), the probabilities' dropout and
+  the weighted sum run through fusion.attention_context.
   """
 
   def __init__(self, num_heads: int, hidden_size: int, attention_dropout_rate: float = 0.1,
@@ -89,7 +91,7 @@ class SelfAttention(keras.layers.Layer):
     self.key = dense("key")
     self.value = dense("value")
     self.output_dense = dense("output")
-    self.dropout = Dropout(attention_dropout_rate, name="dropout")
+    self.dropout = keras.layers.Dropout(attention_dropout_rate, name="dropout")
 
   def build(self, input_shape):
     for layer in (self.query, self.key, self.value, self.output_dense):
@@ -101,6 +103,12 @@ class SelfAttention(keras.layers.Layer):
     batch, seq = ops.shape(x)[0], ops.shape(x)[1]
     x = ops.reshape(x, (batch, seq, self.num_heads, self.head_size))
     return ops.transpose(x, (0, 2, 1, 3))
+
+  def merge_heads(self, x):
+    """[B, N, T, D] -> [B, T, H]."""
+    x = ops.transpose(x, (0, 2, 1, 3))
+    batch, seq = ops.shape(x)[0], ops.shape(x)[1]
+    return ops.reshape(x, (batch, seq, self.hidden_size))
 
   def call(self, hidden_states, attention_bias, training=None, query_states=None):
     return self.output_dense(self.context(hidden_states, attention_bias, training=training,
@@ -118,12 +126,11 @@ class SelfAttention(keras.layers.Layer):
     scores = ops.matmul(query, ops.transpose(key, (0, 1, 3, 2)))  # [B, N, Q, T]
     # Softmax in float32: float16 logits plus the mask bias would lose precision.
     scores = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
-    probs = ops.softmax(scores, axis=-1)
-    probs = self.dropout(ops.cast(probs, self.compute_dtype), training=training)
-    context = ops.matmul(probs, value)  # [B, N, Q, D]
-    context = ops.transpose(context, (0, 2, 1, 3))
-    batch, seq = ops.shape(context)[0], ops.shape(context)[1]
-    return ops.reshape(context, (batch, seq, self.hidden_size))
+    probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
+    if fusion.enabled():
+      return fusion.attention_context(self, probs, value, training)
+    probs = self.dropout(probs, training=training)
+    return self.merge_heads(ops.matmul(probs, value))  # [B, N, Q, D] -> [B, Q, H]
 
   def compute_output_shape(self, hidden_states_shape, attention_bias_shape=None,
                            query_states_shape=None):

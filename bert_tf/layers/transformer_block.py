@@ -2,13 +2,9 @@
 
 import keras
 from keras import ops
-import tensorflow as tf
 
 from bert_tf.layers import fusion
 from bert_tf.layers import initializers
-from bert_tf.layers.dense import Dense
-from bert_tf.layers.dropout import Dropout
-from bert_tf.layers.layer_norm import LayerNormalization
 from bert_tf.layers.self_attention import SelfAttention
 
 
@@ -29,6 +25,9 @@ class TransformerBlock(keras.layers.Layer):
 
   Returns:
     float [B, T, H] in the compute dtype, or [B, Q, H] with query_positions.
+
+  While bert_tf.layers.fusion is enabled (the default), the block computes the same
+  through fusion.transformer_block.
   """
 
   def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int,
@@ -50,16 +49,16 @@ class TransformerBlock(keras.layers.Layer):
         num_heads=num_heads, hidden_size=hidden_size,
         attention_dropout_rate=attention_dropout_rate, initializer_range=initializer_range,
         name="attention", dtype=self.dtype_policy)
-    self.attention_dropout = Dropout(dropout_rate, name="attention_dropout")
-    self.attention_layer_norm = LayerNormalization(
+    self.attention_dropout = keras.layers.Dropout(dropout_rate, name="attention_dropout")
+    self.attention_layer_norm = keras.layers.LayerNormalization(
         epsilon=layer_norm_epsilon, dtype="float32", name="attention_layer_norm")
-    self.intermediate = Dense(
+    self.intermediate = keras.layers.Dense(
         intermediate_size, activation=initializers.activation_fn(hidden_activation),
         kernel_initializer=init, name="intermediate", dtype=self.dtype_policy)
     self.output_dense = keras.layers.Dense(
         hidden_size, kernel_initializer=init, name="output", dtype=self.dtype_policy)
-    self.output_dropout = Dropout(dropout_rate, name="output_dropout")
-    self.output_layer_norm = LayerNormalization(
+    self.output_dropout = keras.layers.Dropout(dropout_rate, name="output_dropout")
+    self.output_layer_norm = keras.layers.LayerNormalization(
         epsilon=layer_norm_epsilon, dtype="float32", name="output_layer_norm")
 
   def build(self, input_shape):
@@ -76,8 +75,10 @@ class TransformerBlock(keras.layers.Layer):
     if query_positions is not None:
       queries = ops.take_along_axis(hidden_states,
                                     ops.cast(query_positions, "int32")[:, :, None], axis=1)
-    if self.compute_dtype == "float32" and fusion.static(hidden_states, queries):
-      return self._fused_call(hidden_states, queries, attention_bias, training)
+    if fusion.enabled():
+      return fusion.transformer_block(self, hidden_states, queries, attention_bias,
+                                      training)
+    # LayerNorm statistics and the residual sums in float32 under mixed precision.
     attended = self.attention(hidden_states, attention_bias, training=training,
                               query_states=queries)
     attended = self.attention_dropout(attended, training=training)
@@ -88,30 +89,6 @@ class TransformerBlock(keras.layers.Layer):
     ffn = self.output_dropout(ffn, training=training)
     out = self.output_layer_norm(ops.cast(out1, "float32") + ops.cast(ffn, "float32"))
     return ops.cast(out, self.compute_dtype)
-
-  def _fused_call(self, hidden_states, queries, attention_bias, training):
-    """`call`'s float32 path for static shapes: each half's output bias, dropout,
-    residual add and LayerNorm as one XLA function forward and one backward
-    (bert_tf.layers.fusion.residual_layer_norm), with the same dropout masks."""
-    context = self.attention.context(hidden_states, attention_bias, training=training,
-                                     query_states=queries)
-    out1 = self._project_add_and_norm(context, queries, self.attention.output_dense,
-                                      self.attention_dropout, self.attention_layer_norm,
-                                      training)
-    return self._project_add_and_norm(self.intermediate(out1), out1, self.output_dense,
-                                      self.output_dropout, self.output_layer_norm,
-                                      training)
-
-  @staticmethod
-  def _project_add_and_norm(inputs, residual, dense, dropout, layer_norm, training):
-    """layer_norm(residual + dropout(dense(inputs))): float32 [B, Q, I] -> [B, Q, H]."""
-    projected = tf.reshape(
-        tf.matmul(tf.reshape(inputs, [-1, inputs.shape[-1]]), dense.kernel),
-        tf.concat([tf.shape(inputs)[:-1], [dense.units]], axis=0))
-    return fusion.residual_layer_norm(
-        projected, tf.convert_to_tensor(dense.bias), residual,
-        tf.convert_to_tensor(layer_norm.gamma), tf.convert_to_tensor(layer_norm.beta),
-        layer_norm.epsilon, dropout=dropout.keep_bits(projected, training=training))
 
   def compute_output_shape(self, hidden_states_shape, attention_bias_shape=None,
                            query_positions_shape=None):

@@ -20,8 +20,8 @@ class BertClassifier(keras.Model):
 
   Called on tensors, the model computes its encoder's last block only at [CLS], the
   one position the pooler reads (BertEncoder.call_at_positions); the functional graph
-  (used for saving, summaries and symbolic calls) is the plain one. Set
-  `sparse_last_layer = False` to run the plain graph instead.
+  (used for saving, summaries and symbolic calls) is the plain one. With
+  `sparse_last_layer=False` tensor calls run the plain graph too.
 
   Given a packed batch (bert_tf.data.example_packing: rows of several examples, with
   input_position_ids, input_example_ids, packed_cls_positions and
@@ -30,7 +30,7 @@ class BertClassifier(keras.Model):
   """
 
   def __init__(self, encoder: BertEncoder, num_classes: int, dropout_rate: float = 0.1,
-               **kwargs):
+               sparse_last_layer: bool = True, **kwargs):
     # === Layers ===
     classifier = ClassificationHead(num_classes, dropout_rate=dropout_rate,
                                     initializer_range=encoder.initializer_range,
@@ -48,7 +48,7 @@ class BertClassifier(keras.Model):
     self.classifier = classifier
     self.num_classes = num_classes
     self.dropout_rate = dropout_rate
-    self.sparse_last_layer = True
+    self.sparse_last_layer = sparse_last_layer
 
   def call(self, inputs, training=None, mask=None):
     if constants.INPUT_EXAMPLE_IDS in inputs:
@@ -78,6 +78,7 @@ class BertClassifier(keras.Model):
         "encoder": keras.saving.serialize_keras_object(self.encoder),
         "num_classes": self.num_classes,
         "dropout_rate": self.dropout_rate,
+        "sparse_last_layer": self.sparse_last_layer,
     }
 
   @classmethod

@@ -28,6 +28,14 @@ class BertEncoder(keras.Model):
     sequence_output: float32 [B, T, H], the last layer.
     pooled_output: float [B, H], tanh(dense(sequence_output[:, 0])).
     encoder_outputs: a list of num_layers float [B, T, H], each block's output.
+
+  Two more entry points compute only the positions heads read, to the same values:
+  `call_at_positions` (the last block at [CLS] and given positions, what the
+  pretraining and classification heads call) and `call_packed` (rows that pack several
+  examples, each attending only to its own tokens: the input format of
+  train_data.pack_examples). They are part of the model, not of the fused kernels
+  (bert_tf.layers.fusion): they change which positions and which attention pattern are
+  computed, and run the same with the fused kernels on or off.
   """
 
   def __init__(self, vocab_size: int = 30522, hidden_size: int = 768, num_layers: int = 12,

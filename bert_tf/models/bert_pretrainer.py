@@ -25,10 +25,11 @@ class BertPretrainer(keras.Model):
   Called on tensors, the model computes its encoder's last block only at [CLS] and the
   masked positions (BertEncoder.call_at_positions), which is all the heads read; the
   functional graph (used for saving, summaries and symbolic calls) is the plain one.
-  Set `sparse_last_layer = False` to run the plain graph instead.
+  With `sparse_last_layer=False` tensor calls run the plain graph too.
   """
 
-  def __init__(self, encoder: BertEncoder, use_next_sentence_label: bool = True, **kwargs):
+  def __init__(self, encoder: BertEncoder, use_next_sentence_label: bool = True,
+               sparse_last_layer: bool = True, **kwargs):
     # === Layers ===
     masked_lm = MaskedLMHead(
         encoder.embeddings, activation=encoder.hidden_activation,
@@ -60,7 +61,7 @@ class BertPretrainer(keras.Model):
     self.masked_lm = masked_lm
     self.next_sentence = next_sentence
     self.use_next_sentence_label = use_next_sentence_label
-    self.sparse_last_layer = True
+    self.sparse_last_layer = sparse_last_layer
 
   def call(self, inputs, training=None, mask=None):
     if not self.sparse_last_layer:
@@ -90,6 +91,7 @@ class BertPretrainer(keras.Model):
         "trainable": self.trainable,
         "encoder": keras.saving.serialize_keras_object(self.encoder),
         "use_next_sentence_label": self.use_next_sentence_label,
+        "sparse_last_layer": self.sparse_last_layer,
     }
 
   @classmethod

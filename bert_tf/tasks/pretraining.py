@@ -130,10 +130,9 @@ class PretrainingTask(base.Task):
                         if context is not None else local)
     denominator = tf.stop_gradient(mlm_weight_sum) + 1e-5
     loss_fn = losses.pretraining_loss
-    if fusion.static(outputs[constants.MLM_LOGITS]):
+    if fusion.applies(outputs[constants.MLM_LOGITS]):
       # The softmax cross-entropy over [B, P, V] logits, forward and backward, in two
-      # XLA loops instead of TensorFlow's kernel and its temporaries (about half the
-      # time on CPU, bench/README.md "Levers").
+      # XLA loops instead of TensorFlow's kernel and its temporaries.
       loss_fn = _COMPILED_PRETRAINING_LOSS
       features = {k: features[k] for k in _LOSS_FEATURES if k in features}
     return loss_fn(features, outputs, mlm_weight_sum=denominator,

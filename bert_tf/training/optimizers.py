@@ -16,8 +16,7 @@ Each variable's whole update (gradient scaling, moments, bias correction, decay,
 writes, in place) is one XLA-compiled function by default, not run on a skipped
 (non-finite) step: unfused,
 TensorFlow runs about fifteen element-wise kernels per variable, each a full pass over
-memory, which on a CPU costs as much as a sizeable part of the forward pass
-(bench/README.md, "Levers").
+memory, which on a CPU costs as much as a sizeable part of the forward pass.
 """
 
 from typing import Callable, Dict, Iterable, List, Sequence
@@ -159,10 +158,9 @@ class Optimizer(tf.Module):
     One (XLA-compiled) function reads the variable and its slots and writes their new
     values back in place; where `should_apply` is False the function does not run at
     all (a `tf.cond` around it). Both matter on a CPU, where the update is a pass over
-    memory: a function returning new values that `assign` then installs (three fresh
-    buffers per variable) took 1.6x as long over BERT-base's variables, and the
-    in-place function with the skip as a `tf.where(should_apply, new, old)` inside it
-    1.9x (bench/optimizer_update.py).
+    memory: a function returning new values that `assign` then installs writes three
+    fresh buffers per variable, and a skip as a `tf.where(should_apply, new, old)`
+    inside the function still computes and writes every value.
     """
     if decay not in self._update_fns:
       def write_new_values(handles, dtypes, grad, lr, t, scale):

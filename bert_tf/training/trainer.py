@@ -30,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import configs
+from bert_tf.layers import fusion
 from bert_tf.tasks import base as task_base
 from bert_tf.training import checkpoints
 from bert_tf.training import strategies
@@ -110,6 +111,8 @@ class Trainer:
 
     # The same seed gives the same initial weights under every strategy.
     keras.utils.set_random_seed(experiment.runtime.seed)
+    # Read when the steps are traced, so set before any of them is.
+    fusion.set_enabled(experiment.runtime.fused_kernels)
     with self.strategy.scope():
       self.model = self.task.build_model()
       self.optimizer = build_optimizer(experiment.optimizer, trainer_config.train_steps)
