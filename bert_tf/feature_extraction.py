@@ -1,8 +1,9 @@
 """The paper's feature-based approach: per-token vectors of chosen encoder layers.
 
-Each input line is one text, or a pair written "text A ||| text B". It is tokenized,
-packed as [CLS] A [SEP] (B [SEP]) and cut to seq_length (the longer segment loses its
-last tokens first), and the encoder's outputs at the chosen layers are written for every
+Each input line is one text, or a pair written "text A ||| text B". It is tokenized and
+packed as [CLS] A [SEP] (B [SEP]) into seq_length tokens by `bert_tf.text.packing`, the
+packer of fine-tuning and serving (the longer segment loses its last tokens first, B on
+a tie, as in the original release), and the encoder's outputs at the chosen layers are written for every
 real token as one JSON object per line, in the original release's layout:
 
   {"linex_index": 0, "features": [{"token": "[CLS]", "layers": [
@@ -25,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import constants
+from bert_tf.text import packing
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 
@@ -36,13 +38,6 @@ def parse_line(line: str) -> Tuple[str, Optional[str]]:
   if match is None:
     return line, None
   return match.group(1), match.group(2)
-
-
-def truncate_pair(tokens_a: List, tokens_b: List, max_length: int) -> None:
-  """Drops the last token of the longer list until both fit in max_length, in place."""
-  while len(tokens_a) + len(tokens_b) > max_length:
-    longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
-    longer.pop()
 
 
 def parse_layers(spec: str) -> List[int]:
@@ -61,7 +56,7 @@ def parse_layers(spec: str) -> List[int]:
 
 def pack_lines(lines: Sequence[str], tokenizer, seq_length: int
                ) -> Tuple[Dict[str, np.ndarray], List[List[str]]]:
-  """Tokenizes and packs lines into encoder inputs.
+  """Tokenizes and packs lines into encoder inputs with `bert_tf.text.packing`.
 
   Args:
     lines: texts or "A ||| B" pairs.
@@ -75,36 +70,22 @@ def pack_lines(lines: Sequence[str], tokenizer, seq_length: int
   if seq_length < 3:
     raise ValueError(f"seq_length must be at least 3, got {seq_length}")
   pairs = [parse_line(line) for line in lines]
-  texts = [a for a, _ in pairs] + [b for _, b in pairs if b is not None]
-  pieces = tokenizer.tokenize_pieces(tf.constant(texts, tf.string)).to_list() if texts else []
-  vocab = list(tokenizer.vocab)
-  cls_id, sep_id = tokenizer.cls_id, tokenizer.sep_id
-  n = len(pairs)
-  ids = np.zeros([n, seq_length], np.int32)
-  mask = np.zeros([n, seq_length], np.int32)
-  types = np.zeros([n, seq_length], np.int32)
-  tokens: List[List[str]] = []
-  b_index = n
-  for i, (_, text_b) in enumerate(pairs):
-    a = list(pieces[i])
-    b: List[int] = []
-    if text_b is not None:
-      b = list(pieces[b_index])
-      b_index += 1
-      truncate_pair(a, b, seq_length - 3)
-    else:
-      a = a[:seq_length - 2]
-    row = [cls_id, *a, sep_id]
-    row_types = [0] * len(row)
-    if text_b is not None:
-      row += [*b, sep_id]
-      row_types += [1] * (len(b) + 1)
-    ids[i, :len(row)] = row
-    mask[i, :len(row)] = 1
-    types[i, :len(row)] = row_types
-    tokens.append([vocab[t] for t in row])
-  return {constants.INPUT_WORD_IDS: ids, constants.INPUT_MASK: mask,
-          constants.INPUT_TYPE_IDS: types}, tokens
+  inputs = {k: np.zeros([len(pairs), seq_length], np.int32) for k in constants.ENCODER_INPUTS}
+  # Single texts and pairs are packed apart: an empty B would still get its [SEP].
+  for is_pair in (False, True):
+    rows = [i for i, (_, b) in enumerate(pairs) if (b is not None) == is_pair]
+    if not rows:
+      continue
+    segments = [tokenizer.tokenize_pieces(tf.constant([pairs[i][j] for i in rows]))
+                for j in range(1 + is_pair)]
+    packed = packing.pack_inputs(segments, seq_length, tokenizer.cls_id, tokenizer.sep_id,
+                                 tokenizer.pad_id)
+    for key, value in packed.items():
+      inputs[key][rows] = value.numpy()
+  vocab = tokenizer.vocab
+  tokens = [[vocab[t] for t in ids[:length]] for ids, length in
+            zip(inputs[constants.INPUT_WORD_IDS], inputs[constants.INPUT_MASK].sum(axis=1))]
+  return inputs, tokens
 
 
 def extract_features(encoder, tokenizer, lines: Iterable[str], layers: Sequence[int] = (-1,),

@@ -31,12 +31,6 @@ def test_parse_line_splits_pairs_on_triple_bar():
   assert fe.parse_line("no pair here") == ("no pair here", None)
 
 
-def test_truncate_pair_pops_from_the_longer_segment():
-  a, b = list("abcdef"), list("xy")
-  fe.truncate_pair(a, b, 5)
-  assert (a, b) == (list("abc"), list("xy"))
-
-
 def test_pack_lines_builds_cls_a_sep_b_sep_with_segment_ids(tokenizer):
   inputs, tokens = fe.pack_lines(["The cats sat. ||| a dog", "dog ran on the mat"],
                                  tokenizer, seq_length=8)
@@ -46,6 +40,17 @@ def test_pack_lines_builds_cls_a_sep_b_sep_with_segment_ids(tokenizer):
   # A single text keeps its first seq_length - 2 tokens.
   assert tokens[1] == ["[CLS]", "dog", "ran", "on", "the", "mat", "[SEP]"]
   assert inputs[constants.INPUT_MASK][1].tolist() == [1] * 7 + [0]
+
+
+def test_pack_lines_cuts_b_on_a_tie_and_mixes_pairs_with_single_texts(tokenizer):
+  inputs, tokens = fe.pack_lines(["the cat sat ||| a dog ran", "the", "a dog ||| mat"],
+                                 tokenizer, seq_length=8)
+  # Three pieces each, a budget of five: B loses its last piece, as in the original.
+  assert tokens[0] == ["[CLS]", "the", "cat", "sat", "[SEP]", "a", "dog", "[SEP]"]
+  assert tokens[1] == ["[CLS]", "the", "[SEP]"]
+  assert inputs[constants.INPUT_TYPE_IDS][1].tolist() == [0] * 8
+  assert tokens[2] == ["[CLS]", "a", "dog", "[SEP]", "mat", "[SEP]"]
+  assert inputs[constants.INPUT_TYPE_IDS][2].tolist() == [0, 0, 0, 0, 1, 1, 0, 0]
 
 
 def test_features_match_the_chosen_encoder_layers(tokenizer):

@@ -63,6 +63,26 @@ def test_truncated_lengths_ties_cut_segment_b_first():
   assert new_b.numpy().tolist() == [3, 3, 3, 1, 5]
 
 
+@pytest.mark.parametrize("length_a, length_b, seq_length", [
+    (15, 15, 32), (16, 16, 32), (20, 17, 32), (40, 40, 64), (100, 31, 64), (3, 3, 8)])
+def test_odd_budget_with_both_segments_long_cuts_b_on_the_tie(length_a, length_b,
+                                                                 seq_length):
+  budget = seq_length - 3
+  assert budget % 2 == 1 and min(length_a, length_b) > budget // 2
+  tokens_a = list(range(10, 10 + length_a))
+  tokens_b = list(range(500, 500 + length_b))
+  out = packing.pack_inputs(
+      [tf.constant([tokens_a], tf.int64), tf.constant([tokens_b], tf.int64)],
+      seq_length, CLS, SEP, PAD)
+  ids, mask, types = expected_packing(tokens_a, tokens_b, seq_length)
+  assert out[constants.INPUT_WORD_IDS][0].numpy().tolist() == ids
+  assert out[constants.INPUT_MASK][0].numpy().tolist() == mask
+  assert out[constants.INPUT_TYPE_IDS][0].numpy().tolist() == types
+  # A keeps one piece more than B: ceil(budget / 2) against floor(budget / 2).
+  kept_a, kept_b = original_truncation(tokens_a, tokens_b, budget)
+  assert (len(kept_a), len(kept_b)) == ((budget + 1) // 2, budget // 2)
+
+
 def test_single_segment_is_truncated_from_the_end_and_padded():
   a = tf.ragged.constant([[1, 2, 3, 4, 5, 6], [7], []], dtype=tf.int64)
   out = packing.pack_inputs(a, 5, CLS, SEP, PAD)

@@ -48,7 +48,8 @@ def test_features_hold_one_cls_context_sep_choice_sep_row_per_choice(tmp_path):
                     .as_numpy_iterator())
   rows = features[constants.INPUT_WORD_IDS]
   assert rows.shape == (2, 8)
-  first = ["[CLS]", "a", "man", "[SEP]", "the", "dog", "runs", "[SEP]"]
+  # Three pieces each and a budget of five: the original rule cuts the ending on the tie.
+  first = ["[CLS]", "a", "man", "walks", "[SEP]", "the", "dog", "[SEP]"]
   second = ["[CLS]", "a", "man", "walks", "[SEP]", "home", "[SEP]"]
   assert rows[0].tolist() == [ids[t] for t in first]
   assert rows[1].tolist() == [ids[t] for t in second] + [0]

@@ -11,6 +11,8 @@ from typing import Any, Dict, Iterator, Optional
 
 import numpy as np
 
+from bert_tf.text import vocab as vocab_lib
+
 # Formats conversion reads and writes.
 BERT_TF = "bert_tf"
 GOOGLE_TF1 = "google_tf1"
@@ -44,11 +46,15 @@ class RawCheckpoint:
 
 
 def count_vocab(path: str) -> int:
-  """Number of tokens in a vocab.txt (one per line; a final newline adds none)."""
-  if not os.path.isfile(path):
-    raise ConversionError(f"Vocab file not found: {path}")
-  with open(path, encoding="utf-8") as f:
-    return sum(1 for _ in f)
+  """Number of tokens in a vocab.txt, read by `bert_tf.text.vocab.load_vocab`.
+
+  Raises:
+    ConversionError: naming the file (and line) when it is missing or malformed.
+  """
+  try:
+    return len(vocab_lib.load_vocab(path))
+  except (FileNotFoundError, ValueError) as e:
+    raise ConversionError(str(e)) from None
 
 
 @contextlib.contextmanager

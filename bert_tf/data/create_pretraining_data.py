@@ -92,19 +92,21 @@ def list_input_files(input_file: str) -> List[str]:
     raise PretrainingDataError(str(e)) from None
 
 
-def read_vocab(vocab_file: str) -> List[str]:
-  """The vocab's tokens in id order; a missing file or special token is an error."""
-  if not vocab_file or not os.path.isfile(vocab_file):
-    raise PretrainingDataError(f"Vocab file not found: '{vocab_file}'")
-  with open(vocab_file, encoding="utf-8") as f:
-    tokens = [line.strip() for line in f]
-  while tokens and not tokens[-1]:
-    tokens.pop()
+def load_special_ids(vocab_file: str) -> pi.SpecialIds:
+  """The vocab's special ids and size, read by `bert_tf.text.vocab.load_vocab`.
+
+  Raises:
+    PretrainingDataError: naming the file (and line) when it is missing, malformed or
+      lacks a special token.
+  """
+  # Imported here, as in make_line_tokenizer: importing this module needs no TensorFlow.
+  from bert_tf.text import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
+  if not vocab_file:
+    raise PretrainingDataError("Vocab file not found: '' (pass --vocab_file)")
   try:
-    pi.SpecialIds.from_vocab(tokens)
-  except ValueError as e:
-    raise PretrainingDataError(f"{vocab_file}: {e}") from None
-  return tokens
+    return pi.SpecialIds.from_vocab(vocab_lib.load_vocab(vocab_file), vocab_file)
+  except (FileNotFoundError, ValueError) as e:
+    raise PretrainingDataError(str(e)) from None
 
 
 def plan_chunks(files: Sequence[str], chunk_bytes: int) -> List[Chunk]:
@@ -369,8 +371,7 @@ def _run_worker(worker_index: int, num_workers: int, chunks: Sequence[Chunk],
                 shard_paths: Sequence[str], gzip: bool, settings: PretrainingDataSettings,
                 vocab_file: str, report: Callable):
   """Processes chunks worker_index, worker_index + num_workers, ... into its own shards."""
-  tokens = read_vocab(vocab_file)
-  special = pi.SpecialIds.from_vocab(tokens)
+  special = load_special_ids(vocab_file)
   tokenize = make_line_tokenizer(vocab_file, settings.do_lower_case)
   writers = _ShardWriters(shard_paths[worker_index::num_workers], gzip)
   report(("ready", None))
@@ -471,7 +472,7 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
   if num_shards < 1 or num_workers < 1:
     raise PretrainingDataError("num_shards and num_workers must be at least 1")
   files = list_input_files(input_file)
-  vocab = read_vocab(vocab_file)
+  special = load_special_ids(vocab_file)
   paths = output_paths(output, num_shards, gzip)
   summary_file = summary_path(output)
   existing = [p for p in paths + [summary_file] if os.path.exists(p)]
@@ -516,7 +517,7 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
     os.replace(p + INCOMPLETE_SUFFIX, p)
   elapsed = time.time() - start
 
-  summary = _make_summary(totals, settings, files, vocab_file, len(vocab), paths, gzip,
+  summary = _make_summary(totals, settings, files, vocab_file, special.vocab_size, paths, gzip,
                           workers, chunk_size_mb, elapsed, tracker.startup_seconds,
                           worker_cpu_seconds)
   with files_lib.atomic_open(summary_file) as f:

@@ -1,6 +1,7 @@
 """Features of the fine-tuning tasks: tokenization in tf.data, TFRecords, dummy batches.
 
-One in-graph featurizer per task family turns raw examples into model inputs; the
+One in-graph featurizer per task family turns raw examples into model inputs, packed
+by `bert_tf.text.packing.pack_inputs` exactly as the exported models pack raw text; the
 same pipeline feeds training directly from task files and writes TFRecords
 (tools/create_finetuning_data.py), so both paths give identical features.
 
@@ -25,10 +26,10 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from bert_tf import constants
 from bert_tf.data import example_packing
+from bert_tf.text import packing
 
 LABEL_IDS = "label_ids"
 EXAMPLE_INDEX = "example_index"
@@ -70,16 +71,28 @@ class PieceTokenizer:
     return tf.cast(self.tokenizer.tokenize_pieces(strings), tf.int32)
 
 
-def _pack(tokenizer: PieceTokenizer, segments: List[tf.RaggedTensor], seq_length: int):
-  """[CLS] A [SEP] (B [SEP]) with the longer segment shortened first (as the original)."""
-  budget = seq_length - 1 - len(segments)
-  if len(segments) == 1:
-    # ShrinkLongestTrimmer's while loop does not trace for a single segment.
-    trimmed = [segments[0][:, :budget]]
-  else:
-    trimmed = tf_text.ShrinkLongestTrimmer(budget).trim(segments)
-  ids, type_ids = tf_text.combine_segments(trimmed, tokenizer.cls_id, tokenizer.sep_id)
-  return tf.cast(ids, tf.int32), tf.cast(type_ids, tf.int32)
+def _pack(tokenizer: PieceTokenizer, segments: List[tf.Tensor], seq_length: int,
+          special_ids: Optional[Sequence[int]] = None) -> Dict[str, tf.RaggedTensor]:
+  """Packs like serving and cuts each example to its length (for dynamic padding).
+
+  `[CLS] A [SEP] (B [SEP])` by `bert_tf.text.packing.pack_inputs`, the packer of the
+  exported models, so training sees the inputs the served model gets.
+
+  Args:
+    tokenizer: gives the [CLS], [SEP] and [PAD] ids.
+    segments: one or two ragged int [N, (pieces)] segments.
+    seq_length: the longest packed example, special tokens included.
+    special_ids: (cls, sep, pad) to use instead of the tokenizer's; the tagging labels
+      pass IGNORE_LABEL for all three to be cut exactly as their pieces are.
+
+  Returns:
+    {input_word_ids, input_mask, input_type_ids}: ragged int32 [N, (T_i)], T_i <= seq_length.
+  """
+  cls_id, sep_id, pad_id = special_ids or (tokenizer.cls_id, tokenizer.sep_id,
+                                           tokenizer.pad_id)
+  packed = packing.pack_inputs(segments, seq_length, cls_id, sep_id, pad_id)
+  lengths = tf.reduce_sum(packed[constants.INPUT_MASK], axis=1)
+  return {k: tf.RaggedTensor.from_tensor(v, lengths=lengths) for k, v in packed.items()}
 
 
 # --------------------------------------------------------------------------------------
@@ -115,14 +128,10 @@ def sentence_dataset(examples: Sequence, tokenizer: PieceTokenizer, seq_length: 
     segments = [tokenizer.piece_ids(batch["text_a"])]
     if pair:
       segments.append(tokenizer.piece_ids(batch["text_b"]))
-    ids, type_ids = _pack(tokenizer, segments, seq_length)
-    return {
-        constants.INPUT_WORD_IDS: ids,
-        constants.INPUT_MASK: tf.ones_like(ids),
-        constants.INPUT_TYPE_IDS: type_ids,
+    return dict(_pack(tokenizer, segments, seq_length), **{
         LABEL_IDS: batch[LABEL_IDS],
         EXAMPLE_INDEX: batch[EXAMPLE_INDEX],
-    }
+    })
 
   return _featurize(data, featurize, len(examples))
 
@@ -184,19 +193,13 @@ def tagging_dataset(examples: Sequence, tokenizer: PieceTokenizer, seq_length: i
     piece_rows = tf.math.segment_sum(lengths, word_batch.value_rowids())
     sentence_pieces = tf.RaggedTensor.from_row_lengths(pieces.flat_values, piece_rows)
     sentence_tags = tf.RaggedTensor.from_row_lengths(piece_tags, piece_rows)
-    sentence_pieces = sentence_pieces[:, :seq_length - 2]
-    sentence_tags = sentence_tags[:, :seq_length - 2]
-    ids, type_ids = _pack(tokenizer, [sentence_pieces], seq_length)
-    n = tf.shape(ids.row_lengths())[0]
-    ignore = tf.fill([n, 1], IGNORE_LABEL)
-    label_ids = tf.concat([ignore, sentence_tags, ignore], axis=1)
-    return {
-        constants.INPUT_WORD_IDS: ids,
-        constants.INPUT_MASK: tf.ones_like(ids),
-        constants.INPUT_TYPE_IDS: type_ids,
-        LABEL_IDS: label_ids,
-        EXAMPLE_INDEX: batch[EXAMPLE_INDEX],
-    }
+    features = _pack(tokenizer, [sentence_pieces], seq_length)
+    # The tags go through the same packer, so they are truncated exactly as the pieces
+    # and [CLS], [SEP] get IGNORE_LABEL.
+    labels = _pack(tokenizer, [sentence_tags], seq_length, (IGNORE_LABEL,) * 3)
+    features[LABEL_IDS] = labels[constants.INPUT_WORD_IDS]
+    features[EXAMPLE_INDEX] = batch[EXAMPLE_INDEX]
+    return features
 
   return _featurize(data, featurize, len(examples))
 
@@ -223,19 +226,13 @@ def multiple_choice_dataset(examples: Sequence, tokenizer: PieceTokenizer, seq_l
   def featurize(batch):
     contexts = tf.repeat(batch["context"], num_choices)
     endings = tf.reshape(batch["endings"], [-1])
-    ids, type_ids = _pack(tokenizer, [tokenizer.piece_ids(contexts),
-                                      tokenizer.piece_ids(endings)], seq_length)
-
-    def per_example(x):
-      return tf.RaggedTensor.from_uniform_row_length(x, num_choices)
-
-    return {
-        constants.INPUT_WORD_IDS: per_example(ids),
-        constants.INPUT_MASK: per_example(tf.ones_like(ids)),
-        constants.INPUT_TYPE_IDS: per_example(type_ids),
-        LABEL_IDS: batch[LABEL_IDS],
-        EXAMPLE_INDEX: batch[EXAMPLE_INDEX],
-    }
+    packed = _pack(tokenizer, [tokenizer.piece_ids(contexts), tokenizer.piece_ids(endings)],
+                   seq_length)
+    features = {k: tf.RaggedTensor.from_uniform_row_length(v, num_choices)
+                for k, v in packed.items()}
+    features[LABEL_IDS] = batch[LABEL_IDS]
+    features[EXAMPLE_INDEX] = batch[EXAMPLE_INDEX]
+    return features
 
   return _featurize(data, featurize, len(examples))
 

@@ -19,25 +19,23 @@ import tensorflow as tf
 
 from bert_tf import constants
 from bert_tf.data.pretraining_instances import SpecialIds
+from bert_tf.text import vocab as vocab_lib
 
 
 def read_masking_vocab(vocab_file: str) -> SpecialIds:
-  """The special ids, size and "##" pieces of a vocab file (local or any tf.io.gfile path).
+  """The special ids, size and "##" pieces of a vocab file, read by `load_vocab`.
 
   Raises:
-    ValueError: naming the file when it is missing or lacks a special token.
+    ValueError: naming the file (and line) when it is missing, malformed or lacks a
+      special token.
   """
-  if not vocab_file or not tf.io.gfile.exists(vocab_file):
-    raise ValueError(f"Vocab file not found: '{vocab_file}' (dynamic masking needs "
-                     f"data_config.vocab_file)")
-  with tf.io.gfile.GFile(vocab_file, "r") as f:
-    tokens = [line.strip() for line in f]
-  while tokens and not tokens[-1]:
-    tokens.pop()
+  if not vocab_file:
+    raise ValueError("Dynamic masking needs data_config.vocab_file")
   try:
-    return SpecialIds.from_vocab(tokens)
-  except ValueError as e:
-    raise ValueError(f"{vocab_file}: {e}") from None
+    tokens = vocab_lib.load_vocab(vocab_file)
+  except FileNotFoundError as e:
+    raise ValueError(f"{e} (dynamic masking needs data_config.vocab_file)") from None
+  return SpecialIds.from_vocab(tokens, vocab_file)
 
 
 def undo_masking(input_word_ids, masked_lm_positions, masked_lm_ids, masked_lm_weights):

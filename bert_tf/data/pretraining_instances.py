@@ -45,16 +45,17 @@ class SpecialIds:
   is_continuation: np.ndarray
 
   @classmethod
-  def from_vocab(cls, tokens: Sequence[str]) -> "SpecialIds":
-    """Builds from the vocab's tokens in id order; a missing special token is an error."""
-    index = {}
-    for i, token in enumerate(tokens):
-      index.setdefault(token, i)
-    missing = [t for t in constants.SPECIAL_TOKENS if t not in index]
-    if missing:
-      raise ValueError(f"The vocab lacks the special token(s) {', '.join(missing)}")
-    return cls(cls_id=index[constants.CLS_TOKEN], sep_id=index[constants.SEP_TOKEN],
-               mask_id=index[constants.MASK_TOKEN], vocab_size=len(tokens),
+  def from_vocab(cls, tokens: Sequence[str], vocab_file: str = "<vocab>") -> "SpecialIds":
+    """Builds from the vocab's tokens in id order (`bert_tf.text.vocab.load_vocab`).
+
+    Raises:
+      ValueError: naming `vocab_file` and every special token the vocab lacks.
+    """
+    # Imported here: this module is numpy only, the vocab module brings TensorFlow.
+    from bert_tf.text import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
+    special = vocab_lib.special_token_ids(tokens, vocab_file)
+    return cls(cls_id=special[constants.CLS_TOKEN], sep_id=special[constants.SEP_TOKEN],
+               mask_id=special[constants.MASK_TOKEN], vocab_size=len(tokens),
                is_continuation=np.array([t.startswith("##") for t in tokens], dtype=bool))
 
 

@@ -5,7 +5,10 @@ split on white space into words (with a character -> word map), each word is Wor
 tokenized, the labelled answer span is tightened to the tokens of the answer text, and
 the document is cut into windows of at most max_seq_length tokens that start doc_stride
 tokens apart. A window that does not hold the whole answer (and every window of an
-unanswerable v2.0 question) labels the answer at position 0, the [CLS] token.
+unanswerable v2.0 question) labels the answer at position 0, the [CLS] token. Each
+window is packed as `[CLS] question [SEP] window [SEP]` by `bert_tf.text.packing`, the
+packer of the other tasks and of serving; the first window of a question is the input
+the SQuAD serving signature builds from the same question and context.
 
 Tokenization goes through a `tokenize_fn(texts) -> [[wordpiece, ...], ...]`; see
 `tokenize_fn_from_tokenizer` for the project's BertWordPieceTokenizer.
@@ -25,6 +28,8 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import constants
+from bert_tf.text import packing
+from bert_tf.text import vocab as vocab_lib
 
 # Model-input names of the span labels (TFRecord features carry the same names).
 START_POSITIONS = "start_positions"
@@ -257,15 +262,9 @@ def _vocab_list(tokenizer) -> List[str]:
       return [t.decode("utf-8") if isinstance(t, bytes) else t for t in fn()]
   vocab_file = getattr(tokenizer, "vocab_file", None)
   if vocab_file is not None:
-    return read_vocab_list(vocab_file if isinstance(vocab_file, str) else
-                           vocab_file.asset_path.numpy().decode("utf-8"))
+    return vocab_lib.load_vocab(vocab_file if isinstance(vocab_file, str) else
+                                vocab_file.asset_path.numpy().decode("utf-8"))
   raise TypeError(f"Cannot find the vocabulary of {type(tokenizer).__name__}")
-
-
-def read_vocab_list(path: str) -> List[str]:
-  """The tokens of a vocab.txt, one per line, in id order."""
-  with tf.io.gfile.GFile(path, "r") as f:
-    return [line.rstrip("\n").rstrip("\r") for line in f]
 
 
 class _Memo:
@@ -346,7 +345,8 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenize_fn: 
     examples: from read_squad_examples.
     tokenize_fn: texts -> WordPiece token strings (see tokenize_fn_from_tokenizer).
     vocab: token -> id; must hold [CLS], [SEP] and [UNK].
-    max_seq_length: tokens per window including [CLS] question [SEP] context [SEP].
+    max_seq_length: tokens per window including [CLS] question [SEP] context [SEP]
+      (packed by `bert_tf.text.packing.pack_inputs`).
     doc_stride: tokens between the starts of consecutive windows.
     max_query_length: questions are cut to this many tokens.
     progress: optional callback(examples done, examples total).
@@ -367,9 +367,12 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenize_fn: 
   unk_id = vocab[constants.UNK_TOKEN]
   pad_id = vocab.get(constants.PAD_TOKEN, 0)
   features: List[SquadFeatures] = []
+  query_ids: List[List[int]] = []
+  window_ids: List[List[int]] = []
   unique_id = FIRST_UNIQUE_ID
   for example_index, example in enumerate(examples):
     query_tokens = memo(example.question_text)[:max_query_length]
+    query_id_list = [vocab.get(t, unk_id) for t in query_tokens]
     tok_to_orig_index: List[int] = []
     orig_to_tok_index: List[int] = []
     all_doc_tokens: List[str] = []
@@ -397,7 +400,6 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenize_fn: 
     spans = doc_windows(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
     for span_index, (span_start, span_length) in enumerate(spans):
       tokens = [constants.CLS_TOKEN, *query_tokens, constants.SEP_TOKEN]
-      segment_ids = [0] * len(tokens)
       token_to_orig_map: Dict[int, int] = {}
       token_is_max_context: Dict[int, bool] = {}
       for i in range(span_length):
@@ -405,15 +407,10 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenize_fn: 
         token_to_orig_map[len(tokens)] = tok_to_orig_index[position]
         token_is_max_context[len(tokens)] = is_max_context(spans, span_index, position)
         tokens.append(all_doc_tokens[position])
-        segment_ids.append(1)
       tokens.append(constants.SEP_TOKEN)
-      segment_ids.append(1)
-      input_ids = [vocab.get(t, unk_id) for t in tokens]
-      input_mask = [1] * len(input_ids)
-      padding = max_seq_length - len(input_ids)
-      input_ids += [pad_id] * padding
-      input_mask += [0] * padding
-      segment_ids += [0] * padding
+      window_ids.append([vocab.get(t, unk_id)
+                         for t in all_doc_tokens[span_start:span_start + span_length]])
+      query_ids.append(query_id_list)
 
       start_position = end_position = 0
       if has_answer:
@@ -425,13 +422,42 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenize_fn: 
       features.append(SquadFeatures(
           unique_id=unique_id, example_index=example_index, doc_span_index=span_index,
           tokens=tokens, token_to_orig_map=token_to_orig_map,
-          token_is_max_context=token_is_max_context, input_ids=input_ids,
-          input_mask=input_mask, segment_ids=segment_ids, start_position=start_position,
-          end_position=end_position, is_impossible=example.is_impossible))
+          token_is_max_context=token_is_max_context, input_ids=[], input_mask=[],
+          segment_ids=[], start_position=start_position, end_position=end_position,
+          is_impossible=example.is_impossible))
       unique_id += 1
     if progress is not None:
       progress(example_index + 1, len(examples))
+  _pack_windows(features, query_ids, window_ids, max_seq_length,
+                vocab[constants.CLS_TOKEN], vocab[constants.SEP_TOKEN], pad_id)
   return features
+
+
+# Windows packed per packer call (bounds the size of its [N, T] tensors).
+_PACK_BATCH = 4096
+
+
+def _pack_windows(features: Sequence[SquadFeatures], query_ids: Sequence[List[int]],
+                  window_ids: Sequence[List[int]], max_seq_length: int, cls_id: int,
+                  sep_id: int, pad_id: int) -> None:
+  """Fills each feature's input_ids, input_mask and segment_ids with
+  `[CLS] query [SEP] window [SEP]` as `bert_tf.text.packing.pack_inputs` packs it, the
+  packer of every other task and of serving. The windows are sized to fit, so the
+  packer truncates nothing and the labelled positions stay valid."""
+
+  def ragged(rows):
+    lengths = np.array([len(r) for r in rows], np.int64)
+    values = np.fromiter((i for r in rows for i in r), np.int32, count=int(lengths.sum()))
+    return tf.RaggedTensor.from_row_lengths(values, lengths)
+
+  for start in range(0, len(features), _PACK_BATCH):
+    stop = start + _PACK_BATCH
+    packed = packing.pack_inputs([ragged(query_ids[start:stop]),
+                                  ragged(window_ids[start:stop])],
+                                 max_seq_length, cls_id, sep_id, pad_id)
+    ids, mask, types = (packed[k].numpy().tolist() for k in constants.ENCODER_INPUTS)
+    for feature, i, m, t in zip(features[start:stop], ids, mask, types):
+      feature.input_ids, feature.input_mask, feature.segment_ids = i, m, t
 
 
 def features_to_arrays(features: Sequence[SquadFeatures]) -> Dict[str, np.ndarray]:
@@ -519,10 +545,10 @@ def write_squad_tfrecords(input_file: str, output_file: str, tokenizer, *,
   examples, num_skipped = read_squad_examples(input_file, is_training, version_2_with_negative)
   if callable(tokenizer) and not hasattr(tokenizer, "tokenize"):
     tokenize_fn = tokenizer
-    vocab_list = read_vocab_list(vocab_file)
+    vocab_list = vocab_lib.load_vocab(vocab_file)
   else:
     tokenize_fn = tokenize_fn_from_tokenizer(tokenizer)
-    vocab_list = read_vocab_list(vocab_file) if vocab_file else _vocab_list(tokenizer)
+    vocab_list = vocab_lib.load_vocab(vocab_file) if vocab_file else _vocab_list(tokenizer)
   vocab = {t: i for i, t in enumerate(vocab_list)}
   start = time.time()
 

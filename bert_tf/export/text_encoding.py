@@ -1,7 +1,8 @@
 """Raw text to fixed-length model inputs inside a serving graph.
 
 `TextEncoder` tokenizes with `BertWordPieceTokenizer` and packs one or two
-segments as `[CLS] A [SEP] (B [SEP])` with `bert_tf.text.packing`, truncated
+segments as `[CLS] A [SEP] (B [SEP])` with `bert_tf.text.packing` (the packer of
+the fine-tuning features too, so served inputs are the trained ones), truncated
 (as the original BERT truncates pairs) and padded to `seq_length`, using only
 core TensorFlow ops besides the tokenizer's, so that TF Serving's
 tensorflow-text can run the result. Any batch of strings gets an answer: empty

@@ -25,6 +25,7 @@ from bert_tf.metrics import squad as squad_metrics
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.bert_span_labeler import END_LOGITS, START_LOGITS, BertSpanLabeler
 from bert_tf.tasks import base
+from bert_tf.text import vocab as vocab_lib
 
 
 @dataclasses.dataclass
@@ -94,7 +95,7 @@ class SquadTask(base.Task):
     examples, num_skipped = squad_data.read_squad_examples(
         path, is_training=is_training,
         version_2_with_negative=self.config.version_2_with_negative)
-    vocab_list = squad_data.read_vocab_list(data_config.vocab_file)
+    vocab_list = vocab_lib.load_vocab(data_config.vocab_file)
     features = squad_data.convert_examples_to_features(
         examples, self._tokenize_fn(data_config), {t: i for i, t in enumerate(vocab_list)},
         max_seq_length=data_config.seq_length, doc_stride=self.config.doc_stride,

@@ -5,6 +5,10 @@ Segments are truncated as the original google-research/bert
 the longer segment, of B when both are equally long. The result is computed in
 closed form with basic TensorFlow ops, so packing runs in `tf.data`, inside
 `tf.function` and in SavedModels.
+
+This is the one packer of bert_tf: the fine-tuning featurizers, SQuAD's windows,
+feature extraction, the serving signatures and the Hub-style preprocessor all call
+`pack_inputs`, so a model is trained on the ids it is served.
 """
 
 import tensorflow as tf

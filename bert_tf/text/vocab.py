@@ -1,8 +1,11 @@
 """Reading, checking and learning WordPiece vocabularies (one token per line).
 
-`load_vocab` reads a vocab file exactly as the in-graph lookup table does (the
-id of a token is its 0-based line number) and rejects files the table would
-misread. `build_vocab` learns a vocab from text files with tensorflow-text's
+`load_vocab` is the one reader of vocab files in bert_tf (the tokenizer,
+pretraining data creation, dynamic masking, SQuAD features and checkpoint
+conversion all go through it): it reads a file exactly as the in-graph lookup
+table does (the id of a token is its 0-based line number) and rejects files the
+table would misread. `special_token_ids` is the one lookup of the special
+tokens' ids. `build_vocab` learns a vocab from text files with tensorflow-text's
 WordPiece learner, on words split with the same normalization as
 `BertWordPieceTokenizer`.
 """
