@@ -18,7 +18,6 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import configs
-from bert_tf import constants
 from bert_tf.data import squad as squad_data
 from bert_tf.data import squad_postprocess
 from bert_tf.metrics import squad as squad_metrics
