@@ -150,7 +150,7 @@ class TaggingTask(finetuning.FeatureTask):
   def write_predictions(self, values, output_dir):
     eval_data = self.experiment.eval_data
     examples = (self.read_examples(eval_data)
-                if eval_data.format not in (base.DUMMY, base.TFRECORD) else None)
+                if eval_data.format not in base.PREPARED_FORMATS else None)
     return ff.write_text_atomically(os.path.join(output_dir, "tagging_predictions.txt"),
                                     self.prediction_lines(values, examples))
 
