@@ -88,6 +88,8 @@ def main(argv):
       raise app.UsageError(f"--{flag.name} is required")
   from bert_tf import configs  # pylint: disable=g-import-not-at-top
   from bert_tf.data import squad as squad_data  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import base as task_base  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
   from bert_tf.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
 
   os.makedirs(_OUT.value, exist_ok=True)
@@ -108,8 +110,8 @@ def main(argv):
 
   data = {"format": "squad_json", "seq_length": _SEQ.value, "vocab_file": _VOCAB.value,
           "lower_case": _LOWER.value, "global_batch_size": _BATCH.value}
-  base = (configs.ExperimentConfig.from_yaml(*_CONFIG.value) if _CONFIG.value else
-          configs.ExperimentConfig())
+  base = (experiments.experiment_from_yaml(*_CONFIG.value) if _CONFIG.value else
+          experiments.experiment_from_dict({}))
   experiment = base.override({
       "task": {"name": "squad", "init_checkpoint": _INIT.value, "doc_stride": _STRIDE.value},
       "train_data": dict(data, input_path=train_path, is_training=True),
@@ -119,7 +121,7 @@ def main(argv):
       "trainer": {"train_steps": _STEPS.value, "steps_per_loop": 10,
                   "checkpoint_interval": _STEPS.value, "log_interval": 10,
                   "summary_interval": 10, "validation_interval": _STEPS.value},
-  })
+  }, task_configs=task_base.task_configs())
   model_dir = os.path.join(_OUT.value, "model")
   command = accuracy_report.common.command_line()
   print(f"load {accuracy_report.load_average()}", flush=True)

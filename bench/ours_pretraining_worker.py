@@ -30,7 +30,7 @@ def build_trainer(size, batch_size, seq_length, predictions, steps_per_loop, jit
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf import configs  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks.pretraining import PretrainingTask  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks.pretraining import PretrainingTask, PretrainingTaskConfig  # pylint: disable=g-import-not-at-top
   from bert_tf.training import strategies  # pylint: disable=g-import-not-at-top
   from bert_tf.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
 
@@ -62,7 +62,7 @@ def build_trainer(size, batch_size, seq_length, predictions, steps_per_loop, jit
       return dataset.repeat()
 
   experiment = configs.ExperimentConfig(
-      task=configs.PretrainingTaskConfig(),
+      task=PretrainingTaskConfig(),
       model=configs.ModelConfig(encoder=configs.EncoderConfig.from_size(size)),
       train_data=configs.DataConfig(format="dummy", global_batch_size=batch_size,
                                     seq_length=seq_length,

@@ -97,6 +97,7 @@ def main(argv):
   from bert_tf import configs  # pylint: disable=g-import-not-at-top
   from bert_tf.data import baselines  # pylint: disable=g-import-not-at-top
   from bert_tf.data import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
   from bert_tf.training import strategies  # pylint: disable=g-import-not-at-top
   from bert_tf.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
 
@@ -130,7 +131,7 @@ def main(argv):
   data = dict(format="tfrecord", global_batch_size=_BATCH.value, seq_length=_SEQ.value,
               max_predictions_per_seq=_PREDICTIONS.value)
   encoder = configs.EncoderConfig.from_size(_SIZE.value, vocab_size=vocab_size).as_dict()
-  experiment = configs.ExperimentConfig.from_dict(dict(
+  experiment = experiments.experiment_from_dict(dict(
       model=dict(encoder=encoder),
       train_data=dict(data, input_path=train_glob),
       eval_data=dict(data, input_path=heldout_glob, is_training=False,

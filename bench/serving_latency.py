@@ -79,12 +79,13 @@ def main(argv):
   from bert_tf import configs  # pylint: disable=g-import-not-at-top
   from bert_tf.export import exporter  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import base  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
 
   tmp = tempfile.mkdtemp(prefix="serving_latency_")
   vocab = synthetic_vocab(os.path.join(tmp, "vocab.txt"), FLAGS.vocab_size)
   encoder = configs.EncoderConfig.from_size(FLAGS.size, vocab_size=FLAGS.vocab_size)
   data = {"seq_length": FLAGS.seq_length, "vocab_file": vocab}
-  experiment = configs.ExperimentConfig.from_dict({
+  experiment = experiments.experiment_from_dict({
       "task": {"name": "sentence_prediction", "num_classes": 2},
       "model": {"encoder": encoder.as_dict()}, "train_data": data, "eval_data": data})
   keras.utils.set_random_seed(FLAGS.seed)

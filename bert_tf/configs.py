@@ -90,15 +90,17 @@ class Config:
     """Returns a copy with `changes` applied and validated."""
     merged = self.as_dict()
     merged.update({k: _to_builtin(v) for k, v in changes.items()})
-    return type(self).from_dict(merged)
+    return self._reparse(merged)
 
-  def override(self, overrides: Union[Mapping[str, Any], Sequence[str], str, None]):
+  def override(self, overrides: Union[Mapping[str, Any], Sequence[str], str, None],
+               **parse_args):
     """Returns a copy with overrides applied.
 
     Args:
       overrides: a nested mapping, or strings `a.b.c=value` (a list, or one string with
         comma-separated items). Values are parsed as YAML scalars (`1000`, `true`,
         `1e-4`, `[a, b]`).
+      **parse_args: passed to from_dict (ExperimentConfig: task_configs).
     """
     if not overrides:
       return self
@@ -107,7 +109,11 @@ class Config:
     else:
       nested = parse_dotted_overrides(overrides)
     merged = _deep_merge(self.as_dict(), nested)
-    return type(self).from_dict(merged)
+    return self._reparse(merged, **parse_args)
+
+  def _reparse(self, merged: Mapping[str, Any], **parse_args):
+    """A config of this class from the merged dict of this one and some changes."""
+    return type(self).from_dict(merged, **parse_args)
 
   # ----- files -----
   def to_yaml(self) -> str:
@@ -125,8 +131,11 @@ class Config:
     tf.io.gfile.rename(tmp, path, overwrite=True)
 
   @classmethod
-  def from_yaml(cls, *paths: str, overrides=None):
-    """Loads YAML files in order (later ones override earlier), then overrides."""
+  def from_yaml(cls, *paths: str, overrides=None, **parse_args):
+    """Loads YAML files in order (later ones override earlier), then overrides.
+
+    `parse_args` go to from_dict (ExperimentConfig: task_configs).
+    """
     merged: Dict[str, Any] = {}
     for p in paths:
       merged = _deep_merge(merged, load_yaml(p))
@@ -136,7 +145,7 @@ class Config:
       nested = (dict(overrides) if isinstance(overrides, Mapping)
                 else parse_dotted_overrides(overrides))
       merged = _deep_merge(merged, nested)
-    return cls.from_dict(merged)
+    return cls.from_dict(merged, **parse_args)
 
 
 def load_yaml(path: str) -> Dict[str, Any]:
@@ -248,8 +257,7 @@ def _coerce(value, tp, path: str):
       return value
     if not isinstance(value, Mapping):
       raise ConfigError(f"{path} must be a mapping of {tp.__name__} fields, got {value!r}")
-    config_cls = tp.resolve_subclass(value, path) if hasattr(tp, "resolve_subclass") else tp
-    return config_cls.from_dict(value, path)
+    return tp.from_dict(value, path)
   if origin in (list, List, tuple, Sequence):
     if isinstance(value, str) or not isinstance(value, (list, tuple)):
       raise ConfigError(f"{path} must be a list, got {value!r}")
@@ -607,25 +615,9 @@ class RuntimeConfig(Config):
 
 
 # --------------------------------------------------------------------------------------
-# Tasks: each registered name has its own config class.
-
-_TASK_CONFIGS: Dict[str, type] = {}
-
-
-def register_task_config(name: str):
-  """Class decorator: `@register_task_config("glue")` on a TaskConfig subclass."""
-
-  def decorator(cls):
-    if name in _TASK_CONFIGS and _TASK_CONFIGS[name] is not cls:
-      raise ValueError(f"Task config '{name}' registered twice")
-    _TASK_CONFIGS[name] = cls
-    return cls
-
-  return decorator
-
-
-def registered_task_configs() -> Dict[str, type]:
-  return dict(_TASK_CONFIGS)
+# Tasks: each task has its own TaskConfig subclass, defined beside the task
+# (bert_tf.tasks); whoever reads an experiment passes the mapping of task names to
+# those classes (bert_tf.training.experiments passes the task registry's).
 
 
 @dataclasses.dataclass
@@ -636,41 +628,40 @@ class TaskConfig(Config):
   # A checkpoint whose encoder (and other checkpoint_items) initialize the model.
   init_checkpoint: str = ""
 
-  @classmethod
-  def resolve_subclass(cls, data: Mapping[str, Any], path: str) -> type:
-    name = data.get("name", "pretraining")
-    if name not in _TASK_CONFIGS:
-      _import_task_modules()
-    if name not in _TASK_CONFIGS:
-      nearest = _nearest(name, list(_TASK_CONFIGS))
-      raise ConfigError(f"{_field_path(path, 'name')}: unknown task '{name}'; did you mean "
-                        f"'{nearest}'? Tasks: {', '.join(sorted(_TASK_CONFIGS))}")
-    return _TASK_CONFIGS[name]
 
+def task_config_from_dict(data: Optional[Mapping[str, Any]],
+                          task_configs: Optional[Mapping[str, type]], path: str = "task"
+                          ) -> TaskConfig:
+  """Reads a task section with the config class its `name` selects.
 
-def _import_task_modules():
-  """Imports bert_tf.tasks so that every task registers its config."""
-  try:
-    import bert_tf.tasks  # pylint: disable=g-import-not-at-top,unused-import
-  except ImportError:
-    pass
+  Args:
+    data: the task section; a missing name means TaskConfig's default.
+    task_configs: {task name: TaskConfig subclass}; None knows no task.
+    path: dotted prefix used in error messages.
 
-
-@register_task_config("pretraining")
-@dataclasses.dataclass
-class PretrainingTaskConfig(TaskConfig):
-  """Masked-LM plus next-sentence pretraining."""
-
-  name: str = "pretraining"
-  # Turn off to pretrain with the masked-LM loss alone (RoBERTa style).
-  use_next_sentence_label: bool = True
+  Raises:
+    ConfigError: an unknown name (naming the nearest known one), or a bad field.
+  """
+  if not isinstance(data, Mapping):
+    raise ConfigError(f"{path} must be a mapping of task fields, got {data!r}")
+  name = data.get("name", TaskConfig.name)
+  task_configs = task_configs or {}
+  if name not in task_configs:
+    nearest = _nearest(str(name), list(task_configs))
+    hint = f"; did you mean '{nearest}'?" if nearest else ""
+    known = (f" Tasks: {', '.join(sorted(task_configs))}" if task_configs else
+             " No task configs were given: read experiments with "
+             "bert_tf.training.experiments, which knows every registered task.")
+    raise ConfigError(f"{_field_path(path, 'name')}: unknown task '{name}'{hint}{known}")
+  return task_configs[name].from_dict(data, path)
 
 
 @dataclasses.dataclass
 class ExperimentConfig(Config):
   """Everything one run needs: task, model, data, optimizer, trainer, runtime."""
 
-  task: TaskConfig = dataclasses.field(default_factory=PretrainingTaskConfig)
+  # The base TaskConfig until read with the task configs (see from_dict).
+  task: TaskConfig = dataclasses.field(default_factory=TaskConfig)
   model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
   train_data: DataConfig = dataclasses.field(default_factory=DataConfig)
   eval_data: DataConfig = dataclasses.field(
@@ -678,6 +669,32 @@ class ExperimentConfig(Config):
   optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
   trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
   runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
+
+  @classmethod
+  def from_dict(cls, data: Optional[Mapping[str, Any]], path: str = "",
+                task_configs: Optional[Mapping[str, type]] = None):
+    """Builds an experiment, reading its task section with `task_configs`.
+
+    Args:
+      data: nested mapping; missing keys keep their defaults.
+      path: dotted prefix used in error messages.
+      task_configs: {task name: TaskConfig subclass} (the task registry's,
+        bert_tf.tasks.base.task_configs()). Without it only a section-less
+        experiment (the base TaskConfig) can be read.
+    """
+    data = dict(data or {})
+    if task_configs is not None or "task" in data:
+      task = data.get("task") or {}
+      if not isinstance(task, TaskConfig):
+        data["task"] = task_config_from_dict(task, task_configs, _field_path(path, "task"))
+    return super().from_dict(data, path)
+
+  def _reparse(self, merged: Mapping[str, Any], task_configs: Optional[Mapping[str, type]]
+               = None):
+    # The task's own class stays known, so that overriding other fields needs no mapping.
+    known = {self.task.name: type(self.task)}
+    known.update(task_configs or {})
+    return type(self).from_dict(merged, task_configs=known)
 
   def validate(self):
     encoder = self.model.encoder

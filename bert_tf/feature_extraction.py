@@ -207,6 +207,6 @@ def load_encoder(encoder_config, init_checkpoint: str = ""):
   from bert_tf.models.bert_encoder import BertEncoder  # pylint: disable=g-import-not-at-top
   encoder = BertEncoder.from_config_object(encoder_config)
   if init_checkpoint:
-    from bert_tf.training import checkpoints  # pylint: disable=g-import-not-at-top
-    checkpoints.restore_items(init_checkpoint, encoder.checkpoint_items, items=("encoder",))
+    from bert_tf.checkpoints import restore  # pylint: disable=g-import-not-at-top
+    restore.restore_items(init_checkpoint, encoder.checkpoint_items, items=("encoder",))
   return encoder

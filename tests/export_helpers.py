@@ -10,9 +10,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import configs
 from bert_tf import constants
 from bert_tf.tasks import base
+from bert_tf.training import experiments
 
 WORDS = ("the cat sat on mat a dog ran in park hello world is good bad what where who "
          "paris london city capital of france england john mary lives visited . , ? ! "
@@ -46,7 +46,7 @@ def experiment(vocab_file, task=None, seq_length=SEQ_LENGTH):
   """A tiny ExperimentConfig (hidden 32, 2 layers) for `task` (a task section dict)."""
   vocab_size = len(constants.SPECIAL_TOKENS) + len(WORDS)
   data = {"seq_length": seq_length, "vocab_file": vocab_file, "max_predictions_per_seq": 3}
-  return configs.ExperimentConfig.from_dict({
+  return experiments.experiment_from_dict({
       "task": task or {"name": "pretraining"},
       "model": {"encoder": dict(vocab_size=vocab_size, hidden_size=32, num_layers=2,
                                 num_attention_heads=2, intermediate_size=64,

@@ -4,6 +4,7 @@ import string
 
 from bert_tf import configs
 from bert_tf import constants
+from bert_tf.training import experiments
 
 WORDS = ("the", "cat", "dog", "sat", "on", "mat", "good", "bad", "movie", "john", "lives",
          "in", "paris", "play", "##ing", "##ians", "a", "man", "walks", "runs", "home",
@@ -36,7 +37,7 @@ def tiny_experiment(task: dict, train_data: dict, eval_data: dict = None, steps:
   train = dict(seq_length=seq_length, global_batch_size=8, **train_data)
   evaluation = dict(seq_length=seq_length, global_batch_size=8, is_training=False,
                     drop_remainder=False, **(eval_data or train_data))
-  return configs.ExperimentConfig.from_dict({
+  return experiments.experiment_from_dict({
       "task": task,
       "model": {"encoder": {"vocab_size": vocab_size, "hidden_size": 32, "num_layers": 2,
                             "num_attention_heads": 2, "intermediate_size": 64,

@@ -278,7 +278,8 @@ def test_huggingface_file_round_trip_keeps_every_tensor_bitwise(tmp_path, vocab)
 
 
 def test_converted_folder_is_accepted_by_train_config_and_init_checkpoint(tmp_path, vocab):
-  from bert_tf.training import checkpoints, experiments
+  from bert_tf.checkpoints import restore
+  from bert_tf.training import experiments
   model = tiny_model(seed=8)
   out = str(tmp_path / "ours")
   convert.save_bert_tf(model, vocab, out)
@@ -289,9 +290,8 @@ def test_converted_folder_is_accepted_by_train_config_and_init_checkpoint(tmp_pa
       shorthands={"task.init_checkpoint": out})
   assert experiment.model.encoder == TINY
   fresh = BertPretrainer(BertEncoder.from_config_object(experiment.model.encoder))
-  restored = checkpoints.restore_items(experiment.task.init_checkpoint,
-                                       fresh.checkpoint_items,
-                                       items=("encoder", "masked_lm", "next_sentence"))
+  restored = restore.restore_items(experiment.task.init_checkpoint, fresh.checkpoint_items,
+                                   items=("encoder", "masked_lm", "next_sentence"))
   assert set(restored) == {"encoder", "masked_lm", "next_sentence"}
   features = batch()
   for name, value in model(features).items():

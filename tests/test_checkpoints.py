@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.checkpoints import restore
 from bert_tf.models import BertEncoder
 from bert_tf.models import BertPretrainer
-from bert_tf.training import checkpoints
 from bert_tf.training.trainer import Trainer
 
 import trainer_helpers
@@ -28,7 +28,7 @@ def _save(model, directory):
 def test_restore_items_restores_the_encoder_by_object_and_reports_it(tmp_path):
   source, target = _pretrainer(1), _pretrainer(2)
   prefix = _save(source, tmp_path)
-  restored = checkpoints.restore_items(prefix, target.checkpoint_items)
+  restored = restore.restore_items(prefix, target.checkpoint_items)
   assert restored == {"encoder": prefix}
   for a, b in zip(source.encoder.weights, target.encoder.weights):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
@@ -41,7 +41,7 @@ def test_restore_items_from_a_directory_uses_its_latest_checkpoint(tmp_path):
   source, target = _pretrainer(1), _pretrainer(2)
   _save(_pretrainer(3), tmp_path)
   latest = _save(source, tmp_path)
-  restored = checkpoints.restore_items(str(tmp_path), target.checkpoint_items,
+  restored = restore.restore_items(str(tmp_path), target.checkpoint_items,
                                        items=("encoder", "masked_lm", "next_sentence"))
   assert set(restored.values()) == {latest}
   for a, b in zip(source.weights, target.weights):
@@ -52,18 +52,18 @@ def test_restore_items_names_an_item_missing_from_the_checkpoint(tmp_path):
   source = _pretrainer(1)
   prefix = tf.train.Checkpoint(encoder=source.encoder).save(str(tmp_path / "ckpt"))
   with pytest.raises(KeyError, match="masked_lm"):
-    checkpoints.restore_items(prefix, _pretrainer(2).checkpoint_items, items=("masked_lm",))
+    restore.restore_items(prefix, _pretrainer(2).checkpoint_items, items=("masked_lm",))
 
 
 def test_restore_items_fails_when_a_variable_is_not_in_the_checkpoint(tmp_path):
   prefix = _save(_pretrainer(1, num_layers=1), tmp_path)
   with pytest.raises(AssertionError, match="does not cover"):
-    checkpoints.restore_items(prefix, _pretrainer(2).checkpoint_items)
+    restore.restore_items(prefix, _pretrainer(2).checkpoint_items)
 
 
 def test_missing_checkpoint_is_an_error_naming_the_path(tmp_path):
   with pytest.raises(FileNotFoundError, match=str(tmp_path)):
-    checkpoints.restore_items(str(tmp_path), _pretrainer(1).checkpoint_items)
+    restore.restore_items(str(tmp_path), _pretrainer(1).checkpoint_items)
 
 
 def test_trainer_saves_every_n_steps_keeps_the_last_k_and_follows_the_convention(tmp_path):
@@ -74,11 +74,11 @@ def test_trainer_saves_every_n_steps_keeps_the_last_k_and_follows_the_convention
   state = tf.train.get_checkpoint_state(str(tmp_path))
   assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == ["ckpt-8",
                                                                              "ckpt-10"]
-  children = checkpoints.checkpoint_children(state.model_checkpoint_path)
+  children = restore.checkpoint_children(state.model_checkpoint_path)
   assert {"encoder", "masked_lm", "next_sentence", "optimizer", "step"} <= children
   # A trainer checkpoint warm-starts a fresh model's encoder.
   fresh = _pretrainer(5)
-  checkpoints.restore_items(str(tmp_path), fresh.checkpoint_items)
+  restore.restore_items(str(tmp_path), fresh.checkpoint_items)
   for a, b in zip(trainer.model.encoder.weights, fresh.encoder.weights):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
 

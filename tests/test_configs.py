@@ -1,5 +1,8 @@
 """Configs: sizes, validation errors, overrides, round trips, bert_config.json."""
 
+import ast
+import dataclasses
+import inspect
 import json
 
 import pytest
@@ -56,8 +59,9 @@ def test_config_round_trips_through_yaml_and_json(tmp_path):
   c = configs.ExperimentConfig().override("model.encoder.num_layers=3,trainer.train_steps=7")
   path = str(tmp_path / "params.yaml")
   c.save(path)
-  assert configs.ExperimentConfig.from_yaml(path) == c
-  assert configs.ExperimentConfig.from_dict(json.loads(c.to_json())) == c
+  known = {c.task.name: type(c.task)}
+  assert configs.ExperimentConfig.from_yaml(path, task_configs=known) == c
+  assert configs.ExperimentConfig.from_dict(json.loads(c.to_json()), task_configs=known) == c
 
 
 def test_later_yaml_files_override_earlier_ones(tmp_path):
@@ -101,3 +105,33 @@ def test_bert_config_json_errors_name_the_file(tmp_path):
 def test_unknown_task_name_is_an_error_with_suggestion():
   with pytest.raises(configs.ConfigError, match="unknown task 'pretrainin'.*pretraining"):
     configs.ExperimentConfig().override("task.name=pretrainin")
+
+
+@dataclasses.dataclass
+class _ToyTaskConfig(configs.TaskConfig):
+  name: str = "toy"
+  width: int = 3
+
+
+def test_task_section_is_read_with_the_callers_task_configs():
+  toy = {"toy": _ToyTaskConfig}
+  c = configs.ExperimentConfig.from_dict({"task": {"name": "toy", "width": 5}},
+                                         task_configs=toy)
+  assert type(c.task) is _ToyTaskConfig and c.task.width == 5
+  # Overriding other fields keeps the task's class without the mapping.
+  assert c.override("trainer.train_steps=3").task == c.task
+  with pytest.raises(configs.ConfigError, match=r"task\.width must be an integer"):
+    c.override("task.width=wide")
+  with pytest.raises(configs.ConfigError, match=r"task\.name: unknown task 'toi'; did you mean "
+                     r"'toy'\? Tasks: toy"):
+    configs.ExperimentConfig.from_dict({"task": {"name": "toi"}}, task_configs=toy)
+  with pytest.raises(configs.ConfigError, match="No task configs were given"):
+    configs.ExperimentConfig.from_dict({"task": {"name": "toy"}})
+
+
+def test_configs_imports_no_task_module():
+  tree = ast.parse(inspect.getsource(configs))
+  imported = [alias.name if isinstance(node, ast.Import) else f"{node.module}.{alias.name}"
+              for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+              for alias in node.names]
+  assert imported and not [name for name in imported if name.startswith("bert_tf")]

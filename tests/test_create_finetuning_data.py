@@ -48,7 +48,7 @@ def test_tfrecord_batches_equal_batches_read_from_the_task_files(case, tmp_path)
   experiment = _experiment(tmp_path, *CASES[case])
   task = base.get_task(experiment)
   output = str(tmp_path / "out.tfrecord")
-  meta = ff.create_finetuning_tfrecord(task, experiment.eval_data, output)
+  meta = task.write_tfrecord(experiment.eval_data, output)
   assert json.load(open(output + ".json"))["num_examples"] == meta["num_examples"] >= 2
   from_files = next(iter(task.build_inputs(experiment.eval_data)))
   from_records = next(iter(task.build_inputs(experiment.eval_data.replace(

@@ -14,6 +14,7 @@ from bert_tf import constants
 from bert_tf.export import exporter
 from bert_tf.export import fill_mask_serving as fm
 from bert_tf.export import serving_ops_check
+from bert_tf.tasks import base
 
 
 @pytest.fixture(scope="module")
@@ -135,9 +136,19 @@ def test_a_vocab_of_another_size_is_an_error_naming_it(tmp_path):
 
 def test_a_task_without_a_serving_export_is_named_in_the_error(tmp_path):
   config = helpers.experiment(helpers.write_vocab(tmp_path), {"name": "multiple_choice"})
-  with pytest.raises(ValueError, match="multiple_choice"):
-    exporter.kind_of(config)
-  assert exporter.kind_of(config, "encoder") == "encoder"
+  task = base.get_task(config)
+  with pytest.raises(ValueError, match="No serving export for task 'multiple_choice'"):
+    exporter.kind_of(task)
+  assert exporter.kind_of(task, "encoder") == "encoder"
+
+
+def test_a_kind_of_another_task_is_an_error(tmp_path):
+  task = base.get_task(helpers.experiment(helpers.write_vocab(tmp_path), {"name": "tagging"}))
+  assert exporter.kind_of(task) == "tagging"
+  with pytest.raises(ValueError, match="exports as kind 'tagging'.*not 'classifier'"):
+    exporter.kind_of(task, "classifier")
+  with pytest.raises(ValueError, match="kind must be one of auto, classifier, encoder"):
+    exporter.kind_of(task, "clasifier")
 
 
 def test_a_batch_of_only_empty_texts_gets_no_masks(fill_mask_export):

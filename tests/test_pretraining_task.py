@@ -4,11 +4,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import configs
 from bert_tf import constants
 from bert_tf import losses
 from bert_tf.tasks import base
-from bert_tf.tasks.pretraining import PretrainingTask
+from bert_tf.tasks.pretraining import PretrainingTask, PretrainingTaskConfig
 from bert_tf.training.trainer import Trainer
 
 import trainer_helpers
@@ -16,7 +15,7 @@ import trainer_helpers
 
 def test_task_is_registered_as_pretraining_with_its_config():
   assert base.registered_tasks()["pretraining"] is PretrainingTask
-  assert PretrainingTask.config_cls is configs.PretrainingTaskConfig
+  assert PretrainingTask.config_cls is PretrainingTaskConfig
   task = base.get_task(trainer_helpers.tiny_experiment())
   assert isinstance(task, PretrainingTask)
 

@@ -17,6 +17,7 @@ from bert_tf.layers.span_head import SpanHead
 from bert_tf.models.bert_span_labeler import END_LOGITS, START_LOGITS, BertSpanLabeler
 from bert_tf.tasks import base
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
+from bert_tf.training import experiments
 from bert_tf.training.trainer import Trainer
 
 ENCODER = dict(vocab_size=100, hidden_size=32, num_layers=2, num_attention_heads=2,
@@ -25,7 +26,7 @@ ENCODER = dict(vocab_size=100, hidden_size=32, num_layers=2, num_attention_heads
 
 
 def experiment(train_data=None, eval_data=None, task=None, steps=2, lr=1e-3, **encoder):
-  return configs.ExperimentConfig.from_dict({
+  return experiments.experiment_from_dict({
       "task": dict({"name": "squad"}, **(task or {})),
       "model": {"encoder": dict(ENCODER, **encoder)},
       "train_data": dict({"format": "dummy", "global_batch_size": 4, "seq_length": 24},
@@ -41,17 +42,17 @@ def experiment(train_data=None, eval_data=None, task=None, steps=2, lr=1e-3, **e
 
 
 def test_squad_task_config_has_paper_defaults_and_rejects_typos():
-  config = configs.ExperimentConfig.from_dict({"task": {"name": "squad"}}).task
+  config = experiments.experiment_from_dict({"task": {"name": "squad"}}).task
   assert (config.doc_stride, config.max_query_length, config.n_best_size,
           config.max_answer_length, config.version_2_with_negative) == (128, 64, 20, 30, False)
   with pytest.raises(configs.ConfigError, match="doc_strid"):
-    configs.ExperimentConfig.from_dict({"task": {"name": "squad", "doc_strid": 3}})
+    experiments.experiment_from_dict({"task": {"name": "squad", "doc_strid": 3}})
 
 
 def test_official_squad_configs_load():
   root = os.path.join(os.path.dirname(__file__), "..", "official_configs", "experiments")
-  v1 = configs.ExperimentConfig.from_yaml(os.path.join(root, "squad_v1.1.yaml"))
-  v2 = configs.ExperimentConfig.from_yaml(os.path.join(root, "squad_v2.0.yaml"))
+  v1 = experiments.experiment_from_yaml(os.path.join(root, "squad_v1.1.yaml"))
+  v2 = experiments.experiment_from_yaml(os.path.join(root, "squad_v2.0.yaml"))
   assert v1.task.name == v2.task.name == "squad"
   assert v1.train_data.seq_length == 384 and not v1.task.version_2_with_negative
   assert v2.task.version_2_with_negative

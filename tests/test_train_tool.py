@@ -31,7 +31,7 @@ def test_every_size_has_a_pretraining_experiment_and_a_model_config():
             config.model.encoder.num_attention_heads) == (layers, hidden, heads)
     assert config.task.name == "pretraining" and f"pretraining_bert_{size}" in names
     model_file = os.path.join(experiments.MODELS_DIR, f"bert_{size}.yaml")
-    assert configs.ExperimentConfig.from_yaml(model_file).model.encoder == (
+    assert experiments.experiment_from_yaml(model_file).model.encoder == (
         config.model.encoder)
 
 
@@ -117,7 +117,7 @@ def test_run_killed_with_sigkill_then_resumed_ends_with_the_uninterrupted_weight
   assert a.keys() == b.keys() and a
   for key in a:
     np.testing.assert_array_equal(a[key], b[key], err_msg=key)
-  saved = configs.ExperimentConfig.from_yaml(os.path.join(killed_dir, "params.yaml"))
+  saved = experiments.experiment_from_yaml(os.path.join(killed_dir, "params.yaml"))
   assert saved.trainer.train_steps == 300 and saved.runtime.deterministic
 
 

@@ -5,6 +5,7 @@ import copy
 import numpy as np
 
 from bert_tf import configs
+from bert_tf.training import experiments
 
 TINY_ENCODER = dict(vocab_size=100, hidden_size=32, num_layers=2, num_attention_heads=2,
                     intermediate_size=64, max_position_embeddings=32, dropout_rate=0.0,
@@ -41,7 +42,7 @@ def tiny_experiment_dict(batch=8, seq=16, predictions=4, steps=4, strategy="one_
 
 
 def tiny_experiment(**kwargs) -> configs.ExperimentConfig:
-  return configs.ExperimentConfig.from_dict(tiny_experiment_dict(**kwargs))
+  return experiments.experiment_from_dict(tiny_experiment_dict(**kwargs))
 
 
 def weights_of(model):

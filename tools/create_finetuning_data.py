@@ -27,6 +27,7 @@ from bert_tf import cpu_kernels
 # Before TensorFlow loads: it reads its CPU-kernel choice once, when imported.
 cpu_kernels.prefer_onednn()
 
+from bert_tf import configs
 from bert_tf.training import experiments
 
 _EXPERIMENT = flags.DEFINE_string(
@@ -50,13 +51,12 @@ def main(argv):
     raise app.UsageError("--output is required")
   config = experiments.resolve_experiment(_EXPERIMENT.value, _CONFIG_FILE.value,
                                           _PARAMS_OVERRIDE.value)
-  from bert_tf.data import finetuning_features  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import base  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import finetuning  # pylint: disable=g-import-not-at-top
   task = base.get_task(config)
+  if not isinstance(task, finetuning.FeatureTask):
+    raise app.UsageError(f"Task '{task.name}' has no fine-tuning TFRecords to write")
   data_config = config.train_data if _SPLIT.value == "train" else config.eval_data
-  if data_config.format in ("tfrecord", "dummy"):
-    raise app.UsageError(f"{_SPLIT.value}_data.format is '{data_config.format}'; set it to the "
-                         "task files' format (tsv, csv, conll, swag_csv, tfds)")
   start = time.time()
 
   def progress(count, total, seconds):
@@ -64,8 +64,10 @@ def main(argv):
     eta = f" | ETA {(total - count) / rate:.0f}s" if total else ""
     print(f"{count}/{total} examples written | {rate:.0f} examples/s{eta}", flush=True)
 
-  meta = finetuning_features.create_finetuning_tfrecord(task, data_config, _OUTPUT.value,
-                                                        progress)
+  try:
+    meta = task.write_tfrecord(data_config, _OUTPUT.value, progress)
+  except configs.ConfigError as e:
+    raise app.UsageError(str(e)) from None
   print(f"Wrote {meta['num_examples']} {task.name} examples (seq_length {meta['seq_length']}) "
         f"to {_OUTPUT.value} in {time.time() - start:.1f}s; metadata in {_OUTPUT.value}.json",
         flush=True)

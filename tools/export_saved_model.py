@@ -36,8 +36,8 @@ flags.DEFINE_string("vocab_file", None, "WordPiece vocab; default the config's "
                     "eval_data.vocab_file (or train_data.vocab_file).")
 flags.DEFINE_string("export_dir", None, "Base directory; the SavedModel goes to "
                     "<export_dir>/<version>/ (TF Serving's model_base_path).")
-flags.DEFINE_enum("kind", "auto", ["auto", "encoder", "fill_mask", "classifier", "squad",
-                                   "tagging"], "What to serve; auto follows task.name.")
+flags.DEFINE_string("kind", "auto", "What to serve: auto (the task's own kind), encoder, or "
+                    "a serving kind (fill_mask, classifier, squad, tagging).")
 flags.DEFINE_integer("version", None, "Integer version directory; default the next free one.")
 flags.DEFINE_integer("seq_length", None, "Packed sequence length; default the config's.")
 flags.DEFINE_integer("top_k", 5, "Fill-mask: candidates per [MASK].")
@@ -72,15 +72,19 @@ def main(argv):
   begin = time.time()
   start = _stage(1, total, f"Restoring {FLAGS.checkpoint} with config {config_path}")
   experiment = exporter.load_experiment(config_path)
+  if FLAGS.kind not in exporter.kinds():
+    raise app.UsageError(f"--kind must be one of {', '.join(exporter.kinds())}, got "
+                         f"'{FLAGS.kind}'")
   vocab_file = FLAGS.vocab_file or exporter.data_config_for_export(experiment).vocab_file
   if not vocab_file:
     raise app.UsageError("No vocab: pass --vocab_file or set eval_data.vocab_file in the config")
   model = exporter.model_from_checkpoint(experiment, FLAGS.checkpoint)
   _done(start)
   start = _stage(2, total, "Building the serving graph (tokenizer, packing, model)")
+  # Serving options the command line sets replace the task's.
+  options = {name: FLAGS[name].value for name in ("top_k", "max_masks") if FLAGS[name].present}
   module = exporter.build_serving_module(
-      experiment, model, vocab_file, kind=FLAGS.kind, seq_length=FLAGS.seq_length,
-      top_k=FLAGS.top_k, max_masks=FLAGS.max_masks)
+      experiment, model, vocab_file, kind=FLAGS.kind, seq_length=FLAGS.seq_length, **options)
   _done(start)
   start = _stage(3, total, f"Tracing the signatures and writing under {FLAGS.export_dir}")
   path = exporter.write_saved_model(module, FLAGS.export_dir, FLAGS.version)

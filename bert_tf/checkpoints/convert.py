@@ -33,12 +33,12 @@ from bert_tf import configs
 from bert_tf.checkpoints import google_tf1
 from bert_tf.checkpoints import huggingface
 from bert_tf.checkpoints import name_map
+from bert_tf.checkpoints import restore
 from bert_tf.checkpoints.files import (BERT_TF, FORMATS, GOOGLE_TF1, HUGGINGFACE, VOCAB_FILE,
                                        ConversionError, RawCheckpoint, atomic_output_dir,
                                        count_vocab)
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.bert_pretrainer import BertPretrainer
-from bert_tf.training import checkpoints as training_checkpoints
 
 logger = logging.getLogger(__name__)
 
@@ -364,7 +364,7 @@ def _check_vocab(vocab_file: str, vocab_size: int, source: str) -> None:
 def _read_bert_tf(path: str, config_file: Optional[str], vocab_file: Optional[str]
                   ) -> LoadedCheckpoint:
   try:
-    prefix = training_checkpoints.resolve_checkpoint(
+    prefix = restore.resolve_checkpoint(
         path[:-len(".index")] if path.endswith(".index") else path)
   except FileNotFoundError as e:
     raise ConversionError(str(e)) from None
@@ -379,13 +379,13 @@ def _read_bert_tf(path: str, config_file: Optional[str], vocab_file: Optional[st
         (data.get("model") or {}).get("encoder") or {}, path="model.encoder")
   except configs.ConfigError as e:
     raise ConversionError(f"{config_file}: {e}") from None
-  roots = training_checkpoints.checkpoint_children(prefix)
+  roots = restore.checkpoint_children(prefix)
   items = tuple(item for item in name_map.ITEMS if item in roots)
   if name_map.ENCODER not in items:
     raise ConversionError(f"{prefix} has no '{name_map.ENCODER}' item; it has {sorted(roots)}")
   model = build_model(encoder_config, items)
   try:
-    training_checkpoints.restore_items(prefix, model.checkpoint_items, items=items)
+    restore.restore_items(prefix, model.checkpoint_items, items=items)
   except (AssertionError, KeyError, ValueError, tf.errors.OpError) as e:
     raise ConversionError(f"{prefix} does not fit the model of {config_file}: {e}") from None
   vocab_file = vocab_file or (os.path.join(folder, VOCAB_FILE)

@@ -12,6 +12,7 @@ LABEL_NAMES = "label_names"
 SCORE = "score"
 
 
+@serving_module.register_serving("classifier")
 class ClassifierServing(serving_module.ServingModule):
   """A BertClassifier served with its label names.
 

@@ -6,6 +6,7 @@ from bert_tf import constants
 from bert_tf.export import serving_module
 
 
+@serving_module.register_serving("encoder")
 class EncoderServing(serving_module.ServingModule):
   """Outputs pooled_output float32 [B, H] and sequence_output float32 [B, T, H].
 

@@ -7,39 +7,51 @@ watching EXPORT_BASE never sees a half-written version. The vocab and the
 label names are SavedModel assets: the directory is self-contained and can be
 moved.
 
-Kinds of export (`kind`):
+Kinds of export (`kind`), each served by the ServingModule registered for it
+(bert_tf.export.serving_module.register_serving) in a `*_serving` module here:
   encoder      pooled_output, sequence_output (any checkpoint's encoder)
   fill_mask    top-k tokens for every [MASK] (the pretraining model)
   classifier   probabilities, label ids and names, or a regression score
                (task sentence_prediction)
   squad        answer text, character offsets and score (task squad)
   tagging      entities with type and character offsets (task tagging)
-  auto         the kind of the experiment's task
+  auto         the kind of the experiment's task (its `export_kind`)
+The task's `serving_options` are the serving module's arguments for the task's own
+kind; the kind 'encoder' wraps any model's encoder.
 """
 
+import importlib
 import logging
 import os
+import pkgutil
 import re
 import uuid
-from typing import Optional
+from typing import Optional, Tuple
 
 import tensorflow as tf
 
+import bert_tf.export
 from bert_tf import configs
-from bert_tf.export import classifier_serving
-from bert_tf.export import encoder_serving
-from bert_tf.export import fill_mask_serving
+from bert_tf.checkpoints import restore
+from bert_tf.export import serving_module
 from bert_tf.export import text_encoding
+from bert_tf.tasks import base as task_base
+from bert_tf.training import experiments
 
-KINDS = ("auto", "encoder", "fill_mask", "classifier", "squad", "tagging")
-_TASK_KINDS = {
-    "pretraining": "fill_mask",
-    "sentence_prediction": "classifier",
-    "squad": "squad",
-    "tagging": "tagging",
-}
+AUTO = "auto"
+ENCODER = "encoder"
 # Items no serving signature uses; a checkpoint may lack them.
 _OPTIONAL_ITEMS = ("next_sentence",)
+
+
+def _load_serving_modules() -> None:
+  """Imports every `*_serving` module of bert_tf.export; each registers its kind."""
+  for module in pkgutil.iter_modules(bert_tf.export.__path__):
+    if module.name.endswith("_serving"):
+      importlib.import_module(f"bert_tf.export.{module.name}")
+
+
+_load_serving_modules()
 
 
 def next_version(export_base: str) -> int:
@@ -83,27 +95,31 @@ def write_saved_model(module, export_base: str, version: Optional[int] = None) -
   return final
 
 
-def kind_of(experiment: configs.ExperimentConfig, kind: str = "auto") -> str:
-  """The export kind for an experiment ('auto' resolves from task.name)."""
-  if kind not in KINDS:
-    raise ValueError(f"kind must be one of {KINDS}, got '{kind}'")
-  if kind != "auto":
+def kinds() -> Tuple[str, ...]:
+  """The accepted values of `kind`: auto and every registered serving kind."""
+  return (AUTO,) + serving_module.serving_kinds()
+
+
+def kind_of(task: task_base.Task, kind: str = AUTO) -> str:
+  """The export kind of a task: its own (for 'auto' or that kind), or 'encoder'.
+
+  Raises:
+    ValueError: an unknown kind, 'auto' for a task without a serving export of its
+      own, or another task's kind.
+  """
+  if kind not in kinds():
+    raise ValueError(f"kind must be one of {', '.join(kinds())}, got '{kind}'")
+  if kind == ENCODER:
     return kind
-  name = experiment.task.name
-  if name not in _TASK_KINDS:
-    raise ValueError(f"No serving export for task '{name}'; tasks with one: "
-                     f"{', '.join(sorted(_TASK_KINDS))} (or kind 'encoder')")
-  return _TASK_KINDS[name]
-
-
-def is_pair_task(experiment: configs.ExperimentConfig) -> bool:
-  """Whether a sentence_prediction task reads sentence pairs."""
-  task = experiment.task
-  glue_task = getattr(task, "glue_task", "")
-  if glue_task:
-    from bert_tf.data import glue  # pylint: disable=g-import-not-at-top
-    return bool(glue.GLUE_TASKS[glue_task].text_b)
-  return bool(getattr(task, "text_b_column", ""))
+  if not task.export_kind:
+    exporting = sorted(name for name, cls in task_base.registered_tasks().items()
+                       if cls.export_kind)
+    raise ValueError(f"No serving export for task '{task.name}'; tasks with one: "
+                     f"{', '.join(exporting)} (or kind '{ENCODER}')")
+  if kind not in (AUTO, task.export_kind):
+    raise ValueError(f"Task '{task.name}' exports as kind '{task.export_kind}' (or "
+                     f"'{ENCODER}'), not '{kind}'")
+  return task.export_kind
 
 
 def data_config_for_export(experiment: configs.ExperimentConfig) -> configs.DataConfig:
@@ -114,9 +130,8 @@ def data_config_for_export(experiment: configs.ExperimentConfig) -> configs.Data
 
 
 def build_serving_module(experiment: configs.ExperimentConfig, model, vocab_file: str,
-                         kind: str = "auto", lower_case: Optional[bool] = None,
-                         seq_length: Optional[int] = None, top_k: int = 5,
-                         max_masks: Optional[int] = None):
+                         kind: str = AUTO, lower_case: Optional[bool] = None,
+                         seq_length: Optional[int] = None, **options):
   """Wraps a model in the ServingModule of its kind.
 
   Args:
@@ -124,11 +139,11 @@ def build_serving_module(experiment: configs.ExperimentConfig, model, vocab_file
     model: the task's Keras model (for kind 'encoder', any model with an
       `encoder` attribute, or a BertEncoder).
     vocab_file: the WordPiece vocab the model was trained with.
-    kind: one of KINDS.
+    kind: one of kinds().
     lower_case: None takes the data config's.
     seq_length: packed length T; None takes the data config's.
-    top_k, max_masks: fill-mask settings (max_masks None: the data config's
-      max_predictions_per_seq).
+    **options: serving options replacing the task's (fill_mask: top_k, max_masks);
+      None values are ignored.
 
   Returns:
     A ServingModule.
@@ -146,36 +161,20 @@ def build_serving_module(experiment: configs.ExperimentConfig, model, vocab_file
     raise ValueError(f"Vocab {vocab_file} has {tokenizer.vocab_size} tokens but the model's "
                      f"vocab_size is {vocab_size}")
   text_encoder = text_encoding.TextEncoder(tokenizer, seq_length)
-  kind = kind_of(experiment, kind)
-  if kind == "encoder":
-    encoder = getattr(model, "encoder", model)
-    return encoder_serving.EncoderServing(encoder, text_encoder)
-  if kind == "fill_mask":
-    return fill_mask_serving.FillMaskServing(
-        model, text_encoder, top_k=top_k,
-        max_masks=max_masks or max(data.max_predictions_per_seq, 1))
-  if kind == "classifier":
-    from bert_tf.tasks import base  # pylint: disable=g-import-not-at-top
-    task = base.get_task(experiment)
-    return classifier_serving.ClassifierServing(model, text_encoder,
-                                                label_names=task.label_names,
-                                                pair=is_pair_task(experiment))
-  if kind == "squad":
-    from bert_tf.export import squad_serving  # pylint: disable=g-import-not-at-top
-    task = experiment.task
-    return squad_serving.SquadServing(
-        model, text_encoder, max_query_length=task.max_query_length,
-        max_answer_length=task.max_answer_length,
-        version_2_with_negative=task.version_2_with_negative,
-        null_score_diff_threshold=task.null_score_diff_threshold)
-  from bert_tf.export import tagging_serving  # pylint: disable=g-import-not-at-top
-  return tagging_serving.TaggingServing(model, text_encoder, experiment.task.label_names)
+  task = task_base.get_task(experiment)
+  kind = kind_of(task, kind)
+  if kind == ENCODER:
+    model, serving_options = getattr(model, "encoder", model), {}
+  else:
+    serving_options = dict(task.serving_options(data))
+  serving_options.update({k: v for k, v in options.items() if v is not None})
+  return serving_module.serving_class(kind)(model, text_encoder, **serving_options)
 
 
 def load_experiment(config) -> configs.ExperimentConfig:
   """An ExperimentConfig from itself or a YAML path, in float32 for serving."""
   if isinstance(config, str):
-    config = configs.ExperimentConfig.from_yaml(config)
+    config = experiments.experiment_from_yaml(config)
   # Serving computes in float32 whatever precision training used; weights are float32.
   return config.override({"runtime": {"mixed_precision_dtype": "float32"}})
 
@@ -193,19 +192,17 @@ def model_from_checkpoint(experiment: configs.ExperimentConfig, checkpoint: str)
   Raises:
     KeyError: the checkpoint lacks an item the model serves with (naming both sets).
   """
-  from bert_tf.tasks import base  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import checkpoints  # pylint: disable=g-import-not-at-top
-  model = base.get_task(experiment).build_model()
-  prefix = checkpoints.resolve_checkpoint(checkpoint)
-  available = checkpoints.checkpoint_children(prefix)
+  model = task_base.get_task(experiment).build_model()
+  prefix = restore.resolve_checkpoint(checkpoint)
+  available = restore.checkpoint_children(prefix)
   items = [name for name in model.checkpoint_items
            if name in available or name not in _OPTIONAL_ITEMS]
-  checkpoints.restore_items(prefix, model.checkpoint_items, items=tuple(items))
+  restore.restore_items(prefix, model.checkpoint_items, items=tuple(items))
   return model
 
 
 def export_from_checkpoint(checkpoint: str, config, export_base: str,
-                           vocab_file: Optional[str] = None, kind: str = "auto",
+                           vocab_file: Optional[str] = None, kind: str = AUTO,
                            version: Optional[int] = None, **serving_args) -> str:
   """Restores a checkpoint and exports it for TF Serving.
 
@@ -214,9 +211,10 @@ def export_from_checkpoint(checkpoint: str, config, export_base: str,
     config: ExperimentConfig or the path of its YAML (e.g. model_dir/params.yaml).
     export_base: base directory; the export goes to export_base/<version>/.
     vocab_file: None takes the data config's vocab_file.
-    kind: one of KINDS.
+    kind: one of kinds().
     version: None takes the next free integer.
-    **serving_args: lower_case, seq_length, top_k, max_masks for build_serving_module.
+    **serving_args: lower_case, seq_length and serving options (fill_mask: top_k,
+      max_masks) for build_serving_module.
 
   Returns:
     The version directory written.

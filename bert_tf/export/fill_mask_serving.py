@@ -17,6 +17,7 @@ TOP_K_TOKENS = "top_k_tokens"
 TOP_K_PROBABILITIES = "top_k_probabilities"
 
 
+@serving_module.register_serving("fill_mask")
 class FillMaskServing(serving_module.ServingModule):
   """A BertPretrainer's masked-LM head over the [MASK] tokens of each input.
 

@@ -11,9 +11,15 @@ A `ServingModule` holds a Keras model and a `TextEncoder` and defines
 
 Subclasses define `predict_token_ids` (dense inputs -> dict of dense outputs)
 and, where the answer refers to the text (spans, entities), `predict_text`.
+
+Each subclass that serves a kind of export registers itself with
+`@register_serving(kind)`: a task's `export_kind` names the class, and its
+`serving_options(data_config)` are the class's keyword arguments after
+`(model, text_encoder)`. The exporter loads every `*_serving` module of this
+package, so a new kind is one such module.
 """
 
-from typing import Dict, Sequence
+from typing import Callable, Dict, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -30,9 +36,40 @@ TEXT_B = "text_b"
 QUESTION = "question"
 CONTEXT = "context"
 
+# The one mapping of export kinds to the ServingModule classes that serve them.
+_SERVING_CLASSES: Dict[str, type] = {}
+
+
+def register_serving(kind: str) -> Callable[[type], type]:
+  """Class decorator: the ServingModule subclass serving exports of `kind`."""
+
+  def decorator(cls):
+    if kind in _SERVING_CLASSES and _SERVING_CLASSES[kind] is not cls:
+      raise ValueError(f"Serving kind '{kind}' registered twice")
+    cls.kind = kind
+    _SERVING_CLASSES[kind] = cls
+    return cls
+
+  return decorator
+
+
+def serving_kinds() -> Tuple[str, ...]:
+  """The registered kinds of export, sorted."""
+  return tuple(sorted(_SERVING_CLASSES))
+
+
+def serving_class(kind: str) -> type:
+  """The ServingModule subclass registered for `kind` (KeyError naming the kinds)."""
+  if kind not in _SERVING_CLASSES:
+    raise KeyError(f"No serving module for kind '{kind}'; kinds: {', '.join(serving_kinds())}")
+  return _SERVING_CLASSES[kind]
+
 
 class ServingModule(tf.Module):
   """A model plus in-graph text encoding, exported with three signatures."""
+
+  # Set by register_serving.
+  kind: str = ""
 
   def __init__(self, model, text_encoder, text_inputs: Sequence[str] = (TEXT,), name=None):
     """Args:

@@ -24,6 +24,7 @@ ANSWER_END = "answer_end"
 _NEG = -1e9
 
 
+@serving_module.register_serving("squad")
 class SquadServing(serving_module.ServingModule):
   """A BertSpanLabeler served on (question, context) pairs.
 

@@ -41,6 +41,7 @@ def tag_types(label_names):
   return tuple(types), tuple(type_index), tuple(begins)
 
 
+@serving_module.register_serving("tagging")
 class TaggingServing(serving_module.ServingModule):
   """A BertTokenClassifier served as an entity recognizer.
 

@@ -1,48 +1,68 @@
-"""The task protocol: what the trainer needs to know about a task, and the registry.
+"""The task protocol: what the trainer and the exporter need to know about a task, and
+the one registry of tasks.
 
 A task wires a model to its inputs, loss and metrics. The trainer calls, in order:
 
   task = get_task(experiment_config)
   model = task.build_model()
   task.initialize(model)                       # from task.init_checkpoint, if set
+  task.check_inputs(data_config)               # before the first step
   dataset = task.build_inputs(data_config, input_context)
   # inside strategy.run, per replica:
+  normalizers = task.loss_normalizers(features)  # summed over the global batch
   outputs = model(task.model_inputs(features), training=True)
-  losses = task.compute_loss(features, outputs, global_batch_size)
+  losses = task.compute_loss(features, outputs, global_batch_size, **normalizers)
   sums = task.train_metrics(features, outputs)   # (numerator, denominator) pairs
   # evaluation, per replica, then gathered to the host:
   per_example = task.eval_outputs(features, outputs)
   # on the host, after the whole evaluation input:
   metrics = task.reduce_eval(concatenated per_example arrays)
 
+The exporter reads `export_kind` and `serving_options(data_config)`: plain data from
+which the serving module registered for that kind (bert_tf.export) wraps the model.
+
 Losses are averaged over the *global* batch, so that summing the replicas' losses
 gives the loss of the whole batch (the contract of tf.nn.compute_average_loss).
 Metrics are computed from decomposable sums during training and from gathered
 per-example values at evaluation, so that they are exact under any strategy.
+
+A task is one module of this package: a TaskConfig subclass and a Task subclass
+decorated with `register_task(name, config_cls)`.
 """
 
 from __future__ import annotations
 
 import abc
+import difflib
 import logging
-from typing import Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from bert_tf import configs
 from bert_tf import constants
+from bert_tf.checkpoints import restore
 
 _TASKS: Dict[str, type] = {}
 
+DUMMY = "dummy"
+TFRECORD = "tfrecord"
+# Formats read from files already featurized (or synthetic); the others are raw files.
+PREPARED_FORMATS = (DUMMY, TFRECORD)
+
 
 def register_task(name: str, config_cls: type) -> Callable[[type], type]:
-  """Class decorator registering a Task under `name` with its TaskConfig class."""
+  """Class decorator registering a Task under `name` with its TaskConfig subclass."""
 
   def decorator(cls):
     if name in _TASKS and _TASKS[name] is not cls:
       raise ValueError(f"Task '{name}' registered twice")
-    configs.register_task_config(name)(config_cls)
+    if not (isinstance(config_cls, type) and issubclass(config_cls, configs.TaskConfig)):
+      raise TypeError(f"Task '{name}': config_cls must be a TaskConfig subclass")
+    if config_cls.name != name:
+      raise ValueError(f"Task '{name}': {config_cls.__name__}.name defaults to "
+                       f"'{config_cls.name}'")
     cls.name = name
     cls.config_cls = config_cls
     _TASKS[name] = cls
@@ -52,30 +72,62 @@ def register_task(name: str, config_cls: type) -> Callable[[type], type]:
 
 
 def registered_tasks() -> Dict[str, type]:
-  configs._import_task_modules()  # pylint: disable=protected-access
+  """{task name: Task subclass} of every registered task."""
   return dict(_TASKS)
 
 
+def task_configs() -> Dict[str, type]:
+  """{task name: TaskConfig subclass}, what ExperimentConfig.from_dict reads tasks with."""
+  return {name: cls.config_cls for name, cls in _TASKS.items()}
+
+
 def get_task(experiment: configs.ExperimentConfig) -> "Task":
-  """Instantiates the task that experiment.task.name names."""
-  tasks = registered_tasks()
+  """Instantiates the task that experiment.task.name names.
+
+  Raises:
+    ConfigError: an unknown task (naming the nearest one), or a task section that was
+      not read with this task's config class.
+  """
   name = experiment.task.name
-  if name not in tasks:
-    raise configs.ConfigError(f"task.name: unknown task '{name}'. Tasks: "
-                              f"{', '.join(sorted(tasks))}")
-  if experiment.train_data.pack_examples and not tasks[name].packs_examples:
+  if name not in _TASKS:
+    nearest = difflib.get_close_matches(name, list(_TASKS), n=1, cutoff=0.0)
+    hint = f"; did you mean '{nearest[0]}'?" if nearest else ""
+    raise configs.ConfigError(f"task.name: unknown task '{name}'{hint} Tasks: "
+                              f"{', '.join(sorted(_TASKS))}")
+  cls = _TASKS[name]
+  if not isinstance(experiment.task, cls.config_cls):
+    raise configs.ConfigError(
+        f"task: task '{name}' needs a {cls.config_cls.__name__}, got a "
+        f"{type(experiment.task).__name__}; read the experiment with "
+        "bert_tf.training.experiments (or pass task_configs=task_configs())")
+  if experiment.train_data.pack_examples and not cls.packs_examples:
     raise configs.ConfigError(f"train_data.pack_examples: task '{name}' does not read "
                               "packed batches")
-  return tasks[name](experiment)
+  return cls(experiment)
 
 
 class Task(abc.ABC):
-  """One task family: model, inputs, loss, metrics, predictions."""
+  """One task family: model, inputs, loss, metrics, predictions, export.
+
+  Class attributes (the defaults fit a task that declares nothing):
+    name, config_cls: set by register_task.
+    input_formats: the data_config.format values build_inputs reads. "dummy" and
+      "tfrecord" go to dummy_inputs and tfrecord_inputs, any other to raw_inputs.
+    packs_examples: whether the model reads batches of train_data.pack_examples.
+    export_kind: the kind of serving export (bert_tf.export) of this task's model;
+      "" when only its encoder can be exported.
+    label_names: class or tag names in id order (instances may set them from the
+      config); empty for tasks without named labels.
+    regression: whether the label is a float score rather than a class id.
+  """
 
   name: str = ""
   config_cls: type = configs.TaskConfig
-  # Whether the model reads batches of train_data.pack_examples.
+  input_formats: Tuple[str, ...] = (DUMMY,)
   packs_examples: bool = False
+  export_kind: str = ""
+  label_names: Tuple[str, ...] = ()
+  regression: bool = False
 
   def __init__(self, experiment: configs.ExperimentConfig):
     self.experiment = experiment
@@ -109,9 +161,8 @@ class Task(abc.ABC):
     path = self.config.init_checkpoint
     if not path:
       return {}
-    from bert_tf.training import checkpoints  # pylint: disable=g-import-not-at-top
-    restored = checkpoints.restore_items(path, model.checkpoint_items,
-                                         items=self.init_checkpoint_items())
+    restored = restore.restore_items(path, model.checkpoint_items,
+                                     items=self.init_checkpoint_items())
     for item in restored:
       logging.info("Initialized %s from %s", item, path)
     return restored
@@ -121,18 +172,74 @@ class Task(abc.ABC):
     return ("encoder",)
 
   # ----- data -----
-  @abc.abstractmethod
   def build_inputs(self, data_config: configs.DataConfig,
                    input_context: Optional[tf.distribute.InputContext] = None
                    ) -> tf.data.Dataset:
     """Returns batches (dicts of tensors) with model inputs and labels.
 
     Batches are per replica: global_batch_size divided by the number of replicas
-    when an input_context is given. data_config.format == "dummy" yields synthetic
-    batches of the right structure.
+    when an input_context is given. Checks data_config.format against
+    input_formats, then reads with dummy_inputs, tfrecord_inputs or raw_inputs.
+
+    Raises:
+      ConfigError: a format the task does not read, naming the data section.
     """
+    self.check_format(data_config)
+    fmt = data_config.format
+    if fmt == DUMMY:
+      return self.dummy_inputs(data_config, input_context)
+    if fmt == TFRECORD:
+      return self.tfrecord_inputs(data_config, input_context)
+    return self.raw_inputs(data_config, input_context)
+
+  def check_format(self, data_config: configs.DataConfig) -> None:
+    """Raises ConfigError, naming the data section, for a format outside input_formats
+    (or pack_examples with a format that is not raw files)."""
+    section = "train_data" if data_config.is_training else "eval_data"
+    fmt = data_config.format
+    if fmt not in self.input_formats:
+      raise configs.ConfigError(
+          f"{section}.format: task '{self.name}' reads formats "
+          f"{', '.join(self.input_formats)}; got '{fmt}'")
+    if data_config.pack_examples and fmt in PREPARED_FORMATS:
+      raise configs.ConfigError(f"{section}.pack_examples packs examples read from raw task "
+                                f"files, not format '{fmt}'")
+
+  @abc.abstractmethod
+  def dummy_inputs(self, data_config: configs.DataConfig,
+                   input_context: Optional[tf.distribute.InputContext] = None
+                   ) -> tf.data.Dataset:
+    """Synthetic batches of the structure real ones have (format "dummy")."""
+
+  def tfrecord_inputs(self, data_config: configs.DataConfig,
+                      input_context: Optional[tf.distribute.InputContext] = None
+                      ) -> tf.data.Dataset:
+    """Batches read from this task's TFRecords (format "tfrecord")."""
+    raise NotImplementedError(f"Task '{self.name}' reads no TFRecords")
+
+  def raw_inputs(self, data_config: configs.DataConfig,
+                 input_context: Optional[tf.distribute.InputContext] = None
+                 ) -> tf.data.Dataset:
+    """Batches featurized from raw task files (any other declared format)."""
+    raise NotImplementedError(f"Task '{self.name}' reads no raw files")
+
+  def check_inputs(self, data_config: configs.DataConfig) -> None:
+    """Fails before training when the input does not fit the config (default: no
+    check). Raises an error naming the mismatch."""
+
+  def explain_input_error(self, error: Exception, data_config: configs.DataConfig
+                          ) -> Exception:
+    """The error to raise for one the input pipeline raised while training (default:
+    the error itself); tasks name the file or record behind it."""
+    return error
 
   # ----- loss and metrics -----
+  def loss_normalizers(self, features) -> Dict[str, tf.Tensor]:
+    """Float32 scalar sums over a replica's batch that the trainer adds up over the
+    whole global batch and passes to compute_loss as keyword arguments (default:
+    none)."""
+    return {}
+
   @abc.abstractmethod
   def compute_loss(self, features, outputs, global_batch_size: int) -> Dict[str, tf.Tensor]:
     """Float32 scalar losses of one replica's batch, averaged over the global batch.
@@ -159,6 +266,13 @@ class Task(abc.ABC):
   def write_predictions(self, values: Dict[str, np.ndarray], output_dir: str) -> Optional[str]:
     """Writes this task's prediction file(s) from gathered eval outputs; returns a path."""
     return None
+
+  # ----- export -----
+  def serving_options(self, data_config: configs.DataConfig) -> Dict[str, Any]:
+    """Keyword arguments of the serving module of export_kind (plain values: label
+    names, whether inputs are pairs, answer lengths, ...), given the data section
+    whose vocab and lengths the export uses."""
+    return {}
 
 
 def ratio(numerator, denominator) -> Tuple[tf.Tensor, tf.Tensor]:

@@ -17,6 +17,7 @@ from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.bert_multiple_choice import BertMultipleChoice
 from bert_tf.tasks import base
+from bert_tf.tasks import finetuning
 
 
 @dataclasses.dataclass
@@ -35,10 +36,15 @@ PREDICTIONS = "predictions"
 
 
 @base.register_task("multiple_choice", MultipleChoiceConfig)
-class MultipleChoiceTask(base.Task):
+class MultipleChoiceTask(finetuning.FeatureTask):
   """Cross-entropy over the choices' scores; accuracy."""
 
+  input_formats = (base.DUMMY, base.TFRECORD, "swag_csv")
   feature_kind = ff.MULTIPLE_CHOICE
+
+  def __init__(self, experiment):
+    super().__init__(experiment)
+    self.num_choices = self.config.num_choices
 
   def build_model(self):
     encoder = BertEncoder.from_config_object(self.experiment.model.encoder)
@@ -48,9 +54,6 @@ class MultipleChoiceTask(base.Task):
 
   # ----- data -----
   def read_examples(self, data_config) -> List[swag.MultipleChoiceExample]:
-    if data_config.format != "swag_csv":
-      raise configs.ConfigError(f"multiple_choice reads formats dummy, tfrecord and swag_csv, "
-                                f"got '{data_config.format}'")
     examples = []
     for path in ff.expand_input_path(data_config.input_path):
       for e in swag.read_swag(path, self.config.num_choices):
@@ -63,26 +66,11 @@ class MultipleChoiceTask(base.Task):
     return ff.multiple_choice_dataset(examples, tokenizer, data_config.seq_length,
                                       self.config.num_choices)
 
-  def build_inputs(self, data_config, input_context=None):
-    batch_size = ff.batch_size_for(data_config.global_batch_size, input_context)
-    if data_config.format == "dummy":
-      return ff.dummy_dataset(ff.MULTIPLE_CHOICE, batch_size, data_config.seq_length,
-                              self.experiment.model.encoder.vocab_size, 1,
-                              num_choices=self.config.num_choices,
-                              seed=self.experiment.runtime.seed)
-    if data_config.format == "tfrecord":
-      return ff.read_tfrecord_dataset(
-          data_config.input_path, ff.MULTIPLE_CHOICE, data_config.seq_length, batch_size,
-          data_config.is_training, data_config.drop_remainder,
-          num_choices=self.config.num_choices,
-          shuffle_buffer_size=data_config.shuffle_buffer_size,
-          seed=self.experiment.runtime.seed, input_context=input_context)
-    ds = self.featurize(self.read_examples(data_config), data_config)
-    return ff.finish_raw_dataset(ds, ff.MULTIPLE_CHOICE, batch_size, data_config.is_training,
-                                 data_config.drop_remainder,
-                                 shuffle_buffer_size=data_config.shuffle_buffer_size,
-                                 seed=self.experiment.runtime.seed, input_context=input_context,
-                                 length_buckets=data_config.active_length_buckets())
+  def num_outputs(self) -> int:
+    return 1
+
+  def tfrecord_metadata(self):
+    return dict(super().tfrecord_metadata(), num_choices=self.num_choices)
 
   # ----- loss and metrics -----
   def _per_example_loss(self, features, outputs):

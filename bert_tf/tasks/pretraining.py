@@ -1,5 +1,6 @@
 """Masked-LM plus next-sentence pretraining of BERT."""
 
+import dataclasses
 from typing import Dict, Optional, Tuple
 
 import keras
@@ -23,7 +24,16 @@ _LOSS_FEATURES = (constants.MASKED_LM_IDS, constants.MASKED_LM_WEIGHTS,
                   constants.NEXT_SENTENCE_LABELS)
 
 
-@base.register_task("pretraining", configs.PretrainingTaskConfig)
+@dataclasses.dataclass
+class PretrainingTaskConfig(configs.TaskConfig):
+  """Masked-LM plus next-sentence pretraining."""
+
+  name: str = "pretraining"
+  # Turn off to pretrain with the masked-LM loss alone (RoBERTa style).
+  use_next_sentence_label: bool = True
+
+
+@base.register_task("pretraining", PretrainingTaskConfig)
 class PretrainingTask(base.Task):
   """BERT pretraining: the masked-LM loss plus (optionally) the next-sentence loss.
 
@@ -31,6 +41,9 @@ class PretrainingTask(base.Task):
   (all replicas, all micro-batches), so that every real prediction weighs the same
   whatever the strategy and however the batch is split.
   """
+
+  input_formats = (base.DUMMY, base.TFRECORD)
+  export_kind = "fill_mask"
 
   def build_model(self) -> BertPretrainer:
     """A BertPretrainer in the runtime's dtype policy (variables stay float32)."""
@@ -43,20 +56,11 @@ class PretrainingTask(base.Task):
     return (*constants.ENCODER_INPUTS, constants.MASKED_LM_POSITIONS)
 
   # ----- data -----
-  def build_inputs(self, data_config: configs.DataConfig,
-                   input_context: Optional[tf.distribute.InputContext] = None
-                   ) -> tf.data.Dataset:
-    """Per-replica batches of pretraining features (see bert_tf.data.dummy for keys).
-
-    format "dummy": synthetic examples, endless for training and DUMMY_EVAL_BATCHES
-    global batches for evaluation; each input pipeline reads its own shard of them.
-    format "tfrecord": bert_tf.data.pretraining_reader.build_pretraining_dataset.
-    """
-    if data_config.format == "dummy":
-      return self._dummy_inputs(data_config, input_context)
-    if data_config.format != "tfrecord":
-      raise configs.ConfigError(f"The pretraining task reads format 'tfrecord' or 'dummy', "
-                                f"got '{data_config.format}'")
+  def tfrecord_inputs(self, data_config: configs.DataConfig,
+                      input_context: Optional[tf.distribute.InputContext] = None
+                      ) -> tf.data.Dataset:
+    """Per-replica batches of pretraining TFRecords
+    (bert_tf.data.pretraining_reader.build_pretraining_dataset)."""
     from bert_tf.data import pretraining_reader  # pylint: disable=g-import-not-at-top
     return pretraining_reader.build_pretraining_dataset(data_config, input_context)
 
@@ -68,7 +72,7 @@ class PretrainingTask(base.Task):
         max_predictions_per_seq or the model's vocab_size disagree with the files (the
         message names both values and the file).
     """
-    if data_config.format != "tfrecord":
+    if data_config.format != base.TFRECORD:
       return
     from bert_tf.data import pretraining_reader  # pylint: disable=g-import-not-at-top
     info = pretraining_reader.inspect_pretraining_files(data_config.input_path,
@@ -78,12 +82,17 @@ class PretrainingTask(base.Task):
   def explain_input_error(self, error: Exception, data_config: configs.DataConfig
                           ) -> Exception:
     """An error naming the corrupt TFRecord file behind a tf.data DataLossError."""
-    if data_config.format != "tfrecord":
+    if data_config.format != base.TFRECORD:
       return error
     from bert_tf.data import pretraining_reader  # pylint: disable=g-import-not-at-top
     return pretraining_reader.explain_data_loss(error, data_config)
 
-  def _dummy_inputs(self, data_config, input_context):
+  def dummy_inputs(self, data_config: configs.DataConfig,
+                   input_context: Optional[tf.distribute.InputContext] = None
+                   ) -> tf.data.Dataset:
+    """Synthetic examples (keys as bert_tf.data.dummy gives them), endless for
+    training and DUMMY_EVAL_BATCHES global batches for evaluation; each input
+    pipeline reads its own shard of them."""
     global_batch = data_config.global_batch_size
     batch = (input_context.get_per_replica_batch_size(global_batch)
              if input_context else global_batch)
@@ -200,3 +209,8 @@ class PretrainingTask(base.Task):
       metrics["next_sentence_accuracy"] = float(np.mean(values["next_sentence_correct"]))
       metrics["next_sentence_loss"] = float(np.mean(values["next_sentence_loss"]))
     return metrics
+
+  # ----- export -----
+  def serving_options(self, data_config: configs.DataConfig):
+    """The fill-mask export predicts as many [MASK]s per text as training did."""
+    return {"max_masks": max(data_config.max_predictions_per_seq, 1)}

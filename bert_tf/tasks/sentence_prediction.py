@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -17,6 +17,7 @@ from bert_tf.metrics import classification
 from bert_tf.models.bert_classifier import LOGITS, BertClassifier
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.tasks import base
+from bert_tf.tasks import finetuning
 
 
 @dataclasses.dataclass
@@ -85,11 +86,13 @@ PREDICTIONS = "predictions"
 
 
 @base.register_task("sentence_prediction", SentencePredictionConfig)
-class SentencePredictionTask(base.Task):
+class SentencePredictionTask(finetuning.FeatureTask):
   """[CLS] vector -> dropout -> dense; cross-entropy, or squared error for regression."""
 
+  input_formats = (base.DUMMY, base.TFRECORD, "tsv", "csv", "tfds")
   feature_kind = ff.SENTENCE
   packs_examples = True
+  export_kind = "classifier"
 
   def __init__(self, experiment):
     super().__init__(experiment)
@@ -112,9 +115,6 @@ class SentencePredictionTask(base.Task):
       from bert_tf.data import tfds_glue  # pylint: disable=g-import-not-at-top
       return tfds_glue.read_tfds_glue(data_config.tfds_name, data_config.tfds_split,
                                       data_config.tfds_data_dir)
-    if data_config.format not in ("tsv", "csv"):
-      raise configs.ConfigError(f"sentence_prediction reads formats dummy, tfrecord, tsv, csv "
-                                f"and tfds, got '{data_config.format}'")
     examples = []
     for path in ff.expand_input_path(data_config.input_path):
       if c.glue_task:
@@ -146,30 +146,8 @@ class SentencePredictionTask(base.Task):
     return ff.sentence_dataset(examples, tokenizer, data_config.seq_length,
                                self.label_ids(examples), self.regression)
 
-  def build_inputs(self, data_config, input_context=None):
-    batch_size = ff.batch_size_for(data_config.global_batch_size, input_context)
-    if data_config.pack_examples and data_config.format in ("dummy", "tfrecord"):
-      raise configs.ConfigError("pack_examples packs examples read from raw task files "
-                                f"(tsv, csv, tfds), not format '{data_config.format}'")
-    if data_config.format == "dummy":
-      return ff.dummy_dataset(ff.SENTENCE, batch_size, data_config.seq_length,
-                              self.experiment.model.encoder.vocab_size,
-                              max(self.num_classes, 1), regression=self.regression,
-                              seed=self.experiment.runtime.seed)
-    if data_config.format == "tfrecord":
-      return ff.read_tfrecord_dataset(
-          data_config.input_path, ff.SENTENCE, data_config.seq_length, batch_size,
-          data_config.is_training, data_config.drop_remainder, self.regression,
-          shuffle_buffer_size=data_config.shuffle_buffer_size,
-          seed=self.experiment.runtime.seed, input_context=input_context)
-    ds = self.featurize(self.read_examples(data_config), data_config)
-    return ff.finish_raw_dataset(ds, ff.SENTENCE, batch_size, data_config.is_training,
-                                 data_config.drop_remainder, self.regression,
-                                 data_config.shuffle_buffer_size,
-                                 self.experiment.runtime.seed, input_context,
-                                 length_buckets=data_config.active_length_buckets(),
-                                 pack_to_length=(data_config.seq_length
-                                                 if data_config.pack_examples else 0))
+  def num_outputs(self) -> int:
+    return max(self.num_classes, 1)
 
   def model_inputs(self, features):
     """The encoder inputs, and with a packed batch its packing features too."""
@@ -241,3 +219,14 @@ class SentencePredictionTask(base.Task):
     name = f"{self.config.glue_task or 'sentence_prediction'}_predictions.tsv"
     return ff.write_text_atomically(os.path.join(output_dir, name),
                                     self.prediction_lines(values))
+
+  # ----- export -----
+  @property
+  def pair(self) -> bool:
+    """Whether the task reads sentence pairs (its GLUE task's, or a text_b column)."""
+    if self.config.glue_task:
+      return bool(glue.GLUE_TASKS[self.config.glue_task].text_b)
+    return bool(self.config.text_b_column)
+
+  def serving_options(self, data_config):
+    return {"label_names": self.label_names, "pair": self.pair}

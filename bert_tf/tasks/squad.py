@@ -18,7 +18,6 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import configs
-from bert_tf import constants
 from bert_tf.data import squad as squad_data
 from bert_tf.data import squad_postprocess
 from bert_tf.metrics import squad as squad_metrics
@@ -53,9 +52,15 @@ class SquadTaskConfig(configs.TaskConfig):
         raise configs.ConfigError(f"{name} must be positive, got {getattr(self, name)}")
 
 
+SQUAD_JSON = "squad_json"
+
+
 @base.register_task("squad", SquadTaskConfig)
 class SquadTask(base.Task):
   """Span question answering: start/end logits over the tokens, mean cross-entropy."""
+
+  input_formats = (base.DUMMY, base.TFRECORD, SQUAD_JSON)
+  export_kind = "squad"
 
   def __init__(self, experiment: configs.ExperimentConfig):
     super().__init__(experiment)
@@ -108,7 +113,7 @@ class SquadTask(base.Task):
     data = self.experiment.eval_data
     if self.config.predict_file:
       return self.config.predict_file
-    return data.input_path if data.format == "squad_json" else ""
+    return data.input_path if data.format == SQUAD_JSON else ""
 
   def eval_set(self, path: str = "", data_config: Optional[configs.DataConfig] = None
                ) -> Tuple[List[squad_data.SquadExample], List[squad_data.SquadFeatures]]:
@@ -121,38 +126,51 @@ class SquadTask(base.Task):
     return self.create_features(path, data_config or self.experiment.eval_data,
                                 is_training=False)
 
-  def build_inputs(self, data_config: configs.DataConfig,
+  def dummy_inputs(self, data_config: configs.DataConfig,
                    input_context: Optional[tf.distribute.InputContext] = None
                    ) -> tf.data.Dataset:
+    """Synthetic windows, batched like real ones (see _batch)."""
+    num = max(4 * data_config.global_batch_size, 64) if data_config.is_training else (
+        2 * data_config.global_batch_size)
+    dataset = tf.data.Dataset.from_tensor_slices(squad_data.dummy_arrays(
+        num, data_config.seq_length, self.experiment.model.encoder.vocab_size))
+    return self._batch(dataset, data_config, input_context, shuffle=False)
+
+  def tfrecord_inputs(self, data_config: configs.DataConfig,
+                      input_context: Optional[tf.distribute.InputContext] = None
+                      ) -> tf.data.Dataset:
+    """Windows written by bert_tf.data.squad.write_squad_tfrecords."""
+    dataset = squad_data.tfrecord_dataset(data_config.input_path, data_config.seq_length)
+    return self._batch(dataset, data_config, input_context)
+
+  def raw_inputs(self, data_config: configs.DataConfig,
+                 input_context: Optional[tf.distribute.InputContext] = None
+                 ) -> tf.data.Dataset:
+    """Windows of the questions of a SQuAD JSON file (format squad_json)."""
+    if data_config.is_training:
+      _, features = self.create_features(data_config.input_path, data_config,
+                                         is_training=True)
+    else:
+      features = self.eval_set(data_config.input_path, data_config)[1]
+    if not features:
+      raise ValueError(f"{data_config.input_path}: no SQuAD questions to read")
+    dataset = tf.data.Dataset.from_tensor_slices(squad_data.features_to_arrays(features))
+    return self._batch(dataset, data_config, input_context)
+
+  def _batch(self, dataset: tf.data.Dataset, data_config: configs.DataConfig,
+             input_context: Optional[tf.distribute.InputContext], shuffle: bool = True
+             ) -> tf.data.Dataset:
     """Batches of input_word_ids, input_mask, input_type_ids [B, T] and unique_ids,
-    start_positions, end_positions, is_impossible [B], all int32."""
+    start_positions, end_positions, is_impossible [B], all int32: sharded per input
+    pipeline, and for training shuffled (unless `shuffle` is off) and repeated."""
     batch_size = data_config.global_batch_size
     if input_context is not None:
       batch_size = input_context.get_per_replica_batch_size(batch_size)
-    if data_config.format == "dummy":
-      num = max(4 * data_config.global_batch_size, 64) if data_config.is_training else (
-          2 * data_config.global_batch_size)
-      dataset = tf.data.Dataset.from_tensor_slices(squad_data.dummy_arrays(
-          num, data_config.seq_length, self.experiment.model.encoder.vocab_size))
-    elif data_config.format == "squad_json":
-      if data_config.is_training:
-        _, features = self.create_features(data_config.input_path, data_config,
-                                           is_training=True)
-      else:
-        features = self.eval_set(data_config.input_path, data_config)[1]
-      if not features:
-        raise ValueError(f"{data_config.input_path}: no SQuAD questions to read")
-      dataset = tf.data.Dataset.from_tensor_slices(squad_data.features_to_arrays(features))
-    elif data_config.format == "tfrecord":
-      dataset = squad_data.tfrecord_dataset(data_config.input_path, data_config.seq_length)
-    else:
-      raise configs.ConfigError(f"data format '{data_config.format}' is not one the squad "
-                                "task reads (squad_json, tfrecord, dummy)")
     if input_context is not None and input_context.num_input_pipelines > 1:
       dataset = dataset.shard(input_context.num_input_pipelines,
                               input_context.input_pipeline_id)
     if data_config.is_training:
-      if data_config.format != "dummy":
+      if shuffle:
         dataset = dataset.shuffle(data_config.shuffle_buffer_size,
                                   seed=self.experiment.runtime.seed)
       dataset = dataset.repeat()
@@ -250,3 +268,10 @@ class SquadTask(base.Task):
                    scores["best_f1_thresh"], scores["best_f1"])
     paths = squad_postprocess.write_prediction_files(result, output_dir, predictions)
     return paths["predictions"]
+
+  # ----- export -----
+  def serving_options(self, data_config):
+    c = self.config
+    return {"max_query_length": c.max_query_length, "max_answer_length": c.max_answer_length,
+            "version_2_with_negative": c.version_2_with_negative,
+            "null_score_diff_threshold": c.null_score_diff_threshold}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -17,6 +17,7 @@ from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.bert_token_classifier import BertTokenClassifier
 from bert_tf.tasks import base
+from bert_tf.tasks import finetuning
 
 
 @dataclasses.dataclass
@@ -37,10 +38,12 @@ PREDICTIONS = "predictions"
 
 
 @base.register_task("tagging", TaggingConfig)
-class TaggingTask(base.Task):
+class TaggingTask(finetuning.FeatureTask):
   """Per-token softmax; the loss and metrics see only each word's first piece."""
 
+  input_formats = (base.DUMMY, base.TFRECORD, "conll")
   feature_kind = ff.TAGGING
+  export_kind = "tagging"
 
   def __init__(self, experiment):
     super().__init__(experiment)
@@ -54,9 +57,6 @@ class TaggingTask(base.Task):
 
   # ----- data -----
   def read_examples(self, data_config) -> List[conll.TaggingExample]:
-    if data_config.format != "conll":
-      raise configs.ConfigError(f"tagging reads formats dummy, tfrecord and conll, got "
-                                f"'{data_config.format}'")
     examples = []
     for path in ff.expand_input_path(data_config.input_path):
       for e in conll.read_conll(path, self.label_names):
@@ -68,24 +68,8 @@ class TaggingTask(base.Task):
     tokenizer = tokenizer or ff.PieceTokenizer(data_config.vocab_file, data_config.lower_case)
     return ff.tagging_dataset(examples, tokenizer, data_config.seq_length, self.label_names)
 
-  def build_inputs(self, data_config, input_context=None):
-    batch_size = ff.batch_size_for(data_config.global_batch_size, input_context)
-    if data_config.format == "dummy":
-      return ff.dummy_dataset(ff.TAGGING, batch_size, data_config.seq_length,
-                              self.experiment.model.encoder.vocab_size, len(self.label_names),
-                              seed=self.experiment.runtime.seed)
-    if data_config.format == "tfrecord":
-      return ff.read_tfrecord_dataset(
-          data_config.input_path, ff.TAGGING, data_config.seq_length, batch_size,
-          data_config.is_training, data_config.drop_remainder,
-          shuffle_buffer_size=data_config.shuffle_buffer_size,
-          seed=self.experiment.runtime.seed, input_context=input_context)
-    ds = self.featurize(self.read_examples(data_config), data_config)
-    return ff.finish_raw_dataset(ds, ff.TAGGING, batch_size, data_config.is_training,
-                                 data_config.drop_remainder,
-                                 shuffle_buffer_size=data_config.shuffle_buffer_size,
-                                 seed=self.experiment.runtime.seed, input_context=input_context,
-                                 length_buckets=data_config.active_length_buckets())
+  def num_outputs(self) -> int:
+    return len(self.label_names)
 
   # ----- loss and metrics -----
   def _scored(self, features):
@@ -165,6 +149,11 @@ class TaggingTask(base.Task):
 
   def write_predictions(self, values, output_dir):
     eval_data = self.experiment.eval_data
-    examples = self.read_examples(eval_data) if eval_data.format == "conll" else None
+    examples = (self.read_examples(eval_data)
+                if eval_data.format not in base.PREPARED_FORMATS else None)
     return ff.write_text_atomically(os.path.join(output_dir, "tagging_predictions.txt"),
                                     self.prediction_lines(values, examples))
+
+  # ----- export -----
+  def serving_options(self, data_config):
+    return {"label_names": self.label_names}

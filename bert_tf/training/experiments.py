@@ -1,19 +1,34 @@
-"""Finding and resolving experiment configs: named experiments, files, overrides.
+"""Finding, reading and resolving experiment configs: named experiments, files, overrides.
 
-A named experiment is a YAML file in official_configs/experiments/, named by its
+Experiments are read here, with the config class of every registered task
+(bert_tf.tasks.base.task_configs()), so that each task section is checked against
+its own task's fields. A named experiment is a YAML file in official_configs/experiments/, named by its
 stem (`pretraining_bert_tiny`). Command-line shorthands (--distribution_strategy,
 --mixed_precision_dtype, ...) become ordinary dotted overrides of runtime.* fields.
 """
 
 import os
 import pathlib
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from bert_tf import configs
+from bert_tf.tasks import base as task_base
 
 OFFICIAL_CONFIGS_DIR = pathlib.Path(__file__).resolve().parents[2] / "official_configs"
 EXPERIMENTS_DIR = OFFICIAL_CONFIGS_DIR / "experiments"
 MODELS_DIR = OFFICIAL_CONFIGS_DIR / "models"
+
+
+def experiment_from_dict(data: Optional[Mapping[str, Any]]) -> configs.ExperimentConfig:
+  """An ExperimentConfig from a nested mapping, its task section read by its task."""
+  return configs.ExperimentConfig.from_dict(data, task_configs=task_base.task_configs())
+
+
+def experiment_from_yaml(*paths: str, overrides=None) -> configs.ExperimentConfig:
+  """An ExperimentConfig from YAML files merged in order, then overrides (a mapping or
+  dotted `a.b=value` strings); e.g. a model_dir's params.yaml."""
+  return configs.ExperimentConfig.from_yaml(*paths, overrides=overrides,
+                                            task_configs=task_base.task_configs())
 
 
 def registered_experiments() -> List[str]:
@@ -81,7 +96,7 @@ def resolve_experiment(experiment: Optional[str] = None, config_files: Sequence[
   if not files:
     raise configs.ConfigError("Give --experiment (one of "
                               f"{', '.join(registered_experiments())}) or --config_file")
-  config = configs.ExperimentConfig.from_yaml(*files, overrides=params_override or None)
+  config = experiment_from_yaml(*files, overrides=params_override or None)
   shorthands = shorthands or {}
   if params_override and shorthands:
     explicit = configs.parse_dotted_overrides(params_override)

@@ -200,22 +200,7 @@ class Trainer:
       for item, path in self.initialized_from.items():
         self._log(f"Initialized {item} from {path}")
 
-  # ----- input checks (optional task hooks) -----
-  def _check_inputs(self, data_config: configs.DataConfig) -> None:
-    """Lets the task reject data that does not fit the config, before any step."""
-    check = getattr(self.task, "check_inputs", None)
-    if check is not None:
-      check(data_config)
-
-  def _explain_input_error(self, error: Exception, data_config) -> Exception:
-    explain = getattr(self.task, "explain_input_error", None)
-    return explain(error, data_config) if explain is not None else error
-
   # ----- the step -----
-  def _loss_normalizers(self, features) -> Dict[str, tf.Tensor]:
-    fn = getattr(self.task, "loss_normalizers", None)
-    return fn(features) if fn is not None else {}
-
   def _forward_backward(self, features, normalizers, loss_scale):
     """Gradients, losses and metric sums of one (micro-)batch on one replica."""
     variables = self.model.trainable_variables
@@ -241,7 +226,7 @@ class Trainer:
   def _replica_step(self, features, forward_backward):
     """One optimizer update on one replica; returns all-reduced float32 scalars."""
     context = tf.distribute.get_replica_context()
-    normalizers = self._loss_normalizers(features)
+    normalizers = self.task.loss_normalizers(features)
     if normalizers:
       normalizers = context.all_reduce(tf.distribute.ReduceOp.SUM, normalizers)
     scale = self.loss_scale.scale.read_value() if self.loss_scale is not None else None
@@ -316,7 +301,7 @@ class Trainer:
 
       def probe(features):
         outputs = self.model(self.task.model_inputs(features), training=False)
-        normalizers = self._loss_normalizers(features)
+        normalizers = self.task.loss_normalizers(features)
         losses = self.task.compute_loss(features, outputs, data_config.global_batch_size,
                                         **normalizers)
         return losses, self.task.train_metrics(features, outputs)
@@ -407,7 +392,7 @@ class Trainer:
     config = self.experiment.trainer
     total = config.train_steps if train_steps is None else train_steps
     self.initialize()
-    self._check_inputs(self.experiment.train_data)
+    self.task.check_inputs(self.experiment.train_data)
     iterator = self._ensure_train_iterator()
     loop = self.train_loop_function
     writer = SummaryWriter(self.model_dir, "train", enabled=self.is_chief)
@@ -431,7 +416,7 @@ class Trainer:
         totals = loop(iterator, tf.constant(num_steps, tf.int32))
         totals = {k: float(v) for k, v in totals.items()}
       except tf.errors.DataLossError as e:
-        raise self._explain_input_error(e, self.experiment.train_data) from e
+        raise self.task.explain_input_error(e, self.experiment.train_data) from e
       seconds = None if first_call else time.time() - start
       first_call = False
       step = int(self.step.numpy())
@@ -498,7 +483,7 @@ class Trainer:
     if self.checkpoint is None:
       self.initialize()
     steps = self.experiment.trainer.validation_steps if steps is None else steps
-    self._check_inputs(self.experiment.eval_data)
+    self.task.check_inputs(self.experiment.eval_data)
     dataset = self._distribute(self.experiment.eval_data)
     gathered: Dict[str, list] = {}
     try:
@@ -509,7 +494,7 @@ class Trainer:
         for key, value in values.items():
           gathered.setdefault(key, []).append(np.asarray(value))
     except tf.errors.DataLossError as e:
-      raise self._explain_input_error(e, self.experiment.eval_data) from e
+      raise self.task.explain_input_error(e, self.experiment.eval_data) from e
     if not gathered:
       raise ValueError("The evaluation input (eval_data) yielded no batch")
     values = {k: np.concatenate(v) for k, v in gathered.items()}
