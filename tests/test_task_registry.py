@@ -1,9 +1,7 @@
 """The task registry and protocol: every task's config, unknown names, declared formats,
 and a task added by one module (here, this test module) that trains and exports."""
 
-import ast
 import dataclasses
-import pathlib
 
 import numpy as np
 import pytest
@@ -127,28 +125,3 @@ def test_a_task_added_by_one_module_trains_and_exports(tmp_path):
       text=tf.constant(["the cat sat", "hello world"]))
   direct = module.predict_text({"text": tf.constant(["the cat sat", "hello world"])})
   np.testing.assert_allclose(served[SCORE].numpy(), direct[SCORE].numpy(), rtol=1e-5)
-
-
-# Bottom to top; a module may import its own layer and the ones below.
-LAYERS = (("constants", "configs"), ("layers",), ("models",), ("text",), ("metrics", "losses"),
-          ("data",), ("checkpoints",), ("tasks",), ("training",), ("export",),
-          ("feature_extraction",))
-
-
-@pytest.mark.parametrize("package", ["configs", "checkpoints", "tasks", "training"])
-def test_configs_checkpoints_tasks_and_training_import_no_layer_above(package):
-  rank = {name: i for i, names in enumerate(LAYERS) for name in names}
-  root = pathlib.Path(configs.__file__).parent
-  files = [root / "configs.py"] if package == "configs" else sorted(
-      (root / package).glob("*.py"))
-  upward = []
-  for path in files:
-    for node in ast.walk(ast.parse(path.read_text())):
-      names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-               [f"{node.module}.{a.name}" for a in node.names]
-               if isinstance(node, ast.ImportFrom) and node.module else [])
-      for name in names:
-        parts = name.split(".")
-        if parts[0] == "bert_tf" and len(parts) > 1 and rank.get(parts[1], -1) > rank[package]:
-          upward.append(f"{path.name}: {name}")
-  assert files and not upward
