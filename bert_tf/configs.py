@@ -124,11 +124,10 @@ class Config:
 
   def save(self, path: str) -> None:
     """Writes the config as YAML, atomically."""
-    import tensorflow as tf  # Local import: configs load without TensorFlow.
-    tmp = path + ".tmp"
-    with tf.io.gfile.GFile(tmp, "w") as f:
+    # Local import: configs load without TensorFlow, which the writer needs.
+    from bert_tf.utils import files  # pylint: disable=g-import-not-at-top
+    with files.atomic_open(path) as f:
       f.write(self.to_yaml())
-    tf.io.gfile.rename(tmp, path, overwrite=True)
 
   @classmethod
   def from_yaml(cls, *paths: str, overrides=None, **parse_args):

@@ -32,6 +32,14 @@ NEXT_SENTENCE_LABELS = "next_sentence_labels"
 MLM_LOGITS = "mlm_logits"
 NSP_LOGITS = "next_sentence_logits"
 
+# Fine-tuning labels and bookkeeping, in batches and in TFRecords (the original
+# release's fine-tuning records name the labels `label_ids` too).
+LABEL_IDS = "label_ids"
+EXAMPLE_INDEX = "example_index"
+# The label of word pieces that are not scored (every piece but a word's first;
+# [CLS], [SEP] and padding).
+IGNORE_LABEL = -1
+
 # Feature names of the original BERT release's pretraining TFRecords.
 TFRECORD_INPUT_IDS = "input_ids"
 TFRECORD_INPUT_MASK = "input_mask"

@@ -16,10 +16,8 @@ With concat_layers, each token has one entry whose "index" lists the layers and 
 from __future__ import annotations
 
 import json
-import logging
 import re
 import time
-import uuid
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -27,6 +25,8 @@ import tensorflow as tf
 
 from bert_tf import constants
 from bert_tf.text import packing
+from bert_tf.utils import files
+from bert_tf.utils import progress
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 
@@ -163,36 +163,28 @@ def read_lines(path: str) -> List[str]:
 def extract_features_to_file(input_file: str, output_file: str, encoder, tokenizer,
                              layers: Sequence[int] = (-1, -2, -3, -4), seq_length: int = 128,
                              batch_size: int = 8, concat_layers: bool = False,
-                             log_every: int = 100, log_fn=None) -> Dict[str, float]:
+                             progress_interval: Optional[float] = 10.0
+                             ) -> Dict[str, float]:
   """Writes the features of every line of input_file as JSON lines to output_file.
 
   The output is written under a temporary name and renamed when complete. A progress
-  line (lines done, rate, ETA) goes to log_fn every log_every lines.
+  line (lines done, rate, ETA) goes to stderr every `progress_interval` seconds (None:
+  none).
 
   Returns:
     {"num_lines", "num_tokens", "seconds"}.
   """
-  log = log_fn or (lambda line: logging.info("%s", line))
   lines = read_lines(input_file)
-  tmp = f"{output_file}.tmp-{uuid.uuid4().hex[:8]}"
+  bar = progress.Progress("extract_features", total=len(lines), unit="lines",
+                          interval=progress_interval)
   start = time.time()
   num_tokens = 0
-  try:
-    with tf.io.gfile.GFile(tmp, "w") as f:
-      for record in extract_features(encoder, tokenizer, lines, layers, seq_length,
-                                     batch_size, concat_layers):
-        f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        num_tokens += len(record["features"])
-        done = record["linex_index"] + 1
-        if done % log_every == 0:
-          rate = done / max(time.time() - start, 1e-9)
-          log(f"{done}/{len(lines)} lines, {rate:.1f} lines/s, "
-              f"ETA {(len(lines) - done) / rate:.0f}s")
-    tf.io.gfile.rename(tmp, output_file, overwrite=True)
-  except BaseException:
-    if tf.io.gfile.exists(tmp):
-      tf.io.gfile.remove(tmp)
-    raise
+  with files.atomic_open(output_file) as f:
+    for record in extract_features(encoder, tokenizer, lines, layers, seq_length,
+                                   batch_size, concat_layers):
+      f.write(json.dumps(record, ensure_ascii=False) + "\n")
+      num_tokens += len(record["features"])
+      bar.update(1)
   return {"num_lines": len(lines), "num_tokens": num_tokens, "seconds": time.time() - start}
 
 

@@ -5,7 +5,7 @@ import pytest
 import finetuning_helpers as helpers
 from bert_tf import constants
 from bert_tf.data import conll
-from bert_tf.data import finetuning_features as ff
+from bert_tf.data import featurizers
 from bert_tf.data.glue import GlueFormatError
 
 IOB1 = """-DOCSTART- -X- O O
@@ -52,8 +52,8 @@ def test_malformed_tag_and_column_count_are_errors_naming_the_line(tmp_path):
 
 def _features(tmp_path, examples, seq_length):
   vocab = helpers.write_vocab(tmp_path / "vocab.txt")
-  tokenizer = ff.PieceTokenizer(vocab)
-  return helpers.vocab_ids(vocab), list(ff.tagging_dataset(
+  tokenizer = featurizers.PieceTokenizer(vocab)
+  return helpers.vocab_ids(vocab), list(featurizers.tagging_dataset(
       examples, tokenizer, seq_length, conll.CONLL2003_LABELS).as_numpy_iterator())
 
 
@@ -64,7 +64,7 @@ def test_only_the_first_piece_of_a_split_word_carries_its_label(tmp_path):
   pieces = ["[CLS]", "john", "play", "##ing", "paris", "##ians", "[SEP]"]
   assert features[constants.INPUT_WORD_IDS].tolist() == [ids[p] for p in pieces]
   tag = conll.CONLL2003_LABELS.index
-  assert features[ff.LABEL_IDS].tolist() == [-1, tag("B-PER"), tag("O"), -1, tag("B-MISC"), -1,
+  assert features[constants.LABEL_IDS].tolist() == [-1, tag("B-PER"), tag("O"), -1, tag("B-MISC"), -1,
                                              -1]
 
 
@@ -73,7 +73,7 @@ def test_word_without_pieces_becomes_unk_and_keeps_its_label(tmp_path):
   ids, [features] = _features(tmp_path, examples, 16)
   assert features[constants.INPUT_WORD_IDS].tolist()[1:4] == [ids["john"], ids["[UNK]"],
                                                               ids["paris"]]
-  assert (features[ff.LABEL_IDS] >= 0).sum() == 3
+  assert (features[constants.LABEL_IDS] >= 0).sum() == 3
 
 
 def test_long_sentences_are_cut_at_seq_length_pieces(tmp_path):
@@ -82,4 +82,4 @@ def test_long_sentences_are_cut_at_seq_length_pieces(tmp_path):
   _, [features] = _features(tmp_path, examples, 8)
   # 6 pieces fit between [CLS] and [SEP]: three whole words.
   assert len(features[constants.INPUT_WORD_IDS]) == 8
-  assert (features[ff.LABEL_IDS] >= 0).sum() == 3
+  assert (features[constants.LABEL_IDS] >= 0).sum() == 3

@@ -11,7 +11,8 @@ import tensorflow as tf
 
 import finetuning_helpers as helpers
 from bert_tf import constants
-from bert_tf.data import finetuning_features as ff
+from bert_tf.data import featurizers
+from bert_tf.data import tfrecords
 from bert_tf.tasks import base
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -66,7 +67,7 @@ def test_interrupted_writing_leaves_no_output(tmp_path):
   ds = tf.data.Dataset.from_generator(
       broken, output_signature={constants.INPUT_WORD_IDS: tf.TensorSpec([None], tf.int32)})
   with pytest.raises(Exception, match="interrupted"):
-    ff.write_tfrecord(ds, str(tmp_path / "out.tfrecord"), ff.SENTENCE, 8, {})
+    tfrecords.write_finetuning_tfrecord(ds, str(tmp_path / "out.tfrecord"), featurizers.SENTENCE, 8, {})
   assert os.listdir(tmp_path) == []
 
 

@@ -6,7 +6,6 @@ import tensorflow as tf
 
 from bert_tf import constants
 from bert_tf.data import example_packing
-from bert_tf.data import finetuning_features as ff
 
 LENGTHS = [5, 9, 3, 7, 12, 4, 16, 2]
 
@@ -21,7 +20,7 @@ def _examples(lengths=LENGTHS, seed=0):
     examples.append({constants.INPUT_WORD_IDS: ids,
                      constants.INPUT_MASK: np.ones(n, np.int32),
                      constants.INPUT_TYPE_IDS: (np.arange(n) >= n // 2).astype(np.int32),
-                     ff.LABEL_IDS: np.int32(i % 3), ff.EXAMPLE_INDEX: np.int32(i)})
+                     constants.LABEL_IDS: np.int32(i % 3), constants.EXAMPLE_INDEX: np.int32(i)})
   return examples
 
 
@@ -57,8 +56,8 @@ def test_packing_keeps_every_token_segment_and_label_of_every_example():
   for name in (constants.INPUT_WORD_IDS, constants.INPUT_TYPE_IDS):
     for got, example in zip(_unpacked(batch, name), examples):
       np.testing.assert_array_equal(got, example[name])
-  np.testing.assert_array_equal(batch[ff.LABEL_IDS], [e[ff.LABEL_IDS] for e in examples])
-  np.testing.assert_array_equal(batch[ff.EXAMPLE_INDEX], np.arange(len(examples)))
+  np.testing.assert_array_equal(batch[constants.LABEL_IDS], [e[constants.LABEL_IDS] for e in examples])
+  np.testing.assert_array_equal(batch[constants.EXAMPLE_INDEX], np.arange(len(examples)))
   np.testing.assert_array_equal(batch[constants.INPUT_MASK],
                                 batch[constants.INPUT_EXAMPLE_IDS] > 0)
   assert batch[constants.INPUT_MASK].sum() == sum(LENGTHS)

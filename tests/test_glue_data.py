@@ -5,7 +5,8 @@ import pytest
 
 import finetuning_helpers as helpers
 from bert_tf import constants
-from bert_tf.data import finetuning_features as ff
+from bert_tf.data import batching
+from bert_tf.data import featurizers
 from bert_tf.data import glue
 
 
@@ -106,21 +107,21 @@ def test_generic_tsv_pair_and_missing_column_error(tmp_path):
 def test_sentence_pair_features_pack_cls_a_sep_b_sep_and_shorten_the_longer(tmp_path):
   vocab = helpers.write_vocab(tmp_path / "vocab.txt")
   ids = helpers.vocab_ids(vocab)
-  tokenizer = ff.PieceTokenizer(vocab)
+  tokenizer = featurizers.PieceTokenizer(vocab)
   examples = [glue.SentenceExample(0, "the cat sat on the mat", "good movie", "1")]
-  [features] = list(ff.sentence_dataset(examples, tokenizer, 9, [1], False).as_numpy_iterator())
+  [features] = list(featurizers.sentence_dataset(examples, tokenizer, 9, [1], False).as_numpy_iterator())
   expect = ["[CLS]", "the", "cat", "sat", "on", "[SEP]", "good", "movie", "[SEP]"]
   assert features[constants.INPUT_WORD_IDS].tolist() == [ids[t] for t in expect]
   assert features[constants.INPUT_TYPE_IDS].tolist() == [0] * 6 + [1] * 3
-  assert features[ff.LABEL_IDS] == 1
+  assert features[constants.LABEL_IDS] == 1
 
 
 def test_batches_are_padded_to_their_longest_example(tmp_path):
-  tokenizer = ff.PieceTokenizer(helpers.write_vocab(tmp_path / "vocab.txt"))
+  tokenizer = featurizers.PieceTokenizer(helpers.write_vocab(tmp_path / "vocab.txt"))
   examples = [glue.SentenceExample(i, text, None, "0") for i, text in
               enumerate(["the cat", "the cat sat on the mat", "dog"])]
-  ds = ff.sentence_dataset(examples, tokenizer, 32, [0, 0, 0], False)
-  [batch] = list(ff.batch_examples(ds, ff.SENTENCE, 3, False).as_numpy_iterator())
+  ds = featurizers.sentence_dataset(examples, tokenizer, 32, [0, 0, 0], False)
+  [batch] = list(batching.batch_examples(ds, featurizers.SENTENCE, 3, False).as_numpy_iterator())
   assert batch[constants.INPUT_WORD_IDS].shape == (3, 8)
   np.testing.assert_array_equal(batch[constants.INPUT_MASK].sum(axis=1), [4, 8, 3])
 

@@ -9,7 +9,7 @@ import keras
 import tensorflow as tf
 
 import finetuning_helpers as helpers
-from bert_tf.data import finetuning_features as ff
+from bert_tf import constants
 from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.tasks import base
 from bert_tf.training.trainer import Trainer
@@ -23,14 +23,14 @@ def _task():
 def test_loss_is_softmax_cross_entropy_over_choices():
   task = _task()
   logits = tf.math.log(tf.constant([[0.2, 0.5, 0.3]]))
-  loss = task.compute_loss({ff.LABEL_IDS: tf.constant([2])}, {LOGITS: logits}, 1)["loss"]
+  loss = task.compute_loss({constants.LABEL_IDS: tf.constant([2])}, {LOGITS: logits}, 1)["loss"]
   assert float(loss) == pytest.approx(-np.log(0.3), rel=1e-5)
 
 
 def test_accuracy_and_predictions_by_index(tmp_path):
   task = _task()
-  values = {"predictions": np.array([2, 0]), ff.LABEL_IDS: np.array([2, 1]),
-            ff.EXAMPLE_INDEX: np.array([1, 0]), "loss": np.array([0.1, 0.3])}
+  values = {"predictions": np.array([2, 0]), constants.LABEL_IDS: np.array([2, 1]),
+            constants.EXAMPLE_INDEX: np.array([1, 0]), "loss": np.array([0.1, 0.3])}
   assert task.reduce_eval(values)["accuracy"] == 0.5
   path = task.write_predictions(values, str(tmp_path))
   assert open(path).read().splitlines() == ["index\tprediction", "0\t0", "1\t2"]

@@ -39,9 +39,11 @@ def test_progress_prints_when_the_total_is_reached_and_without_total_has_no_eta(
   assert open_ended.line() == "[y] 3 lines | 1.50 lines/s"
 
 
-def test_step_line_and_durations():
-  assert progress.step_line(200, 1000, {"loss": 5.12345}, steps_per_second=2.0,
-                            batch_size=32) == (
-      "step 200/1000 (20%) | loss 5.1235 | 64.0 seq/s | ETA 0:06:40")
+def test_step_logger_line_and_durations():
+  lines = []
+  logger = progress.StepLogger(total_steps=1000, global_batch_size=32, log_fn=lines.append)
+  logger.log(200, {"loss": 5.12345}, steps_per_second=2.0)
+  assert lines == ["step 200/1000 (20%) | loss 5.1235 | 64.0 seq/s | ETA 0:06:40"]
+  assert logger.line(0, {}) == "step 0/1000 (0%)"
   assert progress.format_duration(3723.0) == "1:02:03"
   assert progress.format_duration(float("inf")) == "?"

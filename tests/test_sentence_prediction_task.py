@@ -9,7 +9,9 @@ import tensorflow as tf
 
 import finetuning_helpers as helpers
 from bert_tf import configs
-from bert_tf.data import finetuning_features as ff
+from bert_tf.data import batching
+from bert_tf import constants
+from bert_tf.data import featurizers
 from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.tasks import base
 from bert_tf.training.trainer import Trainer
@@ -42,7 +44,7 @@ def test_impossible_task_settings_are_config_errors():
 
 def test_regression_loss_is_squared_error_over_global_batch():
   task = _task(glue_task="stsb")
-  features = {ff.LABEL_IDS: tf.constant([1.0, 3.0])}
+  features = {constants.LABEL_IDS: tf.constant([1.0, 3.0])}
   outputs = {LOGITS: tf.constant([[2.0], [3.0]])}
   loss = task.compute_loss(features, outputs, global_batch_size=4)["loss"]
   assert float(loss) == pytest.approx((1.0 + 0.0) / 4)
@@ -50,7 +52,7 @@ def test_regression_loss_is_squared_error_over_global_batch():
 
 def test_classification_loss_is_cross_entropy_over_global_batch():
   task = _task(num_classes=2)
-  features = {ff.LABEL_IDS: tf.constant([0, 1])}
+  features = {constants.LABEL_IDS: tf.constant([0, 1])}
   outputs = {LOGITS: tf.constant([[0.0, 0.0], [0.0, np.log(3.0)]])}
   loss = task.compute_loss(features, outputs, global_batch_size=2)["loss"]
   assert float(loss) == pytest.approx((np.log(2.0) + np.log(4 / 3)) / 2, rel=1e-5)
@@ -58,8 +60,8 @@ def test_classification_loss_is_cross_entropy_over_global_batch():
 
 def test_eval_reduces_to_the_glue_metric_and_predictions_use_label_names(tmp_path):
   task = _task(glue_task="mrpc")
-  values = {"predictions": np.array([1, 0, 1]), ff.LABEL_IDS: np.array([1, 1, 1]),
-            ff.EXAMPLE_INDEX: np.array([5, 3, 4])}
+  values = {"predictions": np.array([1, 0, 1]), constants.LABEL_IDS: np.array([1, 1, 1]),
+            constants.EXAMPLE_INDEX: np.array([5, 3, 4])}
   metrics = task.reduce_eval(values)
   assert metrics["accuracy"] == pytest.approx(2 / 3) and metrics["f1"] == pytest.approx(0.8)
   path = task.write_predictions(values, str(tmp_path))
@@ -156,11 +158,11 @@ def test_length_buckets_batch_sentences_of_one_bucket_padded_to_their_longest(tm
   assert task.experiment.train_data.active_length_buckets() == [6, 10]
   buckets_seen = set()
   for batch in task.build_inputs(task.experiment.train_data).take(24):
-    lengths = batch[ff.constants.INPUT_MASK].numpy().sum(axis=1)
+    lengths = batch[constants.INPUT_MASK].numpy().sum(axis=1)
     bucket = {0 if n <= 6 else 1 if n <= 10 else 2 for n in lengths}
     assert len(bucket) == 1, lengths
     buckets_seen |= bucket
-    assert batch[ff.constants.INPUT_WORD_IDS].shape == (8, lengths.max())
+    assert batch[constants.INPUT_WORD_IDS].shape == (8, lengths.max())
   assert buckets_seen == {0, 1, 2}
 
 
@@ -185,11 +187,11 @@ def test_packed_batches_give_each_example_its_unpacked_logits_and_loss(tmp_path)
   model = task.build_model()
   packed = next(iter(task.build_inputs(experiment.train_data)))
   # Sentences of 5-8 pieces: two or three share each 16-token row.
-  assert packed[ff.constants.INPUT_WORD_IDS].shape[0] < 8
-  plain = next(iter(ff.batch_examples(
+  assert packed[constants.INPUT_WORD_IDS].shape[0] < 8
+  plain = next(iter(batching.batch_examples(
       task.featurize(task.read_examples(experiment.eval_data), experiment.eval_data),
-      ff.SENTENCE, 8, drop_remainder=True)))
-  np.testing.assert_array_equal(packed[ff.EXAMPLE_INDEX], plain[ff.EXAMPLE_INDEX])
+      featurizers.SENTENCE, 8, drop_remainder=True)))
+  np.testing.assert_array_equal(packed[constants.EXAMPLE_INDEX], plain[constants.EXAMPLE_INDEX])
   packed_out = model(task.model_inputs(packed), training=False)
   plain_out = model(task.model_inputs(plain), training=False)
   np.testing.assert_allclose(packed_out[LOGITS], plain_out[LOGITS], atol=1e-5)

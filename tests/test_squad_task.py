@@ -13,7 +13,6 @@ import tensorflow as tf
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf.data import squad as squad_data
-from bert_tf.layers.span_head import SpanHead
 from bert_tf.models.bert_span_labeler import END_LOGITS, START_LOGITS, BertSpanLabeler
 from bert_tf.tasks import base
 from bert_tf.text.tokenizer import BertWordPieceTokenizer

@@ -4,7 +4,7 @@ import pytest
 
 import finetuning_helpers as helpers
 from bert_tf import constants
-from bert_tf.data import finetuning_features as ff
+from bert_tf.data import featurizers
 from bert_tf.data import swag
 from bert_tf.data.glue import GlueFormatError
 
@@ -44,7 +44,7 @@ def test_features_hold_one_cls_context_sep_choice_sep_row_per_choice(tmp_path):
   vocab = helpers.write_vocab(tmp_path / "vocab.txt")
   ids = helpers.vocab_ids(vocab)
   example = swag.MultipleChoiceExample(0, "a man walks", ["the dog runs", "home"], 1)
-  [features] = list(ff.multiple_choice_dataset([example], ff.PieceTokenizer(vocab), 8, 2)
+  [features] = list(featurizers.multiple_choice_dataset([example], featurizers.PieceTokenizer(vocab), 8, 2)
                     .as_numpy_iterator())
   rows = features[constants.INPUT_WORD_IDS]
   assert rows.shape == (2, 8)
@@ -54,4 +54,4 @@ def test_features_hold_one_cls_context_sep_choice_sep_row_per_choice(tmp_path):
   assert rows[0].tolist() == [ids[t] for t in first]
   assert rows[1].tolist() == [ids[t] for t in second] + [0]
   assert features[constants.INPUT_MASK][1].tolist() == [1] * 7 + [0]
-  assert features[ff.LABEL_IDS] == 1
+  assert features[constants.LABEL_IDS] == 1

@@ -8,7 +8,7 @@ import keras
 import tensorflow as tf
 
 import finetuning_helpers as helpers
-from bert_tf.data import finetuning_features as ff
+from bert_tf import constants
 from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.tasks import base
 from bert_tf.training.trainer import Trainer
@@ -26,7 +26,7 @@ def test_loss_ignores_pieces_that_are_not_a_words_first():
   task = _task()
   logits = tf.math.log(tf.constant([[[0.5, 0.25, 0.25], [1 / 3, 1 / 3, 1 / 3],
                                      [0.25, 0.5, 0.25]]]))
-  features = {ff.LABEL_IDS: tf.constant([[0, ff.IGNORE_LABEL, 1]])}
+  features = {constants.LABEL_IDS: tf.constant([[0, constants.IGNORE_LABEL, 1]])}
   loss = task.compute_loss(features, {LOGITS: logits}, global_batch_size=2)["loss"]
   # Mean over the two scored pieces of -log(0.5), then divided by the global batch of 2.
   assert float(loss) == pytest.approx(np.log(2.0) / 2, rel=1e-5)
@@ -34,11 +34,11 @@ def test_loss_ignores_pieces_that_are_not_a_words_first():
 
 def test_eval_maps_predictions_back_to_words_and_scores_entities(tmp_path):
   task = _task()
-  ignore = ff.IGNORE_LABEL
+  ignore = constants.IGNORE_LABEL
   values = {
-      ff.LABEL_IDS: np.array([[ignore, 1, ignore, 0, 1, 2, ignore]]),
+      constants.LABEL_IDS: np.array([[ignore, 1, ignore, 0, 1, 2, ignore]]),
       "predictions": np.array([[0, 1, 0, 0, 1, 0, 0]]),
-      ff.EXAMPLE_INDEX: np.array([0]),
+      constants.EXAMPLE_INDEX: np.array([0]),
   }
   metrics = task.reduce_eval(values)
   # Gold entities: [0,1) and [2,4); predicted: [0,1) and [2,3).
@@ -54,10 +54,10 @@ def test_eval_maps_predictions_back_to_words_and_scores_entities(tmp_path):
 
 def test_eval_outputs_are_padded_to_eval_seq_length():
   task = _task()
-  features = {ff.LABEL_IDS: tf.zeros([2, 5], tf.int32), ff.EXAMPLE_INDEX: tf.range(2)}
+  features = {constants.LABEL_IDS: tf.zeros([2, 5], tf.int32), constants.EXAMPLE_INDEX: tf.range(2)}
   outputs = task.eval_outputs(features, {LOGITS: tf.zeros([2, 5, 3])})
   assert outputs["predictions"].shape == (2, 16)
-  assert int(tf.reduce_sum(tf.cast(outputs[ff.LABEL_IDS] == ff.IGNORE_LABEL, tf.int32))) == 22
+  assert int(tf.reduce_sum(tf.cast(outputs[constants.LABEL_IDS] == constants.IGNORE_LABEL, tf.int32))) == 22
 
 
 def test_one_training_step_on_dummy_input_updates_the_tagger(tmp_path):

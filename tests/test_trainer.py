@@ -10,7 +10,6 @@ import tensorflow as tf
 from bert_tf import constants
 from bert_tf.tasks.pretraining import PretrainingTask
 from bert_tf.training import summaries
-from bert_tf.training.progress import ProgressLogger
 from bert_tf.training.trainer import NonFiniteLossError
 from bert_tf.training.trainer import Trainer
 
@@ -106,13 +105,6 @@ def test_evaluation_under_mirrored_strategy_gathers_every_replicas_examples(tmp_
     pytest.skip("needs two logical CPU devices")
   metrics = trainer.evaluate()
   assert metrics["num_examples"] == 32  # 4 dummy evaluation batches of 8
-
-
-def test_progress_line_shows_step_total_loss_rate_and_eta():
-  lines = []
-  progress = ProgressLogger(total_steps=1000, global_batch_size=32, log_fn=lines.append)
-  progress.log(200, {"loss": 5.12345}, steps_per_second=10.0)
-  assert lines == ["step 200/1000 (20%) | loss 5.1235 | 320.0 seq/s | ETA 0:01:20"]
 
 
 def _graph_nodes(concrete):

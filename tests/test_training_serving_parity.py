@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import constants
-from bert_tf.data import finetuning_features as ff
+from bert_tf.data import featurizers
 from bert_tf.data import glue
 from bert_tf.data import squad
 from bert_tf.data import swag
@@ -85,7 +85,7 @@ def test_sentence_pairs_train_on_what_the_classifier_serves(vocab_file, text_enc
   # The first pair is long on both sides with an odd budget (32 - 3 = 29).
   assert min(lengths[0][0], lengths[1][0]) > (SEQ_LENGTH - 3) // 2
   examples = [glue.SentenceExample(i, a, b, "1") for i, (a, b) in enumerate(MRPC)]
-  training = list(ff.sentence_dataset(examples, ff.PieceTokenizer(vocab_file), SEQ_LENGTH,
+  training = list(featurizers.sentence_dataset(examples, featurizers.PieceTokenizer(vocab_file), SEQ_LENGTH,
                                       [1] * len(MRPC), regression=False).as_numpy_iterator())
   serving = classifier_serving.ClassifierServing(
       types.SimpleNamespace(num_classes=2), text_encoder, pair=True)
@@ -102,7 +102,7 @@ def test_single_sentences_longer_than_seq_length_train_on_what_is_served(vocab_f
   texts = [MRPC[0][0] + " " + MRPC[0][1], "the witness"]
   assert _num_pieces(text_encoder, texts)[0] > SEQ_LENGTH
   examples = [glue.SentenceExample(i, t, None, "1") for i, t in enumerate(texts)]
-  training = list(ff.sentence_dataset(examples, ff.PieceTokenizer(vocab_file), SEQ_LENGTH,
+  training = list(featurizers.sentence_dataset(examples, featurizers.PieceTokenizer(vocab_file), SEQ_LENGTH,
                                       [1, 0], regression=False).as_numpy_iterator())
   serving = classifier_serving.ClassifierServing(
       types.SimpleNamespace(num_classes=2), text_encoder)
@@ -122,7 +122,7 @@ def test_conll_sentences_train_on_what_tagging_serves_with_aligned_labels(vocab_
   tags = [[label_names[(3 * i) % len(label_names)] for i in range(len(words))]
           for words in sentences]
   examples = [TaggingExample(i, w, t) for i, (w, t) in enumerate(zip(sentences, tags))]
-  training = list(ff.tagging_dataset(examples, ff.PieceTokenizer(vocab_file), SEQ_LENGTH,
+  training = list(featurizers.tagging_dataset(examples, featurizers.PieceTokenizer(vocab_file), SEQ_LENGTH,
                                      label_names).as_numpy_iterator())
   serving = tagging_serving.TaggingServing(
       types.SimpleNamespace(num_classes=len(label_names)), text_encoder, label_names)
@@ -135,9 +135,9 @@ def test_conll_sentences_train_on_what_tagging_serves_with_aligned_labels(vocab_
     starts = 1 + np.cumsum([0] + pieces_per_word[:-1])
     length = len(features[constants.INPUT_WORD_IDS])
     kept = [w for w, s in enumerate(starts) if s < length - 1]
-    expected = np.full(length, ff.IGNORE_LABEL)
+    expected = np.full(length, constants.IGNORE_LABEL)
     expected[starts[kept]] = [label_names.index(word_tags[w]) for w in kept]
-    np.testing.assert_array_equal(features[ff.LABEL_IDS], expected)
+    np.testing.assert_array_equal(features[constants.LABEL_IDS], expected)
   assert len(kept) == len(sentences[1])
 
 
@@ -148,7 +148,7 @@ def test_swag_choices_train_on_what_the_pair_encoder_serves(vocab_file, text_enc
              "The woman walks away .", "Then she sits down .",
              "The brother called the witness ."]
   example = swag.MultipleChoiceExample(0, context, endings, 1)
-  [training] = list(ff.multiple_choice_dataset([example], ff.PieceTokenizer(vocab_file),
+  [training] = list(featurizers.multiple_choice_dataset([example], featurizers.PieceTokenizer(vocab_file),
                                                SEQ_LENGTH, len(endings)).as_numpy_iterator())
   served = text_encoder.encode(tf.constant([context] * len(endings)), tf.constant(endings))
   _assert_same_inputs([{k: training[k][c] for k in constants.ENCODER_INPUTS}

@@ -58,14 +58,8 @@ def main(argv):
     raise app.UsageError(f"Task '{task.name}' has no fine-tuning TFRecords to write")
   data_config = config.train_data if _SPLIT.value == "train" else config.eval_data
   start = time.time()
-
-  def progress(count, total, seconds):
-    rate = count / max(seconds, 1e-9)
-    eta = f" | ETA {(total - count) / rate:.0f}s" if total else ""
-    print(f"{count}/{total} examples written | {rate:.0f} examples/s{eta}", flush=True)
-
   try:
-    meta = task.write_tfrecord(data_config, _OUTPUT.value, progress)
+    meta = task.write_tfrecord(data_config, _OUTPUT.value)
   except configs.ConfigError as e:
     raise app.UsageError(str(e)) from None
   print(f"Wrote {meta['num_examples']} {task.name} examples (seq_length {meta['seq_length']}) "

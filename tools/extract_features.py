@@ -68,8 +68,7 @@ def main(argv):
   encoder = feature_extraction.load_encoder(encoder_config, _INIT.value)
   summary = feature_extraction.extract_features_to_file(
       _INPUT.value, _OUTPUT.value, encoder, tokenizer, layers=layers,
-      seq_length=_SEQ.value, batch_size=_BATCH.value, concat_layers=_CONCAT.value,
-      log_fn=lambda line: print(line, flush=True))
+      seq_length=_SEQ.value, batch_size=_BATCH.value, concat_layers=_CONCAT.value)
   print(f"Wrote features of {summary['num_lines']} lines ({summary['num_tokens']} tokens, "
         f"layers {layers}{' concatenated' if _CONCAT.value else ''}) to {_OUTPUT.value} in "
         f"{summary['seconds']:.1f}s", flush=True)

@@ -149,8 +149,10 @@ def main(argv):
   _run([python, tool("build_vocab.py"), f"--input={paths['train.txt']}",
         f"--output={paths['vocab.txt']}", f"--vocab_size={_VOCAB_SIZE.value}",
         "--lower_case"])
-  from bert_tf.text import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
-  vocab_size = len(vocab_lib.load_vocab(paths["vocab.txt"]))
+  with _native_stderr_silenced():
+    from bert_tf.text import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
+  vocab = vocab_lib.load_vocab(paths["vocab.txt"])
+  vocab_size = len(vocab)
 
   _stage(3, "Creating masked-LM and next-sentence TFRecords")
   data_flags = ["--max_seq_length=64", "--max_predictions_per_seq=10", "--do_lower_case",

@@ -5,13 +5,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import shutil
-import tempfile
 from typing import Any, Dict, Iterator, Optional
 
 import numpy as np
 
 from bert_tf.text import vocab as vocab_lib
+from bert_tf.utils import files as files_lib
 
 # Formats conversion reads and writes.
 BERT_TF = "bert_tf"
@@ -71,20 +70,6 @@ def atomic_output_dir(output_dir: str, overwrite: bool = False) -> Iterator[str]
   if os.path.exists(output_dir) and not overwrite:
     raise ConversionError(f"Output folder {output_dir} already exists; choose another or "
                           "pass overwrite=True (--overwrite).")
-  parent = os.path.dirname(output_dir)
-  os.makedirs(parent, exist_ok=True)
-  tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.tmp-", dir=parent)
-  # mkdtemp makes the folder private; the result should be an ordinary folder.
-  os.chmod(tmp, 0o755)
-  try:
+  with files_lib.atomic_path(output_dir, overwrite=True) as tmp:
+    os.makedirs(tmp)
     yield tmp
-  except BaseException:
-    shutil.rmtree(tmp, ignore_errors=True)
-    raise
-  old = None
-  if os.path.exists(output_dir):
-    old = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.old-", dir=parent)
-    os.rename(output_dir, os.path.join(old, "previous"))
-  os.rename(tmp, output_dir)
-  if old:
-    shutil.rmtree(old, ignore_errors=True)

@@ -20,16 +20,16 @@ import dataclasses
 import json
 import logging
 import os
-import time
-import uuid
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from bert_tf import constants
+from bert_tf.data import tfrecords
 from bert_tf.text import packing
 from bert_tf.text import vocab as vocab_lib
+from bert_tf.utils import progress as progress_lib
 
 # Model-input names of the span labels (TFRecord features carry the same names).
 START_POSITIONS = "start_positions"
@@ -483,48 +483,30 @@ def features_to_arrays(features: Sequence[SquadFeatures]) -> Dict[str, np.ndarra
 # TFRecords.
 
 
-def _int_feature(values) -> tf.train.Feature:
-  return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
-
-
-def feature_to_example(feature: SquadFeatures) -> tf.train.Example:
-  """The original release's record: unique_ids, input_ids, input_mask, segment_ids,
-  start_positions, end_positions, is_impossible."""
-  record = {
-      UNIQUE_IDS: _int_feature([feature.unique_id]),
-      constants.TFRECORD_INPUT_IDS: _int_feature(feature.input_ids),
-      constants.TFRECORD_INPUT_MASK: _int_feature(feature.input_mask),
-      constants.TFRECORD_SEGMENT_IDS: _int_feature(feature.segment_ids),
-      START_POSITIONS: _int_feature([feature.start_position]),
-      END_POSITIONS: _int_feature([feature.end_position]),
-      IS_IMPOSSIBLE: _int_feature([int(feature.is_impossible)]),
-  }
-  return tf.train.Example(features=tf.train.Features(feature=record))
+def feature_record(feature: SquadFeatures) -> bytes:
+  """The original release's record, serialized: unique_ids, input_ids, input_mask,
+  segment_ids, start_positions, end_positions, is_impossible."""
+  return tfrecords.serialize_example({
+      UNIQUE_IDS: feature.unique_id,
+      constants.TFRECORD_INPUT_IDS: feature.input_ids,
+      constants.TFRECORD_INPUT_MASK: feature.input_mask,
+      constants.TFRECORD_SEGMENT_IDS: feature.segment_ids,
+      START_POSITIONS: feature.start_position,
+      END_POSITIONS: feature.end_position,
+      IS_IMPOSSIBLE: int(feature.is_impossible),
+  })
 
 
 def write_features_tfrecord(features: Sequence[SquadFeatures], output_file: str) -> int:
-  """Writes features to `output_file` through a temporary name; returns the count.
-
-  The file appears under its final name only once every record is written.
-  """
-  tmp = f"{output_file}.tmp-{uuid.uuid4().hex[:8]}"
-  try:
-    with tf.io.TFRecordWriter(tmp) as writer:
-      for feature in features:
-        writer.write(feature_to_example(feature).SerializeToString())
-    tf.io.gfile.rename(tmp, output_file, overwrite=True)
-  except BaseException:
-    if tf.io.gfile.exists(tmp):
-      tf.io.gfile.remove(tmp)
-    raise
-  return len(features)
+  """Writes features to `output_file` through a temporary name; returns the count."""
+  return tfrecords.write_records(output_file, (feature_record(f) for f in features))
 
 
 def write_squad_tfrecords(input_file: str, output_file: str, tokenizer, *,
                           is_training: bool, version_2_with_negative: bool = False,
                           max_seq_length: int = 384, doc_stride: int = 128,
                           max_query_length: int = 64, vocab_file: str = "",
-                          log_every: int = 1000) -> Dict[str, int]:
+                          progress_interval: Optional[float] = 10.0) -> Dict[str, int]:
   """Reads a SQuAD JSON file, creates features and writes them as one TFRecord file.
 
   Args:
@@ -537,7 +519,7 @@ def write_squad_tfrecords(input_file: str, output_file: str, tokenizer, *,
     version_2_with_negative: whether unanswerable questions are allowed.
     max_seq_length, doc_stride, max_query_length: the windowing (384/128/64 in the paper).
     vocab_file: the vocab whose ids are written; defaults to the tokenizer's.
-    log_every: a progress line every this many examples.
+    progress_interval: seconds between progress lines (None: none).
 
   Returns:
     {"num_examples", "num_features", "num_skipped"}.
@@ -550,17 +532,11 @@ def write_squad_tfrecords(input_file: str, output_file: str, tokenizer, *,
     tokenize_fn = tokenize_fn_from_tokenizer(tokenizer)
     vocab_list = vocab_lib.load_vocab(vocab_file) if vocab_file else _vocab_list(tokenizer)
   vocab = {t: i for i, t in enumerate(vocab_list)}
-  start = time.time()
-
-  def progress(done, total):
-    if done % log_every == 0 or done == total:
-      rate = done / max(time.time() - start, 1e-9)
-      logging.info("%s: %d/%d examples, %.0f examples/s, ETA %.0fs", input_file, done, total,
-                   rate, (total - done) / max(rate, 1e-9))
-
+  bar = progress_lib.Progress(os.path.basename(input_file), total=len(examples),
+                              unit="examples", interval=progress_interval)
   features = convert_examples_to_features(
       examples, tokenize_fn, vocab, max_seq_length=max_seq_length, doc_stride=doc_stride,
-      max_query_length=max_query_length, progress=progress)
+      max_query_length=max_query_length, progress=lambda done, total: bar.update(1))
   write_features_tfrecord(features, output_file)
   return {"num_examples": len(examples), "num_features": len(features),
           "num_skipped": num_skipped}
@@ -588,39 +564,5 @@ def decode_record(record: tf.Tensor, seq_length: int) -> Dict[str, tf.Tensor]:
 
 def tfrecord_dataset(input_path: str, seq_length: int) -> tf.data.Dataset:
   """Unbatched examples from comma-separated TFRecord globs (files in sorted order)."""
-  files = []
-  for pattern in input_path.split(","):
-    pattern = pattern.strip()
-    if pattern:
-      matched = sorted(tf.io.gfile.glob(pattern))
-      if not matched:
-        raise FileNotFoundError(f"No files match {pattern}")
-      files.extend(matched)
-  if not files:
-    raise FileNotFoundError("input_path names no TFRecord files")
-  dataset = tf.data.TFRecordDataset(files)
-  return dataset.map(lambda r: decode_record(r, seq_length),
-                     num_parallel_calls=tf.data.AUTOTUNE)
-
-
-def dummy_arrays(num_examples: int, seq_length: int, vocab_size: int, seed: int = 0
-                 ) -> Dict[str, np.ndarray]:
-  """Synthetic well-formed span features (random tokens, spans inside the context)."""
-  rng = np.random.default_rng(seed)
-  query_length = max(1, seq_length // 4)
-  lengths = rng.integers(query_length + 4, seq_length + 1, size=num_examples)
-  positions = np.arange(seq_length)[None, :]
-  mask = (positions < lengths[:, None]).astype(np.int32)
-  ids = rng.integers(5, vocab_size, size=(num_examples, seq_length)).astype(np.int32) * mask
-  types = ((positions > query_length) & (mask == 1)).astype(np.int32)
-  starts = rng.integers(query_length + 2, lengths - 1)
-  ends = np.minimum(starts + rng.integers(0, 3, size=num_examples), lengths - 2)
-  return {
-      constants.INPUT_WORD_IDS: ids,
-      constants.INPUT_MASK: mask,
-      constants.INPUT_TYPE_IDS: types,
-      UNIQUE_IDS: (FIRST_UNIQUE_ID + np.arange(num_examples)).astype(np.int32),
-      START_POSITIONS: starts.astype(np.int32),
-      END_POSITIONS: ends.astype(np.int32),
-      IS_IMPOSSIBLE: np.zeros(num_examples, np.int32),
-  }
+  return tfrecords.record_dataset(input_path).map(
+      lambda r: decode_record(r, seq_length), num_parallel_calls=tf.data.AUTOTUNE)

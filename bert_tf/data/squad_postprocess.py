@@ -19,13 +19,13 @@ import json
 import math
 import os
 import unicodedata
-import uuid
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from bert_tf.data.squad import SquadExample, SquadFeatures
+from bert_tf.utils import files
 
 # Null odds of a question whose n-best list holds no span at all.
 _NO_SPAN_NULL_ODDS = 1e9
@@ -300,15 +300,8 @@ def postprocess(examples: Sequence[SquadExample], features: Sequence[SquadFeatur
 
 def write_json_atomic(obj, path: str) -> None:
   """Writes JSON through a temporary name, renamed into place when complete."""
-  tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
-  try:
-    with tf.io.gfile.GFile(tmp, "w") as f:
-      f.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
-    tf.io.gfile.rename(tmp, path, overwrite=True)
-  except BaseException:
-    if tf.io.gfile.exists(tmp):
-      tf.io.gfile.remove(tmp)
-    raise
+  with files.atomic_open(path) as f:
+    f.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
 def write_prediction_files(result: SquadPredictions, output_dir: str,

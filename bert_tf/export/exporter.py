@@ -25,7 +25,6 @@ import logging
 import os
 import pkgutil
 import re
-import uuid
 from typing import Optional, Tuple
 
 import tensorflow as tf
@@ -37,6 +36,7 @@ from bert_tf.export import serving_module
 from bert_tf.export import text_encoding
 from bert_tf.tasks import base as task_base
 from bert_tf.training import experiments
+from bert_tf.utils import files
 
 AUTO = "auto"
 ENCODER = "encoder"
@@ -83,14 +83,9 @@ def write_saved_model(module, export_base: str, version: Optional[int] = None) -
   final = os.path.join(export_base, str(version))
   if tf.io.gfile.exists(final):
     raise FileExistsError(f"Export directory {final} exists already; choose another version")
-  tf.io.gfile.makedirs(export_base)
-  temporary = os.path.join(export_base, f".tmp-{version}-{uuid.uuid4().hex}")
-  try:
+  # The temporary name is no integer, so a server watching export_base ignores it.
+  with files.atomic_path(final, overwrite=False) as temporary:
     tf.saved_model.save(module, temporary, signatures=module.signatures())
-    tf.io.gfile.rename(temporary, final)
-  finally:
-    if tf.io.gfile.exists(temporary):
-      tf.io.gfile.rmtree(temporary)
   logging.info("Exported %s to %s", type(module).__name__, final)
   return final
 

@@ -17,21 +17,15 @@ import tensorflow as tf
 
 from bert_tf.export import hub_encoder
 from bert_tf.export import hub_preprocessor
+from bert_tf.utils import files
 
 PREPROCESSOR = "preprocessor"
 ENCODER = "encoder"
 
 
 def _save_atomically(module, path, signatures=None):
-  if tf.io.gfile.exists(path):
-    raise FileExistsError(f"{path} exists already")
-  temporary = f"{path}.tmp-{os.getpid()}"
-  try:
+  with files.atomic_path(path, overwrite=False) as temporary:
     tf.saved_model.save(module, temporary, signatures=signatures)
-    tf.io.gfile.rename(temporary, path)
-  finally:
-    if tf.io.gfile.exists(temporary):
-      tf.io.gfile.rmtree(temporary)
 
 
 def export_hub_pair(encoder, vocab_file: str, export_dir: str, lower_case: bool = True,

@@ -13,6 +13,7 @@ from typing import Dict, Mapping, Optional, Sequence
 import tensorflow as tf
 
 from bert_tf.export import serving_module
+from bert_tf.utils import files
 
 FORMATS = ("instances", "inputs")
 
@@ -101,7 +102,5 @@ def signature_columns(signature: str, texts: Mapping[str, Sequence[str]],
 
 def write_body(body: Dict, path: str) -> None:
   """Writes a body as JSON, atomically."""
-  temporary = path + ".tmp"
-  with open(temporary, "w", encoding="utf-8") as f:
+  with files.atomic_open(path) as f:
     json.dump(body, f, ensure_ascii=False)
-  tf.io.gfile.rename(temporary, path, overwrite=True)

@@ -1,7 +1,6 @@
 """The SQuAD output layer: a start and an end vector over the token representations."""
 
 import keras
-from keras import ops
 
 from bert_tf.layers import initializers
 

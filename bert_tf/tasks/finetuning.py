@@ -1,5 +1,5 @@
 """The input pipeline shared by the tasks whose features are one of
-bert_tf.data.finetuning_features' kinds (sentence, tagging, multiple choice).
+bert_tf.data.featurizers' kinds (sentence, tagging, multiple choice).
 
 Such a task reads its raw files with `read_examples`, turns them into unbatched
 features with `featurize`, and gets dummy batches, TFRecord batches and raw-file
@@ -7,23 +7,26 @@ batches of its `feature_kind` from here, and TFRecords of its raw files from
 `write_tfrecord` (tools/create_finetuning_data.py).
 """
 
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
 from bert_tf import configs
-from bert_tf.data import finetuning_features as ff
+from bert_tf.data import batching
+from bert_tf.data import dummy
+from bert_tf.data import tfrecords
 from bert_tf.tasks import base
+from bert_tf.utils import progress
 
 
 class FeatureTask(base.Task):
-  """A task reading bert_tf.data.finetuning_features batches of `feature_kind`.
+  """A task reading bert_tf.data.batching batches of `feature_kind`.
 
   Subclasses define feature_kind, input_formats, read_examples, featurize and
   `num_outputs`; multiple-choice tasks also set `num_choices`.
   """
 
-  # One of bert_tf.data.finetuning_features.KINDS.
+  # One of bert_tf.data.featurizers.KINDS.
   feature_kind: str = ""
   # Sequences per example ([B, C, T] inputs when above 1).
   num_choices: int = 1
@@ -37,7 +40,7 @@ class FeatureTask(base.Task):
     raise NotImplementedError
 
   def featurize(self, examples, data_config: configs.DataConfig) -> tf.data.Dataset:
-    """Unbatched features of `examples` (bert_tf.data.finetuning_features)."""
+    """Unbatched features of `examples` (a bert_tf.data.featurizers featurizer)."""
     raise NotImplementedError
 
   def tfrecord_metadata(self) -> Dict[str, Any]:
@@ -45,9 +48,11 @@ class FeatureTask(base.Task):
     return {"task": self.name, "label_names": list(self.label_names)}
 
   def write_tfrecord(self, data_config: configs.DataConfig, output_path: str,
-                     progress: Optional[Callable[[int, Optional[int], float], None]] = None
-                     ) -> Dict[str, Any]:
+                     progress_interval: Optional[float] = 10.0) -> Dict[str, Any]:
     """Reads data_config's raw files and writes their features as one TFRecord.
+
+    A progress line (examples written, rate, ETA) goes to stderr every
+    `progress_interval` seconds (None: none).
 
     Returns:
       The metadata written beside the file: tfrecord_metadata(), the files'
@@ -66,10 +71,11 @@ class FeatureTask(base.Task):
     metadata = dict(self.tfrecord_metadata(), input_path=data_config.input_path,
                     format=data_config.format, vocab_file=data_config.vocab_file,
                     lower_case=data_config.lower_case)
-    count = ff.write_tfrecord(self.featurize(examples, data_config), output_path,
-                              self.feature_kind, data_config.seq_length, metadata,
-                              regression=self.regression, num_examples=len(examples),
-                              progress=progress)
+    bar = progress.Progress(self.name, total=len(examples), unit="examples",
+                            interval=progress_interval)
+    count = tfrecords.write_finetuning_tfrecord(
+        self.featurize(examples, data_config), output_path, self.feature_kind,
+        data_config.seq_length, metadata, regression=self.regression, progress=bar)
     return dict(metadata, num_examples=count, kind=self.feature_kind,
                 seq_length=data_config.seq_length)
 
@@ -77,18 +83,18 @@ class FeatureTask(base.Task):
   def dummy_inputs(self, data_config: configs.DataConfig,
                    input_context: Optional[tf.distribute.InputContext] = None
                    ) -> tf.data.Dataset:
-    return ff.dummy_dataset(self.feature_kind,
-                            ff.batch_size_for(data_config.global_batch_size, input_context),
-                            data_config.seq_length, self.experiment.model.encoder.vocab_size,
-                            self.num_outputs(), num_choices=self.num_choices,
-                            regression=self.regression, seed=self.experiment.runtime.seed)
+    return dummy.finetuning_dataset(
+        self.feature_kind, batching.batch_size_for(data_config.global_batch_size, input_context),
+        data_config.seq_length, self.experiment.model.encoder.vocab_size, self.num_outputs(),
+        num_choices=self.num_choices, regression=self.regression,
+        seed=self.experiment.runtime.seed)
 
   def tfrecord_inputs(self, data_config: configs.DataConfig,
                       input_context: Optional[tf.distribute.InputContext] = None
                       ) -> tf.data.Dataset:
-    return ff.read_tfrecord_dataset(
+    return tfrecords.read_finetuning_tfrecords(
         data_config.input_path, self.feature_kind, data_config.seq_length,
-        ff.batch_size_for(data_config.global_batch_size, input_context),
+        batching.batch_size_for(data_config.global_batch_size, input_context),
         data_config.is_training, data_config.drop_remainder, self.regression,
         num_choices=self.num_choices, shuffle_buffer_size=data_config.shuffle_buffer_size,
         seed=self.experiment.runtime.seed, input_context=input_context)
@@ -97,9 +103,9 @@ class FeatureTask(base.Task):
                  input_context: Optional[tf.distribute.InputContext] = None
                  ) -> tf.data.Dataset:
     ds = self.featurize(self.read_examples(data_config), data_config)
-    return ff.finish_raw_dataset(
-        ds, self.feature_kind, ff.batch_size_for(data_config.global_batch_size, input_context),
-        data_config.is_training, data_config.drop_remainder, self.regression,
+    batch_size = batching.batch_size_for(data_config.global_batch_size, input_context)
+    return batching.finish_raw_dataset(
+        ds, self.feature_kind, batch_size, data_config.is_training, data_config.drop_remainder, self.regression,
         data_config.shuffle_buffer_size, self.experiment.runtime.seed, input_context,
         length_buckets=data_config.active_length_buckets(),
         pack_to_length=data_config.seq_length if data_config.pack_examples else 0)

@@ -10,7 +10,9 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import configs
-from bert_tf.data import finetuning_features as ff
+from bert_tf import constants
+from bert_tf.data import featurizers
+from bert_tf.utils import files
 from bert_tf.data import swag
 from bert_tf.metrics import classification
 from bert_tf.models.bert_classifier import LOGITS
@@ -40,7 +42,7 @@ class MultipleChoiceTask(finetuning.FeatureTask):
   """Cross-entropy over the choices' scores; accuracy."""
 
   input_formats = (base.DUMMY, base.TFRECORD, "swag_csv")
-  feature_kind = ff.MULTIPLE_CHOICE
+  feature_kind = featurizers.MULTIPLE_CHOICE
 
   def __init__(self, experiment):
     super().__init__(experiment)
@@ -55,15 +57,15 @@ class MultipleChoiceTask(finetuning.FeatureTask):
   # ----- data -----
   def read_examples(self, data_config) -> List[swag.MultipleChoiceExample]:
     examples = []
-    for path in ff.expand_input_path(data_config.input_path):
+    for path in files.expand_patterns(data_config.input_path):
       for e in swag.read_swag(path, self.config.num_choices):
         e.index = len(examples)
         examples.append(e)
     return examples
 
-  def featurize(self, examples, data_config, tokenizer: Optional[ff.PieceTokenizer] = None):
-    tokenizer = tokenizer or ff.PieceTokenizer(data_config.vocab_file, data_config.lower_case)
-    return ff.multiple_choice_dataset(examples, tokenizer, data_config.seq_length,
+  def featurize(self, examples, data_config, tokenizer: Optional[featurizers.PieceTokenizer] = None):
+    tokenizer = tokenizer or featurizers.PieceTokenizer(data_config.vocab_file, data_config.lower_case)
+    return featurizers.multiple_choice_dataset(examples, tokenizer, data_config.seq_length,
                                       self.config.num_choices)
 
   def num_outputs(self) -> int:
@@ -75,7 +77,7 @@ class MultipleChoiceTask(finetuning.FeatureTask):
   # ----- loss and metrics -----
   def _per_example_loss(self, features, outputs):
     return tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=tf.cast(features[ff.LABEL_IDS], tf.int32),
+        labels=tf.cast(features[constants.LABEL_IDS], tf.int32),
         logits=tf.cast(outputs[LOGITS], tf.float32))
 
   def compute_loss(self, features, outputs, global_batch_size):
@@ -84,32 +86,32 @@ class MultipleChoiceTask(finetuning.FeatureTask):
 
   def train_metrics(self, features, outputs):
     predictions = tf.argmax(outputs[LOGITS], axis=-1, output_type=tf.int32)
-    labels = tf.cast(features[ff.LABEL_IDS], tf.int32)
+    labels = tf.cast(features[constants.LABEL_IDS], tf.int32)
     correct = tf.reduce_sum(tf.cast(tf.equal(predictions, labels), tf.float32))
     return {"accuracy": base.ratio(correct, tf.shape(labels)[0])}
 
   def eval_outputs(self, features, outputs):
     return {
         PREDICTIONS: tf.argmax(outputs[LOGITS], axis=-1, output_type=tf.int32),
-        ff.LABEL_IDS: features[ff.LABEL_IDS],
-        ff.EXAMPLE_INDEX: features[ff.EXAMPLE_INDEX],
+        constants.LABEL_IDS: features[constants.LABEL_IDS],
+        constants.EXAMPLE_INDEX: features[constants.EXAMPLE_INDEX],
         "loss": self._per_example_loss(features, outputs),
     }
 
   def reduce_eval(self, values):
     return {
-        "accuracy": classification.accuracy(np.asarray(values[ff.LABEL_IDS]),
+        "accuracy": classification.accuracy(np.asarray(values[constants.LABEL_IDS]),
                                             np.asarray(values[PREDICTIONS])),
         "loss": float(np.mean(values["loss"])),
     }
 
   def prediction_lines(self, values) -> List[str]:
     """`index<TAB>choice` rows ordered by index, after a header."""
-    indices = np.asarray(values[ff.EXAMPLE_INDEX])
+    indices = np.asarray(values[constants.EXAMPLE_INDEX])
     return ["index\tprediction"] + [
         f"{int(indices[i])}\t{int(values[PREDICTIONS][i])}"
         for i in np.argsort(indices, kind="stable")]
 
   def write_predictions(self, values, output_dir):
-    return ff.write_text_atomically(os.path.join(output_dir, "multiple_choice_predictions.tsv"),
+    return files.write_lines(os.path.join(output_dir, "multiple_choice_predictions.tsv"),
                                     self.prediction_lines(values))

@@ -11,7 +11,8 @@ import tensorflow as tf
 
 from bert_tf import configs
 from bert_tf import constants
-from bert_tf.data import finetuning_features as ff
+from bert_tf.data import featurizers
+from bert_tf.utils import files
 from bert_tf.data import glue
 from bert_tf.metrics import classification
 from bert_tf.models.bert_classifier import LOGITS, BertClassifier
@@ -90,7 +91,7 @@ class SentencePredictionTask(finetuning.FeatureTask):
   """[CLS] vector -> dropout -> dense; cross-entropy, or squared error for regression."""
 
   input_formats = (base.DUMMY, base.TFRECORD, "tsv", "csv", "tfds")
-  feature_kind = ff.SENTENCE
+  feature_kind = featurizers.SENTENCE
   packs_examples = True
   export_kind = "classifier"
 
@@ -116,7 +117,7 @@ class SentencePredictionTask(finetuning.FeatureTask):
       return tfds_glue.read_tfds_glue(data_config.tfds_name, data_config.tfds_split,
                                       data_config.tfds_data_dir)
     examples = []
-    for path in ff.expand_input_path(data_config.input_path):
+    for path in files.expand_patterns(data_config.input_path):
       if c.glue_task:
         examples.extend(glue.read_glue_tsv(path, c.glue_task))
       else:
@@ -140,10 +141,10 @@ class SentencePredictionTask(finetuning.FeatureTask):
     return np.asarray(out, np.int32)
 
   def featurize(self, examples, data_config: configs.DataConfig,
-                tokenizer: Optional[ff.PieceTokenizer] = None) -> tf.data.Dataset:
-    """Unbatched features of examples (see ff.sentence_dataset)."""
-    tokenizer = tokenizer or ff.PieceTokenizer(data_config.vocab_file, data_config.lower_case)
-    return ff.sentence_dataset(examples, tokenizer, data_config.seq_length,
+                tokenizer: Optional[featurizers.PieceTokenizer] = None) -> tf.data.Dataset:
+    """Unbatched features of examples (see featurizers.sentence_dataset)."""
+    tokenizer = tokenizer or featurizers.PieceTokenizer(data_config.vocab_file, data_config.lower_case)
+    return featurizers.sentence_dataset(examples, tokenizer, data_config.seq_length,
                                self.label_ids(examples), self.regression)
 
   def num_outputs(self) -> int:
@@ -160,9 +161,9 @@ class SentencePredictionTask(finetuning.FeatureTask):
   def _per_example_loss(self, features, outputs):
     logits = tf.cast(outputs[LOGITS], tf.float32)
     if self.regression:
-      labels = tf.cast(features[ff.LABEL_IDS], tf.float32)
+      labels = tf.cast(features[constants.LABEL_IDS], tf.float32)
       return tf.math.squared_difference(logits[:, 0], labels)
-    labels = tf.cast(features[ff.LABEL_IDS], tf.int32)
+    labels = tf.cast(features[constants.LABEL_IDS], tf.int32)
     return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
 
   def compute_loss(self, features, outputs, global_batch_size):
@@ -176,26 +177,26 @@ class SentencePredictionTask(finetuning.FeatureTask):
     return tf.argmax(logits, axis=-1, output_type=tf.int32)
 
   def train_metrics(self, features, outputs):
-    count = tf.shape(features[ff.LABEL_IDS])[0]
+    count = tf.shape(features[constants.LABEL_IDS])[0]
     predictions = self._predictions(outputs)
     if self.regression:
-      error = tf.math.squared_difference(predictions, tf.cast(features[ff.LABEL_IDS],
+      error = tf.math.squared_difference(predictions, tf.cast(features[constants.LABEL_IDS],
                                                               tf.float32))
       return {"mean_squared_error": base.ratio(tf.reduce_sum(error), count)}
     correct = tf.reduce_sum(tf.cast(
-        tf.equal(predictions, tf.cast(features[ff.LABEL_IDS], tf.int32)), tf.float32))
+        tf.equal(predictions, tf.cast(features[constants.LABEL_IDS], tf.int32)), tf.float32))
     return {"accuracy": base.ratio(correct, count)}
 
   def eval_outputs(self, features, outputs):
     return {
         PREDICTIONS: self._predictions(outputs),
-        ff.LABEL_IDS: features[ff.LABEL_IDS],
-        ff.EXAMPLE_INDEX: features[ff.EXAMPLE_INDEX],
+        constants.LABEL_IDS: features[constants.LABEL_IDS],
+        constants.EXAMPLE_INDEX: features[constants.EXAMPLE_INDEX],
         "loss": self._per_example_loss(features, outputs),
     }
 
   def reduce_eval(self, values):
-    result = classification.glue_metrics(self.metric, np.asarray(values[ff.LABEL_IDS]),
+    result = classification.glue_metrics(self.metric, np.asarray(values[constants.LABEL_IDS]),
                                          np.asarray(values[PREDICTIONS]))
     if "loss" in values:
       result["loss"] = float(np.mean(values["loss"]))
@@ -204,7 +205,7 @@ class SentencePredictionTask(finetuning.FeatureTask):
   # ----- predictions -----
   def prediction_lines(self, values) -> List[str]:
     """GLUE submission rows: a header, then `index<TAB>prediction` by index."""
-    order = np.argsort(np.asarray(values[ff.EXAMPLE_INDEX]), kind="stable")
+    order = np.argsort(np.asarray(values[constants.EXAMPLE_INDEX]), kind="stable")
     lines = ["index\tprediction"]
     for i in order:
       prediction = values[PREDICTIONS][i]
@@ -212,12 +213,12 @@ class SentencePredictionTask(finetuning.FeatureTask):
         text = f"{float(prediction):.3f}"
       else:
         text = self.label_names[int(prediction)]
-      lines.append(f"{int(values[ff.EXAMPLE_INDEX][i])}\t{text}")
+      lines.append(f"{int(values[constants.EXAMPLE_INDEX][i])}\t{text}")
     return lines
 
   def write_predictions(self, values, output_dir):
     name = f"{self.config.glue_task or 'sentence_prediction'}_predictions.tsv"
-    return ff.write_text_atomically(os.path.join(output_dir, name),
+    return files.write_lines(os.path.join(output_dir, name),
                                     self.prediction_lines(values))
 
   # ----- export -----

@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import configs
+from bert_tf.data import dummy
 from bert_tf.data import squad as squad_data
 from bert_tf.data import squad_postprocess
 from bert_tf.metrics import squad as squad_metrics
@@ -132,7 +133,7 @@ class SquadTask(base.Task):
     """Synthetic windows, batched like real ones (see _batch)."""
     num = max(4 * data_config.global_batch_size, 64) if data_config.is_training else (
         2 * data_config.global_batch_size)
-    dataset = tf.data.Dataset.from_tensor_slices(squad_data.dummy_arrays(
+    dataset = tf.data.Dataset.from_tensor_slices(dummy.span_arrays(
         num, data_config.seq_length, self.experiment.model.encoder.vocab_size))
     return self._batch(dataset, data_config, input_context, shuffle=False)
 

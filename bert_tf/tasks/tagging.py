@@ -11,7 +11,9 @@ import tensorflow as tf
 
 from bert_tf import configs
 from bert_tf.data import conll
-from bert_tf.data import finetuning_features as ff
+from bert_tf import constants
+from bert_tf.data import featurizers
+from bert_tf.utils import files
 from bert_tf.metrics import tagging as tagging_metrics
 from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.models.bert_encoder import BertEncoder
@@ -42,7 +44,7 @@ class TaggingTask(finetuning.FeatureTask):
   """Per-token softmax; the loss and metrics see only each word's first piece."""
 
   input_formats = (base.DUMMY, base.TFRECORD, "conll")
-  feature_kind = ff.TAGGING
+  feature_kind = featurizers.TAGGING
   export_kind = "tagging"
 
   def __init__(self, experiment):
@@ -58,23 +60,23 @@ class TaggingTask(finetuning.FeatureTask):
   # ----- data -----
   def read_examples(self, data_config) -> List[conll.TaggingExample]:
     examples = []
-    for path in ff.expand_input_path(data_config.input_path):
+    for path in files.expand_patterns(data_config.input_path):
       for e in conll.read_conll(path, self.label_names):
         e.index = len(examples)
         examples.append(e)
     return examples
 
-  def featurize(self, examples, data_config, tokenizer: Optional[ff.PieceTokenizer] = None):
-    tokenizer = tokenizer or ff.PieceTokenizer(data_config.vocab_file, data_config.lower_case)
-    return ff.tagging_dataset(examples, tokenizer, data_config.seq_length, self.label_names)
+  def featurize(self, examples, data_config, tokenizer: Optional[featurizers.PieceTokenizer] = None):
+    tokenizer = tokenizer or featurizers.PieceTokenizer(data_config.vocab_file, data_config.lower_case)
+    return featurizers.tagging_dataset(examples, tokenizer, data_config.seq_length, self.label_names)
 
   def num_outputs(self) -> int:
     return len(self.label_names)
 
   # ----- loss and metrics -----
   def _scored(self, features):
-    labels = tf.cast(features[ff.LABEL_IDS], tf.int32)
-    weights = tf.cast(labels != ff.IGNORE_LABEL, tf.float32)
+    labels = tf.cast(features[constants.LABEL_IDS], tf.int32)
+    weights = tf.cast(labels != constants.IGNORE_LABEL, tf.float32)
     return tf.maximum(labels, 0), weights
 
   def compute_loss(self, features, outputs, global_batch_size):
@@ -100,22 +102,22 @@ class TaggingTask(finetuning.FeatureTask):
     """Predicted and gold tag ids, padded to eval_data.seq_length so batches concatenate."""
     length = self.experiment.eval_data.seq_length
     predictions = tf.argmax(outputs[LOGITS], axis=-1, output_type=tf.int32)
-    labels = tf.cast(features[ff.LABEL_IDS], tf.int32)
+    labels = tf.cast(features[constants.LABEL_IDS], tf.int32)
     pad = [[0, 0], [0, length - tf.shape(labels)[1]]]
     return {
         PREDICTIONS: tf.pad(predictions, pad),
-        ff.LABEL_IDS: tf.pad(labels, pad, constant_values=ff.IGNORE_LABEL),
-        ff.EXAMPLE_INDEX: features[ff.EXAMPLE_INDEX],
+        constants.LABEL_IDS: tf.pad(labels, pad, constant_values=constants.IGNORE_LABEL),
+        constants.EXAMPLE_INDEX: features[constants.EXAMPLE_INDEX],
     }
 
   def word_tags(self, values) -> Tuple[List[int], List[List[str]], List[List[str]]]:
     """Per example (by index): its index, gold tags and predicted tags of its words."""
-    labels = np.asarray(values[ff.LABEL_IDS])
+    labels = np.asarray(values[constants.LABEL_IDS])
     predictions = np.asarray(values[PREDICTIONS])
-    indices = np.asarray(values[ff.EXAMPLE_INDEX])
+    indices = np.asarray(values[constants.EXAMPLE_INDEX])
     out_index, gold, predicted = [], [], []
     for row in np.argsort(indices, kind="stable"):
-      scored = labels[row] != ff.IGNORE_LABEL
+      scored = labels[row] != constants.IGNORE_LABEL
       out_index.append(int(indices[row]))
       gold.append([self.label_names[i] for i in labels[row][scored]])
       predicted.append([self.label_names[i] for i in predictions[row][scored]])
@@ -151,7 +153,7 @@ class TaggingTask(finetuning.FeatureTask):
     eval_data = self.experiment.eval_data
     examples = (self.read_examples(eval_data)
                 if eval_data.format not in base.PREPARED_FORMATS else None)
-    return ff.write_text_atomically(os.path.join(output_dir, "tagging_predictions.txt"),
+    return files.write_lines(os.path.join(output_dir, "tagging_predictions.txt"),
                                     self.prediction_lines(values, examples))
 
   # ----- export -----

@@ -12,12 +12,13 @@ WordPiece learner, on words split with the same normalization as
 
 import sys
 import time
-import uuid
 
 import tensorflow as tf
 
 from bert_tf import constants
 from bert_tf.text import normalization
+from bert_tf.utils import files as files_lib
+from bert_tf.utils import progress as progress_lib
 
 
 def load_vocab(vocab_file):
@@ -105,75 +106,8 @@ def write_vocab(tokens, output_file):
   for i, token in enumerate(tokens):
     if not token or token != token.strip() or "\n" in token:
       raise ValueError(f"Token {i} ({token!r}) cannot be written as a line")
-  tmp = f"{output_file}.tmp-{uuid.uuid4().hex}"
-  try:
-    with tf.io.gfile.GFile(tmp, "wb") as f:
-      f.write(("\n".join(tokens) + "\n").encode("utf-8"))
-    tf.io.gfile.rename(tmp, output_file, overwrite=True)
-  finally:
-    if tf.io.gfile.exists(tmp):
-      tf.io.gfile.remove(tmp)
-
-
-def expand_input_patterns(patterns):
-  """Expands globs (each may be a comma-separated list) to sorted file paths.
-
-  Args:
-    patterns: a string or a list of strings; each string may hold several
-      comma-separated globs.
-
-  Returns:
-    A sorted list of distinct file paths.
-
-  Raises:
-    ValueError: a glob matches no file.
-  """
-  if isinstance(patterns, str):
-    patterns = [patterns]
-  files = set()
-  for pattern in patterns:
-    for glob in pattern.split(","):
-      glob = glob.strip()
-      if not glob:
-        continue
-      matches = tf.io.gfile.glob(glob)
-      if not matches:
-        raise ValueError(f"Input pattern matches no file: {glob}")
-      files.update(m for m in matches if not tf.io.gfile.isdir(m))
-  if not files:
-    raise ValueError("No input files given")
-  return sorted(files)
-
-
-class _Progress:
-  """Prints a line with bytes read, rate and ETA every `interval` seconds."""
-
-  def __init__(self, total_bytes, interval, stream):
-    self._total = max(total_bytes, 1)
-    self._interval = interval
-    self._stream = stream
-    self._start = time.monotonic()
-    self._last = self._start
-    self.bytes = 0
-    self.lines = 0
-
-  def update(self, num_bytes, num_lines):
-    self.bytes += num_bytes
-    self.lines += num_lines
-    now = time.monotonic()
-    if self._interval is not None and now - self._last >= self._interval:
-      self._last = now
-      self.report(now)
-
-  def report(self, now=None):
-    elapsed = max((now or time.monotonic()) - self._start, 1e-9)
-    rate = self.bytes / elapsed
-    eta = (self._total - self.bytes) / rate if rate > 0 else float("inf")
-    print(
-        f"read {self.bytes / 2**20:.1f}/{self._total / 2**20:.1f} MiB "
-        f"({100.0 * self.bytes / self._total:.0f}%), {self.lines} lines, "
-        f"{rate / 2**20:.2f} MiB/s, ETA {eta:.0f}s",
-        file=self._stream, flush=True)
+  with files_lib.atomic_open(output_file, "wb") as f:
+    f.write(("\n".join(tokens) + "\n").encode("utf-8"))
 
 
 def _line_batches(files, batch_size, progress):
@@ -183,7 +117,7 @@ def _line_batches(files, batch_size, progress):
     with tf.io.gfile.GFile(path, "rb") as f:
       for line in f:
         batch.append(line)
-        progress.update(len(line), 1)
+        progress.update(len(line), lines=1)
         if len(batch) == batch_size:
           yield batch
           batch = []
@@ -221,8 +155,9 @@ def build_vocab(input_patterns, vocab_size, lower_case, output_file=None,
     The list of vocab tokens.
 
   Raises:
-    ValueError: bad arguments, inputs that match no file or hold no words, or
-      an existing `output_file` without `overwrite`.
+    ValueError: bad arguments, inputs that hold no words, or an existing
+      `output_file` without `overwrite`.
+    FileNotFoundError: an input glob that matches no file.
   """
   # Imported here: the learner pulls in modules that library users who only
   # tokenize never need.
@@ -236,9 +171,10 @@ def build_vocab(input_patterns, vocab_size, lower_case, output_file=None,
   if output_file and tf.io.gfile.exists(output_file) and not overwrite:
     raise ValueError(
         f"Output file exists (pass overwrite=True to replace it): {output_file}")
-  files = expand_input_patterns(input_patterns)
+  files = files_lib.expand_patterns(input_patterns, field="input")
   total_bytes = sum(tf.io.gfile.stat(path).length for path in files)
-  progress = _Progress(total_bytes, progress_interval, stream)
+  progress = progress_lib.Progress("build_vocab", total=max(total_bytes, 1), unit="MiB",
+                                   scale=2**20, interval=progress_interval, stream=stream)
   start = time.monotonic()
 
   def line_batches():
@@ -269,7 +205,7 @@ def build_vocab(input_patterns, vocab_size, lower_case, output_file=None,
     write_vocab(tokens, output_file)
   print(
       f"learned {len(tokens)} tokens (target {vocab_size}) from "
-      f"{progress.lines} lines, {progress.bytes / 2**20:.1f} MiB in "
+      f"{progress.counts.get('lines', 0):.0f} lines, {progress.done / 2**20:.1f} MiB in "
       f"{len(files)} file(s) in {time.monotonic() - start:.1f}s"
       + (f"; wrote {output_file}" if output_file else ""),
       file=stream, flush=True)

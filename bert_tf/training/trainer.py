@@ -36,7 +36,7 @@ from bert_tf.training import checkpoints
 from bert_tf.training import strategies
 from bert_tf.training.loss_scale import DynamicLossScale
 from bert_tf.training.optimizers import build_optimizer
-from bert_tf.training.progress import ProgressLogger
+from bert_tf.utils.progress import StepLogger
 from bert_tf.training.summaries import SummaryWriter
 
 PARAMS_FILE = "params.yaml"
@@ -398,7 +398,7 @@ class Trainer:
     writer = SummaryWriter(self.model_dir, "train", enabled=self.is_chief)
     global_batch = self.experiment.train_data.global_batch_size
     step = int(self.step.numpy())
-    progress = ProgressLogger(total, global_batch, start_step=step, log_fn=self._log)
+    progress = StepLogger(total, global_batch, start_step=step, log_fn=self._log)
     summary_window, log_window = _Window(), _Window()
     intervals = [config.summary_interval, config.log_interval, config.checkpoint_interval]
     if evaluate_every:

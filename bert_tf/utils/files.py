@@ -12,7 +12,12 @@ import os
 import uuid
 from typing import Iterable, Iterator, List, Sequence, Union
 
-import tensorflow as tf
+
+def _gfile():
+  # Imported on first use: modules that only name files (the corpus writer, the
+  # quickstart's driver) load without TensorFlow.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.io.gfile
 
 
 def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_path"
@@ -31,6 +36,7 @@ def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_pat
     FileNotFoundError: naming `field` and the glob, when a glob matches nothing or no
       glob is given.
   """
+  gfile = _gfile()
   if isinstance(patterns, str):
     patterns = [patterns]
   globs = [g.strip() for p in patterns for g in (p or "").split(",") if g.strip()]
@@ -38,11 +44,11 @@ def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_pat
     raise FileNotFoundError(f"{field}: no input file given")
   files, seen = [], set()
   for glob in globs:
-    matches = sorted(tf.io.gfile.glob(glob))
+    matches = sorted(gfile.glob(glob))
     if not matches:
       raise FileNotFoundError(f"{field}: no file matches {glob}")
     for path in matches:
-      if path not in seen and not tf.io.gfile.isdir(path):
+      if path not in seen and not gfile.isdir(path):
         seen.add(path)
         files.append(path)
   if not files:
@@ -51,7 +57,7 @@ def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_pat
 
 
 def temporary_name(path: str) -> str:
-  """A unique hidden-by-suffix sibling of `path` for writing before the rename."""
+  """A unique sibling of `path` to write to before the rename."""
   return f"{path}.tmp-{uuid.uuid4().hex[:12]}"
 
 
@@ -60,27 +66,35 @@ def atomic_path(path: str, overwrite: bool = True) -> Iterator[str]:
   """Yields a temporary path to write a file or directory to; renames it to `path`.
 
   On success the temporary file or directory becomes `path` (replacing an existing
-  file when `overwrite`); on any exception it is removed and `path` is left as it was.
+  file or directory when `overwrite`); on any exception it is removed and `path` is left as it was.
   The parent directory is created.
 
   Raises:
     FileExistsError: `path` exists and `overwrite` is False.
   """
+  gfile = _gfile()
   parent = os.path.dirname(path)
   if parent:
-    tf.io.gfile.makedirs(parent)
-  if not overwrite and tf.io.gfile.exists(path):
+    gfile.makedirs(parent)
+  if not overwrite and gfile.exists(path):
     raise FileExistsError(f"{path} exists already")
   tmp = temporary_name(path)
   try:
     yield tmp
-    tf.io.gfile.rename(tmp, path, overwrite=overwrite)
+    if overwrite and gfile.isdir(path):
+      # A directory cannot be renamed over; the old one is moved aside first.
+      old = temporary_name(path)
+      gfile.rename(path, old)
+      gfile.rename(tmp, path)
+      gfile.rmtree(old)
+    else:
+      gfile.rename(tmp, path, overwrite=overwrite)
   finally:
-    if tf.io.gfile.exists(tmp):
-      if tf.io.gfile.isdir(tmp):
-        tf.io.gfile.rmtree(tmp)
+    if gfile.exists(tmp):
+      if gfile.isdir(tmp):
+        gfile.rmtree(tmp)
       else:
-        tf.io.gfile.remove(tmp)
+        gfile.remove(tmp)
 
 
 @contextlib.contextmanager
@@ -89,7 +103,7 @@ def atomic_open(path: str, mode: str = "w", overwrite: bool = True):
   if mode not in ("w", "wb"):
     raise ValueError(f"atomic_open writes with mode 'w' or 'wb', got '{mode}'")
   with atomic_path(path, overwrite) as tmp:
-    with tf.io.gfile.GFile(tmp, mode) as f:
+    with _gfile().GFile(tmp, mode) as f:
       yield f
 
 

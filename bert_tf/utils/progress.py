@@ -4,11 +4,12 @@
 
   [create_pretraining_data] 45% 12.3/27.4 MB | 2.05 MB/s | instances 45,000 (59,000/s) | ETA 0:00:07
 
-to a stream (stderr by default), and `format_duration` writes the ETA. The trainer's
-step lines are built from the same pieces.
+to a stream (stderr by default); `StepLogger` writes the trainer's step lines with the
+same ETA (`format_duration`).
 """
 
 import datetime
+import logging
 import sys
 import time
 from typing import Callable, Mapping, Optional, TextIO
@@ -95,14 +96,38 @@ class Progress:
     return line
 
 
-def step_line(step: int, total_steps: int, metrics: Mapping[str, float],
-              steps_per_second: Optional[float] = None, batch_size: int = 0) -> str:
-  """'step 200/1000 (20%) | loss 5.1234 | 812.3 seq/s | ETA 0:01:23' for training loops."""
-  percent = 100.0 * step / max(total_steps, 1)
-  parts = [f"step {step}/{total_steps} ({percent:.0f}%)"]
-  parts += [f"{name} {value:.4f}" for name, value in metrics.items()]
-  if steps_per_second:
-    if batch_size:
-      parts.append(f"{steps_per_second * batch_size:.1f} seq/s")
-    parts.append(f"ETA {format_duration((total_steps - step) / steps_per_second)}")
-  return " | ".join(parts)
+class StepLogger:
+  """Logs training progress: 'step 200/1000 (20%) | loss 5.1234 | 812.3 seq/s | ETA 0:01:23'.
+
+  Args:
+    total_steps: the step training ends at.
+    global_batch_size: sequences per step, for the seq/s figure.
+    start_step: the step training (re)started from.
+    log_fn: receives each line (default: logging at INFO).
+  """
+
+  def __init__(self, total_steps: int, global_batch_size: int, start_step: int = 0,
+               log_fn: Optional[Callable[[str], None]] = None):
+    self.total_steps = total_steps
+    self.global_batch_size = global_batch_size
+    self.start_step = start_step
+    self._log = log_fn or (lambda line: logging.info("%s", line))
+
+  def line(self, step: int, metrics: Mapping[str, float],
+           steps_per_second: Optional[float] = None) -> str:
+    """The line at `step`; the rate and ETA appear once a rate is known."""
+    percent = 100.0 * step / max(self.total_steps, 1)
+    parts = [f"step {step}/{self.total_steps} ({percent:.0f}%)"]
+    parts += [f"{name} {value:.4f}" for name, value in metrics.items()]
+    if steps_per_second:
+      parts.append(f"{steps_per_second * self.global_batch_size:.1f} seq/s")
+      remaining = (self.total_steps - step) / steps_per_second
+      parts.append(f"ETA {format_duration(remaining)}")
+    return " | ".join(parts)
+
+  def log(self, step: int, metrics: Mapping[str, float],
+          steps_per_second: Optional[float] = None) -> str:
+    """Logs and returns the line."""
+    line = self.line(step, metrics, steps_per_second)
+    self._log(line)
+    return line

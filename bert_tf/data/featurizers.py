@@ -1,0 +1,215 @@
+"""Featurizers of the fine-tuning tasks: raw examples to model inputs, in tf.data.
+
+One in-graph featurizer per kind of task turns raw examples into unbatched, unpadded
+feature dicts, packed by `bert_tf.text.packing.pack_inputs` exactly as the exported
+models pack raw text. The same features feed training directly from task files and
+are written as TFRecords (`bert_tf.data.tfrecords`), so both paths agree.
+
+Each example is a dict of
+  input_word_ids, input_mask, input_type_ids: int32 [T_i] (or [C, T_i] for multiple
+    choice), T_i <= seq_length;
+  label_ids: int32 class, float32 score (regression), int32 [T_i] tags with
+    IGNORE_LABEL at every piece but a word's first, or int32 choice;
+  example_index: int32, the example's index in its file.
+"""
+
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import constants
+from bert_tf.text import packing
+from bert_tf.text.tokenizer import BertWordPieceTokenizer
+
+# The kinds of feature structure, one per featurizer.
+SENTENCE = "sentence"
+TAGGING = "tagging"
+MULTIPLE_CHOICE = "multiple_choice"
+KINDS = (SENTENCE, TAGGING, MULTIPLE_CHOICE)
+
+_FEATURIZE_BATCH = 256
+
+
+class PieceTokenizer:
+  """WordPiece ids of strings, in-graph, with the special-token ids of the vocab.
+
+  Wraps bert_tf.text.tokenizer.BertWordPieceTokenizer, merging its word axis.
+
+  Args:
+    vocab_file: the WordPiece vocab, one token a line.
+    lower_case: whether the tokenizer lower-cases and strips accents.
+  """
+
+  def __init__(self, vocab_file: str, lower_case: bool = True):
+    if not vocab_file:
+      raise ValueError("Reading raw task files needs data_config.vocab_file")
+    self.tokenizer = BertWordPieceTokenizer(vocab_file, lower_case=lower_case)
+    self.cls_id = self.tokenizer.cls_id
+    self.sep_id = self.tokenizer.sep_id
+    self.pad_id = self.tokenizer.pad_id
+    self.unk_id = self.tokenizer.unk_id
+
+  def piece_ids(self, strings: tf.Tensor) -> tf.RaggedTensor:
+    """Returns int32 RaggedTensor [N, pieces] for a string tensor [N]."""
+    return tf.cast(self.tokenizer.tokenize_pieces(strings), tf.int32)
+
+
+def _pack(tokenizer: PieceTokenizer, segments: List[tf.Tensor], seq_length: int,
+          special_ids: Optional[Sequence[int]] = None) -> Dict[str, tf.RaggedTensor]:
+  """Packs like serving and cuts each example to its length (for dynamic padding).
+
+  `[CLS] A [SEP] (B [SEP])` by `bert_tf.text.packing.pack_inputs`, the packer of the
+  exported models, so training sees the inputs the served model gets.
+
+  Args:
+    tokenizer: gives the [CLS], [SEP] and [PAD] ids.
+    segments: one or two ragged int [N, (pieces)] segments.
+    seq_length: the longest packed example, special tokens included.
+    special_ids: (cls, sep, pad) to use instead of the tokenizer's; the tagging labels
+      pass constants.IGNORE_LABEL for all three to be cut exactly as their pieces are.
+
+  Returns:
+    {input_word_ids, input_mask, input_type_ids}: ragged int32 [N, (T_i)], T_i <= seq_length.
+  """
+  cls_id, sep_id, pad_id = special_ids or (tokenizer.cls_id, tokenizer.sep_id,
+                                           tokenizer.pad_id)
+  packed = packing.pack_inputs(segments, seq_length, cls_id, sep_id, pad_id)
+  lengths = tf.reduce_sum(packed[constants.INPUT_MASK], axis=1)
+  return {k: tf.RaggedTensor.from_tensor(v, lengths=lengths) for k, v in packed.items()}
+
+
+def sentence_dataset(examples: Sequence, tokenizer: PieceTokenizer, seq_length: int,
+                     label_ids: Sequence, regression: bool) -> tf.data.Dataset:
+  """Featurizes SentenceExamples.
+
+  Args:
+    examples: bert_tf.data.glue.SentenceExample list.
+    tokenizer: a PieceTokenizer.
+    seq_length: the longest packed sequence, [CLS] and [SEP]s included.
+    label_ids: per example, the class id (int) or score (float).
+    regression: whether labels are float scores.
+
+  Returns:
+    Dataset of dicts: input_word_ids, input_mask, input_type_ids (int32 [T_i]),
+    label_ids (int32 or float32 scalar), example_index (int32 scalar).
+  """
+  pair = any(e.text_b is not None for e in examples)
+  data = {
+      "text_a": [e.text_a for e in examples],
+      "text_b": [e.text_b or "" for e in examples],
+      constants.LABEL_IDS: np.asarray(label_ids, np.float32 if regression else np.int32),
+      constants.EXAMPLE_INDEX: np.asarray([e.index for e in examples], np.int32),
+  }
+
+  def featurize(batch):
+    segments = [tokenizer.piece_ids(batch["text_a"])]
+    if pair:
+      segments.append(tokenizer.piece_ids(batch["text_b"]))
+    return dict(_pack(tokenizer, segments, seq_length), **{
+        constants.LABEL_IDS: batch[constants.LABEL_IDS],
+        constants.EXAMPLE_INDEX: batch[constants.EXAMPLE_INDEX],
+    })
+
+  return _featurize(data, featurize, len(examples))
+
+
+def _featurize(data, featurize, num_examples) -> tf.data.Dataset:
+  if num_examples == 0:
+    raise ValueError("No examples to featurize")
+  ds = tf.data.Dataset.from_tensor_slices(data).batch(_FEATURIZE_BATCH)
+  ds = ds.map(featurize, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+  return ds.map(_to_dense)
+
+
+def _to_dense(features):
+  return {k: v.to_tensor() if isinstance(v, tf.RaggedTensor) else v
+          for k, v in features.items()}
+
+
+def tagging_dataset(examples: Sequence, tokenizer: PieceTokenizer, seq_length: int,
+                    label_names: Sequence[str]) -> tf.data.Dataset:
+  """Featurizes TaggingExamples: each word's first piece carries the word's tag id.
+
+  A word that tokenizes to nothing becomes [UNK], so that every word keeps one scored
+  position; words beyond seq_length - 2 pieces are cut off. Unlabelled examples get
+  tag label_names[0] for every word.
+
+  Returns:
+    Dataset of dicts: input_word_ids, input_mask, input_type_ids, label_ids (int32
+    [T_i], constants.IGNORE_LABEL at [CLS], [SEP] and non-first pieces), example_index.
+  """
+  label_index = {name: i for i, name in enumerate(label_names)}
+  words, tags = [], []
+  for e in examples:
+    words.append(e.words)
+    if e.tags is None:
+      tags.append([0] * len(e.words))
+    else:
+      try:
+        tags.append([label_index[t] for t in e.tags])
+      except KeyError as err:
+        raise ValueError(f"Sentence {e.index}: tag {err} is not in label_names "
+                         f"{list(label_names)}") from None
+  data = {
+      "words": tf.ragged.constant(words, dtype=tf.string),
+      "tags": tf.ragged.constant(tags, dtype=tf.int32),
+      constants.EXAMPLE_INDEX: np.asarray([e.index for e in examples], np.int32),
+  }
+
+  def featurize(batch):
+    word_batch = batch["words"]
+    pieces = tokenizer.piece_ids(word_batch.flat_values)  # [W, P]
+    lengths = tf.maximum(pieces.row_lengths(), 1)
+    unk = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(lengths)[0], 1], tokenizer.unk_id))
+    with_unk = tf.concat([pieces, unk], axis=1)
+    pieces = tf.gather(with_unk, tf.ragged.range(lengths), batch_dims=1)
+    first = tf.cast(tf.equal(tf.ragged.range(lengths), 0), tf.int32)
+    word_tags = tf.repeat(batch["tags"].flat_values, lengths)
+    piece_tags = tf.where(first.flat_values > 0, word_tags, constants.IGNORE_LABEL)
+    # Regroup pieces of every word into pieces of every sentence.
+    piece_rows = tf.math.segment_sum(lengths, word_batch.value_rowids())
+    sentence_pieces = tf.RaggedTensor.from_row_lengths(pieces.flat_values, piece_rows)
+    sentence_tags = tf.RaggedTensor.from_row_lengths(piece_tags, piece_rows)
+    features = _pack(tokenizer, [sentence_pieces], seq_length)
+    # The tags go through the same packer, so they are truncated exactly as the pieces
+    # and [CLS], [SEP] get constants.IGNORE_LABEL.
+    labels = _pack(tokenizer, [sentence_tags], seq_length, (constants.IGNORE_LABEL,) * 3)
+    features[constants.LABEL_IDS] = labels[constants.INPUT_WORD_IDS]
+    features[constants.EXAMPLE_INDEX] = batch[constants.EXAMPLE_INDEX]
+    return features
+
+  return _featurize(data, featurize, len(examples))
+
+
+def multiple_choice_dataset(examples: Sequence, tokenizer: PieceTokenizer, seq_length: int,
+                            num_choices: int) -> tf.data.Dataset:
+  """Featurizes MultipleChoiceExamples: [CLS] context [SEP] ending [SEP] per choice.
+
+  Returns:
+    Dataset of dicts: input_word_ids, input_mask, input_type_ids (int32 [C, T_i]),
+    label_ids (int32 scalar; 0 when unlabelled), example_index.
+  """
+  for e in examples:
+    if len(e.endings) != num_choices:
+      raise ValueError(f"Example {e.index} has {len(e.endings)} endings, expected "
+                       f"{num_choices}")
+  data = {
+      "context": [e.context for e in examples],
+      "endings": [list(e.endings) for e in examples],
+      constants.LABEL_IDS: np.asarray([e.label or 0 for e in examples], np.int32),
+      constants.EXAMPLE_INDEX: np.asarray([e.index for e in examples], np.int32),
+  }
+
+  def featurize(batch):
+    contexts = tf.repeat(batch["context"], num_choices)
+    endings = tf.reshape(batch["endings"], [-1])
+    packed = _pack(tokenizer, [tokenizer.piece_ids(contexts), tokenizer.piece_ids(endings)],
+                   seq_length)
+    features = {k: tf.RaggedTensor.from_uniform_row_length(v, num_choices)
+                for k, v in packed.items()}
+    features[constants.LABEL_IDS] = batch[constants.LABEL_IDS]
+    features[constants.EXAMPLE_INDEX] = batch[constants.EXAMPLE_INDEX]
+    return features
+
+  return _featurize(data, featurize, len(examples))
