@@ -24,6 +24,8 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import constants
+from bert_tf.checkpoints import restore
+from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.text import packing
 from bert_tf.utils import files
 from bert_tf.utils import progress
@@ -196,9 +198,7 @@ def load_encoder(encoder_config, init_checkpoint: str = ""):
     init_checkpoint: a checkpoint prefix or directory holding an `encoder` item (any
       checkpoint bert_tf writes); empty for freshly initialized weights.
   """
-  from bert_tf.models.bert_encoder import BertEncoder  # pylint: disable=g-import-not-at-top
   encoder = BertEncoder.from_config_object(encoder_config)
   if init_checkpoint:
-    from bert_tf.checkpoints import restore  # pylint: disable=g-import-not-at-top
     restore.restore_items(init_checkpoint, encoder.checkpoint_items, items=("encoder",))
   return encoder

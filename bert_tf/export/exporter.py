@@ -35,6 +35,7 @@ from bert_tf.checkpoints import restore
 from bert_tf.export import serving_module
 from bert_tf.export import text_encoding
 from bert_tf.tasks import base as task_base
+from bert_tf.text.tokenizer import BertWordPieceTokenizer
 from bert_tf.training import experiments
 from bert_tf.utils import files
 
@@ -143,7 +144,6 @@ def build_serving_module(experiment: configs.ExperimentConfig, model, vocab_file
   Returns:
     A ServingModule.
   """
-  from bert_tf.text.tokenizer import BertWordPieceTokenizer  # pylint: disable=g-import-not-at-top
   data = data_config_for_export(experiment)
   lower_case = data.lower_case if lower_case is None else lower_case
   seq_length = seq_length or data.seq_length

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from bert_tf.export import hub_encoder
 from bert_tf.export import hub_preprocessor
+from bert_tf.text.tokenizer import BertWordPieceTokenizer
 from bert_tf.utils import files
 
 PREPROCESSOR = "preprocessor"
@@ -43,7 +44,6 @@ def export_hub_pair(encoder, vocab_file: str, export_dir: str, lower_case: bool 
   Returns:
     {"preprocessor": path, "encoder": path}.
   """
-  from bert_tf.text.tokenizer import BertWordPieceTokenizer  # pylint: disable=g-import-not-at-top
   tokenizer = BertWordPieceTokenizer(vocab_file, lower_case=lower_case)
   preprocessor = hub_preprocessor.HubPreprocessor(tokenizer, seq_length)
   preprocessor.trace()

@@ -11,6 +11,7 @@ from bert_tf import configs
 from bert_tf import constants
 from bert_tf import losses
 from bert_tf.data import dummy
+from bert_tf.data import pretraining_reader
 from bert_tf.layers import fusion
 from bert_tf.models import BertEncoder
 from bert_tf.models import BertPretrainer
@@ -61,7 +62,6 @@ class PretrainingTask(base.Task):
                       ) -> tf.data.Dataset:
     """Per-replica batches of pretraining TFRecords
     (bert_tf.data.pretraining_reader.build_pretraining_dataset)."""
-    from bert_tf.data import pretraining_reader  # pylint: disable=g-import-not-at-top
     return pretraining_reader.build_pretraining_dataset(data_config, input_context)
 
   def check_inputs(self, data_config: configs.DataConfig) -> None:
@@ -74,7 +74,6 @@ class PretrainingTask(base.Task):
     """
     if data_config.format != base.TFRECORD:
       return
-    from bert_tf.data import pretraining_reader  # pylint: disable=g-import-not-at-top
     info = pretraining_reader.inspect_pretraining_files(data_config.input_path,
                                                         data_config.compression_type)
     info.check_config(data_config, self.experiment.model.encoder.vocab_size)
@@ -84,7 +83,6 @@ class PretrainingTask(base.Task):
     """An error naming the corrupt TFRecord file behind a tf.data DataLossError."""
     if data_config.format != base.TFRECORD:
       return error
-    from bert_tf.data import pretraining_reader  # pylint: disable=g-import-not-at-top
     return pretraining_reader.explain_data_loss(error, data_config)
 
   def dummy_inputs(self, data_config: configs.DataConfig,

@@ -26,6 +26,7 @@ from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.bert_span_labeler import END_LOGITS, START_LOGITS, BertSpanLabeler
 from bert_tf.tasks import base
 from bert_tf.text import vocab as vocab_lib
+from bert_tf.text.tokenizer import BertWordPieceTokenizer
 
 
 @dataclasses.dataclass
@@ -79,7 +80,6 @@ class SquadTask(base.Task):
   def _tokenize_fn(self, data_config: configs.DataConfig):
     if not data_config.vocab_file:
       raise configs.ConfigError("Reading SQuAD JSON needs data_config.vocab_file")
-    from bert_tf.text.tokenizer import BertWordPieceTokenizer  # pylint: disable=g-import-not-at-top
     tokenizer = BertWordPieceTokenizer(data_config.vocab_file,
                                        lower_case=data_config.lower_case)
     return squad_data.tokenize_fn_from_tokenizer(tokenizer)
