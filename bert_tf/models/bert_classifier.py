@@ -5,12 +5,13 @@ import keras
 from bert_tf import constants
 from bert_tf.layers.classification_head import ClassificationHead
 from bert_tf.models.bert_encoder import BertEncoder
+from bert_tf.models.task_model import EncoderTaskModel
 
 LOGITS = "logits"
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertClassifier(keras.Model):
+class BertClassifier(EncoderTaskModel):
   """An encoder plus dropout and a dense layer over the pooled [CLS] vector.
 
   Inputs (a dict): input_word_ids, input_mask, input_type_ids, int32 [B, T].
@@ -29,6 +30,8 @@ class BertClassifier(keras.Model):
   in the batch's example order (BertEncoder.call_packed).
   """
 
+  config_arguments = ("num_classes", "dropout_rate", "sparse_last_layer")
+
   def __init__(self, encoder: BertEncoder, num_classes: int, dropout_rate: float = 0.1,
                sparse_last_layer: bool = True, **kwargs):
     # === Layers ===
@@ -37,8 +40,7 @@ class BertClassifier(keras.Model):
                                     dtype=encoder.dtype_policy, name="classifier")
 
     # === Functional graph ===
-    inputs = {name: keras.Input((None,), dtype="int32", name=name)
-              for name in constants.ENCODER_INPUTS}
+    inputs = self.encoder_inputs()
     pooled = encoder(inputs)[constants.POOLED_OUTPUT]
     outputs = {LOGITS: keras.ops.cast(classifier(pooled), "float32")}
     super().__init__(inputs=inputs, outputs=outputs, **kwargs)
@@ -70,19 +72,3 @@ class BertClassifier(keras.Model):
   @property
   def checkpoint_items(self):
     return {"encoder": self.encoder, "classifier": self.classifier}
-
-  def get_config(self):
-    return {
-        "name": self.name,
-        "trainable": self.trainable,
-        "encoder": keras.saving.serialize_keras_object(self.encoder),
-        "num_classes": self.num_classes,
-        "dropout_rate": self.dropout_rate,
-        "sparse_last_layer": self.sparse_last_layer,
-    }
-
-  @classmethod
-  def from_config(cls, config):
-    config = dict(config)
-    config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-    return cls(**config)

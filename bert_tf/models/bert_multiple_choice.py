@@ -8,16 +8,19 @@ from bert_tf.layers.classification_head import ClassificationHead
 from bert_tf.layers.flatten_choices import FlattenChoices
 from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.models.bert_encoder import BertEncoder
+from bert_tf.models.task_model import EncoderTaskModel
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertMultipleChoice(keras.Model):
+class BertMultipleChoice(EncoderTaskModel):
   """Scores each [CLS] context [SEP] choice [SEP] sequence from its pooled vector.
 
   Inputs (a dict): input_word_ids, input_mask, input_type_ids, int32 [B, C, T].
   Outputs (a dict): logits, float32 [B, C]; softmax over C gives the choice.
   checkpoint_items: encoder, choice_scorer.
   """
+
+  config_arguments = ("num_choices", "dropout_rate")
 
   def __init__(self, encoder: BertEncoder, num_choices: int, dropout_rate: float = 0.1,
                **kwargs):
@@ -30,8 +33,7 @@ class BertMultipleChoice(keras.Model):
     flatten = FlattenChoices(name="flatten_choices")
 
     # === Functional graph ===
-    inputs = {name: keras.Input((num_choices, None), dtype="int32", name=name)
-              for name in constants.ENCODER_INPUTS}
+    inputs = self.encoder_inputs((num_choices, None))
     flat = {name: flatten(x) for name, x in inputs.items()}
     pooled = encoder(flat)[constants.POOLED_OUTPUT]
     scores = ops.reshape(scorer(pooled), (-1, num_choices))
@@ -47,18 +49,3 @@ class BertMultipleChoice(keras.Model):
   @property
   def checkpoint_items(self):
     return {"encoder": self.encoder, "choice_scorer": self.choice_scorer}
-
-  def get_config(self):
-    return {
-        "name": self.name,
-        "trainable": self.trainable,
-        "encoder": keras.saving.serialize_keras_object(self.encoder),
-        "num_choices": self.num_choices,
-        "dropout_rate": self.dropout_rate,
-    }
-
-  @classmethod
-  def from_config(cls, config):
-    config = dict(config)
-    config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-    return cls(**config)

@@ -8,10 +8,11 @@ from bert_tf import constants
 from bert_tf.layers.classification_head import ClassificationHead
 from bert_tf.layers.masked_lm_head import MaskedLMHead
 from bert_tf.models.bert_encoder import BertEncoder
+from bert_tf.models.task_model import EncoderTaskModel
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertPretrainer(keras.Model):
+class BertPretrainer(EncoderTaskModel):
   """An encoder plus the masked-LM head (tied embeddings) and the next-sentence head.
 
   Inputs (a dict): the encoder's three inputs and
@@ -28,6 +29,8 @@ class BertPretrainer(keras.Model):
   With `sparse_last_layer=False` tensor calls run the plain graph too.
   """
 
+  config_arguments = ("use_next_sentence_label", "sparse_last_layer")
+
   def __init__(self, encoder: BertEncoder, use_next_sentence_label: bool = True,
                sparse_last_layer: bool = True, **kwargs):
     # === Layers ===
@@ -43,10 +46,8 @@ class BertPretrainer(keras.Model):
           dtype=encoder.dtype_policy, name="next_sentence")
 
     # === Functional graph ===
-    inputs = {
-        name: keras.Input((None,), dtype="int32", name=name)
-        for name in (*constants.ENCODER_INPUTS, constants.MASKED_LM_POSITIONS)
-    }
+    inputs = self.encoder_inputs(
+        names=(*constants.ENCODER_INPUTS, constants.MASKED_LM_POSITIONS))
     encoded = encoder({name: inputs[name] for name in constants.ENCODER_INPUTS})
     mlm_logits = masked_lm(encoded[constants.SEQUENCE_OUTPUT],
                            inputs[constants.MASKED_LM_POSITIONS])
@@ -84,18 +85,3 @@ class BertPretrainer(keras.Model):
       items["next_sentence"] = self.next_sentence
     # Read-only, so that Keras's saver (which walks properties) leaves it alone.
     return types.MappingProxyType(items)
-
-  def get_config(self):
-    return {
-        "name": self.name,
-        "trainable": self.trainable,
-        "encoder": keras.saving.serialize_keras_object(self.encoder),
-        "use_next_sentence_label": self.use_next_sentence_label,
-        "sparse_last_layer": self.sparse_last_layer,
-    }
-
-  @classmethod
-  def from_config(cls, config):
-    config = dict(config)
-    config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-    return cls(**config)

@@ -5,13 +5,14 @@ import keras
 from bert_tf import constants
 from bert_tf.layers.span_head import SpanHead
 from bert_tf.models.bert_encoder import BertEncoder
+from bert_tf.models.task_model import EncoderTaskModel
 
 START_LOGITS = "start_logits"
 END_LOGITS = "end_logits"
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertSpanLabeler(keras.Model):
+class BertSpanLabeler(EncoderTaskModel):
   """An encoder plus SpanHead over its sequence output.
 
   Inputs (a dict): input_word_ids, input_mask, input_type_ids, int32 [B, T].
@@ -27,8 +28,7 @@ class BertSpanLabeler(keras.Model):
                             dtype=encoder.dtype_policy, name="span_labeler")
 
     # === Functional graph ===
-    inputs = {name: keras.Input((None,), dtype="int32", name=name)
-              for name in constants.ENCODER_INPUTS}
+    inputs = self.encoder_inputs()
     encoded = encoder(inputs)
     start_logits, end_logits = span_labeler(encoded[constants.SEQUENCE_OUTPUT])
     outputs = {START_LOGITS: keras.ops.cast(start_logits, "float32"),
@@ -43,16 +43,3 @@ class BertSpanLabeler(keras.Model):
   def checkpoint_items(self):
     """Objects a checkpoint restores by name: the encoder and the span head."""
     return {"encoder": self.encoder, "span_labeler": self.span_labeler}
-
-  def get_config(self):
-    return {
-        "name": self.name,
-        "trainable": self.trainable,
-        "encoder": keras.saving.serialize_keras_object(self.encoder),
-    }
-
-  @classmethod
-  def from_config(cls, config):
-    config = dict(config)
-    config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-    return cls(**config)

@@ -6,16 +6,19 @@ from bert_tf import constants
 from bert_tf.layers.classification_head import ClassificationHead
 from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.models.bert_encoder import BertEncoder
+from bert_tf.models.task_model import EncoderTaskModel
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertTokenClassifier(keras.Model):
+class BertTokenClassifier(EncoderTaskModel):
   """An encoder plus dropout and a dense layer applied to every position.
 
   Inputs (a dict): input_word_ids, input_mask, input_type_ids, int32 [B, T].
   Outputs (a dict): logits, float32 [B, T, num_classes].
   checkpoint_items: encoder, tagger.
   """
+
+  config_arguments = ("num_classes", "dropout_rate")
 
   def __init__(self, encoder: BertEncoder, num_classes: int, dropout_rate: float = 0.1,
                **kwargs):
@@ -25,8 +28,7 @@ class BertTokenClassifier(keras.Model):
                                 dtype=encoder.dtype_policy, name="tagger")
 
     # === Functional graph ===
-    inputs = {name: keras.Input((None,), dtype="int32", name=name)
-              for name in constants.ENCODER_INPUTS}
+    inputs = self.encoder_inputs()
     sequence = encoder(inputs)[constants.SEQUENCE_OUTPUT]
     outputs = {LOGITS: keras.ops.cast(tagger(sequence), "float32")}
     super().__init__(inputs=inputs, outputs=outputs, **kwargs)
@@ -40,18 +42,3 @@ class BertTokenClassifier(keras.Model):
   @property
   def checkpoint_items(self):
     return {"encoder": self.encoder, "tagger": self.tagger}
-
-  def get_config(self):
-    return {
-        "name": self.name,
-        "trainable": self.trainable,
-        "encoder": keras.saving.serialize_keras_object(self.encoder),
-        "num_classes": self.num_classes,
-        "dropout_rate": self.dropout_rate,
-    }
-
-  @classmethod
-  def from_config(cls, config):
-    config = dict(config)
-    config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-    return cls(**config)
