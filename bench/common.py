@@ -18,7 +18,10 @@ import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
+from absl import flags
+
 from bert_tf import cpu_kernels
+from bert_tf.utils import files
 
 # Before any TensorFlow import: our side runs with the CPU kernels the tools choose
 # (TF_ENABLE_ONEDNN_OPTS=1 on x86-64). Peer workers do not inherit that choice: see
@@ -32,6 +35,9 @@ RESULTS_DIR = os.path.join(BENCH_DIR, "results")
 # Workers' stderr (TF logs, tracebacks) goes here, outside the source tree.
 LOG_DIR = os.environ.get("BERT_TF_BENCH_LOGS", "/tmp/bert_tf_bench_logs")
 DEFAULT_VENV_ROOT = os.environ.get("BERT_TF_PEER_VENVS", "/tmp/peer_venvs")
+# The folder of the public data sets (glue_<task>/, conll2003/, squad_v1.1/,
+# wikitext2_raw/, bert_vocab/): --data_dir, or this variable when the flag is not given.
+DATA_DIR_VARIABLE = "BERT_TF_DATA"
 
 # Each peer's virtual environment: packages installed in this order (torch first, with
 # the exact CPU version, so that nothing later pulls a CUDA build).
@@ -46,8 +52,6 @@ PEER_LABELS = {
     "model_garden": "Model Garden",
     "keras_hub": "KerasHub",
     "hf": "HF transformers",
-    "ours_xla": "bert_tf, jit_compile=True",
-    "ours_no_xla": "bert_tf, jit_compile=False",
 }
 
 
@@ -55,6 +59,22 @@ def command_line() -> str:
   """The command that started this process, to print beside its figures."""
   return "python " + " ".join(shlex.quote(a) for a in
                               [os.path.relpath(sys.argv[0], REPO_ROOT)] + sys.argv[1:])
+
+
+def define_data_dir_flag() -> flags.FlagHolder:
+  """Defines --data_dir, defaulting to $BERT_TF_DATA (see data_path)."""
+  return flags.DEFINE_string(
+      "data_dir", os.environ.get(DATA_DIR_VARIABLE),
+      f"Folder of the public data sets (glue_<task>/, conll2003/, squad_v1.1/, "
+      f"wikitext2_raw/, bert_vocab/); default ${DATA_DIR_VARIABLE}.")
+
+
+def data_path(*parts: str) -> str:
+  """A path under --data_dir; exits with a usage message when no folder was given."""
+  data_dir = flags.FLAGS.data_dir
+  if not data_dir:
+    raise SystemExit(f"No data folder: pass --data_dir=DIR or set ${DATA_DIR_VARIABLE}.")
+  return os.path.join(data_dir, *parts)
 
 
 def peer_env(onednn: bool = False) -> Dict[str, Optional[str]]:
@@ -207,15 +227,39 @@ def median(values: Sequence[float]) -> float:
   return statistics.median(values) if values else float("nan")
 
 
+def results_path(name: str) -> str:
+  return os.path.join(RESULTS_DIR, f"{name}.json")
+
+
+def read_results(name: str) -> dict:
+  """bench/results/<name>.json, or {} when the benchmark has not written it yet."""
+  if not os.path.exists(results_path(name)):
+    return {}
+  with open(results_path(name)) as f:
+    return json.load(f)
+
+
 def write_results(name: str, payload: dict) -> str:
   """Writes bench/results/<name>.json (through a temporary file) and returns its path."""
-  os.makedirs(RESULTS_DIR, exist_ok=True)
-  path = os.path.join(RESULTS_DIR, f"{name}.json")
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:
+  path = results_path(name)
+  with files.atomic_open(path) as f:
     json.dump(payload, f, indent=1, sort_keys=True)
-  os.replace(tmp, path)
   return path
+
+
+def matmul_peak_gflops() -> Optional[float]:
+  """The float32 matmul peak bench/matmul_peak.py last recorded (None before it ran): the
+  denominator of every MFU column."""
+  return read_results("matmul_peak").get("peak_gflops")
+
+
+def merge_results(name: str, key: str, entries: Dict[str, dict]) -> str:
+  """Replaces the entries of payload[key] named in `entries` in bench/results/<name>.json,
+  keeping the others: a benchmark run on a few configurations or tasks at a time keeps
+  one file whose every entry carries its own command and machine."""
+  payload = read_results(name)
+  payload.setdefault(key, {}).update(entries)
+  return write_results(name, payload)
 
 
 def _section_pattern(section: str):
@@ -241,10 +285,8 @@ def update_readme_section(section: str, markdown: str, readme: str = README) -> 
     text = f.read()
   begin, end, pattern = _section_pattern(section)
   text = pattern.sub(lambda _: f"{begin}\n{markdown.rstrip()}\n{end}", text)
-  tmp = readme + ".tmp"
-  with open(tmp, "w") as f:
+  with files.atomic_open(readme) as f:
     f.write(text)
-  os.replace(tmp, readme)
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:

@@ -13,10 +13,8 @@ summary, and regenerates its section of bench/README.md.
 The machine may be shared: wall-clock rates move with other load, CPU seconds move less;
 the load average is recorded before every run.
 
-  python bench/create_pretraining_data.py \
-      --input_file=/work/shared/data/wikitext2_raw/wikitext2_valid_test.bertfmt.txt \
-      --vocab_file=/work/shared/data/bert_vocab/uncased/vocab.txt \
-      --repeat=10 --workers=1,2 --runs=2 --dupe_factor=5
+  python bench/create_pretraining_data.py --data_dir=$BERT_TF_DATA \
+      --repeat=10 --workers=1,2 --runs=3 --dupe_factor=5
 """
 
 import json
@@ -35,8 +33,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("input_file", None, "Text in the tool's input format.")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocab.")
+common.define_data_dir_flag()
+flags.DEFINE_string("input_file", None, "Text in the tool's input format; default "
+                    "DATA_DIR/wikitext2_raw/wikitext2_valid_test.bertfmt.txt.")
+flags.DEFINE_string("vocab_file", None, "WordPiece vocab; default "
+                    "DATA_DIR/bert_vocab/uncased/vocab.txt.")
 flags.DEFINE_integer("repeat", 10, "Copies of the input concatenated into the corpus.")
 flags.DEFINE_string("workers", "1,2", "Comma-separated worker counts to measure.")
 flags.DEFINE_integer("runs", 2, "Rounds; every worker count runs once per round.")
@@ -213,8 +214,10 @@ def _markdown(payload):
 
 def main(argv):
   del argv
-  if not FLAGS.input_file or not FLAGS.vocab_file:
-    raise app.UsageError("--input_file and --vocab_file are required")
+  if not FLAGS.input_file:
+    FLAGS.input_file = common.data_path("wikitext2_raw", "wikitext2_valid_test.bertfmt.txt")
+  if not FLAGS.vocab_file:
+    FLAGS.vocab_file = common.data_path("bert_vocab", "uncased", "vocab.txt")
   worker_counts = [int(w) for w in FLAGS.workers.split(",")]
   with tempfile.TemporaryDirectory() as tmp:
     corpus = os.path.join(tmp, "corpus.txt")

@@ -8,7 +8,7 @@ step reads, tokenizes and pads its own next batch. Workers alternate round by ro
 examples/s is total examples over total time of the timed steps (steps differ in length
 under dynamic padding, so a mean, not a median of steps, is the rate).
 
-  python bench/finetune_throughput.py --data_dir=/work/shared/data --tasks=sst2,mrpc
+  python bench/finetune_throughput.py --data_dir=$BERT_TF_DATA --tasks=sst2,mrpc
 """
 
 import os
@@ -22,8 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("data_dir", None, "Folder holding glue_sst2/ and glue_mrpc/ "
-                    "(and bert_vocab/uncased/vocab.txt unless --vocab_file).")
+common.define_data_dir_flag()
 flags.DEFINE_string("vocab_file", "", "WordPiece vocab; default DATA_DIR/bert_vocab/uncased/"
                     "vocab.txt.")
 flags.DEFINE_list("tasks", ["sst2", "mrpc"], "GLUE tasks: sst2, mrpc.")
@@ -40,7 +39,6 @@ flags.DEFINE_bool("install_peers", False, "Create the peers' virtual environment
 flags.DEFINE_string("venv_root", common.DEFAULT_VENV_ROOT, "Where the peers' venvs live.")
 flags.DEFINE_string("device", "cpu", "cpu or gpu.")
 flags.DEFINE_bool("write_readme", True, "Update the fine-tuning section of bench/README.md.")
-flags.mark_flag_as_required("data_dir")
 
 TSV = {"sst2": "glue_sst2/train.tsv", "mrpc": "glue_mrpc/train.tsv"}
 # name: (label, extra flags of bench/ours_finetune_worker.py)
@@ -62,7 +60,7 @@ PEER_SCRIPTS = {"model_garden": "bench/peers/model_garden_finetune.py",
 def main(argv):
   del argv
   peers = common.ready_peers(FLAGS.peers, FLAGS.install_peers, FLAGS.venv_root)
-  vocab = FLAGS.vocab_file or os.path.join(FLAGS.data_dir, "bert_vocab/uncased/vocab.txt")
+  vocab = FLAGS.vocab_file or common.data_path("bert_vocab", "uncased", "vocab.txt")
   env = {"CUDA_VISIBLE_DEVICES": ""} if FLAGS.device == "cpu" else {}
   command = common.command_line()
   rows, payload = [], {"command": command, "machine": common.machine_description(),
@@ -70,7 +68,7 @@ def main(argv):
   for task in FLAGS.tasks:
     if task not in TSV:
       raise app.UsageError(f"Unknown task '{task}'; tasks: {', '.join(TSV)}")
-    tsv = os.path.join(FLAGS.data_dir, TSV[task])
+    tsv = common.data_path(TSV[task])
     if not os.path.exists(tsv):
       raise app.UsageError(f"{tsv} does not exist (check --data_dir)")
     args = ["--size", FLAGS.size, "--task", task, "--train_tsv", tsv, "--vocab_file", vocab,

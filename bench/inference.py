@@ -6,7 +6,6 @@ XLA (jit_compile), alternating the two variants round by round in one process.
   python bench/inference.py --size=base --batch_size=32 --seq_length=128
 """
 
-import json
 import os
 import sys
 import time
@@ -60,8 +59,7 @@ def main(argv):
   t = FLAGS.seq_length
   flops = FLAGS.batch_size * t * layers * (2 * (4 * hidden * hidden + 2 * hidden * intermediate)
                                            + 4 * t * hidden)
-  peak_path = os.path.join(common.RESULTS_DIR, "matmul_peak.json")
-  peak = json.load(open(peak_path))["peak_gflops"] if os.path.exists(peak_path) else None
+  peak = common.matmul_peak_gflops()
   rss = protocol.peak_rss_mb()
   rows = []
   for name, values in seconds.items():
@@ -75,8 +73,9 @@ def main(argv):
                                  "model GFLOP/s", "MFU", "peak RSS MiB (process)"], rows)
   print(table)
   command = common.command_line()
-  common.write_results(f"inference_{FLAGS.size}_{FLAGS.batch_size}x{t}",
-                       {"command": command, "seconds": seconds, "peak_rss_mb": rss})
+  common.write_results("inference", {"command": command, "seconds": seconds,
+                                     "peak_rss_mb": rss, "matmul_peak_gflops": peak,
+                                     "machine": common.machine_description()})
   if FLAGS.write_readme:
     common.update_readme_section("inference", f"Command: `{command}`\n\n{table}")
   print(f"inference: {FLAGS.size} {FLAGS.batch_size}x{t}; command: {command}")

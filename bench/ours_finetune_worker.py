@@ -8,9 +8,9 @@ side by side): the batching (--batching), XLA (--jit_compile) and the [CLS]-only
 block (--sparse_last_layer).
 """
 
-import argparse
 import os
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 
@@ -45,13 +45,7 @@ def padded_inputs(task, data_config, input_context):
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument("--size", default="mini")
-  parser.add_argument("--task", default="sst2")
-  parser.add_argument("--train_tsv", required=True)
-  parser.add_argument("--vocab_file", required=True)
-  parser.add_argument("--batch_size", type=int, default=32)
-  parser.add_argument("--seq_length", type=int, default=128)
+  parser = protocol.argument_parser(__doc__, "finetune")
   parser.add_argument("--jit_compile", type=int, default=0)
   parser.add_argument("--sparse_last_layer", type=int, default=1,
                       help="1: the last block runs only at [CLS] (default).")
@@ -92,7 +86,7 @@ def main():
       return type(model).from_config({**model.get_config(), "sparse_last_layer": False})
 
     task.build_model = build_plain_model
-  trainer = Trainer(experiment, model_dir="/tmp/bert_tf_bench_unused", task=task)
+  trainer = Trainer(experiment, model_dir=tempfile.mkdtemp(prefix="bert_tf_bench_"), task=task)
   data_config = experiment.train_data
   build = {"dynamic": task.build_inputs,
            "buckets": task.build_inputs,

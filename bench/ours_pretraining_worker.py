@@ -6,9 +6,9 @@ task's loss and metrics) over a batch held in memory, so the figure is the step 
 Spoken to by bench/pretraining_step.py through bench/peers/protocol.py.
 """
 
-import argparse
 import os
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 
@@ -78,7 +78,7 @@ def build_trainer(size, batch_size, seq_length, predictions, steps_per_loop, jit
           num_cpu_devices=num_cpu_devices))
   strategies.configure_runtime(experiment.runtime)
   task = InMemoryPretrainingTask(experiment)
-  trainer = Trainer(experiment, model_dir="/tmp/bert_tf_bench_unused", task=task)
+  trainer = Trainer(experiment, model_dir=tempfile.mkdtemp(prefix="bert_tf_bench_"), task=task)
   data_config = experiment.train_data
   dataset = trainer.strategy.distribute_datasets_from_function(
       lambda ctx: task.build_inputs(data_config, ctx))
@@ -86,7 +86,8 @@ def build_trainer(size, batch_size, seq_length, predictions, steps_per_loop, jit
 
 
 def add_lever_flags(parser):
-  """Flags that switch one speed lever of ours each (bench/levers.py A/B-tests them)."""
+  """Flags that switch one speed lever of ours each (the variants of
+  bench/pretraining_step.py)."""
   parser.add_argument("--fused_optimizer", type=int, default=1,
                       help="1: each variable's update is one XLA function (default).")
   parser.add_argument("--sparse_last_layer", type=int, default=1,
@@ -158,11 +159,7 @@ def lever_info(args):
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument("--size", default="mini")
-  parser.add_argument("--batch_size", type=int, default=32)
-  parser.add_argument("--seq_length", type=int, default=128)
-  parser.add_argument("--predictions", type=int, default=20)
+  parser = protocol.argument_parser(__doc__, "pretraining")
   parser.add_argument("--steps_per_loop", type=int, default=1)
   parser.add_argument("--jit_compile", type=int, default=0)
   parser.add_argument("--input_path", default="",
@@ -183,7 +180,8 @@ def main():
           input_context)
   trainer, iterator = build_trainer(args.size, args.batch_size, args.seq_length,
                                     args.predictions, args.steps_per_loop,
-                                    bool(args.jit_compile), dataset_fn=dataset_fn,
+                                    bool(args.jit_compile),
+                                    full_length=bool(args.full_length), dataset_fn=dataset_fn,
                                     mixed_precision=args.mixed_precision,
                                     num_cpu_devices=args.num_cpu_devices,
                                     fused_kernels=bool(args.fused_kernels),

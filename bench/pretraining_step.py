@@ -8,13 +8,20 @@ Every system runs in its own process (each peer in its own virtual environment, 
 --install_peers); the processes take turns, round after round, and the table reports
 each one's median sequences/s and the ratio ours/peer within the same run.
 
+--variants adds our worker with one speed lever switched away from its default as one
+more system each (an A/B of the lever in the same run; VARIANTS below); --baseline adds
+the worker of another checkout (an A/B of a change). Each configuration's figures go to
+its entry of bench/results/pretraining_step.json (the other entries are kept), or with
+--nowrite_readme (an A/B check) to the workers' log folder.
+
   python bench/pretraining_step.py --configs=mini,small,base --install_peers
-  python bench/pretraining_step.py --configs=base512 --peers=keras_hub
+  python bench/pretraining_step.py --configs=base512 --pairwise --rounds=2
+  python bench/pretraining_step.py --configs=mini --peers= --variants=xla,full_last_layer
+  python bench/pretraining_step.py --configs=base --peers= --baseline=/tmp/before
 """
 
 import json
 import os
-import re
 import sys
 
 from absl import app
@@ -35,8 +42,8 @@ flags.DEFINE_integer("steps_per_round", 0, "Timed steps per system per round "
 flags.DEFINE_integer("steps_per_loop", 1, "Steps per call of our trainer's loop.")
 flags.DEFINE_bool("jit_compile", False, "XLA-compile our forward/backward "
                   "(runtime.jit_compile).")
-flags.DEFINE_bool("xla_variant", False, "Also run our step with jit_compile flipped, as "
-                  "one more system (measures the XLA lever in the same run).")
+flags.DEFINE_list("variants", [], "Our step with one lever switched, each as one more "
+                  "system: any of the names of VARIANTS in this file.")
 flags.DEFINE_bool("peer_onednn", False, "Run the TensorFlow peers with oneDNN forced on "
                   "(TF_ENABLE_ONEDNN_OPTS=1, as bert_tf sets it for ours) instead of "
                   "TensorFlow's own default, which leaves it off on CPUs without AVX-512 "
@@ -53,10 +60,14 @@ flags.DEFINE_bool("pairwise", False, "Keep only two systems alive at a time: our
                   "each peer in turn (a fresh worker of ours per pair), for shapes where "
                   "all systems at once do not fit in memory (base512 needs about 6.5 GB "
                   "each). Each ratio then comes from its own pair.")
-flags.DEFINE_bool("report_only", False, "Time nothing: rebuild the README sections of "
-                  "--configs from their bench/results JSON files (for example after a new "
-                  "matmul peak measurement changed the MFU column).")
-flags.DEFINE_bool("write_readme", True, "Update the pretraining section of bench/README.md.")
+flags.DEFINE_bool("report_only", False, "Time nothing: rebuild the README section from "
+                  "bench/results/pretraining_step.json (for example after a new matmul "
+                  "peak measurement changed the MFU column).")
+flags.DEFINE_bool("write_readme", True, "Record the run: its configurations' entries in "
+                  "bench/results/pretraining_step.json and the README section (without "
+                  "it, the results go to the workers' log folder).")
+
+RESULTS = "pretraining_step"
 
 # name: (size, batch, seq_length, predictions, default timed steps per round)
 CONFIGS = {
@@ -65,6 +76,38 @@ CONFIGS = {
     "base": ("base", 8, 128, 20, 3),
     "base512": ("base", 4, 512, 76, 2),
 }
+# Levers of our step (the default is the fastest measured; docs/performance.md has their
+# history). name: (what it changes, worker flags, worker environment).
+VARIANTS = {
+    "xla": ("forward/backward XLA-compiled (runtime.jit_compile=true)",
+            ["--jit_compile", "1"], {}),
+    "unfused_optimizer": ("AdamW as separate TensorFlow kernels, not one XLA function "
+                          "per variable", ["--fused_optimizer", "0"], {}),
+    "full_last_layer": ("last block over all positions, not only [CLS] and the masked "
+                        "ones", ["--sparse_last_layer", "0"], {}),
+    "no_xla_fusion": ("the element-wise pieces of bert_tf.layers.fusion as plain "
+                      "TensorFlow ops", ["--xla_fusion", "0"], {}),
+    "plain_layers": ("runtime.fused_kernels=false: the plain Keras layers",
+                     ["--fused_kernels", "0"], {}),
+    "keras_dense": ("Keras's Dense call instead of bert_tf.layers.Dense's",
+                    ["--keras_dense", "1"], {}),
+    "keras_dropout": ("Keras's float32 uniform dropout mask instead of 16 Philox bits",
+                      ["--keras_dropout", "1"], {}),
+    "steps_per_loop_10": ("10 steps per tf.function call", ["--steps_per_loop", "10"], {}),
+    "inter_op_1": ("1 inter-op thread", ["--inter_op_threads", "1"], {}),
+    "intra_op_1": ("1 intra-op thread", ["--intra_op_threads", "1"], {}),
+    "intra_op_4": ("4 intra-op threads", ["--intra_op_threads", "4"], {}),
+    "mirrored_2cpu": ("MirroredStrategy over 2 logical CPU devices of 1 thread each",
+                      ["--num_cpu_devices", "2", "--intra_op_threads", "1"], {}),
+    "autojit_fusible": ("XLA auto-clustering of the element-wise ops only",
+                        [], {"TF_XLA_FLAGS": "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit "
+                                             "--tf_xla_ops_to_cluster=FUSIBLE"}),
+    "no_onednn": ("oneDNN kernels off (Eigen's)", [], {"TF_ENABLE_ONEDNN_OPTS": "0"}),
+    "bfloat16": ("mixed_bfloat16 (the peers run float32)",
+                 ["--mixed_precision", "mixed_bfloat16"], {}),
+}
+# Systems of ours: never the "best peer" of a ratio.
+OURS = ("ours", "baseline", *(f"ours_{v}" for v in VARIANTS))
 PEER_SCRIPTS = {
     "model_garden": "bench/peers/model_garden_pretraining.py",
     "keras_hub": "bench/peers/keras_hub_pretraining.py",
@@ -86,14 +129,6 @@ def model_flops_per_sequence(size, seq_length, predictions, vocab_size=30522):
   return 3 * (encoder + mlm + pooler)
 
 
-def matmul_peak():
-  path = os.path.join(common.RESULTS_DIR, "matmul_peak.json")
-  if os.path.exists(path):
-    with open(path) as f:
-      return json.load(f)["peak_gflops"]
-  return None
-
-
 def worker_env():
   env = {}
   if FLAGS.device == "cpu":
@@ -106,14 +141,13 @@ def run_config(name, peers):
   steps = FLAGS.steps_per_round or default_steps
   shape = ["--size", size, "--batch_size", str(batch), "--seq_length", str(seq),
            "--predictions", str(predictions)]
-  specs = [("ours", [sys.executable, "bench/ours_pretraining_worker.py", *shape,
-                     "--steps_per_loop", str(FLAGS.steps_per_loop),
-                     "--jit_compile", str(int(FLAGS.jit_compile))], worker_env())]
-  if FLAGS.xla_variant:
-    specs.append(("ours_xla" if not FLAGS.jit_compile else "ours_no_xla",
-                  [sys.executable, "bench/ours_pretraining_worker.py", *shape,
-                   "--steps_per_loop", str(FLAGS.steps_per_loop),
-                   "--jit_compile", str(int(not FLAGS.jit_compile))], worker_env()))
+  ours = [sys.executable, "bench/ours_pretraining_worker.py", *shape,
+          "--steps_per_loop", str(FLAGS.steps_per_loop),
+          "--jit_compile", str(int(FLAGS.jit_compile))]
+  specs = [("ours", ours, worker_env())]
+  for variant in FLAGS.variants:
+    _, extra, env = VARIANTS[variant]
+    specs.append((f"ours_{variant}", ours + extra, {**worker_env(), **env}))
   if FLAGS.baseline:
     baseline = os.path.abspath(FLAGS.baseline)
     specs.append(("baseline", [sys.executable,
@@ -157,27 +191,33 @@ def run_config(name, peers):
       results["ours"] = dict(rates(ours_steps), peak_rss_mb=ours_peak or None,
                              info=workers[0].info, steps=len(ours_steps))
   return {"size": size, "batch_size": batch, "seq_length": seq, "predictions": predictions,
-          "results": results}
+          "results": results, "pairwise": FLAGS.pairwise}
 
 
-def report(payload, all_results, peak):
-  """Prints each config's table and writes its README section."""
-  command = payload["command"]
-  pairwise = ("; ours beside one peer at a time, each ratio from its own pair"
-              if "--pairwise" in command else "")
-  rounds = payload.get("rounds") or int(re.search(r"--rounds=(\d+)", command).group(1))
+def label(system):
+  if system.startswith("ours_") and system[len("ours_"):] in VARIANTS:
+    return f"bert_tf, {system[len('ours_'):]}"
+  return common.PEER_LABELS[system]
+
+
+def report(configs, current_peak):
+  """Prints one table over `configs` ({name: entry of the results file}) and, with
+  --write_readme, writes it with each configuration's command to the README."""
   header = ["config", "batch x seq", "system", "seq/s", "tokens/s", "model GFLOP/s", "MFU",
             "peak RSS MiB", "ours/this"]
-  for name, run in all_results.items():
-    peers = [p for p in run["results"] if p not in ("ours", "baseline")]
-    rows = []
+  rows, notes = [], []
+  for name in sorted(configs, key=lambda n: list(CONFIGS).index(n)):
+    run = configs[name]
+    # MFU against the peak measured in the same hour as the run, where it was recorded.
+    peak = run.get("matmul_peak_gflops") or current_peak
+    peers = [p for p in run["results"] if p not in OURS]
     ours = run["results"]["ours"]["sequences_per_second"]
     # The peer with the lowest ours/peer ratio (its pair's ours in a pairwise run).
     ratios = {p: run["results"][p].get("ours_sequences_per_second_in_pair", ours) /
                  run["results"][p]["sequences_per_second"] for p in peers}
     best = min(ratios, key=ratios.get) if ratios else None
     best_peer = run["results"][best]["sequences_per_second"] if best else 0.0
-    order = ["ours", "baseline", "model_garden", "keras_hub", "hf"]
+    order = [*OURS, "model_garden", "keras_hub", "hf"]
     systems = sorted(run["results"], key=lambda k: order.index(k) if k in order else len(order))
     for system in systems:
       r = run["results"][system]
@@ -185,50 +225,54 @@ def report(payload, all_results, peak):
       ratio = "" if system == "ours" else f"{mine / r['sequences_per_second']:.2f}x"
       mfu = f"{100 * r['model_gflops_per_second'] / peak:.0f}%" if peak else "n/a"
       rows.append([name, f"{run['batch_size']}x{run['seq_length']}",
-                   common.PEER_LABELS[system], f"{r['sequences_per_second']:.2f}",
+                   label(system), f"{r['sequences_per_second']:.2f}",
                    f"{r['tokens_per_second']:.0f}", f"{r['model_gflops_per_second']:.1f}",
                    mfu, f"{r['peak_rss_mb']:.0f}" if r["peak_rss_mb"] else "n/a", ratio])
-    table = common.markdown_table(header, rows)
-    print(table)
-    summary = ""
+    pairwise = ", ours beside one peer at a time" if run.get("pairwise") else ""
+    peak_note = f", matmul peak {peak:.1f} GFLOP/s" if peak else ""
+    notes.append(f"- {name}: `{run['command']}` ({run['rounds']} interleaved rounds"
+                 f"{pairwise}; {run['machine']}{peak_note})")
     if best_peer:
-      target = "met" if ratios[best] >= 1.15 else "NOT met"
-      summary = (f"{name}: ours {ours:.2f} seq/s, best peer ({common.PEER_LABELS[best]}) "
-                 f"{best_peer:.2f} seq/s, ratio {ratios[best]:.2f}x (target 1.15x: {target})")
-      print(summary)
-    if FLAGS.write_readme:
-      peak_note = (f"; MFU against the matmul peak of {peak:.1f} GFLOP/s measured by "
-                   f"bench/matmul_peak.py" if peak else "")
-      common.update_readme_section(
-          f"pretraining_{name}",
-          f"Command: `{command}` (medians of {rounds} interleaved rounds"
-          f"{pairwise}{peak_note})\n\n{table}\n\n{summary}")
+      notes[-1] += (f"; ours/best peer ({label(best)}) {ratios[best]:.2f}x")
+  table = common.markdown_table(header, rows)
+  print(table)
+  print("\n".join(notes))
+  if FLAGS.write_readme:
+    common.update_readme_section(RESULTS, f"{table}\n\n" + "\n".join(notes))
 
 
 def main(argv):
   del argv
-  peers = common.ready_peers(FLAGS.peers, FLAGS.install_peers, FLAGS.venv_root)
   for name in FLAGS.configs:
     if name not in CONFIGS:
       raise app.UsageError(f"Unknown config '{name}'; configs: {', '.join(CONFIGS)}")
-  peak = matmul_peak()
+  for variant in FLAGS.variants:
+    if variant not in VARIANTS:
+      raise app.UsageError(f"Unknown variant '{variant}'; variants: {', '.join(VARIANTS)}")
+  peak = common.matmul_peak_gflops()
   if FLAGS.report_only:
-    for name in FLAGS.configs:
-      with open(os.path.join(common.RESULTS_DIR, f"pretraining_step_{name}.json")) as f:
-        payload = json.load(f)
-      payload["matmul_peak_gflops"] = peak
-      report(payload, {name: payload["configs"][name]}, peak)
+    report(common.read_results(RESULTS).get("configs", {}), peak)
     return
+  if FLAGS.write_readme:
+    common.require_readme_section(RESULTS)
+  peers = common.ready_peers(FLAGS.peers, FLAGS.install_peers, FLAGS.venv_root)
   command = common.command_line()
-  all_results = {}
+  runs = {}
   for name in FLAGS.configs:
-    all_results[name] = run_config(name, peers)
-  payload = {"command": command, "machine": common.machine_description(),
-             "matmul_peak_gflops": peak, "rounds": FLAGS.rounds, "peers": peers,
-             "configs": all_results}
-  common.write_results("pretraining_step_" + "_".join(FLAGS.configs), payload)
-  report(payload, all_results, peak)
-  print(f"pretraining_step: {len(all_results)} configs, systems ours+{','.join(peers)}; "
+    runs[name] = dict(run_config(name, peers), command=command, rounds=FLAGS.rounds,
+                      machine=common.machine_description(), matmul_peak_gflops=peak)
+  if FLAGS.write_readme:
+    print(f"results: {common.merge_results(RESULTS, 'configs', runs)}")
+    report(common.read_results(RESULTS)["configs"], peak)
+  else:
+    # A check, not a figure of record: the results file stays as it is.
+    path = os.path.join(common.LOG_DIR, f"{RESULTS}.json")
+    with open(path, "w") as f:
+      json.dump({"configs": runs}, f, indent=1, sort_keys=True)
+    print(f"results: {path}")
+    report(runs, peak)
+  print(f"pretraining_step: {len(runs)} configs, systems "
+        f"{','.join(['ours', *(f'ours_{v}' for v in FLAGS.variants), *peers])}; "
         f"command: {command}")
 
 

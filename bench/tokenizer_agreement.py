@@ -10,7 +10,7 @@ compares our ids with
   (Python's `str.lower()` and `unicodedata`; words of more than 200 characters
   become [UNK], the original's limit, compared with ours built with
   `max_chars_per_word=200` as tools/create_pretraining_data.py builds it),
-  written here from its description,
+  the transcription the tests use (tests/reference_tokenizer.py),
 
 for the uncased and the cased vocab. A second check sweeps every assigned code
 point of Python's Unicode tables (and the BMP private-use area) in several
@@ -20,7 +20,7 @@ agreement, the classes, and tokens/s of our tokenizer (eager batches,
 `tf.data`) and of the reference; writes bench/results/tokenizer_agreement.json
 and regenerates its section of bench/README.md.
 
-    python bench/tokenizer_agreement.py --data_dir=/work/shared/data
+    python bench/tokenizer_agreement.py --data_dir=$BERT_TF_DATA
 """
 
 import collections
@@ -34,23 +34,26 @@ import unicodedata
 
 from absl import app
 from absl import flags
-import tensorflow as tf
-import tensorflow_text as tf_text
 
-from bert_tf.text.tokenizer import BertWordPieceTokenizer
-
+# common first: it chooses the CPU kernels before TensorFlow loads.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+sys.path.insert(0, os.path.join(common.REPO_ROOT, "tests"))
+from reference_tokenizer import original_ids, original_words  # pylint: disable=g-import-not-at-top,wrong-import-position
+import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
+import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+from bert_tf.text.tokenizer import BertWordPieceTokenizer  # pylint: disable=g-import-not-at-top,wrong-import-position
+
 FLAGS = flags.FLAGS
-flags.DEFINE_string("data_dir", None, "Folder of the real-data kit (see its README).")
+common.define_data_dir_flag()
 flags.DEFINE_integer("batch_size", 1024, "Sentences per batch for the speed runs.")
 flags.DEFINE_integer("max_examples", 5, "Disagreeing sentences printed per setting.")
 flags.DEFINE_integer("speed_sentences", 30000, "Sentences used for the speed runs.")
 flags.DEFINE_integer("speed_rounds", 3, "Rounds of the speed runs (the median is reported).")
 flags.DEFINE_bool("sweep", True, "Also sweep every code point through the word splitting.")
 flags.DEFINE_bool("write_readme", True, "Regenerate this benchmark's README section.")
-flags.mark_flag_as_required("data_dir")
 
 
 def _tsv_columns(path, columns, skip_header=True):
@@ -116,76 +119,6 @@ def load_corpora(data_dir):
     except FileNotFoundError as e:
       print(f"skipping {name}: {e}", file=sys.stderr)
   return corpora
-
-
-# The original google-research/bert rules, transcribed from their description.
-
-_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF),
-               (0x2A700, 0x2B73F), (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF),
-               (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
-
-
-def _is_bert_punctuation(ch):
-  cp = ord(ch)
-  if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
-    return True
-  return unicodedata.category(ch).startswith("P")
-
-
-def original_words(text, lower_case):
-  """Words of the original BasicTokenizer, for Python str input."""
-  spaced = []
-  for ch in text:
-    category = unicodedata.category(ch)
-    if ch in "\x00\ufffd" or (ch not in "\t\n\r" and category in ("Cc", "Cf")):
-      continue
-    if ch in " \t\n\r" or category == "Zs":
-      spaced.append(" ")
-    elif any(lo <= ord(ch) <= hi for lo, hi in _CJK_RANGES):
-      spaced.append(f" {ch} ")
-    else:
-      spaced.append(ch)
-  words = []
-  for token in "".join(spaced).split():
-    if lower_case:
-      token = "".join(c for c in unicodedata.normalize("NFD", token.lower())
-                      if unicodedata.category(c) != "Mn")
-    current = ""
-    for ch in token:
-      if _is_bert_punctuation(ch):
-        if current:
-          words.append(current)
-        words.append(ch)
-        current = ""
-      else:
-        current += ch
-    if current:
-      words.append(current)
-  return words
-
-
-def original_wordpiece(word, index, unk_id, max_chars):
-  if len(word) > max_chars:
-    return [unk_id]
-  pieces, start = [], 0
-  while start < len(word):
-    end = len(word)
-    while end > start:
-      piece = word[start:end] if start == 0 else "##" + word[start:end]
-      if piece in index:
-        pieces.append(index[piece])
-        break
-      end -= 1
-    if end == start:
-      return [unk_id]
-    start = end
-  return pieces
-
-
-def original_ids(text, lower_case, index, unk_id, max_chars=200):
-  """Ids of the original FullTokenizer (its WordPiece limit: 200 characters)."""
-  return [i for w in original_words(text, lower_case)
-          for i in original_wordpiece(w, index, unk_id, max_chars)]
 
 
 def ours_ids(tokenizer, sentences, batch_size):
@@ -400,9 +333,9 @@ def _markdown(payload):
            f"all its WordPiece ids are equal. Hugging Face `tokenizers` "
            f"{payload['hf_version']} `BertWordPieceTokenizer` (clean_text, "
            f"handle_chinese_chars, lowercase and strip_accents as the vocab), words over "
-           f"100 characters -> [UNK] in both; the original rules (transcribed in the "
-           f"script) with their 200-character limit against ours built with "
-           f"`max_chars_per_word=200`.", "",
+           f"100 characters -> [UNK] in both; the original rules "
+           f"(tests/reference_tokenizer.py) with their 200-character limit against ours "
+           f"built with `max_chars_per_word=200`.", "",
            common.markdown_table(header, rows), ""]
   for setting in settings:
     info = payload["settings"][setting]

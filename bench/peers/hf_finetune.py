@@ -6,7 +6,6 @@ DataCollatorWithPadding recipe), shuffled, torch.optim.AdamW. Tokenization is in
 timed step. Spoken to by bench/finetune_throughput.py through protocol.py.
 """
 
-import argparse
 import random
 
 import glue_tsv
@@ -16,13 +15,7 @@ import transformers
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument("--size", default="mini")
-  parser.add_argument("--task", default="sst2")
-  parser.add_argument("--train_tsv", required=True)
-  parser.add_argument("--vocab_file", required=True)
-  parser.add_argument("--batch_size", type=int, default=32)
-  parser.add_argument("--seq_length", type=int, default=128)
+  parser = protocol.argument_parser(__doc__, "finetune")
   args = parser.parse_args()
 
   torch.manual_seed(0)

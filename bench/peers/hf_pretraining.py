@@ -7,20 +7,13 @@ torch.optim.AdamW with no decay on biases and LayerNorm weights. Spoken to by
 bench/pretraining_step.py through protocol.py.
 """
 
-import argparse
-
 import protocol
 import torch
 import transformers
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument("--size", default="mini")
-  parser.add_argument("--batch_size", type=int, default=32)
-  parser.add_argument("--seq_length", type=int, default=128)
-  parser.add_argument("--predictions", type=int, default=20)
-  parser.add_argument("--full_length", type=int, default=1)
+  parser = protocol.argument_parser(__doc__, "pretraining")
   args = parser.parse_args()
 
   torch.manual_seed(0)

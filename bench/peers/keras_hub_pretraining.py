@@ -7,7 +7,6 @@ parameters, global-norm clipping at 1.0; the step is a tf.function with Gradient
 Spoken to by bench/pretraining_step.py through protocol.py.
 """
 
-import argparse
 import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -19,12 +18,7 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-posi
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument("--size", default="mini")
-  parser.add_argument("--batch_size", type=int, default=32)
-  parser.add_argument("--seq_length", type=int, default=128)
-  parser.add_argument("--predictions", type=int, default=20)
-  parser.add_argument("--full_length", type=int, default=1)
+  parser = protocol.argument_parser(__doc__, "pretraining")
   args = parser.parse_args()
 
   keras.utils.set_random_seed(0)

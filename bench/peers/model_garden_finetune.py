@@ -7,8 +7,6 @@ networks.BertEncoder, AdamWeightDecay; a tf.function step. Spoken to by
 bench/finetune_throughput.py through protocol.py.
 """
 
-import argparse
-
 import glue_tsv
 import protocol
 import tensorflow as tf
@@ -20,13 +18,7 @@ from official.nlp.modeling import networks
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument("--size", default="mini")
-  parser.add_argument("--task", default="sst2")
-  parser.add_argument("--train_tsv", required=True)
-  parser.add_argument("--vocab_file", required=True)
-  parser.add_argument("--batch_size", type=int, default=32)
-  parser.add_argument("--seq_length", type=int, default=128)
+  parser = protocol.argument_parser(__doc__, "finetune")
   args = parser.parse_args()
 
   tf_keras.utils.set_random_seed(0)

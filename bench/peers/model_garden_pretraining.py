@@ -7,8 +7,6 @@ weight decay, global-norm clipping at 1.0; a tf.function step with GradientTape.
 Spoken to by bench/pretraining_step.py through protocol.py.
 """
 
-import argparse
-
 import protocol
 import tensorflow as tf
 import tf_keras
@@ -19,12 +17,7 @@ from official.nlp.modeling import networks
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument("--size", default="mini")
-  parser.add_argument("--batch_size", type=int, default=32)
-  parser.add_argument("--seq_length", type=int, default=128)
-  parser.add_argument("--predictions", type=int, default=20)
-  parser.add_argument("--full_length", type=int, default=1)
+  parser = protocol.argument_parser(__doc__, "pretraining")
   args = parser.parse_args()
 
   tf_keras.utils.set_random_seed(0)

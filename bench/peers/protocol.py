@@ -12,6 +12,7 @@ The driver (bench/common.py) starts one worker per system and sends `run` to eac
 turn, so that ours and the peers' steps alternate on the same (noisy) machine.
 """
 
+import argparse
 import json
 import resource
 import sys
@@ -33,6 +34,27 @@ LEARNING_RATE = 1e-4
 WEIGHT_DECAY = 0.01
 # The exclusions of the original optimization.py, in each framework's own spelling.
 EXCLUDE_FROM_WEIGHT_DECAY = ("layer_norm", "LayerNorm", "bias", "beta", "gamma")
+
+
+def argument_parser(description, task):
+  """The command line every worker of `task` ("pretraining" or "finetune") takes: the
+  model size and batch shape, and for fine-tuning the GLUE task, its training TSV and
+  the vocab. A worker adds its own flags to the parser returned."""
+  parser = argparse.ArgumentParser(description=description)
+  parser.add_argument("--size", default="mini")
+  parser.add_argument("--batch_size", type=int, default=32)
+  parser.add_argument("--seq_length", type=int, default=128)
+  if task == "pretraining":
+    parser.add_argument("--predictions", type=int, default=20)
+    parser.add_argument("--full_length", type=int, default=1,
+                        help="0: random lengths in [seq_length / 2, seq_length].")
+  elif task == "finetune":
+    parser.add_argument("--task", default="sst2")
+    parser.add_argument("--train_tsv", required=True)
+    parser.add_argument("--vocab_file", required=True)
+  else:
+    raise ValueError(f"task must be pretraining or finetune, got '{task}'")
+  return parser
 
 
 def size_args(size):

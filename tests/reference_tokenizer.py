@@ -1,0 +1,83 @@
+"""The original google-research/bert tokenization rules in plain Python, as a reference.
+
+BasicTokenizer's cleaning and word splitting (`original_words`) and FullTokenizer's
+greedy longest-match WordPiece (`original_ids`), transcribed from their description.
+The normalization tests compare the in-graph splitting with them, and
+bench/tokenizer_agreement.py compares whole tokenizers on real text.
+"""
+
+import unicodedata
+
+# The CJK blocks the original pads with spaces (each ideograph becomes a word).
+_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF),
+               (0x2A700, 0x2B73F), (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF),
+               (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+
+
+def _is_punctuation(ch):
+  """ASCII non-alphanumerics count as punctuation besides Unicode's P* categories."""
+  cp = ord(ch)
+  if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+    return True
+  return unicodedata.category(ch).startswith("P")
+
+
+def original_words(text, lower_case):
+  """Words of the original BasicTokenizer for a Python str: a list of str."""
+  spaced = []
+  for ch in text:
+    category = unicodedata.category(ch)
+    if ch in "\x00\ufffd" or (ch not in "\t\n\r" and category in ("Cc", "Cf")):
+      continue
+    if ch in " \t\n\r" or category == "Zs":
+      spaced.append(" ")
+    elif any(lo <= ord(ch) <= hi for lo, hi in _CJK_RANGES):
+      spaced.append(f" {ch} ")
+    else:
+      spaced.append(ch)
+  words = []
+  for token in "".join(spaced).split():
+    if lower_case:
+      token = "".join(c for c in unicodedata.normalize("NFD", token.lower())
+                      if unicodedata.category(c) != "Mn")
+    current = ""
+    for ch in token:
+      if _is_punctuation(ch):
+        if current:
+          words.append(current)
+        words.append(ch)
+        current = ""
+      else:
+        current += ch
+    if current:
+      words.append(current)
+  return words
+
+
+def original_wordpiece(word, index, unk_id, max_chars):
+  """Greedy longest-match-first WordPiece ids of one word (a list of int).
+
+  `index` maps each vocab entry to its id; a word longer than `max_chars` characters,
+  or one with a piece missing from the vocab, becomes [unk_id].
+  """
+  if len(word) > max_chars:
+    return [unk_id]
+  pieces, start = [], 0
+  while start < len(word):
+    end = len(word)
+    while end > start:
+      piece = word[start:end] if start == 0 else "##" + word[start:end]
+      if piece in index:
+        pieces.append(index[piece])
+        break
+      end -= 1
+    if end == start:
+      return [unk_id]
+    start = end
+  return pieces
+
+
+def original_ids(text, lower_case, index, unk_id, max_chars=200):
+  """Ids of the original FullTokenizer (its WordPiece limit: 200 characters)."""
+  return [i for w in original_words(text, lower_case)
+          for i in original_wordpiece(w, index, unk_id, max_chars)]
