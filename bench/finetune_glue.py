@@ -108,11 +108,11 @@ def _experiment(task: str, steps: int):
       f"optimizer.learning_rate={_LR.value}",
       f"optimizer.warmup_steps={max(steps // 10, 1)}",
       f"task.init_checkpoint={_INIT.value}",
+      f"tokenizer.vocab_file={_VOCAB.value}",
+      f"tokenizer.lower_case={str(_LOWER.value).lower()}",
   ]
   for section in ("train_data", "eval_data"):
-    overrides += [f"{section}.vocab_file={_VOCAB.value}",
-                  f"{section}.lower_case={str(_LOWER.value).lower()}",
-                  f"{section}.seq_length={_SEQ.value}",
+    overrides += [f"{section}.seq_length={_SEQ.value}",
                   f"{section}.global_batch_size={_BATCH.value}"]
   if _OVERRIDE.value:
     overrides.append(_OVERRIDE.value)

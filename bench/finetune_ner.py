@@ -97,11 +97,11 @@ def main(argv):
       f"optimizer.learning_rate={_LR.value}", f"optimizer.warmup_steps={max(steps // 10, 1)}",
       f"task.init_checkpoint={_INIT.value}",
       f"train_data.seq_length={_SEQ.value}", f"eval_data.seq_length={_EVAL_SEQ.value}",
+      f"tokenizer.vocab_file={_VOCAB.value}",
+      f"tokenizer.lower_case={str(_LOWER.value).lower()}",
   ]
   for section in ("train_data", "eval_data"):
-    overrides += [f"{section}.vocab_file={_VOCAB.value}",
-                  f"{section}.lower_case={str(_LOWER.value).lower()}",
-                  f"{section}.global_batch_size={_BATCH.value}"]
+    overrides += [f"{section}.global_batch_size={_BATCH.value}"]
   if _OVERRIDE.value:
     overrides.append(_OVERRIDE.value)
   experiment = experiments.resolve_experiment("conll2003_ner", _CONFIG.value,

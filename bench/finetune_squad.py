@@ -108,12 +108,12 @@ def main(argv):
   print(f"Training questions: {num_train} ({len(train)} articles); evaluated questions: "
         f"{num_eval} ({len(evaluated)} articles)", flush=True)
 
-  data = {"format": "squad_json", "seq_length": _SEQ.value, "vocab_file": _VOCAB.value,
-          "lower_case": _LOWER.value, "global_batch_size": _BATCH.value}
+  data = {"format": "squad_json", "seq_length": _SEQ.value, "global_batch_size": _BATCH.value}
   base = (experiments.experiment_from_yaml(*_CONFIG.value) if _CONFIG.value else
           experiments.experiment_from_dict({}))
   experiment = base.override({
       "task": {"name": "squad", "init_checkpoint": _INIT.value, "doc_stride": _STRIDE.value},
+      "tokenizer": {"vocab_file": _VOCAB.value, "lower_case": _LOWER.value},
       "train_data": dict(data, input_path=train_path, is_training=True),
       "eval_data": dict(data, input_path=eval_path, is_training=False,
                         drop_remainder=False),
