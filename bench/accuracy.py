@@ -149,11 +149,11 @@ def _resolve(experiment_name, train_path, eval_path, steps):
       f"optimizer.learning_rate={_LR.value}", f"optimizer.warmup_steps={max(steps // 10, 1)}",
       f"task.init_checkpoint={_INIT.value}",
       f"train_data.seq_length={_SEQ.value}", f"eval_data.seq_length={_eval_seq()}",
+      f"tokenizer.vocab_file={_VOCAB.value}",
+      f"tokenizer.lower_case={str(_LOWER.value).lower()}",
   ]
   for section in ("train_data", "eval_data"):
-    overrides += [f"{section}.vocab_file={_VOCAB.value}",
-                  f"{section}.lower_case={str(_LOWER.value).lower()}",
-                  f"{section}.global_batch_size={_BATCH.value}"]
+    overrides += [f"{section}.global_batch_size={_BATCH.value}"]
   if _OVERRIDE.value:
     overrides.append(_OVERRIDE.value)
   return experiments.resolve_experiment(experiment_name, _CONFIG.value, ",".join(overrides))
@@ -274,12 +274,12 @@ def run_squad():
         flush=True)
   steps = _STEPS.value
   data_config = {"format": "squad_json", "seq_length": _SEQ.value,
-                 "vocab_file": _VOCAB.value, "lower_case": _LOWER.value,
                  "global_batch_size": _BATCH.value}
   base = (experiments.experiment_from_yaml(*_CONFIG.value) if _CONFIG.value else
           experiments.experiment_from_dict({}))
   experiment = base.override({
       "task": {"name": "squad", "init_checkpoint": _INIT.value, "doc_stride": _STRIDE.value},
+      "tokenizer": {"vocab_file": _VOCAB.value, "lower_case": _LOWER.value},
       "train_data": dict(data_config, input_path=paths["train"], is_training=True),
       "eval_data": dict(data_config, input_path=paths["eval"], is_training=False,
                         drop_remainder=False),

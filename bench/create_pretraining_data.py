@@ -73,7 +73,7 @@ def _run_once(name, corpus, out_dir, workers):
   """One run of the tool in a fresh process; its figures as a dict."""
   output = os.path.join(out_dir, name, "pretrain")
   cmd = [sys.executable, _TOOL, f"--input_file={corpus}", f"--vocab_file={FLAGS.vocab_file}",
-         f"--output={output}", f"--max_seq_length={FLAGS.max_seq_length}",
+         f"--output={output}", f"--seq_length={FLAGS.max_seq_length}",
          f"--dupe_factor={FLAGS.dupe_factor}", f"--num_workers={workers}",
          f"--num_shards={workers}", f"--chunk_size_mb={FLAGS.chunk_size_mb}",
          "--overwrite", "--noprogress"]

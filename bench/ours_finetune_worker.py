@@ -66,8 +66,8 @@ def main():
   experiment = configs.ExperimentConfig(
       task=SentencePredictionConfig(glue_task=args.task),
       model=configs.ModelConfig(encoder=configs.EncoderConfig.from_size(args.size)),
+      tokenizer=configs.TokenizerConfig(vocab_file=args.vocab_file, lower_case=True),
       train_data=configs.DataConfig(format="tsv", input_path=args.train_tsv,
-                                    vocab_file=args.vocab_file, lower_case=True,
                                     global_batch_size=args.batch_size,
                                     seq_length=args.seq_length,
                                     length_buckets=(BUCKET_BOUNDARIES

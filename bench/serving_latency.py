@@ -84,10 +84,11 @@ def main(argv):
   tmp = tempfile.mkdtemp(prefix="serving_latency_")
   vocab = synthetic_vocab(os.path.join(tmp, "vocab.txt"), FLAGS.vocab_size)
   encoder = configs.EncoderConfig.from_size(FLAGS.size, vocab_size=FLAGS.vocab_size)
-  data = {"seq_length": FLAGS.seq_length, "vocab_file": vocab}
+  data = {"seq_length": FLAGS.seq_length}
   experiment = experiments.experiment_from_dict({
       "task": {"name": "sentence_prediction", "num_classes": 2},
-      "model": {"encoder": encoder.as_dict()}, "train_data": data, "eval_data": data})
+      "model": {"encoder": encoder.as_dict()}, "tokenizer": {"vocab_file": vocab},
+      "train_data": data, "eval_data": data})
   keras.utils.set_random_seed(FLAGS.seed)
   print(f"Building and exporting a {FLAGS.size} classifier (seq_length {FLAGS.seq_length})",
         flush=True)

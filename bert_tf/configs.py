@@ -15,6 +15,7 @@ import json
 import os
 import types
 import typing
+import warnings
 from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Union
 
 import yaml
@@ -212,6 +213,9 @@ def _deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> Dict[str,
       # A task config changing its name starts from that task's defaults.
       if key == "task" and "name" in value and value["name"] != out[key].get("name"):
         out[key] = copy.deepcopy(dict(value))
+      # So does an encoder changing its size: the size's values, then the update's.
+      elif key == "encoder" and "size" in value and value["size"] != out[key].get("size"):
+        out[key] = copy.deepcopy(dict(value))
       else:
         out[key] = _deep_merge(out[key], value)
     else:
@@ -357,17 +361,25 @@ class EncoderConfig(Config):
     return self.hidden_size // self.num_attention_heads
 
   @classmethod
+  def from_dict(cls, data: Optional[Mapping[str, Any]], path: str = ""):
+    """Builds an encoder config; a `size` key names a released size (ENCODER_SIZES)
+    whose layers, width and heads the other keys of `data` then override."""
+    data = dict(data or {})
+    if "size" in data:
+      size = data.pop("size")
+      if not isinstance(size, str) or size not in ENCODER_SIZES:
+        nearest = _nearest(str(size), list(ENCODER_SIZES))
+        raise ConfigError(f"{_field_path(path, 'size')}: unknown encoder size '{size}'; did "
+                          f"you mean '{nearest}'? Sizes: {', '.join(ENCODER_SIZES)}")
+      layers, hidden, heads = ENCODER_SIZES[size]
+      data = {"num_layers": layers, "hidden_size": hidden, "num_attention_heads": heads,
+              **data}
+    return super().from_dict(data, path)
+
+  @classmethod
   def from_size(cls, size: str, **overrides) -> "EncoderConfig":
     """Returns the config of a released size: tiny, mini, small, medium, base, large."""
-    if size not in ENCODER_SIZES:
-      nearest = _nearest(size, list(ENCODER_SIZES))
-      raise ConfigError(f"Unknown encoder size '{size}'; did you mean '{nearest}'? "
-                        f"Sizes: {', '.join(ENCODER_SIZES)}")
-    layers, hidden, heads = ENCODER_SIZES[size]
-    values = dict(num_layers=layers, hidden_size=hidden, num_attention_heads=heads,
-                  intermediate_size=4 * hidden)
-    values.update(overrides)
-    return cls.from_dict(values)
+    return cls.from_dict(dict(overrides, size=size))
 
   # The original release's bert_config.json and Hugging Face's config.json use these names.
   _BERT_JSON_NAMES: ClassVar[Dict[str, str]] = {
@@ -484,9 +496,6 @@ class DataConfig(Config):
   dynamic_masking: bool = False
   masked_lm_prob: float = 0.15
   whole_word_masking: bool = False
-  # For tasks that read raw text: the vocab and its case handling.
-  vocab_file: str = ""
-  lower_case: bool = True
   # TensorFlow Datasets name (for format tfds), for example "glue/sst2".
   tfds_name: str = ""
   tfds_split: str = ""
@@ -512,6 +521,15 @@ class DataConfig(Config):
   def active_length_buckets(self) -> List[int]:
     """The length-bucket bounds below seq_length (the last bucket ends at seq_length)."""
     return [b for b in self.length_buckets if b < self.seq_length]
+
+
+@dataclasses.dataclass
+class TokenizerConfig(Config):
+  """The WordPiece vocab and its case handling: one tokenizer for training, evaluation
+  and export (tasks that read raw text, dynamic masking, the serving signatures)."""
+
+  vocab_file: str = ""
+  lower_case: bool = True
 
 
 OPTIMIZERS = ("adamw", "lamb", "sgd")
@@ -655,13 +673,67 @@ def task_config_from_dict(data: Optional[Mapping[str, Any]],
   return task_configs[name].from_dict(data, path)
 
 
+class ObsoleteConfigKeyWarning(UserWarning):
+  """A config uses a key that moved; it was read in its new place."""
+
+
+# Keys of the data sections that moved to the tokenizer section.
+_TOKENIZER_KEYS = ("vocab_file", "lower_case")
+
+
+def _move_tokenizer_keys(data: Dict[str, Any], path: str) -> None:
+  """Moves an older file's train_data/eval_data vocab_file and lower_case into `tokenizer`.
+
+  Every params.yaml written before the tokenizer section existed holds them (in both
+  data sections), so refusing them would leave earlier runs unexportable. Values the
+  sections agree on move, with a warning naming what to write instead; values that
+  differ between the sections, or from the tokenizer section, are an error.
+
+  Raises:
+    ConfigError: the sections disagree (naming what to write instead).
+  """
+  found: Dict[str, Dict[str, Any]] = {}
+  for section in ("train_data", "eval_data"):
+    values = data.get(section)
+    if not isinstance(values, Mapping) or not any(k in values for k in _TOKENIZER_KEYS):
+      continue
+    values = dict(values)
+    for key in _TOKENIZER_KEYS:
+      if key in values:
+        found.setdefault(key, {})[_field_path(path, f"{section}.{key}")] = values.pop(key)
+    data[section] = values
+  if not found:
+    return
+  tokenizer = data.get("tokenizer")
+  tokenizer = dict(tokenizer) if isinstance(tokenizer, Mapping) else {}
+  moved = []
+  for key, by_path in found.items():
+    target = _field_path(path, f"tokenizer.{key}")
+    # An empty vocab_file is the old default: it says nothing about the vocab.
+    given = {p: v for p, v in by_path.items() if not (key == "vocab_file" and v == "")}
+    if key in tokenizer and not (key == "vocab_file" and tokenizer[key] == ""):
+      given[target] = tokenizer[key]
+    if len({repr(v) for v in given.values()}) > 1:
+      settings = ", ".join(f"{p}={v!r}" for p, v in given.items())
+      raise ConfigError(f"{', '.join(by_path)}: moved to {target}, one value for training, "
+                        f"evaluation and export; these differ ({settings}). Remove them "
+                        f"from the data sections and set {target} once.")
+    if given:
+      tokenizer[key] = next(iter(given.values()))
+    moved.append(f"{', '.join(by_path)}: moved to {target}; set it once there")
+  data["tokenizer"] = tokenizer
+  warnings.warn("Obsolete config keys read as the tokenizer section: " + "; ".join(moved),
+                ObsoleteConfigKeyWarning, stacklevel=2)
+
+
 @dataclasses.dataclass
 class ExperimentConfig(Config):
-  """Everything one run needs: task, model, data, optimizer, trainer, runtime."""
+  """Everything one run needs: task, model, tokenizer, data, optimizer, trainer, runtime."""
 
   # The base TaskConfig until read with the task configs (see from_dict).
   task: TaskConfig = dataclasses.field(default_factory=TaskConfig)
   model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+  tokenizer: TokenizerConfig = dataclasses.field(default_factory=TokenizerConfig)
   train_data: DataConfig = dataclasses.field(default_factory=DataConfig)
   eval_data: DataConfig = dataclasses.field(
       default_factory=lambda: DataConfig(is_training=False, drop_remainder=False))
@@ -682,6 +754,7 @@ class ExperimentConfig(Config):
         experiment (the base TaskConfig) can be read.
     """
     data = dict(data or {})
+    _move_tokenizer_keys(data, path)
     if task_configs is not None or "task" in data:
       task = data.get("task") or {}
       if not isinstance(task, TaskConfig):

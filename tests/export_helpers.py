@@ -45,7 +45,7 @@ def write_vocab(directory):
 def experiment(vocab_file, task=None, seq_length=SEQ_LENGTH):
   """A tiny ExperimentConfig (hidden 32, 2 layers) for `task` (a task section dict)."""
   vocab_size = len(constants.SPECIAL_TOKENS) + len(WORDS)
-  data = {"seq_length": seq_length, "vocab_file": vocab_file, "max_predictions_per_seq": 3}
+  data = {"seq_length": seq_length, "max_predictions_per_seq": 3}
   return experiments.experiment_from_dict({
       "task": task or {"name": "pretraining"},
       "model": {"encoder": dict(vocab_size=vocab_size, hidden_size=32, num_layers=2,
@@ -53,6 +53,7 @@ def experiment(vocab_file, task=None, seq_length=SEQ_LENGTH):
                                 max_position_embeddings=64, dropout_rate=0.0,
                                 attention_dropout_rate=0.0),
                 "head_dropout_rate": 0.0},
+      "tokenizer": {"vocab_file": vocab_file},
       "train_data": data,
       "eval_data": dict(data, is_training=False),
   })

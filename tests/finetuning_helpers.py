@@ -32,8 +32,8 @@ def vocab_ids(path):
 
 def tiny_experiment(task: dict, train_data: dict, eval_data: dict = None, steps: int = 1,
                     learning_rate: float = 1e-3, vocab_size: int = 100,
-                    seq_length: int = 16) -> configs.ExperimentConfig:
-  """A 2-layer, hidden-32 experiment for quick training runs."""
+                    seq_length: int = 16, vocab_file: str = "") -> configs.ExperimentConfig:
+  """A 2-layer, hidden-32 experiment for quick training runs, tokenizing with vocab_file."""
   train = dict(seq_length=seq_length, global_batch_size=8, **train_data)
   evaluation = dict(seq_length=seq_length, global_batch_size=8, is_training=False,
                     drop_remainder=False, **(eval_data or train_data))
@@ -44,6 +44,7 @@ def tiny_experiment(task: dict, train_data: dict, eval_data: dict = None, steps:
                             "max_position_embeddings": 64, "dropout_rate": 0.0,
                             "attention_dropout_rate": 0.0},
                 "head_dropout_rate": 0.0},
+      "tokenizer": {"vocab_file": vocab_file},
       "train_data": train,
       "eval_data": evaluation,
       "optimizer": {"learning_rate": learning_rate, "warmup_steps": 0,

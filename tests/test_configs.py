@@ -127,3 +127,72 @@ def test_task_section_is_read_with_the_callers_task_configs():
     configs.ExperimentConfig.from_dict({"task": {"name": "toy"}})
 
 
+
+
+def test_a_size_gives_the_encoder_shape_and_other_keys_override_it():
+  c = configs.ExperimentConfig.from_dict(
+      {"model": {"encoder": {"size": "mini", "vocab_size": 100, "num_layers": 2}}})
+  assert (c.model.encoder.num_layers, c.model.encoder.hidden_size,
+          c.model.encoder.num_attention_heads) == (2, 256, 4)
+  assert (c.model.encoder.vocab_size, c.model.encoder.intermediate_size) == (100, 1024)
+  assert configs.EncoderConfig.from_size("small", vocab_size=100) == configs.EncoderConfig.from_dict(
+      {"size": "small", "vocab_size": 100})
+  with pytest.raises(configs.ConfigError, match=r"model\.encoder\.size: unknown encoder size "
+                     r"'bse'; did you mean 'base'"):
+    configs.ExperimentConfig.from_dict({"model": {"encoder": {"size": "bse"}}})
+
+
+def test_overriding_the_size_starts_from_that_size_and_field_overrides_keep_it(tmp_path):
+  path = tmp_path / "exp.yaml"
+  path.write_text("model:\n  encoder:\n    size: tiny\n    max_position_embeddings: 64\n"
+                  "train_data:\n  seq_length: 64\neval_data:\n  seq_length: 64\n")
+  c = configs.ExperimentConfig.from_yaml(str(path), overrides="model.encoder.vocab_size=99")
+  assert (c.model.encoder.num_layers, c.model.encoder.max_position_embeddings,
+          c.model.encoder.vocab_size) == (2, 64, 99)
+  larger = c.override("model.encoder.size=small")
+  assert (larger.model.encoder.num_layers, larger.model.encoder.hidden_size,
+          larger.model.encoder.max_position_embeddings) == (4, 512, 512)
+  bigger = configs.ExperimentConfig.from_yaml(str(path), overrides="model.encoder.size=mini")
+  assert bigger.model.encoder.hidden_size == 256
+  # The resolved encoder is what a config writes (params.yaml), and reads back the same.
+  assert "size" not in c.as_dict()["model"]["encoder"]
+  assert configs.ExperimentConfig.from_dict(c.as_dict(),
+                                           task_configs={c.task.name: type(c.task)}) == c
+
+
+def test_the_tokenizer_is_one_section_for_training_evaluation_and_export():
+  c = configs.ExperimentConfig.from_dict(
+      {"tokenizer": {"vocab_file": "vocab.txt", "lower_case": False}})
+  assert (c.tokenizer.vocab_file, c.tokenizer.lower_case) == ("vocab.txt", False)
+  assert not hasattr(c.train_data, "vocab_file") and not hasattr(c.eval_data, "lower_case")
+  assert c.override("tokenizer.vocab_file=other.txt").tokenizer.vocab_file == "other.txt"
+
+
+def test_data_section_tokenizer_keys_of_earlier_files_move_with_a_warning_saying_what_to_write(
+    tmp_path):
+  # What every params.yaml written before the tokenizer section holds.
+  old = tmp_path / "params.yaml"
+  old.write_text("train_data:\n  vocab_file: v.txt\n  lower_case: false\n"
+                 "eval_data:\n  vocab_file: v.txt\n  lower_case: false\n")
+  with pytest.warns(configs.ObsoleteConfigKeyWarning) as record:
+    c = configs.ExperimentConfig.from_yaml(str(old))
+  message = str(record[0].message)
+  assert ("train_data.vocab_file, eval_data.vocab_file: moved to tokenizer.vocab_file; set it "
+          "once there") in message
+  assert "train_data.lower_case, eval_data.lower_case: moved to tokenizer.lower_case" in message
+  assert (c.tokenizer.vocab_file, c.tokenizer.lower_case) == ("v.txt", False)
+  with pytest.warns(configs.ObsoleteConfigKeyWarning, match="moved to tokenizer.vocab_file"):
+    assert configs.ExperimentConfig().override(
+        "train_data.vocab_file=w.txt").tokenizer.vocab_file == "w.txt"
+
+
+def test_data_section_tokenizer_keys_that_differ_are_an_error_saying_what_to_write():
+  with pytest.raises(configs.ConfigError, match=r"train_data\.vocab_file, eval_data\.vocab_file: "
+                     r"moved to tokenizer\.vocab_file.*differ \(train_data\.vocab_file='a\.txt', "
+                     r"eval_data\.vocab_file='b\.txt'\)\. Remove them from the data sections "
+                     r"and set tokenizer\.vocab_file once"):
+    configs.ExperimentConfig.from_dict({"train_data": {"vocab_file": "a.txt"},
+                                        "eval_data": {"vocab_file": "b.txt"}})
+  with pytest.raises(configs.ConfigError, match=r"tokenizer\.lower_case=True"):
+    configs.ExperimentConfig.from_dict({"tokenizer": {"lower_case": True},
+                                        "train_data": {"lower_case": False}})

@@ -22,8 +22,8 @@ def _experiment(tmp_path, task, fmt, text, name):
   vocab = helpers.write_vocab(tmp_path / "vocab.txt")
   path = tmp_path / name
   path.write_text(text)
-  data = dict(format=fmt, vocab_file=vocab, input_path=str(path))
-  return helpers.tiny_experiment(task, data, data)
+  data = dict(format=fmt, input_path=str(path))
+  return helpers.tiny_experiment(task, data, data, vocab_file=vocab)
 
 
 CASES = {
@@ -76,7 +76,7 @@ def test_tool_writes_the_file_and_prints_a_summary(tmp_path):
   train = tmp_path / "train.tsv"
   train.write_text("sentence\tlabel\nthe cat sat \t1\nbad movie \t0\n")
   output = tmp_path / "sst2.tfrecord"
-  override = (f"train_data.input_path={train},train_data.vocab_file={vocab},"
+  override = (f"train_data.input_path={train},tokenizer.vocab_file={vocab},"
               "train_data.seq_length=16")
   result = subprocess.run(
       [sys.executable, os.path.join(ROOT, "tools", "create_finetuning_data.py"),

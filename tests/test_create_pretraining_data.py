@@ -284,7 +284,7 @@ def test_tool_runs_and_prints_a_one_line_summary(corpus, tmp_path):
   result = subprocess.run(
       [sys.executable, os.path.join(REPO, "tools", "create_pretraining_data.py"),
        f"--input_file={corpus['text']}", f"--vocab_file={corpus['vocab']}",
-       f"--output={out}", "--max_seq_length=32", "--max_predictions_per_seq=5",
+       f"--output={out}", "--seq_length=32", "--max_predictions_per_seq=5",
        "--dupe_factor=1"], capture_output=True, text=True, timeout=300,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   assert result.returncode == 0, result.stderr
@@ -297,3 +297,22 @@ def test_tool_runs_and_prints_a_one_line_summary(corpus, tmp_path):
        f"--output={out}"], capture_output=True, text=True, timeout=300,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   assert again.returncode == 1 and "--overwrite" in again.stderr
+
+
+@pytest.mark.parametrize("names", [
+    ("--seq_length=32", "--nolower_case", "--whole_word_masking"),
+    ("--max_seq_length=32", "--nodo_lower_case", "--do_whole_word_mask")])
+def test_tool_takes_the_config_names_and_the_original_tools_names(corpus, tmp_path, names):
+  out = str(tmp_path / "tool")
+  result = subprocess.run(
+      [sys.executable, os.path.join(REPO, "tools", "create_pretraining_data.py"),
+       f"--input_file={corpus['text']}", f"--vocab_file={corpus['vocab']}",
+       f"--output={out}", "--max_predictions_per_seq=5", "--dupe_factor=1", "--noprogress",
+       *names], capture_output=True, text=True, timeout=300,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  assert result.returncode == 0, result.stderr
+  with open(out + ".json", encoding="utf-8") as f:
+    summary = json.load(f)
+  assert summary["seq_length"] == 32
+  assert (summary["settings"]["max_seq_length"], summary["settings"]["do_lower_case"],
+          summary["settings"]["do_whole_word_mask"]) == (32, False, True)

@@ -142,7 +142,7 @@ def test_reader_draws_new_masks_every_epoch_from_masked_files(tmp_path):
                             drop_remainder=False, deterministic=True)
   static = next(iter(pretraining_reader.build_pretraining_dataset(base)))
   dynamic = pretraining_reader.build_pretraining_dataset(
-      base.replace(dynamic_masking=True, vocab_file=vocab))
+      base.replace(dynamic_masking=True), vocab_file=vocab)
   first, second = next(iter(dynamic)), next(iter(dynamic))
   assert (first[constants.MASKED_LM_POSITIONS].numpy()
           != second[constants.MASKED_LM_POSITIONS].numpy()).any()
@@ -163,5 +163,5 @@ def test_dynamic_masking_without_a_vocab_file_is_an_error_naming_the_setting(tmp
   fx.write_record_file(path, num_documents=5)
   config = configs.DataConfig(input_path=path, seq_length=32, max_predictions_per_seq=5,
                               dynamic_masking=True)
-  with pytest.raises(ValueError, match="vocab_file"):
+  with pytest.raises(ValueError, match="tokenizer.vocab_file"):
     pretraining_reader.build_pretraining_dataset(config)

@@ -65,12 +65,12 @@ def test_learns_to_choose_the_ending_that_repeats_the_context(tmp_path):
   keras.utils.set_random_seed(0)
   rng = np.random.default_rng(0)
   vocab = helpers.write_vocab(tmp_path / "vocab.txt")
-  data = dict(format="swag_csv", vocab_file=vocab)
+  data = dict(format="swag_csv")
   experiment = helpers.tiny_experiment(
       {"name": "multiple_choice"},
       dict(data, input_path=_synthetic_swag(tmp_path / "train.csv", rng, 256)),
       dict(data, input_path=_synthetic_swag(tmp_path / "val.csv", rng, 64)),
-      steps=300, learning_rate=3e-3)
+      steps=300, learning_rate=3e-3, vocab_file=vocab)
   # With no warm-up this tiny model sometimes collapses to a constant score (chance)
   # or not, depending on floating-point round-off (oneDNN's kernels or Eigen's); 40
   # warm-up steps learn the task under both at learning rates from 2e-3 to 4e-3.

@@ -148,15 +148,15 @@ def test_inspect_of_an_empty_file_is_an_error_naming_it(tmp_path):
 def test_iterator_checkpoint_resumes_at_the_same_batch_with_whole_word_dynamic_masking(files, tmp_path):
   vocab = fx.write_vocab(tmp_path)
   config = _config(files["paths"][0], is_training=True, dynamic_masking=True,
-                   whole_word_masking=True, vocab_file=vocab, shuffle_buffer_size=4)
+                   whole_word_masking=True, shuffle_buffer_size=4)
   tf.random.set_seed(3)
-  iterator = iter(reader.build_pretraining_dataset(config))
+  iterator = iter(reader.build_pretraining_dataset(config, vocab_file=vocab))
   next(iterator)
   checkpoint = tf.train.Checkpoint(iterator=iterator)
   path = checkpoint.save(str(tmp_path / "ckpt"))
   expected = next(iterator)
   tf.random.set_seed(3)
-  restored = iter(reader.build_pretraining_dataset(config))
+  restored = iter(reader.build_pretraining_dataset(config, vocab_file=vocab))
   tf.train.Checkpoint(iterator=restored).restore(path)
   got = next(restored)
   assert got[constants.MASKED_LM_WEIGHTS].numpy().sum() > 0

@@ -97,12 +97,12 @@ def test_learns_whether_a_sentence_contains_a_token(tmp_path):
   keras.utils.set_random_seed(0)
   rng = np.random.default_rng(0)
   vocab = helpers.write_vocab(tmp_path / "vocab.txt")
-  data = dict(format="tsv", vocab_file=vocab)
+  data = dict(format="tsv")
   experiment = helpers.tiny_experiment(
       {"name": "sentence_prediction", "text_a_column": "sentence", "num_classes": 2},
       dict(data, input_path=_synthetic_tsv(tmp_path / "train.tsv", rng, 256)),
       dict(data, input_path=_synthetic_tsv(tmp_path / "dev.tsv", rng, 64)),
-      steps=60, learning_rate=3e-3)
+      steps=60, learning_rate=3e-3, vocab_file=vocab)
   trainer = Trainer(experiment, str(tmp_path / "model"))
   trainer.train()
   metrics = trainer.evaluate()
@@ -120,10 +120,10 @@ def test_evaluation_of_batches_of_many_lengths_does_not_trace_once_per_length(tm
   vocab = helpers.write_vocab(tmp_path / "vocab.txt")
   lines = ["sentence\tlabel"] + [f"{' '.join(['red'] * n)}\t{n % 2}" for n in range(1, 11)]
   (tmp_path / "dev.tsv").write_text("\n".join(lines) + "\n")
-  data = dict(format="tsv", vocab_file=vocab, input_path=str(tmp_path / "dev.tsv"))
+  data = dict(format="tsv", input_path=str(tmp_path / "dev.tsv"))
   experiment = helpers.tiny_experiment(
       {"name": "sentence_prediction", "text_a_column": "sentence", "num_classes": 2},
-      data).override({"eval_data": {"global_batch_size": 1}})
+      data, vocab_file=vocab).override({"eval_data": {"global_batch_size": 1}})
   trainer = Trainer(experiment, str(tmp_path / "model"), log_fn=lambda _: None)
   trainer.evaluate()
   assert trainer.eval_step_function.experimental_get_tracing_count() <= 2
@@ -151,10 +151,11 @@ def test_length_buckets_batch_sentences_of_one_bucket_padded_to_their_longest(tm
   lines = ["sentence\tlabel"] + [f"{' '.join(['red'] * (i % 12 + 1))}\t{i % 2}"
                                  for i in range(96)]
   (tmp_path / "train.tsv").write_text("\n".join(lines) + "\n")
-  data = dict(format="tsv", vocab_file=vocab, input_path=str(tmp_path / "train.tsv"),
+  data = dict(format="tsv", input_path=str(tmp_path / "train.tsv"),
               length_buckets=[6, 10, 32])  # 32 >= seq_length (16): ignored.
   task = base.get_task(helpers.tiny_experiment(
-      {"name": "sentence_prediction", "text_a_column": "sentence", "num_classes": 2}, data))
+      {"name": "sentence_prediction", "text_a_column": "sentence", "num_classes": 2}, data,
+      vocab_file=vocab))
   assert task.experiment.train_data.active_length_buckets() == [6, 10]
   buckets_seen = set()
   for batch in task.build_inputs(task.experiment.train_data).take(24):
@@ -174,11 +175,10 @@ def test_length_buckets_must_increase():
 def _packing_experiment(tmp_path, **train_data):
   vocab = helpers.write_vocab(tmp_path / "vocab.txt")
   rng = np.random.default_rng(0)
-  data = dict(format="tsv", vocab_file=vocab,
-              input_path=_synthetic_tsv(tmp_path / "train.tsv", rng, 32))
+  data = dict(format="tsv", input_path=_synthetic_tsv(tmp_path / "train.tsv", rng, 32))
   return helpers.tiny_experiment(
       {"name": "sentence_prediction", "text_a_column": "sentence", "num_classes": 2},
-      dict(data, **train_data), dict(data))
+      dict(data, **train_data), dict(data), vocab_file=vocab)
 
 
 def test_packed_batches_give_each_example_its_unpacked_logits_and_loss(tmp_path):

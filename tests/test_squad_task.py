@@ -24,10 +24,12 @@ ENCODER = dict(vocab_size=100, hidden_size=32, num_layers=2, num_attention_heads
                attention_dropout_rate=0.0)
 
 
-def experiment(train_data=None, eval_data=None, task=None, steps=2, lr=1e-3, **encoder):
+def experiment(train_data=None, eval_data=None, task=None, steps=2, lr=1e-3, vocab_file="",
+               **encoder):
   return experiments.experiment_from_dict({
       "task": dict({"name": "squad"}, **(task or {})),
       "model": {"encoder": dict(ENCODER, **encoder)},
+      "tokenizer": {"vocab_file": vocab_file, "lower_case": True},
       "train_data": dict({"format": "dummy", "global_batch_size": 4, "seq_length": 24},
                          **(train_data or {})),
       "eval_data": dict({"format": "dummy", "global_batch_size": 4, "seq_length": 24,
@@ -144,13 +146,13 @@ def test_tiny_model_learns_synthetic_span_task_well_above_chance(tmp_path):
   vocab.write_text("\n".join(SYNTH_VOCAB) + "\n")
   for name, n, seed in (("train", 512, 0), ("dev", 64, 1)):
     (tmp_path / f"{name}.json").write_text(json.dumps(synthetic_squad(n, seed)))
-  data = {"format": "squad_json", "seq_length": 24, "vocab_file": str(vocab),
-          "lower_case": True}
+  data = {"format": "squad_json", "seq_length": 24}
   exp = experiment(
       train_data=dict(data, input_path=str(tmp_path / "train.json"), global_batch_size=32),
       eval_data=dict(data, input_path=str(tmp_path / "dev.json"), global_batch_size=32,
                      is_training=False, drop_remainder=False),
-      task={"max_answer_length": 4}, steps=300, lr=3e-3, vocab_size=len(SYNTH_VOCAB))
+      task={"max_answer_length": 4}, steps=300, lr=3e-3, vocab_file=str(vocab),
+      vocab_size=len(SYNTH_VOCAB))
   keras.utils.set_random_seed(0)
   trainer = Trainer(exp, str(tmp_path / "model"))
   trainer.train()
@@ -166,9 +168,9 @@ def test_evaluation_writes_prediction_files_for_v2(tmp_path):
   dev = synthetic_squad(3, 2)
   dev["data"][0]["paragraphs"][0]["qas"][0].update(answers=[], is_impossible=True)
   (tmp_path / "dev.json").write_text(json.dumps(dev))
-  exp = experiment(eval_data={"format": "squad_json", "input_path": str(tmp_path / "dev.json"),
-                              "vocab_file": str(vocab)},
-                   task={"version_2_with_negative": True}, vocab_size=len(SYNTH_VOCAB))
+  exp = experiment(eval_data={"format": "squad_json", "input_path": str(tmp_path / "dev.json")},
+                   task={"version_2_with_negative": True}, vocab_file=str(vocab),
+                   vocab_size=len(SYNTH_VOCAB))
   task = base.get_task(exp)
   model = task.build_model()
   batch = next(iter(task.build_inputs(exp.eval_data)))
@@ -194,9 +196,9 @@ def test_tfrecord_input_yields_the_same_batches_as_json_input(tmp_path):
       BertWordPieceTokenizer(str(vocab), lower_case=True), is_training=True,
       max_seq_length=24)
   assert summary["num_features"] == 6
-  common = {"seq_length": 24, "vocab_file": str(vocab), "global_batch_size": 6,
-            "is_training": False, "drop_remainder": False}
-  exp = experiment(vocab_size=len(SYNTH_VOCAB))
+  common = {"seq_length": 24, "global_batch_size": 6, "is_training": False,
+            "drop_remainder": False}
+  exp = experiment(vocab_file=str(vocab), vocab_size=len(SYNTH_VOCAB))
   task = base.get_task(exp)
   from_json = next(iter(task.build_inputs(configs.DataConfig(
       format="squad_json", input_path=str(tmp_path / "train.json"), **common))))

@@ -86,12 +86,12 @@ def test_learns_to_tag_a_word_set(tmp_path):
   keras.utils.set_random_seed(0)
   rng = np.random.default_rng(0)
   vocab = helpers.write_vocab(tmp_path / "vocab.txt")
-  data = dict(format="conll", vocab_file=vocab)
+  data = dict(format="conll")
   experiment = helpers.tiny_experiment(
       {"name": "tagging", "label_names": LABELS},
       dict(data, input_path=_synthetic_conll(tmp_path / "train.txt", rng, 256)),
       dict(data, input_path=_synthetic_conll(tmp_path / "dev.txt", rng, 64)),
-      steps=40, learning_rate=3e-3)
+      steps=40, learning_rate=3e-3, vocab_file=vocab)
   trainer = Trainer(experiment, str(tmp_path / "model"))
   trainer.train()
   metrics = trainer.evaluate()

@@ -2,11 +2,12 @@ r"""Turns fine-tuning task files (GLUE TSV, generic TSV/CSV, CoNLL, SWAG CSV, TF
 into TFRecords that tools/train.py reads with `format: tfrecord`.
 
 The experiment config says how to read the files: its task section (e.g.
-task.glue_task=mrpc, task.label_names) and its train_data or eval_data section
-(input_path, format, vocab_file, lower_case, seq_length), chosen by --split.
+task.glue_task=mrpc, task.label_names), its tokenizer section (vocab_file, lower_case)
+and its train_data or eval_data section (input_path, format, seq_length), chosen by
+--split.
 
   python tools/create_finetuning_data.py --experiment=glue_mrpc --split=train \
-    --params_override=train_data.input_path=glue/MRPC/train.tsv,train_data.vocab_file=vocab.txt \
+    --params_override=train_data.input_path=glue/MRPC/train.tsv,tokenizer.vocab_file=vocab.txt \
     --output=data/mrpc_train.tfrecord
 
 writes data/mrpc_train.tfrecord (features input_ids, input_mask, segment_ids padded to
@@ -37,7 +38,7 @@ _CONFIG_FILE = flags.DEFINE_multi_string("config_file", [], "YAML config file(s)
                                          "order after --experiment.")
 _PARAMS_OVERRIDE = flags.DEFINE_string(
     "params_override", None, "Comma-separated dotted overrides, e.g. "
-    "'train_data.input_path=train.tsv,train_data.vocab_file=vocab.txt'.")
+    "'train_data.input_path=train.tsv,tokenizer.vocab_file=vocab.txt'.")
 _SPLIT = flags.DEFINE_enum("split", "train", ["train", "eval"],
                            "Which data section of the config to convert: train_data or "
                            "eval_data.")

@@ -1,14 +1,16 @@
 r"""Creates BERT pretraining TFRecords (masked LM + next sentence) from raw text.
 
 Same semantics, flags and output features as the original google-research/bert
-create_pretraining_data.py, so its files and ours feed either trainer. Input: text files
+create_pretraining_data.py, so its files and ours feed either trainer. The flags take the
+experiment configs' names (--seq_length, --lower_case, --whole_word_masking); the original
+tool's names (--max_seq_length, --do_lower_case, --do_whole_word_mask) are accepted too. Input: text files
 with one sentence per line and a blank line between documents. Output: sharded TFRecords
 plus a JSON summary (instances, masking statistics, settings, vocab SHA-256) beside them.
 
   python3 tools/create_pretraining_data.py \
-      --input_file=corpus/*.txt --vocab_file=vocab.txt --do_lower_case \
+      --input_file=corpus/*.txt --vocab_file=vocab.txt --lower_case \
       --output=out/pretrain --num_shards=4 --num_workers=2 \
-      --max_seq_length=128 --max_predictions_per_seq=20 --dupe_factor=10
+      --seq_length=128 --max_predictions_per_seq=20 --dupe_factor=10
 
 writes out/pretrain-0000{0..3}-of-00004.tfrecord and out/pretrain.json. The input is
 processed in document-aligned chunks (--chunk_size_mb); a random next segment comes from
@@ -37,10 +39,13 @@ flags.DEFINE_string("vocab_file", None, "WordPiece vocab (one token per line).")
 flags.DEFINE_string("output", None,
                     "Output prefix: writes <output>-NNNNN-of-NNNNN.tfrecord[.gz] and "
                     "<output>.json. An output ending in .tfrecord names the single file.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased vocabs).")
-flags.DEFINE_bool("do_whole_word_mask", False,
+flags.DEFINE_bool("lower_case", True, "Lower-case and strip accents (uncased vocabs).")
+flags.DEFINE_alias("do_lower_case", "lower_case")
+flags.DEFINE_bool("whole_word_masking", False,
                   "Mask whole words (all WordPiece pieces of a word) instead of pieces.")
-flags.DEFINE_integer("max_seq_length", 128, "Length of [CLS] A [SEP] B [SEP], padded.")
+flags.DEFINE_alias("do_whole_word_mask", "whole_word_masking")
+flags.DEFINE_integer("seq_length", 128, "Length of [CLS] A [SEP] B [SEP], padded.")
+flags.DEFINE_alias("max_seq_length", "seq_length")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Most masked positions per sequence.")
 flags.DEFINE_integer("random_seed", 12345, "Seed of every random draw.")
 flags.DEFINE_integer("dupe_factor", 10, "Passes over the input, each with different masks.")
@@ -66,11 +71,11 @@ def main(argv):
     if not getattr(FLAGS, name):
       raise app.UsageError(f"--{name} is required")
   settings = cpd.PretrainingDataSettings(
-      max_seq_length=FLAGS.max_seq_length,
+      max_seq_length=FLAGS.seq_length,
       max_predictions_per_seq=FLAGS.max_predictions_per_seq,
       masked_lm_prob=FLAGS.masked_lm_prob, dupe_factor=FLAGS.dupe_factor,
       short_seq_prob=FLAGS.short_seq_prob, random_seed=FLAGS.random_seed,
-      do_lower_case=FLAGS.do_lower_case, do_whole_word_mask=FLAGS.do_whole_word_mask)
+      do_lower_case=FLAGS.lower_case, do_whole_word_mask=FLAGS.whole_word_masking)
   try:
     summary = cpd.create_pretraining_data(
         FLAGS.input_file, FLAGS.vocab_file, FLAGS.output, settings,

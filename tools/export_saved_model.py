@@ -33,7 +33,7 @@ flags.DEFINE_string("config", None,
                     "Experiment YAML the checkpoint was trained with; default "
                     "<checkpoint directory>/params.yaml.")
 flags.DEFINE_string("vocab_file", None, "WordPiece vocab; default the config's "
-                    "eval_data.vocab_file (or train_data.vocab_file).")
+                    "tokenizer.vocab_file.")
 flags.DEFINE_string("export_dir", None, "Base directory; the SavedModel goes to "
                     "<export_dir>/<version>/ (TF Serving's model_base_path).")
 flags.DEFINE_string("kind", "auto", "What to serve: auto (the task's own kind), encoder, or "
@@ -75,9 +75,9 @@ def main(argv):
   if FLAGS.kind not in exporter.kinds():
     raise app.UsageError(f"--kind must be one of {', '.join(exporter.kinds())}, got "
                          f"'{FLAGS.kind}'")
-  vocab_file = FLAGS.vocab_file or exporter.data_config_for_export(experiment).vocab_file
+  vocab_file = FLAGS.vocab_file or experiment.tokenizer.vocab_file
   if not vocab_file:
-    raise app.UsageError("No vocab: pass --vocab_file or set eval_data.vocab_file in the config")
+    raise app.UsageError("No vocab: pass --vocab_file or set tokenizer.vocab_file in the config")
   model = exporter.model_from_checkpoint(experiment, FLAGS.checkpoint)
   _done(start)
   start = _stage(2, total, "Building the serving graph (tokenizer, packing, model)")
@@ -100,7 +100,7 @@ def main(argv):
     is_pretrainer = hasattr(model, "masked_lm")
     hub_paths = hub.export_hub_pair(
         getattr(model, "encoder", model), vocab_file, FLAGS.hub_dir,
-        lower_case=exporter.data_config_for_export(experiment).lower_case,
+        lower_case=experiment.tokenizer.lower_case,
         seq_length=module.seq_length, pretrainer=model if is_pretrainer else None)
     _done(start)
   inputs = ", ".join(module.text_inputs)

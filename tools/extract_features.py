@@ -7,7 +7,7 @@ one vector joining them in that order.
 
   python tools/extract_features.py --input_file=input.txt --output_file=features.jsonl \\
     --vocab_file=vocab.txt --bert_config_file=bert_config.json \\
-    --init_checkpoint=runs/pretrain --layers=-1,-2,-3,-4 --max_seq_length=128
+    --init_checkpoint=runs/pretrain --layers=-1,-2,-3,-4 --seq_length=128
 
 The encoder is described by --bert_config_file (the original release's
 bert_config.json, or a Hugging Face config.json) or by --encoder_size (tiny ... large);
@@ -31,6 +31,8 @@ _INPUT = flags.DEFINE_string("input_file", None, "UTF-8 text, one text or 'A |||
 _OUTPUT = flags.DEFINE_string("output_file", None, "JSON lines output (written atomically).")
 _VOCAB = flags.DEFINE_string("vocab_file", None, "The encoder's vocab.txt.")
 _LOWER = flags.DEFINE_bool("lower_case", True, "Whether the vocab is uncased.")
+# The original release's extract_features.py names.
+flags.DEFINE_alias("do_lower_case", "lower_case")
 _BERT_CONFIG = flags.DEFINE_string("bert_config_file", None,
                                    "bert_config.json (or a Hugging Face config.json).")
 _SIZE = flags.DEFINE_string("encoder_size", None,
@@ -41,7 +43,8 @@ _LAYERS = flags.DEFINE_string("layers", "-1,-2,-3,-4",
                               "Comma-separated layer indexes; -1 is the last layer.")
 _CONCAT = flags.DEFINE_bool("concat_layers", False,
                             "Write one vector per token: the layers concatenated.")
-_SEQ = flags.DEFINE_integer("max_seq_length", 128, "Tokens per line, special ones included.")
+_SEQ = flags.DEFINE_integer("seq_length", 128, "Tokens per line, special ones included.")
+flags.DEFINE_alias("max_seq_length", "seq_length")
 _BATCH = flags.DEFINE_integer("batch_size", 8, "Lines per encoder call.")
 
 

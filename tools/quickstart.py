@@ -155,7 +155,7 @@ def main(argv):
   vocab_size = len(vocab)
 
   _stage(3, "Creating masked-LM and next-sentence TFRecords")
-  data_flags = ["--max_seq_length=64", "--max_predictions_per_seq=10", "--do_lower_case",
+  data_flags = ["--seq_length=64", "--max_predictions_per_seq=10", "--lower_case",
                 f"--vocab_file={paths['vocab.txt']}", "--noprogress"]
   train_data = os.path.join(paths["data"], "train")
   heldout_data = os.path.join(paths["data"], "heldout")
@@ -170,7 +170,7 @@ def main(argv):
       f"model.encoder.vocab_size={vocab_size}",
       f"train_data.input_path={train_data}-*.tfrecord",
       f"eval_data.input_path={heldout_data}-*.tfrecord",
-      f"eval_data.vocab_file={paths['vocab.txt']}",
+      f"tokenizer.vocab_file={paths['vocab.txt']}",
       f"trainer.train_steps={_TRAIN_STEPS.value}",
       f"trainer.checkpoint_interval={max(_TRAIN_STEPS.value // 2, 1)}",
       f"trainer.validation_interval={max(_TRAIN_STEPS.value // 2, 1)}",

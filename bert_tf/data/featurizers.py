@@ -43,7 +43,7 @@ class PieceTokenizer:
 
   def __init__(self, vocab_file: str, lower_case: bool = True):
     if not vocab_file:
-      raise ValueError("Reading raw task files needs data_config.vocab_file")
+      raise ValueError("Reading raw task files needs tokenizer.vocab_file")
     self.tokenizer = BertWordPieceTokenizer(vocab_file, lower_case=lower_case)
     self.cls_id = self.tokenizer.cls_id
     self.sep_id = self.tokenizer.sep_id

@@ -30,11 +30,11 @@ def read_masking_vocab(vocab_file: str) -> SpecialIds:
       special token.
   """
   if not vocab_file:
-    raise ValueError("Dynamic masking needs data_config.vocab_file")
+    raise ValueError("Dynamic masking needs tokenizer.vocab_file")
   try:
     tokens = vocab_lib.load_vocab(vocab_file)
   except FileNotFoundError as e:
-    raise ValueError(f"{e} (dynamic masking needs data_config.vocab_file)") from None
+    raise ValueError(f"{e} (dynamic masking needs tokenizer.vocab_file)") from None
   return SpecialIds.from_vocab(tokens, vocab_file)
 
 

@@ -69,7 +69,7 @@ def parse_batch(serialized, seq_length: int, max_predictions_per_seq: int):
 
 
 def build_pretraining_dataset(data_config, input_context: Optional[tf.distribute.InputContext]
-                              = None) -> tf.data.Dataset:
+                              = None, vocab_file: str = "") -> tf.data.Dataset:
   """The pretraining input pipeline.
 
   Args:
@@ -77,10 +77,12 @@ def build_pretraining_dataset(data_config, input_context: Optional[tf.distribute
       compression_type, seq_length, max_predictions_per_seq, global_batch_size,
       is_training (shuffle and repeat), drop_remainder, shuffle_buffer_size,
       cycle_length, deterministic, and for dynamic masking dynamic_masking,
-      masked_lm_prob, whole_word_masking and vocab_file.
+      masked_lm_prob and whole_word_masking.
     input_context: from `strategy.distribute_datasets_from_function`; files are sharded
       over its input pipelines (records, when there are fewer files than pipelines) and
       the batch is the per-replica size.
+    vocab_file: the WordPiece vocab dynamic masking draws replacement tokens from (the
+      experiment's tokenizer.vocab_file).
 
   Returns:
     tf.data.Dataset of dicts: input_word_ids, input_mask, input_type_ids int32 [b, S];
@@ -93,7 +95,7 @@ def build_pretraining_dataset(data_config, input_context: Optional[tf.distribute
   deterministic = data_config.deterministic
   vocab = None
   if data_config.dynamic_masking:
-    vocab = masking.read_masking_vocab(data_config.vocab_file)
+    vocab = masking.read_masking_vocab(vocab_file)
 
   num_pipelines, pipeline_id = 1, 0
   if input_context is not None:

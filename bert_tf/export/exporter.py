@@ -119,8 +119,9 @@ def kind_of(task: task_base.Task, kind: str = AUTO) -> str:
 
 
 def data_config_for_export(experiment: configs.ExperimentConfig) -> configs.DataConfig:
-  """The data section whose vocab and seq_length an export uses (eval, else train)."""
-  if experiment.eval_data.vocab_file or not experiment.train_data.vocab_file:
+  """The data section whose seq_length and serving options an export uses: eval_data,
+  or train_data for a run that had no evaluation input."""
+  if experiment.eval_data.input_path or not experiment.train_data.input_path:
     return experiment.eval_data
   return experiment.train_data
 
@@ -134,9 +135,10 @@ def build_serving_module(experiment: configs.ExperimentConfig, model, vocab_file
     experiment: the experiment config the model was built from.
     model: the task's Keras model (for kind 'encoder', any model with an
       `encoder` attribute, or a BertEncoder).
-    vocab_file: the WordPiece vocab the model was trained with.
+    vocab_file: the WordPiece vocab the model was trained with (the experiment's
+      tokenizer.vocab_file, or a copy of it).
     kind: one of kinds().
-    lower_case: None takes the data config's.
+    lower_case: None takes the experiment's tokenizer.lower_case.
     seq_length: packed length T; None takes the data config's.
     **options: serving options replacing the task's (fill_mask: top_k, max_masks);
       None values are ignored.
@@ -145,7 +147,7 @@ def build_serving_module(experiment: configs.ExperimentConfig, model, vocab_file
     A ServingModule.
   """
   data = data_config_for_export(experiment)
-  lower_case = data.lower_case if lower_case is None else lower_case
+  lower_case = experiment.tokenizer.lower_case if lower_case is None else lower_case
   seq_length = seq_length or data.seq_length
   max_position = experiment.model.encoder.max_position_embeddings
   if seq_length > max_position:
@@ -205,7 +207,7 @@ def export_from_checkpoint(checkpoint: str, config, export_base: str,
     checkpoint: checkpoint prefix or directory (trainer or converted checkpoint).
     config: ExperimentConfig or the path of its YAML (e.g. model_dir/params.yaml).
     export_base: base directory; the export goes to export_base/<version>/.
-    vocab_file: None takes the data config's vocab_file.
+    vocab_file: None takes the experiment's tokenizer.vocab_file.
     kind: one of kinds().
     version: None takes the next free integer.
     **serving_args: lower_case, seq_length and serving options (fill_mask: top_k,
@@ -215,9 +217,9 @@ def export_from_checkpoint(checkpoint: str, config, export_base: str,
     The version directory written.
   """
   experiment = load_experiment(config)
-  vocab_file = vocab_file or data_config_for_export(experiment).vocab_file
+  vocab_file = vocab_file or experiment.tokenizer.vocab_file
   if not vocab_file:
-    raise ValueError("No vocab file: pass one, or set the data config's vocab_file")
+    raise ValueError("No vocab file: pass one, or set tokenizer.vocab_file in the config")
   model = model_from_checkpoint(experiment, checkpoint)
   module = build_serving_module(experiment, model, vocab_file, kind=kind, **serving_args)
   return write_saved_model(module, export_base, version)

@@ -21,20 +21,21 @@ def export_fill_mask(model_or_checkpoint, config, vocab_file: Optional[str], exp
     model_or_checkpoint: a BertPretrainer, or a checkpoint prefix/directory of a
       pretraining run (restored by checkpoint_items).
     config: the ExperimentConfig (task pretraining) or the path of its YAML.
-    vocab_file: the vocab; None takes the config's data vocab_file.
+    vocab_file: the vocab; None takes the config's tokenizer.vocab_file.
     export_dir: base directory; the SavedModel goes to export_dir/<version>/.
     version: integer version; None takes the next free one.
     top_k: candidates returned for each [MASK].
     max_masks: [MASK]s predicted per text; None: max_predictions_per_seq.
-    seq_length, lower_case: None takes the data config's.
+    seq_length, lower_case: None takes the config's (data section's seq_length,
+      tokenizer.lower_case).
 
   Returns:
     The written version directory.
   """
   experiment = exporter.load_experiment(config)
-  vocab_file = vocab_file or exporter.data_config_for_export(experiment).vocab_file
+  vocab_file = vocab_file or experiment.tokenizer.vocab_file
   if not vocab_file:
-    raise configs.ConfigError("No vocab file: pass vocab_file or set eval_data.vocab_file")
+    raise configs.ConfigError("No vocab file: pass vocab_file or set tokenizer.vocab_file")
   if isinstance(model_or_checkpoint, str):
     model = exporter.model_from_checkpoint(experiment, model_or_checkpoint)
   else:

@@ -14,6 +14,7 @@ import tensorflow as tf
 from bert_tf import configs
 from bert_tf.data import batching
 from bert_tf.data import dummy
+from bert_tf.data import featurizers
 from bert_tf.data import tfrecords
 from bert_tf.tasks import base
 from bert_tf.utils import progress
@@ -43,6 +44,11 @@ class FeatureTask(base.Task):
     """Unbatched features of `examples` (a bert_tf.data.featurizers featurizer)."""
     raise NotImplementedError
 
+  def piece_tokenizer(self) -> featurizers.PieceTokenizer:
+    """The tokenizer of the experiment's tokenizer section, for `featurize`."""
+    return featurizers.PieceTokenizer(self.experiment.tokenizer.vocab_file,
+                                      self.experiment.tokenizer.lower_case)
+
   def tfrecord_metadata(self) -> Dict[str, Any]:
     """What TFRecords written from this task's raw files record about the task."""
     return {"task": self.name, "label_names": list(self.label_names)}
@@ -69,8 +75,9 @@ class FeatureTask(base.Task):
           f"({', '.join(f for f in self.input_formats if f not in base.PREPARED_FORMATS)})")
     examples = self.read_examples(data_config)
     metadata = dict(self.tfrecord_metadata(), input_path=data_config.input_path,
-                    format=data_config.format, vocab_file=data_config.vocab_file,
-                    lower_case=data_config.lower_case)
+                    format=data_config.format,
+                    vocab_file=self.experiment.tokenizer.vocab_file,
+                    lower_case=self.experiment.tokenizer.lower_case)
     bar = progress.Progress(self.name, total=len(examples), unit="examples",
                             interval=progress_interval)
     count = tfrecords.write_finetuning_tfrecord(

@@ -64,7 +64,7 @@ class MultipleChoiceTask(finetuning.FeatureTask):
     return examples
 
   def featurize(self, examples, data_config, tokenizer: Optional[featurizers.PieceTokenizer] = None):
-    tokenizer = tokenizer or featurizers.PieceTokenizer(data_config.vocab_file, data_config.lower_case)
+    tokenizer = tokenizer or self.piece_tokenizer()
     return featurizers.multiple_choice_dataset(examples, tokenizer, data_config.seq_length,
                                       self.config.num_choices)
 

@@ -62,7 +62,8 @@ class PretrainingTask(base.Task):
                       ) -> tf.data.Dataset:
     """Per-replica batches of pretraining TFRecords
     (bert_tf.data.pretraining_reader.build_pretraining_dataset)."""
-    return pretraining_reader.build_pretraining_dataset(data_config, input_context)
+    return pretraining_reader.build_pretraining_dataset(
+        data_config, input_context, vocab_file=self.experiment.tokenizer.vocab_file)
 
   def check_inputs(self, data_config: configs.DataConfig) -> None:
     """Fails before training when the TFRecords do not fit the config.

@@ -143,7 +143,7 @@ class SentencePredictionTask(finetuning.FeatureTask):
   def featurize(self, examples, data_config: configs.DataConfig,
                 tokenizer: Optional[featurizers.PieceTokenizer] = None) -> tf.data.Dataset:
     """Unbatched features of examples (see featurizers.sentence_dataset)."""
-    tokenizer = tokenizer or featurizers.PieceTokenizer(data_config.vocab_file, data_config.lower_case)
+    tokenizer = tokenizer or self.piece_tokenizer()
     return featurizers.sentence_dataset(examples, tokenizer, data_config.seq_length,
                                self.label_ids(examples), self.regression)
 

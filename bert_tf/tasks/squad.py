@@ -32,7 +32,7 @@ from bert_tf.text.tokenizer import BertWordPieceTokenizer
 @dataclasses.dataclass
 class SquadTaskConfig(configs.TaskConfig):
   """SQuAD settings. The window length is data_config.seq_length (384 in the paper);
-  the vocab and its case come from data_config.vocab_file and data_config.lower_case."""
+  the vocab and its case come from the experiment's tokenizer section."""
 
   name: str = "squad"
   version_2_with_negative: bool = False
@@ -77,11 +77,11 @@ class SquadTask(base.Task):
     return BertSpanLabeler(encoder, name="bert_span_labeler")
 
   # ----- data -----
-  def _tokenize_fn(self, data_config: configs.DataConfig):
-    if not data_config.vocab_file:
-      raise configs.ConfigError("Reading SQuAD JSON needs data_config.vocab_file")
-    tokenizer = BertWordPieceTokenizer(data_config.vocab_file,
-                                       lower_case=data_config.lower_case)
+  def _tokenize_fn(self):
+    settings = self.experiment.tokenizer
+    if not settings.vocab_file:
+      raise configs.ConfigError("Reading SQuAD JSON needs tokenizer.vocab_file")
+    tokenizer = BertWordPieceTokenizer(settings.vocab_file, lower_case=settings.lower_case)
     return squad_data.tokenize_fn_from_tokenizer(tokenizer)
 
   def create_features(self, path: str, data_config: configs.DataConfig, is_training: bool
@@ -101,9 +101,10 @@ class SquadTask(base.Task):
     examples, num_skipped = squad_data.read_squad_examples(
         path, is_training=is_training,
         version_2_with_negative=self.config.version_2_with_negative)
-    vocab_list = vocab_lib.load_vocab(data_config.vocab_file)
+    tokenize_fn = self._tokenize_fn()
+    vocab_list = vocab_lib.load_vocab(self.experiment.tokenizer.vocab_file)
     features = squad_data.convert_examples_to_features(
-        examples, self._tokenize_fn(data_config), {t: i for i, t in enumerate(vocab_list)},
+        examples, tokenize_fn, {t: i for i, t in enumerate(vocab_list)},
         max_seq_length=data_config.seq_length, doc_stride=self.config.doc_stride,
         max_query_length=self.config.max_query_length)
     logging.info("%s: %d questions (%d skipped), %d windows", path, len(examples),
@@ -222,7 +223,7 @@ class SquadTask(base.Task):
     return squad_postprocess.postprocess(
         examples, features, results, n_best_size=self.config.n_best_size,
         max_answer_length=self.config.max_answer_length,
-        lower_case=self.experiment.eval_data.lower_case,
+        lower_case=self.experiment.tokenizer.lower_case,
         version_2_with_negative=self.config.version_2_with_negative,
         null_score_diff_threshold=self.config.null_score_diff_threshold)
 

@@ -67,7 +67,7 @@ class TaggingTask(finetuning.FeatureTask):
     return examples
 
   def featurize(self, examples, data_config, tokenizer: Optional[featurizers.PieceTokenizer] = None):
-    tokenizer = tokenizer or featurizers.PieceTokenizer(data_config.vocab_file, data_config.lower_case)
+    tokenizer = tokenizer or self.piece_tokenizer()
     return featurizers.tagging_dataset(examples, tokenizer, data_config.seq_length, self.label_names)
 
   def num_outputs(self) -> int:
