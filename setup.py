@@ -1,4 +1,9 @@
-"""Installs bert_tf: `pip install -e ".[test]"`."""
+"""Installs bert_tf: `pip install .` (or `pip install -e ".[test]"` for development).
+
+official_configs/ and tools/ stay at the repository root and are installed inside the
+package, as bert_tf.official_configs (YAML package data) and bert_tf.tools (whose
+scripts become the bert-tf-* console commands).
+"""
 
 import pathlib
 import re
@@ -16,13 +21,16 @@ INSTALL_REQUIRES = [
     "tensorflow>=2.21,<2.22",
     "tensorflow-text>=2.21,<2.22",
     "keras>=3.10,<4",
-    "tensorflow-datasets>=4.9,<5",
+    # `tensorboard --logdir MODEL_DIR`; TensorFlow no longer depends on it.
+    "tensorboard>=2.20,<2.22",
     "absl-py>=2.1",
     "pyyaml>=6.0",
     "numpy>=1.26",
 ]
 
 EXTRAS_REQUIRE = {
+    # GLUE from TensorFlow Datasets (`format: tfds`).
+    "tfds": ["tensorflow-datasets>=4.9,<5"],
     # Reading and writing Hugging Face checkpoints.
     "hf": ["safetensors>=0.4"],
     # A real released BERT-architecture checkpoint, for the parity tests. Its own
@@ -38,6 +46,18 @@ EXTRAS_REQUIRE = {
     ],
 }
 
+# Command name -> module in tools/; each runs the same function as `python tools/<module>.py`.
+CONSOLE_SCRIPTS = {
+    "bert-tf-train": "train",
+    "bert-tf-create-pretraining-data": "create_pretraining_data",
+    "bert-tf-create-finetuning-data": "create_finetuning_data",
+    "bert-tf-build-vocab": "build_vocab",
+    "bert-tf-convert-checkpoint": "convert_checkpoint",
+    "bert-tf-export": "export_saved_model",
+    "bert-tf-make-serving-request": "make_serving_request",
+    "bert-tf-extract-features": "extract_features",
+}
+
 setuptools.setup(
     name="bert_tf",
     version=_VERSION,
@@ -47,7 +67,12 @@ setuptools.setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.10",
-    packages=setuptools.find_packages(include=["bert_tf", "bert_tf.*"]),
+    packages=setuptools.find_packages(include=["bert_tf", "bert_tf.*"])
+    + ["bert_tf.official_configs", "bert_tf.tools"],
+    package_dir={"bert_tf.official_configs": "official_configs", "bert_tf.tools": "tools"},
+    package_data={"bert_tf.official_configs": ["experiments/*.yaml", "models/*.yaml"]},
+    entry_points={"console_scripts": [f"{command} = bert_tf.tools.{module}:run"
+                                      for command, module in CONSOLE_SCRIPTS.items()]},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
 )

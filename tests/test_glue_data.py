@@ -127,7 +127,8 @@ def test_batches_are_padded_to_their_longest_example(tmp_path):
 
 
 def test_tfds_glue_maps_class_ids_to_glue_label_names():
-  tfds = pytest.importorskip("tensorflow_datasets")
+  tfds = pytest.importorskip(
+      "tensorflow_datasets", reason='needs the tfds extra: pip install "bert_tf[tfds]"')
   from bert_tf.data import tfds_glue
   with tfds.testing.mock_data(num_examples=6):
     examples = tfds_glue.read_tfds_glue("glue/rte", "train")

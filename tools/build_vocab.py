@@ -10,6 +10,8 @@ neither), then tensorflow-text's WordPiece learner builds a vocab of about
       --vocab_size=30522 --lower_case
 
 The vocab is written to a temporary name and renamed when complete.
+
+`pip install .` installs this tool as the command `bert-tf-build-vocab` (same flags).
 """
 
 import sys
@@ -57,5 +59,10 @@ def main(argv):
   return 0
 
 
-if __name__ == "__main__":
+def run():
+  """The `bert-tf-build-vocab` command."""
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -25,6 +25,8 @@ Convert an original Google checkpoint, and write one back as Hugging Face:
   python tools/convert_checkpoint.py --input=uncased_L-12_H-768_A-12 --output_dir=runs/base
   python tools/convert_checkpoint.py --input=runs/base --output_format=huggingface \
     --output_dir=runs/base_hf
+
+`pip install .` installs this tool as the command `bert-tf-convert-checkpoint` (same flags).
 """
 
 import logging as std_logging
@@ -88,7 +90,12 @@ def main(argv):
   print(summary.line(), flush=True)
 
 
-if __name__ == "__main__":
+def run():
+  """The `bert-tf-convert-checkpoint` command."""
   std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
   logging.set_verbosity(logging.WARNING)
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

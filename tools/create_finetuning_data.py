@@ -14,6 +14,8 @@ writes data/mrpc_train.tfrecord (features input_ids, input_mask, segment_ids pad
 seq_length, label_ids, example_index) and data/mrpc_train.tfrecord.json (example count,
 label names, settings). The file is written under a temporary name and renamed when
 complete. Point train_data.input_path at it with train_data.format=tfrecord.
+
+`pip install .` installs this tool as the command `bert-tf-create-finetuning-data` (same flags).
 """
 
 import logging as std_logging
@@ -68,7 +70,12 @@ def main(argv):
         flush=True)
 
 
-if __name__ == "__main__":
+def run():
+  """The `bert-tf-create-finetuning-data` command."""
   std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
   logging.set_verbosity(logging.WARNING)
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -16,6 +16,8 @@ writes out/pretrain-0000{0..3}-of-00004.tfrecord and out/pretrain.json. The inpu
 processed in document-aligned chunks (--chunk_size_mb); a random next segment comes from
 another document of the same chunk. The same seed, input, settings and chunk size give the
 same instances with any number of workers.
+
+`pip install .` installs this tool as the command `bert-tf-create-pretraining-data` (same flags).
 """
 
 import os
@@ -100,6 +102,11 @@ def main(argv):
   return 0
 
 
-if __name__ == "__main__":
+def run():
+  """The `bert-tf-create-pretraining-data` command."""
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -14,6 +14,8 @@ sentence_prediction: classifier; squad; tagging) unless --kind says otherwise
 (--kind=encoder serves pooled_output and sequence_output of any checkpoint).
 The vocab and label names are copied into the export as assets, so the directory
 can be moved. --hub_dir also writes a TF Hub-style preprocessor/encoder pair.
+
+`pip install .` installs this tool as the command `bert-tf-export` (same flags).
 """
 
 import os
@@ -111,6 +113,11 @@ def main(argv):
            else "") + f" in {time.time() - begin:.1f}s")
 
 
-if __name__ == "__main__":
+def run():
+  """The `bert-tf-export` command."""
   flags.mark_flags_as_required(["checkpoint", "export_dir"])
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -14,6 +14,8 @@ bert_config.json, or a Hugging Face config.json) or by --encoder_size (tiny ... 
 --init_checkpoint is a bert_tf checkpoint (prefix or directory) holding an `encoder`,
 such as a pretraining run or a converted checkpoint. Without it, the weights are
 freshly initialized (only useful for testing the pipeline).
+
+`pip install .` installs this tool as the command `bert-tf-extract-features` (same flags).
 """
 
 import logging as std_logging
@@ -77,7 +79,12 @@ def main(argv):
         f"{summary['seconds']:.1f}s", flush=True)
 
 
-if __name__ == "__main__":
+def run():
+  """The `bert-tf-extract-features` command."""
   std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
   logging.set_verbosity(logging.WARNING)
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

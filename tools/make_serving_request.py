@@ -9,6 +9,8 @@ flag for a batch). serving_default sends them as JSON strings; serve_examples se
 serialized tf.Examples as {"b64": ...}; serve_token_ids tokenizes them here with
 --vocab_file (the same tokenizer as the export) and sends the int32 id matrices.
 --format picks the row ("instances") or columnar ("inputs") layout.
+
+`pip install .` installs this tool as the command `bert-tf-make-serving-request` (same flags).
 """
 
 import json
@@ -75,5 +77,10 @@ def main(argv):
         f"{sorted(columns)}, to {where}", file=sys.stderr)
 
 
-if __name__ == "__main__":
+def run():
+  """The `bert-tf-make-serving-request` command."""
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -5,7 +5,8 @@
   python3 tools/setup_and_run.py test -m slow # extra arguments go to pytest
 
 Needs nothing but Python 3.10+: the environment is created in .venv/ and reinstalled
-only when setup.py changes.
+only when setup.py changes or a command needs more extras than are installed (the tests
+also install `tfds`, TensorFlow Datasets, which the quickstart does without).
 """
 
 import hashlib
@@ -18,6 +19,8 @@ import venv
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 VENV = pathlib.Path(os.environ.get("BERT_TF_VENV", ROOT / ".venv"))
 STAMP = VENV / ".bert_tf_installed"
+# The extras each command installs with bert_tf.
+EXTRAS = {"quickstart": ("test",), "test": ("test", "tfds")}
 
 
 def _python() -> str:
@@ -28,25 +31,30 @@ def _requirements_digest() -> str:
   return hashlib.sha256((ROOT / "setup.py").read_bytes()).hexdigest()
 
 
-def ensure_environment() -> None:
-  """Creates .venv and installs bert_tf with its test extras, if not done yet."""
+def ensure_environment(extras) -> None:
+  """Creates .venv and installs bert_tf (editable) with `extras`, if not done yet."""
   digest = _requirements_digest()
-  if STAMP.exists() and STAMP.read_text() == digest:
+  # The stamp holds setup.py's digest, then the extras installed with it.
+  stamp = STAMP.read_text().split() if STAMP.exists() else []
+  installed = set(stamp[1:]) if stamp[:1] == [digest] else None
+  if installed is not None and installed >= set(extras):
     return
+  extras = sorted(set(extras) | (installed or set()))
   if not (VENV / "bin" / "python").exists():
     print(f"Creating virtual environment {VENV}", flush=True)
     venv.EnvBuilder(with_pip=True).create(VENV)
   print("Installing bert_tf and its dependencies (first run only)...", flush=True)
   subprocess.check_call([_python(), "-m", "pip", "install", "-q", "--upgrade", "pip"])
-  subprocess.check_call([_python(), "-m", "pip", "install", "-q", "-e", f"{ROOT}[test]"])
-  STAMP.write_text(digest)
+  subprocess.check_call([_python(), "-m", "pip", "install", "-q", "-e",
+                         f"{ROOT}[{','.join(extras)}]"])
+  STAMP.write_text(" ".join([digest, *extras]))
 
 
 def main(argv) -> int:
   if len(argv) < 2 or argv[1] not in ("quickstart", "test"):
     print(__doc__)
     return 2
-  ensure_environment()
+  ensure_environment(EXTRAS[argv[1]])
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
   if argv[1] == "quickstart":
     command = [_python(), str(ROOT / "tools" / "quickstart.py"), *argv[2:]]

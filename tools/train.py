@@ -12,6 +12,8 @@ YAML path; --config_file adds YAML files merged in order; --params_override take
 shorthands for the runtime.* / task.* fields of the same names. The resolved config
 is written to MODEL_DIR/params.yaml; rerunning with the same --model_dir resumes from
 its latest checkpoint. TensorBoard logs: MODEL_DIR/train and MODEL_DIR/eval.
+
+`pip install .` installs this tool as the command `bert-tf-train` (same flags).
 """
 
 import logging as std_logging
@@ -74,7 +76,12 @@ def main(argv):
         f"TensorBoard: tensorboard --logdir {_MODEL_DIR.value}", flush=True)
 
 
-if __name__ == "__main__":
+def run():
+  """The `bert-tf-train` command."""
   std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
   logging.set_verbosity(logging.WARNING)
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

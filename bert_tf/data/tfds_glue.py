@@ -1,6 +1,7 @@
 """GLUE from TensorFlow Datasets (glue/<task>), when prepared in a local data_dir.
 
-Nothing is downloaded: the dataset must already be built under `data_dir`.
+Nothing is downloaded: the dataset must already be built under `data_dir`. TensorFlow
+Datasets is the optional extra `tfds` (`pip install "bert_tf[tfds]"`), imported only here.
 """
 
 from __future__ import annotations
@@ -47,7 +48,11 @@ def read_tfds_glue(tfds_name: str, split: str, data_dir: Optional[str] = None
     split: e.g. "train", "validation", "validation_matched", "test".
     data_dir: where the prepared dataset lives.
   """
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  try:
+    import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    raise ImportError('format: tfds reads TensorFlow Datasets, which is not installed: '
+                      'pip install "bert_tf[tfds]"') from None
   config = tfds_name.split("/", 1)[1]
   task, key_a, key_b = TFDS_GLUE.get(config, (None, None, None))
   if task is None:

@@ -3,10 +3,13 @@
 Experiments are read here, with the config class of every registered task
 (bert_tf.tasks.base.task_configs()), so that each task section is checked against
 its own task's fields. A named experiment is a YAML file in official_configs/experiments/, named by its
-stem (`pretraining_bert_tiny`). Command-line shorthands (--distribution_strategy,
---mixed_precision_dtype, ...) become ordinary dotted overrides of runtime.* fields.
+stem (`pretraining_bert_tiny`). official_configs/ is package data inside an installed wheel
+(bert_tf/official_configs/) and sits at the repository root in a checkout, editable or not.
+Command-line shorthands (--distribution_strategy, --mixed_precision_dtype, ...) become
+ordinary dotted overrides of runtime.* fields.
 """
 
+import importlib.resources
 import os
 import pathlib
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -14,7 +17,20 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from bert_tf import configs
 from bert_tf.tasks import base as task_base
 
-OFFICIAL_CONFIGS_DIR = pathlib.Path(__file__).resolve().parents[2] / "official_configs"
+
+def _official_configs_dir() -> pathlib.Path:
+  """official_configs/ of the bert_tf that is imported: inside it, or beside it.
+
+  Found from the imported package, not imported as bert_tf.official_configs: an
+  editable install maps that name to the checkout it was installed from, which need
+  not be the one on PYTHONPATH.
+  """
+  package = pathlib.Path(str(importlib.resources.files("bert_tf")))
+  installed = package / "official_configs"
+  return installed if installed.is_dir() else package.parent / "official_configs"
+
+
+OFFICIAL_CONFIGS_DIR = _official_configs_dir()
 EXPERIMENTS_DIR = OFFICIAL_CONFIGS_DIR / "experiments"
 MODELS_DIR = OFFICIAL_CONFIGS_DIR / "models"
 
