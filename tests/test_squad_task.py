@@ -4,7 +4,6 @@ files, and a tiny end-to-end run that learns a synthetic span task."""
 import json
 import os
 
-import harness
 import keras
 import numpy as np
 import pytest
@@ -13,7 +12,7 @@ import tensorflow as tf
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf.data import squad as squad_data
-from bert_tf.models.bert_span_labeler import END_LOGITS, START_LOGITS, BertSpanLabeler
+from bert_tf.models.bert_span_labeler import END_LOGITS, START_LOGITS
 from bert_tf.tasks import base
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
 from bert_tf.training import experiments
@@ -55,25 +54,6 @@ def test_official_squad_configs_load():
   assert v1.task.name == v2.task.name == "squad"
   assert v1.train_data.seq_length == 384 and not v1.task.version_2_with_negative
   assert v2.task.version_2_with_negative
-
-
-def test_span_labeler_outputs_float32_logits_per_token_and_round_trips(tmp_path):
-  keras.utils.set_random_seed(1)
-  model = BertSpanLabeler(harness.tiny_encoder())
-  batch = harness.encoder_inputs(harness.pretraining_batch(batch_size=2, seq_length=8))
-  outputs = model(batch)
-  assert outputs[START_LOGITS].shape == (2, 8) and outputs[END_LOGITS].dtype == tf.float32
-  assert sorted(model.checkpoint_items) == ["encoder", "span_labeler"]
-  harness.run_config_round_trip(model, batch)
-  harness.run_keras_save_load(model, batch, tmp_path)
-
-
-def test_span_head_keeps_float32_logits_under_mixed_precision():
-  keras.mixed_precision.set_global_policy("mixed_float16")
-  model = BertSpanLabeler(harness.tiny_encoder())
-  batch = harness.encoder_inputs(harness.pretraining_batch(batch_size=2, seq_length=8))
-  assert model.span_labeler.compute_dtype == "float16"
-  assert model(batch)[START_LOGITS].dtype == tf.float32
 
 
 def test_loss_is_mean_of_start_and_end_cross_entropy_over_global_batch():
