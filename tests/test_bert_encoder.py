@@ -54,25 +54,23 @@ def test_padding_keys_get_zero_attention_so_their_ids_do_not_matter():
   np.testing.assert_allclose(a, b, atol=1e-6)
 
 
-def test_config_round_trip_gives_same_model_outputs():
-  encoder = harness.tiny_encoder()
-  inputs = harness.encoder_inputs(harness.pretraining_batch())
-  harness.run_config_round_trip(encoder, inputs)
-  assert encoder.encoder_config() == configs.EncoderConfig(
-      **{**harness.TINY_ENCODER, "dropout_rate": 0.0, "attention_dropout_rate": 0.0})
+CASE = harness.ModelCase(
+    build=harness.tiny_encoder,
+    inputs=lambda: harness.encoder_inputs(harness.pretraining_batch()),
+    float32_outputs=(constants.SEQUENCE_OUTPUT,))
 
 
-def test_keras_save_and_load_gives_identical_outputs(tmp_path):
-  encoder = harness.tiny_encoder()
-  inputs = harness.encoder_inputs(harness.pretraining_batch())
-  restored = harness.run_keras_save_load(encoder, inputs, tmp_path)
-  assert isinstance(restored, BertEncoder)
+def test_harness_checks(tmp_path):
+  harness.run_model_checks(CASE, tmp_path)
 
 
 def test_saved_model_export_reloads_with_equal_outputs(tmp_path):
-  encoder = harness.tiny_encoder()
-  inputs = harness.encoder_inputs(harness.pretraining_batch())
-  harness.run_saved_model_export(encoder, inputs, tmp_path)
+  harness.run_saved_model_export(CASE.build(), CASE.inputs(), tmp_path)
+
+
+def test_encoder_config_gives_back_the_constructor_arguments():
+  assert harness.tiny_encoder().encoder_config() == configs.EncoderConfig(
+      **{**harness.TINY_ENCODER, "dropout_rate": 0.0, "attention_dropout_rate": 0.0})
 
 
 def test_same_seed_gives_same_initial_weights_and_other_seed_differs():
@@ -91,39 +89,12 @@ def test_initial_weights_follow_truncated_normal_0_02():
   assert np.abs(table).max() <= 0.04 + 1e-6
 
 
-@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
-def test_mixed_precision_keeps_variables_and_layer_norm_in_float32(policy):
+@pytest.mark.parametrize("policy", harness.MIXED_POLICIES)
+def test_mixed_precision_runs_attention_in_the_compute_dtype(policy):
+  # Only its softmax is float32 (checked by the harness); the matmuls are not.
   keras.mixed_precision.set_global_policy(policy)
   encoder = harness.tiny_encoder()
-  out = encoder(harness.encoder_inputs(harness.pretraining_batch()))
-  assert all(v.dtype == "float32" for v in encoder.weights)
-  assert harness.float32_layer_outputs(encoder) == []
-  assert out[constants.SEQUENCE_OUTPUT].dtype == tf.float32
-  compute = policy.split("_")[1]
-  assert out[constants.POOLED_OUTPUT].dtype == compute
-  assert encoder.transformer_layers[0].attention.compute_dtype == compute
-
-
-def test_attention_softmax_runs_in_float32_under_float16():
-  keras.mixed_precision.set_global_policy("mixed_float16")
-  encoder = harness.tiny_encoder()
-  inputs = harness.encoder_inputs(harness.pretraining_batch())
-
-  @tf.function
-  def run(x):
-    return encoder(x)
-
-  graph = run.get_concrete_function(inputs).graph
-  softmax_dtypes = set()
-  for op in graph.get_operations():
-    if op.type == "Softmax":
-      softmax_dtypes.add(op.outputs[0].dtype)
-  # Ops inside nested function bodies count too.
-  for fn in graph._functions.values():  # pylint: disable=protected-access
-    for node in fn.definition.node_def:
-      if node.op == "Softmax":
-        softmax_dtypes.add(tf.as_dtype(node.attr["T"].type))
-  assert softmax_dtypes == {tf.float32}
+  assert encoder.transformer_layers[0].attention.compute_dtype == policy.split("_")[1]
 
 
 def test_sequence_longer_than_max_positions_is_rejected():

@@ -1,8 +1,6 @@
-"""BertPretrainer: tied masked-LM weights, float32 losses, training."""
+"""BertPretrainer: tied masked-LM weights, the loss, training, and the harness checks."""
 
-import keras
 import numpy as np
-import pytest
 import tensorflow as tf
 
 import harness
@@ -15,6 +13,25 @@ PRETRAINER_INPUTS = (*constants.ENCODER_INPUTS, constants.MASKED_LM_POSITIONS)
 
 def _inputs(batch):
   return {k: batch[k] for k in PRETRAINER_INPUTS}
+
+
+def _case(batch_size=4):
+  batch = harness.pretraining_batch(batch_size=batch_size)
+  return harness.ModelCase(
+      build=lambda: BertPretrainer(harness.tiny_encoder()),
+      inputs=lambda: _inputs(batch),
+      float32_outputs=(constants.MLM_LOGITS, constants.NSP_LOGITS),
+      loss=lambda outputs, _: losses.pretraining_loss(batch, outputs)["loss"])
+
+
+def test_harness_checks_and_the_reloaded_model_keeps_the_tie(tmp_path):
+  restored = harness.run_model_checks(_case(), tmp_path)
+  assert restored.masked_lm.embedding_table is restored.encoder.embeddings.word_embeddings
+
+
+def test_saved_model_export_reloads_with_equal_outputs(tmp_path):
+  case = _case()
+  harness.run_saved_model_export(case.build(), case.inputs(), tmp_path)
 
 
 def test_masked_lm_output_weights_are_the_word_embedding_variable():
@@ -60,49 +77,10 @@ def test_pretraining_loss_equals_weighted_mean_cross_entropy_plus_nsp():
   np.testing.assert_allclose(result["loss"], mlm + nsp, rtol=1e-5)
 
 
-@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
-def test_mixed_precision_logits_and_loss_are_float32(policy):
-  keras.mixed_precision.set_global_policy(policy)
-  model = BertPretrainer(harness.tiny_encoder())
-  batch = harness.pretraining_batch()
-  out = model(_inputs(batch))
-  assert out[constants.MLM_LOGITS].dtype == tf.float32
-  assert out[constants.NSP_LOGITS].dtype == tf.float32
-  assert all(v.dtype == "float32" for v in model.weights)
-  assert harness.float32_layer_outputs(model) == []
-  assert losses.pretraining_loss(batch, out)["loss"].dtype == tf.float32
-
-
-def _train_steps(model, batch, steps, learning_rate=1e-2):
-  optimizer = keras.optimizers.Adam(learning_rate)
-
-  @tf.function
-  def step():
-    with tf.GradientTape() as tape:
-      loss = losses.pretraining_loss(batch, model(_inputs(batch), training=True))["loss"]
-    grads = tape.gradient(loss, model.trainable_variables)
-    optimizer.apply_gradients(zip(grads, model.trainable_variables))
-    return loss
-
-  return [float(step()) for _ in range(steps)]
-
-
-def test_one_training_step_on_dummy_data_updates_every_weight():
-  model = BertPretrainer(harness.tiny_encoder())
-  batch = harness.pretraining_batch()
-  model(_inputs(batch))
-  before = [w.numpy().copy() for w in model.trainable_variables]
-  loss = _train_steps(model, batch, 1)[0]
-  assert np.isfinite(loss)
-  unchanged = [w.path for w, b in zip(model.trainable_variables, before)
-               if np.array_equal(w.numpy(), b)]
-  assert unchanged == []
-
-
 def test_a_few_steps_on_one_repeated_batch_drive_the_loss_down():
-  model = BertPretrainer(harness.tiny_encoder())
-  batch = harness.pretraining_batch(batch_size=8)
-  history = _train_steps(model, batch, 30)
+  case = _case(batch_size=8)
+  history = harness.run_training_steps(case.build(), case, case.inputs(), steps=30,
+                                       learning_rate=1e-2, compiled=True)
   assert history[-1] < 0.5 * history[0], history
 
 
@@ -118,19 +96,6 @@ def test_checkpoint_items_cover_every_weight():
   model(_inputs(harness.pretraining_batch()))
   covered = {id(w) for item in model.checkpoint_items.values() for w in item.weights}
   assert covered == {id(w) for w in model.weights}
-
-
-def test_config_round_trip_and_keras_save_load_keep_the_tie(tmp_path):
-  model = BertPretrainer(harness.tiny_encoder())
-  inputs = _inputs(harness.pretraining_batch())
-  harness.run_config_round_trip(model, inputs)
-  restored = harness.run_keras_save_load(model, inputs, tmp_path)
-  assert restored.masked_lm.embedding_table is restored.encoder.embeddings.word_embeddings
-
-
-def test_saved_model_export_reloads_with_equal_outputs(tmp_path):
-  model = BertPretrainer(harness.tiny_encoder())
-  harness.run_saved_model_export(model, _inputs(harness.pretraining_batch()), tmp_path)
 
 
 def test_sparse_last_layer_gives_the_plain_graphs_outputs_and_gradients():

@@ -5,7 +5,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import harness
 from bert_tf import layers
+from bert_tf.layers.flatten_choices import FlattenChoices
+from bert_tf.layers.span_head import SpanHead
 
 
 def test_embeddings_sum_word_position_type_then_layer_norm():
@@ -56,25 +59,28 @@ def test_transformer_block_is_post_layer_norm_with_exact_gelu():
   np.testing.assert_allclose(out, block.output_layer_norm(out1 + ffn), atol=1e-5)
 
 
-@pytest.mark.parametrize("layer,call_args", [
-    (lambda: layers.BertEmbeddings(vocab_size=10, hidden_size=8, max_position_embeddings=6),
-     lambda: (tf.constant([[1, 2]]), tf.constant([[0, 1]]))),
-    (lambda: layers.SelfAttention(num_heads=2, hidden_size=8),
-     lambda: (tf.ones([1, 3, 8]), tf.zeros([1, 1, 1, 3]))),
-    (lambda: layers.TransformerBlock(hidden_size=8, num_heads=2, intermediate_size=16),
-     lambda: (tf.ones([1, 3, 8]), tf.zeros([1, 1, 1, 3]))),
-    (lambda: layers.ClassificationHead(num_classes=3), lambda: (tf.ones([2, 8]),)),
-])
-def test_layer_config_round_trip_rebuilds_equal_layer(layer, call_args):
-  original = layer()
-  args = call_args()
-  expected = original(*args)
-  config = original.get_config()
-  clone = type(original).from_config(config)
-  clone(*args)
-  clone.set_weights(original.get_weights())
-  assert clone.get_config() == config
-  np.testing.assert_allclose(clone(*args), expected, atol=1e-6)
+# (layer factory, call arguments); MaskedLMHead goes through BertPretrainer's checks.
+LAYER_CASES = {
+    "embeddings": (lambda: layers.BertEmbeddings(vocab_size=10, hidden_size=8,
+                                                 max_position_embeddings=6),
+                   lambda: (tf.constant([[1, 2]]), tf.constant([[0, 1]]))),
+    "self_attention": (lambda: layers.SelfAttention(num_heads=2, hidden_size=8),
+                       lambda: (tf.random.normal([1, 3, 8]), tf.zeros([1, 1, 1, 3]))),
+    "transformer_block": (lambda: layers.TransformerBlock(hidden_size=8, num_heads=2,
+                                                          intermediate_size=16),
+                          lambda: (tf.random.normal([1, 3, 8]), tf.zeros([1, 1, 1, 3]))),
+    "classification_head": (lambda: layers.ClassificationHead(num_classes=3),
+                            lambda: (tf.random.normal([2, 8]),)),
+    "span_head": (lambda: SpanHead(), lambda: (tf.random.normal([2, 3, 8]),)),
+    "flatten_choices": (lambda: FlattenChoices(), lambda: (tf.ones([2, 3, 4], tf.int32),)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAYER_CASES))
+def test_harness_layer_checks(name):
+  make, call_args = LAYER_CASES[name]
+  keras.utils.set_random_seed(0)
+  harness.run_layer_checks(make, call_args())
 
 
 def test_masked_lm_head_refuses_to_restore_without_its_model():

@@ -1,5 +1,5 @@
-"""Tests of AdamW / LAMB / SGD: update formulas, weight-decay exclusions, and how they
-(and Keras 3 optimizers) behave under tf.distribute."""
+"""Tests of AdamW / LAMB / SGD: update formulas, weight-decay exclusions, global-norm
+clipping, and how they (and Keras 3 optimizers) behave under tf.distribute."""
 
 import keras
 import numpy as np
@@ -10,7 +10,9 @@ from bert_tf import configs
 from bert_tf.models import BertEncoder
 from bert_tf.models import BertPretrainer
 from bert_tf.training import optimizers
+from bert_tf.training.trainer import Trainer
 
+import finetuning_helpers
 import trainer_helpers
 
 
@@ -226,3 +228,27 @@ def test_same_shaped_variables_each_get_their_own_update_under_mirrored_strategy
     for component in strategy.experimental_local_results(var.value):
       np.testing.assert_allclose(component.numpy(), ref.numpy(), rtol=1e-6)
   assert len({tuple(np.round(v.numpy(), 4)) for v in ref_variables}) == 3
+
+
+def test_trainer_scales_a_large_gradient_to_global_norm_one_as_clip_by_global_norm(tmp_path):
+  experiment = finetuning_helpers.tiny_experiment(
+      {"name": "sentence_prediction", "num_classes": 3}, {"format": "dummy"},
+      learning_rate=0.5).override({"optimizer": {"type": "sgd", "global_clipnorm": 1.0}})
+  trainer = Trainer(experiment, str(tmp_path))
+  task, model = trainer.task, trainer.model
+  compute_loss = task.compute_loss
+  # A loss 1000 times larger: its gradient's global norm is far above 1.
+  task.compute_loss = lambda *args: {k: 1000.0 * v for k, v in compute_loss(*args).items()}
+  variables = model.trainable_variables
+  before = [v.numpy().copy() for v in variables]
+  report = trainer.train()
+  norm = report["gradient_norm"]
+  assert norm > 10.0
+  # SGD without decay: the update is -learning_rate * clipped gradient.
+  applied = [(b - v.numpy()) / 0.5 for b, v in zip(before, variables)]
+  assert float(tf.linalg.global_norm(applied)) == pytest.approx(1.0, rel=1e-4)
+  # The unclipped gradient is applied * norm; clip_by_global_norm gives back `applied`.
+  reference, reference_norm = tf.clip_by_global_norm([a * norm for a in applied], 1.0)
+  assert float(reference_norm) == pytest.approx(norm, rel=1e-4)
+  for variable, got, want in zip(variables, applied, reference):
+    np.testing.assert_allclose(got, want.numpy(), atol=1e-6, err_msg=variable.path)

@@ -68,14 +68,23 @@ def test_eval_reduces_to_the_glue_metric_and_predictions_use_label_names(tmp_pat
   assert open(path).read().splitlines() == ["index\tprediction", "3\t0", "4\t1", "5\t1"]
 
 
+def _first_batch_accuracy(trainer):
+  """Accuracy of the untrained model on the first training batch: what one step reports."""
+  batch = next(iter(trainer.task.build_inputs(trainer.experiment.train_data)))
+  logits = trainer.model(trainer.task.model_inputs(batch), training=False)[LOGITS]
+  return float(np.mean(np.argmax(logits, axis=-1) == np.asarray(batch[constants.LABEL_IDS])))
+
+
 def test_one_training_step_on_dummy_input_updates_the_head(tmp_path):
   experiment = helpers.tiny_experiment({"name": "sentence_prediction", "num_classes": 3},
                                        {"format": "dummy"})
   trainer = Trainer(experiment, str(tmp_path))
   before = [v.numpy().copy() for v in trainer.model.classifier.weights]
+  expected_accuracy = _first_batch_accuracy(trainer)
   report = trainer.train()
   after = [v.numpy() for v in trainer.model.classifier.weights]
-  assert np.isfinite(report["loss"]) and report["accuracy"] >= 0.0
+  assert np.isfinite(report["loss"])
+  assert report["accuracy"] == pytest.approx(expected_accuracy)
   assert all(not np.allclose(a, b) for a, b in zip(before, after))
 
 
@@ -200,10 +209,14 @@ def test_packed_batches_give_each_example_its_unpacked_logits_and_loss(tmp_path)
 
 
 def test_one_training_step_on_packed_batches_updates_the_head(tmp_path):
-  trainer = Trainer(_packing_experiment(tmp_path, pack_examples=True), str(tmp_path / "m"))
+  trainer = Trainer(_packing_experiment(tmp_path, pack_examples=True, shuffle_buffer_size=1),
+                    str(tmp_path / "m"))
   before = [v.numpy().copy() for v in trainer.model.classifier.weights]
+  expected_accuracy = _first_batch_accuracy(trainer)
   report = trainer.train()
-  assert np.isfinite(report["loss"]) and 0.0 <= report["accuracy"] <= 1.0
+  assert np.isfinite(report["loss"])
+  # Over the packed examples of the batch, not over its rows.
+  assert report["accuracy"] == pytest.approx(expected_accuracy)
   assert all(not np.allclose(a, v.numpy())
              for a, v in zip(before, trainer.model.classifier.weights))
 
