@@ -43,6 +43,11 @@ EXTRAS_REQUIRE = {
         # The reference BERT tokenizer that the WordPiece tests compare against.
         "tokenizers>=0.19",
         "safetensors>=0.4",
+        # References the metrics are checked against: GLUE's F1 and MCC, Pearson and
+        # Spearman, CoNLL entity F1.
+        "scikit-learn>=1.3",
+        "scipy>=1.11",
+        "seqeval>=1.2",
     ],
 }
 
