@@ -17,6 +17,15 @@ processed in document-aligned chunks (--chunk_size_mb); a random next segment co
 another document of the same chunk. The same seed, input, settings and chunk size give the
 same instances with any number of workers.
 
+With --runner set to an Apache Beam runner (DirectRunner, DataflowRunner, FlinkRunner,
+SparkRunner, PortableRunner) the same work runs as a Beam pipeline and writes the same
+instances (`pip install "bert_tf[beam]"`); Beam's own pipeline options follow a `--`:
+
+  python3 tools/create_pretraining_data.py --runner=DataflowRunner \
+      --input_file=gs://b/corpus/*.txt --vocab_file=gs://b/vocab.txt \
+      --output=gs://b/out/pretrain --num_shards=256 -- \
+      --project=P --region=R --temp_location=gs://b/tmp --setup_file=./setup.py
+
 `pip install .` installs this tool as the command `bert-tf-create-pretraining-data` (same flags).
 """
 
@@ -65,10 +74,35 @@ flags.DEFINE_bool("gzip", False, "GZIP-compress the TFRecords (read with "
                   "compression_type=GZIP).")
 flags.DEFINE_bool("overwrite", False, "Replace existing output files.")
 flags.DEFINE_bool("progress", True, "Print a progress line with rate and ETA.")
+flags.DEFINE_string("runner", "local",
+                    "local: this machine's worker processes (--num_workers). Otherwise an "
+                    "Apache Beam runner (DirectRunner, DataflowRunner, FlinkRunner, "
+                    "SparkRunner, PortableRunner) run with Beam's pipeline options given "
+                    "after `--`; needs `pip install \"bert_tf[beam]\"`.")
+
+
+def _create(settings, beam_args):
+  """Runs the local tool or, with --runner, the Beam pipeline."""
+  if FLAGS.runner == "local":
+    if beam_args:
+      raise app.UsageError(f"Beam pipeline options ({' '.join(beam_args)}) need --runner")
+    return cpd.create_pretraining_data(
+        FLAGS.input_file, FLAGS.vocab_file, FLAGS.output, settings,
+        num_shards=FLAGS.num_shards, num_workers=FLAGS.num_workers, gzip=FLAGS.gzip,
+        overwrite=FLAGS.overwrite, chunk_size_mb=FLAGS.chunk_size_mb,
+        progress=FLAGS.progress)
+  try:
+    from bert_tf.data import beam_pretraining  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    raise cpd.PretrainingDataError(f"--runner={FLAGS.runner} needs Apache Beam "
+                                   f"(pip install \"bert_tf[beam]\"): {e}") from None
+  return beam_pretraining.create_pretraining_data(
+      FLAGS.input_file, FLAGS.vocab_file, FLAGS.output, settings,
+      num_shards=FLAGS.num_shards, gzip=FLAGS.gzip, overwrite=FLAGS.overwrite,
+      chunk_size_mb=FLAGS.chunk_size_mb, runner=FLAGS.runner, pipeline_args=beam_args)
 
 
 def main(argv):
-  del argv
   for name in ("input_file", "vocab_file", "output"):
     if not getattr(FLAGS, name):
       raise app.UsageError(f"--{name} is required")
@@ -79,20 +113,17 @@ def main(argv):
       short_seq_prob=FLAGS.short_seq_prob, random_seed=FLAGS.random_seed,
       do_lower_case=FLAGS.lower_case, do_whole_word_mask=FLAGS.whole_word_masking)
   try:
-    summary = cpd.create_pretraining_data(
-        FLAGS.input_file, FLAGS.vocab_file, FLAGS.output, settings,
-        num_shards=FLAGS.num_shards, num_workers=FLAGS.num_workers, gzip=FLAGS.gzip,
-        overwrite=FLAGS.overwrite, chunk_size_mb=FLAGS.chunk_size_mb,
-        progress=FLAGS.progress)
+    summary = _create(settings, argv[1:])
   except cpd.PretrainingDataError as e:
     print(f"create_pretraining_data: error: {e}", file=sys.stderr)
     return 1
   fractions = summary["masked_outcome_fractions"]
   print(f"Wrote {summary['instances']:,} instances ({summary['tokens']:,} tokens) to "
         f"{len(summary['output_files'])} file(s) in {summary['seconds']:.1f} s "
-        f"({summary['instances_per_second']:,.0f} instances/s, "
-        f"{summary['instances_per_second_after_startup']:,.0f} after "
-        f"{summary['startup_seconds']:.1f} s of start-up); masked "
+        f"({summary['instances_per_second']:,.0f} instances/s"
+        + (f", {summary['instances_per_second_after_startup']:,.0f} after "
+           f"{summary['startup_seconds']:.1f} s of start-up" if FLAGS.runner == "local" else "")
+        + f"); masked "
         f"{100 * summary['masked_fraction_of_non_special']:.2f}% of non-special tokens "
         f"({100 * fractions['mask']:.1f}/{100 * fractions['random']:.1f}/"
         f"{100 * fractions['kept']:.1f} mask/random/kept), random next "

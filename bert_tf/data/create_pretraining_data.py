@@ -109,16 +109,38 @@ def load_special_ids(vocab_file: str) -> pi.SpecialIds:
     raise PretrainingDataError(str(e)) from None
 
 
+def _is_local(path: str) -> bool:
+  return "://" not in path
+
+
+def open_input(path: str):
+  """Opens an input file for binary reading: local files directly (the fast path), others
+  (gs://, hdfs://, ...) through `tf.io.gfile`."""
+  if _is_local(path):
+    return open(path, "rb")
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.io.gfile.GFile(path, "rb")
+
+
+def input_size(path: str) -> int:
+  """An input file's size in bytes (local or any `tf.io.gfile` file system)."""
+  if _is_local(path):
+    return os.path.getsize(path)
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.io.gfile.stat(path).length
+
+
 def plan_chunks(files: Sequence[str], chunk_bytes: int) -> List[Chunk]:
   """Cuts files into chunks of about `chunk_bytes`, each ending after a blank line.
 
-  A document longer than `chunk_bytes` stays whole. Only the cut points are read.
+  A document longer than `chunk_bytes` stays whole. Only the cut points are read. A
+  chunk's index in the returned list seeds its random draws (see `chunk_rngs`).
   """
   chunks = []
   for path in files:
-    size = os.path.getsize(path)
+    size = input_size(path)
     start = 0
-    with open(path, "rb") as f:
+    with open_input(path) as f:
       while start < size:
         end = start + chunk_bytes
         if end >= size:
@@ -142,7 +164,7 @@ def read_chunk(chunk: Chunk) -> Tuple[List[str], int]:
   Returns:
     (lines, number of invalid byte sequences replaced by U+FFFD).
   """
-  with open(chunk.path, "rb") as f:
+  with open_input(chunk.path) as f:
     f.seek(chunk.start)
     raw = f.read(chunk.end - chunk.start)
   text = raw.decode("utf-8", errors="replace")
@@ -273,11 +295,13 @@ _STAT_KEYS = ("chunks", "bytes", "lines", "documents", "sentences", "instances",
               "max_token_id", "cpu_seconds")
 
 
-def _empty_stats() -> Dict[str, int]:
+def empty_stats() -> Dict[str, int]:
+  """Zero counts under the keys that chunks report and the summary is made from."""
   return {k: 0 for k in _STAT_KEYS}
 
 
-def _merge_stats(into: Dict[str, int], other: Dict[str, int]):
+def merge_stats(into: Dict[str, int], other: Dict[str, int]):
+  """Adds `other`'s counts to `into` (the largest token id is kept, not added)."""
   for k in _STAT_KEYS:
     into[k] = max(into[k], other[k]) if k == "max_token_id" else into[k] + other[k]
 
@@ -300,7 +324,7 @@ def create_examples_from_documents(tokens: np.ndarray, sentence_offsets, documen
       pretraining_instances.create_instance_spans).
     stats: a dict to add counts to (keys of the summary).
   """
-  stats = stats if stats is not None else _empty_stats()
+  stats = stats if stats is not None else empty_stats()
   num_docs = len(document_offsets) - 1
   if num_docs < 1:
     return
@@ -335,32 +359,36 @@ def create_examples_from_documents(tokens: np.ndarray, sentence_offsets, documen
         input_ids, input_mask, segment_ids, masked, batch.is_random_next))
 
 
-def process_chunk(chunk: Chunk, chunk_index: int, settings: PretrainingDataSettings,
-                  special: pi.SpecialIds, tokenize, write) -> Dict[str, int]:
-  """Reads, tokenizes and turns one chunk into examples, passed to `write(list[bytes])`.
+def chunk_records(chunk: Chunk, chunk_index: int, settings: PretrainingDataSettings,
+                  special: pi.SpecialIds, tokenize, stats: Dict[str, int]):
+  """Reads, tokenizes and turns one chunk into examples; the local tool's and the Beam
+  pipeline's one unit of work.
 
-  Returns:
-    the chunk's counts (summary keys).
+  The instances depend only on the chunk's bytes, its index (the seed) and the settings.
+
+  Args:
+    stats: a dict from `empty_stats` that the chunk's counts are added to.
+
+  Yields:
+    lists of serialized tf.train.Example bytes, in the chunk's shuffled order.
   """
-  stats = _empty_stats()
   lines, replaced = read_chunk(chunk)
-  stats["chunks"] = 1
-  stats["bytes"] = chunk.end - chunk.start
-  stats["lines"] = len(lines)
-  stats["invalid_utf8_replacements"] = replaced
+  stats["chunks"] += 1
+  stats["bytes"] += chunk.end - chunk.start
+  stats["lines"] += len(lines)
+  stats["invalid_utf8_replacements"] += replaced
   tokens, sentence_offsets, document_offsets = tokenize_documents(lines, tokenize)
   del lines
-  stats["documents"] = len(document_offsets) - 1
-  stats["sentences"] = len(sentence_offsets) - 1
+  stats["documents"] += len(document_offsets) - 1
+  stats["sentences"] += len(sentence_offsets) - 1
   if tokens.size:
-    stats["max_token_id"] = int(tokens.max())
-    if stats["max_token_id"] >= special.vocab_size or int(tokens.min()) < 0:
+    max_id = int(tokens.max())
+    stats["max_token_id"] = max(stats["max_token_id"], max_id)
+    if max_id >= special.vocab_size or int(tokens.min()) < 0:
       raise PretrainingDataError(f"{chunk.path}: the tokenizer returned ids outside the vocab")
   rng, np_rng = chunk_rngs(settings.random_seed, chunk_index)
-  for records in create_examples_from_documents(tokens, sentence_offsets, document_offsets,
-                                                settings, special, rng, np_rng, stats):
-    write(records)
-  return stats
+  yield from create_examples_from_documents(tokens, sentence_offsets, document_offsets,
+                                            settings, special, rng, np_rng, stats)
 
 
 # ---------------------------------------------------------------------------------------
@@ -375,13 +403,15 @@ def _run_worker(worker_index: int, num_workers: int, chunks: Sequence[Chunk],
   tokenize = make_line_tokenizer(vocab_file, settings.do_lower_case)
   writers = _ShardWriters(shard_paths[worker_index::num_workers], gzip)
   report(("ready", None))
-  total = _empty_stats()
+  total = empty_stats()
   try:
     for index in range(worker_index, len(chunks), num_workers):
       cpu = time.process_time()
-      stats = process_chunk(chunks[index], index, settings, special, tokenize, writers.write)
+      stats = empty_stats()
+      for records in chunk_records(chunks[index], index, settings, special, tokenize, stats):
+        writers.write(records)
       stats["cpu_seconds"] = time.process_time() - cpu
-      _merge_stats(total, stats)
+      merge_stats(total, stats)
       report(("progress", stats))
   finally:
     writers.close()
@@ -431,7 +461,7 @@ class _Progress(progress_lib.Progress):
 
 
 def _vocab_sha256(vocab_file: str) -> str:
-  with open(vocab_file, "rb") as f:
+  with open_input(vocab_file) as f:
     return hashlib.sha256(f.read()).hexdigest()
 
 
@@ -440,6 +470,56 @@ def _remove_quietly(path: str):
     os.remove(path)
   except OSError:
     pass
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+  """What a run reads and writes, checked before any work starts."""
+
+  files: List[str]
+  special: pi.SpecialIds
+  paths: List[str]
+  summary_file: str
+  chunks: List[Chunk]
+  total_bytes: int
+
+
+def plan_run(input_file: str, vocab_file: str, output: str, settings: PretrainingDataSettings,
+             num_shards: int, gzip: bool, overwrite: bool, chunk_size_mb: float) -> RunPlan:
+  """Checks the settings, inputs, vocab and outputs, and cuts the input into chunks.
+
+  Shared by the local tool and the Beam pipeline, so that both refuse the same bad input
+  with the same errors and number their chunks (hence seed them) alike.
+
+  Raises:
+    PretrainingDataError: bad input, vocab, settings or an existing output.
+  """
+  settings.validate()
+  if num_shards < 1:
+    raise PretrainingDataError("num_shards must be at least 1")
+  files = list_input_files(input_file)
+  special = load_special_ids(vocab_file)
+  paths = output_paths(output, num_shards, gzip)
+  summary_file = summary_path(output)
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  existing = [p for p in paths + [summary_file] if tf.io.gfile.exists(p)]
+  if existing and not overwrite:
+    raise PretrainingDataError(f"Output exists (pass --overwrite to replace it): "
+                               f"{', '.join(existing)}")
+  total_bytes = sum(input_size(f) for f in files)
+  if total_bytes == 0:
+    raise PretrainingDataError(f"Input is empty: {', '.join(files)}")
+  chunks = plan_chunks(files, max(1, int(chunk_size_mb * (1 << 20))))
+  return RunPlan(files, special, paths, summary_file, chunks, total_bytes)
+
+
+def check_totals(totals: Dict[str, int], files: Sequence[str]):
+  """Raises PretrainingDataError when the whole input made no documents or instances."""
+  if totals["documents"] == 0:
+    raise PretrainingDataError(f"No documents in the input (every line is blank or "
+                               f"tokenizes to nothing): {', '.join(files)}")
+  if totals["instances"] == 0:
+    raise PretrainingDataError(f"No instances could be made from {', '.join(files)}")
 
 
 def create_pretraining_data(input_file: str, vocab_file: str, output: str,
@@ -468,23 +548,13 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
   Raises:
     PretrainingDataError: bad input, vocab, settings or an existing output.
   """
-  settings.validate()
-  if num_shards < 1 or num_workers < 1:
+  if num_workers < 1:
     raise PretrainingDataError("num_shards and num_workers must be at least 1")
-  files = list_input_files(input_file)
-  special = load_special_ids(vocab_file)
-  paths = output_paths(output, num_shards, gzip)
-  summary_file = summary_path(output)
-  existing = [p for p in paths + [summary_file] if os.path.exists(p)]
-  if existing and not overwrite:
-    raise PretrainingDataError(f"Output exists (pass --overwrite to replace it): "
-                               f"{', '.join(existing)}")
-  total_bytes = sum(os.path.getsize(f) for f in files)
-  if total_bytes == 0:
-    raise PretrainingDataError(f"Input is empty: {', '.join(files)}")
+  plan = plan_run(input_file, vocab_file, output, settings, num_shards, gzip, overwrite,
+                  chunk_size_mb)
+  files, paths, chunks = plan.files, plan.paths, plan.chunks
   out_dir = os.path.dirname(os.path.abspath(paths[0]))
   os.makedirs(out_dir, exist_ok=True)
-  chunks = plan_chunks(files, max(1, int(chunk_size_mb * (1 << 20))))
   workers = max(1, min(num_workers, num_shards, len(chunks)))
   if progress and workers < num_workers:
     print(f"[create_pretraining_data] using {workers} worker(s): each worker writes its own "
@@ -492,23 +562,19 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
           file=sys.stderr)
 
   start = time.time()
-  tracker = _Progress(total_bytes, progress, workers)
-  totals = _empty_stats()
+  tracker = _Progress(plan.total_bytes, progress, workers)
+  totals = empty_stats()
   worker_cpu_seconds = []
   try:
     if workers == 1:
       worker_totals = _run_worker(0, 1, chunks, paths, gzip, settings, vocab_file,
                                   tracker.handle)
       worker_cpu_seconds.append(worker_totals["cpu_seconds"])
-      _merge_stats(totals, worker_totals)
+      merge_stats(totals, worker_totals)
     else:
-      _merge_stats(totals, _run_in_processes(workers, chunks, paths, gzip, settings,
-                                             vocab_file, tracker, worker_cpu_seconds))
-    if totals["documents"] == 0:
-      raise PretrainingDataError(f"No documents in the input (every line is blank or "
-                                 f"tokenizes to nothing): {', '.join(files)}")
-    if totals["instances"] == 0:
-      raise PretrainingDataError(f"No instances could be made from {', '.join(files)}")
+      merge_stats(totals, _run_in_processes(workers, chunks, paths, gzip, settings,
+                                            vocab_file, tracker, worker_cpu_seconds))
+    check_totals(totals, files)
   except BaseException:
     for p in paths:
       _remove_quietly(p + INCOMPLETE_SUFFIX)
@@ -517,10 +583,10 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
     os.replace(p + INCOMPLETE_SUFFIX, p)
   elapsed = time.time() - start
 
-  summary = _make_summary(totals, settings, files, vocab_file, special.vocab_size, paths, gzip,
-                          workers, chunk_size_mb, elapsed, tracker.startup_seconds,
-                          worker_cpu_seconds)
-  with files_lib.atomic_open(summary_file) as f:
+  summary = make_summary(totals, settings, files, vocab_file, plan.special.vocab_size, paths,
+                         gzip, workers, chunk_size_mb, elapsed, tracker.startup_seconds,
+                         worker_cpu_seconds)
+  with files_lib.atomic_open(plan.summary_file) as f:
     json.dump(summary, f, indent=2)
   return summary
 
@@ -539,7 +605,7 @@ def _run_in_processes(workers, chunks, paths, gzip, settings, vocab_file, tracke
                        daemon=True) for w in range(workers)]
   for p in procs:
     p.start()
-  totals = _empty_stats()
+  totals = empty_stats()
   done = 0
   try:
     while done < workers:
@@ -553,7 +619,7 @@ def _run_in_processes(workers, chunks, paths, gzip, settings, vocab_file, tracke
       if kind in ("ready", "progress"):
         tracker.handle((kind, payload))
       elif kind == "done":
-        _merge_stats(totals, payload)
+        merge_stats(totals, payload)
         worker_cpu_seconds.append(payload["cpu_seconds"])
         done += 1
       else:
@@ -566,8 +632,14 @@ def _run_in_processes(workers, chunks, paths, gzip, settings, vocab_file, tracke
   return totals
 
 
-def _make_summary(totals, settings, files, vocab_file, vocab_size, paths, gzip, workers,
-                  chunk_size_mb, elapsed, startup_seconds, worker_cpu_seconds) -> Dict:
+def make_summary(totals, settings, files, vocab_file, vocab_size, paths, gzip, workers,
+                 chunk_size_mb, elapsed, startup_seconds, worker_cpu_seconds,
+                 runner: str = "local") -> Dict:
+  """The JSON summary from the merged chunk counts (`empty_stats` keys) and the run's facts.
+
+  `runner` is "local" for the tool's worker processes, else the Beam runner's name; a
+  Beam run reports `num_workers` None (the runner chooses) and no per-worker CPU times.
+  """
   masked = max(totals["masked"], 1)
   instances = max(totals["instances"], 1)
   return {
@@ -594,15 +666,16 @@ def _make_summary(totals, settings, files, vocab_file, vocab_size, paths, gzip, 
       "invalid_utf8_replacements": totals["invalid_utf8_replacements"],
       "max_token_id": totals["max_token_id"],
       "vocab_size": vocab_size,
-      "vocab_file": os.path.abspath(vocab_file),
+      "vocab_file": _absolute(vocab_file),
       "vocab_sha256": _vocab_sha256(vocab_file),
       "settings": dataclasses.asdict(settings),
       "seq_length": settings.max_seq_length,
       "max_predictions_per_seq": settings.max_predictions_per_seq,
       "feature_names": list(constants.TFRECORD_TO_MODEL_INPUT),
-      "input_files": [os.path.abspath(f) for f in files],
-      "output_files": [os.path.abspath(p) for p in paths],
+      "input_files": [_absolute(f) for f in files],
+      "output_files": [_absolute(p) for p in paths],
       "compression_type": "GZIP" if gzip else "",
+      "runner": runner,
       "num_workers": workers,
       "chunk_size_mb": chunk_size_mb,
       "seconds": elapsed,
@@ -617,3 +690,7 @@ def _make_summary(totals, settings, files, vocab_file, vocab_size, paths, gzip, 
       "instances_per_second_after_startup":
           totals["instances"] / max(elapsed - startup_seconds, 1e-9),
   }
+
+
+def _absolute(path: str) -> str:
+  return os.path.abspath(path) if _is_local(path) else path

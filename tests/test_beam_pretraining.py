@@ -1,0 +1,154 @@
+"""The Beam pipeline of create_pretraining_data against the local tool, record for record.
+
+Runs Beam's DirectRunner (in memory, and with two worker processes); skipped where the
+`beam` extra is not installed.
+"""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("apache_beam", reason="needs the beam extra: pip install 'bert_tf[beam]'")
+
+import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+import pretraining_fixtures as fx  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.data import beam_pretraining  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.data import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.data import pretraining_instances as pi  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+SETTINGS = cpd.PretrainingDataSettings(max_seq_length=128, max_predictions_per_seq=20,
+                                       dupe_factor=2)
+CHUNK_MB = 0.02
+IN_MEMORY = ["--direct_running_mode=in_memory"]
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Counts that are a function of the instances, so equal between the two paths.
+_SAME_KEYS = ("instances", "tokens", "non_special_tokens", "masked_tokens", "documents",
+              "sentences", "lines", "input_bytes", "chunks", "max_token_id",
+              "masked_outcome_fractions", "next_sentence_random_fraction",
+              "short_target_document_pass_fraction", "truncated_instance_fraction",
+              "feature_names", "settings", "vocab_sha256")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+  """A vocab and 400 generated documents in two files (about ten 20 KB chunks)."""
+  d = tmp_path_factory.mktemp("corpus")
+  return {"vocab": fx.write_vocab(d),
+          "text": ",".join([
+              fx.write_text(d, fx.random_text(250, seed=1, min_sentences=4, max_sentences=20),
+                            name="a.txt"),
+              fx.write_text(d, fx.random_text(150, seed=2, min_sentences=1, max_sentences=8),
+                            name="b.txt")])}
+
+
+@pytest.fixture(scope="module")
+def local(corpus, tmp_path_factory):
+  out = str(tmp_path_factory.mktemp("local") / "pretrain")
+  return cpd.create_pretraining_data(corpus["text"], corpus["vocab"], out, SETTINGS,
+                                     num_shards=2, num_workers=1, chunk_size_mb=CHUNK_MB,
+                                     progress=False)
+
+
+def _records(paths, compression=""):
+  return sorted(r.numpy() for p in paths
+                for r in tf.data.TFRecordDataset(p, compression_type=compression))
+
+
+def _run_beam(corpus, out, pipeline_args, **kwargs):
+  kwargs.setdefault("num_shards", 3)
+  return beam_pretraining.create_pretraining_data(
+      corpus["text"], corpus["vocab"], out, SETTINGS, chunk_size_mb=CHUNK_MB,
+      runner="DirectRunner", pipeline_args=pipeline_args, **kwargs)
+
+
+def test_in_memory_runner_writes_the_local_tools_instances_and_summary(corpus, local,
+                                                                       tmp_path):
+  summary = _run_beam(corpus, str(tmp_path / "pretrain"), IN_MEMORY)
+  assert summary["chunks"] > 5
+  assert sorted(os.listdir(tmp_path)) == [
+      "pretrain-00000-of-00003.tfrecord", "pretrain-00001-of-00003.tfrecord",
+      "pretrain-00002-of-00003.tfrecord", "pretrain.json"]
+  with open(tmp_path / "pretrain.json") as f:
+    assert json.load(f) == summary
+  assert summary["runner"] == "DirectRunner" and local["runner"] == "local"
+  for key in _SAME_KEYS:
+    assert summary[key] == local[key], key
+  assert _records(summary["output_files"]) == _records(local["output_files"])
+  # The original's rates: 15% of the non-special tokens, 80/10/10, NSP about 50/50 (a
+  # one-sentence chunk always takes a random B, hence the share above one half).
+  assert abs(summary["masked_fraction_of_non_special"] - 0.15) < 0.01
+  fractions = summary["masked_outcome_fractions"]
+  assert abs(fractions[pi.MASKED] - 0.8) < 0.01
+  assert abs(fractions[pi.RANDOM] - 0.1) < 0.01
+  assert abs(fractions[pi.KEPT] - 0.1) < 0.01
+  expected_random = 0.5 + 0.5 * summary["single_sentence_chunk_fraction"]
+  assert abs(summary["next_sentence_random_fraction"] - expected_random) < 0.02
+
+
+def test_two_worker_processes_write_the_same_instances_gzipped(corpus, local, tmp_path):
+  summary = _run_beam(corpus, str(tmp_path / "pretrain"),
+                      ["--direct_running_mode=multi_processing", "--direct_num_workers=2"],
+                      num_shards=2, gzip=True)
+  assert all(p.endswith(".tfrecord.gz") for p in summary["output_files"])
+  assert summary["compression_type"] == "GZIP"
+  assert _records(summary["output_files"], "GZIP") == _records(local["output_files"])
+
+
+def test_single_file_output_keeps_its_name(corpus, local, tmp_path):
+  out = str(tmp_path / "all.tfrecord")
+  summary = _run_beam(corpus, out, IN_MEMORY, num_shards=1)
+  assert summary["output_files"] == [out]
+  assert sorted(os.listdir(tmp_path)) == ["all.json", "all.tfrecord"]
+  assert _records([out]) == _records(local["output_files"])
+
+
+def test_bad_input_gives_the_local_tools_errors_before_the_pipeline(corpus, tmp_path):
+  out = str(tmp_path / "o")
+  with pytest.raises(cpd.PretrainingDataError, match="nothing_here"):
+    _run_beam({**corpus, "text": str(tmp_path / "nothing_here*.txt")}, out, IN_MEMORY)
+  with pytest.raises(cpd.PretrainingDataError, match="no_vocab.txt"):
+    _run_beam({**corpus, "vocab": str(tmp_path / "no_vocab.txt")}, out, IN_MEMORY)
+  empty = fx.write_text(tmp_path, "\n\n  \n", name="blank.txt")
+  with pytest.raises(cpd.PretrainingDataError, match="No documents.*blank.txt"):
+    _run_beam({**corpus, "text": empty}, out, IN_MEMORY)
+  assert not glob.glob(out + "*")
+  with open(out + ".json", "w") as f:
+    f.write("{}")
+  with pytest.raises(cpd.PretrainingDataError, match="--overwrite"):
+    _run_beam(corpus, out, IN_MEMORY)
+
+
+def test_failed_pipeline_leaves_no_complete_looking_output(corpus, tmp_path, monkeypatch):
+  original = cpd.chunk_records
+
+  def failing(chunk, index, *args):
+    if index == 3:
+      raise cpd.PretrainingDataError(f"{chunk.path}: made to fail")
+    return original(chunk, index, *args)
+
+  monkeypatch.setattr(cpd, "chunk_records", failing)
+  with pytest.raises(cpd.PretrainingDataError, match="made to fail"):
+    _run_beam(corpus, str(tmp_path / "o"), IN_MEMORY)
+  assert not [n for n in os.listdir(tmp_path) if n.startswith("o")]
+
+
+def test_tool_runs_the_pipeline_with_beam_options_after_a_double_dash(corpus, local, tmp_path):
+  out = str(tmp_path / "pretrain")
+  tool = [sys.executable, os.path.join(REPO, "tools", "create_pretraining_data.py"),
+          f"--input_file={corpus['text']}", f"--vocab_file={corpus['vocab']}",
+          f"--output={out}", "--seq_length=128", "--max_predictions_per_seq=20",
+          "--dupe_factor=2", f"--chunk_size_mb={CHUNK_MB}", "--num_shards=2"]
+  env = {**os.environ, "PYTHONPATH": REPO}
+  run = subprocess.run(tool + ["--runner=DirectRunner", "--"] + IN_MEMORY, env=env,
+                       capture_output=True, text=True, check=False)
+  assert run.returncode == 0, run.stderr
+  assert f"Wrote {local['instances']:,} instances" in run.stdout
+  assert _records(glob.glob(out + "-*.tfrecord")) == _records(local["output_files"])
+  refused = subprocess.run(tool + ["--overwrite", "--"] + IN_MEMORY, env=env,
+                           capture_output=True, text=True, check=False)
+  assert refused.returncode != 0 and "need --runner" in refused.stderr
