@@ -1,0 +1,131 @@
+r"""Benchmarks create_pretraining_data on Beam's multi-processing DirectRunner against the
+local tool: instances/s with 1 and 2 workers, and peak memory per process as the corpus grows.
+
+Builds corpora of --repeats copies of --input_file, runs tools/create_pretraining_data.py
+once per (path, worker count, repeat) in a fresh process, and polls the peak resident
+memory (VmHWM) of the tool and each of its descendant processes (the local tool's worker
+processes, or the Beam runner's SDK-harness workers). Run it with a Python that has the
+`beam` extra; it prints one JSON line per run and writes them to --output_json.
+
+  python bench/beam_pretraining.py --data_dir=$BERT_TF_DATA --repeats=1,2,4 --workers=1,2
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from absl import app
+from absl import flags
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+FLAGS = flags.FLAGS
+common.define_data_dir_flag()
+flags.DEFINE_string("input_file", None, "Text in the tool's input format; default "
+                    "DATA_DIR/wikitext2_raw/wikitext2_valid_test.bertfmt.txt.")
+flags.DEFINE_string("vocab_file", None, "Default DATA_DIR/bert_vocab/uncased/vocab.txt.")
+flags.DEFINE_string("repeats", "1,2,4", "Corpus sizes, in copies of the input.")
+flags.DEFINE_string("workers", "1,2", "Worker counts (the speed runs use the largest "
+                    "corpus of --speed_repeat copies).")
+flags.DEFINE_integer("speed_repeat", 2, "Copies of the input in the speed runs' corpus.")
+flags.DEFINE_string("paths", "local,beam", "Which paths to run.")
+flags.DEFINE_integer("dupe_factor", 5, "The tool's --dupe_factor.")
+flags.DEFINE_float("chunk_size_mb", 4.0, "The tool's --chunk_size_mb.")
+flags.DEFINE_string("output_json", "/tmp/beam_pretraining_bench.json", "Results file.")
+
+_TOOL = os.path.join(common.REPO_ROOT, "tools", "create_pretraining_data.py")
+
+
+def _descendants(pid):
+  children = []
+  try:
+    for task in os.listdir(f"/proc/{pid}/task"):
+      with open(f"/proc/{pid}/task/{task}/children") as f:
+        children.extend(int(c) for c in f.read().split())
+  except OSError:
+    return []
+  return children + [d for c in children for d in _descendants(c)]
+
+
+def _peak_kb(pid):
+  try:
+    with open(f"/proc/{pid}/status") as f:
+      for line in f:
+        if line.startswith("VmHWM:"):
+          return int(line.split()[1])
+  except OSError:
+    pass
+  return None
+
+
+def _run(path, workers, corpus, out):
+  cmd = [sys.executable, _TOOL, f"--input_file={corpus}", f"--vocab_file={FLAGS.vocab_file}",
+         f"--output={out}", "--overwrite", "--progress=false",
+         f"--dupe_factor={FLAGS.dupe_factor}", f"--chunk_size_mb={FLAGS.chunk_size_mb}",
+         f"--num_shards={max(workers, 2)}"]
+  if path == "local":
+    cmd.append(f"--num_workers={workers}")
+  else:
+    cmd += ["--runner=DirectRunner", "--", "--direct_running_mode=multi_processing",
+            f"--direct_num_workers={workers}"]
+  env = {**os.environ, "PYTHONPATH": common.REPO_ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
+  start = time.time()
+  proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True)
+  peaks = {}
+  while proc.poll() is None:
+    for pid in [proc.pid] + _descendants(proc.pid):
+      kb = _peak_kb(pid)
+      if kb:
+        peaks[pid] = max(peaks.get(pid, 0), kb)
+    time.sleep(0.2)
+  stdout, stderr = proc.communicate()
+  wall = time.time() - start
+  if proc.returncode:
+    raise RuntimeError(f"{' '.join(cmd)} failed:\n{stderr[-3000:]}")
+  summary_file = out + ".json"
+  with open(summary_file) as f:
+    summary = json.load(f)
+  main_mb = peaks.pop(proc.pid, 0) / 1024
+  return {"path": path, "workers": workers, "instances": summary["instances"],
+          "input_mb": summary["input_bytes"] / 1e6, "wall_seconds": wall,
+          "instances_per_second_wall": summary["instances"] / wall,
+          "peak_mb_launcher": main_mb,
+          "peak_mb_other_processes": sorted((kb / 1024 for kb in peaks.values()),
+                                            reverse=True),
+          "stdout": stdout.strip()[-300:]}
+
+
+def main(argv):
+  del argv
+  FLAGS.input_file = FLAGS.input_file or common.data_path(
+      "wikitext2_raw", "wikitext2_valid_test.bertfmt.txt")
+  FLAGS.vocab_file = FLAGS.vocab_file or common.data_path("bert_vocab", "uncased",
+                                                          "vocab.txt")
+  with open(FLAGS.input_file, encoding="utf-8") as f:
+    text = f.read().rstrip("\n") + "\n\n"
+  results = []
+  with tempfile.TemporaryDirectory() as tmp:
+    runs = [(p, w, FLAGS.speed_repeat) for w in map(int, FLAGS.workers.split(","))
+            for p in FLAGS.paths.split(",")]
+    runs += [(p, 1, r) for r in map(int, FLAGS.repeats.split(",")) for p in FLAGS.paths.split(",")
+             if r != FLAGS.speed_repeat]
+    for path, workers, repeat in runs:
+      corpus = os.path.join(tmp, f"corpus{repeat}.txt")
+      if not os.path.exists(corpus):
+        with open(corpus, "w", encoding="utf-8") as f:
+          f.write(text * repeat)
+      result = _run(path, workers, corpus, os.path.join(tmp, "out", "pretrain"))
+      result["repeat"] = repeat
+      print(json.dumps(result), flush=True)
+      results.append(result)
+  with open(FLAGS.output_json, "w") as f:
+    json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+  app.run(main)
