@@ -145,6 +145,7 @@ def rest_bodies(module, texts):
 
 def assert_fresh_result_ok(result):
   """Every call matched within 1e-5 and every REST body was accepted, without bert_tf."""
+  assert "load_error" not in result, result["load_error"]
   assert result["modules"] == [], result["modules"]
   assert result["signatures"] == ["serve_examples", "serve_token_ids", "serving_default"]
   for call in result["calls"]:

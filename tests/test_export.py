@@ -154,3 +154,13 @@ def test_a_kind_of_another_task_is_an_error(tmp_path):
 def test_a_batch_of_only_empty_texts_gets_no_masks(fill_mask_export):
   out = fill_mask_export["module"].predict_text({"text": tf.constant(["", "  "])})
   np.testing.assert_array_equal(out[fm.MASK_COUNT], [0, 0])
+
+
+def test_fill_mask_says_how_many_masks_it_dropped(fill_mask_export):
+  module = fill_mask_export["module"]
+  many = " ".join(["[MASK]"] * (module.max_masks + 2))
+  long_tail = "the cat " * 40 + "[MASK]"
+  out = module.predict_text({"text": tf.constant([many, "the [MASK] sat", long_tail])})
+  kept = min(module.max_masks, module.seq_length - 2)
+  assert out[fm.MASK_COUNT].numpy().tolist() == [kept, 1, 0]
+  assert out[fm.MASKS_DROPPED].numpy().tolist() == [module.max_masks + 2 - kept, 0, 1]

@@ -105,7 +105,7 @@ def test_regression_outputs_only_a_score(tmp_path):
   module = _module(tmp_path, STSB)
   out = module.predict_text({"text": tf.constant(["the cat", "a"]),
                              "text_b": tf.constant(["a dog", ""])})
-  assert set(out) == {cs.SCORE} and out[cs.SCORE].shape == (2,)
+  assert set(out) == {cs.SCORE, cs.TRUNCATED_TOKENS} and out[cs.SCORE].shape == (2,)
 
 
 def _chars(value, text):
@@ -162,3 +162,13 @@ def test_a_batch_of_only_empty_texts_gets_an_answer_per_row(modules, name):
   texts = {n: tf.constant(["", " \t "]) for n in module.text_inputs}
   out = module.predict_text(texts)
   assert all(v.shape[0] == 2 for v in out.values())
+
+
+def test_outputs_count_the_tokens_cut_to_fit(modules):
+  long_text = "the cat sat on the mat " * 10
+  out = modules["mnli"].predict_text({"text": tf.constant(["the cat", long_text]),
+                                      "text_b": tf.constant(["a dog", "a dog"])})
+  # 60 + 2 pieces, of which seq_length - 3 fit.
+  assert out[cs.TRUNCATED_TOKENS].numpy().tolist() == [0, 62 - (helpers.SEQ_LENGTH - 3)]
+  out = modules["tagging"].predict_text({"text": tf.constant(["the cat", long_text])})
+  assert out[ts.TRUNCATED_TOKENS].numpy().tolist() == [0, 60 - (helpers.SEQ_LENGTH - 2)]

@@ -39,6 +39,7 @@ def test_export_tool_writes_next_version_and_request_tool_body_is_accepted(tmp_p
     body = json.load(f)
   result = helpers.run_fresh_process([(str(export_dir / "5"), [], [body])], tmp_path / "plan")
   assert result[0]["rest"] == [{"signature": "serve_examples", "format": "inputs", "ok": True,
-                                "batch": {"mask_count": 2, "mask_positions": 2,
+                                "batch": {"mask_count": 2, "masks_dropped": 2,
+                                          "mask_positions": 2,
                                           "top_k_ids": 2, "top_k_tokens": 2,
                                           "top_k_probabilities": 2}}]

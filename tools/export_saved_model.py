@@ -10,7 +10,7 @@ signatures: serving_default (raw UTF-8 strings: `text`, `text`+`text_b` for pair
 tasks, `question`+`context` for SQuAD), serve_token_ids (input_word_ids, input_mask,
 input_type_ids) and serve_examples (serialized tf.Example with the raw-text
 features). The kind of export follows the task (pretraining: fill-mask;
-sentence_prediction: classifier; squad; tagging) unless --kind says otherwise
+sentence_prediction: classifier; squad; tagging; multiple_choice) unless --kind says otherwise
 (--kind=encoder serves pooled_output and sequence_output of any checkpoint).
 The vocab and label names are copied into the export as assets, so the directory
 can be moved. --hub_dir also writes a TF Hub-style preprocessor/encoder pair.
@@ -39,7 +39,8 @@ flags.DEFINE_string("vocab_file", None, "WordPiece vocab; default the config's "
 flags.DEFINE_string("export_dir", None, "Base directory; the SavedModel goes to "
                     "<export_dir>/<version>/ (TF Serving's model_base_path).")
 flags.DEFINE_string("kind", "auto", "What to serve: auto (the task's own kind), encoder, or "
-                    "a serving kind (fill_mask, classifier, squad, tagging).")
+                    "a serving kind (fill_mask, classifier, squad, tagging, "
+                    "multiple_choice).")
 flags.DEFINE_integer("version", None, "Integer version directory; default the next free one.")
 flags.DEFINE_integer("seq_length", None, "Packed sequence length; default the config's.")
 flags.DEFINE_integer("top_k", 5, "Fill-mask: candidates per [MASK].")

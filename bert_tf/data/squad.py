@@ -7,8 +7,8 @@ the document is cut into windows of at most max_seq_length tokens that start doc
 tokens apart. A window that does not hold the whole answer (and every window of an
 unanswerable v2.0 question) labels the answer at position 0, the [CLS] token. Each
 window is packed as `[CLS] question [SEP] window [SEP]` by `bert_tf.text.packing`, the
-packer of the other tasks and of serving; the first window of a question is the input
-the SQuAD serving signature builds from the same question and context.
+packer of the other tasks and of serving; the SQuAD serving signature builds the same
+windows from the same question and context.
 
 Tokenization goes through a `tokenize_fn(texts) -> [[wordpiece, ...], ...]`; see
 `tokenize_fn_from_tokenizer` for the project's BertWordPieceTokenizer.

@@ -10,6 +10,7 @@ PROBABILITIES = "probabilities"
 LABEL_IDS = "label_ids"
 LABEL_NAMES = "label_names"
 SCORE = "score"
+TRUNCATED_TOKENS = "truncated_tokens"
 
 
 @serving_module.register_serving("classifier")
@@ -18,7 +19,8 @@ class ClassifierServing(serving_module.ServingModule):
 
   Outputs, classification: probabilities float32 [B, C], label_ids int32 [B],
   label_names string [B] (the predicted labels' names). Regression (one output):
-  score float32 [B].
+  score float32 [B]. The raw-text signatures also give truncated_tokens int32
+  [B]: the WordPieces of the row cut to fit seq_length (0 when all fit).
   """
 
   def __init__(self, classifier, text_encoder, label_names=(), pair=False,
@@ -31,6 +33,13 @@ class ClassifierServing(serving_module.ServingModule):
       if len(label_names) != classifier.num_classes:
         raise ValueError(f"{len(label_names)} label names for {classifier.num_classes} classes")
       self.labels = label_table.LabelTable(label_names)
+
+  def predict_text(self, texts):
+    inputs, truncated = self.text_encoder.encode_with_truncation(
+        *[texts[name] for name in self.text_inputs])
+    result = self.predict_token_ids(inputs)
+    result[TRUNCATED_TOKENS] = truncated
+    return result
 
   def predict_token_ids(self, inputs):
     logits = tf.cast(self.call_model(inputs)[LOGITS], tf.float32)

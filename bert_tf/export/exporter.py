@@ -15,6 +15,8 @@ Kinds of export (`kind`), each served by the ServingModule registered for it
                (task sentence_prediction)
   squad        answer text, character offsets and score (task squad)
   tagging      entities with type and character offsets (task tagging)
+  multiple_choice  probabilities over the endings and the chosen one (task
+               multiple_choice, SWAG)
   auto         the kind of the experiment's task (its `export_kind`)
 The task's `serving_options` are the serving module's arguments for the task's own
 kind; the kind 'encoder' wraps any model's encoder.

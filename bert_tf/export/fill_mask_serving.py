@@ -15,6 +15,7 @@ MASK_POSITIONS = "mask_positions"
 TOP_K_IDS = "top_k_ids"
 TOP_K_TOKENS = "top_k_tokens"
 TOP_K_PROBABILITIES = "top_k_probabilities"
+MASKS_DROPPED = "masks_dropped"
 
 
 @serving_module.register_serving("fill_mask")
@@ -22,8 +23,9 @@ class FillMaskServing(serving_module.ServingModule):
   """A BertPretrainer's masked-LM head over the [MASK] tokens of each input.
 
   Outputs (P = max_masks, K = top_k):
-    mask_count: int32 [B], [MASK]s predicted (those beyond P or cut by truncation
-      are not).
+    mask_count: int32 [B], [MASK]s predicted: the first P of the packed input.
+    masks_dropped: int32 [B], [MASK]s not predicted: those beyond P, and with raw
+      text in, also those cut by truncation.
     mask_positions: int32 [B, P], their positions in the packed sequence (0 pads).
     top_k_ids: int32 [B, P, K], best token ids, most probable first (0 pads).
     top_k_tokens: string [B, P, K], those tokens ("" pads).
@@ -42,6 +44,13 @@ class FillMaskServing(serving_module.ServingModule):
     """Raw text with "[MASK]" marks -> int32 [B, T] inputs holding the [MASK] id there."""
     return self.text_encoder.encode_with_masks(texts[serving_module.TEXT])
 
+  def predict_text(self, texts):
+    text = tf.convert_to_tensor(texts[serving_module.TEXT], tf.string)
+    result = self.predict_token_ids(self.encode_text(texts))
+    marks = tf.cast(tf.strings.split(text, sep=constants.MASK_TOKEN).row_lengths(), tf.int32) - 1
+    result[MASKS_DROPPED] = marks - result[MASK_COUNT]
+    return result
+
   def predict_token_ids(self, inputs):
     word_ids = tf.cast(inputs[constants.INPUT_WORD_IDS], tf.int32)
     is_mask = tf.logical_and(tf.equal(word_ids, self.text_encoder.mask_id),
@@ -51,6 +60,7 @@ class FillMaskServing(serving_module.ServingModule):
         tf.broadcast_to(tf.range(seq_length), tf.shape(word_ids)), is_mask)
     positions = positions[:, :self.max_masks]
     count = tf.cast(positions.row_lengths(), tf.int32)
+    dropped = tf.reduce_sum(tf.cast(is_mask, tf.int32), axis=1) - count
     dense_positions = positions.to_tensor(default_value=0, shape=[None, self.max_masks])
     model_inputs = dict(inputs)
     model_inputs[constants.MASKED_LM_POSITIONS] = dense_positions
@@ -66,6 +76,7 @@ class FillMaskServing(serving_module.ServingModule):
     top_tokens = tf.where(valid, self.text_encoder.tokenizer.ids_to_tokens(top_ids), "")
     return {
         MASK_COUNT: count,
+        MASKS_DROPPED: dropped,
         MASK_POSITIONS: dense_positions,
         TOP_K_IDS: top_ids,
         TOP_K_TOKENS: top_tokens,

@@ -5,7 +5,7 @@ A `ServingModule` holds a Keras model and a `TextEncoder` and defines
 * `serving_default`: raw UTF-8 strings in, named by `text_inputs` (`text`;
   `text`, `text_b`; or `question`, `context`), tokenized and packed in the graph;
 * `serve_token_ids`: `input_word_ids`, `input_mask`, `input_type_ids` (int32
-  [B, T]) in, for clients that tokenize themselves;
+  [B, T], or `token_ids_shape`) in, for clients that tokenize themselves;
 * `serve_examples`: serialized `tf.Example`s in (input `examples`, string [B]),
   with bytes features named like `serving_default`'s inputs.
 
@@ -82,6 +82,8 @@ class ServingModule(tf.Module):
     self.text_encoder = text_encoder
     self.text_inputs = tuple(text_inputs)
     self.seq_length = text_encoder.seq_length
+    # serve_token_ids' input shape; [B, T] unless a subclass packs more per row.
+    self.token_ids_shape = (None, None)
 
   # ----- what subclasses define -----
   def predict_token_ids(self, inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
@@ -110,7 +112,7 @@ class ServingModule(tf.Module):
   def signatures(self) -> Dict[str, tf.types.experimental.ConcreteFunction]:
     """The three signatures as concrete functions, keyed by signature name."""
     text_spec = {name: tf.TensorSpec([None], tf.string, name=name) for name in self.text_inputs}
-    ids_spec = {name: tf.TensorSpec([None, None], tf.int32, name=name)
+    ids_spec = {name: tf.TensorSpec(self.token_ids_shape, tf.int32, name=name)
                 for name in constants.ENCODER_INPUTS}
     examples_spec = tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)
     # The graphs have no data-dependent Python control flow to convert.

@@ -31,8 +31,8 @@ EXPORT_CORE_OPS = frozenset({
     # Ragged tensors around the tokenizer, [MASK] splitting and entity lists.
     "RaggedGather", "RaggedRange", "RaggedTensorToTensor", "OnesLike", "ZerosLike",
     "Fill", "LogicalAnd", "LogicalOr", "LogicalNot", "Any", "Select", "Range",
-    # Post-processing: top-k, best span, character offsets, examples.
-    "ArgMax", "TopKV2", "FloorMod", "FloorDiv", "Substr", "ParseExampleV2",
+    # Post-processing: top-k, best span over windows, character offsets, examples.
+    "ArgMax", "Min", "TopKV2", "FloorMod", "FloorDiv", "Substr", "ParseExampleV2",
     "GatherNd", "ClipByValue", "GreaterEqual", "StatelessIf", "UnsortedSegmentSum",
     # Written by tf.saved_model.save into every SavedModel's restore functions since
     # TensorFlow 2.15; TF Serving 2.15 and newer have it.

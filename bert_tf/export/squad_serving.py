@@ -1,8 +1,24 @@
-"""Serving span question answering: the answer's text and character offsets.
+"""Serving span question answering over every window of the context.
 
-The question is cut to `max_query_length` pieces and the context to what is
-left of the sequence; answers are searched in that one window only (a context
-longer than the window is truncated, not split into several windows).
+`serving_default` and `serve_examples` answer as SQuAD evaluation does
+(`bert_tf.data.squad.convert_examples_to_features`, then
+`bert_tf.data.squad_postprocess.postprocess`): the question is cut to
+`max_query_length` pieces; the context's pieces are cut into windows of
+`seq_length - 3 - question length` pieces starting `doc_stride` pieces apart
+(`doc_windows`), each packed as `[CLS] question [SEP] window [SEP]` by the one
+packer; all windows of the batch run through the model as one batch. In each
+window the `n_best_size` best start and end positions make candidate spans
+that lie in the window's context, end after they start, are at most
+`max_answer_length` pieces long and start where that window gives the piece
+its most context (`is_max_context`); the best candidate over the windows by
+start + end logit wins, ties going to the earlier window and candidate, as
+evaluation's stable sort orders them. Scores are summed in float64 like
+evaluation's. For SQuAD 2.0 the null score is the smallest [CLS] start + end
+logit over the windows and the answer is empty when it exceeds the best span's
+score by more than `null_score_diff_threshold`.
+
+`serve_token_ids` takes packed windows, one per row, and answers each row as
+a one-window example.
 """
 
 import tensorflow as tf
@@ -14,6 +30,8 @@ from bert_tf.models.bert_span_labeler import END_LOGITS, START_LOGITS
 
 START_INDEX = "start_index"
 END_INDEX = "end_index"
+WINDOW_INDEX = "window_index"
+NUM_WINDOWS = "num_windows"
 SCORE = "score"
 NULL_SCORE = "null_score"
 HAS_ANSWER = "has_answer"
@@ -21,19 +39,91 @@ ANSWER_TEXT = "answer_text"
 ANSWER_START = "answer_start"
 ANSWER_END = "answer_end"
 
-_NEG = -1e9
+# evaluation's null odds of a question without any candidate span.
+_NO_SPAN_NULL_ODDS = 1e9
+
+
+def window_layout(num_pieces, max_tokens, doc_stride):
+  """The doc_stride windows of `bert_tf.data.squad.doc_windows`, in closed form.
+
+  Windows start `stride = min(max_tokens, doc_stride)` pieces apart and hold
+  `max_tokens` pieces, the last one what is left; a context without pieces gets
+  one empty window.
+
+  Args:
+    num_pieces: int64 [B], context pieces.
+    max_tokens: int64 [B] >= 1, pieces per window.
+    doc_stride: Python int >= 1.
+
+  Returns:
+    (num_windows, stride): int64 [B] each.
+  """
+  stride = tf.minimum(max_tokens, doc_stride)
+  extra = tf.maximum(num_pieces - max_tokens, 0)
+  return 1 + (extra + stride - 1) // stride, stride
+
+
+def max_context_mask(position, window, num_windows, stride, max_tokens, num_pieces,
+                     max_overlap):
+  """Whether `window` gives context piece `position` its most context.
+
+  As `bert_tf.data.squad.is_max_context`: over the windows holding the piece, the
+  score min(pieces left of it, pieces right of it) + 0.01 * window length is
+  largest, the first such window on ties.
+
+  Args:
+    position: int64 [N, T], piece index in the context (any value off the window).
+    window: int64 [N, 1], the window's index within its example.
+    num_windows, stride, max_tokens, num_pieces: int64 [N, 1], of the window's example.
+    max_overlap: Python int, at least the most windows holding one piece.
+
+  Returns:
+    bool [N, T].
+  """
+  # The windows holding `position` are among floor(position / stride) - j, j < max_overlap.
+  last = tf.maximum(position, 0) // stride
+  candidate = last[..., tf.newaxis] - tf.range(max_overlap, dtype=tf.int64)
+  start = candidate * stride[..., tf.newaxis]
+  length = tf.where(candidate == num_windows[..., tf.newaxis] - 1,
+                    num_pieces[..., tf.newaxis] - start, max_tokens[..., tf.newaxis])
+  pos = position[..., tf.newaxis]
+  holds = (candidate >= 0) & (candidate < num_windows[..., tf.newaxis]) & (pos >= start) & (
+      pos < start + length)
+  score = (tf.cast(tf.minimum(pos - start, start + length - 1 - pos), tf.float64)
+           + 0.01 * tf.cast(length, tf.float64))
+  score = tf.where(holds, score, -np_inf())
+  best = tf.reduce_max(score, axis=-1, keepdims=True)
+  big = tf.constant(2 ** 62, tf.int64)
+  first = tf.reduce_min(tf.where(holds & (score == best), candidate, big), axis=-1)
+  return first == window
+
+
+def np_inf():
+  return tf.constant(float("inf"), tf.float64)
+
+
+def first_argmax(values, valid):
+  """(max, first index of it) along the last axis of float64 [..., M], over `valid`."""
+  values = tf.where(valid, values, -np_inf())
+  best = tf.reduce_max(values, axis=-1)
+  size = tf.shape(values, out_type=tf.int64)[-1]
+  index = tf.range(size, dtype=tf.int64)
+  first = tf.reduce_min(tf.where(valid & (values == best[..., tf.newaxis]), index, size), axis=-1)
+  return best, tf.minimum(first, tf.maximum(size - 1, 0))
 
 
 @serving_module.register_serving("squad")
 class SquadServing(serving_module.ServingModule):
   """A BertSpanLabeler served on (question, context) pairs.
 
-  Outputs of every signature:
-    start_index, end_index: int32 [B], the answer's first and last token (0 when
-      there is none).
-    score: float32 [B], start logit + end logit of the best span.
-    null_score: float32 [B], the [CLS] start + end logits.
-    has_answer: bool [B]; False when the context window is empty, or (SQuAD 2.0)
+  Outputs of every signature (B questions; for serve_token_ids, B windows):
+    start_index, end_index: int32 [B], the answer's first and last token in its
+      window (0 when there is none).
+    window_index: int32 [B], the window holding the answer (0 when there is none).
+    num_windows: int32 [B], windows the context was cut into (1 for serve_token_ids).
+    score: float32 [B], start logit + end logit of the best span (0 when none).
+    null_score: float32 [B], the smallest [CLS] start + end logit over the windows.
+    has_answer: bool [B]; False when no candidate span exists, or (SQuAD 2.0)
       when null_score - score > null_score_diff_threshold.
   Raw-text signatures also give:
     answer_text: string [B] ("" when there is no answer).
@@ -43,88 +133,171 @@ class SquadServing(serving_module.ServingModule):
 
   def __init__(self, span_labeler, text_encoder, max_query_length=64, max_answer_length=30,
                version_2_with_negative=False, null_score_diff_threshold=0.0,
-               name="squad_serving"):
+               doc_stride=128, n_best_size=20, name="squad_serving"):
     super().__init__(span_labeler, text_encoder,
                      (serving_module.QUESTION, serving_module.CONTEXT), name=name)
+    if min(max_query_length, max_answer_length, doc_stride, n_best_size) < 1:
+      raise ValueError("max_query_length, max_answer_length, doc_stride and n_best_size "
+                       "must be positive")
     self.max_query_length = int(max_query_length)
     self.max_answer_length = int(max_answer_length)
     self.version_2_with_negative = bool(version_2_with_negative)
     self.null_score_diff_threshold = float(null_score_diff_threshold)
+    self.doc_stride = int(doc_stride)
+    self.n_best_size = int(n_best_size)
+
+  # ----- the span search shared by both kinds of input -----
+  def _search(self, outputs, in_context, max_context, num_windows):
+    """The best span of each example over its windows.
+
+    Args:
+      outputs: the model's outputs on N windows (start/end logits [N, T]).
+      in_context, max_context: bool [N, T], context positions, and those whose
+        piece has its most context in this window.
+      num_windows: int64 [B], windows per example (N in all, in example order).
+
+    Returns:
+      dict of [B] tensors: window (int64, within the example), start, end
+      (int32), score, null_score (float64), has_span and has_answer (bool).
+    """
+    start_logits = tf.cast(outputs[START_LOGITS], tf.float32)
+    end_logits = tf.cast(outputs[END_LOGITS], tf.float32)
+    k = min(self.n_best_size, self.seq_length)
+    # top_k orders ties by lower index first, as evaluation's stable argsort.
+    start_value, start_index = tf.math.top_k(start_logits, k=k)
+    end_value, end_index = tf.math.top_k(end_logits, k=k)
+    valid_start = tf.gather(in_context & max_context, start_index, batch_dims=1)
+    valid_end = tf.gather(in_context, end_index, batch_dims=1)
+    length = end_index[:, tf.newaxis, :] - start_index[:, :, tf.newaxis]
+    valid = (valid_start[:, :, tf.newaxis] & valid_end[:, tf.newaxis, :] & (length >= 0)
+             & (length < self.max_answer_length))
+    scores = (tf.cast(start_value, tf.float64)[:, :, tf.newaxis]
+              + tf.cast(end_value, tf.float64)[:, tf.newaxis, :])
+    n = tf.shape(scores)[0]
+    # Candidates in evaluation's order: start rank, then end rank.
+    window_score, window_best = first_argmax(tf.reshape(scores, [n, k * k]),
+                                             tf.reshape(valid, [n, k * k]))
+    null = tf.cast(start_logits[:, 0], tf.float64) + tf.cast(end_logits[:, 0], tf.float64)
+
+    def per_example(values, default):
+      ragged = tf.RaggedTensor.from_row_lengths(values, num_windows)
+      return ragged.to_tensor(default_value=default)
+
+    example_scores = per_example(window_score, -np_inf())
+    best, window = first_argmax(example_scores, example_scores > -np_inf())
+    has_span = best > -np_inf()
+    null_score = -tf.reduce_max(per_example(-null, -np_inf()), axis=1)
+    flat = tf.cast(tf.RaggedTensor.from_row_lengths(tf.range(n), num_windows).row_starts(),
+                   tf.int64) + window
+    flat = tf.minimum(flat, tf.cast(tf.maximum(n - 1, 0), tf.int64))
+    pair = tf.gather(window_best, flat)
+    start = tf.gather(tf.gather(start_index, flat), pair // k, batch_dims=1)
+    end = tf.gather(tf.gather(end_index, flat), pair % k, batch_dims=1)
+    has_answer = has_span
+    if self.version_2_with_negative:
+      odds = tf.where(has_span, null_score - best, _NO_SPAN_NULL_ODDS)
+      has_answer = has_span & tf.logical_not(odds > self.null_score_diff_threshold)
+    return {"window": tf.where(has_answer, window, 0), "flat": flat,
+            "start": tf.where(has_answer, start, 0), "end": tf.where(has_answer, end, 0),
+            "score": tf.where(has_span, best, 0.0), "null_score": null_score,
+            "has_answer": has_answer}
+
+  @staticmethod
+  def _outputs(found, num_windows):
+    return {
+        START_INDEX: found["start"],
+        END_INDEX: found["end"],
+        WINDOW_INDEX: tf.cast(found["window"], tf.int32),
+        NUM_WINDOWS: tf.cast(num_windows, tf.int32),
+        SCORE: tf.cast(found["score"], tf.float32),
+        NULL_SCORE: tf.cast(found["null_score"], tf.float32),
+        HAS_ANSWER: found["has_answer"],
+    }
 
   def predict_token_ids(self, inputs):
     outputs = self.call_model(inputs)
-    start_logits = tf.cast(outputs[START_LOGITS], tf.float32)
-    end_logits = tf.cast(outputs[END_LOGITS], tf.float32)
     mask = tf.cast(inputs[constants.INPUT_MASK], tf.int32)
     # Context tokens have type 1; the last real token is the closing [SEP].
     length = tf.reduce_sum(mask, axis=1, keepdims=True)
     positions = tf.range(tf.shape(mask)[1])[tf.newaxis, :]
     in_context = tf.logical_and(tf.equal(tf.cast(inputs[constants.INPUT_TYPE_IDS], tf.int32), 1),
                                 positions < length - 1)
-    return self._best_span(start_logits, end_logits, in_context)
+    num_windows = tf.ones(tf.shape(mask)[:1], tf.int64)
+    found = self._search(outputs, in_context, tf.ones_like(in_context), num_windows)
+    return self._outputs(found, num_windows)
 
-  def _best_span(self, start_logits, end_logits, in_context):
-    seq_length = tf.shape(start_logits)[1]
-    start = tf.where(in_context, start_logits, _NEG)
-    end = tf.where(in_context, end_logits, _NEG)
-    scores = start[:, :, tf.newaxis] + end[:, tf.newaxis, :]
-    # Allowed spans: start <= end < start + max_answer_length.
-    offset = tf.range(seq_length)[tf.newaxis, :] - tf.range(seq_length)[:, tf.newaxis]
-    allowed = tf.logical_and(offset >= 0, offset < self.max_answer_length)
-    scores = tf.where(allowed[tf.newaxis], scores, 2 * _NEG)
-    flat = tf.reshape(scores, [tf.shape(scores)[0], -1])
-    best = tf.argmax(flat, axis=1, output_type=tf.int32)
-    score = tf.reduce_max(flat, axis=1)
-    has_context = tf.reduce_any(in_context, axis=1)
-    null_score = start_logits[:, 0] + end_logits[:, 0]
-    has_answer = has_context
-    if self.version_2_with_negative:
-      has_answer = tf.logical_and(
-          has_answer, null_score - score <= self.null_score_diff_threshold)
-    start_index = tf.where(has_answer, best // seq_length, 0)
-    end_index = tf.where(has_answer, best % seq_length, 0)
-    return {
-        START_INDEX: start_index,
-        END_INDEX: end_index,
-        SCORE: tf.where(has_context, score, 0.0),
-        NULL_SCORE: null_score,
-        HAS_ANSWER: has_answer,
-    }
+  # ----- raw text -----
+  def _windows(self, texts):
+    """Tokenizes and cuts each (question, context) into packed windows.
 
-  def _encode(self, texts):
-    """(inputs, question pieces, context piece begin and end byte offsets)."""
+    Returns:
+      dict: inputs (int32 [N, T] encoder inputs of all windows), num_windows,
+      window (index within the example), window_start (first context piece),
+      window_length, first_context (position of the first context token),
+      stride, max_tokens, num_pieces, example_windows (int64 [N] each: of the
+      window's example), num_windows (int64 [B]), begin, end (ragged int64
+      [B, (pieces)] byte spans) and context (string [B]).
+    """
     question = tf.convert_to_tensor(texts[serving_module.QUESTION], tf.string)
     context = tf.convert_to_tensor(texts[serving_module.CONTEXT], tf.string)
     encoder = self.text_encoder
     question_pieces = encoder.pieces(question)[:, :self.max_query_length]
     ids, begin, end = encoder.pieces_with_offsets(context)
     ids, begin, end = (x.merge_dims(1, 2) for x in (ids, begin, end))
-    budget = encoder.seq_length - 3 - question_pieces.row_lengths()
-    kept = tf.minimum(ids.row_lengths(), tf.maximum(budget, 0))
-    context_pieces = text_encoding.keep_prefix(ids, kept)
-    return encoder.pack(question_pieces, context_pieces), question_pieces, begin, end
+    query_length = question_pieces.row_lengths()
+    max_tokens = tf.maximum(encoder.seq_length - 3 - query_length, 1)
+    num_pieces = ids.row_lengths()
+    num_windows, stride = window_layout(num_pieces, max_tokens, self.doc_stride)
+    example = tf.repeat(tf.range(tf.size(num_windows, out_type=tf.int64)), num_windows)
+    window = tf.ragged.range(num_windows).flat_values
+    per_window = {name: tf.gather(value, example) for name, value in (
+        ("stride", stride), ("max_tokens", max_tokens), ("num_pieces", num_pieces),
+        ("query_length", query_length), ("example_windows", num_windows))}
+    window_start = window * per_window["stride"]
+    window_length = tf.maximum(
+        tf.minimum(per_window["num_pieces"] - window_start, per_window["max_tokens"]), 0)
+    piece_start = tf.gather(ids.row_starts(), example) + window_start
+    window_pieces = tf.gather(ids.flat_values,
+                              tf.ragged.range(piece_start, piece_start + window_length))
+    inputs = encoder.pack(tf.gather(question_pieces, example), window_pieces)
+    return dict(per_window, inputs=inputs, num_windows=num_windows, window=window,
+                window_start=window_start, window_length=window_length,
+                first_context=per_window["query_length"] + 2, begin=begin, end=end,
+                context=context)
 
   def encode_text(self, texts):
-    """Question cut to max_query_length pieces, context to the rest of the window."""
-    return self._encode(texts)[0]
+    """Every window of every (question, context): int32 [N, T] encoder inputs."""
+    return self._windows(texts)["inputs"]
 
   def predict_text(self, texts):
-    context = tf.convert_to_tensor(texts[serving_module.CONTEXT], tf.string)
-    inputs, question_pieces, begin, end = self._encode(texts)
-    result = self.predict_token_ids(inputs)
-    # Token p of the context window is context piece p - (question length + 2).
-    first_context = tf.cast(question_pieces.row_lengths(), tf.int32) + 2
-    has_answer = result[HAS_ANSWER]
-    row_starts = tf.cast(begin.row_starts(), tf.int32)
-    last_piece = tf.maximum(tf.size(begin.flat_values) - 1, 0)
+    w = self._windows(texts)
+    outputs = self.call_model(w["inputs"])
+    position = tf.range(self.seq_length, dtype=tf.int64)[tf.newaxis, :]
+    column = lambda name: w[name][:, tf.newaxis]  # pylint: disable=unnecessary-lambda-assignment
+    piece = position - column("first_context") + column("window_start")
+    in_context = (position >= column("first_context")) & (
+        position < column("first_context") + column("window_length"))
+    max_overlap = max(1, -(-self.seq_length // self.doc_stride))
+    max_context = max_context_mask(piece, column("window"), column("example_windows"),
+                                   column("stride"), column("max_tokens"),
+                                   column("num_pieces"), max_overlap)
+    found = self._search(outputs, in_context, max_context, w["num_windows"])
+    result = self._outputs(found, w["num_windows"])
+    has_answer = found["has_answer"]
+    # Token p of window w is context piece window_start + p - first_context.
+    first_piece = tf.gather(w["window_start"] - w["first_context"], found["flat"])
+    begin, end, context = w["begin"], w["end"], w["context"]
+    row_starts = begin.row_starts()
+    last_piece = tf.maximum(tf.size(begin.flat_values, out_type=tf.int64) - 1, 0)
 
     def byte_offset(values, index):
-      flat_index = tf.clip_by_value(row_starts + index - first_context, 0, last_piece)
+      flat_index = tf.clip_by_value(row_starts + first_piece + tf.cast(index, tf.int64), 0,
+                                    last_piece)
       padded = tf.concat([values.flat_values, tf.zeros([1], values.flat_values.dtype)], 0)
       return tf.where(has_answer, tf.cast(tf.gather(padded, flat_index), tf.int32), 0)
 
-    start_byte = byte_offset(begin, result[START_INDEX])
-    end_byte = byte_offset(end, result[END_INDEX])
+    start_byte = byte_offset(begin, found["start"])
+    end_byte = byte_offset(end, found["end"])
     result[ANSWER_TEXT] = tf.where(
         has_answer, tf.strings.substr(context, start_byte, end_byte - start_byte), "")
     result[ANSWER_START] = tf.where(has_answer, text_encoding.char_offsets(context, start_byte),

@@ -21,6 +21,7 @@ ENTITY_TYPES = "entity_types"
 ENTITY_START = "entity_start"
 ENTITY_END = "entity_end"
 ENTITY_TEXT = "entity_text"
+TRUNCATED_TOKENS = "truncated_tokens"
 OUTSIDE = "O"
 
 
@@ -51,6 +52,8 @@ class TaggingServing(serving_module.ServingModule):
     entity_start, entity_end: int32 [B, E], character offsets into the text, end
       exclusive (-1 pads).
     entity_text: string [B, E] ("" pads).
+    truncated_tokens: int32 [B], WordPieces past seq_length, whose words get no
+      tag (0 when all fit).
   Outputs of serve_token_ids: label_ids int32 [B, T], label_names string [B, T],
   the tag predicted at every token.
   """
@@ -72,7 +75,8 @@ class TaggingServing(serving_module.ServingModule):
     text = tf.convert_to_tensor(texts[serving_module.TEXT], tf.string)
     ids, begin, end = self.text_encoder.pieces_with_offsets(text)
     pieces = ids.merge_dims(1, 2)
-    tags = self.predict_token_ids(self.text_encoder.pack(pieces))[LABEL_IDS]
+    packed = self.text_encoder.pack(pieces)
+    tags = self.predict_token_ids(packed)[LABEL_IDS]
     # Per word: its row, first piece (position in the packed sequence) and byte span.
     word_first = ids.values.row_starts()
     word_last = ids.values.row_limits() - 1
@@ -116,6 +120,7 @@ class TaggingServing(serving_module.ServingModule):
     safe_end = tf.maximum(end_dense, 0)
     return {
         ENTITY_COUNT: tf.cast(entity_type.row_lengths(), tf.int32),
+        TRUNCATED_TOKENS: text_encoding.truncated_count(packed, [pieces]),
         ENTITY_TYPES: types,
         ENTITY_START: tf.where(valid, text_encoding.char_offsets(row_text, safe_begin), -1),
         ENTITY_END: tf.where(valid, text_encoding.char_offsets(row_text, safe_end), -1),

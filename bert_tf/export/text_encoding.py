@@ -7,7 +7,8 @@ the fine-tuning features too, so served inputs are the trained ones), truncated
 core TensorFlow ops besides the tokenizer's, so that TF Serving's
 tensorflow-text can run the result. Any batch of strings gets an answer: empty
 and whitespace-only texts become `[CLS] [SEP]`, invalid UTF-8 is replaced
-before normalization (by the tokenizer), and long texts are truncated.
+before normalization (by the tokenizer), and long texts are truncated
+(`encode_with_truncation` counts what was cut, for the outputs to say so).
 """
 
 import tensorflow as tf
@@ -62,10 +63,20 @@ class TextEncoder(tf.Module):
 
   def encode(self, text, text_b=None):
     """Raw `tf.string` [B] (and optionally a second segment [B]) -> int32 [B, T] inputs."""
-    text = tf.convert_to_tensor(text, tf.string)
-    if text_b is None:
-      return self.pack(self.pieces(text))
-    return self.pack(self.pieces(text), self.pieces(tf.convert_to_tensor(text_b, tf.string)))
+    return self.encode_with_truncation(text, text_b)[0]
+
+  def encode_with_truncation(self, text, text_b=None):
+    """Like `encode`, also counting the pieces that did not fit.
+
+    Returns:
+      (inputs, truncated_tokens): the int32 [B, T] encoder inputs, and int32 [B],
+      the WordPieces of each row cut by truncation (0 when all fit).
+    """
+    segments = [self.pieces(tf.convert_to_tensor(text, tf.string))]
+    if text_b is not None:
+      segments.append(self.pieces(tf.convert_to_tensor(text_b, tf.string)))
+    inputs = self.pack(*segments)
+    return inputs, truncated_count(inputs, segments)
 
 
   def encode_with_masks(self, text):
@@ -87,6 +98,15 @@ class TextEncoder(tf.Module):
     with_masks = tf.concat([pieces, ragged_column(pieces.nrows(), self.mask_id)], axis=1)
     tokens = tf.RaggedTensor.from_row_splits(with_masks, segments.row_splits)
     return self.pack(tokens.merge_dims(1, 2)[:, :-1])
+
+
+def truncated_count(inputs, segments):
+  """WordPieces of `segments` (ragged [B, (pieces)] each) that `inputs` (packed) lack: int32 [B]."""
+  total = tf.cast(segments[0].row_lengths(), tf.int32)
+  for segment in segments[1:]:
+    total += tf.cast(segment.row_lengths(), tf.int32)
+  kept = tf.reduce_sum(inputs[constants.INPUT_MASK], axis=1) - (len(segments) + 1)
+  return total - kept
 
 
 def ragged_column(batch, value, dtype=tf.int64):

@@ -43,6 +43,7 @@ class MultipleChoiceTask(finetuning.FeatureTask):
 
   input_formats = (base.DUMMY, base.TFRECORD, "swag_csv")
   feature_kind = featurizers.MULTIPLE_CHOICE
+  export_kind = "multiple_choice"
 
   def __init__(self, experiment):
     super().__init__(experiment)
@@ -115,3 +116,7 @@ class MultipleChoiceTask(finetuning.FeatureTask):
   def write_predictions(self, values, output_dir):
     return files.write_lines(os.path.join(output_dir, "multiple_choice_predictions.tsv"),
                                     self.prediction_lines(values))
+
+  # ----- export -----
+  def serving_options(self, data_config):
+    return {"num_choices": self.num_choices}

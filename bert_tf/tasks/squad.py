@@ -276,4 +276,5 @@ class SquadTask(base.Task):
     c = self.config
     return {"max_query_length": c.max_query_length, "max_answer_length": c.max_answer_length,
             "version_2_with_negative": c.version_2_with_negative,
-            "null_score_diff_threshold": c.null_score_diff_threshold}
+            "null_score_diff_threshold": c.null_score_diff_threshold,
+            "doc_stride": c.doc_stride, "n_best_size": c.n_best_size}

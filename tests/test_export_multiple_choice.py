@@ -1,0 +1,79 @@
+"""The multiple-choice (SWAG) export: context and endings in, the choice out."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import export_helpers as helpers
+from bert_tf.data import featurizers
+from bert_tf.data import swag
+from bert_tf.export import exporter
+from bert_tf.export import multiple_choice_serving as mcs
+from bert_tf.export import serving_ops_check
+from bert_tf.tasks import base
+
+TASK = {"name": "multiple_choice", "num_choices": 3}
+CONTEXTS = ["John lives in Paris .", "the dog ran", "", "Héllo, Wörld! " * 20]
+ENDINGS = [["the capital of France .", "a cat sat", "who?"],
+           ["in the park", "", "on the mat . " * 10],
+           ["a", "b", "c"],
+           ["London", "Paris", "the city"]]
+
+
+def _texts():
+  texts = {"context": [c.encode() for c in CONTEXTS]}
+  for i in range(3):
+    texts[mcs.ending_name(i)] = [e[i].encode() for e in ENDINGS]
+  return texts
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("swag")
+  vocab = helpers.write_vocab(tmp)
+  config = helpers.experiment(vocab, TASK)
+  module = exporter.build_serving_module(config, helpers.build_model(config), vocab)
+  return config, module, tmp
+
+
+def test_raw_text_gives_probabilities_over_the_choices_and_the_chosen_ending(served):
+  _, module, _ = served
+  out = module.predict_text({k: tf.constant(v) for k, v in _texts().items()})
+  probabilities = out[mcs.PROBABILITIES].numpy()
+  assert probabilities.shape == (4, 3)
+  np.testing.assert_allclose(probabilities.sum(-1), 1, atol=1e-6)
+  choice = out[mcs.CHOICE].numpy()
+  assert choice.tolist() == probabilities.argmax(-1).tolist()
+  assert [t.decode() for t in out[mcs.CHOSEN_ENDING].numpy()] == [
+      ENDINGS[i][c] for i, c in enumerate(choice)]
+  truncated = out[mcs.TRUNCATED_TOKENS].numpy()
+  assert truncated[0] == truncated[2] == 0 and truncated[1] > 0 and truncated[3] > 0
+
+
+def test_served_inputs_are_the_training_features(served):
+  config, module, _ = served
+  examples = [swag.MultipleChoiceExample(i, c, e, 0) for i, (c, e) in
+              enumerate(zip(CONTEXTS, ENDINGS))]
+  task = base.get_task(config)
+  dataset = task.featurize(examples, config.eval_data)
+  served_ids = module.encode_text({k: tf.constant(v) for k, v in _texts().items()})
+  for i, features in enumerate(dataset):
+    for name in ("input_word_ids", "input_mask", "input_type_ids"):
+      trained = features[name].to_tensor() if isinstance(features[name], tf.RaggedTensor) \
+          else features[name]
+      width = trained.shape[-1]
+      np.testing.assert_array_equal(served_ids[name][i, :, :width], trained)
+      assert not np.any(served_ids[name][i, :, width:])
+
+
+def test_export_runs_every_signature_in_a_fresh_process(served):
+  _, module, tmp = served
+  path = exporter.write_saved_model(module, str(tmp / "export"))
+  assert serving_ops_check.unexpected_ops(path) == set()
+  calls = helpers.signature_calls(module, _texts())
+  result = helpers.run_fresh_process([(path, calls, helpers.rest_bodies(module, _texts()))],
+                                     tmp / "plan")[0]
+  helpers.assert_fresh_result_ok(result)
+  assert [c["signature"] for c in result["calls"]] == [
+      "serving_default", "serve_token_ids", "serve_examples"]
+  assert len(result["rest"]) == 6
