@@ -89,11 +89,15 @@ def test_params_yaml_is_kept_when_the_restore_fails_or_the_shapes_differ(tmp_pat
   with pytest.raises(trainer_lib.ParamsMismatchError, match="train_data.global_batch_size"):
     trainer_lib.run_experiment(smaller_batch, fresh_dir, log_fn=lambda _: None)
   trainer_lib.check_params_match(longer, fresh_dir)  # Steps may change on resume.
-  # An explicit replace_params accepts the new batch and rewrites params.yaml.
-  trainer_lib.run_experiment(smaller_batch, fresh_dir, log_fn=lambda _: None,
+  # An explicit replace_params accepts a change that the checkpoint can still restore.
+  with_dropout = trainer_helpers.tiny_experiment(
+      steps=6, model=dict(encoder=dict(trainer_helpers.TINY_ENCODER, dropout_rate=0.1)))
+  with pytest.raises(trainer_lib.ParamsMismatchError, match="model.encoder.dropout_rate"):
+    trainer_lib.run_experiment(with_dropout, fresh_dir, log_fn=lambda _: None)
+  trainer_lib.run_experiment(with_dropout, fresh_dir, log_fn=lambda _: None,
                              replace_params=True)
   fresh_params = os.path.join(fresh_dir, trainer_lib.PARAMS_FILE)
-  assert yaml.safe_load(open(fresh_params))["train_data"]["global_batch_size"] == 4
+  assert yaml.safe_load(open(fresh_params))["model"]["encoder"]["dropout_rate"] == 0.1
 
 
 def test_sigterm_saves_a_checkpoint_exits_0_and_the_rerun_resumes_from_it(tmp_path):
