@@ -98,6 +98,14 @@ def test_params_yaml_is_kept_when_the_restore_fails_or_the_shapes_differ(tmp_pat
                              replace_params=True)
   fresh_params = os.path.join(fresh_dir, trainer_lib.PARAMS_FILE)
   assert yaml.safe_load(open(fresh_params))["model"]["encoder"]["dropout_rate"] == 0.1
+  # A new batch size cannot use the checkpointed iterator (it holds batches of 8): the
+  # input position is found by skipping instead.
+  lines = []
+  trainer_lib.run_experiment(
+      trainer_helpers.tiny_experiment(steps=8, batch=4, model=dict(
+          encoder=dict(trainer_helpers.TINY_ENCODER, dropout_rate=0.1))),
+      fresh_dir, log_fn=lines.append, replace_params=True)
+  assert any("skipped the 6 consumed batches" in line for line in lines), lines
 
 
 def test_sigterm_saves_a_checkpoint_exits_0_and_the_rerun_resumes_from_it(tmp_path):

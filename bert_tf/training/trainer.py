@@ -162,6 +162,8 @@ class Trainer:
     self._checkpoint_items: Dict[str, object] = {}
     self.preempted = False
     self._stop_signal = None
+    # False when the checkpointed input iterator belongs to another input shape.
+    self.restore_input_iterator = True
 
   # ----- setup -----
   def _check_batch_sizes(self):
@@ -236,8 +238,9 @@ class Trainer:
       return self._train_iterator
     data_config = self.experiment.train_data
     step = int(self.step.numpy())
-    saved = (self.restored_from is not None and
-             "iterator" in restore.checkpoint_children(self.restored_from))
+    saved = None
+    if self.restored_from is not None and self.restore_input_iterator:
+      saved = _saved_iterator_count(self.restored_from)
     if not self.iterator_checkpointable:
       self._train_iterator = iter(self._distribute(data_config, skip_steps=step))
       if step:
@@ -245,16 +248,20 @@ class Trainer:
                   f"iterator: skipped the {step} consumed batches")
       return self._train_iterator
     iterator, replica_iterators = self._checkpointable_input(data_config)
+    if saved and saved != len(replica_iterators):
+      self._log(f"{self.restored_from} holds the input iterators of {saved} replicas, "
+                f"this run has {len(replica_iterators)}")
+      saved = None
     if saved:
       try:
         status = tf.train.Checkpoint(iterator=replica_iterators).read(self.restored_from)
         status.assert_existing_objects_matched()
         status.expect_partial()
       except (AssertionError, ValueError, tf.errors.OpError) as e:
-        # E.g. a checkpoint of another number of replicas.
+        # E.g. the state of a pipeline of another structure.
         self._log(f"Cannot restore the input iterator from {self.restored_from} "
                   f"({type(e).__name__}: {str(e).splitlines()[0]})")
-        saved = False
+        saved = None
     if not saved and step:
       iterator, replica_iterators = self._checkpointable_input(data_config, step)
       self._log(f"No input iterator restored from {self.restored_from}: skipped the "
@@ -657,6 +664,12 @@ class Trainer:
     return os.path.join(self.model_dir, PREDICTIONS_DIR, f"step_{step}")
 
 
+def _saved_iterator_count(prefix: str) -> int:
+  """How many replicas' input iterators the checkpoint at `prefix` holds (0: none)."""
+  keys = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+  return len({key.split("/")[1] for key in keys if key.startswith("iterator/")})
+
+
 def _flat(data: dict, prefix: str = "") -> Dict[str, object]:
   flat = {}
   for key, value in data.items():
@@ -667,14 +680,19 @@ def _flat(data: dict, prefix: str = "") -> Dict[str, object]:
   return flat
 
 
-def check_params_match(experiment: configs.ExperimentConfig, model_dir: str) -> None:
+def check_params_match(experiment: configs.ExperimentConfig, model_dir: str,
+                       replace: bool = False) -> List[str]:
   """Raises ParamsMismatchError when model_dir's params.yaml and `experiment` differ in
   an entry that fixes variable or data shapes (model.*, task.*, the training data's
   sequence length, predictions per sequence and global batch); other entries (steps,
-  intervals, learning rate, paths) may change between runs of one model_dir."""
+  intervals, learning rate, paths) may change between runs of one model_dir.
+
+  Returns:
+    the differing entries (with `replace`, which raises nothing).
+  """
   path = os.path.join(model_dir, PARAMS_FILE)
   if not tf.io.gfile.exists(path):
-    return
+    return []
   # Parsed, not read raw: entries a newer version added come back with their defaults.
   old = _flat(experiments.experiment_from_yaml(path).as_dict())
   new = _flat(experiment.as_dict())
@@ -682,13 +700,14 @@ def check_params_match(experiment: configs.ExperimentConfig, model_dir: str) -> 
       key for key in set(old) | set(new)
       if key.startswith(_SHAPE_KEYS) and key not in _FREE_TASK_KEYS
       and old.get(key) != new.get(key))
-  if differing:
+  if differing and not replace:
     shown = "; ".join(f"{key}: {old.get(key)!r} in {PARAMS_FILE}, now {new.get(key)!r}"
                       for key in differing)
     raise ParamsMismatchError(
         f"The configuration differs from {path} in entries that fix the model or data "
         f"shapes ({shown}). Use another model_dir, or pass replace_params (tools/train.py "
         f"--replace_params) to replace {PARAMS_FILE}.")
+  return differing
 
 
 def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: str = "train",
@@ -709,9 +728,10 @@ def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: s
   """
   if mode not in ("train", "eval", "train_and_eval"):
     raise ValueError(f"mode must be train, eval or train_and_eval, got '{mode}'")
-  if not replace_params:
-    check_params_match(experiment, model_dir)
+  differing = check_params_match(experiment, model_dir, replace=replace_params)
   trainer = Trainer(experiment, model_dir, strategy=strategy, log_fn=log_fn)
+  # The checkpointed input iterator holds batches of the old data shapes.
+  trainer.restore_input_iterator = not any(k.startswith("train_data.") for k in differing)
   if mode == "eval" and tf.train.latest_checkpoint(model_dir) is None:
     raise FileNotFoundError(f"--mode=eval needs a checkpoint in {model_dir}")
   trainer.initialize()
