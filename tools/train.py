@@ -52,6 +52,9 @@ _PRECISION = flags.DEFINE_enum(
 _JIT = flags.DEFINE_bool("jit_compile", None, "Shorthand for runtime.jit_compile (XLA).")
 _INIT = flags.DEFINE_string("init_checkpoint", None,
                             "Shorthand for task.init_checkpoint (warm-start the encoder).")
+_REPLACE_PARAMS = flags.DEFINE_bool(
+    "replace_params", False, "Replace a MODEL_DIR/params.yaml whose model or data shapes "
+    "differ from this configuration (otherwise an error naming the differing entries).")
 
 
 def main(argv):
@@ -70,7 +73,8 @@ def main(argv):
   from bert_tf.training import trainer  # pylint: disable=g-import-not-at-top
   strategies.configure_runtime(config.runtime)
   results = trainer.run_experiment(config, _MODEL_DIR.value, _MODE.value,
-                                   log_fn=lambda line: print(line, flush=True))
+                                   log_fn=lambda line: print(line, flush=True),
+                                   replace_params=_REPLACE_PARAMS.value)
   shown = ", ".join(f"{k} {v:.4f}" for k, v in sorted(results.items()))
   print(f"Done ({_MODE.value}): {shown}. Checkpoints and params.yaml in {_MODEL_DIR.value}; "
         f"TensorBoard: tensorboard --logdir {_MODEL_DIR.value}", flush=True)

@@ -2,23 +2,107 @@
 
 Every checkpoint bert_tf writes is a tf.train.Checkpoint whose root children are the
 model's `checkpoint_items` by name (`encoder`, `masked_lm`, `next_sentence`, heads),
-plus `optimizer`, `step` and `iterator` for trainer checkpoints.
+plus `optimizer`, `step`, `random_state` and `iterator` for trainer checkpoints.
+
+A directory resolves to its newest checkpoint that reads in full: a damaged one (a
+file cut short by a kill during a write, a lost shard) is skipped with a warning that
+names it, its bad file and the checkpoint used instead.
 """
 
 import logging
-from typing import Dict, Mapping, Sequence
+import os
+from typing import Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
+# What reading a damaged checkpoint raises: the C++ reader's errors, and IndexError or
+# ValueError from the Python side of a truncated index or data file.
+_READ_ERRORS = (tf.errors.OpError, IndexError, ValueError)
+
+
+class UnreadableCheckpointError(OSError):
+  """A checkpoint's index or data file cannot be read; the message names the file."""
+
+
+def checkpoint_candidates(directory: str) -> List[str]:
+  """The prefixes the directory's `checkpoint` file lists, newest first."""
+  state = tf.train.get_checkpoint_state(directory)
+  if state is None:
+    return []
+  paths = list(state.all_model_checkpoint_paths)
+  if state.model_checkpoint_path and state.model_checkpoint_path not in paths:
+    paths.append(state.model_checkpoint_path)
+  # Relative entries are relative to the directory (the directory may have moved).
+  paths = [p if os.path.isabs(p) else os.path.join(directory, p) for p in paths]
+  return list(reversed(paths))
+
+
+def check_readable(prefix: str) -> None:
+  """Reads the index and every tensor of the checkpoint at `prefix`.
+
+  Raises:
+    UnreadableCheckpointError: naming the checkpoint and the file that fails.
+  """
+  index = prefix + ".index"
+  if not tf.io.gfile.exists(index):
+    raise UnreadableCheckpointError(f"Checkpoint {prefix} is unreadable: {index} is missing")
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+    dtypes = reader.get_variable_to_dtype_map()
+  except _READ_ERRORS as e:
+    raise UnreadableCheckpointError(
+        f"Checkpoint {prefix} is unreadable: {index}: {type(e).__name__}: {e}") from None
+  try:
+    for key, dtype in dtypes.items():
+      if dtype == tf.variant:
+        # Iterator states: the reader cannot hand them to numpy, the restore op reads them.
+        tf.raw_ops.RestoreV2(prefix=prefix, tensor_names=[key], shape_and_slices=[""],
+                             dtypes=[dtype])
+      else:
+        reader.get_tensor(key)
+  except _READ_ERRORS as e:
+    data_files = sorted(tf.io.gfile.glob(prefix + ".data-*")) or [prefix + ".data-*"]
+    raise UnreadableCheckpointError(
+        f"Checkpoint {prefix} is unreadable: {', '.join(data_files)} (reading {key}): "
+        f"{type(e).__name__}: {e}") from None
+
+
+def newest_readable_checkpoint(directory: str) -> Optional[str]:
+  """The newest checkpoint in `directory` that reads in full, or None when it holds none.
+
+  Every newer damaged checkpoint is skipped with a warning naming it, its bad file and
+  the checkpoint used instead.
+
+  Raises:
+    UnreadableCheckpointError: the directory lists checkpoints but none reads (the
+      message names each one's bad file).
+  """
+  problems = []
+  for prefix in checkpoint_candidates(directory):
+    try:
+      check_readable(prefix)
+    except UnreadableCheckpointError as e:
+      problems.append(str(e))
+      continue
+    for problem in problems:
+      logging.warning("%s; using the newest readable checkpoint %s instead", problem, prefix)
+    return prefix
+  if problems:
+    raise UnreadableCheckpointError("No readable checkpoint in " + directory + ": "
+                                    + "; ".join(problems))
+  return None
+
 
 def resolve_checkpoint(path: str) -> str:
-  """Returns a checkpoint prefix from a prefix or a directory (its latest checkpoint).
+  """Returns a checkpoint prefix from a prefix or a directory (its newest readable
+  checkpoint, see `newest_readable_checkpoint`).
 
   Raises:
     FileNotFoundError: naming `path` when it holds no checkpoint.
+    UnreadableCheckpointError: the directory's checkpoints are all damaged.
   """
   if tf.io.gfile.isdir(path):
-    latest = tf.train.latest_checkpoint(path)
+    latest = newest_readable_checkpoint(path)
     if latest is None:
       raise FileNotFoundError(f"No checkpoint in directory {path}")
     return latest
@@ -70,7 +154,11 @@ def restore_items(path: str, checkpoint_items: Mapping[str, tf.Module],
       raise ValueError(f"Checkpoint item '{name}' has no variables yet; build the model "
                        f"before restoring")
   checkpoint = tf.train.Checkpoint(**{name: checkpoint_items[name] for name in items})
-  status = checkpoint.read(prefix)
+  try:
+    status = checkpoint.read(prefix)
+  except _READ_ERRORS:
+    check_readable(prefix)  # Raises naming the damaged file.
+    raise
   try:
     status.assert_existing_objects_matched()
   except AssertionError as e:

@@ -1,11 +1,18 @@
 """The trainer's checkpoint saving and resuming (restoring a model's items by object is
 bert_tf.checkpoints.restore)."""
 
+import logging
 import os
 import shutil
-from typing import Optional
+from typing import Mapping, Optional, Sequence
 
 import tensorflow as tf
+
+from bert_tf.checkpoints import restore
+
+# Items a trainer checkpoint may lack without being wrong: checkpoints written before
+# they were saved resume without them (see Trainer.initialize).
+OPTIONAL_ITEMS = ("random_state", "iterator")
 
 
 class CheckpointSaver:
@@ -33,12 +40,33 @@ class CheckpointSaver:
     """The chief's latest checkpoint prefix in model_dir, or None."""
     return tf.train.latest_checkpoint(self.model_dir)
 
-  def restore_latest(self) -> Optional[str]:
-    """Restores the latest checkpoint in model_dir, if any; returns its prefix."""
-    prefix = self.latest()
+  def restore_latest(self, items: Mapping[str, object],
+                     optional: Sequence[str] = OPTIONAL_ITEMS) -> Optional[str]:
+    """Restores `items` from model_dir's newest readable checkpoint, if any.
+
+    A damaged newer checkpoint is skipped with a warning naming it, its bad file and
+    the one used (bert_tf.checkpoints.restore.newest_readable_checkpoint).
+
+    Args:
+      items: {name: trackable} to restore (the saved checkpoint's items, or some).
+      optional: names in `items` that an older checkpoint may lack; they keep their
+        current state, with a log line.
+
+    Returns:
+      the restored prefix, or None when model_dir holds no checkpoint.
+    """
+    prefix = restore.newest_readable_checkpoint(self.model_dir)
     if prefix is None:
       return None
-    self.checkpoint.restore(prefix).assert_existing_objects_matched()
+    available = restore.checkpoint_children(prefix)
+    absent = [name for name in optional if name in items and name not in available]
+    if absent:
+      logging.info("Checkpoint %s holds no %s (written by an older version)", prefix,
+                   ", ".join(absent))
+    present = {name: value for name, value in items.items() if name not in absent}
+    status = tf.train.Checkpoint(**present).read(prefix)
+    status.assert_existing_objects_matched()
+    status.expect_partial()
     return prefix
 
   def save(self) -> str:

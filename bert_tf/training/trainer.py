@@ -18,10 +18,24 @@ One training step, per replica:
      not finite.
 The host raises NonFiniteLossError after a loop whose loss was not finite, before any
 checkpoint is written, so the last checkpoint on disk holds the last good weights.
+
+What a checkpoint holds, so that a resumed run continues the uninterrupted one: the
+model's items, the optimizer, the step, the random state (the state of every Keras
+SeedGenerator, which the dropout masks draw from) and, under OneDevice and Mirrored
+strategies, the training input iterator (shuffle buffers, file positions, the dynamic
+masking's random stream). Restoring the iterator reads no consumed data. Where
+tf.distribute offers no checkpointable iterator (MultiWorkerMirrored, TPU) and for
+checkpoints without one, the input position is found by skipping the consumed batches.
+
+SIGTERM (a preemption notice) makes `train` save a checkpoint at the end of the
+current loop of at most trainer.steps_per_loop steps and return; a rerun resumes there.
 """
 
+import contextlib
 import logging
 import os
+import signal
+import threading
 import time
 from typing import Dict, List, Optional
 
@@ -30,9 +44,11 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import configs
+from bert_tf.checkpoints import restore
 from bert_tf.layers import fusion
 from bert_tf.tasks import base as task_base
 from bert_tf.training import checkpoints
+from bert_tf.training import experiments
 from bert_tf.training import strategies
 from bert_tf.training.loss_scale import DynamicLossScale
 from bert_tf.training.optimizers import build_optimizer
@@ -41,10 +57,21 @@ from bert_tf.training.summaries import SummaryWriter
 
 PARAMS_FILE = "params.yaml"
 PREDICTIONS_DIR = "predictions"
+# Keras names the state variable of every SeedGenerator so.
+_SEED_STATE_NAME = "seed_generator_state"
+# params.yaml entries that fix the shapes of the checkpointed variables or of the data
+# the input position counts: a resumed run must not change them.
+_SHAPE_KEYS = ("model.", "task.", "train_data.seq_length",
+               "train_data.max_predictions_per_seq", "train_data.global_batch_size")
+_FREE_TASK_KEYS = ("task.init_checkpoint",)
 
 
 class NonFiniteLossError(FloatingPointError):
   """The training loss became NaN or Inf."""
+
+
+class ParamsMismatchError(configs.ConfigError):
+  """The model_dir's params.yaml fixes shapes that the new configuration changes."""
 
 
 def _split_micro_batches(tensor: tf.Tensor, num: int) -> tf.Tensor:
@@ -89,7 +116,8 @@ class Trainer:
 
   Attributes after construction: model, optimizer, step (tf.Variable int64),
   checkpoint (tf.train.Checkpoint), restored_from (the resumed checkpoint or None),
-  initialized_from ({item: path} of a warm start from task.init_checkpoint).
+  initialized_from ({item: path} of a warm start from task.init_checkpoint),
+  preempted (True once `train` stopped early on SIGTERM).
   """
 
   def __init__(self, experiment: configs.ExperimentConfig, model_dir: str,
@@ -131,6 +159,11 @@ class Trainer:
     self.initialized_from: Dict[str, str] = {}
     self.checkpoint = None
     self._saver = None
+    self._checkpoint_items: Dict[str, object] = {}
+    self.preempted = False
+    self._stop_signal = None
+    # False when the checkpointed input iterator belongs to another input shape.
+    self.restore_input_iterator = True
 
   # ----- setup -----
   def _check_batch_sizes(self):
@@ -146,14 +179,28 @@ class Trainer:
           f"{replicas} replicas) must be divisible by trainer.gradient_accumulation_steps "
           f"({self.accumulation_steps})")
 
-  def _distribute(self, data_config: configs.DataConfig, skip_steps: int = 0):
-    """The distributed dataset; `skip_steps` global steps' batches are skipped.
+  @property
+  def iterator_checkpointable(self) -> bool:
+    """Whether the training input iterator is saved in checkpoints.
 
-    tf.distribute's iterators are not trackable objects (tf.train.Checkpoint rejects
-    them in TF 2.21), so a resumed run finds its input position by skipping the
-    batches that the checkpointed steps consumed. With a deterministic input (fixed
-    files, shuffle seed and order) this is the very position an uninterrupted run
-    would be at.
+    tf.distribute's iterators are no trackable objects in TF 2.21, but plain tf.data
+    iterators are: OneDeviceStrategy steps read one directly, and MirroredStrategy with
+    one input pipeline per replica and no prefetch to the devices
+    (InputReplicationMode.PER_REPLICA) gives every replica one.
+    """
+    return isinstance(self.strategy, (tf.distribute.OneDeviceStrategy,
+                                      tf.distribute.MirroredStrategy))
+
+  def _distribute(self, data_config: configs.DataConfig, skip_steps: int = 0,
+                  per_replica: bool = False):
+    """The distributed dataset.
+
+    Args:
+      skip_steps: global steps whose batches are skipped (resuming without a
+        checkpointed iterator: with a deterministic input, fixed files, shuffle seed and
+        order, this is the very position an uninterrupted run would be at).
+      per_replica: one input pipeline per replica, each a plain tf.data iterator
+        (see `iterator_checkpointable`).
     """
     def dataset_fn(input_context):
       dataset = self.task.build_inputs(data_config, input_context)
@@ -166,33 +213,93 @@ class Trainer:
     options = None
     if self._is_tpu:
       options = tf.distribute.InputOptions(experimental_fetch_to_device=True)
+    elif per_replica:
+      options = tf.distribute.InputOptions(
+          experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA,
+          experimental_fetch_to_device=False)
     return self.strategy.distribute_datasets_from_function(dataset_fn, options)
 
+  def _checkpointable_input(self, data_config: configs.DataConfig, skip_steps: int = 0):
+    """(iterator for the train loop, [the tf.data iterator of every replica])."""
+    if isinstance(self.strategy, tf.distribute.OneDeviceStrategy):
+      context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                                           num_replicas_in_sync=1)
+      dataset = self.task.build_inputs(data_config, context)
+      if skip_steps:
+        dataset = dataset.skip(skip_steps)
+      iterator = iter(dataset)
+      return iterator, [iterator]
+    iterator = iter(self._distribute(data_config, skip_steps, per_replica=True))
+    # pylint: disable=protected-access
+    return iterator, [worker._iterator for worker in iterator._iterators]
+
   def _ensure_train_iterator(self):
-    if self._train_iterator is None:
-      self._train_dataset = self._distribute(self.experiment.train_data,
-                                             skip_steps=int(self.step.numpy()))
-      self._train_iterator = iter(self._train_dataset)
+    if self._train_iterator is not None:
+      return self._train_iterator
+    data_config = self.experiment.train_data
+    step = int(self.step.numpy())
+    saved = None
+    if self.restored_from is not None and self.restore_input_iterator:
+      saved = _saved_iterator_count(self.restored_from)
+    if not self.iterator_checkpointable:
+      self._train_iterator = iter(self._distribute(data_config, skip_steps=step))
+      if step:
+        self._log(f"{type(self.strategy).__name__} has no checkpointable input "
+                  f"iterator: skipped the {step} consumed batches")
+      return self._train_iterator
+    iterator, replica_iterators = self._checkpointable_input(data_config)
+    if saved and saved != len(replica_iterators):
+      self._log(f"{self.restored_from} holds the input iterators of {saved} replicas, "
+                f"this run has {len(replica_iterators)}")
+      saved = None
+    if saved:
+      try:
+        status = tf.train.Checkpoint(iterator=replica_iterators).read(self.restored_from)
+        status.assert_existing_objects_matched()
+        status.expect_partial()
+      except (AssertionError, ValueError, tf.errors.OpError) as e:
+        # E.g. the state of a pipeline of another structure.
+        self._log(f"Cannot restore the input iterator from {self.restored_from} "
+                  f"({type(e).__name__}: {str(e).splitlines()[0]})")
+        saved = None
+    if not saved and step:
+      iterator, replica_iterators = self._checkpointable_input(data_config, step)
+      self._log(f"No input iterator restored from {self.restored_from}: skipped the "
+                f"{step} consumed batches")
+    self._checkpoint_items["iterator"] = replica_iterators
+    self._build_checkpoint_object()
+    self._train_iterator = iterator
     return self._train_iterator
 
-  def _build_checkpoint(self):
-    items = dict(self.model.checkpoint_items)
-    items.update(optimizer=self.optimizer, step=self.step)
-    if self.loss_scale is not None:
-      items["loss_scale"] = self.loss_scale
-    self.checkpoint = tf.train.Checkpoint(**items)
+  def _random_state(self) -> List:
+    """The state variables of the model's Keras SeedGenerators (dropout), in the
+    model's variable order."""
+    return [v for v in self.model.variables if v.name == _SEED_STATE_NAME]
+
+  def _build_checkpoint_object(self):
+    """(Re)builds self.checkpoint and its saver over self._checkpoint_items."""
+    self.checkpoint = tf.train.Checkpoint(**self._checkpoint_items)
     self._saver = checkpoints.CheckpointSaver(
         self.checkpoint, self.model_dir, self.experiment.trainer.max_to_keep, self.step,
         is_chief=self.is_chief, worker_index=strategies.worker_id())
 
   def initialize(self) -> None:
-    """Resumes from model_dir's latest checkpoint (weights, optimizer slots, step and
-    so the input position), or warm-starts from task.init_checkpoint when model_dir
-    holds none. Must run before the training input is built."""
+    """Resumes from model_dir's newest readable checkpoint (weights, optimizer slots,
+    step, random state; the input position when the input is built), or warm-starts
+    from task.init_checkpoint when model_dir holds none. Must run before the training
+    input is built."""
     if self.checkpoint is not None:
       return
-    self._build_checkpoint()
-    self.restored_from = self._saver.restore_latest()
+    items = dict(self.model.checkpoint_items)
+    items.update(optimizer=self.optimizer, step=self.step)
+    if self.loss_scale is not None:
+      items["loss_scale"] = self.loss_scale
+    random_state = self._random_state()
+    if random_state:
+      items["random_state"] = random_state
+    self._checkpoint_items = items
+    self._build_checkpoint_object()
+    self.restored_from = self._saver.restore_latest(items)
     if self.restored_from:
       self._log(f"Resumed from {self.restored_from} at step {int(self.step.numpy())}")
     else:
@@ -382,6 +489,9 @@ class Trainer:
     log_interval steps, and with evaluate_every evaluates every validation_interval
     steps and at the end.
 
+    SIGTERM during training saves a checkpoint at the end of the current loop and
+    returns early with self.preempted set.
+
     Returns:
       the last report: averaged losses, accuracies, learning_rate, gradient_norm,
       sequences_per_second, plus eval/<metric> when evaluating.
@@ -399,15 +509,44 @@ class Trainer:
     global_batch = self.experiment.train_data.global_batch_size
     step = int(self.step.numpy())
     progress = StepLogger(total, global_batch, start_step=step, log_fn=self._log)
-    summary_window, log_window = _Window(), _Window()
     intervals = [config.summary_interval, config.log_interval, config.checkpoint_interval]
     if evaluate_every:
       intervals.append(config.validation_interval)
-    last_report: Dict[str, float] = {}
-    first_call = True
     self._log(f"Training {self.task.name} from step {step} to {total} with "
               f"{type(self.strategy).__name__} ({self.strategy.num_replicas_in_sync} "
               f"replicas), global batch {global_batch}")
+    self.preempted = False
+    with self._sigterm_stops_training():
+      return self._train_loops(step, total, evaluate_every, iterator, loop, writer,
+                               progress, intervals)
+
+  @contextlib.contextmanager
+  def _sigterm_stops_training(self):
+    """Within it, SIGTERM sets self._stop_signal instead of ending the process.
+
+    Only the main thread may install signal handlers; elsewhere, and under
+    MultiWorkerMirroredStrategy (whose workers would first have to agree on the step to
+    stop at), SIGTERM keeps its action.
+    """
+    self._stop_signal = None
+    previous = None
+    if (threading.current_thread() is threading.main_thread() and
+        not isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy)):
+      previous = signal.signal(
+          signal.SIGTERM, lambda signum, frame: setattr(self, "_stop_signal", signum))
+    try:
+      yield
+    finally:
+      if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+
+  def _train_loops(self, step, total, evaluate_every, iterator, loop, writer, progress,
+                   intervals) -> Dict[str, float]:
+    config = self.experiment.trainer
+    global_batch = self.experiment.train_data.global_batch_size
+    summary_window, log_window = _Window(), _Window()
+    last_report: Dict[str, float] = {}
+    first_call = True
     while step < total:
       boundary = min([total] + [(step // i + 1) * i for i in intervals])
       num_steps = min(config.steps_per_loop, boundary - step)
@@ -444,6 +583,15 @@ class Trainer:
       if evaluate_every and (step % config.validation_interval == 0 or step == total):
         eval_metrics = self.evaluate()
         last_report.update({f"eval/{k}": v for k, v in eval_metrics.items()})
+      if self._stop_signal is not None and step < total:
+        saved = self._saver.latest() if step % config.checkpoint_interval == 0 else None
+        path = saved or self._saver.save()
+        self.preempted = True
+        self._log(f"Received {signal.Signals(self._stop_signal).name}: saved checkpoint "
+                  f"{path} at step {step}; stopping. Rerun the same command to resume.")
+        if not last_report:
+          last_report = self._report(summary_window, global_batch)
+        break
     writer.close()
     return last_report
 
@@ -516,25 +664,80 @@ class Trainer:
     return os.path.join(self.model_dir, PREDICTIONS_DIR, f"step_{step}")
 
 
+def _saved_iterator_count(prefix: str) -> int:
+  """How many replicas' input iterators the checkpoint at `prefix` holds (0: none)."""
+  keys = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+  return len({key.split("/")[1] for key in keys if key.startswith("iterator/")})
+
+
+def _flat(data: dict, prefix: str = "") -> Dict[str, object]:
+  flat = {}
+  for key, value in data.items():
+    if isinstance(value, dict):
+      flat.update(_flat(value, f"{prefix}{key}."))
+    else:
+      flat[f"{prefix}{key}"] = value
+  return flat
+
+
+def check_params_match(experiment: configs.ExperimentConfig, model_dir: str,
+                       replace: bool = False) -> List[str]:
+  """Raises ParamsMismatchError when model_dir's params.yaml and `experiment` differ in
+  an entry that fixes variable or data shapes (model.*, task.*, the training data's
+  sequence length, predictions per sequence and global batch); other entries (steps,
+  intervals, learning rate, paths) may change between runs of one model_dir.
+
+  Returns:
+    the differing entries (with `replace`, which raises nothing).
+  """
+  path = os.path.join(model_dir, PARAMS_FILE)
+  if not tf.io.gfile.exists(path):
+    return []
+  # Parsed, not read raw: entries a newer version added come back with their defaults.
+  old = _flat(experiments.experiment_from_yaml(path).as_dict())
+  new = _flat(experiment.as_dict())
+  differing = sorted(
+      key for key in set(old) | set(new)
+      if key.startswith(_SHAPE_KEYS) and key not in _FREE_TASK_KEYS
+      and old.get(key) != new.get(key))
+  if differing and not replace:
+    shown = "; ".join(f"{key}: {old.get(key)!r} in {PARAMS_FILE}, now {new.get(key)!r}"
+                      for key in differing)
+    raise ParamsMismatchError(
+        f"The configuration differs from {path} in entries that fix the model or data "
+        f"shapes ({shown}). Use another model_dir, or pass replace_params (tools/train.py "
+        f"--replace_params) to replace {PARAMS_FILE}.")
+  return differing
+
+
 def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: str = "train",
                    strategy: Optional[tf.distribute.Strategy] = None,
-                   log_fn=None) -> Dict[str, float]:
-  """Saves params.yaml into model_dir (chief only) and runs `mode`.
+                   log_fn=None, replace_params: bool = False) -> Dict[str, float]:
+  """Restores model_dir's checkpoint, saves params.yaml there (chief only) and runs `mode`.
+
+  params.yaml is written only once the configuration is accepted and the restore
+  succeeded; an existing one that fixes other shapes is an error (see
+  `check_params_match`) unless replace_params.
 
   Args:
     mode: "train", "eval" (the latest checkpoint in model_dir) or "train_and_eval".
+    replace_params: replace a params.yaml that disagrees with `experiment`.
 
   Returns:
     the final metrics (training report and/or evaluation metrics).
   """
   if mode not in ("train", "eval", "train_and_eval"):
     raise ValueError(f"mode must be train, eval or train_and_eval, got '{mode}'")
+  differing = check_params_match(experiment, model_dir, replace=replace_params)
   trainer = Trainer(experiment, model_dir, strategy=strategy, log_fn=log_fn)
+  # The checkpointed input iterator holds batches of the old data shapes.
+  trainer.restore_input_iterator = not any(k.startswith("train_data.") for k in differing)
+  if mode == "eval" and tf.train.latest_checkpoint(model_dir) is None:
+    raise FileNotFoundError(f"--mode=eval needs a checkpoint in {model_dir}")
+  trainer.initialize()
   if trainer.is_chief:
     tf.io.gfile.makedirs(model_dir)
     experiment.save(os.path.join(model_dir, PARAMS_FILE))
   if mode == "eval":
-    if tf.train.latest_checkpoint(model_dir) is None:
-      raise FileNotFoundError(f"--mode=eval needs a checkpoint in {model_dir}")
     return trainer.evaluate()
   return trainer.train(evaluate_every=(mode == "train_and_eval"))
