@@ -25,8 +25,10 @@ import logging
 import os
 import pkgutil
 import re
+import warnings
 from typing import Optional, Tuple
 
+import keras
 import tensorflow as tf
 
 import bert_tf.export
@@ -41,6 +43,8 @@ from bert_tf.utils import files
 
 AUTO = "auto"
 ENCODER = "encoder"
+# The values of export_from_checkpoint's `quantize` (and of --quantize).
+QUANTIZE_MODES = ("int8",)
 # Items no serving signature uses; a checkpoint may lack them.
 _OPTIONAL_ITEMS = ("next_sentence",)
 
@@ -198,9 +202,38 @@ def model_from_checkpoint(experiment: configs.ExperimentConfig, checkpoint: str)
   return model
 
 
+def quantize(model, mode: str = "int8"):
+  """Quantizes every Dense layer of `model` in place, the encoder's included.
+
+  int8 (Keras's scheme): each kernel [I, O] becomes int8 with one float32 scale per
+  output channel (absmax / 127); at call time each row of the inputs is quantized to
+  int8 with its own absmax scale, the product is an int8 matmul accumulating in int32,
+  and the result is rescaled to float. Embeddings, LayerNorm and the tied masked-LM
+  output layer stay float32.
+
+  Returns:
+    The model.
+
+  Raises:
+    ValueError: an unknown mode, or a Dense layer the quantization left in float.
+  """
+  if mode not in QUANTIZE_MODES:
+    raise ValueError(f"quantize must be one of {', '.join(QUANTIZE_MODES)}, got '{mode}'")
+  with warnings.catch_warnings():
+    # Keras names every layer without weights to quantize (LayerNorm, Dropout, ...).
+    warnings.filterwarnings("ignore", message=".*does not have a `quantize` method")
+    model.quantize(mode)
+  left = [layer.path for layer in model._flatten_layers()  # pylint: disable=protected-access
+          if isinstance(layer, keras.layers.Dense) and layer.quantization_mode != mode]
+  if left:
+    raise ValueError(f"Dense layers not quantized to {mode}: {left}")
+  return model
+
+
 def export_from_checkpoint(checkpoint: str, config, export_base: str,
                            vocab_file: Optional[str] = None, kind: str = AUTO,
-                           version: Optional[int] = None, **serving_args) -> str:
+                           version: Optional[int] = None,
+                           quantize_mode: Optional[str] = None, **serving_args) -> str:
   """Restores a checkpoint and exports it for TF Serving.
 
   Args:
@@ -210,6 +243,7 @@ def export_from_checkpoint(checkpoint: str, config, export_base: str,
     vocab_file: None takes the experiment's tokenizer.vocab_file.
     kind: one of kinds().
     version: None takes the next free integer.
+    quantize_mode: None (float32 weights) or one of QUANTIZE_MODES (`quantize`).
     **serving_args: lower_case, seq_length and serving options (fill_mask: top_k,
       max_masks) for build_serving_module.
 
@@ -221,6 +255,8 @@ def export_from_checkpoint(checkpoint: str, config, export_base: str,
   if not vocab_file:
     raise ValueError("No vocab file: pass one, or set tokenizer.vocab_file in the config")
   model = model_from_checkpoint(experiment, checkpoint)
+  if quantize_mode:
+    quantize(model, quantize_mode)
   module = build_serving_module(experiment, model, vocab_file, kind=kind, **serving_args)
   return write_saved_model(module, export_base, version)
 
