@@ -36,6 +36,7 @@ from bert_tf import configs
 from bert_tf.checkpoints import restore
 from bert_tf.export import serving_module
 from bert_tf.export import text_encoding
+from bert_tf.models import lora
 from bert_tf.tasks import base as task_base
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
 from bert_tf.training import experiments
@@ -183,6 +184,11 @@ def load_experiment(config) -> configs.ExperimentConfig:
 def model_from_checkpoint(experiment: configs.ExperimentConfig, checkpoint: str):
   """Builds the experiment's task model and restores every checkpoint item it has.
 
+  A LoRA model (model.lora_rank) gets its encoder from the experiment's
+  task.init_checkpoint and its adapters and head from `checkpoint`; the adapters are
+  then merged into the kernels (bert_tf.models.lora.merge), so serving computes plain
+  Dense layers.
+
   Args:
     experiment: the experiment config.
     checkpoint: a checkpoint prefix, or a directory (its latest checkpoint).
@@ -193,12 +199,13 @@ def model_from_checkpoint(experiment: configs.ExperimentConfig, checkpoint: str)
   Raises:
     KeyError: the checkpoint lacks an item the model serves with (naming both sets).
   """
-  model = task_base.get_task(experiment).build_model()
+  model = task_base.get_task(experiment).build_tuned_model()
   prefix = restore.resolve_checkpoint(checkpoint)
   available = restore.checkpoint_children(prefix)
-  items = [name for name in model.checkpoint_items
-           if name in available or name not in _OPTIONAL_ITEMS]
-  restore.restore_items(prefix, model.checkpoint_items, items=tuple(items))
+  trained = model.trained_items
+  items = [name for name in trained if name in available or name not in _OPTIONAL_ITEMS]
+  restore.restore_items(prefix, trained, items=tuple(items))
+  lora.merge(model)
   return model
 
 
