@@ -450,6 +450,10 @@ class EncoderConfig(Config):
 # Experiment sections.
 
 
+# The Transformer-block projections that model.lora_targets may name.
+LORA_TARGETS = ("query", "key", "value", "attention_output", "intermediate", "output")
+
+
 @dataclasses.dataclass
 class ModelConfig(Config):
   """The network: an encoder plus the task's output layer settings."""
@@ -457,10 +461,22 @@ class ModelConfig(Config):
   encoder: EncoderConfig = dataclasses.field(default_factory=EncoderConfig)
   # Dropout before a fine-tuning output layer (the paper keeps 0.1 everywhere).
   head_dropout_rate: float = 0.1
+  # Above 0: fine-tune low-rank adapters of this rank (bert_tf.models.lora) and the
+  # head, the encoder frozen at task.init_checkpoint.
+  lora_rank: int = 0
+  # The adapters' scale is lora_alpha / lora_rank; 0 means lora_rank (a scale of 1).
+  lora_alpha: float = 0.0
+  # The block projections given adapters (of LORA_TARGETS).
+  lora_targets: List[str] = dataclasses.field(default_factory=lambda: ["query", "value"])
 
   def validate(self):
     _require(0.0 <= self.head_dropout_rate < 1.0,
              f"head_dropout_rate must be in [0, 1), got {self.head_dropout_rate}")
+    _require(self.lora_rank >= 0, f"lora_rank must be >= 0, got {self.lora_rank}")
+    _require(self.lora_alpha >= 0, f"lora_alpha must be >= 0, got {self.lora_alpha}")
+    _require(bool(self.lora_targets) and set(self.lora_targets) <= set(LORA_TARGETS),
+             f"lora_targets must be a non-empty subset of {', '.join(LORA_TARGETS)}, got "
+             f"{self.lora_targets}")
 
 
 @dataclasses.dataclass

@@ -48,6 +48,9 @@ flags.DEFINE_integer("max_masks", None, "Fill-mask: [MASK]s per text; default "
                      "max_predictions_per_seq.")
 flags.DEFINE_string("hub_dir", None, "Also write <hub_dir>/preprocessor and "
                     "<hub_dir>/encoder (TF Hub-style SavedModels).")
+flags.DEFINE_enum("quantize", None, ["int8"], "Quantize every Dense layer's weights "
+                  "(int8: per-output-channel scales, inputs quantized per row at call "
+                  "time); default float32.")
 flags.DEFINE_bool("check_ops", True, "Fail when the export uses an op outside the TF Serving "
                   "allowlist (bert_tf.export.serving_ops_check).")
 
@@ -82,6 +85,8 @@ def main(argv):
   if not vocab_file:
     raise app.UsageError("No vocab: pass --vocab_file or set tokenizer.vocab_file in the config")
   model = exporter.model_from_checkpoint(experiment, FLAGS.checkpoint)
+  if FLAGS.quantize:
+    exporter.quantize(model, FLAGS.quantize)
   _done(start)
   start = _stage(2, total, "Building the serving graph (tokenizer, packing, model)")
   # Serving options the command line sets replace the task's.

@@ -27,8 +27,10 @@ import logging
 import os
 import pkgutil
 import re
+import warnings
 from typing import Optional, Tuple
 
+import keras
 import tensorflow as tf
 
 import bert_tf.export
@@ -36,6 +38,7 @@ from bert_tf import configs
 from bert_tf.checkpoints import restore
 from bert_tf.export import serving_module
 from bert_tf.export import text_encoding
+from bert_tf.models import lora
 from bert_tf.tasks import base as task_base
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
 from bert_tf.training import experiments
@@ -43,6 +46,8 @@ from bert_tf.utils import files
 
 AUTO = "auto"
 ENCODER = "encoder"
+# The values of export_from_checkpoint's `quantize` (and of --quantize).
+QUANTIZE_MODES = ("int8",)
 # Items no serving signature uses; a checkpoint may lack them.
 _OPTIONAL_ITEMS = ("next_sentence",)
 
@@ -181,6 +186,11 @@ def load_experiment(config) -> configs.ExperimentConfig:
 def model_from_checkpoint(experiment: configs.ExperimentConfig, checkpoint: str):
   """Builds the experiment's task model and restores every checkpoint item it has.
 
+  A LoRA model (model.lora_rank) gets its encoder from the experiment's
+  task.init_checkpoint and its adapters and head from `checkpoint`; the adapters are
+  then merged into the kernels (bert_tf.models.lora.merge), so serving computes plain
+  Dense layers.
+
   Args:
     experiment: the experiment config.
     checkpoint: a checkpoint prefix, or a directory (its latest checkpoint).
@@ -191,18 +201,48 @@ def model_from_checkpoint(experiment: configs.ExperimentConfig, checkpoint: str)
   Raises:
     KeyError: the checkpoint lacks an item the model serves with (naming both sets).
   """
-  model = task_base.get_task(experiment).build_model()
+  model = task_base.get_task(experiment).build_tuned_model()
   prefix = restore.resolve_checkpoint(checkpoint)
   available = restore.checkpoint_children(prefix)
-  items = [name for name in model.checkpoint_items
-           if name in available or name not in _OPTIONAL_ITEMS]
-  restore.restore_items(prefix, model.checkpoint_items, items=tuple(items))
+  trained = model.trained_items
+  items = [name for name in trained if name in available or name not in _OPTIONAL_ITEMS]
+  restore.restore_items(prefix, trained, items=tuple(items))
+  lora.merge(model)
+  return model
+
+
+def quantize(model, mode: str = "int8"):
+  """Quantizes every Dense layer of `model` in place, the encoder's included.
+
+  int8 (Keras's scheme): each kernel [I, O] becomes int8 with one float32 scale per
+  output channel (absmax / 127); at call time each row of the inputs is quantized to
+  int8 with its own absmax scale, the product is an int8 matmul accumulating in int32,
+  and the result is rescaled to float. Embeddings, LayerNorm and the tied masked-LM
+  output layer stay float32.
+
+  Returns:
+    The model.
+
+  Raises:
+    ValueError: an unknown mode, or a Dense layer the quantization left in float.
+  """
+  if mode not in QUANTIZE_MODES:
+    raise ValueError(f"quantize must be one of {', '.join(QUANTIZE_MODES)}, got '{mode}'")
+  with warnings.catch_warnings():
+    # Keras names every layer without weights to quantize (LayerNorm, Dropout, ...).
+    warnings.filterwarnings("ignore", message=".*does not have a `quantize` method")
+    model.quantize(mode)
+  left = [layer.path for layer in model._flatten_layers()  # pylint: disable=protected-access
+          if isinstance(layer, keras.layers.Dense) and layer.quantization_mode != mode]
+  if left:
+    raise ValueError(f"Dense layers not quantized to {mode}: {left}")
   return model
 
 
 def export_from_checkpoint(checkpoint: str, config, export_base: str,
                            vocab_file: Optional[str] = None, kind: str = AUTO,
-                           version: Optional[int] = None, **serving_args) -> str:
+                           version: Optional[int] = None,
+                           quantize_mode: Optional[str] = None, **serving_args) -> str:
   """Restores a checkpoint and exports it for TF Serving.
 
   Args:
@@ -212,6 +252,7 @@ def export_from_checkpoint(checkpoint: str, config, export_base: str,
     vocab_file: None takes the experiment's tokenizer.vocab_file.
     kind: one of kinds().
     version: None takes the next free integer.
+    quantize_mode: None (float32 weights) or one of QUANTIZE_MODES (`quantize`).
     **serving_args: lower_case, seq_length and serving options (fill_mask: top_k,
       max_masks) for build_serving_module.
 
@@ -223,6 +264,8 @@ def export_from_checkpoint(checkpoint: str, config, export_base: str,
   if not vocab_file:
     raise ValueError("No vocab file: pass one, or set tokenizer.vocab_file in the config")
   model = model_from_checkpoint(experiment, checkpoint)
+  if quantize_mode:
+    quantize(model, quantize_mode)
   module = build_serving_module(experiment, model, vocab_file, kind=kind, **serving_args)
   return write_saved_model(module, export_base, version)
 

@@ -315,10 +315,16 @@ def _normalized(layer, x):
   return layer(x)
 
 
+def _own_call(dense) -> bool:
+  """Whether the keras.layers.Dense `dense` must compute through its own call: a
+  quantized layer has no float kernel, and a LoRA layer adds its adapters' product."""
+  return bool(dense.lora_enabled or dense.quantization_mode)
+
+
 def _dense(layer, inputs, exact_gelu: bool):
   """The keras.layers.Dense `layer` applied to inputs [..., I]; `exact_gelu` says that
   its activation is the exact GELU, which then joins the bias in one XLA function."""
-  if layer.lora_enabled or layer.quantization_mode:
+  if _own_call(layer):
     return layer(inputs)
   inputs = _autocast(layer, inputs)
   kernel = tf.cast(layer.kernel, layer.compute_dtype)
@@ -381,12 +387,20 @@ def transformer_block(block, hidden_states, queries, attention_bias, training):
 
 def _project_add_and_norm(inputs, residual, dense, dropout_layer, layer_norm_layer,
                           training):
-  """layer_norm(residual + dropout(dense(inputs))): float32 [B, Q, I] -> [B, Q, H]."""
-  projected = tf.reshape(
-      tf.matmul(tf.reshape(inputs, [-1, inputs.shape[-1]]), dense.kernel),
-      tf.concat([tf.shape(inputs)[:-1], [dense.units]], axis=0))
+  """layer_norm(residual + dropout(dense(inputs))): float32 [B, Q, I] -> [B, Q, H].
+
+  A quantized or LoRA `dense` computes its output, bias included, through its own
+  call; the fused function then adds a zero bias."""
+  if _own_call(dense):
+    projected = dense(inputs)
+    bias = tf.zeros([dense.units], projected.dtype)
+  else:
+    projected = tf.reshape(
+        tf.matmul(tf.reshape(inputs, [-1, inputs.shape[-1]]), dense.kernel),
+        tf.concat([tf.shape(inputs)[:-1], [dense.units]], axis=0))
+    bias = tf.convert_to_tensor(dense.bias)
   return residual_layer_norm(
-      projected, tf.convert_to_tensor(dense.bias), residual,
+      projected, bias, residual,
       tf.convert_to_tensor(layer_norm_layer.gamma),
       tf.convert_to_tensor(layer_norm_layer.beta), layer_norm_layer.epsilon,
       dropout=keep_bits(dropout_layer, projected, training))

@@ -17,6 +17,18 @@ class EncoderTaskModel(keras.Model):
 
   # Constructor arguments, besides `encoder`, that get_config stores by attribute name.
   config_arguments: Tuple[str, ...] = ()
+  # The model's low-rank adapters (bert_tf.models.lora.enable), None without them.
+  lora_adapters = None
+
+  @property
+  def trained_items(self) -> Dict[str, object]:
+    """The checkpoint items a training run saves and resumes: `checkpoint_items`, or
+    with LoRA adapters the adapters (`lora`) and every item but the frozen encoder."""
+    items = dict(self.checkpoint_items)
+    if self.lora_adapters is not None:
+      del items["encoder"]
+      items["lora"] = self.lora_adapters
+    return items
 
   @staticmethod
   def encoder_inputs(shape: Tuple = (None,),

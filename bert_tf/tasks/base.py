@@ -4,7 +4,7 @@ the one registry of tasks.
 A task wires a model to its inputs, loss and metrics. The trainer calls, in order:
 
   task = get_task(experiment_config)
-  model = task.build_model()
+  model = task.build_tuned_model()
   task.initialize(model)                       # from task.init_checkpoint, if set
   task.check_inputs(data_config)               # before the first step
   dataset = task.build_inputs(data_config, input_context)
@@ -43,6 +43,7 @@ import tensorflow as tf
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf.checkpoints import restore
+from bert_tf.models import lora
 
 _TASKS: Dict[str, type] = {}
 
@@ -142,6 +143,23 @@ class Task(abc.ABC):
     `encoder`) so that `initialize` restores by object, not by variable name.
     """
 
+  def build_tuned_model(self):
+    """build_model(), given the adapters of model.lora_rank when it is set: the encoder
+    restored from task.init_checkpoint, frozen, with low-rank adapters
+    (bert_tf.models.lora). The model the trainer trains and the exporter restores:
+    with adapters, `trained_items` holds only what trains, and the encoder always
+    comes from task.init_checkpoint, on a resumed run too."""
+    model = self.build_model()
+    settings = self.experiment.model
+    if settings.lora_rank:
+      if not self.config.init_checkpoint:
+        raise configs.ConfigError("model.lora_rank: LoRA fine-tunes a pretrained encoder; "
+                                  "set task.init_checkpoint")
+      restore.restore_items(self.config.init_checkpoint, model.checkpoint_items,
+                            items=("encoder",))
+      lora.enable(model, settings.lora_rank, settings.lora_targets, settings.lora_alpha)
+    return model
+
   def model_inputs(self, features: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     """Selects the model's inputs from a batch that also carries labels."""
     return {name: features[name] for name in self.input_names()}
@@ -159,7 +177,8 @@ class Task(abc.ABC):
       {item name: checkpoint path} of what was restored.
     """
     path = self.config.init_checkpoint
-    if not path:
+    if not path or getattr(model, "lora_adapters", None) is not None:
+      # A LoRA model's encoder was restored when it was built (build_tuned_model).
       return {}
     restored = restore.restore_items(path, model.checkpoint_items,
                                      items=self.init_checkpoint_items())

@@ -142,7 +142,7 @@ class Trainer:
     # Read when the steps are traced, so set before any of them is.
     fusion.set_enabled(experiment.runtime.fused_kernels)
     with self.strategy.scope():
-      self.model = self.task.build_model()
+      self.model = self.task.build_tuned_model()
       self.optimizer = build_optimizer(experiment.optimizer, trainer_config.train_steps)
       self.optimizer.build(self.model.trainable_variables)
       self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step",
@@ -290,7 +290,7 @@ class Trainer:
     input is built."""
     if self.checkpoint is not None:
       return
-    items = dict(self.model.checkpoint_items)
+    items = dict(self.model.trained_items)
     items.update(optimizer=self.optimizer, step=self.step)
     if self.loss_scale is not None:
       items["loss_scale"] = self.loss_scale

@@ -1,0 +1,120 @@
+"""int8 export: every Dense layer quantized, outputs close to float32, serving unchanged."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import export_helpers as helpers
+from bert_tf import constants
+from bert_tf.export import exporter
+from bert_tf.export import serving_ops_check
+from bert_tf.layers import fusion
+
+TASKS = {
+    "pretraining": {"name": "pretraining"},
+    "mnli": {"name": "sentence_prediction", "glue_task": "mnli"},
+    "squad": {"name": "squad", "max_query_length": 8, "max_answer_length": 5},
+    "tagging": {"name": "tagging", "label_names": ["O", "B-PER", "I-PER"]},
+}
+# int8 weights (per output channel) and int8 inputs (per row) keep each matmul within
+# about 1% of float32; over two blocks and a head the outputs of the tiny model stay
+# within this fraction of their largest magnitude.
+RELATIVE_TOLERANCE = 0.05
+
+
+def _inputs(model, seed=0):
+  rng = np.random.default_rng(seed)
+  batch, length = 3, helpers.SEQ_LENGTH
+  inputs = {
+      constants.INPUT_WORD_IDS: rng.integers(5, 40, (batch, length)).astype(np.int32),
+      constants.INPUT_MASK: np.ones((batch, length), np.int32),
+      constants.INPUT_TYPE_IDS: np.zeros((batch, length), np.int32),
+  }
+  inputs[constants.INPUT_MASK][:, length - 5:] = 0
+  names = [t.name.split(":")[0] for t in tf.nest.flatten(model.inputs)]
+  if constants.MASKED_LM_POSITIONS in names:
+    inputs[constants.MASKED_LM_POSITIONS] = np.tile(np.array([[1, 4, 7]], np.int32),
+                                                    (batch, 1))
+  return inputs
+
+
+def _float_outputs(outputs):
+  return [np.asarray(x) for x in tf.nest.flatten(outputs)
+          if np.asarray(x).dtype.kind == "f"]
+
+
+def _traced(model, inputs):
+  """The model called inside a tf.function on static shapes (where fusion applies)."""
+  return tf.function(lambda x: model(x, training=False))(
+      {k: tf.constant(v) for k, v in inputs.items()})
+
+
+@pytest.fixture(scope="module")
+def vocab(tmp_path_factory):
+  return helpers.write_vocab(tmp_path_factory.mktemp("vocab"))
+
+
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_every_dense_is_int8_and_outputs_stay_close_with_fusion_on_and_off(vocab, task):
+  config = helpers.experiment(vocab, TASKS[task])
+  model = helpers.build_model(config)
+  inputs = _inputs(model)
+  expected = _float_outputs(model(inputs, training=False))
+  quantized = exporter.quantize(model)
+  dense = [layer for layer in quantized._flatten_layers()  # pylint: disable=protected-access
+           if isinstance(layer, keras.layers.Dense)]
+  # 6 per block (query, key, value, attention output, intermediate, output) + pooler.
+  assert len(dense) >= 6 * 2 + 1
+  assert all(layer.quantization_mode == "int8" for layer in dense)
+  assert all(layer._kernel.dtype == "int8" for layer in dense)  # pylint: disable=protected-access
+  for on in (True, False):
+    with fusion.use(on):
+      actual = _float_outputs(_traced(quantized, inputs))
+    for want, got in zip(expected, actual):
+      scale = np.max(np.abs(want))
+      np.testing.assert_allclose(got, want, atol=RELATIVE_TOLERANCE * scale, rtol=0)
+      # Quantized, hence not the float32 result itself.
+      assert not np.array_equal(got, want)
+
+
+def test_fused_and_plain_paths_agree_on_a_quantized_model(vocab):
+  config = helpers.experiment(vocab, TASKS["mnli"])
+  model = exporter.quantize(helpers.build_model(config))
+  inputs = _inputs(model, seed=1)
+  with fusion.use(True):
+    fused = _traced(model, inputs)
+  with fusion.use(False):
+    plain = _traced(model, inputs)
+  for a, b in zip(_float_outputs(fused), _float_outputs(plain)):
+    np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_unknown_mode_is_refused(vocab):
+  config = helpers.experiment(vocab, TASKS["mnli"])
+  with pytest.raises(ValueError, match="int8"):
+    exporter.quantize(helpers.build_model(config), "int3")
+
+
+def test_int8_export_serves_raw_text_with_allowlisted_ops(vocab, tmp_path):
+  config = helpers.experiment(vocab, TASKS["mnli"])
+  model = helpers.build_model(config)
+  checkpoint = helpers.save_checkpoint(model, tmp_path / "ckpt")
+  float_path = exporter.export_from_checkpoint(checkpoint, config, str(tmp_path / "f32"))
+  int8_path = exporter.export_from_checkpoint(checkpoint, config, str(tmp_path / "int8"),
+                                              quantize_mode="int8")
+  assert not serving_ops_check.unexpected_ops(int8_path)
+  texts = tf.constant(["the cat sat on the mat", "hello world", ""])
+  pair = tf.constant(["a dog ran", "", "what is good"])
+  served = {}
+  for name, path in (("f32", float_path), ("int8", int8_path)):
+    signature = tf.saved_model.load(path).signatures["serving_default"]
+    assert sorted(signature.structured_input_signature[1]) == ["text", "text_b"]
+    served[name] = {k: v.numpy() for k, v in signature(text=texts, text_b=pair).items()}
+  assert sorted(served["f32"]) == sorted(served["int8"])
+  probabilities = [k for k in served["f32"] if served["f32"][k].dtype.kind == "f"]
+  assert probabilities
+  for key in probabilities:
+    np.testing.assert_allclose(served["int8"][key], served["f32"][key], atol=0.05)
+  # The int8 product is in the graph: an int8 x int8 matmul.
+  assert "BatchMatMulV3" in serving_ops_check.saved_model_op_types(int8_path)
