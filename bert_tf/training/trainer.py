@@ -44,7 +44,6 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import configs
-from bert_tf.checkpoints import restore
 from bert_tf.layers import fusion
 from bert_tf.tasks import base as task_base
 from bert_tf.training import checkpoints
