@@ -10,7 +10,6 @@ import tensorflow as tf
 
 from bert_tf import constants
 from bert_tf.export import serving_module
-from bert_tf.export import text_encoding
 from bert_tf.models.bert_classifier import LOGITS
 
 PROBABILITIES = "probabilities"
