@@ -158,7 +158,7 @@ def test_swag_choices_train_on_what_the_pair_encoder_serves(vocab_file, text_enc
   assert (type_ids == 0).sum() == 15 + 2 and (type_ids == 1).sum() == 14 + 1
 
 
-def test_squad_first_window_is_what_squad_serving_encodes(vocab_file, text_encoder):
+def test_squad_windows_are_what_squad_serving_encodes(vocab_file, text_encoder):
   context = ("Steve Jobs was born in San Francisco , California in 1955 . He moved with "
              "his family to Mountain View , where he founded the company Apple with his "
              "brother and was raised .")
@@ -177,12 +177,12 @@ def test_squad_first_window_is_what_squad_serving_encodes(vocab_file, text_encod
       examples, squad.tokenize_fn_from_tokenizer(tokenizer),
       {t: i for i, t in enumerate(tokenizer.vocab)}, max_seq_length=SEQ_LENGTH,
       doc_stride=8, max_query_length=max_query_length)
-  first = [f for f in features if f.doc_span_index == 0]
-  assert len(first) == 2 and len(features) > 2
+  assert len([f for f in features if f.doc_span_index == 0]) == 2 and len(features) > 2
   serving = squad_serving.SquadServing(None, text_encoder,
-                                       max_query_length=max_query_length)
+                                       max_query_length=max_query_length, doc_stride=8)
   served = serving.encode_text({"question": tf.constant(questions),
                                 "context": tf.constant([context] * 2)})
-  arrays = squad.features_to_arrays(first)
+  # Serving packs every doc_stride window of each question, in the evaluation's order.
+  arrays = squad.features_to_arrays(features)
   for key in constants.ENCODER_INPUTS:
     np.testing.assert_array_equal(arrays[key], served[key], err_msg=key)
