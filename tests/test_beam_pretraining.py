@@ -125,8 +125,9 @@ def test_single_file_output_keeps_its_name(corpus, tmp_path):
   assert _contents([out]) == _contents(single["output_files"])
 
 
-def test_shards_beyond_the_chunks_are_written_empty(corpus, tmp_path):
+def test_shards_beyond_the_chunks_are_written_empty(corpus, tmp_path, capsys):
   beam_run = _run_beam(corpus, str(tmp_path / "beam" / "p"), IN_MEMORY, num_shards=40)
+  assert "of the 40 shards stay empty" in capsys.readouterr().err
   local_run = _local(corpus, str(tmp_path / "local" / "p"), 40)
   assert beam_run["chunks"] < 40
   written = _contents(beam_run["output_files"])

@@ -190,6 +190,8 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
   """
   plan = cpd.plan_run(input_file, vocab_file, output, settings, num_shards, gzip, overwrite,
                       chunk_size_mb)
+  cpd.note_empty_shards(sum(cpd.num_slots(n, plan.chunk_bytes) for n in plan.sizes),
+                        num_shards)
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   temp_dir = files_lib.temporary_name(cpd.summary_path(output)[:-len(".json")])
   tf.io.gfile.makedirs(temp_dir)

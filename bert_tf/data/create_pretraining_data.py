@@ -207,6 +207,14 @@ def shard_of(chunk_index: int, num_shards: int) -> int:
   return chunk_index % num_shards
 
 
+def note_empty_shards(num_chunks: int, num_shards: int):
+  """Says on stderr that shards beyond the chunks stay empty, if any do."""
+  if num_chunks < num_shards:
+    print(f"[create_pretraining_data] at least {num_shards - num_chunks} of the {num_shards} "
+          f"shards stay empty: each chunk goes to one shard and there are at most "
+          f"{num_chunks} chunk(s) (a smaller --chunk_size_mb makes more)", file=sys.stderr)
+
+
 def read_chunk(chunk: Chunk) -> Tuple[List[str], int]:
   """Decodes a chunk as UTF-8, replacing invalid bytes.
 
@@ -613,10 +621,8 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
   out_dir = os.path.dirname(os.path.abspath(paths[0]))
   os.makedirs(out_dir, exist_ok=True)
   workers = max(1, min(num_workers, num_shards, len(chunks)))
-  if progress and len(chunks) < num_shards:
-    print(f"[create_pretraining_data] {num_shards - len(chunks)} of the {num_shards} shards "
-          f"stay empty: each chunk goes to one shard and there are {len(chunks)} chunk(s) "
-          f"(a smaller --chunk_size_mb makes more)", file=sys.stderr)
+  if progress:
+    note_empty_shards(len(chunks), num_shards)
   if progress and workers < num_workers:
     print(f"[create_pretraining_data] using {workers} worker(s): each worker writes its own "
           f"shards and there are {num_shards} shard(s) and {len(chunks)} chunk(s)",
