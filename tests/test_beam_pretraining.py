@@ -134,6 +134,19 @@ def test_shards_beyond_the_chunks_are_written_empty(corpus, tmp_path, capsys):
   assert written == _contents(local_run["output_files"]) and written[-1] == b""
 
 
+def test_slots_inside_a_long_document_are_empty_on_the_workers_too(corpus, tmp_path):
+  # One 65 KB document between short ones: with 20 KB slots, two slots fall inside it.
+  text = (fx.random_text(30, seed=3) + "\n" + fx.random_text(1, seed=4, min_sentences=1500,
+                                                              max_sentences=1500)
+          + "\n" + fx.random_text(30, seed=5))
+  long_doc = {**corpus, "text": fx.write_text(tmp_path, text, name="long.txt")}
+  slots = cpd.num_slots(len(text.encode()), cpd.chunk_bytes(CHUNK_MB))
+  beam_run = _run_beam(long_doc, str(tmp_path / "beam" / "p"), IN_MEMORY)
+  local_run = _local(long_doc, str(tmp_path / "local" / "p"), 3)
+  assert beam_run["chunks"] == local_run["chunks"] < slots
+  assert _contents(beam_run["output_files"]) == _contents(local_run["output_files"])
+
+
 def test_bad_input_gives_the_local_tools_errors_before_the_pipeline(corpus, tmp_path):
   out = str(tmp_path / "o")
   with pytest.raises(cpd.PretrainingDataError, match="nothing_here"):
