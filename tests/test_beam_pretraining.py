@@ -140,8 +140,8 @@ def test_slots_inside_a_long_document_are_empty_on_the_workers_too(corpus, tmp_p
                                                               max_sentences=1500)
           + "\n" + fx.random_text(30, seed=5))
   long_doc = {**corpus, "text": fx.write_text(tmp_path, text, name="long.txt")}
-  slots = cpd.num_slots(len(text.encode()), cpd.chunk_bytes(CHUNK_MB))
   beam_run = _run_beam(long_doc, str(tmp_path / "beam" / "p"), IN_MEMORY)
+  slots = cpd.num_slots(len(text.encode()), beam_run["chunk_bytes"])
   local_run = _local(long_doc, str(tmp_path / "local" / "p"), 3)
   assert beam_run["chunks"] == local_run["chunks"] < slots
   assert _contents(beam_run["output_files"]) == _contents(local_run["output_files"])

@@ -83,6 +83,22 @@ def test_summary_statistics_match_the_original_rates(created):
   assert len(summary["vocab_sha256"]) == 64
 
 
+def test_a_small_input_is_cut_finer_so_that_no_shard_is_empty(corpus, tmp_path, capsys):
+  # 80 short documents (a few KB) over 2 shards: at the nominal 4 MB one chunk would leave
+  # the second shard empty; the grid is cut finer instead, no finer than 16 KB.
+  small = fx.write_text(tmp_path, fx.random_text(80, seed=7, min_sentences=4,
+                                                 max_sentences=20), name="small.txt")
+  size = os.path.getsize(small)
+  assert cpd.chunk_bytes(4.0, size, 2) < size < 4 << 20
+  summary = cpd.create_pretraining_data(small, corpus["vocab"], str(tmp_path / "p"), SETTINGS,
+                                        num_shards=2, progress=True)
+  assert "stay empty" not in capsys.readouterr().err
+  assert all(_records([p]) for p in summary["output_files"])
+  # A large input keeps the nominal size, and no chunk is ever cut below 16 KB.
+  assert cpd.chunk_bytes(4.0, 1 << 30, 8) == 4 << 20
+  assert cpd.chunk_bytes(4.0, 1000, 8) == 16 << 10
+
+
 def test_summary_times_the_start_up_apart_from_the_work(created):
   _, summary = created
   assert 0 < summary["startup_seconds"] < summary["seconds"]
@@ -95,7 +111,8 @@ def test_shard_i_holds_the_chunks_i_mod_num_shards_in_order(corpus, created):
   out, summary = created
   with open(cpd.summary_path(out)) as f:
     assert json.load(f)["instances"] == summary["instances"]
-  chunks = cpd.plan_chunks([corpus["text"]], cpd.chunk_bytes(0.125))
+  assert summary["chunk_bytes"] == cpd.chunk_bytes(0.125, os.path.getsize(corpus["text"]), 3)
+  chunks = cpd.plan_chunks([corpus["text"]], summary["chunk_bytes"])
   assert len(chunks) == summary["chunks"] > 3
   special = cpd.load_special_ids(corpus["vocab"])
   tokenize = cpd.make_line_tokenizer(corpus["vocab"], True)

@@ -222,7 +222,7 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
   elapsed = time.time() - start
   summary = cpd.make_summary(totals, settings, plan.files, vocab_file,
                              plan.special.vocab_size, plan.paths, gzip, None, chunk_size_mb,
-                             elapsed, 0.0, [], runner=runner)
+                             plan.chunk_bytes, elapsed, 0.0, [], runner=runner)
   with files_lib.atomic_open(plan.summary_file) as f:
     json.dump(summary, f, indent=2)
   return summary

@@ -5,7 +5,8 @@ Output: sharded TFRecords of `tf.train.Example`s with the original release's fea
 (`input_ids`, `input_mask`, `segment_ids`, `masked_lm_positions`, `masked_lm_ids`,
 `masked_lm_weights`, `next_sentence_labels`), plus a JSON summary beside them.
 
-The input is cut into document-aligned chunks of about `chunk_size_mb`; each chunk is read,
+The input is cut into document-aligned chunks of about `chunk_size_mb` (less for an input
+too small to give each shard several chunks, see `chunk_bytes`); each chunk is read,
 tokenized, turned into instances, shuffled and written on its own, so memory is bounded by
 one chunk, and chunks spread over worker processes. A random next segment comes from
 another document of the same chunk. Each chunk's random draws are seeded by
@@ -136,9 +137,23 @@ def input_size(path: str) -> int:
   return tf.io.gfile.stat(path).length
 
 
-def chunk_bytes(chunk_size_mb: float) -> int:
-  """The nominal chunk size in bytes."""
-  return max(1, int(chunk_size_mb * (1 << 20)))
+# A small input is cut finer than chunk_size_mb so that each shard gets about this many
+# chunks (shards hold whole chunks: too few chunks leave shards uneven or empty, and a
+# trainer that reads one shard per replica would starve a replica).
+_CHUNKS_PER_SHARD = 4
+# ... but never finer than this, so that a chunk keeps several documents for its random
+# next segments.
+_MIN_CHUNK_BYTES = 16 << 10
+
+
+def chunk_bytes(chunk_size_mb: float, total_bytes: int = 0, num_shards: int = 1) -> int:
+  """The nominal chunk size in bytes: `chunk_size_mb`, or less for an input of
+  `total_bytes` too small to give each of `num_shards` shards `_CHUNKS_PER_SHARD` chunks
+  (not below `_MIN_CHUNK_BYTES`). A function of its arguments alone, so every runner cuts
+  the same grid."""
+  nominal = max(1, int(chunk_size_mb * (1 << 20)))
+  balanced = -(-total_bytes // (num_shards * _CHUNKS_PER_SHARD))
+  return min(nominal, max(balanced, _MIN_CHUNK_BYTES))
 
 
 def num_slots(size: int, nominal_bytes: int) -> int:
@@ -573,7 +588,8 @@ def plan_run(input_file: str, vocab_file: str, output: str, settings: Pretrainin
   sizes = [input_size(f) for f in files]
   if sum(sizes) == 0:
     raise PretrainingDataError(f"Input is empty: {', '.join(files)}")
-  return RunPlan(files, sizes, special, paths, summary_file, chunk_bytes(chunk_size_mb))
+  return RunPlan(files, sizes, special, paths, summary_file,
+                 chunk_bytes(chunk_size_mb, sum(sizes), num_shards))
 
 
 def check_totals(totals: Dict[str, int], files: Sequence[str]):
@@ -603,7 +619,8 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
       The files do not depend on it.
     gzip: GZIP-compress the TFRecords.
     overwrite: replace existing outputs (otherwise they are an error).
-    chunk_size_mb: input is processed in document-aligned chunks of about this size.
+    chunk_size_mb: input is processed in document-aligned chunks of about this size (less
+      for a small input, see `chunk_bytes`).
     progress: print a progress line to stderr every few seconds.
 
   Returns:
@@ -651,8 +668,8 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
   elapsed = time.time() - start
 
   summary = make_summary(totals, settings, files, vocab_file, plan.special.vocab_size, paths,
-                         gzip, workers, chunk_size_mb, elapsed, tracker.startup_seconds,
-                         worker_cpu_seconds)
+                         gzip, workers, chunk_size_mb, plan.chunk_bytes, elapsed,
+                         tracker.startup_seconds, worker_cpu_seconds)
   with files_lib.atomic_open(plan.summary_file) as f:
     json.dump(summary, f, indent=2)
   return summary
@@ -700,7 +717,7 @@ def _run_in_processes(workers, chunks, paths, gzip, settings, vocab_file, tracke
 
 
 def make_summary(totals, settings, files, vocab_file, vocab_size, paths, gzip, workers,
-                 chunk_size_mb, elapsed, startup_seconds, worker_cpu_seconds,
+                 chunk_size_mb, chunk_bytes_used, elapsed, startup_seconds, worker_cpu_seconds,
                  runner: str = "local") -> Dict:
   """The JSON summary from the merged chunk counts (`empty_stats` keys) and the run's facts.
 
@@ -745,6 +762,7 @@ def make_summary(totals, settings, files, vocab_file, vocab_size, paths, gzip, w
       "runner": runner,
       "num_workers": workers,
       "chunk_size_mb": chunk_size_mb,
+      "chunk_bytes": chunk_bytes_used,
       "seconds": elapsed,
       "instances_per_second": totals["instances"] / max(elapsed, 1e-9),
       # Until every worker had TensorFlow imported and its tokenizer built.
