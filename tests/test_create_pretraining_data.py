@@ -83,6 +83,22 @@ def test_summary_statistics_match_the_original_rates(created):
   assert len(summary["vocab_sha256"]) == 64
 
 
+def test_a_small_input_is_cut_finer_so_that_no_shard_is_empty(corpus, tmp_path, capsys):
+  # 80 short documents (a few KB) over 2 shards: at the nominal 4 MB one chunk would leave
+  # the second shard empty; the grid is cut finer instead, no finer than 16 KB.
+  small = fx.write_text(tmp_path, fx.random_text(80, seed=7, min_sentences=4,
+                                                 max_sentences=20), name="small.txt")
+  size = os.path.getsize(small)
+  assert cpd.chunk_bytes(4.0, size, 2) < size < 4 << 20
+  summary = cpd.create_pretraining_data(small, corpus["vocab"], str(tmp_path / "p"), SETTINGS,
+                                        num_shards=2, progress=True)
+  assert "stay empty" not in capsys.readouterr().err
+  assert all(_records([p]) for p in summary["output_files"])
+  # A large input keeps the nominal size, and no chunk is ever cut below 16 KB.
+  assert cpd.chunk_bytes(4.0, 1 << 30, 8) == 4 << 20
+  assert cpd.chunk_bytes(4.0, 1000, 8) == 16 << 10
+
+
 def test_summary_times_the_start_up_apart_from_the_work(created):
   _, summary = created
   assert 0 < summary["startup_seconds"] < summary["seconds"]
@@ -91,14 +107,20 @@ def test_summary_times_the_start_up_apart_from_the_work(created):
   assert summary["work_cpu_seconds_per_worker"] == [summary["work_cpu_seconds"]]
 
 
-def test_summary_file_and_shards_hold_all_instances_round_robin(created):
+def test_shard_i_holds_the_chunks_i_mod_num_shards_in_order(corpus, created):
   out, summary = created
   with open(cpd.summary_path(out)) as f:
     assert json.load(f)["instances"] == summary["instances"]
-  counts = [len(_records([p])) for p in summary["output_files"]]
-  assert len(counts) == 3 and sum(counts) == summary["instances"]
-  # Round-robin per chunk keeps shards within a chunk count of each other.
-  assert max(counts) - min(counts) <= summary["chunks"]
+  assert summary["chunk_bytes"] == cpd.chunk_bytes(0.125, os.path.getsize(corpus["text"]), 3)
+  chunks = cpd.plan_chunks([corpus["text"]], summary["chunk_bytes"])
+  assert len(chunks) == summary["chunks"] > 3
+  special = cpd.load_special_ids(corpus["vocab"])
+  tokenize = cpd.make_line_tokenizer(corpus["vocab"], True)
+  expected = [[], [], []]
+  for chunk in chunks:
+    for records in cpd.chunk_records(chunk, SETTINGS, special, tokenize, cpd.empty_stats()):
+      expected[chunk.index % 3].extend(records)
+  assert [_records([p]) for p in summary["output_files"]] == expected
   assert not glob.glob(out + "*" + cpd.INCOMPLETE_SUFFIX)
 
 
@@ -129,19 +151,22 @@ def test_same_seed_gives_identical_files_and_another_seed_differs(corpus, create
   assert set(_records(other["output_files"])) != set(_records(summary["output_files"]))
 
 
-def test_chunks_split_over_two_workers_make_the_same_instances_as_one(corpus, tmp_path):
+def test_chunks_split_over_two_workers_make_the_same_files_as_one(corpus, tmp_path):
   settings = cpd.PretrainingDataSettings(max_seq_length=32, max_predictions_per_seq=5,
                                          dupe_factor=1)
   chunks = cpd.plan_chunks([corpus["text"]], 1 << 17)
   assert len(chunks) > 2
-  records = {}
+  files = {}
   for workers in (1, 2):
     paths = [str(tmp_path / f"w{workers}-{i}") for i in range(2)]
     for w in range(workers):
       cpd._run_worker(w, workers, chunks, paths, False, settings, corpus["vocab"],  # pylint: disable=protected-access
                       lambda _: None)
-    records[workers] = sorted(_records([p + cpd.INCOMPLETE_SUFFIX for p in paths]))
-  assert len(records[1]) > 1000 and records[1] == records[2]
+    files[workers] = []
+    for p in paths:
+      with open(p + cpd.INCOMPLETE_SUFFIX, "rb") as f:
+        files[workers].append(f.read())
+  assert all(len(f) > 10_000 for f in files[1]) and files[1] == files[2]
 
 
 @pytest.mark.slow
@@ -154,8 +179,8 @@ def test_two_worker_processes_write_the_same_instances_as_one(corpus, tmp_path):
         corpus["text"], corpus["vocab"], str(tmp_path / f"w{workers}"), settings,
         num_shards=2, num_workers=workers, chunk_size_mb=0.125, progress=False)
   assert runs[2]["num_workers"] == 2 and runs[2]["chunks"] > 2
-  one, two = (sorted(_records(runs[w]["output_files"])) for w in (1, 2))
-  assert len(one) == runs[1]["instances"] and one == two
+  one, two = ([_records([p]) for p in runs[w]["output_files"]] for w in (1, 2))
+  assert sum(map(len, one)) == runs[1]["instances"] and one == two
 
 
 def test_gzip_output_reads_back_with_gzip_compression(corpus, tmp_path):
@@ -268,15 +293,22 @@ def test_failure_midway_leaves_no_complete_looking_file(corpus, tmp_path, monkey
   assert os.listdir(tmp_path) == []
 
 
-def test_chunks_end_at_document_boundaries(corpus):
+def test_chunks_end_at_document_boundaries(corpus, tmp_path):
   chunks = cpd.plan_chunks([corpus["text"]], 10_000)
   assert len(chunks) > 5
   with open(corpus["text"], "rb") as f:
     data = f.read()
   assert chunks[0].start == 0 and chunks[-1].end == len(data)
   for a, b in zip(chunks, chunks[1:]):
-    assert a.end == b.start
+    assert a.end == b.start and a.index < b.index
     assert data[:a.end].endswith(b"\n\n")
+  # Each slot found alone (as Beam's workers do) is the same chunk.
+  for chunk in chunks:
+    assert cpd.file_chunks(corpus["text"], len(data), 0, 10_000, [chunk.index]) == [chunk]
+  # A document longer than the nominal size stays whole: its slots are empty.
+  long_doc = fx.write_text(tmp_path, "a b c\n" * 10_000 + "\nd e\n", name="long.txt")
+  cut = cpd.plan_chunks([long_doc], 10_000)
+  assert [c.index for c in cut] == [0, 5] and cut[1].start == 60_001
 
 
 def test_tool_runs_and_prints_a_one_line_summary(corpus, tmp_path):

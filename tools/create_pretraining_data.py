@@ -14,12 +14,12 @@ plus a JSON summary (instances, masking statistics, settings, vocab SHA-256) bes
 
 writes out/pretrain-0000{0..3}-of-00004.tfrecord and out/pretrain.json. The input is
 processed in document-aligned chunks (--chunk_size_mb); a random next segment comes from
-another document of the same chunk. The same seed, input, settings and chunk size give the
-same instances with any number of workers.
+another document of the same chunk. The same seed, input, settings, chunk size and shard
+count give identical files with any number of workers.
 
 With --runner set to an Apache Beam runner (DirectRunner, DataflowRunner, FlinkRunner,
 SparkRunner, PortableRunner) the same work runs as a Beam pipeline and writes the same
-instances (`pip install "bert_tf[beam]"`); Beam's own pipeline options follow a `--`:
+files (`pip install "bert_tf[beam]"`); Beam's own pipeline options follow a `--`:
 
   python3 tools/create_pretraining_data.py --runner=DataflowRunner \
       --input_file=gs://b/corpus/*.txt --vocab_file=gs://b/vocab.txt \
@@ -63,7 +63,9 @@ flags.DEFINE_integer("dupe_factor", 10, "Passes over the input, each with differ
 flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens to predict.")
 flags.DEFINE_float("short_seq_prob", 0.1,
                    "Probability that a document pass aims at a random shorter length.")
-flags.DEFINE_integer("num_shards", 1, "Output files; instances go round-robin over them.")
+flags.DEFINE_integer("num_shards", 1,
+                     "Output files: chunk i's instances go to shard i mod num_shards, so "
+                     "the files are the same for any --num_workers or --runner.")
 flags.DEFINE_integer("num_workers", 1,
                      "Worker processes. Each writes its own shards, so at most num_shards "
                      "workers are used.")

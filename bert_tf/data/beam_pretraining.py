@@ -1,19 +1,27 @@
 """create_pretraining_data as an Apache Beam pipeline, for corpora beyond one machine.
 
-The pipeline runs the local tool's plan and unit of work (`create_pretraining_data.plan_run`
-and `chunk_records`): the input is cut into document-aligned byte ranges of about
-`chunk_size_mb`, chunk i is seeded by (random_seed, i) and draws its random next segments
-from its own documents. For the same input, vocab, settings, seed and chunk size it
-therefore writes exactly the instances the local tool writes, on any runner and with any
-parallelism; which shard an instance lands in, and the order within a shard, are the
-runner's.
+The pipeline does the local tool's work (`create_pretraining_data`) and writes the same
+files, byte for byte, on any runner and with any parallelism:
 
-Chunks are spread over the workers, and a worker reads only its chunks' byte ranges, so
-many workers share one big file and a worker holds one chunk at a time. The records go
-through Beam's TFRecord sink, which writes temporary files and gives them the shard names
-only once every shard is complete; the pipeline's merged counts are written beside the
-output and turned into the JSON summary by the launcher last, as the local tool does. A
-failed pipeline leaves neither shards nor a summary under the output's names.
+1. Slots. The launcher only lists the input files and their sizes. Each file's chunk
+   slots (`file_chunks`: one per `chunk_size_mb` begun, numbered over the files in order)
+   are spread over the workers, and each worker finds its slot's two cut points and reads
+   only that byte range: planning is parallel, and many workers share one big file.
+2. Chunks -> pieces. A chunk's instances (seeded by its index) are streamed, in the
+   chunk's shuffled order, into one temporary TFRecord file, its piece; a worker holds one
+   chunk at a time.
+3. Pieces -> shards. Only (shard, chunk index, piece path) goes through the grouping, never
+   the records: each shard's writer sorts its pieces by chunk index and streams them into
+   the shard (chunk i goes to shard i mod num_shards, as in the local tool). Uncompressed
+   TFRecord framing is a pure function of the records, so pieces are concatenated as
+   bytes; a GZIP shard is written by TensorFlow's writer from the pieces' records, the
+   same calls as the local tool's writer makes.
+
+Pieces, shards and the merged counts are written inside a temporary folder beside the
+output; the launcher checks the counts, moves the shards to their names and writes the
+JSON summary last, as the local tool does. A failed pipeline leaves neither shards nor a
+summary under the output's names. The temporary folder holds the output twice (pieces and
+shards) until the launcher removes it.
 
 Needs the `beam` extra (`pip install "bert_tf[beam]"`): apache-beam and google-crc32c,
 the fast CRC that TFRecord framing needs.
@@ -21,27 +29,48 @@ the fast CRC that TFRecord framing needs.
 
 import json
 import os
+import shutil
 import time
-import uuid
 from typing import Dict, Iterable, Optional, Sequence
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.options import pipeline_options as beam_options
 
 from bert_tf.data import create_pretraining_data as cpd
 from bert_tf.utils import files as files_lib
 
 _COUNTS = "counts"
+# Bytes per read when pieces are concatenated.
+_COPY_BUFFER = 16 << 20
 
 
-class _ChunkToRecords(beam.DoFn):
-  """(chunk index, Chunk) -> serialized tf.train.Example bytes; counts on `_COUNTS`."""
+def _piece_path(temp_dir: str, chunk_index: int) -> str:
+  return f"{temp_dir}/piece-{chunk_index:010d}.tfrecord"
 
-  def __init__(self, settings: cpd.PretrainingDataSettings, vocab_file: str):
+
+def _shard_path(temp_dir: str, shard: int) -> str:
+  return f"{temp_dir}/shard-{shard:05d}"
+
+
+def _slots(file_entry, nominal_bytes: int):
+  """(path, size, first index) -> (path, size, first index, slot) for each of its slots."""
+  path, size, first = file_entry
+  for k in range(cpd.num_slots(size, nominal_bytes)):
+    yield path, size, first, k
+
+
+class _SlotToPiece(beam.DoFn):
+  """A slot -> its chunk's piece file; yields (shard, (chunk index, piece path)) and the
+  chunk's counts on `_COUNTS`."""
+
+  def __init__(self, settings: cpd.PretrainingDataSettings, vocab_file: str,
+               nominal_bytes: int, num_shards: int, temp_dir: str):
     super().__init__()
     self._settings = settings
     self._vocab_file = vocab_file
+    self._nominal_bytes = nominal_bytes
+    self._num_shards = num_shards
+    self._temp_dir = temp_dir
     self._special = None
     self._tokenize = None
 
@@ -52,14 +81,52 @@ class _ChunkToRecords(beam.DoFn):
     self._tokenize = cpd.make_line_tokenizer(self._vocab_file, self._settings.do_lower_case)
 
   def process(self, element):
-    index, chunk = element
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    path, size, first, slot = element
     cpu = time.process_time()
-    stats = cpd.empty_stats()
-    for records in cpd.chunk_records(chunk, index, self._settings, self._special,
-                                     self._tokenize, stats):
-      yield from records
-    stats["cpu_seconds"] = time.process_time() - cpu
-    yield beam.pvalue.TaggedOutput(_COUNTS, stats)
+    for chunk in cpd.file_chunks(path, size, first, self._nominal_bytes, [slot]):
+      stats = cpd.empty_stats()
+      piece = _piece_path(self._temp_dir, chunk.index)
+      # A retried bundle rewrites the same bytes; the rename keeps a reader from seeing
+      # half of them.
+      with files_lib.atomic_path(piece) as tmp:
+        with tf.io.TFRecordWriter(tmp) as writer:
+          for records in cpd.chunk_records(chunk, self._settings, self._special,
+                                           self._tokenize, stats):
+            for record in records:
+              writer.write(record)
+      stats["cpu_seconds"] = time.process_time() - cpu
+      yield cpd.shard_of(chunk.index, self._num_shards), (chunk.index, piece)
+      yield beam.pvalue.TaggedOutput(_COUNTS, stats)
+
+
+class _WriteShard(beam.DoFn):
+  """(shard, [(chunk index, piece path) or None]) -> the shard's file in the temporary
+  folder: its pieces in chunk order, records streamed."""
+
+  def __init__(self, temp_dir: str, gzip: bool):
+    super().__init__()
+    self._temp_dir = temp_dir
+    self._gzip = gzip
+
+  def process(self, element):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    shard, entries = element
+    pieces = [p for _, p in sorted(e for e in entries if e is not None)]
+    with files_lib.atomic_path(_shard_path(self._temp_dir, shard)) as tmp:
+      if self._gzip:
+        options = tf.io.TFRecordOptions(compression_type="GZIP")
+        with tf.io.TFRecordWriter(tmp, options) as writer:
+          for piece in pieces:
+            for record in tf.compat.v1.io.tf_record_iterator(piece):
+              writer.write(record)
+      else:
+        with tf.io.gfile.GFile(tmp, "wb") as out:
+          out.write(b"")  # GFile creates the file on the first write; a shard may be empty.
+          for piece in pieces:
+            with tf.io.gfile.GFile(piece, "rb") as f:
+              shutil.copyfileobj(f, out, _COPY_BUFFER)
+    yield shard
 
 
 def _merge_all(counts: Iterable[Dict[str, int]]) -> Dict[str, int]:
@@ -69,35 +136,33 @@ def _merge_all(counts: Iterable[Dict[str, int]]) -> Dict[str, int]:
   return total
 
 
-def _sink_naming(path: str, num_shards: int, gzip: bool):
-  """(file_path_prefix, shard_name_template, file_name_suffix) that make Beam's sink write
-  `cpd.output_paths`."""
-  ext = ".tfrecord.gz" if gzip else ".tfrecord"
-  if num_shards == 1:
-    return path[:-len(ext)], "", ext
-  suffix = f"-00000-of-{num_shards:05d}{ext}"
-  return path[:-len(suffix)], "-SSSSS-of-NNNNN", ext
-
-
 def build_pipeline(pipeline: beam.Pipeline, plan: cpd.RunPlan, vocab_file: str,
-                   settings: cpd.PretrainingDataSettings, gzip: bool, counts_path: str):
-  """Adds the steps to `pipeline`: chunks -> records -> shards, counts -> `counts_path`."""
-  prefix, template, suffix = _sink_naming(plan.paths[0], len(plan.paths), gzip)
+                   settings: cpd.PretrainingDataSettings, gzip: bool, temp_dir: str):
+  """Adds the steps to `pipeline`: slots -> pieces -> shards in `temp_dir`, counts ->
+  `temp_dir`/counts."""
+  num_shards = len(plan.paths)
+  file_entries = list(zip(plan.files, plan.sizes,
+                          cpd.first_indices(plan.sizes, plan.chunk_bytes)))
   outputs = (
       pipeline
-      | "Chunks" >> beam.Create(list(enumerate(plan.chunks)))
-      # Spreads the chunks over the workers (Create alone may keep them in one bundle).
+      | "Files" >> beam.Create(file_entries)
+      | "Slots" >> beam.FlatMap(_slots, plan.chunk_bytes)
+      # Spreads the slots over the workers (Create alone may keep them in one bundle).
       | "Spread" >> beam.Reshuffle()
-      | "Instances" >> beam.ParDo(_ChunkToRecords(settings, vocab_file)).with_outputs(
-          _COUNTS, main="records"))
-  _ = outputs.records | "Write" >> beam.io.WriteToTFRecord(
-      prefix, file_name_suffix=suffix, num_shards=len(plan.paths),
-      shard_name_template=template,
-      compression_type=CompressionTypes.GZIP if gzip else CompressionTypes.UNCOMPRESSED)
+      | "Pieces" >> beam.ParDo(_SlotToPiece(settings, vocab_file, plan.chunk_bytes,
+                                            num_shards, temp_dir)).with_outputs(
+                                                _COUNTS, main="pieces"))
+  # Every shard is written, also one that no chunk reaches (an empty file, as locally).
+  every_shard = (pipeline | "ShardIndices" >> beam.Create(range(num_shards))
+                 | "NoPiece" >> beam.Map(lambda s: (s, None)))
+  _ = ((outputs.pieces, every_shard)
+       | "Flatten" >> beam.Flatten()
+       | "PiecesPerShard" >> beam.GroupByKey()
+       | "Shards" >> beam.ParDo(_WriteShard(temp_dir, gzip)))
   _ = (outputs[_COUNTS]
        | "Merge" >> beam.CombineGlobally(_merge_all)
        | "Json" >> beam.Map(json.dumps)
-       | "Counts" >> beam.io.WriteToText(counts_path, shard_name_template=""))
+       | "Counts" >> beam.io.WriteToText(f"{temp_dir}/counts", shard_name_template=""))
 
 
 def create_pretraining_data(input_file: str, vocab_file: str, output: str,
@@ -125,33 +190,39 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
   """
   plan = cpd.plan_run(input_file, vocab_file, output, settings, num_shards, gzip, overwrite,
                       chunk_size_mb)
+  cpd.note_empty_shards(sum(cpd.num_slots(n, plan.chunk_bytes) for n in plan.sizes),
+                        num_shards)
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  tf.io.gfile.makedirs(os.path.dirname(plan.paths[0]) or ".")
-  counts_path = f"{plan.summary_file}.counts-{uuid.uuid4().hex[:12]}"
+  temp_dir = files_lib.temporary_name(cpd.summary_path(output)[:-len(".json")])
+  tf.io.gfile.makedirs(temp_dir)
   options = beam_options.PipelineOptions(list(pipeline_args or []) + [f"--runner={runner}"])
   start = time.time()
+  moved = []
   try:
     try:
       pipeline = beam.Pipeline(options=options)
-      build_pipeline(pipeline, plan, vocab_file, settings, gzip, counts_path)
+      build_pipeline(pipeline, plan, vocab_file, settings, gzip, temp_dir)
       pipeline.run().wait_until_finish()
     except Exception as e:  # pylint: disable=broad-except
       # The runner wraps a worker's exception; its text keeps the file named.
       raise cpd.PretrainingDataError(f"The pipeline failed: {e}") from e
-    with tf.io.gfile.GFile(counts_path) as f:
+    with tf.io.gfile.GFile(f"{temp_dir}/counts") as f:
       totals = json.loads(f.read())
     cpd.check_totals(totals, plan.files)
+    for shard, path in enumerate(plan.paths):
+      tf.io.gfile.rename(_shard_path(temp_dir, shard), path, overwrite=True)
+      moved.append(path)
   except BaseException:
-    # Shards already renamed by a finished pipeline whose totals are refused.
-    for p in plan.paths + [counts_path]:
-      if tf.io.gfile.exists(p):
-        tf.io.gfile.remove(p)
+    for path in moved:
+      tf.io.gfile.remove(path)
     raise
-  tf.io.gfile.remove(counts_path)
+  finally:
+    if tf.io.gfile.exists(temp_dir):
+      tf.io.gfile.rmtree(temp_dir)
   elapsed = time.time() - start
   summary = cpd.make_summary(totals, settings, plan.files, vocab_file,
                              plan.special.vocab_size, plan.paths, gzip, None, chunk_size_mb,
-                             elapsed, 0.0, [], runner=runner)
+                             plan.chunk_bytes, elapsed, 0.0, [], runner=runner)
   with files_lib.atomic_open(plan.summary_file) as f:
     json.dump(summary, f, indent=2)
   return summary

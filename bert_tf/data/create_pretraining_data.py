@@ -5,13 +5,15 @@ Output: sharded TFRecords of `tf.train.Example`s with the original release's fea
 (`input_ids`, `input_mask`, `segment_ids`, `masked_lm_positions`, `masked_lm_ids`,
 `masked_lm_weights`, `next_sentence_labels`), plus a JSON summary beside them.
 
-The input is cut into document-aligned chunks of about `chunk_size_mb`; each chunk is read,
+The input is cut into document-aligned chunks of about `chunk_size_mb` (less for an input
+too small to give each shard several chunks, see `chunk_bytes`); each chunk is read,
 tokenized, turned into instances, shuffled and written on its own, so memory is bounded by
 one chunk, and chunks spread over worker processes. A random next segment comes from
 another document of the same chunk. Each chunk's random draws are seeded by
-(random_seed, chunk index), so the set of instances depends only on the input, the
-settings and the chunk size: any number of workers writes the same instances, and the
-same number of workers and shards writes identical files.
+(random_seed, chunk index), and chunk i's instances go, in their shuffled order, to shard
+i mod num_shards after those of the shard's earlier chunks. The files are therefore a
+function of the input, the settings, the chunk size and the shard count alone: any number
+of workers, and the Beam pipeline on any runner, writes identical files.
 """
 
 import dataclasses
@@ -73,11 +75,16 @@ class PretrainingDataSettings:
 
 @dataclasses.dataclass(frozen=True)
 class Chunk:
-  """Bytes [start, end) of one input file, beginning and ending at document boundaries."""
+  """Bytes [start, end) of one input file, beginning and ending at document boundaries.
+
+  `index` seeds the chunk's random draws (see `chunk_rngs`) and picks its shard (see
+  `shard_of`).
+  """
 
   path: str
   start: int
   end: int
+  index: int
 
 
 # ---------------------------------------------------------------------------------------
@@ -130,32 +137,97 @@ def input_size(path: str) -> int:
   return tf.io.gfile.stat(path).length
 
 
-def plan_chunks(files: Sequence[str], chunk_bytes: int) -> List[Chunk]:
-  """Cuts files into chunks of about `chunk_bytes`, each ending after a blank line.
+# A small input is cut finer than chunk_size_mb so that each shard gets about this many
+# chunks (shards hold whole chunks: too few chunks leave shards uneven or empty, and a
+# trainer that reads one shard per replica would starve a replica).
+_CHUNKS_PER_SHARD = 4
+# ... but never finer than this, so that a chunk keeps several documents for its random
+# next segments.
+_MIN_CHUNK_BYTES = 16 << 10
 
-  A document longer than `chunk_bytes` stays whole. Only the cut points are read. A
-  chunk's index in the returned list seeds its random draws (see `chunk_rngs`).
+
+def chunk_bytes(chunk_size_mb: float, total_bytes: int = 0, num_shards: int = 1) -> int:
+  """The nominal chunk size in bytes: `chunk_size_mb`, or less for an input of
+  `total_bytes` too small to give each of `num_shards` shards `_CHUNKS_PER_SHARD` chunks
+  (not below `_MIN_CHUNK_BYTES`). A function of its arguments alone, so every runner cuts
+  the same grid."""
+  nominal = max(1, int(chunk_size_mb * (1 << 20)))
+  balanced = -(-total_bytes // (num_shards * _CHUNKS_PER_SHARD))
+  return min(nominal, max(balanced, _MIN_CHUNK_BYTES))
+
+
+def num_slots(size: int, nominal_bytes: int) -> int:
+  """Chunk slots of a file of `size` bytes: one per `nominal_bytes` begun."""
+  return -(-size // nominal_bytes)
+
+
+def first_indices(sizes: Sequence[int], nominal_bytes: int) -> List[int]:
+  """Each file's first chunk index: indices count every file's slots, files in order."""
+  firsts, total = [], 0
+  for size in sizes:
+    firsts.append(total)
+    total += num_slots(size, nominal_bytes)
+  return firsts
+
+
+def _document_boundary(f, position: int, size: int) -> int:
+  """The end of the first blank line after the line that byte `position` falls in (0 and
+  `size` for positions at or beyond the file's ends)."""
+  if position <= 0:
+    return 0
+  if position >= size:
+    return size
+  f.seek(position)
+  f.readline()  # The rest of the line the position fell into.
+  while True:
+    line = f.readline()
+    if not line or not line.strip():
+      return min(f.tell(), size)
+
+
+def file_chunks(path: str, size: int, first_index: int, nominal_bytes: int,
+                slots: Optional[Sequence[int]] = None) -> List[Chunk]:
+  """The chunks of some slots (default all) of one file.
+
+  Slot k runs from the first document boundary after byte k * nominal_bytes to the first
+  after byte (k + 1) * nominal_bytes, so each slot is found from its own byte range alone
+  (the Beam pipeline plans slots in parallel, each where it is processed). Its chunk's
+  index is first_index + k. A slot inside a document longer than `nominal_bytes` is empty
+  and left out; that document stays whole. Only the cut points are read.
   """
+  slots = range(num_slots(size, nominal_bytes)) if slots is None else slots
   chunks = []
-  for path in files:
-    size = input_size(path)
-    start = 0
-    with open_input(path) as f:
-      while start < size:
-        end = start + chunk_bytes
-        if end >= size:
-          end = size
-        else:
-          f.seek(end)
-          f.readline()  # The rest of the line the cut fell into.
-          while True:
-            line = f.readline()
-            if not line or not line.strip():
-              break
-          end = f.tell()
-        chunks.append(Chunk(path, start, end))
-        start = end
+  with open_input(path) as f:
+    previous, end = None, 0
+    for k in slots:
+      start = end if previous == k - 1 else _document_boundary(f, k * nominal_bytes, size)
+      end = _document_boundary(f, (k + 1) * nominal_bytes, size)
+      previous = k
+      if end > start:
+        chunks.append(Chunk(path, start, end, first_index + k))
   return chunks
+
+
+def plan_chunks(files: Sequence[str], nominal_bytes: int,
+                sizes: Optional[Sequence[int]] = None) -> List[Chunk]:
+  """Cuts files into chunks of about `nominal_bytes`, each ending after a blank line
+  (see `file_chunks`), in index order."""
+  sizes = [input_size(f) for f in files] if sizes is None else sizes
+  return [chunk for path, size, first in zip(files, sizes, first_indices(sizes, nominal_bytes))
+          for chunk in file_chunks(path, size, first, nominal_bytes)]
+
+
+def shard_of(chunk_index: int, num_shards: int) -> int:
+  """The shard that a chunk's instances go to."""
+  return chunk_index % num_shards
+
+
+def note_empty_shards(num_chunks: int, num_shards: int):
+  """Says on stderr that shards beyond the chunks stay empty, if any do."""
+  if num_chunks < num_shards:
+    print(f"[create_pretraining_data] at least {num_shards - num_chunks} of the {num_shards} "
+          f"shards stay empty: each chunk goes to one shard and there are at most "
+          f"{num_chunks} chunk(s) (a smaller --chunk_size_mb makes more)", file=sys.stderr)
 
 
 def read_chunk(chunk: Chunk) -> Tuple[List[str], int]:
@@ -261,27 +333,21 @@ def summary_path_for_record_file(path: str) -> str:
 
 
 class _ShardWriters:
-  """Round-robin writing over some shards, each to a temporary name until closed."""
+  """Writers of some shards (shard index -> path), each to a temporary name until closed."""
 
-  def __init__(self, paths: Sequence[str], gzip: bool):
+  def __init__(self, paths: Dict[int, str], gzip: bool):
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip else "")
-    self._writers = [tf.io.TFRecordWriter(p + INCOMPLETE_SUFFIX, options) for p in paths]
-    self._next = 0
+    self._writers = {s: tf.io.TFRecordWriter(p + INCOMPLETE_SUFFIX, options)
+                     for s, p in paths.items()}
 
-  def write(self, records: Sequence[bytes]):
-    n = len(self._writers)
-    if not n:
-      return
-    writers = self._writers
-    i = self._next
+  def write(self, shard: int, records: Sequence[bytes]):
+    writer = self._writers[shard]
     for record in records:
-      writers[i].write(record)
-      i = (i + 1) % n
-    self._next = i
+      writer.write(record)
 
   def close(self):
-    for w in self._writers:
+    for w in self._writers.values():
       w.close()
 
 
@@ -359,12 +425,13 @@ def create_examples_from_documents(tokens: np.ndarray, sentence_offsets, documen
         input_ids, input_mask, segment_ids, masked, batch.is_random_next))
 
 
-def chunk_records(chunk: Chunk, chunk_index: int, settings: PretrainingDataSettings,
+def chunk_records(chunk: Chunk, settings: PretrainingDataSettings,
                   special: pi.SpecialIds, tokenize, stats: Dict[str, int]):
   """Reads, tokenizes and turns one chunk into examples; the local tool's and the Beam
   pipeline's one unit of work.
 
-  The instances depend only on the chunk's bytes, its index (the seed) and the settings.
+  The instances and their order depend only on the chunk's bytes, its index (the seed)
+  and the settings.
 
   Args:
     stats: a dict from `empty_stats` that the chunk's counts are added to.
@@ -386,7 +453,7 @@ def chunk_records(chunk: Chunk, chunk_index: int, settings: PretrainingDataSetti
     stats["max_token_id"] = max(stats["max_token_id"], max_id)
     if max_id >= special.vocab_size or int(tokens.min()) < 0:
       raise PretrainingDataError(f"{chunk.path}: the tokenizer returned ids outside the vocab")
-  rng, np_rng = chunk_rngs(settings.random_seed, chunk_index)
+  rng, np_rng = chunk_rngs(settings.random_seed, chunk.index)
   yield from create_examples_from_documents(tokens, sentence_offsets, document_offsets,
                                             settings, special, rng, np_rng, stats)
 
@@ -398,18 +465,23 @@ def chunk_records(chunk: Chunk, chunk_index: int, settings: PretrainingDataSetti
 def _run_worker(worker_index: int, num_workers: int, chunks: Sequence[Chunk],
                 shard_paths: Sequence[str], gzip: bool, settings: PretrainingDataSettings,
                 vocab_file: str, report: Callable):
-  """Processes chunks worker_index, worker_index + num_workers, ... into its own shards."""
+  """Writes shards worker_index, worker_index + num_workers, ...: their chunks, in order."""
   special = load_special_ids(vocab_file)
   tokenize = make_line_tokenizer(vocab_file, settings.do_lower_case)
-  writers = _ShardWriters(shard_paths[worker_index::num_workers], gzip)
+  num_shards = len(shard_paths)
+  writers = _ShardWriters({s: shard_paths[s] for s in range(worker_index, num_shards,
+                                                            num_workers)}, gzip)
   report(("ready", None))
   total = empty_stats()
   try:
-    for index in range(worker_index, len(chunks), num_workers):
+    for chunk in chunks:
+      shard = shard_of(chunk.index, num_shards)
+      if shard % num_workers != worker_index:
+        continue
       cpu = time.process_time()
       stats = empty_stats()
-      for records in chunk_records(chunks[index], index, settings, special, tokenize, stats):
-        writers.write(records)
+      for records in chunk_records(chunk, settings, special, tokenize, stats):
+        writers.write(shard, records)
       stats["cpu_seconds"] = time.process_time() - cpu
       merge_stats(total, stats)
       report(("progress", stats))
@@ -477,19 +549,26 @@ class RunPlan:
   """What a run reads and writes, checked before any work starts."""
 
   files: List[str]
+  sizes: List[int]
   special: pi.SpecialIds
   paths: List[str]
   summary_file: str
-  chunks: List[Chunk]
-  total_bytes: int
+  # The nominal chunk size (see `file_chunks`).
+  chunk_bytes: int
+
+  @property
+  def total_bytes(self) -> int:
+    return sum(self.sizes)
 
 
 def plan_run(input_file: str, vocab_file: str, output: str, settings: PretrainingDataSettings,
              num_shards: int, gzip: bool, overwrite: bool, chunk_size_mb: float) -> RunPlan:
-  """Checks the settings, inputs, vocab and outputs, and cuts the input into chunks.
+  """Checks the settings, inputs, vocab and outputs; reads the input files' sizes.
 
   Shared by the local tool and the Beam pipeline, so that both refuse the same bad input
-  with the same errors and number their chunks (hence seed them) alike.
+  with the same errors and number their chunks (hence seed and shard them) alike. Only
+  sizes are read here: the cut points are found by `plan_chunks` (the local tool) or by
+  each chunk's worker (Beam).
 
   Raises:
     PretrainingDataError: bad input, vocab, settings or an existing output.
@@ -506,11 +585,11 @@ def plan_run(input_file: str, vocab_file: str, output: str, settings: Pretrainin
   if existing and not overwrite:
     raise PretrainingDataError(f"Output exists (pass --overwrite to replace it): "
                                f"{', '.join(existing)}")
-  total_bytes = sum(input_size(f) for f in files)
-  if total_bytes == 0:
+  sizes = [input_size(f) for f in files]
+  if sum(sizes) == 0:
     raise PretrainingDataError(f"Input is empty: {', '.join(files)}")
-  chunks = plan_chunks(files, max(1, int(chunk_size_mb * (1 << 20))))
-  return RunPlan(files, special, paths, summary_file, chunks, total_bytes)
+  return RunPlan(files, sizes, special, paths, summary_file,
+                 chunk_bytes(chunk_size_mb, sum(sizes), num_shards))
 
 
 def check_totals(totals: Dict[str, int], files: Sequence[str]):
@@ -535,11 +614,13 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
     vocab_file: WordPiece vocab, one token per line, with [PAD] [UNK] [CLS] [SEP] [MASK].
     output: output prefix (see `output_paths`); the summary goes to `summary_path(output)`.
     settings: the original tool's settings.
-    num_shards: output files; instances go round-robin over them.
+    num_shards: output files; chunk i's instances go to shard i mod num_shards.
     num_workers: processes; each writes its own shards, so at most num_shards are used.
+      The files do not depend on it.
     gzip: GZIP-compress the TFRecords.
     overwrite: replace existing outputs (otherwise they are an error).
-    chunk_size_mb: input is processed in document-aligned chunks of about this size.
+    chunk_size_mb: input is processed in document-aligned chunks of about this size (less
+      for a small input, see `chunk_bytes`).
     progress: print a progress line to stderr every few seconds.
 
   Returns:
@@ -552,10 +633,13 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
     raise PretrainingDataError("num_shards and num_workers must be at least 1")
   plan = plan_run(input_file, vocab_file, output, settings, num_shards, gzip, overwrite,
                   chunk_size_mb)
-  files, paths, chunks = plan.files, plan.paths, plan.chunks
+  files, paths = plan.files, plan.paths
+  chunks = plan_chunks(files, plan.chunk_bytes, plan.sizes)
   out_dir = os.path.dirname(os.path.abspath(paths[0]))
   os.makedirs(out_dir, exist_ok=True)
   workers = max(1, min(num_workers, num_shards, len(chunks)))
+  if progress:
+    note_empty_shards(len(chunks), num_shards)
   if progress and workers < num_workers:
     print(f"[create_pretraining_data] using {workers} worker(s): each worker writes its own "
           f"shards and there are {num_shards} shard(s) and {len(chunks)} chunk(s)",
@@ -584,8 +668,8 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
   elapsed = time.time() - start
 
   summary = make_summary(totals, settings, files, vocab_file, plan.special.vocab_size, paths,
-                         gzip, workers, chunk_size_mb, elapsed, tracker.startup_seconds,
-                         worker_cpu_seconds)
+                         gzip, workers, chunk_size_mb, plan.chunk_bytes, elapsed,
+                         tracker.startup_seconds, worker_cpu_seconds)
   with files_lib.atomic_open(plan.summary_file) as f:
     json.dump(summary, f, indent=2)
   return summary
@@ -633,7 +717,7 @@ def _run_in_processes(workers, chunks, paths, gzip, settings, vocab_file, tracke
 
 
 def make_summary(totals, settings, files, vocab_file, vocab_size, paths, gzip, workers,
-                 chunk_size_mb, elapsed, startup_seconds, worker_cpu_seconds,
+                 chunk_size_mb, chunk_bytes_used, elapsed, startup_seconds, worker_cpu_seconds,
                  runner: str = "local") -> Dict:
   """The JSON summary from the merged chunk counts (`empty_stats` keys) and the run's facts.
 
@@ -678,6 +762,7 @@ def make_summary(totals, settings, files, vocab_file, vocab_size, paths, gzip, w
       "runner": runner,
       "num_workers": workers,
       "chunk_size_mb": chunk_size_mb,
+      "chunk_bytes": chunk_bytes_used,
       "seconds": elapsed,
       "instances_per_second": totals["instances"] / max(elapsed, 1e-9),
       # Until every worker had TensorFlow imported and its tokenizer built.
