@@ -89,9 +89,9 @@ def peer_env(onednn: bool = True) -> Dict[str, Optional[str]]:
   return {cpu_kernels.ONEDNN_VARIABLE: "1" if onednn else None}
 
 
-def define_protocol_flags() -> None:
+def define_protocol_flags(compete_alternate: bool = False) -> None:
   """The flags of the round protocol (see alternate), shared by the interleaved
-  benchmarks."""
+  benchmarks; --compete_alternate only for a benchmark that reports it."""
   flags.DEFINE_float("quiet_load", 0.5, "Before each round, wait until the 1-minute load "
                      "average is at most this (or --quiet_timeout passed); each round "
                      "records the load it started at.")
@@ -100,6 +100,12 @@ def define_protocol_flags() -> None:
   flags.DEFINE_bool("compete", False, "Run one competing one-core busy process (a "
                     "pinned Python loop, the same for every system) during each round's "
                     "timed steps: how each system degrades when a core is taken.")
+  if not compete_alternate:
+    return
+  flags.DEFINE_bool("compete_alternate", False, "Rounds in pairs with the same order, "
+                    "the first quiet, the second with the competing job of --compete: "
+                    "each system's slowdown under load (loaded over quiet median step, "
+                    "with its bootstrap interval over the pairs) from one run.")
 
 
 def check_rounds_of_record(rounds: int, recording: bool) -> None:
@@ -175,6 +181,7 @@ class Worker:
     self.step_seconds: List[float] = []
     # Per round: the step seconds of that round (the unit the bootstrap resamples).
     self.rounds: List[List[float]] = []
+    self.cpu_rounds: List[List[float]] = []
     self.cpu_seconds: List[float] = []
     self.peak_rss_mb = None
 
@@ -199,6 +206,7 @@ class Worker:
     self.step_seconds += seconds
     self.rounds.append(seconds)
     self.cpu_seconds += result.get("cpu_seconds", [])
+    self.cpu_rounds.append(result.get("cpu_seconds", []))
     return seconds
 
   def close(self) -> None:
@@ -229,14 +237,16 @@ def start_sequential(specs: Sequence[tuple]) -> List[Worker]:
 
 def alternate(workers: Sequence[Worker], rounds: int, steps_per_round: int,
               quiet_load: float = 0.5, quiet_timeout: float = 0.0,
-              compete: bool = False) -> List[dict]:
+              compete: bool = False, compete_alternate: bool = False) -> List[dict]:
   """Runs `rounds` rounds, each giving every (ready) worker `steps_per_round` steps,
   then closes the workers.
 
   Before each round it waits for a quiet machine (machine_load.wait_for_quiet, up to
   quiet_timeout seconds) and samples what other processes use; the round's order
   rotates (stats.round_order), so each system starts first in turn; with `compete`, one
-  pinned one-core busy process runs during the round's timed steps.
+  pinned one-core busy process runs during the round's timed steps. With
+  `compete_alternate` the rounds go in pairs of the same order, the second of each pair
+  with the competing job (2 x `rounds` rounds in all).
 
   Returns:
     One record per round: its order, the load average when the round started
@@ -244,19 +254,21 @@ def alternate(workers: Sequence[Worker], rounds: int, steps_per_round: int,
     before it ("others_busy_cpus") and "compete".
   """
   records = []
-  for r in range(rounds):
+  plan = stats.round_plan(range(len(workers)), rounds, compete, compete_alternate)
+  total = len(plan)
+  for r, (indices, loaded) in enumerate(plan):
     gate = machine_load.wait_for_quiet(quiet_load, quiet_timeout)
     others = machine_load.busy_cpus(1.0)
-    order = [workers[i] for i in stats.round_order(range(len(workers)), r)]
-    with machine_load.Competitor() if compete else contextlib.nullcontext():
+    order = [workers[i] for i in indices]
+    with machine_load.Competitor() if loaded else contextlib.nullcontext():
       line = [f"{w.name} {statistics.median(w.run(steps_per_round)) * 1000:.0f} ms"
               for w in order]
     records.append({"round": r + 1, "order": [w.name for w in order], **gate,
-                    "others_busy_cpus": others, "compete": compete})
+                    "others_busy_cpus": others, "compete": loaded})
     others_text = "n/a" if others is None else f"{others:.2f}"
-    print(f"  round {r + 1}/{rounds} (load {gate['load']:.2f}, waited "
+    print(f"  round {r + 1}/{total} (load {gate['load']:.2f}, waited "
           f"{gate['waited_s']:.0f}s, others busy {others_text} CPUs"
-          f"{', competing job' if compete else ''}): " + ", ".join(line), flush=True)
+          f"{', competing job' if loaded else ''}): " + ", ".join(line), flush=True)
   for worker in workers:
     worker.close()
   return records
@@ -271,8 +283,11 @@ def load_summary(records: Sequence[dict]) -> str:
          f"({quiet}/{len(records)} under the gate)" if loads else "no rounds"
   if others:
     text += f", others busy {min(others):.2f}-{max(others):.2f} CPUs"
-  if records and records[0].get("compete"):
+  loaded = sum(1 for r in records if r.get("compete"))
+  if loaded == len(records) and records:
     text += ", with a competing one-core job"
+  elif loaded:
+    text += f", a competing one-core job in {loaded}/{len(records)} rounds"
   return text
 
 

@@ -54,7 +54,7 @@ flags.DEFINE_integer("peer_intra_op_threads", 0, "Intra-op threads of every peer
                      "TensorFlow's default; torch: one per core).")
 flags.DEFINE_integer("peer_inter_op_threads", 0, "Inter-op threads of every peer (0: the "
                      "framework's default).")
-common.define_protocol_flags()
+common.define_protocol_flags(compete_alternate=True)
 flags.DEFINE_string("baseline", "", "Path of another checkout of bert_tf (for example a "
                     "`git worktree` of the commit before a change): its own worker runs as "
                     "one more system, 'baseline', interleaved with ours, so that a change's "
@@ -195,15 +195,18 @@ def run_config(name, peers):
       print(f" pair: {' and '.join(spec[0] for spec in group)}", flush=True)
     workers = common.start_sequential(group)
     records = common.alternate(workers, FLAGS.rounds, steps, FLAGS.quiet_load,
-                               FLAGS.quiet_timeout, FLAGS.compete)
+                               FLAGS.quiet_timeout, FLAGS.compete, FLAGS.compete_alternate)
     rounds_of_record.append({"systems": [w.name for w in workers], "rounds": records})
     for worker in workers[1:] if len(groups) > 1 else workers:
       results[worker.name] = dict(rates(worker.rounds), peak_rss_mb=worker.peak_rss_mb,
-                                  info=worker.info, steps=len(worker.step_seconds))
+                                  info=worker.info, steps=len(worker.step_seconds),
+                                  median_cpu_seconds=common.median(worker.cpu_seconds))
       if worker is not workers[0]:
         # Ours against this system within the rounds they shared.
         results[worker.name]["ours_over_this"] = common.ratio_with_interval(
             workers[0].rounds, worker.rounds)
+      if FLAGS.compete_alternate:
+        results[worker.name]["under_load"] = under_load(workers[0], worker)
     if len(groups) > 1:
       ours_rounds += workers[0].rounds
       ours_peak = max(ours_peak, workers[0].peak_rss_mb or 0.0)
@@ -211,6 +214,7 @@ def run_config(name, peers):
                              info=workers[0].info, steps=sum(map(len, ours_rounds)))
   return {"size": size, "batch_size": batch, "seq_length": seq, "predictions": predictions,
           "results": results, "pairwise": FLAGS.pairwise, "compete": FLAGS.compete,
+          "compete_alternate": FLAGS.compete_alternate,
           "load": common.load_summary([r for g in rounds_of_record for r in g["rounds"]]),
           "round_records": rounds_of_record}
 
@@ -221,9 +225,54 @@ def label(system):
   return common.PEER_LABELS[system]
 
 
+def under_load(ours, worker):
+  """Of a --compete_alternate run (rounds in quiet/loaded pairs): the worker's quiet and
+  loaded median steps, its slowdown (loaded over quiet, bootstrap over the pairs) and
+  ours/this in the quiet and in the loaded rounds."""
+  quiet, loaded = worker.rounds[0::2], worker.rounds[1::2]
+  # Process CPU time per step: threads that spin or wait on a busy core show here.
+  entry = {"quiet_median_step_seconds": stats.pooled_median(quiet),
+           "loaded_median_step_seconds": stats.pooled_median(loaded),
+           "quiet_median_cpu_seconds": stats.pooled_median(worker.cpu_rounds[0::2]),
+           "loaded_median_cpu_seconds": stats.pooled_median(worker.cpu_rounds[1::2]),
+           "slowdown": common.ratio_with_interval(quiet, loaded)}
+  if worker is not ours:
+    entry["ours_over_this_quiet"] = common.ratio_with_interval(ours.rounds[0::2], quiet)
+    entry["ours_over_this_loaded"] = common.ratio_with_interval(ours.rounds[1::2], loaded)
+  return entry
+
+
+def load_table(configs):
+  """The --compete_alternate runs among `configs` as one markdown table ('' if none)."""
+  rows = []
+  order = [*OURS, "model_garden", "keras_hub", "hf"]
+  for key, run in configs.items():
+    for system in sorted(run["results"], key=lambda k: order.index(k) if k in order else 99):
+      r = run["results"][system]
+      if "under_load" not in r:
+        continue
+      u = r["under_load"]
+      fmt = lambda x: stats.format_interval(x["ratio"], x["interval"]) if x else ""
+      cpu = lambda k: f" ({u[k]:.1f} CPU s)" if k in u else ""
+      rows.append([key, label(system),
+                   f"{1000 * u['quiet_median_step_seconds']:.0f}"
+                   f"{cpu('quiet_median_cpu_seconds')}",
+                   f"{1000 * u['loaded_median_step_seconds']:.0f}"
+                   f"{cpu('loaded_median_cpu_seconds')}", fmt(u["slowdown"]),
+                   fmt(u.get("ours_over_this_quiet")), fmt(u.get("ours_over_this_loaded"))])
+  if not rows:
+    return ""
+  return common.markdown_table(
+      ["config", "system", "quiet median step ms (CPU s)", "with a competing job, ms",
+       "slowdown [95% CI]", "ours/this quiet [95% CI]", "ours/this loaded [95% CI]"], rows)
+
+
 def config_key(name, compete):
   """The results file's key of a run: the configuration, `_compete` when a competing job
-  ran (a run under load does not replace the quiet one)."""
+  ran (a run under load does not replace the quiet one), `_compete_alternate` for
+  quiet/loaded round pairs."""
+  if FLAGS.compete_alternate:
+    return f"{name}_compete_alternate"
   return f"{name}_compete" if compete else name
 
 
@@ -238,7 +287,7 @@ def report(configs, current_peak):
   current = {k: v for k, v in configs.items() if "round_records" in v}
 
   def order_key(key):
-    name = key[:-len("_compete")] if key.endswith("_compete") else key
+    name = key.split("_compete")[0]
     return (list(CONFIGS).index(name) if name in CONFIGS else len(CONFIGS), key)
 
   for key in sorted(current, key=order_key):
@@ -263,12 +312,17 @@ def report(configs, current_peak):
                    stats.format_interval(ratio["ratio"], ratio["interval"]) if ratio else ""])
     pairwise = ", ours beside one peer at a time" if run.get("pairwise") else ""
     peak_note = f", matmul peak {peak:.1f} GFLOP/s" if peak else ""
-    notes.append(f"- {key}: `{run['command']}` ({run['rounds']} rounds{pairwise}; "
+    rounds = (f"{run['rounds']} pairs of a quiet and a loaded round"
+              if run.get("compete_alternate") else f"{run['rounds']} rounds")
+    notes.append(f"- {key}: `{run['command']}` ({rounds}{pairwise}; "
                  f"{run['machine']}{peak_note}; {run['load']})")
     if best:
       notes[-1] += (f"; ours/best peer ({label(best)}) "
                     f"{stats.format_interval(ratios[best]['ratio'], ratios[best]['interval'])}")
   table = common.markdown_table(header, rows)
+  loads = load_table(current)
+  if loads:
+    table += "\n\nUnder load (`--compete_alternate`: quiet and loaded rounds in pairs):\n\n" + loads
   print(table)
   print("\n".join(notes))
   if FLAGS.write_readme:

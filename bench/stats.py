@@ -28,6 +28,20 @@ def round_order(names: Sequence[str], round_index: int) -> List[str]:
   return names[shift:] + names[:shift]
 
 
+def round_plan(names: Sequence[str], rounds: int, compete: bool = False,
+               compete_alternate: bool = False) -> List[Tuple[List[str], bool]]:
+  """The rounds of a run: (order, whether the competing job runs) each.
+
+  compete: the job runs in every round. compete_alternate: 2 x `rounds` rounds in
+  pairs, both rounds of a pair in the same order (round_order of the pair), the first
+  quiet and the second loaded, so that a system's loaded and quiet steps are compared
+  pair by pair at the same place in the order.
+  """
+  if compete_alternate:
+    return [(round_order(names, r // 2), r % 2 == 1) for r in range(2 * rounds)]
+  return [(round_order(names, r), compete) for r in range(rounds)]
+
+
 def quantile(values: Sequence[float], q: float) -> float:
   """The q-quantile (0 <= q <= 1) of `values`, linear between order statistics."""
   ordered = sorted(values)

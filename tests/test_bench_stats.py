@@ -124,3 +124,15 @@ def test_competing_job_is_pinned_to_one_core_and_stopped():
     if hasattr(os, "sched_getaffinity"):
       assert os.sched_getaffinity(job.proc.pid) == {(os.cpu_count() or 1) - 1}
   assert job.proc.poll() is not None
+
+
+def test_round_plan_pairs_quiet_and_loaded_rounds_in_the_same_order():
+  plan = stats.round_plan(["ours", "peer", "other"], 3, compete_alternate=True)
+  assert len(plan) == 6
+  assert [loaded for _, loaded in plan] == [False, True] * 3
+  for quiet, loaded in zip(plan[0::2], plan[1::2]):
+    assert quiet[0] == loaded[0]
+  assert [order[0] for order, _ in plan[0::2]] == ["ours", "peer", "other"]
+  assert stats.round_plan(["a", "b"], 2, compete=True) == [(["a", "b"], True),
+                                                           (["b", "a"], True)]
+  assert stats.round_plan(["a", "b"], 1) == [(["a", "b"], False)]
