@@ -189,7 +189,7 @@ def run_config(name, peers):
     return {"sequences_per_second": batch / step, "tokens_per_second": batch * seq / step,
             "model_gflops_per_second": flops * batch / step / 1e9, **summary}
 
-  results, rounds_of_record, ours_rounds, ours_peak = {}, [], [], 0.0
+  results, rounds_of_record, ours_rounds, ours_cpu_rounds, ours_peak = {}, [], [], [], 0.0
   for group in groups:
     if len(groups) > 1:
       print(f" pair: {' and '.join(spec[0] for spec in group)}", flush=True)
@@ -206,12 +206,19 @@ def run_config(name, peers):
         results[worker.name]["ours_over_this"] = common.ratio_with_interval(
             workers[0].rounds, worker.rounds)
       if FLAGS.compete_alternate:
-        results[worker.name]["under_load"] = under_load(workers[0], worker)
+        results[worker.name]["under_load"] = under_load(
+            workers[0].rounds, workers[0].cpu_rounds, worker.rounds, worker.cpu_rounds)
     if len(groups) > 1:
       ours_rounds += workers[0].rounds
+      ours_cpu_rounds += workers[0].cpu_rounds
       ours_peak = max(ours_peak, workers[0].peak_rss_mb or 0.0)
       results["ours"] = dict(rates(ours_rounds), peak_rss_mb=ours_peak or None,
                              info=workers[0].info, steps=sum(map(len, ours_rounds)))
+      if FLAGS.compete_alternate:
+        # Every pair contributes whole quiet/loaded pairs, so the pooled rounds keep
+        # their alternation.
+        results["ours"]["under_load"] = under_load(
+            ours_rounds, ours_cpu_rounds, ours_rounds, ours_cpu_rounds)
   return {"size": size, "batch_size": batch, "seq_length": seq, "predictions": predictions,
           "results": results, "pairwise": FLAGS.pairwise, "compete": FLAGS.compete,
           "compete_alternate": FLAGS.compete_alternate,
@@ -225,20 +232,21 @@ def label(system):
   return common.PEER_LABELS[system]
 
 
-def under_load(ours, worker):
-  """Of a --compete_alternate run (rounds in quiet/loaded pairs): the worker's quiet and
-  loaded median steps, its slowdown (loaded over quiet, bootstrap over the pairs) and
+def under_load(ours_rounds, ours_cpu_rounds, rounds, cpu_rounds):
+  """Of a --compete_alternate run (rounds in quiet/loaded pairs): a system's quiet and
+  loaded median steps and CPU seconds per step, its slowdown (loaded over quiet,
+  bootstrap over the pairs) and, for a system other than ours (given ours' rounds),
   ours/this in the quiet and in the loaded rounds."""
-  quiet, loaded = worker.rounds[0::2], worker.rounds[1::2]
+  quiet, loaded = rounds[0::2], rounds[1::2]
   # Process CPU time per step: threads that spin or wait on a busy core show here.
   entry = {"quiet_median_step_seconds": stats.pooled_median(quiet),
            "loaded_median_step_seconds": stats.pooled_median(loaded),
-           "quiet_median_cpu_seconds": stats.pooled_median(worker.cpu_rounds[0::2]),
-           "loaded_median_cpu_seconds": stats.pooled_median(worker.cpu_rounds[1::2]),
+           "quiet_median_cpu_seconds": stats.pooled_median(cpu_rounds[0::2]),
+           "loaded_median_cpu_seconds": stats.pooled_median(cpu_rounds[1::2]),
            "slowdown": common.ratio_with_interval(quiet, loaded)}
-  if worker is not ours:
-    entry["ours_over_this_quiet"] = common.ratio_with_interval(ours.rounds[0::2], quiet)
-    entry["ours_over_this_loaded"] = common.ratio_with_interval(ours.rounds[1::2], loaded)
+  if rounds is not ours_rounds:
+    entry["ours_over_this_quiet"] = common.ratio_with_interval(ours_rounds[0::2], quiet)
+    entry["ours_over_this_loaded"] = common.ratio_with_interval(ours_rounds[1::2], loaded)
   return entry
 
 
