@@ -8,6 +8,7 @@ moments of a noisy machine, and the ratio ours/peer is taken between medians of 
 run.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -23,9 +24,13 @@ from absl import flags
 from bert_tf import cpu_kernels
 from bert_tf.utils import files
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import machine_load  # pylint: disable=g-import-not-at-top,wrong-import-position
+import stats  # pylint: disable=g-import-not-at-top,wrong-import-position
+
 # Before any TensorFlow import: our side runs with the CPU kernels the tools choose
-# (TF_ENABLE_ONEDNN_OPTS=1 on x86-64). Peer workers do not inherit that choice: see
-# peer_env.
+# (TF_ENABLE_ONEDNN_OPTS=1 on x86-64). Peer workers get theirs from peer_env.
 cpu_kernels.prefer_onednn()
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -77,10 +82,42 @@ def data_path(*parts: str) -> str:
   return os.path.join(data_dir, *parts)
 
 
-def peer_env(onednn: bool = False) -> Dict[str, Optional[str]]:
-  """Environment entries for a peer worker: TensorFlow's own oneDNN default (the variable
-  unset, as a peer's user gets it), or oneDNN forced on as the tools do for ours."""
+def peer_env(onednn: bool = True) -> Dict[str, Optional[str]]:
+  """Environment entries for a peer worker: oneDNN on, as for ours (the TensorFlow
+  peers' best CPU setting on CPUs where TensorFlow leaves it off), or with
+  onednn=False TensorFlow's own default (the variable unset, as a peer's user gets it)."""
   return {cpu_kernels.ONEDNN_VARIABLE: "1" if onednn else None}
+
+
+def define_protocol_flags(compete_alternate: bool = False) -> None:
+  """The flags of the round protocol (see alternate), shared by the interleaved
+  benchmarks; --compete_alternate only for a benchmark that reports it."""
+  flags.DEFINE_float("quiet_load", 0.5, "Before each round, wait until the 1-minute load "
+                     "average is at most this (or --quiet_timeout passed); each round "
+                     "records the load it started at.")
+  flags.DEFINE_float("quiet_timeout", 180, "Longest wait for --quiet_load, seconds "
+                     "(0: no wait; the load is still recorded).")
+  flags.DEFINE_bool("compete", False, "Run one competing one-core busy process (a "
+                    "pinned Python loop, the same for every system) during each round's "
+                    "timed steps: how each system degrades when a core is taken.")
+  if not compete_alternate:
+    return
+  flags.DEFINE_bool("compete_alternate", False, "Rounds in pairs with the same order, "
+                    "the first quiet, the second with the competing job of --compete: "
+                    "each system's slowdown under load (loaded over quiet median step, "
+                    "with its bootstrap interval over the pairs) from one run.")
+
+
+def check_rounds_of_record(rounds: int, recording: bool) -> None:
+  """Figures of record need at least MIN_ROUNDS rounds (a check may use fewer)."""
+  if recording and rounds < MIN_ROUNDS:
+    raise SystemExit(f"--rounds={rounds}: figures of record need at least {MIN_ROUNDS} "
+                     f"rounds (or --nowrite_readme for a check)")
+
+
+# Rounds of a figure of record: the bootstrap over rounds needs a few to tell a 15%
+# difference from the noise of a shared machine.
+MIN_ROUNDS = 5
 
 
 def peer_python(peer: str, venv_root: str = DEFAULT_VENV_ROOT) -> str:
@@ -142,6 +179,9 @@ class Worker:
                                  stderr=self._log, text=True, env=full_env, cwd=REPO_ROOT)
     self.info = None
     self.step_seconds: List[float] = []
+    # Per round: the step seconds of that round (the unit the bootstrap resamples).
+    self.rounds: List[List[float]] = []
+    self.cpu_rounds: List[List[float]] = []
     self.cpu_seconds: List[float] = []
     self.peak_rss_mb = None
 
@@ -164,7 +204,9 @@ class Worker:
     result = self._read("RESULT")
     seconds = result["step_seconds"]
     self.step_seconds += seconds
+    self.rounds.append(seconds)
     self.cpu_seconds += result.get("cpu_seconds", [])
+    self.cpu_rounds.append(result.get("cpu_seconds", []))
     return seconds
 
   def close(self) -> None:
@@ -193,27 +235,86 @@ def start_sequential(specs: Sequence[tuple]) -> List[Worker]:
   return workers
 
 
-def alternate(workers: Sequence[Worker], rounds: int, steps_per_round: int) -> None:
-  """Runs `rounds` rounds, each giving every (ready) worker `steps_per_round` steps."""
-  for r in range(rounds):
-    order = list(workers) if r % 2 == 0 else list(reversed(workers))
-    line = []
-    for worker in order:
-      seconds = worker.run(steps_per_round)
-      line.append(f"{worker.name} {statistics.median(seconds) * 1000:.0f} ms")
-    print(f"  round {r + 1}/{rounds}: " + ", ".join(line), flush=True)
+def alternate(workers: Sequence[Worker], rounds: int, steps_per_round: int,
+              quiet_load: float = 0.5, quiet_timeout: float = 0.0,
+              compete: bool = False, compete_alternate: bool = False) -> List[dict]:
+  """Runs `rounds` rounds, each giving every (ready) worker `steps_per_round` steps,
+  then closes the workers.
+
+  Before each round it waits for a quiet machine (machine_load.wait_for_quiet, up to
+  quiet_timeout seconds) and samples what other processes use; the round's order
+  rotates (stats.round_order), so each system starts first in turn; with `compete`, one
+  pinned one-core busy process runs during the round's timed steps. With
+  `compete_alternate` the rounds go in pairs of the same order, the second of each pair
+  with the competing job (2 x `rounds` rounds in all).
+
+  Returns:
+    One record per round: its order, the load average when the round started
+    ("load"), the wait ("waited_s", "quiet"), the CPUs other processes kept busy just
+    before it ("others_busy_cpus") and "compete".
+  """
+  records = []
+  plan = stats.round_plan(range(len(workers)), rounds, compete, compete_alternate)
+  total = len(plan)
+  for r, (indices, loaded) in enumerate(plan):
+    gate = machine_load.wait_for_quiet(quiet_load, quiet_timeout)
+    others = machine_load.busy_cpus(1.0)
+    order = [workers[i] for i in indices]
+    with machine_load.Competitor() if loaded else contextlib.nullcontext():
+      line = [f"{w.name} {statistics.median(w.run(steps_per_round)) * 1000:.0f} ms"
+              for w in order]
+    records.append({"round": r + 1, "order": [w.name for w in order], **gate,
+                    "others_busy_cpus": others, "compete": loaded})
+    others_text = "n/a" if others is None else f"{others:.2f}"
+    print(f"  round {r + 1}/{total} (load {gate['load']:.2f}, waited "
+          f"{gate['waited_s']:.0f}s, others busy {others_text} CPUs"
+          f"{', competing job' if loaded else ''}): " + ", ".join(line), flush=True)
   for worker in workers:
     worker.close()
+  return records
+
+
+def load_summary(records: Sequence[dict]) -> str:
+  """'load 0.31-0.52 (5/5 rounds quiet), others busy 0.02-0.10 CPUs' of round records."""
+  loads = [r["load"] for r in records]
+  others = [r["others_busy_cpus"] for r in records if r.get("others_busy_cpus") is not None]
+  quiet = sum(1 for r in records if r.get("quiet"))
+  text = f"1-min load {min(loads):.2f}-{max(loads):.2f} at round starts " \
+         f"({quiet}/{len(records)} under the gate)" if loads else "no rounds"
+  if others:
+    text += f", others busy {min(others):.2f}-{max(others):.2f} CPUs"
+  loaded = sum(1 for r in records if r.get("compete"))
+  if loaded == len(records) and records:
+    text += ", with a competing one-core job"
+  elif loaded:
+    text += f", a competing one-core job in {loaded}/{len(records)} rounds"
+  return text
+
+
+def step_summary(rounds: Sequence[Sequence[float]]) -> dict:
+  """The per-step figures of one system: median, quartiles, min/max (seconds) and the
+  per-round lists they come from."""
+  spread = stats.median_spread([s for r in rounds for s in r])
+  return {"median_step_seconds": spread["median"], "step_seconds_q1": spread["q1"],
+          "step_seconds_q3": spread["q3"], "step_seconds_min": spread["min"],
+          "step_seconds_max": spread["max"], "round_step_seconds": [list(r) for r in rounds]}
+
+
+def ratio_with_interval(ours_rounds, peer_rounds) -> dict:
+  """{"ratio", "interval"}: ours' speed over the peer's (the peer's median step over
+  ours) with its 95% bootstrap interval over the shared rounds."""
+  return {"ratio": stats.speed_ratio(ours_rounds, peer_rounds),
+          "interval": list(stats.bootstrap_ratio_interval(ours_rounds, peer_rounds))}
 
 
 def interleaved_times(calls: Dict[str, Callable[[], object]], rounds: int,
                       report_rounds: bool = False) -> Dict[str, List[float]]:
   """Times functions of one process in turns: each round calls every one once, in an
-  order that reverses every round. Returns {name: seconds of each round}; with
+  order that rotates every round (stats.round_order). Returns {name: seconds of each round}; with
   report_rounds, prints each round's times."""
   times = {name: [] for name in calls}
   for r in range(rounds):
-    for name in (list(calls) if r % 2 == 0 else list(calls)[::-1]):
+    for name in stats.round_order(list(calls), r):
       start = time.perf_counter()
       calls[name]()
       times[name].append(time.perf_counter() - start)

@@ -4,13 +4,17 @@ Ours: the trainer's loop over the sentence_prediction task's reader (in-graph Wo
 dynamic padding, tf.data). Peers: Model Garden (its BertTokenizer/BertPackInputs layers,
 every example padded to seq_length) and Hugging Face (BertTokenizerFast per batch,
 padding to the batch's longest). Same vocab, batch, maximum length and model size; every
-step reads, tokenizes and pads its own next batch. Workers alternate round by round;
-examples/s is total examples over total time of the timed steps (steps differ in length
-under dynamic padding, so a mean, not a median of steps, is the rate).
+step reads, tokenizes and pads its own next batch. Workers take turns round by round
+(the protocol of bench/common.py: a quiet gate before each round, the starting system
+rotating, --compete for a competing one-core job); examples/s is the batch over the
+median step, and ours/this the ratio of median steps with a 95% bootstrap interval over
+rounds. Under dynamic padding steps differ in length: every system reads the same TSV
+in its own shuffled order, so a median over many steps compares like with like.
 
   python bench/finetune_throughput.py --data_dir=$BERT_TF_DATA --tasks=sst2,mrpc
 """
 
+import json
 import os
 import sys
 
@@ -20,6 +24,7 @@ from absl import flags
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+import stats  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 common.define_data_dir_flag()
@@ -30,7 +35,8 @@ flags.DEFINE_list("peers", ["model_garden", "hf"], "Peers to compare against.")
 flags.DEFINE_string("size", "mini", "Encoder size (tiny, mini, small, base, ...).")
 flags.DEFINE_integer("batch_size", 32, "Examples per step.")
 flags.DEFINE_integer("seq_length", 128, "Maximum sequence length.")
-flags.DEFINE_integer("rounds", 3, "Interleaved rounds.")
+flags.DEFINE_integer("rounds", 5, "Interleaved rounds (at least 5 for figures of "
+                     "record).")
 flags.DEFINE_integer("steps_per_round", 5, "Timed steps per system per round.")
 flags.DEFINE_bool("jit_compile", False, "XLA-compile our forward/backward.")
 flags.DEFINE_list("ours_variants", [], "Also run these variants of ours side by side "
@@ -38,7 +44,10 @@ flags.DEFINE_list("ours_variants", [], "Also run these variants of ours side by 
 flags.DEFINE_bool("install_peers", False, "Create the peers' virtual environments first.")
 flags.DEFINE_string("venv_root", common.DEFAULT_VENV_ROOT, "Where the peers' venvs live.")
 flags.DEFINE_string("device", "cpu", "cpu or gpu.")
-flags.DEFINE_bool("write_readme", True, "Update the fine-tuning section of bench/README.md.")
+flags.DEFINE_bool("write_readme", True, "Record the run: bench/results/"
+                  "finetune_throughput.json and the fine-tuning section of bench/README.md "
+                  "(without it, the results go to the workers' log folder).")
+common.define_protocol_flags()
 
 TSV = {"sst2": "glue_sst2/train.tsv", "mrpc": "glue_mrpc/train.tsv"}
 # name: (label, extra flags of bench/ours_finetune_worker.py)
@@ -59,12 +68,13 @@ PEER_SCRIPTS = {"model_garden": "bench/peers/model_garden_finetune.py",
 
 def main(argv):
   del argv
+  common.check_rounds_of_record(FLAGS.rounds, FLAGS.write_readme)
   peers = common.ready_peers(FLAGS.peers, FLAGS.install_peers, FLAGS.venv_root)
   vocab = FLAGS.vocab_file or common.data_path("bert_vocab", "uncased", "vocab.txt")
   env = {"CUDA_VISIBLE_DEVICES": ""} if FLAGS.device == "cpu" else {}
   command = common.command_line()
   rows, payload = [], {"command": command, "machine": common.machine_description(),
-                       "tasks": {}}
+                       "compete": FLAGS.compete, "tasks": {}, "loads": {}}
   for task in FLAGS.tasks:
     if task not in TSV:
       raise app.UsageError(f"Unknown task '{task}'; tasks: {', '.join(TSV)}")
@@ -88,35 +98,52 @@ def main(argv):
     print(f"{task}: {FLAGS.size}, batch {FLAGS.batch_size}, max length {FLAGS.seq_length}",
           flush=True)
     workers = common.start_sequential(specs)
-    common.alternate(workers, FLAGS.rounds, FLAGS.steps_per_round)
+    records = common.alternate(workers, FLAGS.rounds, FLAGS.steps_per_round,
+                               FLAGS.quiet_load, FLAGS.quiet_timeout, FLAGS.compete)
+    payload["loads"][task] = {"summary": common.load_summary(records), "rounds": records}
     results = {}
-    for worker, (_, _, _) in zip(workers, specs):
-      seconds = sum(worker.step_seconds)
+    for worker in workers:
+      summary = common.step_summary(worker.rounds)
       results[worker.name.rsplit("_", 1)[0]] = {
-          "examples_per_second": FLAGS.batch_size * len(worker.step_seconds) / seconds,
-          "peak_rss_mb": worker.peak_rss_mb, "info": worker.info}
+          "examples_per_second": FLAGS.batch_size / summary["median_step_seconds"],
+          **summary, "peak_rss_mb": worker.peak_rss_mb, "info": worker.info,
+          **({} if worker is workers[0] else
+             {"ours_over_this": common.ratio_with_interval(workers[0].rounds,
+                                                            worker.rounds)})}
     payload["tasks"][task] = results
-    ours = results["ours"]["examples_per_second"]
     for system, r in results.items():
-      ratio = "" if system == "ours" else f"{ours / r['examples_per_second']:.2f}x"
+      ratio = r.get("ours_over_this")
       label = (OURS_VARIANTS[system[5:]][0] if system.startswith("ours-")
                else common.PEER_LABELS[system])
       rows.append([task, FLAGS.size, label,
+                   f"{1000 * r['median_step_seconds']:.0f} "
+                   f"[{1000 * r['step_seconds_q1']:.0f}-{1000 * r['step_seconds_q3']:.0f}]",
                    f"{r['examples_per_second']:.1f}",
-                   f"{r['peak_rss_mb']:.0f}" if r["peak_rss_mb"] else "n/a", ratio])
+                   f"{r['peak_rss_mb']:.0f}" if r["peak_rss_mb"] else "n/a",
+                   stats.format_interval(ratio["ratio"], ratio["interval"]) if ratio else ""])
     for peer, target in (("model_garden", 3.0), ("hf", 1.2)):
       if peer in results and task == "sst2":
-        ratio = ours / results[peer]["examples_per_second"]
-        print(f"{task}: ours/{peer} = {ratio:.2f}x (target {target}x: "
-              f"{'met' if ratio >= target else 'NOT met'})")
-  table = common.markdown_table(["task", "size", "system", "examples/s", "peak RSS MiB",
-                                 "ours/this"], rows)
+        ratio = results[peer]["ours_over_this"]
+        print(f"{task}: ours/{peer} = "
+              f"{stats.format_interval(ratio['ratio'], ratio['interval'])} (target "
+              f"{target}x: {'met' if ratio['interval'][0] >= target else 'NOT met'} at the "
+              f"interval's low end)")
+  table = common.markdown_table(["task", "size", "system", "median step ms [IQR]",
+                                 "examples/s", "peak RSS MiB", "ours/this [95% CI]"], rows)
   print(table)
-  common.write_results("finetune_throughput", payload)
+  loads = "; ".join(f"{task}: {v['summary']}" for task, v in payload["loads"].items())
+  print(loads)
   if FLAGS.write_readme:
+    common.write_results("finetune_throughput", payload)
     common.update_readme_section(
-        "finetune", f"Command: `{command}` ({FLAGS.rounds} interleaved rounds x "
-        f"{FLAGS.steps_per_round} steps, batch {FLAGS.batch_size})\n\n{table}")
+        "finetune", f"Command: `{command}` ({FLAGS.rounds} rounds x "
+        f"{FLAGS.steps_per_round} steps, batch {FLAGS.batch_size}; "
+        f"{payload['machine']}; {loads})\n\n{table}")
+  else:
+    path = os.path.join(common.LOG_DIR, "finetune_throughput.json")
+    with open(path, "w") as f:
+      json.dump(payload, f, indent=1, sort_keys=True)
+    print(f"results: {path}")
   print(f"finetune_throughput: {len(FLAGS.tasks)} tasks; command: {command}")
 
 

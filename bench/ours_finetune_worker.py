@@ -58,6 +58,7 @@ def main():
   args = parser.parse_args()
 
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  thread_info = protocol.set_threads(args, tf)
   from bert_tf import configs  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import base  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.sentence_prediction import SentencePredictionConfig  # pylint: disable=g-import-not-at-top
@@ -101,6 +102,7 @@ def main():
     float(loop(iterator, one)["loss"])
 
   protocol.serve(step, warmup_steps=3, info={
+      **thread_info,
       "framework": f"bert_tf (TF {tf.__version__}), {args.batching} padding, task reader",
       "jit_compile": bool(args.jit_compile), "batching": args.batching,
       "sparse_last_layer": bool(args.sparse_last_layer)})

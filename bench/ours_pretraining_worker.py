@@ -102,10 +102,6 @@ def add_lever_flags(parser):
                       help="1: Keras's own Dense call instead of bert_tf.layers.fusion's.")
   parser.add_argument("--keras_dropout", type=int, default=0,
                       help="1: Keras's own dropout mask instead of bert_tf.layers.fusion's.")
-  parser.add_argument("--intra_op_threads", type=int, default=0,
-                      help="TensorFlow intra-op threads (0: TensorFlow's default).")
-  parser.add_argument("--inter_op_threads", type=int, default=0,
-                      help="TensorFlow inter-op threads (0: TensorFlow's default).")
   parser.add_argument("--num_cpu_devices", type=int, default=0,
                       help="> 1: MirroredStrategy over this many logical CPU devices "
                       "(runtime.num_cpu_devices), the batch split between them.")
@@ -134,10 +130,7 @@ def apply_thread_flags(args):
               tf.constant(65536 / (65536 - threshold), inputs.dtype))
 
     fusion.keep_bits = keras_keep_bits
-  if args.intra_op_threads:
-    tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
-  if args.inter_op_threads:
-    tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
+  args.thread_info = protocol.set_threads(args, tf)
 
 
 def apply_model_flags(args, trainer):
@@ -153,8 +146,7 @@ def lever_info(args):
           "xla_fusion": bool(args.xla_fusion),
           "sparse_last_layer": bool(args.sparse_last_layer),
           "mixed_precision": args.mixed_precision,
-          "threads": f"{args.intra_op_threads or 'default'}/"
-                     f"{args.inter_op_threads or 'default'}",
+          **args.thread_info,
           "cpu_devices": args.num_cpu_devices or 1}
 
 

@@ -30,13 +30,15 @@ from absl import flags
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+import stats  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("configs", ["mini", "small", "base"],
                   f"Configurations to run, among: mini, small, base, base512.")
 flags.DEFINE_list("peers", ["model_garden", "keras_hub", "hf"],
                   "Peers to compare against (empty for ours alone).")
-flags.DEFINE_integer("rounds", 5, "Interleaved rounds.")
+flags.DEFINE_integer("rounds", 5, "Interleaved rounds (at least 5 for figures of "
+                     "record).")
 flags.DEFINE_integer("steps_per_round", 0, "Timed steps per system per round "
                      "(0: a default per configuration).")
 flags.DEFINE_integer("steps_per_loop", 1, "Steps per call of our trainer's loop.")
@@ -44,10 +46,15 @@ flags.DEFINE_bool("jit_compile", False, "XLA-compile our forward/backward "
                   "(runtime.jit_compile).")
 flags.DEFINE_list("variants", [], "Our step with one lever switched, each as one more "
                   "system: any of the names of VARIANTS in this file.")
-flags.DEFINE_bool("peer_onednn", False, "Run the TensorFlow peers with oneDNN forced on "
-                  "(TF_ENABLE_ONEDNN_OPTS=1, as bert_tf sets it for ours) instead of "
-                  "TensorFlow's own default, which leaves it off on CPUs without AVX-512 "
-                  "VNNI/BF16 or AMX.")
+flags.DEFINE_bool("peer_onednn", True, "Run the TensorFlow peers with oneDNN on "
+                  "(TF_ENABLE_ONEDNN_OPTS=1, as bert_tf sets it for ours): their best CPU "
+                  "setting. --nopeer_onednn gives TensorFlow's own default, which leaves "
+                  "it off on CPUs without AVX-512 VNNI/BF16 or AMX.")
+flags.DEFINE_integer("peer_intra_op_threads", 0, "Intra-op threads of every peer (0: "
+                     "TensorFlow's default; torch: one per core).")
+flags.DEFINE_integer("peer_inter_op_threads", 0, "Inter-op threads of every peer (0: the "
+                     "framework's default).")
+common.define_protocol_flags(compete_alternate=True)
 flags.DEFINE_string("baseline", "", "Path of another checkout of bert_tf (for example a "
                     "`git worktree` of the commit before a change): its own worker runs as "
                     "one more system, 'baseline', interleaved with ours, so that a change's "
@@ -97,6 +104,12 @@ VARIANTS = {
     "inter_op_1": ("1 inter-op thread", ["--inter_op_threads", "1"], {}),
     "intra_op_1": ("1 intra-op thread", ["--intra_op_threads", "1"], {}),
     "intra_op_4": ("4 intra-op threads", ["--intra_op_threads", "4"], {}),
+    "onednn_caller_thread": ("oneDNN's parallel regions also run on the calling thread",
+                             [], {"TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD": "1"}),
+    "inter_op_1_intra_op_2": ("1 inter-op thread, 2 intra-op threads",
+                              ["--inter_op_threads", "1", "--intra_op_threads", "2"], {}),
+    "xla_cpu_1_thread": ("XLA's CPU runtime single-threaded (the fused pieces)", [],
+                         {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}),
     "mirrored_2cpu": ("MirroredStrategy over 2 logical CPU devices of 1 thread each",
                       ["--num_cpu_devices", "2", "--intra_op_threads", "1"], {}),
     "autojit_fusible": ("XLA auto-clustering of the element-wise ops only",
@@ -156,9 +169,12 @@ def run_config(name, peers):
                                "--jit_compile", str(int(FLAGS.jit_compile))],
                   {**worker_env(), "PYTHONPATH": os.pathsep.join(
                       [os.path.join(baseline, "bench", "peers"), baseline])}))
+  peer_threads = ["--intra_op_threads", str(FLAGS.peer_intra_op_threads),
+                  "--inter_op_threads", str(FLAGS.peer_inter_op_threads)]
   for peer in peers:
     specs.append((peer, [common.peer_python(peer, FLAGS.venv_root), PEER_SCRIPTS[peer],
-                         *shape], {**worker_env(), **common.peer_env(FLAGS.peer_onednn)}))
+                         *shape, *peer_threads],
+                  {**worker_env(), **common.peer_env(FLAGS.peer_onednn)}))
   print(f"{name}: {size} batch {batch} seq {seq} predictions {predictions}, "
         f"{FLAGS.rounds} rounds x {steps} steps", flush=True)
   if FLAGS.pairwise and len(specs) > 2:
@@ -167,31 +183,47 @@ def run_config(name, peers):
     groups = [specs]
   flops = model_flops_per_sequence(size, seq, predictions)
 
-  def rates(step_seconds):
-    step = common.median(step_seconds)
+  def rates(rounds):
+    summary = common.step_summary(rounds)
+    step = summary["median_step_seconds"]
     return {"sequences_per_second": batch / step, "tokens_per_second": batch * seq / step,
-            "median_step_seconds": step,
-            "model_gflops_per_second": flops * batch / step / 1e9}
+            "model_gflops_per_second": flops * batch / step / 1e9, **summary}
 
-  results, ours_steps, ours_peak = {}, [], 0.0
+  results, rounds_of_record, ours_rounds, ours_cpu_rounds, ours_peak = {}, [], [], [], 0.0
   for group in groups:
     if len(groups) > 1:
       print(f" pair: {' and '.join(spec[0] for spec in group)}", flush=True)
     workers = common.start_sequential(group)
-    common.alternate(workers, FLAGS.rounds, steps)
+    records = common.alternate(workers, FLAGS.rounds, steps, FLAGS.quiet_load,
+                               FLAGS.quiet_timeout, FLAGS.compete, FLAGS.compete_alternate)
+    rounds_of_record.append({"systems": [w.name for w in workers], "rounds": records})
     for worker in workers[1:] if len(groups) > 1 else workers:
-      results[worker.name] = dict(rates(worker.step_seconds), peak_rss_mb=worker.peak_rss_mb,
-                                  info=worker.info, steps=len(worker.step_seconds))
-      if len(groups) > 1:
-        pair = rates(workers[0].step_seconds)["sequences_per_second"]
-        results[worker.name]["ours_sequences_per_second_in_pair"] = pair
+      results[worker.name] = dict(rates(worker.rounds), peak_rss_mb=worker.peak_rss_mb,
+                                  info=worker.info, steps=len(worker.step_seconds),
+                                  median_cpu_seconds=common.median(worker.cpu_seconds))
+      if worker is not workers[0]:
+        # Ours against this system within the rounds they shared.
+        results[worker.name]["ours_over_this"] = common.ratio_with_interval(
+            workers[0].rounds, worker.rounds)
+      if FLAGS.compete_alternate:
+        results[worker.name]["under_load"] = under_load(
+            workers[0].rounds, workers[0].cpu_rounds, worker.rounds, worker.cpu_rounds)
     if len(groups) > 1:
-      ours_steps += workers[0].step_seconds
+      ours_rounds += workers[0].rounds
+      ours_cpu_rounds += workers[0].cpu_rounds
       ours_peak = max(ours_peak, workers[0].peak_rss_mb or 0.0)
-      results["ours"] = dict(rates(ours_steps), peak_rss_mb=ours_peak or None,
-                             info=workers[0].info, steps=len(ours_steps))
+      results["ours"] = dict(rates(ours_rounds), peak_rss_mb=ours_peak or None,
+                             info=workers[0].info, steps=sum(map(len, ours_rounds)))
+      if FLAGS.compete_alternate:
+        # Every pair contributes whole quiet/loaded pairs, so the pooled rounds keep
+        # their alternation.
+        results["ours"]["under_load"] = under_load(
+            ours_rounds, ours_cpu_rounds, ours_rounds, ours_cpu_rounds)
   return {"size": size, "batch_size": batch, "seq_length": seq, "predictions": predictions,
-          "results": results, "pairwise": FLAGS.pairwise}
+          "results": results, "pairwise": FLAGS.pairwise, "compete": FLAGS.compete,
+          "compete_alternate": FLAGS.compete_alternate,
+          "load": common.load_summary([r for g in rounds_of_record for r in g["rounds"]]),
+          "round_records": rounds_of_record}
 
 
 def label(system):
@@ -200,41 +232,105 @@ def label(system):
   return common.PEER_LABELS[system]
 
 
+def under_load(ours_rounds, ours_cpu_rounds, rounds, cpu_rounds):
+  """Of a --compete_alternate run (rounds in quiet/loaded pairs): a system's quiet and
+  loaded median steps and CPU seconds per step, its slowdown (loaded over quiet,
+  bootstrap over the pairs) and, for a system other than ours (given ours' rounds),
+  ours/this in the quiet and in the loaded rounds."""
+  quiet, loaded = rounds[0::2], rounds[1::2]
+  # Process CPU time per step: threads that spin or wait on a busy core show here.
+  entry = {"quiet_median_step_seconds": stats.pooled_median(quiet),
+           "loaded_median_step_seconds": stats.pooled_median(loaded),
+           "quiet_median_cpu_seconds": stats.pooled_median(cpu_rounds[0::2]),
+           "loaded_median_cpu_seconds": stats.pooled_median(cpu_rounds[1::2]),
+           "slowdown": common.ratio_with_interval(quiet, loaded)}
+  if rounds is not ours_rounds:
+    entry["ours_over_this_quiet"] = common.ratio_with_interval(ours_rounds[0::2], quiet)
+    entry["ours_over_this_loaded"] = common.ratio_with_interval(ours_rounds[1::2], loaded)
+  return entry
+
+
+def load_table(configs):
+  """The --compete_alternate runs among `configs` as one markdown table ('' if none)."""
+  rows = []
+  order = [*OURS, "model_garden", "keras_hub", "hf"]
+  for key, run in configs.items():
+    for system in sorted(run["results"], key=lambda k: order.index(k) if k in order else 99):
+      r = run["results"][system]
+      if "under_load" not in r:
+        continue
+      u = r["under_load"]
+      fmt = lambda x: stats.format_interval(x["ratio"], x["interval"]) if x else ""
+      cpu = lambda k: f" ({u[k]:.1f} CPU s)" if k in u else ""
+      rows.append([key, label(system),
+                   f"{1000 * u['quiet_median_step_seconds']:.0f}"
+                   f"{cpu('quiet_median_cpu_seconds')}",
+                   f"{1000 * u['loaded_median_step_seconds']:.0f}"
+                   f"{cpu('loaded_median_cpu_seconds')}", fmt(u["slowdown"]),
+                   fmt(u.get("ours_over_this_quiet")), fmt(u.get("ours_over_this_loaded"))])
+  if not rows:
+    return ""
+  return common.markdown_table(
+      ["config", "system", "quiet median step ms (CPU s)", "with a competing job, ms",
+       "slowdown [95% CI]", "ours/this quiet [95% CI]", "ours/this loaded [95% CI]"], rows)
+
+
+def config_key(name, compete):
+  """The results file's key of a run: the configuration, `_compete` when a competing job
+  ran (a run under load does not replace the quiet one), `_compete_alternate` for
+  quiet/loaded round pairs."""
+  if FLAGS.compete_alternate:
+    return f"{name}_compete_alternate"
+  return f"{name}_compete" if compete else name
+
+
 def report(configs, current_peak):
-  """Prints one table over `configs` ({name: entry of the results file}) and, with
-  --write_readme, writes it with each configuration's command to the README."""
-  header = ["config", "batch x seq", "system", "seq/s", "tokens/s", "model GFLOP/s", "MFU",
-            "peak RSS MiB", "ours/this"]
+  """Prints one table over `configs` ({key: entry of the results file}) and, with
+  --write_readme, writes it with each configuration's command to the README.
+
+  Entries recorded before the round protocol (no per-round step times) are left out."""
+  header = ["config", "batch x seq", "system", "median step ms [IQR]", "seq/s", "tokens/s",
+            "model GFLOP/s", "MFU", "peak RSS MiB", "ours/this [95% CI]"]
   rows, notes = [], []
-  for name in sorted(configs, key=lambda n: list(CONFIGS).index(n)):
-    run = configs[name]
+  current = {k: v for k, v in configs.items() if "round_records" in v}
+
+  def order_key(key):
+    name = key.split("_compete")[0]
+    return (list(CONFIGS).index(name) if name in CONFIGS else len(CONFIGS), key)
+
+  for key in sorted(current, key=order_key):
+    run = current[key]
     # MFU against the peak measured in the same hour as the run, where it was recorded.
     peak = run.get("matmul_peak_gflops") or current_peak
     peers = [p for p in run["results"] if p not in OURS]
-    ours = run["results"]["ours"]["sequences_per_second"]
-    # The peer with the lowest ours/peer ratio (its pair's ours in a pairwise run).
-    ratios = {p: run["results"][p].get("ours_sequences_per_second_in_pair", ours) /
-                 run["results"][p]["sequences_per_second"] for p in peers}
-    best = min(ratios, key=ratios.get) if ratios else None
-    best_peer = run["results"][best]["sequences_per_second"] if best else 0.0
+    ratios = {p: run["results"][p]["ours_over_this"] for p in peers}
+    best = min(ratios, key=lambda p: ratios[p]["ratio"]) if ratios else None
     order = [*OURS, "model_garden", "keras_hub", "hf"]
     systems = sorted(run["results"], key=lambda k: order.index(k) if k in order else len(order))
     for system in systems:
       r = run["results"][system]
-      mine = r.get("ours_sequences_per_second_in_pair", ours)
-      ratio = "" if system == "ours" else f"{mine / r['sequences_per_second']:.2f}x"
+      ratio = r.get("ours_over_this")
       mfu = f"{100 * r['model_gflops_per_second'] / peak:.0f}%" if peak else "n/a"
-      rows.append([name, f"{run['batch_size']}x{run['seq_length']}",
-                   label(system), f"{r['sequences_per_second']:.2f}",
-                   f"{r['tokens_per_second']:.0f}", f"{r['model_gflops_per_second']:.1f}",
-                   mfu, f"{r['peak_rss_mb']:.0f}" if r["peak_rss_mb"] else "n/a", ratio])
+      rows.append([key, f"{run['batch_size']}x{run['seq_length']}", label(system),
+                   f"{1000 * r['median_step_seconds']:.0f} "
+                   f"[{1000 * r['step_seconds_q1']:.0f}-{1000 * r['step_seconds_q3']:.0f}]",
+                   f"{r['sequences_per_second']:.2f}", f"{r['tokens_per_second']:.0f}",
+                   f"{r['model_gflops_per_second']:.1f}", mfu,
+                   f"{r['peak_rss_mb']:.0f}" if r["peak_rss_mb"] else "n/a",
+                   stats.format_interval(ratio["ratio"], ratio["interval"]) if ratio else ""])
     pairwise = ", ours beside one peer at a time" if run.get("pairwise") else ""
     peak_note = f", matmul peak {peak:.1f} GFLOP/s" if peak else ""
-    notes.append(f"- {name}: `{run['command']}` ({run['rounds']} interleaved rounds"
-                 f"{pairwise}; {run['machine']}{peak_note})")
-    if best_peer:
-      notes[-1] += (f"; ours/best peer ({label(best)}) {ratios[best]:.2f}x")
+    rounds = (f"{run['rounds']} pairs of a quiet and a loaded round"
+              if run.get("compete_alternate") else f"{run['rounds']} rounds")
+    notes.append(f"- {key}: `{run['command']}` ({rounds}{pairwise}; "
+                 f"{run['machine']}{peak_note}; {run['load']})")
+    if best:
+      notes[-1] += (f"; ours/best peer ({label(best)}) "
+                    f"{stats.format_interval(ratios[best]['ratio'], ratios[best]['interval'])}")
   table = common.markdown_table(header, rows)
+  loads = load_table(current)
+  if loads:
+    table += "\n\nUnder load (`--compete_alternate`: quiet and loaded rounds in pairs):\n\n" + loads
   print(table)
   print("\n".join(notes))
   if FLAGS.write_readme:
@@ -253,14 +349,16 @@ def main(argv):
   if FLAGS.report_only:
     report(common.read_results(RESULTS).get("configs", {}), peak)
     return
+  common.check_rounds_of_record(FLAGS.rounds, FLAGS.write_readme)
   if FLAGS.write_readme:
     common.require_readme_section(RESULTS)
   peers = common.ready_peers(FLAGS.peers, FLAGS.install_peers, FLAGS.venv_root)
   command = common.command_line()
   runs = {}
   for name in FLAGS.configs:
-    runs[name] = dict(run_config(name, peers), command=command, rounds=FLAGS.rounds,
-                      machine=common.machine_description(), matmul_peak_gflops=peak)
+    runs[config_key(name, FLAGS.compete)] = dict(
+        run_config(name, peers), command=command, rounds=FLAGS.rounds,
+        machine=common.machine_description(), matmul_peak_gflops=peak)
   if FLAGS.write_readme:
     print(f"results: {common.merge_results(RESULTS, 'configs', runs)}")
     report(common.read_results(RESULTS)["configs"], peak)

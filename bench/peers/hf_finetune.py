@@ -17,6 +17,7 @@ import transformers
 def main():
   parser = protocol.argument_parser(__doc__, "finetune")
   args = parser.parse_args()
+  thread_info = protocol.set_threads(args, torch)
 
   torch.manual_seed(0)
   texts_a, texts_b, labels = glue_tsv.read(args.train_tsv, args.task)
@@ -60,6 +61,7 @@ def main():
     out.loss.item()
 
   protocol.serve(step, warmup_steps=3, info={
+      **thread_info,
       "framework": f"transformers {transformers.__version__} (torch {torch.__version__}), "
                    "dynamic padding"})
 

@@ -15,6 +15,7 @@ import transformers
 def main():
   parser = protocol.argument_parser(__doc__, "pretraining")
   args = parser.parse_args()
+  thread_info = protocol.set_threads(args, torch)
 
   torch.manual_seed(0)
   layers, hidden, heads, intermediate = protocol.size_args(args.size)
@@ -62,8 +63,9 @@ def main():
 
   params = sum(p.numel() for p in model.parameters() if p.requires_grad)
   protocol.serve(step, warmup_steps=2, info={
+      **thread_info,
       "framework": f"transformers {transformers.__version__} (torch {torch.__version__}, "
-                   f"{torch.get_num_threads()} threads, attn {config._attn_implementation})",
+                   f"attn {config._attn_implementation})",
       "params": params})
 
 

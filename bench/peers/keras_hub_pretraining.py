@@ -20,6 +20,7 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-posi
 def main():
   parser = protocol.argument_parser(__doc__, "pretraining")
   args = parser.parse_args()
+  thread_info = protocol.set_threads(args, tf)
 
   keras.utils.set_random_seed(0)
   layers, hidden, heads, intermediate = protocol.size_args(args.size)
@@ -68,6 +69,7 @@ def main():
 
   params = sum(int(tf.size(v)) for v in variables)
   protocol.serve(step, warmup_steps=2, info={
+      **thread_info,
       "framework": f"keras_hub {keras_hub.__version__} (Keras {keras.__version__}, "
                    f"TF {tf.__version__})", "params": params})
 

@@ -20,6 +20,7 @@ from official.nlp.modeling import networks
 def main():
   parser = protocol.argument_parser(__doc__, "finetune")
   args = parser.parse_args()
+  thread_info = protocol.set_threads(args, tf)
 
   tf_keras.utils.set_random_seed(0)
   texts_a, texts_b, labels = glue_tsv.read(args.train_tsv, args.task)
@@ -66,6 +67,7 @@ def main():
     float(train_step(iterator))
 
   protocol.serve(step, warmup_steps=3, info={
+      **thread_info,
       "framework": f"Model Garden (tf_keras {tf_keras.__version__}, TF {tf.__version__}), "
                    f"padded to {args.seq_length}"})
 

@@ -19,6 +19,7 @@ from official.nlp.modeling import networks
 def main():
   parser = protocol.argument_parser(__doc__, "pretraining")
   args = parser.parse_args()
+  thread_info = protocol.set_threads(args, tf)
 
   tf_keras.utils.set_random_seed(0)
   num_layers, hidden, heads, intermediate = protocol.size_args(args.size)
@@ -64,6 +65,7 @@ def main():
 
   params = sum(int(tf.size(v)) for v in variables)
   protocol.serve(step, warmup_steps=2, info={
+      **thread_info,
       "framework": f"Model Garden (tf-models-official, tf_keras {tf_keras.__version__}, "
                    f"TF {tf.__version__})", "params": params})
 

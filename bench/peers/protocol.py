@@ -14,6 +14,7 @@ turn, so that ours and the peers' steps alternate on the same (noisy) machine.
 
 import argparse
 import json
+import os
 import resource
 import sys
 import time
@@ -44,6 +45,11 @@ def argument_parser(description, task):
   parser.add_argument("--size", default="mini")
   parser.add_argument("--batch_size", type=int, default=32)
   parser.add_argument("--seq_length", type=int, default=128)
+  parser.add_argument("--intra_op_threads", type=int, default=0,
+                      help="Threads of one op (0: the framework's default; torch: "
+                      "every core).")
+  parser.add_argument("--inter_op_threads", type=int, default=0,
+                      help="Ops run at once (0: the framework's default).")
   if task == "pretraining":
     parser.add_argument("--predictions", type=int, default=20)
     parser.add_argument("--full_length", type=int, default=1,
@@ -55,6 +61,29 @@ def argument_parser(description, task):
   else:
     raise ValueError(f"task must be pretraining or finetune, got '{task}'")
   return parser
+
+
+def set_threads(args, framework):
+  """Applies --intra_op_threads/--inter_op_threads to `framework` (the imported
+  tensorflow or torch module) before its first op.
+
+  Returns:
+    Entries for the READY info: {"threads": "intra/inter"} as the framework then runs,
+    and for TensorFlow the oneDNN variable it was started with. torch gets one thread per core when not told: its best setting for one
+  training step (its own default counts physical cores, which a VM may report wrong)."""
+  if framework.__name__ == "torch":
+    framework.set_num_threads(args.intra_op_threads or os.cpu_count() or 1)
+    if args.inter_op_threads:
+      framework.set_num_interop_threads(args.inter_op_threads)
+    return {"threads": f"{framework.get_num_threads()}/{framework.get_num_interop_threads()}"}
+  threading = framework.config.threading
+  if args.intra_op_threads:
+    threading.set_intra_op_parallelism_threads(args.intra_op_threads)
+  if args.inter_op_threads:
+    threading.set_inter_op_parallelism_threads(args.inter_op_threads)
+  return {"threads": f"{threading.get_intra_op_parallelism_threads() or 'default'}/"
+                     f"{threading.get_inter_op_parallelism_threads() or 'default'}",
+          "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "unset")}
 
 
 def size_args(size):
