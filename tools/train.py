@@ -29,6 +29,7 @@ cpu_kernels.prefer_onednn()
 
 from bert_tf import configs
 from bert_tf.training import experiments
+from bert_tf.utils import errors
 
 _EXPERIMENT = flags.DEFINE_string(
     "experiment", None, "A registered experiment (file stem in "
@@ -84,7 +85,7 @@ def run():
   """The `bert-tf-train` command."""
   std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
   logging.set_verbosity(logging.WARNING)
-  app.run(main)
+  errors.run_tool("train", main)
 
 
 if __name__ == "__main__":

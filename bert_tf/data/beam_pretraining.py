@@ -126,7 +126,7 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
   plan = cpd.plan_run(input_file, vocab_file, output, settings, num_shards, gzip, overwrite,
                       chunk_size_mb)
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  tf.io.gfile.makedirs(os.path.dirname(plan.paths[0]) or ".")
+  files_lib.make_dirs(os.path.dirname(plan.paths[0]) or ".")
   counts_path = f"{plan.summary_file}.counts-{uuid.uuid4().hex[:12]}"
   options = beam_options.PipelineOptions(list(pipeline_args or []) + [f"--runner={runner}"])
   start = time.time()

@@ -30,6 +30,7 @@ import numpy as np
 
 from bert_tf import constants
 from bert_tf.data import pretraining_instances as pi
+from bert_tf.utils import errors
 from bert_tf.utils import files as files_lib
 from bert_tf.utils import progress as progress_lib
 
@@ -41,7 +42,7 @@ _SHARD_PATTERN = re.compile(r"-\d{5}-of-\d{5}\.tfrecord(\.gz)?$")
 INCOMPLETE_SUFFIX = ".incomplete"
 
 
-class PretrainingDataError(ValueError):
+class PretrainingDataError(errors.UserError, ValueError):
   """Bad input or settings, with the offending file or flag named."""
 
 
@@ -554,7 +555,7 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
                   chunk_size_mb)
   files, paths, chunks = plan.files, plan.paths, plan.chunks
   out_dir = os.path.dirname(os.path.abspath(paths[0]))
-  os.makedirs(out_dir, exist_ok=True)
+  files_lib.make_dirs(out_dir)
   workers = max(1, min(num_workers, num_shards, len(chunks)))
   if progress and workers < num_workers:
     print(f"[create_pretraining_data] using {workers} worker(s): each worker writes its own "

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from bert_tf import constants
 from bert_tf.data import masking
+from bert_tf.utils import errors
 from bert_tf.utils import files
 
 _INT_FEATURES = (constants.TFRECORD_INPUT_IDS, constants.TFRECORD_INPUT_MASK,
@@ -26,14 +27,14 @@ _PREDICTION_FEATURES = (constants.TFRECORD_MASKED_LM_POSITIONS,
                         constants.TFRECORD_MASKED_LM_IDS)
 
 
-class PretrainingInputError(ValueError):
+class PretrainingInputError(errors.UserError, ValueError):
   """The pretraining input files are missing, empty, corrupt or do not fit the config."""
 
 
 def list_record_files(input_path: str) -> List[str]:
   """Expands comma-separated globs (see `bert_tf.utils.files.expand_patterns`)."""
   try:
-    return files.expand_patterns(input_path, field="data_config.input_path")
+    return files.expand_patterns(input_path, field="input_path")
   except FileNotFoundError as e:
     raise PretrainingInputError(str(e)) from None
 

@@ -33,7 +33,6 @@ decorated with `register_task(name, config_cls)`.
 from __future__ import annotations
 
 import abc
-import difflib
 import logging
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
@@ -91,8 +90,8 @@ def get_task(experiment: configs.ExperimentConfig) -> "Task":
   """
   name = experiment.task.name
   if name not in _TASKS:
-    nearest = difflib.get_close_matches(name, list(_TASKS), n=1, cutoff=0.0)
-    hint = f"; did you mean '{nearest[0]}'?" if nearest else ""
+    nearest = configs.nearest_name(name, list(_TASKS))
+    hint = f"; did you mean '{nearest}'?" if nearest else ""
     raise configs.ConfigError(f"task.name: unknown task '{name}'{hint} Tasks: "
                               f"{', '.join(sorted(_TASKS))}")
   cls = _TASKS[name]

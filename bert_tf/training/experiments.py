@@ -65,9 +65,12 @@ def experiment_path(name_or_path: str) -> str:
   candidate = EXPERIMENTS_DIR / f"{name_or_path}.yaml"
   if candidate.is_file():
     return str(candidate)
+  names = registered_experiments()
+  nearest = configs.nearest_name(name_or_path, names)
+  hint = f"; did you mean '{nearest}'?" if nearest else ""
   raise configs.ConfigError(
-      f"Unknown experiment '{name_or_path}': not a file and not one of "
-      f"{', '.join(registered_experiments())}")
+      f"Unknown experiment '{name_or_path}': not a file and not a registered experiment"
+      f"{hint} Registered: {', '.join(names)}")
 
 
 def runtime_overrides(distribution_strategy: Optional[str] = None, tpu: Optional[str] = None,

@@ -51,6 +51,8 @@ from bert_tf.training import experiments
 from bert_tf.training import strategies
 from bert_tf.training.loss_scale import DynamicLossScale
 from bert_tf.training.optimizers import build_optimizer
+from bert_tf.utils import errors
+from bert_tf.utils import files
 from bert_tf.utils.progress import StepLogger
 from bert_tf.training.summaries import SummaryWriter
 
@@ -501,7 +503,7 @@ class Trainer:
     config = self.experiment.trainer
     total = config.train_steps if train_steps is None else train_steps
     self.initialize()
-    self.task.check_inputs(self.experiment.train_data)
+    self._check_inputs("train_data")
     iterator = self._ensure_train_iterator()
     loop = self.train_loop_function
     writer = SummaryWriter(self.model_dir, "train", enabled=self.is_chief)
@@ -518,6 +520,15 @@ class Trainer:
     with self._sigterm_stops_training():
       return self._train_loops(step, total, evaluate_every, iterator, loop, writer,
                                progress, intervals)
+
+  def _check_inputs(self, section: str) -> None:
+    """task.check_inputs of the experiment's `section` (train_data or eval_data); its
+    user errors are prefixed with the section, as the data config does not know it."""
+    try:
+      self.task.check_inputs(getattr(self.experiment, section))
+    except errors.UserError as e:
+      e.args = (f"{section}: {e}",)
+      raise
 
   @contextlib.contextmanager
   def _sigterm_stops_training(self):
@@ -630,7 +641,7 @@ class Trainer:
     if self.checkpoint is None:
       self.initialize()
     steps = self.experiment.trainer.validation_steps if steps is None else steps
-    self.task.check_inputs(self.experiment.eval_data)
+    self._check_inputs("eval_data")
     dataset = self._distribute(self.experiment.eval_data)
     gathered: Dict[str, list] = {}
     try:
@@ -643,7 +654,7 @@ class Trainer:
     except tf.errors.DataLossError as e:
       raise self.task.explain_input_error(e, self.experiment.eval_data) from e
     if not gathered:
-      raise ValueError("The evaluation input (eval_data) yielded no batch")
+      raise errors.InputError("The evaluation input (eval_data) yielded no batch")
     values = {k: np.concatenate(v) for k, v in gathered.items()}
     metrics = self.task.reduce_eval(values)
     step = int(self.step.numpy())
@@ -732,10 +743,10 @@ def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: s
   # The checkpointed input iterator holds batches of the old data shapes.
   trainer.restore_input_iterator = not any(k.startswith("train_data.") for k in differing)
   if mode == "eval" and tf.train.latest_checkpoint(model_dir) is None:
-    raise FileNotFoundError(f"--mode=eval needs a checkpoint in {model_dir}")
+    raise errors.MissingInputError(f"--mode=eval needs a checkpoint in {model_dir}")
   trainer.initialize()
   if trainer.is_chief:
-    tf.io.gfile.makedirs(model_dir)
+    files.make_dirs(model_dir)
     experiment.save(os.path.join(model_dir, PARAMS_FILE))
   if mode == "eval":
     return trainer.evaluate()
