@@ -176,6 +176,7 @@ def _cpd_args(data, **overrides):
     ("output_under_a_file", ["corpus.txt is a file"]),
     ("output_without_permission", ["Cannot create the output directory", "locked"]),
     ("existing_output", ["--overwrite"]),
+    ("not_text", ["binary.txt: not a text file", "NUL byte"]),
 ])
 def test_create_pretraining_data_mistake_is_one_line(case, fragments, data, tmp_path, capsys,
                                                      monkeypatch):
@@ -188,7 +189,9 @@ def test_create_pretraining_data_mistake_is_one_line(case, fragments, data, tmp_
       "output_under_a_file": dict(output=os.path.join(data["text"], "pretrain")),
       "output_without_permission": dict(output=str(tmp_path / "locked" / "sub" / "pretrain")),
       "existing_output": dict(output=out),
+      "not_text": dict(input_file=str(tmp_path / "binary.txt"), output=out),
   }[case]
+  (tmp_path / "binary.txt").write_bytes(b"PK\x03\x04\x00\x00 zipped\n")
   if case == "output_without_permission":
     if os.geteuid() == 0:
       # Root writes anywhere but in sysfs, where creating a directory is not permitted.
