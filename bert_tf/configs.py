@@ -519,6 +519,10 @@ class DataConfig(Config):
   tfds_name: str = ""
   tfds_split: str = ""
   tfds_data_dir: str = ""
+  # TFRecord input: read every record of every file and check its checksums before
+  # training or evaluating starts, so that a corrupt file fails in seconds, named with
+  # the byte offset, instead of hours in.
+  validate_inputs: bool = False
 
   def validate(self):
     _require(self.global_batch_size > 0, f"global_batch_size must be positive, got "

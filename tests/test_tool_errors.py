@@ -254,3 +254,17 @@ def test_make_serving_request_mistake_is_one_line(capsys, monkeypatch, tmp_path)
       "--text=hello", "--signature=serve_token_ids",
       f"--vocab_file={tmp_path / 'no_vocab.txt'}"], capsys, monkeypatch)
   assert_one_line(status, err, "make_serving_request", "no_vocab.txt")
+
+
+def test_train_validate_inputs_names_the_corrupt_file_and_offset(data, tmp_path, capsys,
+                                                                 monkeypatch):
+  corrupt = tmp_path / "corrupt.tfrecord"
+  content = bytearray(open(data["records"], "rb").read())
+  content[len(content) // 2] ^= 0xFF
+  corrupt.write_bytes(bytes(content))
+  status, err = run_tool("train", [f"--model_dir={tmp_path / 'run'}",
+                                   f"--config_file={data['config']}", "--validate_inputs",
+                                   f"--params_override=train_data.input_path={corrupt}"],
+                         capsys, monkeypatch)
+  assert_one_line(status, err, "train", f"train_data: Corrupt TFRecord file(s): {corrupt} at "
+                  "byte offset")

@@ -77,7 +77,8 @@ def runtime_overrides(distribution_strategy: Optional[str] = None, tpu: Optional
                       num_gpus: Optional[int] = None,
                       mixed_precision_dtype: Optional[str] = None,
                       jit_compile: Optional[bool] = None,
-                      init_checkpoint: Optional[str] = None) -> Dict[str, object]:
+                      init_checkpoint: Optional[str] = None,
+                      validate_inputs: Optional[bool] = None) -> Dict[str, object]:
   """Dotted overrides for the command-line shorthands that were given (not None)."""
   values = {
       "runtime.distribution_strategy": distribution_strategy,
@@ -86,6 +87,7 @@ def runtime_overrides(distribution_strategy: Optional[str] = None, tpu: Optional
       "runtime.mixed_precision_dtype": mixed_precision_dtype,
       "runtime.jit_compile": jit_compile,
       "task.init_checkpoint": init_checkpoint,
+      "train_data.validate_inputs": validate_inputs,
   }
   return {key: value for key, value in values.items() if value is not None}
 

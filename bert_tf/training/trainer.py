@@ -44,6 +44,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import configs
+from bert_tf.data import tfrecords
 from bert_tf.layers import fusion
 from bert_tf.tasks import base as task_base
 from bert_tf.training import checkpoints
@@ -163,6 +164,8 @@ class Trainer:
     self._checkpoint_items: Dict[str, object] = {}
     self.preempted = False
     self._stop_signal = None
+    # (step, prefix) of the checkpoint last saved or restored.
+    self._saved = None
     # False when the checkpointed input iterator belongs to another input shape.
     self.restore_input_iterator = True
 
@@ -301,6 +304,8 @@ class Trainer:
     self._checkpoint_items = items
     self._build_checkpoint_object()
     self.restored_from = self._saver.restore_latest(items)
+    if self.restored_from:
+      self._saved = (int(self.step.numpy()), self.restored_from)
     if self.restored_from:
       self._log(f"Resumed from {self.restored_from} at step {int(self.step.numpy())}")
     else:
@@ -445,7 +450,11 @@ class Trainer:
         # Every replica holds the same all-reduced values: take the first.
         values = {key: strategy.experimental_local_results(per_replica[key])[0]
                   for key in keys}
-        self.step.assign_add(1)
+        # Counted only once the step's batch was read: a read error (a corrupt record)
+        # leaves the step at the last finished one. Automatic control dependencies
+        # order only the ops of one resource, so the counter's update would not wait.
+        with tf.control_dependencies(list(values.values())):
+          self.step.assign_add(1)
         totals = {key: totals[key] + values[key] for key in keys}
       return totals
 
@@ -522,10 +531,16 @@ class Trainer:
                                progress, intervals)
 
   def _check_inputs(self, section: str) -> None:
-    """task.check_inputs of the experiment's `section` (train_data or eval_data); its
-    user errors are prefixed with the section, as the data config does not know it."""
+    """Checks the experiment's `section` (train_data or eval_data): every record's
+    checksums first with validate_inputs, then task.check_inputs. Its user errors are
+    prefixed with the section, as the data config does not know it."""
+    data_config = getattr(self.experiment, section)
     try:
-      self.task.check_inputs(getattr(self.experiment, section))
+      if data_config.validate_inputs and data_config.format == task_base.TFRECORD:
+        count = tfrecords.validate_record_files(data_config.input_path,
+                                                data_config.compression_type)
+        self._log(f"{section}: every record of {count} file(s) read with valid checksums")
+      self.task.check_inputs(data_config)
     except errors.UserError as e:
       e.args = (f"{section}: {e}",)
       raise
@@ -565,7 +580,7 @@ class Trainer:
         totals = loop(iterator, tf.constant(num_steps, tf.int32))
         totals = {k: float(v) for k, v in totals.items()}
       except tf.errors.DataLossError as e:
-        raise self.task.explain_input_error(e, self.experiment.train_data) from e
+        raise self._stop_on_corrupt_input(e) from e
       seconds = None if first_call else time.time() - start
       first_call = False
       step = int(self.step.numpy())
@@ -588,14 +603,13 @@ class Trainer:
         progress.log(step, shown, steps_per_second=rate)
         log_window = _Window()
       if step % config.checkpoint_interval == 0 or step == total:
-        path = self._saver.save()
+        path = self._save()
         self._log(f"Saved checkpoint {path}")
       if evaluate_every and (step % config.validation_interval == 0 or step == total):
         eval_metrics = self.evaluate()
         last_report.update({f"eval/{k}": v for k, v in eval_metrics.items()})
       if self._stop_signal is not None and step < total:
-        saved = self._saver.latest() if step % config.checkpoint_interval == 0 else None
-        path = saved or self._saver.save()
+        path = self._checkpoint_now()
         self.preempted = True
         self._log(f"Received {signal.Signals(self._stop_signal).name}: saved checkpoint "
                   f"{path} at step {step}; stopping. Rerun the same command to resume.")
@@ -604,6 +618,38 @@ class Trainer:
         break
     writer.close()
     return last_report
+
+  def _save(self) -> str:
+    path = self._saver.save()
+    self._saved = (int(self.step.numpy()), path)
+    return path
+
+  def _checkpoint_now(self) -> str:
+    """The prefix of a checkpoint at the current step: the one this run saved or
+    restored at it, or a new one. Every worker decides alike (a save may be collective)."""
+    step = int(self.step.numpy())
+    if self._saved is not None and self._saved[0] == step:
+      return self._saved[1]
+    return self._save()
+
+  def _stop_on_corrupt_input(self, error: tf.errors.DataLossError) -> Exception:
+    """Saves a checkpoint at the last finished step after the training input met a
+    corrupt record; returns the error to raise, naming the file, the byte offset and the
+    checkpoint."""
+    explained = self.task.explain_input_error(error, self.experiment.train_data)
+    step = int(self.step.numpy())
+    path = self._checkpoint_now()
+    if explained is error:
+      found = (f"{' '.join(error.message.split())} (every file of train_data.input_path "
+               f"reads in full when read again)")
+    else:
+      found = str(explained)
+    message = (f"train_data: {found}. Saved checkpoint {path} at step {step}, the last "
+               f"finished step; replace or remove the file and rerun to resume.")
+    if isinstance(explained, errors.UserError):
+      explained.args = (message,)
+      return explained
+    return errors.InputError(message)
 
   # ----- evaluation -----
   def _make_eval_step(self):
