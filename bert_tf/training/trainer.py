@@ -29,6 +29,8 @@ checkpoints without one, the input position is found by skipping the consumed ba
 
 SIGTERM (a preemption notice) makes `train` save a checkpoint at the end of the
 current loop of at most trainer.steps_per_loop steps and return; a rerun resumes there.
+Under MultiWorkerMirroredStrategy the workers first agree (an all-reduce of their stop
+flags at every loop boundary), so that all save the same step and stop together.
 """
 
 import contextlib
@@ -164,6 +166,7 @@ class Trainer:
     self._checkpoint_items: Dict[str, object] = {}
     self.preempted = False
     self._stop_signal = None
+    self._stop_agreement_fn = None
     # (step, prefix) of the checkpoint last saved or restored.
     self._saved = None
     # False when the checkpointed input iterator belongs to another input shape.
@@ -549,14 +552,13 @@ class Trainer:
   def _sigterm_stops_training(self):
     """Within it, SIGTERM sets self._stop_signal instead of ending the process.
 
-    Only the main thread may install signal handlers; elsewhere, and under
-    MultiWorkerMirroredStrategy (whose workers would first have to agree on the step to
-    stop at), SIGTERM keeps its action.
+    Only the main thread may install signal handlers; elsewhere SIGTERM keeps its
+    action. Under MultiWorkerMirroredStrategy the workers agree on the step to stop at
+    (see `_stop_requested`).
     """
     self._stop_signal = None
     previous = None
-    if (threading.current_thread() is threading.main_thread() and
-        not isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy)):
+    if threading.current_thread() is threading.main_thread():
       previous = signal.signal(
           signal.SIGTERM, lambda signum, frame: setattr(self, "_stop_signal", signum))
     try:
@@ -608,16 +610,45 @@ class Trainer:
       if evaluate_every and (step % config.validation_interval == 0 or step == total):
         eval_metrics = self.evaluate()
         last_report.update({f"eval/{k}": v for k, v in eval_metrics.items()})
-      if self._stop_signal is not None and step < total:
+      if step < total and self._stop_requested():
         path = self._checkpoint_now()
         self.preempted = True
-        self._log(f"Received {signal.Signals(self._stop_signal).name}: saved checkpoint "
-                  f"{path} at step {step}; stopping. Rerun the same command to resume.")
+        received = (f"Received {signal.Signals(self._stop_signal).name}"
+                    if self._stop_signal is not None else "Another worker received SIGTERM")
+        self._log(f"{received}: saved checkpoint {path} at step {step}; stopping. Rerun "
+                  f"the same command to resume.")
         if not last_report:
           last_report = self._report(summary_window, global_batch)
         break
     writer.close()
     return last_report
+
+  def _stop_requested(self) -> bool:
+    """Whether training stops at this loop boundary: this process received SIGTERM
+    or, under MultiWorkerMirroredStrategy, any worker did.
+
+    Every worker calls it at the same boundaries, and a sum of the workers' stop flags
+    (one scalar all-reduce per loop) gives each the same answer, so that all save the
+    same step together and stop.
+    """
+    local = self._stop_signal is not None
+    if not isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+      return local
+    if self._stop_agreement_fn is None:
+      strategy = self.strategy
+
+      @tf.function
+      def any_worker_stops(flag):
+        def replica_fn(replica_flag):
+          # The identity places the value on the replica's device, which the
+          # collective needs to know.
+          return tf.distribute.get_replica_context().all_reduce(
+              tf.distribute.ReduceOp.SUM, tf.identity(replica_flag))
+        per_replica = strategy.run(replica_fn, args=(flag,))
+        return strategy.experimental_local_results(per_replica)[0]
+
+      self._stop_agreement_fn = any_worker_stops
+    return float(self._stop_agreement_fn(tf.constant(float(local)))) > 0
 
   def _save(self) -> str:
     path = self._saver.save()
