@@ -503,7 +503,8 @@ class Trainer:
     steps and at the end.
 
     SIGTERM during training saves a checkpoint at the end of the current loop and
-    returns early with self.preempted set.
+    returns early with self.preempted set (under MultiWorkerMirroredStrategy on every
+    worker, whichever received it).
 
     Returns:
       the last report: averaged losses, accuracies, learning_rate, gradient_norm,
@@ -511,6 +512,9 @@ class Trainer:
 
     Raises:
       NonFiniteLossError: the loss became NaN or Inf (no checkpoint is written).
+      CorruptRecordError: the input met a corrupt TFRecord (a checkpoint is written at
+        the last finished step; the message names the file, offset and checkpoint), or
+        train_data.validate_inputs found one before training.
     """
     config = self.experiment.trainer
     total = config.train_steps if train_steps is None else train_steps
