@@ -20,8 +20,10 @@ from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Union
 
 import yaml
 
+from bert_tf.utils import errors
 
-class ConfigError(ValueError):
+
+class ConfigError(errors.UserError, ValueError):
   """A configuration value is unknown, mistyped or impossible."""
 
 
@@ -29,13 +31,14 @@ def _field_path(prefix: str, name: str) -> str:
   return f"{prefix}.{name}" if prefix else name
 
 
-def _nearest(name: str, choices: Sequence[str]) -> str:
+def nearest_name(name: str, choices: Sequence[str]) -> str:
+  """The choice most similar to `name` (for "did you mean" hints); "" when none."""
   matches = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.0)
   return matches[0] if matches else ""
 
 
 def _unknown_key_error(path: str, key: str, valid: Sequence[str]) -> ConfigError:
-  nearest = _nearest(key, valid)
+  nearest = nearest_name(key, valid)
   hint = f"; did you mean '{_field_path(path, nearest)}'?" if nearest else ""
   return ConfigError(f"Unknown config key '{_field_path(path, key)}'{hint} "
                      f"Valid keys here: {', '.join(sorted(valid))}.")
@@ -244,15 +247,15 @@ def _coerce(value, tp, path: str):
   if origin in (Union, types.UnionType):
     if value is None and type(None) in args:
       return None
-    errors = []
+    problems = []
     for arg in args:
       if arg is type(None):
         continue
       try:
         return _coerce(value, arg, path)
       except ConfigError as e:
-        errors.append(str(e))
-    raise ConfigError(errors[0] if errors else f"{path}: invalid value {value!r}")
+        problems.append(str(e))
+    raise ConfigError(problems[0] if problems else f"{path}: invalid value {value!r}")
   if tp is Any:
     return value
   if isinstance(tp, type) and issubclass(tp, Config):
@@ -368,7 +371,7 @@ class EncoderConfig(Config):
     if "size" in data:
       size = data.pop("size")
       if not isinstance(size, str) or size not in ENCODER_SIZES:
-        nearest = _nearest(str(size), list(ENCODER_SIZES))
+        nearest = nearest_name(str(size), list(ENCODER_SIZES))
         raise ConfigError(f"{_field_path(path, 'size')}: unknown encoder size '{size}'; did "
                           f"you mean '{nearest}'? Sizes: {', '.join(ENCODER_SIZES)}")
       layers, hidden, heads = ENCODER_SIZES[size]
@@ -516,6 +519,10 @@ class DataConfig(Config):
   tfds_name: str = ""
   tfds_split: str = ""
   tfds_data_dir: str = ""
+  # TFRecord input: read every record of every file and check its checksums before
+  # training or evaluating starts, so that a corrupt file fails in seconds, named with
+  # the byte offset, instead of hours in.
+  validate_inputs: bool = False
 
   def validate(self):
     _require(self.global_batch_size > 0, f"global_batch_size must be positive, got "
@@ -680,7 +687,7 @@ def task_config_from_dict(data: Optional[Mapping[str, Any]],
   name = data.get("name", TaskConfig.name)
   task_configs = task_configs or {}
   if name not in task_configs:
-    nearest = _nearest(str(name), list(task_configs))
+    nearest = nearest_name(str(name), list(task_configs))
     hint = f"; did you mean '{nearest}'?" if nearest else ""
     known = (f" Tasks: {', '.join(sorted(task_configs))}" if task_configs else
              " No task configs were given: read experiments with "

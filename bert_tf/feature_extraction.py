@@ -27,6 +27,7 @@ from bert_tf import constants
 from bert_tf.checkpoints import restore
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.text import packing
+from bert_tf.utils import errors
 from bert_tf.utils import files
 from bert_tf.utils import progress
 
@@ -50,9 +51,9 @@ def parse_layers(spec: str) -> List[int]:
     try:
       layers.append(int(item))
     except ValueError:
-      raise ValueError(f"--layers must be comma-separated integers, got '{item}'") from None
+      raise errors.InputError(f"--layers must be comma-separated integers, got '{item}'") from None
   if not layers:
-    raise ValueError("--layers names no layer")
+    raise errors.InputError("--layers names no layer")
   return layers
 
 
@@ -70,7 +71,7 @@ def pack_lines(lines: Sequence[str], tokenizer, seq_length: int
     each line's real positions).
   """
   if seq_length < 3:
-    raise ValueError(f"seq_length must be at least 3, got {seq_length}")
+    raise errors.InputError(f"seq_length must be at least 3, got {seq_length}")
   pairs = [parse_line(line) for line in lines]
   inputs = {k: np.zeros([len(pairs), seq_length], np.int32) for k in constants.ENCODER_INPUTS}
   # Single texts and pairs are packed apart: an empty B would still get its [SEP].
@@ -108,7 +109,7 @@ def extract_features(encoder, tokenizer, lines: Iterable[str], layers: Sequence[
   num_layers = encoder.num_layers
   for layer in layers:
     if not -num_layers <= layer < num_layers:
-      raise ValueError(f"Layer {layer} does not exist in a {num_layers}-layer encoder")
+      raise errors.InputError(f"Layer {layer} does not exist in a {num_layers}-layer encoder")
 
   @tf.function
   def run(inputs):
@@ -156,7 +157,8 @@ def read_lines(path: str) -> List[str]:
     try:
       text = data.decode("utf-8").strip()
     except UnicodeDecodeError as e:
-      raise ValueError(f"{path}:{number}: not UTF-8 ({e.reason} at byte {e.start})") from None
+      raise errors.InputError(
+          f"{path}:{number}: not UTF-8 ({e.reason} at byte {e.start})") from None
     if text:
       lines.append(text)
   return lines

@@ -1,8 +1,9 @@
 """One worker of a two-process MultiWorkerMirroredStrategy run on 127.0.0.1.
 
-  python tests/multi_worker_main.py WORKER_INDEX PORT0,PORT1 MODEL_DIR OUTPUT.npz
+  python tests/multi_worker_main.py WORKER_INDEX PORT0,PORT1 MODEL_DIR OUTPUT.npz [STEPS]
 
-Trains a tiny pretraining model on dummy data for a few steps and writes this
+Trains a tiny pretraining model on dummy data for a few steps (STEPS: that many, one
+per loop, with a progress line each, and no checkpoint before the end) and writes this
 worker's final loss and weights to OUTPUT.npz (tests/test_strategies.py compares the
 workers).
 """
@@ -25,11 +26,17 @@ def main(argv):
   from bert_tf.training import strategies  # pylint: disable=g-import-not-at-top
   from bert_tf.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
 
+  trainer_config = dict(steps_per_loop=2)
+  steps = 4
+  if len(argv) > 5:
+    steps = int(argv[5])
+    trainer_config = dict(steps_per_loop=1, log_interval=1, summary_interval=1,
+                          checkpoint_interval=steps)
   experiment = trainer_helpers.tiny_experiment(
-      strategy="multi_worker_mirrored", steps=4, batch=8,
-      optimizer=dict(warmup_steps=0), trainer=dict(steps_per_loop=2))
+      strategy="multi_worker_mirrored", steps=steps, batch=8,
+      optimizer=dict(warmup_steps=0), trainer=trainer_config)
   strategies.configure_runtime(experiment.runtime)
-  trainer = Trainer(experiment, model_dir, log_fn=print)
+  trainer = Trainer(experiment, model_dir, log_fn=lambda line: print(line, flush=True))
   report = trainer.train()
   weights = trainer_helpers.weights_of(trainer.model)
   np.savez(output, loss=report["loss"], step=int(trainer.step.numpy()),

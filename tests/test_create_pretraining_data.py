@@ -219,15 +219,50 @@ def test_whole_word_masking_masks_all_pieces_of_chosen_words(corpus, tmp_path):
   assert whole_pieces > 20
 
 
-def test_invalid_utf8_is_replaced_and_counted(corpus, tmp_path):
+def test_invalid_utf8_is_replaced_counted_and_its_lines_named(corpus, tmp_path, capfd):
   path = str(tmp_path / "bad.txt")
+  good = fx.random_text(60, seed=5).encode("utf-8")
+  assert good.count(b"\n") > 400  # Two bad lines stay under 1%.
   with open(path, "wb") as f:
     f.write(b"The cat sat on the mat.\nThe dog \xff\xfe ran far.\n\n"
-            b"A big red house.\nThe sky is blue \xc3.\nThe sun and the moon.\n")
+            b"A big red house.\nThe sky is blue \xc3.\nThe sun and the moon.\n\n" + good)
+  capfd.readouterr()
   summary = cpd.create_pretraining_data(path, corpus["vocab"], str(tmp_path / "o"),
                                         SETTINGS, progress=False)
   assert summary["invalid_utf8_replacements"] == 3
   assert summary["instances"] > 0
+  warning = [line for line in capfd.readouterr().err.splitlines() if "warning" in line]
+  assert len(warning) == 1
+  assert f"{path}: 2 line(s) not valid UTF-8 (lines 2, 5)" in warning[0]
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"The cat sat.\nThe dog ran\x00 far.\n", "NUL byte at byte offset 24"),
+    ("Caf\u00e9 ol\u00e9.\nThe cat sat.\n".encode("latin-1") * 50,
+     "not a UTF-8 text file (50 of its 100 lines are not valid UTF-8, first at line(s) 1, 3"),
+])
+def test_a_file_that_is_not_text_is_an_error_naming_it(corpus, tmp_path, content, fragment):
+  path = str(tmp_path / "binary.txt")
+  with open(path, "wb") as f:
+    f.write(content)
+  # plan_run is the Beam pipeline's check too.
+  with pytest.raises(cpd.PretrainingDataError, match=re.escape(f"{path}: ")) as info:
+    cpd.plan_run(f"{corpus['text']},{path}", corpus["vocab"], str(tmp_path / "o"), SETTINGS,
+                 num_shards=1, gzip=False, overwrite=False, chunk_size_mb=1.0)
+  assert fragment in str(info.value)
+  assert not glob.glob(str(tmp_path / "o*"))
+
+
+def test_text_check_counts_lines_across_blocks(tmp_path, monkeypatch):
+  monkeypatch.setattr(cpd, "_TEXT_CHECK_BLOCK", 7)
+  path = tmp_path / "t.txt"
+  path.write_bytes(b"one line\nsecond \xff\nthird line is longer\n\nlast \xc3")
+  with pytest.raises(cpd.PretrainingDataError,
+                     match=r"2 of its 5 lines are not valid UTF-8, first at line\(s\) 2, 5"):
+    cpd.check_text_file(str(path))
+  path.write_bytes(b"one line\nsecond \xff\nthird line is longer\n" + b"ok\n" * 200)
+  check = cpd.check_text_file(str(path))
+  assert (check.lines, check.invalid_lines, check.first_invalid) == (203, 1, [2])
 
 
 @pytest.mark.parametrize("content", [b"", b"\n\n   \n\n"])

@@ -8,10 +8,13 @@ import pytest
 import tensorflow as tf
 
 import pretraining_fixtures as fx
+import trainer_helpers
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf.data import create_pretraining_data as cpd
 from bert_tf.data import pretraining_reader as reader
+from bert_tf.data import tfrecords
+from bert_tf.tasks import base as task_base
 
 SEQ, PRED = 32, 5
 
@@ -113,9 +116,11 @@ def test_corrupt_record_error_is_explained_with_the_file_name(files, tmp_path):
   with pytest.raises(tf.errors.DataLossError) as info:
     for _ in reader.build_pretraining_dataset(config):
       pass
-  explained = reader.explain_data_loss(info.value, config)
-  assert isinstance(explained, reader.PretrainingInputError)
-  assert "bad.tfrecord" in str(explained) and files["paths"][1] not in str(explained)
+  explained = task_base.get_task(trainer_helpers.tiny_experiment()).explain_input_error(
+      info.value, config)
+  assert isinstance(explained, tfrecords.CorruptRecordError)
+  assert "bad.tfrecord at byte offset" in str(explained)
+  assert files["paths"][1] not in str(explained)
 
 
 def test_inspect_reports_lengths_and_largest_id_and_checks_the_config(files, tmp_path):

@@ -14,6 +14,7 @@ import tensorflow as tf
 import yaml
 
 from bert_tf.checkpoints import restore
+from bert_tf.data import tfrecords
 from bert_tf.export import exporter
 from bert_tf.training import trainer as trainer_lib
 from bert_tf.training.trainer import Trainer
@@ -144,3 +145,89 @@ def test_sigterm_saves_a_checkpoint_exits_0_and_the_rerun_resumes_from_it(tmp_pa
   assert rerun.returncode == 0, rerun.stderr[-3000:]
   assert f"Resumed from {prefix} at step {step}" in rerun.stdout
   assert tf.train.latest_checkpoint(model_dir).endswith(f"ckpt-{step + 2}")
+
+
+def _record_offsets(path):
+  """Byte offsets at which the records of an uncompressed TFRecord file start."""
+  offsets, offset = [], 0
+  with open(path, "rb") as f:
+    data = f.read()
+  while offset < len(data):
+    offsets.append(offset)
+    length = int.from_bytes(data[offset:offset + 8], "little")
+    offset += 8 + 4 + length + 4
+  return offsets
+
+
+def _corrupt_record(path, index):
+  """Flips a byte inside record `index`'s data (its CRC no longer holds); returns the
+  byte offset of that data (after the record's 12-byte length header), where TensorFlow
+  says the record breaks."""
+  offset = _record_offsets(path)[index]
+  with open(path, "r+b") as f:
+    f.seek(offset + 8 + 4 + 5)
+    byte = f.read(1)
+    f.seek(offset + 8 + 4 + 5)
+    f.write(bytes([byte[0] ^ 0xFF]))
+  return offset + 12
+
+
+def _record_experiment(path, steps, **train_data):
+  import pretraining_fixtures as fx  # pylint: disable=g-import-not-at-top
+  if not os.path.exists(path):
+    fx.write_record_file(path, num_documents=40)
+  # Records in file order (one file, no shuffling), so the corrupt one comes at a known step.
+  return trainer_helpers.tiny_experiment(
+      seq=32, predictions=5, steps=steps,
+      train_data=dict(format="tfrecord", input_path=path, shuffle_buffer_size=1,
+                      deterministic=True, **train_data),
+      trainer=dict(steps_per_loop=1, summary_interval=1, log_interval=1,
+                   checkpoint_interval=100, max_to_keep=3))
+
+
+def test_corrupt_record_mid_training_saves_the_last_finished_step_and_names_file_and_offset(
+    tmp_path):
+  path = str(tmp_path / "pretrain.tfrecord")
+  experiment = _record_experiment(path, steps=10)
+  assert len(_record_offsets(path)) > 8 * 6
+  # Batches of 8: record 8 * 5 + 3 breaks the sixth batch, after five finished steps.
+  offset = _corrupt_record(path, 8 * 5 + 3)
+  model_dir = str(tmp_path / "run")
+  with pytest.raises(tfrecords.CorruptRecordError) as info:
+    trainer_lib.run_experiment(experiment, model_dir, log_fn=lambda _: None)
+  message = str(info.value)
+  assert f"{path} at byte offset {offset} (corrupted record)" in message
+  assert "\n" not in message
+  assert f"Saved checkpoint {os.path.join(model_dir, 'ckpt-5')} at step 5" in message
+  assert tf.train.latest_checkpoint(model_dir) == os.path.join(model_dir, "ckpt-5")
+  # The file replaced by an intact one, the rerun resumes at step 5 and finishes.
+  os.remove(path)
+  _record_experiment(path, steps=10)
+  lines = []
+  trainer_lib.run_experiment(experiment, model_dir, log_fn=lines.append)
+  assert any("Resumed from" in line and "ckpt-5 at step 5" in line for line in lines), lines
+  assert tf.train.latest_checkpoint(model_dir) == os.path.join(model_dir, "ckpt-10")
+
+
+def test_validate_inputs_fails_before_training_naming_file_and_offset(tmp_path):
+  path = str(tmp_path / "pretrain.tfrecord")
+  experiment = _record_experiment(path, steps=10, validate_inputs=True)
+  offset = _corrupt_record(path, len(_record_offsets(path)) - 2)
+  model_dir = str(tmp_path / "run")
+  with pytest.raises(tfrecords.CorruptRecordError,
+                     match=f"train_data: .*{path} at byte offset {offset}"):
+    trainer_lib.run_experiment(experiment, model_dir, log_fn=lambda _: None)
+  assert tf.train.latest_checkpoint(model_dir) is None
+
+
+def test_validate_inputs_passes_intact_files_and_checks_gzip_ones(tmp_path):
+  import pretraining_fixtures as fx  # pylint: disable=g-import-not-at-top
+  plain, packed = str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord.gz")
+  fx.write_record_file(plain, num_documents=5)
+  fx.write_record_file(packed, num_documents=5, gzip=True)
+  assert tfrecords.validate_record_files(plain) == 1
+  assert tfrecords.validate_record_files(packed, "GZIP") == 1
+  with open(packed, "r+b") as f:
+    f.truncate(os.path.getsize(packed) - 20)
+  with pytest.raises(tfrecords.CorruptRecordError, match="b.tfrecord.gz"):
+    tfrecords.validate_record_files(packed, "GZIP")

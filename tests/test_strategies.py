@@ -2,9 +2,11 @@
 strategies against one device."""
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -98,25 +100,36 @@ def _free_ports(count):
   return ports
 
 
-def test_two_multi_worker_processes_train_and_agree_on_loss_and_weights(tmp_path):
-  ports = ",".join(str(p) for p in _free_ports(2))
-  model_dir = str(tmp_path / "model")
+def _start_workers(tmp_path, ports, model_dir, steps, tag):
+  """Two tests/multi_worker_main.py processes writing tmp_path/<tag><index>.npz."""
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   env.pop("TF_CONFIG", None)
-  procs = [subprocess.Popen(
-      [sys.executable, os.path.join(_HERE, "multi_worker_main.py"), str(i), ports,
-       model_dir, str(tmp_path / f"worker{i}.npz")],
+  return [subprocess.Popen(
+      [sys.executable, os.path.join(_HERE, "multi_worker_main.py"), str(i), ports, model_dir,
+       str(tmp_path / f"{tag}{i}.npz")] + ([str(steps)] if steps else []),
       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
-           for i in range(2)]
+          for i in range(2)]
+
+
+def _finish(procs, timeout=400):
+  """Their outputs once they ended (killed after `timeout` seconds each)."""
   outputs = []
   try:
     for proc in procs:
-      out, _ = proc.communicate(timeout=400)
+      out, _ = proc.communicate(timeout=timeout)
       outputs.append(out)
   finally:
     for proc in procs:
       if proc.poll() is None:
         proc.kill()
+  return outputs
+
+
+def test_two_multi_worker_processes_train_and_agree_on_loss_and_weights(tmp_path):
+  ports = ",".join(str(p) for p in _free_ports(2))
+  model_dir = str(tmp_path / "model")
+  procs = _start_workers(tmp_path, ports, model_dir, None, "worker")
+  outputs = _finish(procs)
   for proc, out in zip(procs, outputs):
     assert proc.returncode == 0, out[-3000:]
   results = [np.load(tmp_path / f"worker{i}.npz") for i in range(2)]
@@ -130,3 +143,40 @@ def test_two_multi_worker_processes_train_and_agree_on_loss_and_weights(tmp_path
     np.testing.assert_array_equal(results[0][key], results[1][key], err_msg=key)
   # Only the chief wrote checkpoints into model_dir.
   assert tf.train.latest_checkpoint(model_dir).endswith("ckpt-4")
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_multi_worker_process_saves_one_agreed_step_and_both_exit_0(tmp_path):
+  model_dir = str(tmp_path / "model")
+  ports = ",".join(str(p) for p in _free_ports(2))
+  procs = _start_workers(tmp_path, ports, model_dir, 100000, "first")
+  seen = []
+  deadline = time.time() + 300
+  # The second worker (not the chief) gets the notice, once it has trained 3 steps.
+  for line in procs[1].stdout:
+    seen.append(line)
+    if "step 3" in line or time.time() > deadline:
+      break
+  procs[1].send_signal(signal.SIGTERM)
+  rest = _finish(procs, timeout=300)
+  outputs = [rest[0], "".join(seen) + rest[1]]
+  for proc, out in zip(procs, outputs):
+    assert proc.returncode == 0, out[-3000:]
+  received = [line for line in outputs[1].splitlines() if line.startswith("Received SIGTERM")]
+  told = [line for line in outputs[0].splitlines()
+          if line.startswith("Another worker received SIGTERM")]
+  assert received and told, outputs
+  prefix = tf.train.latest_checkpoint(model_dir)
+  step = int(prefix.rsplit("-", 1)[1])
+  assert 3 <= step < 100000
+  assert f"saved checkpoint {prefix} at step {step}" in received[0]
+  assert f"saved checkpoint {prefix} at step {step}" in told[0]
+
+  procs = _start_workers(tmp_path, ports, model_dir, step + 2, "rerun")
+  outputs = _finish(procs)
+  for proc, out in zip(procs, outputs):
+    assert proc.returncode == 0, out[-3000:]
+    assert f"Resumed from {prefix} at step {step}" in out
+  assert tf.train.latest_checkpoint(model_dir).endswith(f"ckpt-{step + 2}")
+  results = [np.load(tmp_path / f"rerun{i}.npz") for i in range(2)]
+  assert int(results[0]["step"]) == int(results[1]["step"]) == step + 2

@@ -25,6 +25,7 @@ from bert_tf import cpu_kernels
 cpu_kernels.prefer_onednn()
 
 from bert_tf.text import vocab as vocab_lib
+from bert_tf.utils import errors
 
 FLAGS = flags.FLAGS
 flags.DEFINE_multi_string(
@@ -48,20 +49,16 @@ def main(argv):
   for name in ("input", "output"):
     if not getattr(FLAGS, name):
       raise app.UsageError(f"--{name} is required")
-  try:
-    vocab_lib.build_vocab(
-        FLAGS.input, vocab_size=FLAGS.vocab_size, lower_case=FLAGS.lower_case,
-        output_file=FLAGS.output, overwrite=FLAGS.overwrite,
-        progress_interval=FLAGS.progress_seconds, stream=sys.stdout)
-  except (ValueError, FileNotFoundError) as e:
-    print(f"build_vocab: error: {e}", file=sys.stderr)
-    return 1
+  vocab_lib.build_vocab(
+      FLAGS.input, vocab_size=FLAGS.vocab_size, lower_case=FLAGS.lower_case,
+      output_file=FLAGS.output, overwrite=FLAGS.overwrite,
+      progress_interval=FLAGS.progress_seconds, stream=sys.stdout)
   return 0
 
 
 def run():
   """The `bert-tf-build-vocab` command."""
-  app.run(main)
+  errors.run_tool("build_vocab", main)
 
 
 if __name__ == "__main__":

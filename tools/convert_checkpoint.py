@@ -30,7 +30,6 @@ Convert an original Google checkpoint, and write one back as Hugging Face:
 """
 
 import logging as std_logging
-import sys
 import time
 
 from absl import app
@@ -43,6 +42,7 @@ from bert_tf import cpu_kernels
 cpu_kernels.prefer_onednn()
 
 from bert_tf.checkpoints import files
+from bert_tf.utils import errors
 
 _INPUT = flags.DEFINE_string("input", None, "Checkpoint folder, prefix or weights file.")
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Folder to create for the result.")
@@ -79,14 +79,10 @@ def main(argv):
   stages.setLevel(std_logging.INFO)
   stages.addHandler(_StageLog())
   stages.propagate = False
-  try:
-    summary = convert.convert_checkpoint(
-        _INPUT.value, _OUTPUT_DIR.value, input_format=_INPUT_FORMAT.value,
-        output_format=_OUTPUT_FORMAT.value, config_file=_CONFIG_FILE.value,
-        vocab_file=_VOCAB_FILE.value, overwrite=_OVERWRITE.value)
-  except files.ConversionError as e:
-    print(f"Error: {e}", file=sys.stderr, flush=True)
-    sys.exit(1)
+  summary = convert.convert_checkpoint(
+      _INPUT.value, _OUTPUT_DIR.value, input_format=_INPUT_FORMAT.value,
+      output_format=_OUTPUT_FORMAT.value, config_file=_CONFIG_FILE.value,
+      vocab_file=_VOCAB_FILE.value, overwrite=_OVERWRITE.value)
   print(summary.line(), flush=True)
 
 
@@ -94,7 +90,7 @@ def run():
   """The `bert-tf-convert-checkpoint` command."""
   std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
   logging.set_verbosity(logging.WARNING)
-  app.run(main)
+  errors.run_tool("convert_checkpoint", main)
 
 
 if __name__ == "__main__":

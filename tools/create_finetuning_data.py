@@ -30,7 +30,7 @@ from bert_tf import cpu_kernels
 # Before TensorFlow loads: it reads its CPU-kernel choice once, when imported.
 cpu_kernels.prefer_onednn()
 
-from bert_tf import configs
+from bert_tf.utils import errors
 from bert_tf.training import experiments
 
 _EXPERIMENT = flags.DEFINE_string(
@@ -61,10 +61,7 @@ def main(argv):
     raise app.UsageError(f"Task '{task.name}' has no fine-tuning TFRecords to write")
   data_config = config.train_data if _SPLIT.value == "train" else config.eval_data
   start = time.time()
-  try:
-    meta = task.write_tfrecord(data_config, _OUTPUT.value)
-  except configs.ConfigError as e:
-    raise app.UsageError(str(e)) from None
+  meta = task.write_tfrecord(data_config, _OUTPUT.value)
   print(f"Wrote {meta['num_examples']} {task.name} examples (seq_length {meta['seq_length']}) "
         f"to {_OUTPUT.value} in {time.time() - start:.1f}s; metadata in {_OUTPUT.value}.json",
         flush=True)
@@ -74,7 +71,7 @@ def run():
   """The `bert-tf-create-finetuning-data` command."""
   std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
   logging.set_verbosity(logging.WARNING)
-  app.run(main)
+  errors.run_tool("create_finetuning_data", main)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from bert_tf import cpu_kernels
 cpu_kernels.prefer_onednn()
 
 from bert_tf.data import create_pretraining_data as cpd
+from bert_tf.utils import errors
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None,
@@ -114,11 +115,7 @@ def main(argv):
       masked_lm_prob=FLAGS.masked_lm_prob, dupe_factor=FLAGS.dupe_factor,
       short_seq_prob=FLAGS.short_seq_prob, random_seed=FLAGS.random_seed,
       do_lower_case=FLAGS.lower_case, do_whole_word_mask=FLAGS.whole_word_masking)
-  try:
-    summary = _create(settings, argv[1:])
-  except cpd.PretrainingDataError as e:
-    print(f"create_pretraining_data: error: {e}", file=sys.stderr)
-    return 1
+  summary = _create(settings, argv[1:])
   fractions = summary["masked_outcome_fractions"]
   print(f"Wrote {summary['instances']:,} instances ({summary['tokens']:,} tokens) to "
         f"{len(summary['output_files'])} file(s) in {summary['seconds']:.1f} s "
@@ -138,7 +135,7 @@ def main(argv):
 def run():
   """The `bert-tf-create-pretraining-data` command."""
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-  app.run(main)
+  errors.run_tool("create_pretraining_data", main)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from absl import app
 from absl import flags
 
 from bert_tf import cpu_kernels
+from bert_tf.utils import errors
 
 # Before TensorFlow loads: it reads its CPU-kernel choice once, when imported.
 cpu_kernels.prefer_onednn()
@@ -69,6 +70,9 @@ def main(argv):
   from bert_tf.export import exporter  # pylint: disable=g-import-not-at-top
   from bert_tf.export import hub  # pylint: disable=g-import-not-at-top
   from bert_tf.export import serving_ops_check  # pylint: disable=g-import-not-at-top
+  from bert_tf.checkpoints import restore  # pylint: disable=g-import-not-at-top
+  # A missing checkpoint is named as such, not as the params.yaml missing beside it.
+  restore.resolve_checkpoint(FLAGS.checkpoint)
   config_path = FLAGS.config
   if not config_path:
     base = FLAGS.checkpoint if os.path.isdir(FLAGS.checkpoint) else os.path.dirname(
@@ -122,7 +126,7 @@ def main(argv):
 def run():
   """The `bert-tf-export` command."""
   flags.mark_flags_as_required(["checkpoint", "export_dir"])
-  app.run(main)
+  errors.run_tool("export_saved_model", main)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from absl import flags
 from absl import logging
 
 from bert_tf import cpu_kernels
+from bert_tf.utils import errors
 
 # Before TensorFlow loads: it reads its CPU-kernel choice once, when imported.
 cpu_kernels.prefer_onednn()
@@ -83,7 +84,7 @@ def run():
   """The `bert-tf-extract-features` command."""
   std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
   logging.set_verbosity(logging.WARNING)
-  app.run(main)
+  errors.run_tool("extract_features", main)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from absl import app
 from absl import flags
 
 from bert_tf import cpu_kernels
+from bert_tf.utils import errors
 
 # Before TensorFlow loads: it reads its CPU-kernel choice once, when imported.
 cpu_kernels.prefer_onednn()
@@ -79,7 +80,7 @@ def main(argv):
 
 def run():
   """The `bert-tf-make-serving-request` command."""
-  app.run(main)
+  errors.run_tool("make_serving_request", main)
 
 
 if __name__ == "__main__":

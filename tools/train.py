@@ -8,8 +8,9 @@ Pretrain BERT-tiny on your TFRecords:
 Configs: --experiment names a file in official_configs/experiments/ (by stem) or is a
 YAML path; --config_file adds YAML files merged in order; --params_override takes
 `a.b=v` items separated by commas. The flags --distribution_strategy, --tpu,
---num_gpus, --mixed_precision_dtype, --jit_compile and --init_checkpoint are
-shorthands for the runtime.* / task.* fields of the same names. The resolved config
+--num_gpus, --mixed_precision_dtype, --jit_compile, --init_checkpoint and
+--validate_inputs are shorthands for the runtime.* / task.* / train_data.* fields of the
+same names. The resolved config
 is written to MODEL_DIR/params.yaml; rerunning with the same --model_dir resumes from
 its latest checkpoint. TensorBoard logs: MODEL_DIR/train and MODEL_DIR/eval.
 
@@ -29,6 +30,7 @@ cpu_kernels.prefer_onednn()
 
 from bert_tf import configs
 from bert_tf.training import experiments
+from bert_tf.utils import errors
 
 _EXPERIMENT = flags.DEFINE_string(
     "experiment", None, "A registered experiment (file stem in "
@@ -52,6 +54,9 @@ _PRECISION = flags.DEFINE_enum(
 _JIT = flags.DEFINE_bool("jit_compile", None, "Shorthand for runtime.jit_compile (XLA).")
 _INIT = flags.DEFINE_string("init_checkpoint", None,
                             "Shorthand for task.init_checkpoint (warm-start the encoder).")
+_VALIDATE = flags.DEFINE_bool(
+    "validate_inputs", None, "Shorthand for train_data.validate_inputs: check every "
+    "record's checksums before training.")
 _REPLACE_PARAMS = flags.DEFINE_bool(
     "replace_params", False, "Replace a MODEL_DIR/params.yaml whose model or data shapes "
     "differ from this configuration (otherwise an error naming the differing entries).")
@@ -65,7 +70,7 @@ def main(argv):
   shorthands = experiments.runtime_overrides(
       distribution_strategy=_STRATEGY.value, tpu=_TPU.value, num_gpus=_NUM_GPUS.value,
       mixed_precision_dtype=_PRECISION.value, jit_compile=_JIT.value,
-      init_checkpoint=_INIT.value)
+      init_checkpoint=_INIT.value, validate_inputs=_VALIDATE.value)
   config = experiments.resolve_experiment(_EXPERIMENT.value, _CONFIG_FILE.value,
                                           _PARAMS_OVERRIDE.value, shorthands)
   # Imported after the config is known: device setup must precede TensorFlow's.
@@ -84,7 +89,7 @@ def run():
   """The `bert-tf-train` command."""
   std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
   logging.set_verbosity(logging.WARNING)
-  app.run(main)
+  errors.run_tool("train", main)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from typing import Any, Dict, Iterator, Optional
 import numpy as np
 
 from bert_tf.text import vocab as vocab_lib
+from bert_tf.utils import errors
 from bert_tf.utils import files as files_lib
 
 # Formats conversion reads and writes.
@@ -21,7 +22,7 @@ FORMATS = (BERT_TF, GOOGLE_TF1, HUGGINGFACE)
 VOCAB_FILE = "vocab.txt"
 
 
-class ConversionError(ValueError):
+class ConversionError(errors.UserError, ValueError):
   """A checkpoint, its config or its vocab cannot be converted; the message says why."""
 
 

@@ -15,12 +15,14 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
+from bert_tf.utils import errors
+
 # What reading a damaged checkpoint raises: the C++ reader's errors, and IndexError or
 # ValueError from the Python side of a truncated index or data file.
 _READ_ERRORS = (tf.errors.OpError, IndexError, ValueError)
 
 
-class UnreadableCheckpointError(OSError):
+class UnreadableCheckpointError(errors.UserError, OSError):
   """A checkpoint's index or data file cannot be read; the message names the file."""
 
 
@@ -104,10 +106,10 @@ def resolve_checkpoint(path: str) -> str:
   if tf.io.gfile.isdir(path):
     latest = newest_readable_checkpoint(path)
     if latest is None:
-      raise FileNotFoundError(f"No checkpoint in directory {path}")
+      raise errors.MissingInputError(f"No checkpoint in directory {path}")
     return latest
   if not tf.io.gfile.exists(path + ".index"):
-    raise FileNotFoundError(f"No checkpoint at {path} (expected {path}.index)")
+    raise errors.MissingInputError(f"No checkpoint at {path} (expected {path}.index)")
   return path
 
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from bert_tf import constants
 from bert_tf.data import pretraining_instances as pi
+from bert_tf.utils import errors
 from bert_tf.utils import files as files_lib
 from bert_tf.utils import progress as progress_lib
 
@@ -41,9 +42,17 @@ _BATCH = 4096
 _TOKENIZE_BATCH = 8192
 _SHARD_PATTERN = re.compile(r"-\d{5}-of-\d{5}\.tfrecord(\.gz)?$")
 INCOMPLETE_SUFFIX = ".incomplete"
+# An input with more of its lines not UTF-8 than this is taken for a file that is not text.
+MAX_INVALID_UTF8_LINE_FRACTION = 0.01
+# Invalid lines named in the warning, per file.
+_SHOWN_INVALID_LINES = 5
+# How much of a file the text check reads: all of a local one, the start of a remote one
+# (reading a bucket's corpus twice would double the launcher's I/O).
+_REMOTE_TEXT_CHECK_BYTES = 1 << 20
+_TEXT_CHECK_BLOCK = 4 << 20
 
 
-class PretrainingDataError(ValueError):
+class PretrainingDataError(errors.UserError, ValueError):
   """Bad input or settings, with the offending file or flag named."""
 
 
@@ -97,6 +106,95 @@ def list_input_files(input_file: str) -> List[str]:
     return files_lib.expand_patterns(input_file, field="--input_file")
   except FileNotFoundError as e:
     raise PretrainingDataError(str(e)) from None
+
+
+@dataclasses.dataclass
+class TextCheck:
+  """What `check_text_file` found in one input file."""
+
+  path: str
+  lines: int = 0
+  invalid_lines: int = 0
+  first_invalid: List[int] = dataclasses.field(default_factory=list)
+  complete: bool = True  # False: only the start of a remote file was read.
+
+  def warning(self) -> Optional[str]:
+    """One line naming the file and its first invalid lines; None when all are UTF-8."""
+    if not self.invalid_lines:
+      return None
+    shown = ", ".join(str(n) for n in self.first_invalid)
+    more = ", ..." if self.invalid_lines > len(self.first_invalid) else ""
+    scope = "" if self.complete else f" in its first {self.lines} lines"
+    return (f"{self.path}: {self.invalid_lines} line(s) not valid UTF-8{scope} (lines "
+            f"{shown}{more}); their invalid bytes become U+FFFD")
+
+
+def check_text_file(path: str) -> TextCheck:
+  """Checks that an input file is UTF-8 text: no NUL byte, at most
+  MAX_INVALID_UTF8_LINE_FRACTION of its lines invalid UTF-8.
+
+  Reads local files in full (blocks decoded at C speed, lines looked at one by one only
+  in a block that fails to decode) and the first MiB of remote ones.
+
+  Returns:
+    TextCheck with the line counts and the first invalid lines (1-based).
+
+  Raises:
+    PretrainingDataError: naming the file, and the byte offset of a NUL byte or the
+      share of invalid lines.
+  """
+  check = TextCheck(path)
+  limit = None if _is_local(path) else _REMOTE_TEXT_CHECK_BYTES
+  read = 0
+  pending = b""
+  with open_input(path) as f:
+    while True:
+      want = _TEXT_CHECK_BLOCK if limit is None else min(_TEXT_CHECK_BLOCK, limit - read)
+      data = f.read(want) if want > 0 else b""
+      nul = data.find(b"\0")
+      if nul >= 0:
+        raise PretrainingDataError(f"{path}: not a text file (a NUL byte at byte offset "
+                                   f"{read + nul})")
+      read += len(data)
+      if not data:
+        check.complete = want > 0
+        # The tail of a file read only in part may end inside a character.
+        block, pending = (pending if check.complete else b""), b""
+      else:
+        pending += data
+        cut = pending.rfind(b"\n") + 1  # Whole lines only; the rest waits.
+        block, pending = pending[:cut], pending[cut:]
+      if block:
+        _count_lines(block, check)
+      if not data:
+        break
+  if check.invalid_lines > MAX_INVALID_UTF8_LINE_FRACTION * max(check.lines, 1):
+    raise PretrainingDataError(
+        f"{path}: not a UTF-8 text file ({check.invalid_lines} of its {check.lines} lines "
+        f"{'read ' if not check.complete else ''}are not valid UTF-8, first at line(s) "
+        f"{', '.join(str(n) for n in check.first_invalid)})")
+  return check
+
+
+def _count_lines(block: bytes, check: TextCheck) -> None:
+  """Adds a block of whole lines (the last one may lack its newline) to `check`."""
+  try:
+    block.decode("utf-8")
+    check.lines += block.count(b"\n") + (not block.endswith(b"\n"))
+    return
+  except UnicodeDecodeError:
+    pass
+  lines = block.split(b"\n")
+  if lines[-1] == b"":
+    lines.pop()
+  for number, line in enumerate(lines, start=check.lines + 1):
+    try:
+      line.decode("utf-8")
+    except UnicodeDecodeError:
+      check.invalid_lines += 1
+      if len(check.first_invalid) < _SHOWN_INVALID_LINES:
+        check.first_invalid.append(number)
+  check.lines += len(lines)
 
 
 def load_special_ids(vocab_file: str) -> pi.SpecialIds:
@@ -497,6 +595,8 @@ def _subprocess_worker(worker_index, num_workers, chunks, shard_paths, gzip, set
     total = _run_worker(worker_index, num_workers, chunks, shard_paths, gzip, settings,
                         vocab_file, queue.put)
     queue.put(("done", total))
+  except errors.UserError as e:
+    queue.put(("user_error", str(e)))
   except BaseException as e:  # pylint: disable=broad-except
     queue.put(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
 
@@ -563,7 +663,8 @@ class RunPlan:
 
 def plan_run(input_file: str, vocab_file: str, output: str, settings: PretrainingDataSettings,
              num_shards: int, gzip: bool, overwrite: bool, chunk_size_mb: float) -> RunPlan:
-  """Checks the settings, inputs, vocab and outputs; reads the input files' sizes.
+  """Checks the settings, inputs (text, see `check_text_file`), vocab and outputs; reads
+  the input files' sizes.
 
   Shared by the local tool and the Beam pipeline, so that both refuse the same bad input
   with the same errors and number their chunks (hence seed and shard them) alike. Only
@@ -577,6 +678,10 @@ def plan_run(input_file: str, vocab_file: str, output: str, settings: Pretrainin
   if num_shards < 1:
     raise PretrainingDataError("num_shards must be at least 1")
   files = list_input_files(input_file)
+  for path in files:
+    warning = check_text_file(path).warning()
+    if warning:
+      print(f"[create_pretraining_data] warning: {warning}", file=sys.stderr, flush=True)
   special = load_special_ids(vocab_file)
   paths = output_paths(output, num_shards, gzip)
   summary_file = summary_path(output)
@@ -636,7 +741,7 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
   files, paths = plan.files, plan.paths
   chunks = plan_chunks(files, plan.chunk_bytes, plan.sizes)
   out_dir = os.path.dirname(os.path.abspath(paths[0]))
-  os.makedirs(out_dir, exist_ok=True)
+  files_lib.make_dirs(out_dir)
   workers = max(1, min(num_workers, num_shards, len(chunks)))
   if progress:
     note_empty_shards(len(chunks), num_shards)
@@ -706,6 +811,8 @@ def _run_in_processes(workers, chunks, paths, gzip, settings, vocab_file, tracke
         merge_stats(totals, payload)
         worker_cpu_seconds.append(payload["cpu_seconds"])
         done += 1
+      elif kind == "user_error":
+        raise PretrainingDataError(payload)
       else:
         raise PretrainingDataError(f"A worker failed: {payload}")
   finally:

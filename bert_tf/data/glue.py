@@ -20,8 +20,10 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
+from bert_tf.utils import errors
 
-class GlueFormatError(ValueError):
+
+class GlueFormatError(errors.UserError, ValueError):
   """A data file does not have the layout its task expects."""
 
 

@@ -24,6 +24,7 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from bert_tf import constants
+from bert_tf.utils import errors
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,10 +110,10 @@ def create_instance_spans(sentence_offsets: Sequence[int], document_offsets: Seq
   db = [int(x) for x in document_offsets]
   num_docs = len(db) - 1
   if num_docs < 1:
-    raise ValueError("No documents to create instances from")
+    raise errors.InputError("No documents to create instances from")
   max_num_tokens = max_seq_length - 3
   if max_num_tokens < 2:
-    raise ValueError(f"max_seq_length must be at least 5, got {max_seq_length}")
+    raise errors.InputError(f"max_seq_length must be at least 5, got {max_seq_length}")
   rand, randint = rng.random, rng.randint
   a_start, a_end_tok, b_start, b_end_tok, random_next, short_flags = [], [], [], [], [], []
   short_passes = 0

@@ -3,8 +3,7 @@
 `build_pretraining_dataset` yields per-replica batches keyed by the model's input names.
 `inspect_pretraining_files` tells the trainer, before it builds anything, the sequence
 length, predictions per sequence and largest token id of the data, so that a config that
-does not fit the files is an error up front. `explain_data_loss` turns tf.data's
-"corrupted record at N" (which does not say which file) into an error naming the file.
+does not fit the files is an error up front.
 
 Everything in the pipeline is a TensorFlow op (no tf.py_function), so the iterator can be
 checkpointed and the pipeline runs on TPU hosts.
@@ -18,6 +17,7 @@ import tensorflow as tf
 
 from bert_tf import constants
 from bert_tf.data import masking
+from bert_tf.utils import errors
 from bert_tf.utils import files
 
 _INT_FEATURES = (constants.TFRECORD_INPUT_IDS, constants.TFRECORD_INPUT_MASK,
@@ -26,14 +26,14 @@ _PREDICTION_FEATURES = (constants.TFRECORD_MASKED_LM_POSITIONS,
                         constants.TFRECORD_MASKED_LM_IDS)
 
 
-class PretrainingInputError(ValueError):
+class PretrainingInputError(errors.UserError, ValueError):
   """The pretraining input files are missing, empty, corrupt or do not fit the config."""
 
 
 def list_record_files(input_path: str) -> List[str]:
   """Expands comma-separated globs (see `bert_tf.utils.files.expand_patterns`)."""
   try:
-    return files.expand_patterns(input_path, field="data_config.input_path")
+    return files.expand_patterns(input_path, field="input_path")
   except FileNotFoundError as e:
     raise PretrainingInputError(str(e)) from None
 
@@ -239,32 +239,3 @@ def inspect_pretraining_files(input_path: str, compression_type: str = ""
       max_predictions_per_seq=len(feature[constants.TFRECORD_MASKED_LM_POSITIONS]
                                   .int64_list.value),
       max_token_id=max_id, vocab_size=vocab_size, summary=summary)
-
-
-def find_unreadable_files(input_path: str, compression_type: str = "") -> Dict[str, str]:
-  """Reads every file to the end; returns {file: error message} for those that fail."""
-  bad = {}
-  for path in list_record_files(input_path):
-    try:
-      for _ in tf.data.TFRecordDataset(path, compression_type=compression_type):
-        pass
-    except tf.errors.OpError as e:
-      bad[path] = e.message
-  return bad
-
-
-def explain_data_loss(error: Exception, data_config) -> Exception:
-  """Returns an error naming the corrupt file(s) behind a tf.data read error.
-
-  tf.data reports "corrupted record at N" without the file, so the trainer calls this in
-  `except tf.errors.DataLossError as e: raise explain_data_loss(e, config) from e`. It
-  reads the files again (only on failure) to find which ones fail.
-
-  Returns:
-    PretrainingInputError naming the files, or `error` itself when every file reads.
-  """
-  bad = find_unreadable_files(data_config.input_path, data_config.compression_type)
-  if not bad:
-    return error
-  details = "; ".join(f"{path}: {message}" for path, message in bad.items())
-  return PretrainingInputError(f"Corrupt pretraining TFRecord file(s): {details}")

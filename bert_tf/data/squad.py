@@ -29,6 +29,7 @@ from bert_tf import constants
 from bert_tf.data import tfrecords
 from bert_tf.text import packing
 from bert_tf.text import vocab as vocab_lib
+from bert_tf.utils import errors
 from bert_tf.utils import progress as progress_lib
 
 # Model-input names of the span labels (TFRecord features carry the same names).
@@ -43,7 +44,7 @@ FIRST_UNIQUE_ID = 1000000000
 TokenizeFn = Callable[[Sequence[str]], List[List[str]]]
 
 
-class SquadFormatError(ValueError):
+class SquadFormatError(errors.UserError, ValueError):
   """A SQuAD JSON file cannot be read; the message names the file and position."""
 
 

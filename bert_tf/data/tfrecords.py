@@ -9,6 +9,7 @@ padded to seq_length, plus `example_index`, and a JSON metadata file beside each
 """
 
 import json
+import re
 from typing import Dict, Iterable, Mapping, Optional
 
 import numpy as np
@@ -17,8 +18,74 @@ import tensorflow as tf
 from bert_tf import constants
 from bert_tf.data.batching import padding_values, trim_to_longest
 from bert_tf.data.featurizers import MULTIPLE_CHOICE, TAGGING
+from bert_tf.utils import errors
 from bert_tf.utils import files
 from bert_tf.utils import progress as progress_lib
+
+
+# TensorFlow's record reader says "corrupted record at N" or "truncated record at N",
+# N the byte offset (in the uncompressed stream) of the part that failed: the record's
+# length header, or its data 12 bytes further on.
+_RECORD_OFFSET = re.compile(r"(corrupted|truncated) record at (\d+)")
+# The op and function names TensorFlow wraps its messages in.
+_TF_MESSAGE_NOISE = re.compile(r"\{\{[^}]*\}\}|\[Op:[^\]]*\]|\bname:\s*$")
+
+
+class CorruptRecordError(errors.UserError, ValueError):
+  """A TFRecord file whose framing or checksums do not hold; names the file and offset."""
+
+
+def check_record_file(path: str, compression_type: str = "") -> Optional[str]:
+  """Reads every record of a TFRecord file, checking the length and data CRCs.
+
+  Returns:
+    None when the whole file reads; else "byte offset N (corrupted record)" or
+    "(truncated record)", or TensorFlow's message where it names no offset.
+  """
+  dataset = tf.data.TFRecordDataset(path, compression_type=compression_type)
+  try:
+    # Batched and reduced inside TensorFlow: no Python work per record.
+    dataset.batch(4096).reduce(np.int64(0), lambda n, batch: n + tf.size(
+        batch, out_type=tf.int64))
+  except tf.errors.OpError as e:
+    message = " ".join(_TF_MESSAGE_NOISE.sub("", e.message).split())
+    found = _RECORD_OFFSET.search(message)
+    return f"byte offset {found.group(2)} ({found.group(1)} record)" if found else message
+  return None
+
+
+def find_corrupt_records(input_path: str, compression_type: str = "",
+                         field: str = "input_path") -> Dict[str, str]:
+  """{file: what `check_record_file` says} for every file of `input_path` that fails."""
+  bad = {}
+  for path in files.expand_patterns(input_path, field=field):
+    problem = check_record_file(path, compression_type)
+    if problem:
+      bad[path] = problem
+  return bad
+
+
+def corrupt_records_error(bad: Mapping[str, str]) -> CorruptRecordError:
+  """The error naming each corrupt file of `find_corrupt_records` and where it breaks."""
+  details = "; ".join(f"{path} at {problem}" for path, problem in bad.items())
+  return CorruptRecordError(f"Corrupt TFRecord file(s): {details}")
+
+
+def validate_record_files(input_path: str, compression_type: str = "",
+                          field: str = "input_path") -> int:
+  """Checks every record's CRCs in every file before any is used.
+
+  Returns:
+    the number of files checked.
+
+  Raises:
+    CorruptRecordError: naming each corrupt file and the byte offset it breaks at.
+  """
+  paths = files.expand_patterns(input_path, field=field)
+  bad = find_corrupt_records(",".join(paths), compression_type, field)
+  if bad:
+    raise corrupt_records_error(bad)
+  return len(paths)
 
 
 def serialize_example(features: Mapping[str, np.ndarray]) -> bytes:

@@ -42,6 +42,7 @@ from bert_tf.models import lora
 from bert_tf.tasks import base as task_base
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
 from bert_tf.training import experiments
+from bert_tf.utils import errors
 from bert_tf.utils import files
 
 AUTO = "auto"
@@ -87,10 +88,11 @@ def write_saved_model(module, export_base: str, version: Optional[int] = None) -
   """
   version = next_version(export_base) if version is None else int(version)
   if version < 0:
-    raise ValueError(f"version must be a non-negative integer, got {version}")
+    raise errors.InputError(f"version must be a non-negative integer, got {version}")
   final = os.path.join(export_base, str(version))
   if tf.io.gfile.exists(final):
-    raise FileExistsError(f"Export directory {final} exists already; choose another version")
+    raise errors.OutputExistsError(
+        f"Export directory {final} exists already; choose another version")
   # The temporary name is no integer, so a server watching export_base ignores it.
   with files.atomic_path(final, overwrite=False) as temporary:
     tf.saved_model.save(module, temporary, signatures=module.signatures())
@@ -111,16 +113,16 @@ def kind_of(task: task_base.Task, kind: str = AUTO) -> str:
       own, or another task's kind.
   """
   if kind not in kinds():
-    raise ValueError(f"kind must be one of {', '.join(kinds())}, got '{kind}'")
+    raise errors.InputError(f"kind must be one of {', '.join(kinds())}, got '{kind}'")
   if kind == ENCODER:
     return kind
   if not task.export_kind:
     exporting = sorted(name for name, cls in task_base.registered_tasks().items()
                        if cls.export_kind)
-    raise ValueError(f"No serving export for task '{task.name}'; tasks with one: "
+    raise errors.InputError(f"No serving export for task '{task.name}'; tasks with one: "
                      f"{', '.join(exporting)} (or kind '{ENCODER}')")
   if kind not in (AUTO, task.export_kind):
-    raise ValueError(f"Task '{task.name}' exports as kind '{task.export_kind}' (or "
+    raise errors.InputError(f"Task '{task.name}' exports as kind '{task.export_kind}' (or "
                      f"'{ENCODER}'), not '{kind}'")
   return task.export_kind
 
@@ -158,11 +160,12 @@ def build_serving_module(experiment: configs.ExperimentConfig, model, vocab_file
   seq_length = seq_length or data.seq_length
   max_position = experiment.model.encoder.max_position_embeddings
   if seq_length > max_position:
-    raise ValueError(f"seq_length {seq_length} exceeds max_position_embeddings {max_position}")
+    raise errors.InputError(
+        f"seq_length {seq_length} exceeds max_position_embeddings {max_position}")
   tokenizer = BertWordPieceTokenizer(vocab_file, lower_case=lower_case)
   vocab_size = experiment.model.encoder.vocab_size
   if tokenizer.vocab_size != vocab_size:
-    raise ValueError(f"Vocab {vocab_file} has {tokenizer.vocab_size} tokens but the model's "
+    raise errors.InputError(f"Vocab {vocab_file} has {tokenizer.vocab_size} tokens but the model's "
                      f"vocab_size is {vocab_size}")
   text_encoder = text_encoding.TextEncoder(tokenizer, seq_length)
   task = task_base.get_task(experiment)
@@ -227,7 +230,7 @@ def quantize(model, mode: str = "int8"):
     ValueError: an unknown mode, or a Dense layer the quantization left in float.
   """
   if mode not in QUANTIZE_MODES:
-    raise ValueError(f"quantize must be one of {', '.join(QUANTIZE_MODES)}, got '{mode}'")
+    raise errors.InputError(f"quantize must be one of {', '.join(QUANTIZE_MODES)}, got '{mode}'")
   with warnings.catch_warnings():
     # Keras names every layer without weights to quantize (LayerNorm, Dropout, ...).
     warnings.filterwarnings("ignore", message=".*does not have a `quantize` method")
@@ -262,7 +265,7 @@ def export_from_checkpoint(checkpoint: str, config, export_base: str,
   experiment = load_experiment(config)
   vocab_file = vocab_file or experiment.tokenizer.vocab_file
   if not vocab_file:
-    raise ValueError("No vocab file: pass one, or set tokenizer.vocab_file in the config")
+    raise errors.InputError("No vocab file: pass one, or set tokenizer.vocab_file in the config")
   model = model_from_checkpoint(experiment, checkpoint)
   if quantize_mode:
     quantize(model, quantize_mode)

@@ -13,6 +13,7 @@ from typing import Dict, Mapping, Optional, Sequence
 import tensorflow as tf
 
 from bert_tf.export import serving_module
+from bert_tf.utils import errors
 from bert_tf.utils import files
 
 FORMATS = ("instances", "inputs")
@@ -52,10 +53,10 @@ def make_body(columns: Mapping[str, Sequence], request_format: str = "instances"
     A JSON-serializable dict.
   """
   if request_format not in FORMATS:
-    raise ValueError(f"request_format must be one of {FORMATS}, got '{request_format}'")
+    raise errors.InputError(f"request_format must be one of {FORMATS}, got '{request_format}'")
   lengths = {name: len(values) for name, values in columns.items()}
   if len(set(lengths.values())) > 1:
-    raise ValueError(f"Every input needs the same number of values, got {lengths}")
+    raise errors.InputError(f"Every input needs the same number of values, got {lengths}")
   body = {}
   if signature_name:
     body["signature_name"] = signature_name
@@ -90,14 +91,15 @@ def signature_columns(signature: str, texts: Mapping[str, Sequence[str]],
         make_example({name: texts[name][i] for name in names}) for i in range(count)]}
   if signature == serving_module.SERVE_TOKEN_IDS:
     if text_encoder is None:
-      raise ValueError("serve_token_ids needs a text encoder (vocab) to tokenize")
+      raise errors.InputError("serve_token_ids needs a text encoder (vocab) to tokenize")
     tensors = {name: tf.constant(texts[name]) for name in names}
     if hasattr(text_encoder, "encode_text"):
       inputs = text_encoder.encode_text(tensors)
     else:
       inputs = text_encoder.encode(*tensors.values())
     return {name: value.numpy().tolist() for name, value in inputs.items()}
-  raise ValueError(f"Unknown signature '{signature}'; one of {serving_module.SIGNATURE_NAMES}")
+  raise errors.InputError(
+      f"Unknown signature '{signature}'; one of {serving_module.SIGNATURE_NAMES}")
 
 
 def write_body(body: Dict, path: str) -> None:

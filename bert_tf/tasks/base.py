@@ -33,7 +33,6 @@ decorated with `register_task(name, config_cls)`.
 from __future__ import annotations
 
 import abc
-import difflib
 import logging
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
@@ -91,8 +90,8 @@ def get_task(experiment: configs.ExperimentConfig) -> "Task":
   """
   name = experiment.task.name
   if name not in _TASKS:
-    nearest = difflib.get_close_matches(name, list(_TASKS), n=1, cutoff=0.0)
-    hint = f"; did you mean '{nearest[0]}'?" if nearest else ""
+    nearest = configs.nearest_name(name, list(_TASKS))
+    hint = f"; did you mean '{nearest}'?" if nearest else ""
     raise configs.ConfigError(f"task.name: unknown task '{name}'{hint} Tasks: "
                               f"{', '.join(sorted(_TASKS))}")
   cls = _TASKS[name]
@@ -248,9 +247,16 @@ class Task(abc.ABC):
 
   def explain_input_error(self, error: Exception, data_config: configs.DataConfig
                           ) -> Exception:
-    """The error to raise for one the input pipeline raised while training (default:
-    the error itself); tasks name the file or record behind it."""
-    return error
+    """The error to raise for a tf.errors.DataLossError of the input pipeline: for
+    TFRecord input, a CorruptRecordError naming each corrupt file and the byte offset it
+    breaks at (the files are read again to find them); otherwise, or when every file
+    reads, the error itself."""
+    if data_config.format != TFRECORD:
+      return error
+    from bert_tf.data import tfrecords  # pylint: disable=g-import-not-at-top
+    bad = tfrecords.find_corrupt_records(data_config.input_path,
+                                         data_config.compression_type)
+    return tfrecords.corrupt_records_error(bad) if bad else error
 
   # ----- loss and metrics -----
   def loss_normalizers(self, features) -> Dict[str, tf.Tensor]:

@@ -79,13 +79,6 @@ class PretrainingTask(base.Task):
                                                         data_config.compression_type)
     info.check_config(data_config, self.experiment.model.encoder.vocab_size)
 
-  def explain_input_error(self, error: Exception, data_config: configs.DataConfig
-                          ) -> Exception:
-    """An error naming the corrupt TFRecord file behind a tf.data DataLossError."""
-    if data_config.format != base.TFRECORD:
-      return error
-    return pretraining_reader.explain_data_loss(error, data_config)
-
   def dummy_inputs(self, data_config: configs.DataConfig,
                    input_context: Optional[tf.distribute.InputContext] = None
                    ) -> tf.data.Dataset:

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from bert_tf import constants
 from bert_tf.text import normalization
+from bert_tf.utils import errors
 from bert_tf.utils import files as files_lib
 from bert_tf.utils import progress as progress_lib
 
@@ -40,7 +41,7 @@ def load_vocab(vocab_file):
       token with leading or trailing whitespace, or a duplicate token.
   """
   if not tf.io.gfile.exists(vocab_file):
-    raise FileNotFoundError(f"Vocab file not found: {vocab_file}")
+    raise errors.MissingInputError(f"Vocab file not found: {vocab_file}")
   with tf.io.gfile.GFile(vocab_file, "rb") as f:
     data = f.read()
   lines = data.split(b"\n")
@@ -54,22 +55,22 @@ def load_vocab(vocab_file):
     try:
       token = line.decode("utf-8")
     except UnicodeDecodeError as e:
-      raise ValueError(
+      raise errors.InputError(
           f"{vocab_file}, line {number}: invalid UTF-8 ({e.reason})") from None
     if not token:
-      raise ValueError(f"{vocab_file}, line {number}: empty line")
+      raise errors.InputError(f"{vocab_file}, line {number}: empty line")
     if token != token.strip():
-      raise ValueError(
+      raise errors.InputError(
           f"{vocab_file}, line {number}: token {token!r} has leading or "
           "trailing whitespace")
     if token in first_line:
-      raise ValueError(
+      raise errors.InputError(
           f"{vocab_file}, line {number}: duplicate token {token!r} (first on "
           f"line {first_line[token]})")
     first_line[token] = number
     tokens.append(token)
   if not tokens:
-    raise ValueError(f"{vocab_file}: the vocab is empty")
+    raise errors.InputError(f"{vocab_file}: the vocab is empty")
   return tokens
 
 
@@ -89,7 +90,7 @@ def special_token_ids(tokens, vocab_file="<vocab>"):
   index = {token: i for i, token in enumerate(tokens)}
   missing = [t for t in constants.SPECIAL_TOKENS if t not in index]
   if missing:
-    raise ValueError(
+    raise errors.InputError(
         f"{vocab_file}: the vocab lacks the special token(s) "
         f"{', '.join(missing)}")
   return {t: index[t] for t in constants.SPECIAL_TOKENS}
@@ -165,11 +166,11 @@ def build_vocab(input_patterns, vocab_size, lower_case, output_file=None,
 
   reserved_tokens = list(reserved_tokens)
   if vocab_size <= len(reserved_tokens):
-    raise ValueError(
+    raise errors.InputError(
         f"vocab_size ({vocab_size}) must exceed the number of reserved "
         f"tokens ({len(reserved_tokens)})")
   if output_file and tf.io.gfile.exists(output_file) and not overwrite:
-    raise ValueError(
+    raise errors.OutputExistsError(
         f"Output file exists (pass overwrite=True to replace it): {output_file}")
   files = files_lib.expand_patterns(input_patterns, field="input")
   total_bytes = sum(tf.io.gfile.stat(path).length for path in files)
@@ -197,7 +198,7 @@ def build_vocab(input_patterns, vocab_size, lower_case, output_file=None,
         bert_tokenizer_params=dict(lower_case=False),
         learn_params=learn_params)
   except StopIteration:
-    raise ValueError(
+    raise errors.InputError(
         f"No words in the input files: {', '.join(files)}") from None
   if progress_interval is not None:
     progress.report()

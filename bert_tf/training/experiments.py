@@ -65,16 +65,20 @@ def experiment_path(name_or_path: str) -> str:
   candidate = EXPERIMENTS_DIR / f"{name_or_path}.yaml"
   if candidate.is_file():
     return str(candidate)
+  names = registered_experiments()
+  nearest = configs.nearest_name(name_or_path, names)
+  hint = f"; did you mean '{nearest}'?" if nearest else ""
   raise configs.ConfigError(
-      f"Unknown experiment '{name_or_path}': not a file and not one of "
-      f"{', '.join(registered_experiments())}")
+      f"Unknown experiment '{name_or_path}': not a file and not a registered experiment"
+      f"{hint} Registered: {', '.join(names)}")
 
 
 def runtime_overrides(distribution_strategy: Optional[str] = None, tpu: Optional[str] = None,
                       num_gpus: Optional[int] = None,
                       mixed_precision_dtype: Optional[str] = None,
                       jit_compile: Optional[bool] = None,
-                      init_checkpoint: Optional[str] = None) -> Dict[str, object]:
+                      init_checkpoint: Optional[str] = None,
+                      validate_inputs: Optional[bool] = None) -> Dict[str, object]:
   """Dotted overrides for the command-line shorthands that were given (not None)."""
   values = {
       "runtime.distribution_strategy": distribution_strategy,
@@ -83,6 +87,7 @@ def runtime_overrides(distribution_strategy: Optional[str] = None, tpu: Optional
       "runtime.mixed_precision_dtype": mixed_precision_dtype,
       "runtime.jit_compile": jit_compile,
       "task.init_checkpoint": init_checkpoint,
+      "train_data.validate_inputs": validate_inputs,
   }
   return {key: value for key, value in values.items() if value is not None}
 

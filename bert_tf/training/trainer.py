@@ -29,6 +29,8 @@ checkpoints without one, the input position is found by skipping the consumed ba
 
 SIGTERM (a preemption notice) makes `train` save a checkpoint at the end of the
 current loop of at most trainer.steps_per_loop steps and return; a rerun resumes there.
+Under MultiWorkerMirroredStrategy the workers first agree (an all-reduce of their stop
+flags at every loop boundary), so that all save the same step and stop together.
 """
 
 import contextlib
@@ -44,6 +46,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import configs
+from bert_tf.data import tfrecords
 from bert_tf.layers import fusion
 from bert_tf.tasks import base as task_base
 from bert_tf.training import checkpoints
@@ -51,6 +54,8 @@ from bert_tf.training import experiments
 from bert_tf.training import strategies
 from bert_tf.training.loss_scale import DynamicLossScale
 from bert_tf.training.optimizers import build_optimizer
+from bert_tf.utils import errors
+from bert_tf.utils import files
 from bert_tf.utils.progress import StepLogger
 from bert_tf.training.summaries import SummaryWriter
 
@@ -161,6 +166,9 @@ class Trainer:
     self._checkpoint_items: Dict[str, object] = {}
     self.preempted = False
     self._stop_signal = None
+    self._stop_agreement_fn = None
+    # (step, prefix) of the checkpoint last saved or restored.
+    self._saved = None
     # False when the checkpointed input iterator belongs to another input shape.
     self.restore_input_iterator = True
 
@@ -299,6 +307,8 @@ class Trainer:
     self._checkpoint_items = items
     self._build_checkpoint_object()
     self.restored_from = self._saver.restore_latest(items)
+    if self.restored_from:
+      self._saved = (int(self.step.numpy()), self.restored_from)
     if self.restored_from:
       self._log(f"Resumed from {self.restored_from} at step {int(self.step.numpy())}")
     else:
@@ -443,7 +453,11 @@ class Trainer:
         # Every replica holds the same all-reduced values: take the first.
         values = {key: strategy.experimental_local_results(per_replica[key])[0]
                   for key in keys}
-        self.step.assign_add(1)
+        # Counted only once the step's batch was read: a read error (a corrupt record)
+        # leaves the step at the last finished one. Automatic control dependencies
+        # order only the ops of one resource, so the counter's update would not wait.
+        with tf.control_dependencies(list(values.values())):
+          self.step.assign_add(1)
         totals = {key: totals[key] + values[key] for key in keys}
       return totals
 
@@ -489,7 +503,8 @@ class Trainer:
     steps and at the end.
 
     SIGTERM during training saves a checkpoint at the end of the current loop and
-    returns early with self.preempted set.
+    returns early with self.preempted set (under MultiWorkerMirroredStrategy on every
+    worker, whichever received it).
 
     Returns:
       the last report: averaged losses, accuracies, learning_rate, gradient_norm,
@@ -497,11 +512,14 @@ class Trainer:
 
     Raises:
       NonFiniteLossError: the loss became NaN or Inf (no checkpoint is written).
+      CorruptRecordError: the input met a corrupt TFRecord (a checkpoint is written at
+        the last finished step; the message names the file, offset and checkpoint), or
+        train_data.validate_inputs found one before training.
     """
     config = self.experiment.trainer
     total = config.train_steps if train_steps is None else train_steps
     self.initialize()
-    self.task.check_inputs(self.experiment.train_data)
+    self._check_inputs("train_data")
     iterator = self._ensure_train_iterator()
     loop = self.train_loop_function
     writer = SummaryWriter(self.model_dir, "train", enabled=self.is_chief)
@@ -519,18 +537,32 @@ class Trainer:
       return self._train_loops(step, total, evaluate_every, iterator, loop, writer,
                                progress, intervals)
 
+  def _check_inputs(self, section: str) -> None:
+    """Checks the experiment's `section` (train_data or eval_data): every record's
+    checksums first with validate_inputs, then task.check_inputs. Its user errors are
+    prefixed with the section, as the data config does not know it."""
+    data_config = getattr(self.experiment, section)
+    try:
+      if data_config.validate_inputs and data_config.format == task_base.TFRECORD:
+        count = tfrecords.validate_record_files(data_config.input_path,
+                                                data_config.compression_type)
+        self._log(f"{section}: every record of {count} file(s) read with valid checksums")
+      self.task.check_inputs(data_config)
+    except errors.UserError as e:
+      e.args = (f"{section}: {e}",)
+      raise
+
   @contextlib.contextmanager
   def _sigterm_stops_training(self):
     """Within it, SIGTERM sets self._stop_signal instead of ending the process.
 
-    Only the main thread may install signal handlers; elsewhere, and under
-    MultiWorkerMirroredStrategy (whose workers would first have to agree on the step to
-    stop at), SIGTERM keeps its action.
+    Only the main thread may install signal handlers; elsewhere SIGTERM keeps its
+    action. Under MultiWorkerMirroredStrategy the workers agree on the step to stop at
+    (see `_stop_requested`).
     """
     self._stop_signal = None
     previous = None
-    if (threading.current_thread() is threading.main_thread() and
-        not isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy)):
+    if threading.current_thread() is threading.main_thread():
       previous = signal.signal(
           signal.SIGTERM, lambda signum, frame: setattr(self, "_stop_signal", signum))
     try:
@@ -554,7 +586,7 @@ class Trainer:
         totals = loop(iterator, tf.constant(num_steps, tf.int32))
         totals = {k: float(v) for k, v in totals.items()}
       except tf.errors.DataLossError as e:
-        raise self.task.explain_input_error(e, self.experiment.train_data) from e
+        raise self._stop_on_corrupt_input(e) from e
       seconds = None if first_call else time.time() - start
       first_call = False
       step = int(self.step.numpy())
@@ -577,22 +609,82 @@ class Trainer:
         progress.log(step, shown, steps_per_second=rate)
         log_window = _Window()
       if step % config.checkpoint_interval == 0 or step == total:
-        path = self._saver.save()
+        path = self._save()
         self._log(f"Saved checkpoint {path}")
       if evaluate_every and (step % config.validation_interval == 0 or step == total):
         eval_metrics = self.evaluate()
         last_report.update({f"eval/{k}": v for k, v in eval_metrics.items()})
-      if self._stop_signal is not None and step < total:
-        saved = self._saver.latest() if step % config.checkpoint_interval == 0 else None
-        path = saved or self._saver.save()
+      if step < total and self._stop_requested():
+        path = self._checkpoint_now()
         self.preempted = True
-        self._log(f"Received {signal.Signals(self._stop_signal).name}: saved checkpoint "
-                  f"{path} at step {step}; stopping. Rerun the same command to resume.")
+        received = (f"Received {signal.Signals(self._stop_signal).name}"
+                    if self._stop_signal is not None else "Another worker received SIGTERM")
+        self._log(f"{received}: saved checkpoint {path} at step {step}; stopping. Rerun "
+                  f"the same command to resume.")
         if not last_report:
           last_report = self._report(summary_window, global_batch)
         break
     writer.close()
     return last_report
+
+  def _stop_requested(self) -> bool:
+    """Whether training stops at this loop boundary: this process received SIGTERM
+    or, under MultiWorkerMirroredStrategy, any worker did.
+
+    Every worker calls it at the same boundaries, and a sum of the workers' stop flags
+    (one scalar all-reduce per loop) gives each the same answer, so that all save the
+    same step together and stop.
+    """
+    local = self._stop_signal is not None
+    if not isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+      return local
+    if self._stop_agreement_fn is None:
+      strategy = self.strategy
+
+      @tf.function
+      def any_worker_stops(flag):
+        def replica_fn(replica_flag):
+          # The identity places the value on the replica's device, which the
+          # collective needs to know.
+          return tf.distribute.get_replica_context().all_reduce(
+              tf.distribute.ReduceOp.SUM, tf.identity(replica_flag))
+        per_replica = strategy.run(replica_fn, args=(flag,))
+        return strategy.experimental_local_results(per_replica)[0]
+
+      self._stop_agreement_fn = any_worker_stops
+    return float(self._stop_agreement_fn(tf.constant(float(local)))) > 0
+
+  def _save(self) -> str:
+    path = self._saver.save()
+    self._saved = (int(self.step.numpy()), path)
+    return path
+
+  def _checkpoint_now(self) -> str:
+    """The prefix of a checkpoint at the current step: the one this run saved or
+    restored at it, or a new one. Every worker decides alike (a save may be collective)."""
+    step = int(self.step.numpy())
+    if self._saved is not None and self._saved[0] == step:
+      return self._saved[1]
+    return self._save()
+
+  def _stop_on_corrupt_input(self, error: tf.errors.DataLossError) -> Exception:
+    """Saves a checkpoint at the last finished step after the training input met a
+    corrupt record; returns the error to raise, naming the file, the byte offset and the
+    checkpoint."""
+    explained = self.task.explain_input_error(error, self.experiment.train_data)
+    step = int(self.step.numpy())
+    path = self._checkpoint_now()
+    if explained is error:
+      found = (f"{' '.join(error.message.split())} (every file of train_data.input_path "
+               f"reads in full when read again)")
+    else:
+      found = str(explained)
+    message = (f"train_data: {found}. Saved checkpoint {path} at step {step}, the last "
+               f"finished step; replace or remove the file and rerun to resume.")
+    if isinstance(explained, errors.UserError):
+      explained.args = (message,)
+      return explained
+    return errors.InputError(message)
 
   # ----- evaluation -----
   def _make_eval_step(self):
@@ -630,7 +722,7 @@ class Trainer:
     if self.checkpoint is None:
       self.initialize()
     steps = self.experiment.trainer.validation_steps if steps is None else steps
-    self.task.check_inputs(self.experiment.eval_data)
+    self._check_inputs("eval_data")
     dataset = self._distribute(self.experiment.eval_data)
     gathered: Dict[str, list] = {}
     try:
@@ -643,7 +735,7 @@ class Trainer:
     except tf.errors.DataLossError as e:
       raise self.task.explain_input_error(e, self.experiment.eval_data) from e
     if not gathered:
-      raise ValueError("The evaluation input (eval_data) yielded no batch")
+      raise errors.InputError("The evaluation input (eval_data) yielded no batch")
     values = {k: np.concatenate(v) for k, v in gathered.items()}
     metrics = self.task.reduce_eval(values)
     step = int(self.step.numpy())
@@ -732,10 +824,10 @@ def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: s
   # The checkpointed input iterator holds batches of the old data shapes.
   trainer.restore_input_iterator = not any(k.startswith("train_data.") for k in differing)
   if mode == "eval" and tf.train.latest_checkpoint(model_dir) is None:
-    raise FileNotFoundError(f"--mode=eval needs a checkpoint in {model_dir}")
+    raise errors.MissingInputError(f"--mode=eval needs a checkpoint in {model_dir}")
   trainer.initialize()
   if trainer.is_chief:
-    tf.io.gfile.makedirs(model_dir)
+    files.make_dirs(model_dir)
     experiment.save(os.path.join(model_dir, PARAMS_FILE))
   if mode == "eval":
     return trainer.evaluate()

@@ -12,6 +12,8 @@ import os
 import uuid
 from typing import Iterable, Iterator, List, Sequence, Union
 
+from bert_tf.utils import errors
+
 
 def _gfile():
   # Imported on first use: modules that only name files (the corpus writer, the
@@ -41,19 +43,41 @@ def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_pat
     patterns = [patterns]
   globs = [g.strip() for p in patterns for g in (p or "").split(",") if g.strip()]
   if not globs:
-    raise FileNotFoundError(f"{field}: no input file given")
+    raise errors.MissingInputError(f"{field}: no input file given")
   files, seen = [], set()
   for glob in globs:
     matches = sorted(gfile.glob(glob))
     if not matches:
-      raise FileNotFoundError(f"{field}: no file matches {glob}")
+      raise errors.MissingInputError(f"{field}: no file matches {glob}")
     for path in matches:
       if path not in seen and not gfile.isdir(path):
         seen.add(path)
         files.append(path)
   if not files:
-    raise FileNotFoundError(f"{field}: {', '.join(globs)} match only directories")
+    raise errors.MissingInputError(f"{field}: {', '.join(globs)} match only directories")
   return files
+
+
+def make_dirs(directory: str) -> None:
+  """Creates `directory` and its parents (any `tf.io.gfile` file system).
+
+  Raises:
+    OutputPathError: naming the directory and why it cannot be made: a file in the
+      way (named), no permission, a read-only file system.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  try:
+    tf.io.gfile.makedirs(directory)
+  except (OSError, tf.errors.OpError) as e:
+    reason = getattr(e, "strerror", None) or getattr(e, "message", None) or str(e)
+    blocking = directory
+    while blocking and not tf.io.gfile.exists(blocking):
+      parent = os.path.dirname(blocking)
+      blocking = parent if parent != blocking else ""
+    if blocking and not tf.io.gfile.isdir(blocking):
+      reason = f"{blocking} is a file, not a directory"
+    raise errors.OutputPathError(f"Cannot create the output directory {directory}: "
+                                 f"{reason}") from None
 
 
 def temporary_name(path: str) -> str:
@@ -75,9 +99,9 @@ def atomic_path(path: str, overwrite: bool = True) -> Iterator[str]:
   gfile = _gfile()
   parent = os.path.dirname(path)
   if parent:
-    gfile.makedirs(parent)
+    make_dirs(parent)
   if not overwrite and gfile.exists(path):
-    raise FileExistsError(f"{path} exists already")
+    raise errors.OutputExistsError(f"{path} exists already")
   tmp = temporary_name(path)
   try:
     yield tmp

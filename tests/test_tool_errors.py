@@ -1,0 +1,270 @@
+"""Every tool reports a user's mistake as one line `TOOL: error: ...` naming the file,
+line or field, with exit status 1 (2 for a flag mistake) and no traceback; --verbose adds
+the traceback. The tools run in this process (their flags defined for the call and
+removed after it), so that a case costs no TensorFlow start-up."""
+
+import contextlib
+import importlib.util
+import os
+import sys
+
+import numpy as np
+import pytest
+import yaml
+from absl import flags
+
+import pretraining_fixtures as fx
+import trainer_helpers
+from bert_tf import constants
+from bert_tf.data import tfrecords
+from bert_tf.utils import errors
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@contextlib.contextmanager
+def _tool_module(name):
+  """tools/<name>.py loaded under a private name; its flags are removed on exit."""
+  before = set(flags.FLAGS)
+  path = os.path.join(ROOT, "tools", f"{name}.py")
+  spec = importlib.util.spec_from_file_location(f"_tool_under_test_{name}", path)
+  module = importlib.util.module_from_spec(spec)
+  try:
+    spec.loader.exec_module(module)
+    yield module
+  finally:
+    flags.FLAGS.unparse_flags()
+    for flag_name in set(flags.FLAGS) - before:
+      delattr(flags.FLAGS, flag_name)
+
+
+def run_tool(name, args, capsys, monkeypatch):
+  """(exit status, stderr) of tools/<name>.py run with `args`."""
+  capsys.readouterr()
+  with _tool_module(name) as module:
+    flags.FLAGS.unparse_flags()
+    monkeypatch.setattr(sys, "argv", [f"{name}.py", *args])
+    with pytest.raises(SystemExit) as info:
+      module.run()
+  return info.value.code, capsys.readouterr().err
+
+
+def assert_one_line(status, stderr, tool, *fragments, code=1):
+  lines = [line for line in stderr.splitlines() if line.strip()]
+  assert status == code, stderr
+  assert "Traceback" not in stderr, stderr
+  error_lines = [line for line in lines if line.startswith(f"{tool}: error: ")]
+  assert len(error_lines) == 1, stderr
+  for fragment in fragments:
+    assert fragment in error_lines[0], (fragment, stderr)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+  """A vocab, a small corpus, a pretraining TFRecord, one with other features, and a
+  tiny experiment YAML reading the first."""
+  d = tmp_path_factory.mktemp("tool_errors")
+  vocab = fx.write_vocab(d)
+  text = fx.write_text(d, fx.random_text(20, seed=3))
+  records = str(d / "pretrain.tfrecord")
+  fx.write_record_file(records, num_documents=10)
+  wrong = str(d / "wrong.tfrecord")
+  tfrecords.write_records(wrong, [tfrecords.serialize_example(
+      {"label": np.array([1], np.int64)})] * 4)
+  experiment = trainer_helpers.tiny_experiment_dict(
+      seq=32, predictions=5, steps=1,
+      train_data=dict(format="tfrecord", input_path=records),
+      eval_data=dict(format="tfrecord", input_path=records))
+  config = str(d / "tiny.yaml")
+  with open(config, "w") as f:
+    yaml.safe_dump(experiment, f)
+  no_special = fx.write_vocab(d, [t for t in fx.VOCAB if t != constants.SEP_TOKEN],
+                              name="no_sep_vocab.txt")
+  return dict(dir=d, vocab=vocab, text=text, records=records, wrong=wrong, config=config,
+              no_special=no_special)
+
+
+# ----- train: configuration errors fail before any TensorFlow work -----
+
+@pytest.mark.parametrize("args, fragments", [
+    (["--experiment=pretraining_bert_tiny", "--params_override=trainer.train_stpes=1"],
+     ["trainer.train_stpes", "did you mean 'trainer.train_steps'"]),
+    (["--experiment=pretraining_bert_tiny", "--params_override=trainerr.train_steps=1"],
+     ["trainerr", "did you mean 'trainer'"]),
+    (["--experiment=pretraining_bert_tiny", "--params_override=trainer.train_steps=many"],
+     ["trainer.train_steps must be an integer", "many"]),
+    (["--experiment=pretraining_bert_tinyy"],
+     ["pretraining_bert_tinyy", "did you mean 'pretraining_bert_tiny'"]),
+    (["--experiment=pretraining_bert_tiny", "--config_file=/nonexistent/extra.yaml"],
+     ["/nonexistent/extra.yaml"]),
+    (["--experiment=pretraining_bert_tiny", "--params_override=task.name=pretrainin"],
+     ["pretrainin", "did you mean 'pretraining'"]),
+])
+def test_train_config_mistake_is_one_line_naming_the_field(args, fragments, tmp_path, capsys,
+                                                             monkeypatch):
+  status, err = run_tool("train", [f"--model_dir={tmp_path}", *args], capsys, monkeypatch)
+  assert_one_line(status, err, "train", *fragments)
+
+
+def test_train_config_mistake_in_a_yaml_file_names_the_key(tmp_path, capsys, monkeypatch):
+  config = tmp_path / "bad.yaml"
+  config.write_text("trainer:\n  steps_per_lop: 3\n")
+  status, err = run_tool("train", [f"--model_dir={tmp_path}", "--experiment=pretraining_bert_tiny",
+                                   f"--config_file={config}"], capsys, monkeypatch)
+  assert_one_line(status, err, "train", "trainer.steps_per_lop", "trainer.steps_per_loop")
+
+
+def test_flag_mistake_is_one_line_with_status_2(tmp_path, capsys, monkeypatch):
+  status, err = run_tool("train", [f"--model_dir={tmp_path}", "--mode=trian"], capsys,
+                         monkeypatch)
+  assert_one_line(status, err, "train", "--mode", code=errors.USAGE_EXIT)
+  status, err = run_tool("train", ["--experiment=pretraining_bert_tiny"], capsys, monkeypatch)
+  assert_one_line(status, err, "train", "--model_dir", code=errors.USAGE_EXIT)
+
+
+def test_verbose_adds_the_traceback(tmp_path, capsys, monkeypatch):
+  status, err = run_tool("train", [f"--model_dir={tmp_path}", "--verbose",
+                                   "--experiment=pretraining_bert_tiny",
+                                   "--params_override=trainer.train_stpes=1"],
+                         capsys, monkeypatch)
+  assert status == 1 and "Traceback" in err
+  assert err.strip().splitlines()[-1].startswith("train: error: ")
+
+
+def test_a_bug_keeps_its_traceback(monkeypatch, capsys):
+  def main(argv):
+    del argv
+    raise ZeroDivisionError("a bug")
+  monkeypatch.setattr(sys, "argv", ["bug.py"])
+  try:
+    with pytest.raises(ZeroDivisionError):
+      errors.run_tool("bug", main)
+  finally:
+    flags.FLAGS.unparse_flags()
+
+
+# ----- train: input errors -----
+
+@pytest.mark.parametrize("which, fragments", [
+    ("missing", ["train_data: input_path", "nothing-*.tfrecord"]),
+    ("wrong", ["train_data: ", "wrong.tfrecord", "input_ids"]),
+])
+def test_train_input_mistake_is_one_line_naming_the_file(which, fragments, data, tmp_path,
+                                                         capsys, monkeypatch):
+  path = str(tmp_path / "nothing-*.tfrecord") if which == "missing" else data["wrong"]
+  status, err = run_tool("train", [f"--model_dir={tmp_path / 'run'}",
+                                   f"--config_file={data['config']}",
+                                   f"--params_override=train_data.input_path={path}"],
+                         capsys, monkeypatch)
+  assert_one_line(status, err, "train", *fragments)
+
+
+# ----- create_pretraining_data -----
+
+def _cpd_args(data, **overrides):
+  values = dict(input_file=data["text"], vocab_file=data["vocab"], seq_length=32,
+                max_predictions_per_seq=5, dupe_factor=1, progress="false")
+  values.update(overrides)
+  return [f"--{k}={v}" if v != "false" else f"--no{k}" for k, v in values.items()]
+
+
+@pytest.mark.parametrize("case, fragments", [
+    ("missing_vocab", ["missing_vocab.txt"]),
+    ("no_special_tokens", ["no_sep_vocab.txt", "[SEP]"]),
+    ("impossible_setting", ["seq_length", "2"]),
+    ("unmatched_input", ["nothing-*.txt"]),
+    ("output_under_a_file", ["corpus.txt is a file"]),
+    ("output_without_permission", ["Cannot create the output directory", "locked"]),
+    ("existing_output", ["--overwrite"]),
+    ("not_text", ["binary.txt: not a text file", "NUL byte"]),
+])
+def test_create_pretraining_data_mistake_is_one_line(case, fragments, data, tmp_path, capsys,
+                                                     monkeypatch):
+  out = str(tmp_path / "out" / "pretrain")
+  overrides = {
+      "missing_vocab": dict(vocab_file=str(tmp_path / "missing_vocab.txt"), output=out),
+      "no_special_tokens": dict(vocab_file=data["no_special"], output=out),
+      "impossible_setting": dict(seq_length=2, output=out),
+      "unmatched_input": dict(input_file=str(tmp_path / "nothing-*.txt"), output=out),
+      "output_under_a_file": dict(output=os.path.join(data["text"], "pretrain")),
+      "output_without_permission": dict(output=str(tmp_path / "locked" / "sub" / "pretrain")),
+      "existing_output": dict(output=out),
+      "not_text": dict(input_file=str(tmp_path / "binary.txt"), output=out),
+  }[case]
+  (tmp_path / "binary.txt").write_bytes(b"PK\x03\x04\x00\x00 zipped\n")
+  if case == "output_without_permission":
+    if os.geteuid() == 0:
+      # Root writes anywhere but in sysfs, where creating a directory is not permitted.
+      overrides["output"] = "/sys/locked/pretrain"
+    else:
+      os.makedirs(tmp_path / "locked")
+      os.chmod(tmp_path / "locked", 0o500)
+  if case == "existing_output":
+    os.makedirs(tmp_path / "out")
+    (tmp_path / "out" / "pretrain.json").write_text("{}")
+  status, err = run_tool("create_pretraining_data", _cpd_args(data, **overrides), capsys,
+                         monkeypatch)
+  assert_one_line(status, err, "create_pretraining_data", *fragments)
+
+
+# ----- the other tools -----
+
+def test_export_of_a_missing_checkpoint_names_the_checkpoint(tmp_path, capsys, monkeypatch):
+  missing = str(tmp_path / "DOES_NOT_EXIST")
+  status, err = run_tool("export_saved_model", [f"--checkpoint={missing}",
+                                                f"--export_dir={tmp_path / 'export'}"],
+                         capsys, monkeypatch)
+  assert_one_line(status, err, "export_saved_model", missing)
+  assert "params.yaml" not in err
+
+
+def test_build_vocab_mistakes_are_one_line(data, tmp_path, capsys, monkeypatch):
+  status, err = run_tool("build_vocab", [f"--input={tmp_path / 'nothing-*.txt'}",
+                                         f"--output={tmp_path / 'v.txt'}"], capsys, monkeypatch)
+  assert_one_line(status, err, "build_vocab", "nothing-*.txt")
+  status, err = run_tool("build_vocab", [f"--input={data['text']}", f"--output={data['vocab']}"],
+                         capsys, monkeypatch)
+  assert_one_line(status, err, "build_vocab", data["vocab"])
+
+
+def test_create_finetuning_data_mistake_is_one_line(tmp_path, capsys, monkeypatch):
+  status, err = run_tool("create_finetuning_data", [
+      "--experiment=glue_sst2", "--params_override=task.num_clases=2",
+      f"--output={tmp_path / 'o.tfrecord'}"], capsys, monkeypatch)
+  assert_one_line(status, err, "create_finetuning_data", "task.num_clases")
+
+
+def test_convert_checkpoint_mistake_is_one_line(tmp_path, capsys, monkeypatch):
+  status, err = run_tool("convert_checkpoint", [f"--input={tmp_path / 'no_such_ckpt'}",
+                                                f"--output_dir={tmp_path / 'out'}"],
+                         capsys, monkeypatch)
+  assert_one_line(status, err, "convert_checkpoint", "no_such_ckpt")
+
+
+def test_extract_features_mistake_is_one_line(data, tmp_path, capsys, monkeypatch):
+  status, err = run_tool("extract_features", [
+      f"--input_file={tmp_path / 'no_input.txt'}", f"--output_file={tmp_path / 'f.jsonl'}",
+      f"--vocab_file={data['vocab']}", "--encoder_size=tiny", "--layers=-1,x"],
+      capsys, monkeypatch)
+  assert_one_line(status, err, "extract_features", "--layers", "x")
+
+
+def test_make_serving_request_mistake_is_one_line(capsys, monkeypatch, tmp_path):
+  status, err = run_tool("make_serving_request", [
+      "--text=hello", "--signature=serve_token_ids",
+      f"--vocab_file={tmp_path / 'no_vocab.txt'}"], capsys, monkeypatch)
+  assert_one_line(status, err, "make_serving_request", "no_vocab.txt")
+
+
+def test_train_validate_inputs_names_the_corrupt_file_and_offset(data, tmp_path, capsys,
+                                                                 monkeypatch):
+  corrupt = tmp_path / "corrupt.tfrecord"
+  content = bytearray(open(data["records"], "rb").read())
+  content[len(content) // 2] ^= 0xFF
+  corrupt.write_bytes(bytes(content))
+  status, err = run_tool("train", [f"--model_dir={tmp_path / 'run'}",
+                                   f"--config_file={data['config']}", "--validate_inputs",
+                                   f"--params_override=train_data.input_path={corrupt}"],
+                         capsys, monkeypatch)
+  assert_one_line(status, err, "train", f"train_data: Corrupt TFRecord file(s): {corrupt} at "
+                  "byte offset")
