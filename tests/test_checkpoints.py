@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.checkpoints import restore
+from bert_tf.utils import errors
 from bert_tf.models import BertEncoder
 from bert_tf.models import BertPretrainer
 from bert_tf.training.trainer import Trainer
@@ -51,8 +52,10 @@ def test_restore_items_from_a_directory_uses_its_latest_checkpoint(tmp_path):
 def test_restore_items_names_an_item_missing_from_the_checkpoint(tmp_path):
   source = _pretrainer(1)
   prefix = tf.train.Checkpoint(encoder=source.encoder).save(str(tmp_path / "ckpt"))
-  with pytest.raises(KeyError, match="masked_lm"):
+  with pytest.raises(KeyError, match="masked_lm") as raised:
     restore.restore_items(prefix, _pretrainer(2).checkpoint_items, items=("masked_lm",))
+  # A user's mistake (e.g. the wrong --init_checkpoint): the tools report it in one line.
+  assert errors.user_message(raised.value).startswith(f"Checkpoint {prefix} has no item")
 
 
 def test_restore_items_fails_when_a_variable_is_not_in_the_checkpoint(tmp_path):

@@ -11,6 +11,7 @@ from bert_tf import constants
 from bert_tf.tasks.pretraining import PretrainingTask
 from bert_tf.training import summaries
 from bert_tf.training.trainer import NonFiniteLossError
+from bert_tf.utils import errors
 from bert_tf.training.trainer import Trainer
 
 import trainer_helpers
@@ -51,8 +52,10 @@ def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(tmp_path):
   experiment = trainer_helpers.tiny_experiment(steps=8, optimizer=dict(warmup_steps=0))
   trainer = Trainer(experiment, str(tmp_path), task=_NanAfterTask(experiment),
                     log_fn=lambda _: None)
-  with pytest.raises(NonFiniteLossError, match="NaN or Inf within steps 5..6"):
+  with pytest.raises(NonFiniteLossError, match="NaN or Inf within steps 5..6") as raised:
     trainer.train()
+  # Reported by the tools in one line that names the good checkpoint.
+  assert errors.user_message(raised.value).endswith("ckpt-4")
   latest = tf.train.latest_checkpoint(str(tmp_path))
   assert latest.endswith("ckpt-4")
   reader = tf.train.load_checkpoint(latest)

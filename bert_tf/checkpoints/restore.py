@@ -26,6 +26,14 @@ class UnreadableCheckpointError(errors.UserError, OSError):
   """A checkpoint's index or data file cannot be read; the message names the file."""
 
 
+class CheckpointItemsError(errors.UserError, KeyError):
+  """A checkpoint (or model) lacks an item asked for, e.g. an --init_checkpoint without the
+  encoder."""
+
+  def __str__(self):
+    return str(self.args[0])  # KeyError would quote it.
+
+
 def checkpoint_candidates(directory: str) -> List[str]:
   """The prefixes the directory's `checkpoint` file lists, newest first."""
   state = tf.train.get_checkpoint_state(directory)
@@ -138,19 +146,20 @@ def restore_items(path: str, checkpoint_items: Mapping[str, tf.Module],
 
   Raises:
     FileNotFoundError: no checkpoint at `path`.
-    KeyError: an item the model or the checkpoint lacks (the message names both sets).
+    CheckpointItemsError: an item the model or the checkpoint lacks (the message names
+      both sets).
     AssertionError: a variable of a restored item has no value in the checkpoint.
   """
   prefix = resolve_checkpoint(path)
   missing_in_model = [name for name in items if name not in checkpoint_items]
   if missing_in_model:
-    raise KeyError(f"The model has no checkpoint item(s) {missing_in_model}; it has "
-                   f"{sorted(checkpoint_items)}")
+    raise CheckpointItemsError(f"The model has no checkpoint item(s) {missing_in_model}; "
+                               f"it has {sorted(checkpoint_items)}")
   available = checkpoint_children(prefix)
   missing_in_checkpoint = [name for name in items if name not in available]
   if missing_in_checkpoint:
-    raise KeyError(f"Checkpoint {prefix} has no item(s) {missing_in_checkpoint}; it has "
-                   f"{sorted(available)}")
+    raise CheckpointItemsError(f"Checkpoint {prefix} has no item(s) {missing_in_checkpoint}; "
+                               f"it has {sorted(available)}")
   for name in items:
     if not checkpoint_items[name].variables:
       raise ValueError(f"Checkpoint item '{name}' has no variables yet; build the model "

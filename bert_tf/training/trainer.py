@@ -70,8 +70,9 @@ _SHAPE_KEYS = ("model.", "task.", "train_data.seq_length",
 _FREE_TASK_KEYS = ("task.init_checkpoint",)
 
 
-class NonFiniteLossError(FloatingPointError):
-  """The training loss became NaN or Inf."""
+class NonFiniteLossError(errors.UserError, FloatingPointError):
+  """The training loss became NaN or Inf (a setting to change, such as the learning rate,
+  so the tools report it in one line)."""
 
 
 class ParamsMismatchError(configs.ConfigError):
