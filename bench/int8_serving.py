@@ -102,7 +102,9 @@ def main(argv):
           f"batch-1 speed-up {f32['batch1_ms'] / row['batch1_ms']:.2f}x, "
           f"batch-{FLAGS.batch_size} speed-up {f32[batch_key] / row[batch_key]:.2f}x")
   print(f"load average (1/5/15 min, before-after): {load}")
-  name = os.path.basename(os.path.normpath(FLAGS.checkpoint)) if FLAGS.checkpoint else FLAGS.size
+  # The run's entry: the checkpoint's last two path parts (output_dir/task), or the size.
+  name = ("/".join(os.path.normpath(FLAGS.checkpoint).split(os.sep)[-2:]) if FLAGS.checkpoint
+          else FLAGS.size)
   common.merge_results("int8_serving", "runs", {name: {
       "command": common.command_line(), "machine": common.machine_description(),
       "load_average": load, "results": results}})
