@@ -89,11 +89,6 @@ ORDER = (*(f"glue_{t}" for t in GLUE), "squad_v1.1", "conll2003_ner")
 HEADER = ("task", "train → evaluated", "dev result", "baseline", "budget", "time")
 
 
-def load_average() -> str:
-  """The 1/5/15-minute load averages, as `uptime` shows them."""
-  return " / ".join(f"{x:.1f}" for x in os.getloadavg())
-
-
 def lr_text(learning_rate: float) -> str:
   """5e-05 -> "5e-5", 0.0001 -> "1e-4", 1.5e-4 -> "1.5e-4"."""
   mantissa, exponent = f"{learning_rate:e}".split("e")
@@ -134,6 +129,8 @@ def _train_and_evaluate(experiment, model_dir):
                                 log_fn=lambda line: print(line, flush=True))
   trainer.train()
   metrics = trainer.evaluate()
+  # As tools/train.py does: the run's config beside its checkpoints, for the exporter.
+  experiment.save(os.path.join(model_dir, trainer_lib.PARAMS_FILE))
   return trainer, metrics, time.time() - start
 
 
@@ -179,7 +176,7 @@ def run_glue(task: str):
   steps, epochs = _steps_and_epochs(len(train))
   print(f"GLUE {task}: {len(train)} training examples, {len(dev)} dev examples; "
         f"{steps} steps = {epochs:.2f} epochs; majority-class baseline on dev: "
-        f"{_shown(baseline)}; load {load_average()}", flush=True)
+        f"{_shown(baseline)}; load {common.load_average()}", flush=True)
   experiment = _resolve(f"glue_{task}", train_path, dev_path, steps)
   _, metrics, seconds = _train_and_evaluate(experiment, os.path.join(_OUT.value, task))
   print(f"GLUE {task} dev: {_shown(metrics)} ({seconds:.0f}s)", flush=True)
@@ -208,7 +205,7 @@ def run_conll2003():
   steps, epochs = _steps_and_epochs(len(train))
   print(f"CoNLL-2003: {len(train)} training sentences, {len(evaluated)} evaluated; {steps} "
         f"steps = {epochs:.2f} epochs; per-word majority-tag baseline: entity F1 "
-        f"{100 * baseline['f1']:.2f}; load {load_average()}", flush=True)
+        f"{100 * baseline['f1']:.2f}; load {common.load_average()}", flush=True)
   experiment = _resolve("conll2003_ner", train_path, eval_path, steps)
   _, metrics, seconds = _train_and_evaluate(experiment, os.path.join(_OUT.value, "conll2003"))
   print(f"CoNLL-2003 dev: entity F1 {100 * metrics['f1']:.2f}, precision "
@@ -270,7 +267,7 @@ def run_squad():
     with files.atomic_open(paths[name], "w") as f:
       json.dump({"version": "1.1", "data": articles}, f)
   print(f"SQuAD v1.1: {num_train} training questions ({len(train)} articles), "
-        f"{num_eval} evaluated ({len(evaluated)} articles); load {load_average()}",
+        f"{num_eval} evaluated ({len(evaluated)} articles); load {common.load_average()}",
         flush=True)
   steps = _STEPS.value
   data_config = {"format": "squad_json", "seq_length": _SEQ.value,
@@ -335,7 +332,7 @@ def main(argv):
     for task in _TASKS.value:
       key, payload = (run_squad() if task == "squad" else
                       run_conll2003() if task == "conll2003" else run_glue(task))
-      payload.update(command=command, load=load_average(),
+      payload.update(command=command, load=common.load_average(),
                      machine=common.machine_description(),
                      date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
       print(f"results: {common.merge_results(RESULTS, 'tasks', {key: payload})}", flush=True)

@@ -47,8 +47,11 @@ from bert_tf.utils import files
 
 AUTO = "auto"
 ENCODER = "encoder"
-# The values of export_from_checkpoint's `quantize` (and of --quantize).
-QUANTIZE_MODES = ("int8",)
+# The values of export_from_checkpoint's `quantize_mode` (and of --quantize): int8
+# weights with float32 products, and int8 weights with int8 products (`quantize`).
+INT8 = "int8"
+INT8_DYNAMIC = "int8_dynamic"
+QUANTIZE_MODES = (INT8, INT8_DYNAMIC)
 # Items no serving signature uses; a checkpoint may lack them.
 _OPTIONAL_ITEMS = ("next_sentence",)
 
@@ -214,14 +217,21 @@ def model_from_checkpoint(experiment: configs.ExperimentConfig, checkpoint: str)
   return model
 
 
-def quantize(model, mode: str = "int8"):
+def quantize(model, mode: str = INT8):
   """Quantizes every Dense layer of `model` in place, the encoder's included.
 
-  int8 (Keras's scheme): each kernel [I, O] becomes int8 with one float32 scale per
-  output channel (absmax / 127); at call time each row of the inputs is quantized to
-  int8 with its own absmax scale, the product is an int8 matmul accumulating in int32,
-  and the result is rescaled to float. Embeddings, LayerNorm and the tied masked-LM
-  output layer stay float32.
+  Both modes store each kernel [I, O] as int8 with one float32 scale per output
+  channel (absmax / 127), a quarter of its float32 size; embeddings, LayerNorm and the
+  tied masked-LM output layer stay float32. They differ in the product:
+
+  int8: the int8 kernel is cast to float32 at call time and the product is the
+    float32 matmul, rescaled per output channel (weight-only quantization). It runs
+    at float32 speed on CPUs: the cast touches I * O values, the product B * T * I * O.
+  int8_dynamic (Keras's default int8 scheme): each row of the inputs is quantized to
+    int8 with its own absmax scale and the product is an int8 x int8 matmul
+    accumulating in int32 (BatchMatMulV3), rescaled to float. TensorFlow runs that
+    product with its generic kernels, not oneDNN's, several times slower than the
+    float32 matmul on CPUs (bench/README.md, *int8 exports*).
 
   Returns:
     The model.
@@ -231,14 +241,18 @@ def quantize(model, mode: str = "int8"):
   """
   if mode not in QUANTIZE_MODES:
     raise errors.InputError(f"quantize must be one of {', '.join(QUANTIZE_MODES)}, got '{mode}'")
+  # activation_quantizer=None leaves the inputs in float: Keras's int8 Dense then
+  # multiplies them by the kernel cast to float.
+  config = keras.quantizers.Int8QuantizationConfig(
+      activation_quantizer=None if mode == INT8 else "default")
   with warnings.catch_warnings():
     # Keras names every layer without weights to quantize (LayerNorm, Dropout, ...).
     warnings.filterwarnings("ignore", message=".*does not have a `quantize` method")
-    model.quantize(mode)
+    model.quantize(config=config)
   left = [layer.path for layer in model._flatten_layers()  # pylint: disable=protected-access
-          if isinstance(layer, keras.layers.Dense) and layer.quantization_mode != mode]
+          if isinstance(layer, keras.layers.Dense) and layer.quantization_mode != "int8"]
   if left:
-    raise ValueError(f"Dense layers not quantized to {mode}: {left}")
+    raise ValueError(f"Dense layers not quantized to int8: {left}")
   return model
 
 

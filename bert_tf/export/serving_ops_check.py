@@ -39,9 +39,10 @@ EXPORT_CORE_OPS = frozenset({
     "DisableCopyOnRead",
     # Lookup of label names (labels.txt asset).
     "HashTableV2", "InitializeTableFromTextFileV2", "LookupTableFindV2",
-    # int8 exports (exporter.quantize): per-row absmax scaling of the inputs, the
-    # int8 x int8 -> int32 product (BatchMatMulV3, core since TensorFlow 2.5) and the
-    # IdentityN of Keras's custom gradient around it (core since 1.x).
+    # int8 exports (exporter.quantize): the IdentityN of Keras's custom gradient around
+    # the quantized product (core since 1.x); for int8_dynamic also the per-row absmax
+    # scaling of the inputs and the int8 x int8 -> int32 product (BatchMatMulV3, core
+    # since TensorFlow 2.5).
     "Abs", "Round", "BatchMatMulV3", "IdentityN",
 })
 
