@@ -98,3 +98,14 @@ def test_init_checkpoint_warm_starts_the_encoder_and_reports_it(tmp_path):
   assert any("Initialized encoder from" in line for line in lines)
   for a, b in zip(source.encoder.weights, trainer.model.encoder.weights):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_a_checkpoint_directory_given_as_a_relative_path_resolves(tmp_path, monkeypatch):
+  source = _pretrainer(1)
+  tf.train.CheckpointManager(tf.train.Checkpoint(encoder=source.encoder),
+                             str(tmp_path / "runs" / "a"), max_to_keep=2).save()
+  monkeypatch.chdir(tmp_path)
+  assert restore.checkpoint_candidates(os.path.join("runs", "a")) == [
+      os.path.join("runs", "a", "ckpt-1")]
+  assert restore.resolve_checkpoint(os.path.join("runs", "a")) == os.path.join(
+      "runs", "a", "ckpt-1")

@@ -10,7 +10,6 @@ names it, its bad file and the checkpoint used instead.
 """
 
 import logging
-import os
 from typing import Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
@@ -42,8 +41,8 @@ def checkpoint_candidates(directory: str) -> List[str]:
   paths = list(state.all_model_checkpoint_paths)
   if state.model_checkpoint_path and state.model_checkpoint_path not in paths:
     paths.append(state.model_checkpoint_path)
-  # Relative entries are relative to the directory (the directory may have moved).
-  paths = [p if os.path.isabs(p) else os.path.join(directory, p) for p in paths]
+  # get_checkpoint_state has already joined relative entries onto `directory` (so a moved
+  # directory still works); joining again would break a relative `directory`.
   return list(reversed(paths))
 
 
