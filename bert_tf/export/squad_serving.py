@@ -192,24 +192,15 @@ class SquadServing(serving_module.ServingModule):
     ids, begin, end = (x.merge_dims(1, 2) for x in (ids, begin, end))
     query_length = question_pieces.row_lengths()
     max_tokens = tf.maximum(encoder.seq_length - 3 - query_length, 1)
-    num_pieces = ids.row_lengths()
-    num_windows, stride = windows.window_layout(num_pieces, max_tokens, self.doc_stride)
-    example = tf.repeat(tf.range(tf.size(num_windows, out_type=tf.int64)), num_windows)
-    window = tf.ragged.range(num_windows).flat_values
-    per_window = {name: tf.gather(value, example) for name, value in (
-        ("stride", stride), ("max_tokens", max_tokens), ("num_pieces", num_pieces),
-        ("query_length", query_length), ("example_windows", num_windows))}
-    window_start = window * per_window["stride"]
-    window_length = tf.maximum(
-        tf.minimum(per_window["num_pieces"] - window_start, per_window["max_tokens"]), 0)
-    piece_start = tf.gather(ids.row_starts(), example) + window_start
-    window_pieces = tf.gather(ids.flat_values,
-                              tf.ragged.range(piece_start, piece_start + window_length))
+    w, num_windows = windows.sequence_windows(ids.row_lengths(), max_tokens, self.doc_stride)
+    example = w.pop("example")
+    w["example_windows"] = w.pop("num_windows")
+    w["query_length"] = tf.gather(query_length, example)
+    index = tf.ragged.range(w["piece_start"], w["piece_start"] + w["window_length"])
+    window_pieces = index.with_flat_values(tf.gather(ids.flat_values, index.flat_values))
     inputs = encoder.pack(tf.gather(question_pieces, example), window_pieces)
-    return dict(per_window, inputs=inputs, num_windows=num_windows, window=window,
-                window_start=window_start, window_length=window_length,
-                first_context=per_window["query_length"] + 2, begin=begin, end=end,
-                context=context)
+    return dict(w, inputs=inputs, num_windows=num_windows,
+                first_context=w["query_length"] + 2, begin=begin, end=end, context=context)
 
   def encode_text(self, texts):
     """Every window of every (question, context): int32 [N, T] encoder inputs."""

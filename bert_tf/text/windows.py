@@ -109,3 +109,41 @@ def max_context_mask(position, window, num_windows, stride, max_tokens, num_piec
   """
   return max_context_window(position, num_windows, stride, max_tokens, num_pieces,
                             max_overlap) == window
+
+
+def max_overlap(max_tokens: int, stride: int) -> int:
+  """The most windows of at most max_tokens pieces, stride apart, that hold one piece."""
+  return max(1, -(-max_tokens // max(1, min(stride, max_tokens))))
+
+
+def sequence_windows(num_pieces, max_tokens, stride):
+  """Every window of a batch of piece sequences, one row per window.
+
+  Args:
+    num_pieces: int64 [B], pieces per sequence.
+    max_tokens: int64 [B] >= 1 (or a Python int for all), pieces per window.
+    stride: Python int >= 1, pieces between window starts.
+
+  Returns:
+    (per_window, num_windows): per_window a dict of int64 [N] (N windows in all,
+    sequence by sequence): example (the sequence's row), window (index within the
+    sequence), window_start (its first piece in the sequence), window_length,
+    piece_start (its first piece in the sequences laid end to end), and the
+    sequence's num_windows, stride, max_tokens and num_pieces; num_windows int64 [B].
+  """
+  num_pieces = tf.cast(num_pieces, tf.int64)
+  max_tokens = tf.broadcast_to(tf.cast(max_tokens, tf.int64), tf.shape(num_pieces))
+  num_windows, window_stride = window_layout(num_pieces, max_tokens, stride)
+  example = tf.repeat(tf.range(tf.size(num_windows, out_type=tf.int64)), num_windows)
+  window = tf.ragged.range(num_windows).flat_values
+  per_window = {name: tf.gather(value, example) for name, value in (
+      ("num_windows", num_windows), ("stride", window_stride), ("max_tokens", max_tokens),
+      ("num_pieces", num_pieces))}
+  window_start = window * per_window["stride"]
+  window_length = tf.maximum(
+      tf.minimum(per_window["num_pieces"] - window_start, per_window["max_tokens"]), 0)
+  sequence_start = tf.gather(tf.cumsum(num_pieces, exclusive=True), example)
+  return dict(per_window, example=example, window=window, window_start=window_start,
+              window_length=window_length,
+              piece_start=sequence_start + window_start), num_windows
+
