@@ -56,6 +56,8 @@ def main():
   parser.add_argument("--config", default="")
   parser.add_argument("--checkpoint", default="")
   parser.add_argument("--predictions", default="")
+  parser.add_argument("--predict_file", default="",
+                      help="SQuAD JSON to use (default: the kit's dev-v1.1.json)")
   parser.add_argument("--limit", type=int, default=0, help="long questions to use (0: all)")
   parser.add_argument("--seq_length", type=int, default=384)
   parser.add_argument("--hidden_size", type=int, default=768)
@@ -69,7 +71,7 @@ def main():
   args = parser.parse_args()
   print(f"load average at start: {_load()}")
   vocab = os.path.join(args.data_dir, "bert_vocab", "uncased", "vocab.txt")
-  dev = os.path.join(args.data_dir, "squad_v1.1", "dev-v1.1.json")
+  dev = args.predict_file or os.path.join(args.data_dir, "squad_v1.1", "dev-v1.1.json")
   experiment = _experiment(args, vocab).override({"task": {"predict_file": dev}})
   task = base.get_task(experiment)
   model = (exporter.model_from_checkpoint(experiment, args.checkpoint) if args.checkpoint
