@@ -8,8 +8,8 @@ Tasks, read from --data_dir (default $BERT_TF_DATA; the layout of the public dat
 * conll2003: CoNLL-2003 English NER, conll2003/eng.train -> eng.testa with
   conll2003_ner.yaml, each word tagged at its first WordPiece; entity-level precision,
   recall and F1 (conlleval), beside tagging each word with its most frequent training
-  tag. Words beyond the evaluation window are not scored: --eval_seq_length=256 fits
-  every sentence of eng.testa.
+  tag. A sentence longer than the sequence is read in windows (task.window_stride), so
+  every word is scored whatever --eval_seq_length.
 * squad: SQuAD v1.1 exact match and F1. The kit holds only dev-v1.1.json, so its first
   --train_articles articles train and the other articles are evaluated (no paragraph in
   common); --squad_train_file trains on a real training file instead.

@@ -9,11 +9,16 @@ model is untrained: agreement needs only the same weights on both sides.
 
 Latency (--latency_rounds > 0): the windowed export's raw-text call against the
 same call on contexts cut to their first window, batch 1 and 32, median of
-interleaved runs; and the ratio of latency to windows.
+interleaved runs; and the latency ratio divided by the windows per question (1.0:
+the cost grows exactly with the windows). Random weights are enough for latency
+(--skip_agreement); the load average is printed before and after, the machine
+being shared.
 
 Usage:
   python bench/serving_squad_agreement.py --data_dir=$BERT_TF_DATA [--config=params.yaml
     --checkpoint=MODEL_DIR] [--predictions=predictions.json] [--limit=N]
+  python bench/serving_squad_agreement.py --data_dir=$BERT_TF_DATA --skip_agreement \
+    --limit=64 --latency_rounds=3 --latency_batches=1,32  # BERT-base shape, seq 384
 """
 
 import argparse
@@ -51,15 +56,22 @@ def main():
   parser.add_argument("--config", default="")
   parser.add_argument("--checkpoint", default="")
   parser.add_argument("--predictions", default="")
+  parser.add_argument("--predict_file", default="",
+                      help="SQuAD JSON to use (default: the kit's dev-v1.1.json)")
   parser.add_argument("--limit", type=int, default=0, help="long questions to use (0: all)")
   parser.add_argument("--seq_length", type=int, default=384)
   parser.add_argument("--hidden_size", type=int, default=768)
   parser.add_argument("--num_layers", type=int, default=12)
   parser.add_argument("--batch_size", type=int, default=32)
   parser.add_argument("--latency_rounds", type=int, default=0)
+  parser.add_argument("--latency_batches", default="1,32",
+                      help="comma-separated batch sizes of the latency runs")
+  parser.add_argument("--skip_agreement", action="store_true",
+                      help="only the latency (random weights are fine for it)")
   args = parser.parse_args()
+  print(f"load average at start: {_load()}")
   vocab = os.path.join(args.data_dir, "bert_vocab", "uncased", "vocab.txt")
-  dev = os.path.join(args.data_dir, "squad_v1.1", "dev-v1.1.json")
+  dev = args.predict_file or os.path.join(args.data_dir, "squad_v1.1", "dev-v1.1.json")
   experiment = _experiment(args, vocab).override({"task": {"predict_file": dev}})
   task = base.get_task(experiment)
   model = (exporter.model_from_checkpoint(experiment, args.checkpoint) if args.checkpoint
@@ -79,6 +91,10 @@ def main():
           ids.append(qa["id"])
           questions.append(qa["question"])
           contexts.append(paragraph["context"])
+  predict = tf.function(module.predict_text, autograph=False)
+  if args.skip_agreement:
+    _latency(module, predict, questions, contexts, args)
+    return
   if args.predictions:
     with open(args.predictions, encoding="utf-8") as f:
       evaluated = json.load(f)
@@ -93,7 +109,6 @@ def main():
       values["start_logits"].append(out["start_logits"].numpy())
       values["end_logits"].append(out["end_logits"].numpy())
     evaluated = task.postprocess({k: np.concatenate(v) for k, v in values.items()}).predictions
-  predict = tf.function(module.predict_text, autograph=False)
   served = []
   for start in range(0, len(ids), args.batch_size):
     out = predict({"question": tf.constant(questions[start:start + args.batch_size]),
@@ -111,9 +126,9 @@ def main():
 
 def _latency(module, predict, questions, contexts, args):
   """Windowed vs first-window latency, medians of interleaved runs."""
-  for batch in (1, 32):
-    q = tf.constant((questions * 32)[:batch])
-    c = tf.constant((contexts * 32)[:batch])
+  for batch in (int(b) for b in args.latency_batches.split(",")):
+    q = tf.constant((questions * batch)[:batch])
+    c = tf.constant((contexts * batch)[:batch])
     # The first window's text: the context up to the end byte of its last piece.
     w = module._windows({"question": q, "context": c})  # pylint: disable=protected-access
     first_window = tf.cumsum(w["num_windows"], exclusive=True)
@@ -129,9 +144,15 @@ def _latency(module, predict, questions, contexts, args):
         timings[name].append(time.perf_counter() - t0)
     windows = float(np.mean(w["num_windows"].numpy()))
     med = {k: statistics.median(v[1:]) for k, v in timings.items()}
+    ratio = med["windowed"] / med["first_window"]
     print(f"batch {batch}: windowed {1e3 * med['windowed']:.1f} ms, first window "
-          f"{1e3 * med['first_window']:.1f} ms, {windows:.2f} windows/question, "
-          f"latency ratio {med['windowed'] / med['first_window']:.2f}")
+          f"{1e3 * med['first_window']:.1f} ms (medians of {args.latency_rounds} interleaved "
+          f"runs after one warm-up), {windows:.2f} windows/question, latency ratio "
+          f"{ratio:.2f}, ratio / windows {ratio / windows:.2f}; load average {_load()}")
+
+
+def _load():
+  return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -36,6 +36,9 @@ NSP_LOGITS = "next_sentence_logits"
 # release's fine-tuning records name the labels `label_ids` too).
 LABEL_IDS = "label_ids"
 EXAMPLE_INDEX = "example_index"
+# Tagging: which window of its sentence a row is (sentences longer than the model are
+# read in overlapping windows).
+WINDOW_INDEX = "window_index"
 # The label of word pieces that are not scored (every piece but a word's first;
 # [CLS], [SEP] and padding).
 IGNORE_LABEL = -1

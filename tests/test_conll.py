@@ -50,11 +50,12 @@ def test_malformed_tag_and_column_count_are_errors_naming_the_line(tmp_path):
     conll.read_conll(_write(tmp_path, "tags.txt", "Cat B-ANIMAL\n"), conll.CONLL2003_LABELS)
 
 
-def _features(tmp_path, examples, seq_length):
+def _features(tmp_path, examples, seq_length, window_stride=64):
   vocab = helpers.write_vocab(tmp_path / "vocab.txt")
   tokenizer = featurizers.PieceTokenizer(vocab)
   return helpers.vocab_ids(vocab), list(featurizers.tagging_dataset(
-      examples, tokenizer, seq_length, conll.CONLL2003_LABELS).as_numpy_iterator())
+      examples, tokenizer, seq_length, conll.CONLL2003_LABELS,
+      window_stride).as_numpy_iterator())
 
 
 def test_only_the_first_piece_of_a_split_word_carries_its_label(tmp_path):
@@ -76,10 +77,22 @@ def test_word_without_pieces_becomes_unk_and_keeps_its_label(tmp_path):
   assert (features[constants.LABEL_IDS] >= 0).sum() == 3
 
 
-def test_long_sentences_are_cut_at_seq_length_pieces(tmp_path):
-  words = ["playing"] * 5
-  examples = [conll.TaggingExample(0, words, ["O"] * 5)]
-  _, [features] = _features(tmp_path, examples, 8)
-  # 6 pieces fit between [CLS] and [SEP]: three whole words.
-  assert len(features[constants.INPUT_WORD_IDS]) == 8
-  assert (features[constants.LABEL_IDS] >= 0).sum() == 3
+def test_long_sentences_are_read_in_windows_that_label_each_word_once(tmp_path):
+  words = ["playing", "John", "playing", "Paris", "playing"]
+  tags = ["O", "B-PER", "O", "B-LOC", "O"]
+  examples = [conll.TaggingExample(0, words, tags)]
+  ids, rows = _features(tmp_path, examples, 8, window_stride=2)
+  # 8 pieces (play ##ing john play ##ing paris play ##ing), windows of 6 pieces two apart:
+  # pieces [0, 6) and [2, 8). Word first pieces 0, 2, 3, 5, 6: pieces 0-3 have their most
+  # context in window 0 (piece 3: min(3, 2) = 2 against min(1, 4) = 1), 5 and 6 in window 1.
+  assert [(r[constants.EXAMPLE_INDEX], r[constants.WINDOW_INDEX]) for r in rows] == [
+      (0, 0), (0, 1)]
+  play, ing = ids["play"], ids["##ing"]
+  assert rows[1][constants.INPUT_WORD_IDS].tolist() == [
+      ids["[CLS]"], ids["john"], play, ing, ids["paris"], play, ing, ids["[SEP]"]]
+  tag = conll.CONLL2003_LABELS.index
+  ignore = constants.IGNORE_LABEL
+  assert rows[0][constants.LABEL_IDS].tolist() == [
+      ignore, tag("O"), ignore, tag("B-PER"), tag("O"), ignore, ignore, ignore]
+  assert rows[1][constants.LABEL_IDS].tolist() == [
+      ignore, ignore, ignore, ignore, tag("B-LOC"), tag("O"), ignore, ignore]

@@ -35,8 +35,10 @@ CASES = {
              "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2"
              "\tscore\n0\tg\tf\ty\t0\tn\tn\tthe cat\tthe dog\t3.250\n"
              "1\tg\tf\ty\t0\tn\tn\ta man walks home\tgood\t0.5\n", "stsb.tsv"),
-    "tagging": ({"name": "tagging"}, "conll",
-                "John B-PER\nplaying O\n\nParis B-LOC\nParisians B-MISC\nsat O\n", "ner.txt"),
+    # The last sentence (24 pieces) is read in windows of 14 pieces, 4 apart.
+    "tagging": ({"name": "tagging", "window_stride": 4}, "conll",
+                "John B-PER\nplaying O\n\nParis B-LOC\nParisians B-MISC\nsat O\n\n"
+                + "John B-PER\nplaying O\n" * 8, "ner.txt"),
     "choice": ({"name": "multiple_choice"}, "swag_csv",
                ",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,"
                "ending3,label\n0,v,1,s,a man walks,the,gold,dog,cat sat on the mat,man,home,1\n"

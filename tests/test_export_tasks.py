@@ -170,5 +170,10 @@ def test_outputs_count_the_tokens_cut_to_fit(modules):
                                       "text_b": tf.constant(["a dog", "a dog"])})
   # 60 + 2 pieces, of which seq_length - 3 fit.
   assert out[cs.TRUNCATED_TOKENS].numpy().tolist() == [0, 62 - (helpers.SEQ_LENGTH - 3)]
+
+
+def test_tagging_reads_a_long_text_in_windows_and_says_how_many(modules):
+  long_text = "the cat sat on the mat " * 10
   out = modules["tagging"].predict_text({"text": tf.constant(["the cat", long_text])})
-  assert out[ts.TRUNCATED_TOKENS].numpy().tolist() == [0, 60 - (helpers.SEQ_LENGTH - 2)]
+  # 60 pieces in windows of seq_length - 2 = 22, 22 apart (window_stride 64 is more).
+  assert out[ts.NUM_WINDOWS].numpy().tolist() == [1, 3]

@@ -154,3 +154,14 @@ def test_source_offsets_cover_whole_characters():
 
 def test_reference_rules_give_the_known_words():
   assert original_words("Héllo, 中文 world!", True) == ["hello", ",", "中", "文", "world", "!"]
+
+
+def test_whitespace_split_is_python_str_split_with_byte_spans():
+  # Every character up to U+3100 between two words, and runs of mixed whitespace.
+  texts = [f"a{chr(c)}b" for c in range(1, 0x3100) if not 0xD800 <= c < 0xE000]
+  texts += ["  John\u3000lives\t\u00a0in  Paris  ", "", " \n ", "café\u2028x"]
+  words, begin, end = normalization.split_whitespace_with_offsets(tf.constant(texts))
+  for text, row, b, e in zip(texts, words.to_list(), begin.to_list(), end.to_list()):
+    data = text.encode("utf-8")
+    assert [w.decode("utf-8") for w in row] == text.split()
+    assert [data[i:j] for i, j in zip(b, e)] == row

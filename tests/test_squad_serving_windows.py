@@ -108,27 +108,6 @@ def test_served_score_is_the_best_nbest_logit_sum(squad_module):
                                rtol=1e-5)
 
 
-def test_windows_match_the_evaluation_windows():
-  layout = ss.window_layout(tf.constant([0, 4, 10, 11, 30], tf.int64),
-                            tf.constant([4, 4, 4, 4, 7], tf.int64), 2)
-  expected = [len(squad_data.doc_windows(n, m, 2)) for n, m in ((0, 4), (4, 4), (10, 4),
-                                                                (11, 4), (30, 7))]
-  assert layout[0].numpy().tolist() == [max(e, 1) for e in expected]
-
-
-def test_max_context_matches_evaluation():
-  num_pieces, max_tokens, stride = 23, 7, 3
-  spans = squad_data.doc_windows(num_pieces, max_tokens, stride)
-  n = len(spans)
-  position = tf.constant([[s + i for i in range(max_tokens)] for s, _ in spans], tf.int64)
-  column = lambda v: tf.fill([n, 1], tf.constant(v, tf.int64))
-  mask = ss.max_context_mask(position, tf.range(n, dtype=tf.int64)[:, tf.newaxis], column(n),
-                             column(stride), column(max_tokens), column(num_pieces), 3)
-  expected = [[i < length and squad_data.is_max_context(spans, w, start + i)
-               for i in range(max_tokens)] for w, (start, length) in enumerate(spans)]
-  assert mask.numpy().tolist() == expected
-
-
 def test_squad2_null_answer_follows_the_evaluation(tmp_path):
   task = dict(SQUAD, version_2_with_negative=True, null_score_diff_threshold=0.0)
   vocab = helpers.write_vocab(tmp_path)

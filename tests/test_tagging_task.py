@@ -39,6 +39,7 @@ def test_eval_maps_predictions_back_to_words_and_scores_entities(tmp_path):
       constants.LABEL_IDS: np.array([[ignore, 1, ignore, 0, 1, 2, ignore]]),
       "predictions": np.array([[0, 1, 0, 0, 1, 0, 0]]),
       constants.EXAMPLE_INDEX: np.array([0]),
+      constants.WINDOW_INDEX: np.array([0]),
   }
   metrics = task.reduce_eval(values)
   # Gold entities: [0,1) and [2,4); predicted: [0,1) and [2,3).
@@ -52,9 +53,27 @@ def test_eval_maps_predictions_back_to_words_and_scores_entities(tmp_path):
                                             "green I-COL O", "cut O O", ""]
 
 
+def test_eval_joins_the_windows_of_a_sentence_in_window_order_whatever_the_row_order():
+  task = _task()
+  ignore = constants.IGNORE_LABEL
+  # Sentence 0 in two windows (rows 2 and 0), sentence 1 in one (row 1).
+  values = {
+      constants.LABEL_IDS: np.array([[ignore, 1, 2, ignore], [ignore, 1, ignore, ignore],
+                                     [ignore, 0, 1, ignore]]),
+      "predictions": np.array([[0, 1, 2, 0], [0, 1, 0, 0], [0, 0, 1, 0]]),
+      constants.EXAMPLE_INDEX: np.array([0, 1, 0]),
+      constants.WINDOW_INDEX: np.array([1, 0, 0]),
+  }
+  indices, gold, predicted = task.word_tags(values)
+  assert indices == [0, 1]
+  assert gold == [["O", "B-COL", "B-COL", "I-COL"], ["B-COL"]]
+  assert predicted == gold
+
+
 def test_eval_outputs_are_padded_to_eval_seq_length():
   task = _task()
-  features = {constants.LABEL_IDS: tf.zeros([2, 5], tf.int32), constants.EXAMPLE_INDEX: tf.range(2)}
+  features = {constants.LABEL_IDS: tf.zeros([2, 5], tf.int32),
+              constants.EXAMPLE_INDEX: tf.range(2), constants.WINDOW_INDEX: tf.zeros([2], tf.int32)}
   outputs = task.eval_outputs(features, {LOGITS: tf.zeros([2, 5, 3])})
   assert outputs["predictions"].shape == (2, 16)
   assert int(tf.reduce_sum(tf.cast(outputs[constants.LABEL_IDS] == constants.IGNORE_LABEL, tf.int32))) == 22

@@ -109,8 +109,8 @@ def test_single_sentences_longer_than_seq_length_train_on_what_is_served(vocab_f
   _assert_same_inputs(training, serving.encode_text({"text": tf.constant(texts)}))
 
 
-def test_conll_sentences_train_on_what_tagging_serves_with_aligned_labels(vocab_file,
-                                                                         text_encoder):
+def test_conll_sentences_train_on_the_windows_tagging_serves_with_aligned_labels(vocab_file,
+                                                                               text_encoder):
   sentences = [
       ("Peter Blackburn accused the EU of deliberately distorting evidence in Mountain "
        "View , California , where Steve Jobs was born in 1955 and raised with his family "
@@ -122,23 +122,30 @@ def test_conll_sentences_train_on_what_tagging_serves_with_aligned_labels(vocab_
   tags = [[label_names[(3 * i) % len(label_names)] for i in range(len(words))]
           for words in sentences]
   examples = [TaggingExample(i, w, t) for i, (w, t) in enumerate(zip(sentences, tags))]
-  training = list(featurizers.tagging_dataset(examples, featurizers.PieceTokenizer(vocab_file), SEQ_LENGTH,
-                                     label_names).as_numpy_iterator())
+  stride = 4
+  training = list(featurizers.tagging_dataset(
+      examples, featurizers.PieceTokenizer(vocab_file), SEQ_LENGTH, label_names,
+      stride).as_numpy_iterator())
   serving = tagging_serving.TaggingServing(
-      types.SimpleNamespace(num_classes=len(label_names)), text_encoder, label_names)
+      types.SimpleNamespace(num_classes=len(label_names)), text_encoder, label_names,
+      window_stride=stride)
+  # Every window of every sentence, in the same order.
+  windows_of = [int(f[constants.EXAMPLE_INDEX]) for f in training]
+  assert windows_of.count(0) >= 2 and windows_of[-1:] == [1] and windows_of.count(1) == 1
   _assert_same_inputs(training, serving.encode_text(
       {"text": tf.constant([" ".join(w) for w in sentences])}))
-  # Each kept word's tag sits on its first piece, in order; the rest is ignored.
+  # Each word's tag sits on its first piece in exactly one window, in word order.
   tokenizer = text_encoder.tokenizer
-  for features, words, word_tags in zip(training, sentences, tags):
-    pieces_per_word = [len(p) for p in tokenizer.tokenize_pieces(tf.constant(words)).to_list()]
-    starts = 1 + np.cumsum([0] + pieces_per_word[:-1])
-    length = len(features[constants.INPUT_WORD_IDS])
-    kept = [w for w, s in enumerate(starts) if s < length - 1]
-    expected = np.full(length, constants.IGNORE_LABEL)
-    expected[starts[kept]] = [label_names.index(word_tags[w]) for w in kept]
-    np.testing.assert_array_equal(features[constants.LABEL_IDS], expected)
-  assert len(kept) == len(sentences[1])
+  for index, (words, word_tags) in enumerate(zip(sentences, tags)):
+    first_ids = [p[0] for p in tokenizer.tokenize_pieces(tf.constant(words)).to_list()]
+    labelled, ids = [], []
+    for features in training:
+      if features[constants.EXAMPLE_INDEX] == index:
+        scored = features[constants.LABEL_IDS] != constants.IGNORE_LABEL
+        labelled.extend(label_names[t] for t in features[constants.LABEL_IDS][scored])
+        ids.extend(features[constants.INPUT_WORD_IDS][scored])
+    assert labelled == word_tags
+    assert ids == first_ids
 
 
 def test_swag_choices_train_on_what_the_pair_encoder_serves(vocab_file, text_encoder):

@@ -3,7 +3,7 @@
 Batches are dicts of the features of `bert_tf.data.featurizers`, padded to the longest
 example of the batch: input_word_ids, input_mask, input_type_ids int32 [B, T] (or
 [B, C, T] for multiple choice), label_ids [B] (or [B, T] for tagging), example_index
-int32 [B].
+int32 [B]; tagging batches also window_index int32 [B].
 """
 
 from typing import Dict, Optional, Sequence
@@ -18,7 +18,7 @@ from bert_tf.data.featurizers import TAGGING
 
 def padding_values(kind: str, regression: bool = False) -> Dict[str, object]:
   """The value each feature is padded with."""
-  return {
+  values = {
       constants.INPUT_WORD_IDS: 0,
       constants.INPUT_MASK: 0,
       constants.INPUT_TYPE_IDS: 0,
@@ -26,6 +26,9 @@ def padding_values(kind: str, regression: bool = False) -> Dict[str, object]:
                   (np.float32(0) if regression else np.int32(0))),
       constants.EXAMPLE_INDEX: np.int32(0),
   }
+  if kind == TAGGING:
+    values[constants.WINDOW_INDEX] = np.int32(0)
+  return values
 
 
 def batch_examples(ds: tf.data.Dataset, kind: str, batch_size: int, drop_remainder: bool,

@@ -105,11 +105,14 @@ def finetuning_dataset(kind: str, batch_size: int, seq_length: int, vocab_size: 
       labels = rng.uniform(0, 1, size=[batch_size]).astype(np.float32)
     else:
       labels = rng.integers(0, num_classes, size=[batch_size]).astype(np.int32)
-    batches.append({
+    batch = {
         constants.INPUT_WORD_IDS: ids, constants.INPUT_MASK: mask,
         constants.INPUT_TYPE_IDS: type_ids, constants.LABEL_IDS: labels,
         constants.EXAMPLE_INDEX: np.arange(batch_size, dtype=np.int32),
-    })
+    }
+    if kind == TAGGING:
+      batch[constants.WINDOW_INDEX] = np.zeros([batch_size], np.int32)
+    batches.append(batch)
   stacked = {k: np.stack([b[k] for b in batches]) for k in batches[0]}
   return tf.data.Dataset.from_tensor_slices(stacked).repeat()
 

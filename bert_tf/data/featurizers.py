@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from bert_tf import constants
 from bert_tf.text import packing
+from bert_tf.text import windows
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
 
 # The kinds of feature structure, one per featurizer.
@@ -128,17 +129,26 @@ def _to_dense(features):
 
 
 def tagging_dataset(examples: Sequence, tokenizer: PieceTokenizer, seq_length: int,
-                    label_names: Sequence[str]) -> tf.data.Dataset:
-  """Featurizes TaggingExamples: each word's first piece carries the word's tag id.
+                    label_names: Sequence[str], window_stride: int) -> tf.data.Dataset:
+  """Featurizes TaggingExamples in windows; each word is labelled at its first piece in
+  the window giving it the most context.
 
   A word that tokenizes to nothing becomes [UNK], so that every word keeps one scored
-  position; words beyond seq_length - 2 pieces are cut off. Unlabelled examples get
-  tag label_names[0] for every word.
+  position. A sentence of more than seq_length - 2 pieces is cut into windows of
+  seq_length - 2 pieces starting `window_stride` pieces apart
+  (`bert_tf.text.windows`); a word's tag sits on its first piece only in the window
+  where that piece has the most context, so every word of the file is scored exactly
+  once, in training and evaluation alike. Unlabelled examples get tag label_names[0]
+  for every word.
 
   Returns:
-    Dataset of dicts: input_word_ids, input_mask, input_type_ids, label_ids (int32
-    [T_i], constants.IGNORE_LABEL at [CLS], [SEP] and non-first pieces), example_index.
+    Dataset of dicts, one per window: input_word_ids, input_mask, input_type_ids,
+    label_ids (int32 [T_i], constants.IGNORE_LABEL at [CLS], [SEP], non-first pieces
+    and first pieces read from another window), example_index, window_index (int32,
+    the window's place in its sentence).
   """
+  if window_stride < 1:
+    raise ValueError(f"window_stride must be positive, got {window_stride}")
   label_index = {name: i for i, name in enumerate(label_names)}
   words, tags = [], []
   for e in examples:
@@ -156,30 +166,59 @@ def tagging_dataset(examples: Sequence, tokenizer: PieceTokenizer, seq_length: i
       "tags": tf.ragged.constant(tags, dtype=tf.int32),
       constants.EXAMPLE_INDEX: np.asarray([e.index for e in examples], np.int32),
   }
+  max_tokens = seq_length - 2
+  overlap = windows.max_overlap(max_tokens, window_stride)
 
   def featurize(batch):
     word_batch = batch["words"]
-    pieces = tokenizer.piece_ids(word_batch.flat_values)  # [W, P]
-    lengths = tf.maximum(pieces.row_lengths(), 1)
-    unk = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(lengths)[0], 1], tokenizer.unk_id))
-    with_unk = tf.concat([pieces, unk], axis=1)
-    pieces = tf.gather(with_unk, tf.ragged.range(lengths), batch_dims=1)
-    first = tf.cast(tf.equal(tf.ragged.range(lengths), 0), tf.int32)
+    pieces = word_pieces(tokenizer.piece_ids(word_batch.flat_values), tokenizer.unk_id)
+    lengths = pieces.row_lengths()
     word_tags = tf.repeat(batch["tags"].flat_values, lengths)
-    piece_tags = tf.where(first.flat_values > 0, word_tags, constants.IGNORE_LABEL)
-    # Regroup pieces of every word into pieces of every sentence.
-    piece_rows = tf.math.segment_sum(lengths, word_batch.value_rowids())
-    sentence_pieces = tf.RaggedTensor.from_row_lengths(pieces.flat_values, piece_rows)
-    sentence_tags = tf.RaggedTensor.from_row_lengths(piece_tags, piece_rows)
-    features = _pack(tokenizer, [sentence_pieces], seq_length)
-    # The tags go through the same packer, so they are truncated exactly as the pieces
-    # and [CLS], [SEP] get constants.IGNORE_LABEL.
-    labels = _pack(tokenizer, [sentence_tags], seq_length, (constants.IGNORE_LABEL,) * 3)
+    piece_tags = tf.where(tf.equal(tf.ragged.range(lengths).flat_values, 0), word_tags,
+                          constants.IGNORE_LABEL)
+    # Pieces of every word regrouped into pieces of every sentence.
+    num_pieces = tf.RaggedTensor.from_row_splits(pieces, word_batch.row_splits).merge_dims(
+        1, 2).row_lengths()
+    w, _ = windows.sequence_windows(num_pieces, max_tokens, window_stride)
+    index = tf.ragged.range(w["piece_start"], w["piece_start"] + w["window_length"])
+    # Which of each window's pieces have their most context there.
+    row = index.value_rowids()
+    of_row = lambda name: tf.gather(w[name], row)  # pylint: disable=unnecessary-lambda-assignment
+    owner = windows.max_context_window(
+        index.flat_values - of_row("piece_start") + of_row("window_start"),
+        of_row("num_windows"), of_row("stride"), of_row("max_tokens"), of_row("num_pieces"),
+        overlap)
+    window_tags = index.with_flat_values(tf.where(
+        tf.equal(owner, of_row("window")), tf.gather(piece_tags, index.flat_values),
+        constants.IGNORE_LABEL))
+    window_pieces = index.with_flat_values(tf.gather(pieces.flat_values, index.flat_values))
+    features = _pack(tokenizer, [window_pieces], seq_length)
+    # The tags go through the same packer, so they are cut exactly as the pieces and
+    # [CLS], [SEP] get constants.IGNORE_LABEL.
+    labels = _pack(tokenizer, [window_tags], seq_length, (constants.IGNORE_LABEL,) * 3)
     features[constants.LABEL_IDS] = labels[constants.INPUT_WORD_IDS]
-    features[constants.EXAMPLE_INDEX] = batch[constants.EXAMPLE_INDEX]
+    features[constants.EXAMPLE_INDEX] = tf.gather(batch[constants.EXAMPLE_INDEX], w["example"])
+    features[constants.WINDOW_INDEX] = tf.cast(w["window"], tf.int32)
     return features
 
   return _featurize(data, featurize, len(examples))
+
+
+def word_pieces(pieces: tf.RaggedTensor, unk_id: int) -> tf.RaggedTensor:
+  """The pieces of each word, [UNK] for a word without any.
+
+  Args:
+    pieces: ragged int [W, (pieces)].
+    unk_id: the [UNK] id.
+
+  Returns:
+    ragged [W, (pieces)] like `pieces`, every row non-empty.
+  """
+  lengths = tf.maximum(pieces.row_lengths(), 1)
+  unk = tf.RaggedTensor.from_tensor(
+      tf.fill(tf.stack([pieces.nrows(), 1]), tf.constant(unk_id, pieces.dtype)))
+  with_unk = tf.concat([pieces, unk], axis=1)
+  return tf.gather(with_unk, tf.ragged.range(lengths), batch_dims=1)
 
 
 def multiple_choice_dataset(examples: Sequence, tokenizer: PieceTokenizer, seq_length: int,

@@ -29,6 +29,7 @@ from bert_tf import constants
 from bert_tf.data import tfrecords
 from bert_tf.text import packing
 from bert_tf.text import vocab as vocab_lib
+from bert_tf.text.windows import doc_windows, is_max_context
 from bert_tf.utils import errors
 from bert_tf.utils import progress as progress_lib
 
@@ -304,35 +305,6 @@ def improve_answer_span(doc_tokens: Sequence[str], start: int, end: int,
       if " ".join(doc_tokens[new_start:new_end + 1]) == answer_text:
         return new_start, new_end
   return start, end
-
-
-def doc_windows(num_tokens: int, max_tokens: int, doc_stride: int) -> List[Tuple[int, int]]:
-  """(start, length) of the sliding windows over num_tokens document tokens."""
-  spans = []
-  start = 0
-  while start < num_tokens:
-    length = min(num_tokens - start, max_tokens)
-    spans.append((start, length))
-    if start + length == num_tokens:
-      break
-    start += min(length, doc_stride)
-  return spans
-
-
-def is_max_context(spans: Sequence[Tuple[int, int]], span_index: int, position: int) -> bool:
-  """Whether window `span_index` gives token `position` its most balanced context.
-
-  The score is min(left context, right context) + 0.01 * window length, as the original.
-  """
-  best_score, best_index = None, None
-  for index, (start, length) in enumerate(spans):
-    end = start + length - 1
-    if position < start or position > end:
-      continue
-    score = min(position - start, end - position) + 0.01 * length
-    if best_score is None or score > best_score:
-      best_score, best_index = score, index
-  return span_index == best_index
 
 
 def convert_examples_to_features(examples: Sequence[SquadExample], tokenize_fn: TokenizeFn,

@@ -159,6 +159,7 @@ _FINETUNING_RECORD_NAMES = {
     constants.INPUT_TYPE_IDS: constants.TFRECORD_SEGMENT_IDS,
     constants.LABEL_IDS: constants.LABEL_IDS,
     constants.EXAMPLE_INDEX: constants.EXAMPLE_INDEX,
+    constants.WINDOW_INDEX: constants.WINDOW_INDEX,
 }
 
 
@@ -236,11 +237,14 @@ def read_finetuning_tfrecords(input_path: str, kind: str, seq_length: int, batch
                                                  tf.float32 if regression else tf.int64),
       constants.EXAMPLE_INDEX: tf.io.FixedLenFeature([], tf.int64, default_value=0),
   }
+  if kind == TAGGING:
+    spec[constants.WINDOW_INDEX] = tf.io.FixedLenFeature([], tf.int64, default_value=0)
+  names = {k: v for k, v in _FINETUNING_RECORD_NAMES.items() if v in spec}
 
   def decode(record):
     parsed = tf.io.parse_single_example(record, spec)
     out = {}
-    for model_name, name in _FINETUNING_RECORD_NAMES.items():
+    for model_name, name in names.items():
       value = parsed[name]
       if value.dtype == tf.int64:
         value = tf.cast(value, tf.int32)

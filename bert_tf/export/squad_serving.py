@@ -27,6 +27,7 @@ from bert_tf import constants
 from bert_tf.export import serving_module
 from bert_tf.export import text_encoding
 from bert_tf.models.bert_span_labeler import END_LOGITS, START_LOGITS
+from bert_tf.text import windows
 
 START_INDEX = "start_index"
 END_INDEX = "end_index"
@@ -41,61 +42,6 @@ ANSWER_END = "answer_end"
 
 # evaluation's null odds of a question without any candidate span.
 _NO_SPAN_NULL_ODDS = 1e9
-
-
-def window_layout(num_pieces, max_tokens, doc_stride):
-  """The doc_stride windows of `bert_tf.data.squad.doc_windows`, in closed form.
-
-  Windows start `stride = min(max_tokens, doc_stride)` pieces apart and hold
-  `max_tokens` pieces, the last one what is left; a context without pieces gets
-  one empty window.
-
-  Args:
-    num_pieces: int64 [B], context pieces.
-    max_tokens: int64 [B] >= 1, pieces per window.
-    doc_stride: Python int >= 1.
-
-  Returns:
-    (num_windows, stride): int64 [B] each.
-  """
-  stride = tf.minimum(max_tokens, doc_stride)
-  extra = tf.maximum(num_pieces - max_tokens, 0)
-  return 1 + (extra + stride - 1) // stride, stride
-
-
-def max_context_mask(position, window, num_windows, stride, max_tokens, num_pieces,
-                     max_overlap):
-  """Whether `window` gives context piece `position` its most context.
-
-  As `bert_tf.data.squad.is_max_context`: over the windows holding the piece, the
-  score min(pieces left of it, pieces right of it) + 0.01 * window length is
-  largest, the first such window on ties.
-
-  Args:
-    position: int64 [N, T], piece index in the context (any value off the window).
-    window: int64 [N, 1], the window's index within its example.
-    num_windows, stride, max_tokens, num_pieces: int64 [N, 1], of the window's example.
-    max_overlap: Python int, at least the most windows holding one piece.
-
-  Returns:
-    bool [N, T].
-  """
-  # The windows holding `position` are among floor(position / stride) - j, j < max_overlap.
-  last = tf.maximum(position, 0) // stride
-  candidate = last[..., tf.newaxis] - tf.range(max_overlap, dtype=tf.int64)
-  start = candidate * stride[..., tf.newaxis]
-  length = tf.where(candidate == num_windows[..., tf.newaxis] - 1,
-                    num_pieces[..., tf.newaxis] - start, max_tokens[..., tf.newaxis])
-  pos = position[..., tf.newaxis]
-  holds = (candidate >= 0) & (candidate < num_windows[..., tf.newaxis]) & (pos >= start) & (
-      pos < start + length)
-  score = (tf.cast(tf.minimum(pos - start, start + length - 1 - pos), tf.float64)
-           + 0.01 * tf.cast(length, tf.float64))
-  score = tf.where(holds, score, -np_inf())
-  best = tf.reduce_max(score, axis=-1, keepdims=True)
-  big = tf.constant(2 ** 62, tf.int64)
-  first = tf.reduce_min(tf.where(holds & (score == best), candidate, big), axis=-1)
-  return first == window
 
 
 def np_inf():
@@ -246,24 +192,15 @@ class SquadServing(serving_module.ServingModule):
     ids, begin, end = (x.merge_dims(1, 2) for x in (ids, begin, end))
     query_length = question_pieces.row_lengths()
     max_tokens = tf.maximum(encoder.seq_length - 3 - query_length, 1)
-    num_pieces = ids.row_lengths()
-    num_windows, stride = window_layout(num_pieces, max_tokens, self.doc_stride)
-    example = tf.repeat(tf.range(tf.size(num_windows, out_type=tf.int64)), num_windows)
-    window = tf.ragged.range(num_windows).flat_values
-    per_window = {name: tf.gather(value, example) for name, value in (
-        ("stride", stride), ("max_tokens", max_tokens), ("num_pieces", num_pieces),
-        ("query_length", query_length), ("example_windows", num_windows))}
-    window_start = window * per_window["stride"]
-    window_length = tf.maximum(
-        tf.minimum(per_window["num_pieces"] - window_start, per_window["max_tokens"]), 0)
-    piece_start = tf.gather(ids.row_starts(), example) + window_start
-    window_pieces = tf.gather(ids.flat_values,
-                              tf.ragged.range(piece_start, piece_start + window_length))
+    w, num_windows = windows.sequence_windows(ids.row_lengths(), max_tokens, self.doc_stride)
+    example = w.pop("example")
+    w["example_windows"] = w.pop("num_windows")
+    w["query_length"] = tf.gather(query_length, example)
+    index = tf.ragged.range(w["piece_start"], w["piece_start"] + w["window_length"])
+    window_pieces = index.with_flat_values(tf.gather(ids.flat_values, index.flat_values))
     inputs = encoder.pack(tf.gather(question_pieces, example), window_pieces)
-    return dict(per_window, inputs=inputs, num_windows=num_windows, window=window,
-                window_start=window_start, window_length=window_length,
-                first_context=per_window["query_length"] + 2, begin=begin, end=end,
-                context=context)
+    return dict(w, inputs=inputs, num_windows=num_windows,
+                first_context=w["query_length"] + 2, begin=begin, end=end, context=context)
 
   def encode_text(self, texts):
     """Every window of every (question, context): int32 [N, T] encoder inputs."""
@@ -278,7 +215,7 @@ class SquadServing(serving_module.ServingModule):
     in_context = (position >= column("first_context")) & (
         position < column("first_context") + column("window_length"))
     max_overlap = max(1, -(-self.seq_length // self.doc_stride))
-    max_context = max_context_mask(piece, column("window"), column("example_windows"),
+    max_context = windows.max_context_mask(piece, column("window"), column("example_windows"),
                                    column("stride"), column("max_tokens"),
                                    column("num_pieces"), max_overlap)
     found = self._search(outputs, in_context, max_context, w["num_windows"])

@@ -30,10 +30,17 @@ class TaggingConfig(configs.TaskConfig):
   # Tags in id order; the default holds CoNLL-2003's in both IOB1 and IOB2 spelling.
   label_names: List[str] = dataclasses.field(
       default_factory=lambda: list(conll.CONLL2003_LABELS))
+  # A sentence longer than seq_length - 2 pieces is read in windows of that many pieces
+  # starting this many pieces apart; each word is tagged in the window where it has
+  # the most context (as SQuAD's doc_stride windows), in training, evaluation and the
+  # export alike.
+  window_stride: int = 64
 
   def validate(self):
     if len(self.label_names) < 2 or len(set(self.label_names)) != len(self.label_names):
       raise configs.ConfigError("label_names must hold at least two distinct tags")
+    if self.window_stride < 1:
+      raise configs.ConfigError(f"window_stride must be positive, got {self.window_stride}")
 
 
 PREDICTIONS = "predictions"
@@ -41,7 +48,8 @@ PREDICTIONS = "predictions"
 
 @base.register_task("tagging", TaggingConfig)
 class TaggingTask(finetuning.FeatureTask):
-  """Per-token softmax; the loss and metrics see only each word's first piece."""
+  """Per-token softmax; the loss and metrics see only each word's first piece, in the
+  window where the word has the most context."""
 
   input_formats = (base.DUMMY, base.TFRECORD, "conll")
   feature_kind = featurizers.TAGGING
@@ -68,7 +76,8 @@ class TaggingTask(finetuning.FeatureTask):
 
   def featurize(self, examples, data_config, tokenizer: Optional[featurizers.PieceTokenizer] = None):
     tokenizer = tokenizer or self.piece_tokenizer()
-    return featurizers.tagging_dataset(examples, tokenizer, data_config.seq_length, self.label_names)
+    return featurizers.tagging_dataset(examples, tokenizer, data_config.seq_length,
+                                       self.label_names, self.config.window_stride)
 
   def num_outputs(self) -> int:
     return len(self.label_names)
@@ -99,7 +108,8 @@ class TaggingTask(finetuning.FeatureTask):
     return {"token_accuracy": base.ratio(correct, tf.reduce_sum(weights))}
 
   def eval_outputs(self, features, outputs):
-    """Predicted and gold tag ids, padded to eval_data.seq_length so batches concatenate."""
+    """Predicted and gold tag ids, padded to eval_data.seq_length so batches concatenate,
+    and the example and window of each row."""
     length = self.experiment.eval_data.seq_length
     predictions = tf.argmax(outputs[LOGITS], axis=-1, output_type=tf.int32)
     labels = tf.cast(features[constants.LABEL_IDS], tf.int32)
@@ -108,23 +118,33 @@ class TaggingTask(finetuning.FeatureTask):
         PREDICTIONS: tf.pad(predictions, pad),
         constants.LABEL_IDS: tf.pad(labels, pad, constant_values=constants.IGNORE_LABEL),
         constants.EXAMPLE_INDEX: features[constants.EXAMPLE_INDEX],
+        constants.WINDOW_INDEX: features[constants.WINDOW_INDEX],
     }
 
   def word_tags(self, values) -> Tuple[List[int], List[List[str]], List[List[str]]]:
-    """Per example (by index): its index, gold tags and predicted tags of its words."""
+    """Per example (by index): its index, gold tags and predicted tags of its words.
+
+    A word is scored in one window only, and the words scored in a window come after
+    those of the windows before it (`bert_tf.text.windows`), so the example's words
+    are its windows' scored positions in window order, whatever order the rows came in.
+    """
     labels = np.asarray(values[constants.LABEL_IDS])
     predictions = np.asarray(values[PREDICTIONS])
     indices = np.asarray(values[constants.EXAMPLE_INDEX])
+    order = np.lexsort((np.asarray(values[constants.WINDOW_INDEX]), indices))
     out_index, gold, predicted = [], [], []
-    for row in np.argsort(indices, kind="stable"):
+    for row in order:
       scored = labels[row] != constants.IGNORE_LABEL
-      out_index.append(int(indices[row]))
-      gold.append([self.label_names[i] for i in labels[row][scored]])
-      predicted.append([self.label_names[i] for i in predictions[row][scored]])
+      if not out_index or out_index[-1] != int(indices[row]):
+        out_index.append(int(indices[row]))
+        gold.append([])
+        predicted.append([])
+      gold[-1].extend(self.label_names[i] for i in labels[row][scored])
+      predicted[-1].extend(self.label_names[i] for i in predictions[row][scored])
     return out_index, gold, predicted
 
   def reduce_eval(self, values):
-    """conlleval precision, recall and F1 over the words inside seq_length."""
+    """conlleval precision, recall and F1 over every word of the evaluated sentences."""
     _, gold, predicted = self.word_tags(values)
     return tagging_metrics.conll_precision_recall_f1(gold, predicted)
 
@@ -133,8 +153,9 @@ class TaggingTask(finetuning.FeatureTask):
                        ) -> List[str]:
     """CoNLL lines `word gold predicted`, a blank line after each sentence.
 
-    With the examples (the raw eval file), words cut off by seq_length are written
-    with the prediction O; without them, `index<TAB>tags` lines are written.
+    With the examples (the raw eval file), every word has its prediction (the words of
+    an evaluation cut short by validation_steps inside a sentence are written with O);
+    without them, `index<TAB>tags` lines are written.
     """
     indices, _, predicted = self.word_tags(values)
     if examples is None:
@@ -158,4 +179,4 @@ class TaggingTask(finetuning.FeatureTask):
 
   # ----- export -----
   def serving_options(self, data_config):
-    return {"label_names": self.label_names}
+    return {"label_names": self.label_names, "window_stride": self.config.window_stride}

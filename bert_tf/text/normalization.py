@@ -52,6 +52,11 @@ SINGLE_CHAR_WORD_PATTERN = f"[{_PUNCTUATION_CLASS}{_CJK_CLASS}]"
 SPLIT_PATTERN = f" +|{SINGLE_CHAR_WORD_PATTERN}"
 KEEP_PATTERN = SINGLE_CHAR_WORD_PATTERN
 
+# Every character of Python's str.isspace(), on which str.split() splits: how CoNLL
+# files and other pre-tokenized text separate their words.
+WHITESPACE_PATTERN = (r"[\t-\r\x{1C}-\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}"
+                      r"\x{2029}\x{202F}\x{205F}\x{3000}]+")
+
 
 def clean_text(text):
   """Drops invalid and control characters and maps whitespace to " ".
@@ -116,6 +121,19 @@ def split_words_with_offsets(normalized):
   """
   return tf_text.regex_split_with_offsets(
       normalized, SPLIT_PATTERN, KEEP_PATTERN)
+
+
+def split_whitespace_with_offsets(text):
+  """Splits raw text into its whitespace-separated words, as Python's str.split().
+
+  Args:
+    text: `tf.string` [B] (or a scalar), UTF-8.
+
+  Returns:
+    `(words, begin, end)`: `tf.string` ragged [B, (words)] (or [(words)]) and the
+    `tf.int64` byte span of each word in `text` (end exclusive).
+  """
+  return tf_text.regex_split_with_offsets(text, WHITESPACE_PATTERN)
 
 
 def split_normalized_words(normalized):
