@@ -45,9 +45,7 @@ RESULT_TAG = "LORA_RESULT"
 def _worker(task: str, method: str) -> None:
   """Trains and evaluates one (task, method); prints its figures as one JSON line."""
   from bert_tf.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
-  # Several loops per run: the trainer's rate leaves out the first (tracing) loop.
-  overrides = [f"trainer.steps_per_loop={max(FLAGS.train_steps // 4, 1)}"]
-  overrides += [FLAGS.params_override] if FLAGS.params_override else []
+  overrides = [FLAGS.params_override] if FLAGS.params_override else []
   if method == "lora":
     overrides.append(f"model.lora_rank={FLAGS.lora_rank}")
     FLAGS.learning_rate = FLAGS.lora_learning_rate
