@@ -53,11 +53,13 @@ def _worker(task: str, method: str) -> None:
   experiment = accuracy._resolve(  # pylint: disable=protected-access
       f"glue_{task}", common.data_path(f"glue_{task}", "train.tsv"),
       common.data_path(f"glue_{task}", "dev.tsv"), FLAGS.train_steps)
-  trainer = trainer_lib.Trainer(experiment, os.path.join(FLAGS.output_dir, f"{task}_{method}"),
-                                log_fn=lambda line: print(line, flush=True))
+  model_dir = os.path.join(FLAGS.output_dir, f"{task}_{method}")
+  trainer = trainer_lib.Trainer(experiment, model_dir, log_fn=lambda line: print(line, flush=True))
   start = time.time()
   report = trainer.train()
   train_seconds = time.time() - start
+  # The run's config beside its checkpoints, so that the run can be exported.
+  experiment.save(os.path.join(model_dir, trainer_lib.PARAMS_FILE))
   metrics = trainer.evaluate()
   trainable = sum(math.prod(v.shape) for v in trainer.model.trainable_variables)
   total = sum(math.prod(v.shape) for v in trainer.model.variables
