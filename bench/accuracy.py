@@ -137,7 +137,8 @@ def _train_and_evaluate(experiment, model_dir):
 def _resolve(experiment_name, train_path, eval_path, steps):
   """The named experiment with the checkpoint, the data and this run's budget."""
   from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
-  every = min(steps, 50)
+  # At least 4 loops: the trainer's examples/s leaves out the first (tracing) loop.
+  every = max(1, min(steps // 4, 50))
   overrides = [
       f"train_data.input_path={train_path}", f"eval_data.input_path={eval_path}",
       f"trainer.train_steps={steps}", f"trainer.steps_per_loop={every}",

@@ -45,9 +45,7 @@ RESULT_TAG = "LORA_RESULT"
 def _worker(task: str, method: str) -> None:
   """Trains and evaluates one (task, method); prints its figures as one JSON line."""
   from bert_tf.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
-  # Several loops per run: the trainer's rate leaves out the first (tracing) loop.
-  overrides = [f"trainer.steps_per_loop={max(FLAGS.train_steps // 4, 1)}"]
-  overrides += [FLAGS.params_override] if FLAGS.params_override else []
+  overrides = [FLAGS.params_override] if FLAGS.params_override else []
   if method == "lora":
     overrides.append(f"model.lora_rank={FLAGS.lora_rank}")
     FLAGS.learning_rate = FLAGS.lora_learning_rate
@@ -55,11 +53,13 @@ def _worker(task: str, method: str) -> None:
   experiment = accuracy._resolve(  # pylint: disable=protected-access
       f"glue_{task}", common.data_path(f"glue_{task}", "train.tsv"),
       common.data_path(f"glue_{task}", "dev.tsv"), FLAGS.train_steps)
-  trainer = trainer_lib.Trainer(experiment, os.path.join(FLAGS.output_dir, f"{task}_{method}"),
-                                log_fn=lambda line: print(line, flush=True))
+  model_dir = os.path.join(FLAGS.output_dir, f"{task}_{method}")
+  trainer = trainer_lib.Trainer(experiment, model_dir, log_fn=lambda line: print(line, flush=True))
   start = time.time()
   report = trainer.train()
   train_seconds = time.time() - start
+  # The run's config beside its checkpoints, so that the run can be exported.
+  experiment.save(os.path.join(model_dir, trainer_lib.PARAMS_FILE))
   metrics = trainer.evaluate()
   trainable = sum(math.prod(v.shape) for v in trainer.model.trainable_variables)
   total = sum(math.prod(v.shape) for v in trainer.model.variables

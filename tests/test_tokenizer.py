@@ -1,6 +1,7 @@
 """Tests of BertWordPieceTokenizer against the Hugging Face reference tokenizer."""
 
 import collections
+import gc
 import os
 import pathlib
 import re
@@ -343,3 +344,23 @@ def test_saved_model_keeps_ids_with_the_vocab_as_an_asset(tmp_path):
   allowed = (serving_ops.TOKENIZER_OP_ALLOWLIST | serving_ops.SAVED_MODEL_INFRA_OPS
              | {"RaggedTensorToTensor"})
   assert ops <= allowed, sorted(ops - allowed)
+
+
+def test_a_new_tokenizer_never_reads_an_earlier_tokenizers_vocab(tmp_path):
+  # A lookup table shared by name (named after its vocab Asset's memory address)
+  # outlives its tokenizer; a later tokenizer whose Asset reuses the address read the
+  # earlier vocab. Alternating two vocabs gives CPython every chance to reuse it.
+  specials = list(constants.SPECIAL_TOKENS)
+  small = tmp_path / "small.txt"
+  small.write_text("\n".join(specials + ["b", "a"]) + "\n", encoding="utf-8")
+  large = tmp_path / "large.txt"
+  large.write_text("\n".join(specials + [f"x{i}" for i in range(20)] + ["a", "b"]) + "\n",
+                   encoding="utf-8")
+  for _ in range(10):
+    for path in (large, small):
+      tokenizer = BertWordPieceTokenizer(str(path), lower_case=True, fast=False)
+      expected = [tokenizer.token_to_id("a"), tokenizer.token_to_id("b")]
+      assert tokenizer.tokenize(tf.constant(["a b"])).flat_values.numpy().tolist() == expected
+      assert tokenizer.ids_to_tokens(tf.constant(expected)).numpy().tolist() == [b"a", b"b"]
+      del tokenizer
+      gc.collect()

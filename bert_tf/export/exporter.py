@@ -38,6 +38,7 @@ from bert_tf import configs
 from bert_tf.checkpoints import restore
 from bert_tf.export import serving_module
 from bert_tf.export import text_encoding
+from bert_tf.layers import embeddings
 from bert_tf.models import lora
 from bert_tf.tasks import base as task_base
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
@@ -221,8 +222,10 @@ def quantize(model, mode: str = INT8):
   """Quantizes every Dense layer of `model` in place, the encoder's included.
 
   Both modes store each kernel [I, O] as int8 with one float32 scale per output
-  channel (absmax / 127), a quarter of its float32 size; embeddings, LayerNorm and the
-  tied masked-LM output layer stay float32. They differ in the product:
+  channel (absmax / 127), and the word-embedding table [V, H] (also the tied masked-LM
+  output layer's kernel) as int8 with one scale per row: each a quarter of its float32
+  size. Position and segment embeddings, LayerNorm and biases stay float32. The modes
+  differ in the Dense products:
 
   int8: the int8 kernel is cast to float32 at call time and the product is the
     float32 matmul, rescaled per output channel (weight-only quantization). It runs
@@ -249,7 +252,11 @@ def quantize(model, mode: str = INT8):
     # Keras names every layer without weights to quantize (LayerNorm, Dropout, ...).
     warnings.filterwarnings("ignore", message=".*does not have a `quantize` method")
     model.quantize(config=config)
-  left = [layer.path for layer in model._flatten_layers()  # pylint: disable=protected-access
+  layers = list(model._flatten_layers())  # pylint: disable=protected-access
+  for layer in layers:
+    if isinstance(layer, embeddings.BertEmbeddings):
+      layer.quantize("int8")  # Keras's Model.quantize visits only leaf layers.
+  left = [layer.path for layer in layers
           if isinstance(layer, keras.layers.Dense) and layer.quantization_mode != "int8"]
   if left:
     raise ValueError(f"Dense layers not quantized to int8: {left}")

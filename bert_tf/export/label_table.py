@@ -32,10 +32,11 @@ class LabelTable(tf.Module):
     self.label_names = tuple(label_names)
     with tf.init_scope():
       self.labels_asset = tf.saved_model.Asset(write_label_file(self.label_names))
+      # From the names, not the asset file (see BertWordPieceTokenizer's tables).
       self._table = tf.lookup.StaticHashTable(
-          tf.lookup.TextFileInitializer(
-              self.labels_asset, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
-              tf.string, tf.lookup.TextFileIndex.WHOLE_LINE),
+          tf.lookup.KeyValueTensorInitializer(
+              tf.range(len(self.label_names), dtype=tf.int64),
+              tf.constant(self.label_names, tf.string)),
           default_value="")
 
   def lookup(self, ids):

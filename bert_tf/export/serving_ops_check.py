@@ -37,8 +37,8 @@ EXPORT_CORE_OPS = frozenset({
     # Written by tf.saved_model.save into every SavedModel's restore functions since
     # TensorFlow 2.15; TF Serving 2.15 and newer have it.
     "DisableCopyOnRead",
-    # Lookup of label names (labels.txt asset).
-    "HashTableV2", "InitializeTableFromTextFileV2", "LookupTableFindV2",
+    # Lookup of label names.
+    "HashTableV2", "LookupTableImportV2", "LookupTableFindV2",
     # int8 exports (exporter.quantize): the IdentityN of Keras's custom gradient around
     # the quantized product (core since 1.x); for int8_dynamic also the per-row absmax
     # scaling of the inputs and the int8 x int8 -> int32 product (BatchMatMulV3, core

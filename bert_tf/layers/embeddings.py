@@ -1,6 +1,7 @@
 """Word, position and segment embeddings, summed, then LayerNorm and dropout."""
 
 import keras
+import numpy as np
 from keras import ops
 
 from bert_tf.layers import fusion
@@ -22,7 +23,9 @@ class BertEmbeddings(keras.layers.Layer):
     float [B, T, H] in the layer's compute dtype.
 
   The word-embedding table `word_embeddings` [V, H] is the same variable that the
-  masked-LM head multiplies with to produce vocabulary logits.
+  masked-LM head multiplies with to produce vocabulary logits (through
+  `word_embedding_values`). `quantize("int8")` stores it as int8 with one scale per row,
+  for serving.
 
   While bert_tf.layers.fusion is enabled (the default), the LayerNorm and dropout run
   through fusion.embeddings.
@@ -57,8 +60,56 @@ class BertEmbeddings(keras.layers.Layer):
     self.layer_norm.build((None, None, self.hidden_size))
     self.built = True
 
-  def call(self, input_word_ids, input_type_ids, training=None, position_ids=None):
+  @property
+  def word_embeddings_quantized(self) -> bool:
+    return self.word_embeddings.dtype == "int8"
+
+  def quantize(self, mode=None, type_check=True, config=None):
+    """Stores the word-embedding table as int8 [V, H] with one float32 scale per row
+    (`word_embeddings_scale` [V], the row's absmax / 127): a quarter of its float32
+    size, the largest part of a quantized encoder's. Position and segment tables
+    (P + 2 rows) stay float32. For serving: the int8 table no longer trains.
+
+    Keras's Model.quantize skips this layer (it has sublayers); bert_tf's exporter
+    calls it. Keras's wrapper of `quantize` resolves `mode`/`config` and opens the layer
+    to new variables while it runs.
+    """
+    del type_check, config  # One scheme: per-row absmax, as Keras quantizes Embedding.
+    if mode != "int8":
+      raise NotImplementedError(f"{self.name}: only int8 quantization, got mode={mode!r}")
+    if self.word_embeddings_quantized:
+      raise ValueError(f"{self.name}: the word embeddings are already int8")
+    table = ops.convert_to_numpy(self.word_embeddings).astype(np.float32)
+    absmax = np.abs(table).max(axis=1)
+    scale = np.where(absmax > 0, absmax / 127.0, 1.0).astype(np.float32)
+    values = np.clip(np.round(table / scale[:, None]), -127, 127).astype(np.int8)
+    del self.word_embeddings
+    self.word_embeddings = self.add_weight(
+        name="word_embeddings", shape=values.shape, initializer="zeros", dtype="int8",
+        trainable=False)
+    self.word_embeddings_scale = self.add_weight(
+        name="word_embeddings_scale", shape=scale.shape, initializer="ones",
+        dtype="float32", trainable=False)
+    self.word_embeddings.assign(values)
+    self.word_embeddings_scale.assign(scale)
+
+  def word_embedding_values(self, dtype):
+    """The [V, H] word-embedding table in `dtype` (dequantized when it is int8)."""
+    if not self.word_embeddings_quantized:
+      return ops.cast(self.word_embeddings, dtype)
+    table = ops.cast(self.word_embeddings, "float32") * self.word_embeddings_scale[:, None]
+    return ops.cast(table, dtype)
+
+  def _lookup_words(self, input_word_ids):
+    """Rows of the word-embedding table for int ids [B, T]: [B, T, H]."""
     words = ops.take(self.word_embeddings, input_word_ids, axis=0)
+    if not self.word_embeddings_quantized:
+      return words
+    scale = ops.take(self.word_embeddings_scale, input_word_ids, axis=0)
+    return ops.cast(ops.cast(words, "float32") * scale[..., None], self.compute_dtype)
+
+  def call(self, input_word_ids, input_type_ids, training=None, position_ids=None):
+    words = self._lookup_words(input_word_ids)
     types = ops.take(self.token_type_embeddings, input_type_ids, axis=0)
     if position_ids is None:
       # A slice broadcast over the batch: no [B, T, H] gather on the common path.

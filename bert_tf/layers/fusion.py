@@ -419,6 +419,7 @@ def masked_lm_head(head, hidden):
                    head.compute_dtype)
   shape = tf.shape(hidden)
   logits = tf.matmul(tf.reshape(hidden, [-1, head.hidden_size]),
-                     tf.cast(head.embedding_table, head.compute_dtype), transpose_b=True)
+                     head.embedding_layer.word_embedding_values(head.compute_dtype),
+                     transpose_b=True)
   logits = tf.nn.bias_add(logits, tf.cast(head.output_bias, head.compute_dtype))
   return tf.reshape(logits, tf.concat([shape[:-1], [head.vocab_size]], axis=0))

@@ -82,7 +82,7 @@ class MaskedLMHead(keras.layers.Layer):
     hidden = self.transform(hidden)
     hidden = ops.cast(self.transform_layer_norm(ops.cast(hidden, "float32")),
                       self.compute_dtype)
-    table = ops.cast(self.embedding_table, self.compute_dtype)
+    table = self.embedding_layer.word_embedding_values(self.compute_dtype)
     return ops.matmul(hidden, ops.transpose(table)) + ops.cast(self.output_bias,
                                                                self.compute_dtype)
 

@@ -29,7 +29,7 @@ TOKENIZER_CORE_OPS = frozenset({
     "AddV2", "All", "Any", "Assert", "BroadcastTo", "Cast", "ConcatV2",
     "Const", "Cumsum", "DenseBincount", "Equal", "ExpandDims", "GatherNd",
     "GatherV2", "Greater", "HashTableV2", "Identity", "If",
-    "InitializeTableFromTextFileV2", "Less", "LessEqual", "LogicalNot",
+    "Less", "LessEqual", "LogicalNot", "LookupTableImportV2",
     "LookupTableFindV2", "Max", "Maximum", "Minimum", "Mul", "NoOp",
     "NotEqual", "Pack", "Placeholder", "Prod", "Range", "Reshape",
     "ScatterNd", "SelectV2", "Shape", "Size", "Squeeze", "StaticRegexReplace",

@@ -68,16 +68,17 @@ class BertWordPieceTokenizer(tf.Module):
     self._lower_case = bool(lower_case)
     self._max_chars_per_word = int(max_chars_per_word)
     with tf.init_scope():
+      # The vocab travels with a SavedModel as an asset; the tables hold the tokens
+      # read above. (Tables initialized from the asset file are shared by a name made
+      # from the Asset's memory address and outlive it: a later tokenizer whose Asset
+      # reused the address looked up in the earlier vocab.)
       self.vocab_asset = tf.saved_model.Asset(vocab_file)
+      tokens = tf.constant(self._tokens, tf.string)
+      ids = tf.range(len(self._tokens), dtype=tf.int64)
       self._token_to_id = tf.lookup.StaticHashTable(
-          tf.lookup.TextFileInitializer(
-              self.vocab_asset, tf.string, tf.lookup.TextFileIndex.WHOLE_LINE,
-              tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER),
-          default_value=-1)
+          tf.lookup.KeyValueTensorInitializer(tokens, ids), default_value=-1)
       self._id_to_token = tf.lookup.StaticHashTable(
-          tf.lookup.TextFileInitializer(
-              self.vocab_asset, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
-              tf.string, tf.lookup.TextFileIndex.WHOLE_LINE),
+          tf.lookup.KeyValueTensorInitializer(ids, tokens),
           default_value=constants.UNK_TOKEN)
     self._fast = bool(fast)
     max_bytes_per_word = _MAX_BYTES_PER_CHAR * self._max_chars_per_word
