@@ -50,7 +50,8 @@ flags.DEFINE_integer("max_masks", None, "Fill-mask: [MASK]s per text; default "
 flags.DEFINE_string("hub_dir", None, "Also write <hub_dir>/preprocessor and "
                     "<hub_dir>/encoder (TF Hub-style SavedModels).")
 flags.DEFINE_enum("quantize", None, ["int8", "int8_dynamic"], "Store every Dense "
-                  "kernel as int8 with per-output-channel scales. int8: float32 products "
+                  "kernel as int8 with per-output-channel scales, and the word embeddings "
+                  "as int8 with per-row scales. int8: float32 products "
                   "(float32 speed on CPU); int8_dynamic: inputs quantized per row at call "
                   "time and int8 products (slower on CPU). Default: float32 weights.")
 flags.DEFINE_bool("check_ops", True, "Fail when the export uses an op outside the TF Serving "
