@@ -10,15 +10,15 @@ from bert_tf.data.glue import GlueFormatError
 
 IOB1 = """-DOCSTART- -X- O O
 
-EU NNP I-NP I-ORG
-rejects VBZ I-VP O
-German JJ I-NP I-MISC
+ACME NNP I-NP I-ORG
+drops VBZ I-VP O
+Danish JJ I-NP I-MISC
 
-Peter NNP I-NP I-PER
-Blackburn NNP I-NP I-PER
+Maria NNP I-NP I-PER
+Lindqvist NNP I-NP I-PER
 -DOCSTART- -X- O O
 
-BRUSSELS NNP I-NP I-LOC
+OSLO NNP I-NP I-LOC
 """
 
 
@@ -30,8 +30,8 @@ def _write(tmp_path, name, text):
 
 def test_sentences_split_at_blank_and_docstart_lines_with_last_column_tags(tmp_path):
   examples = conll.read_conll(_write(tmp_path, "eng.train", IOB1))
-  assert [e.words for e in examples] == [["EU", "rejects", "German"], ["Peter", "Blackburn"],
-                                         ["BRUSSELS"]]
+  assert [e.words for e in examples] == [["ACME", "drops", "Danish"], ["Maria", "Lindqvist"],
+                                         ["OSLO"]]
   assert examples[0].tags == ["I-ORG", "O", "I-MISC"]
   assert [e.index for e in examples] == [0, 1, 2]
 

@@ -69,11 +69,11 @@ def _num_pieces(text_encoder, texts):
 
 
 MRPC = [
-    ("Amrozi accused his brother , whom he called \" the witness \" , of deliberately "
-     "distorting his evidence .",
-     "Referring to him as only \" the witness \" , Amrozi accused his brother of "
-     "deliberately distorting his evidence ."),
-    ("EU rejects German call to boycott British lamb .", "Peter Blackburn"),
+    ("Lena told her sister , whom she called \" the expert \" , of quietly "
+     "changing their travel plans .",
+     "Calling her only \" the expert \" , Lena told her sister of quietly changing "
+     "their travel plans ."),
+    ("ACME drops Danish plan to tax imported cheese .", "Maria Lindqvist"),
     ("The man is playing the guitar while the woman sings a song on the stage , then "
      "she walks away and sits down .",
      "A man is playing a guitar ."),
@@ -112,10 +112,10 @@ def test_single_sentences_longer_than_seq_length_train_on_what_is_served(vocab_f
 def test_conll_sentences_train_on_the_windows_tagging_serves_with_aligned_labels(vocab_file,
                                                                                text_encoder):
   sentences = [
-      ("Peter Blackburn accused the EU of deliberately distorting evidence in Mountain "
+      ("Maria Lindqvist accused the ACME board of quietly changing evidence in Mountain "
        "View , California , where Steve Jobs was born in 1955 and raised with his family "
        "in San Francisco .").split(),
-      "EU rejects German call to boycott British lamb .".split(),
+      "ACME drops Danish plan to tax imported cheese .".split(),
   ]
   assert _num_pieces(text_encoder, [" ".join(sentences[0])])[0] > SEQ_LENGTH
   label_names = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG"]
