@@ -97,11 +97,11 @@ def add_lever_flags(parser):
   parser.add_argument("--fused_kernels", type=int, default=1,
                       help="0: runtime.fused_kernels off, the plain Keras layers.")
   parser.add_argument("--xla_fusion", type=int, default=1,
-                      help="0: no XLA-fused LayerNorm, GELU and loss (bert_tf.layers.fusion).")
+                      help="0: no XLA-fused LayerNorm, GELU and loss (bert_tf.kernels.tensorflow_cpu).")
   parser.add_argument("--keras_dense", type=int, default=0,
-                      help="1: Keras's own Dense call instead of bert_tf.layers.fusion's.")
+                      help="1: Keras's own Dense call instead of bert_tf.kernels.tensorflow_cpu's.")
   parser.add_argument("--keras_dropout", type=int, default=0,
-                      help="1: Keras's own dropout mask instead of bert_tf.layers.fusion's.")
+                      help="1: Keras's own dropout mask instead of bert_tf.kernels.tensorflow_cpu's.")
   parser.add_argument("--num_cpu_devices", type=int, default=0,
                       help="> 1: MirroredStrategy over this many logical CPU devices "
                       "(runtime.num_cpu_devices), the batch split between them.")
@@ -111,7 +111,7 @@ def apply_thread_flags(args):
   """Sets the thread pools (and the levers inside the fused kernels); must run before
   TensorFlow executes its first op and before the model is built."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from bert_tf.layers import fusion  # pylint: disable=g-import-not-at-top
+  from bert_tf.kernels import tensorflow_cpu as fusion  # pylint: disable=g-import-not-at-top
   if not args.xla_fusion:
     fusion.applies = lambda *tensors: False
   if args.keras_dense:

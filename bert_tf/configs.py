@@ -631,10 +631,13 @@ class RuntimeConfig(Config):
   num_cpu_devices: int = 0
   mixed_precision_dtype: str = "float32"
   loss_scale: str = "dynamic"
-  jit_compile: bool = False
-  # The encoder's and heads' fused forms (bert_tf.layers.fusion): the same variables
-  # and results, computed faster on CPU. Off: the plain Keras layers.
-  fused_kernels: bool = True
+  # XLA-compiles the training step. Unset: on where TensorFlow runs the step on a GPU
+  # or TPU, off on CPUs (where the fused kernels do better).
+  jit_compile: Optional[bool] = None
+  # The TensorFlow CPU speed path (bert_tf.kernels.tensorflow_cpu): the same variables
+  # and results, computed faster on CPU. Unset: on where the model runs on TensorFlow on
+  # a CPU, off on GPUs, TPUs and other Keras backends. False: the reference layers.
+  fused_kernels: Optional[bool] = None
   seed: int = 42
   # Deterministic kernels (tf.config.experimental.enable_op_determinism).
   deterministic: bool = False

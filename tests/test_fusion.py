@@ -1,6 +1,7 @@
-"""The fused kernels (bert_tf.layers.fusion): each XLA-fused piece equals the plain
-TensorFlow composition it replaces, and the encoder, a Transformer block and the
-pretrainer give the same outputs and gradients with the switch on or off.
+"""The TensorFlow CPU speed path (bert_tf.kernels.tensorflow_cpu): each XLA-fused piece
+equals the plain TensorFlow composition it replaces, and the encoder, a Transformer
+block and the pretrainer built with it give the same outputs and gradients as the same
+models built without it (the reference layers).
 
 Tolerances: outputs atol 1e-5; gradients rtol 1e-4 with atol 1e-5 (float32)."""
 
@@ -10,7 +11,8 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import layers
-from bert_tf.layers import fusion
+from bert_tf import kernels
+from bert_tf.kernels import tensorflow_cpu as fusion
 from bert_tf.models import BertEncoder
 from bert_tf.models import BertPretrainer
 
@@ -154,36 +156,41 @@ def _same_dropout_masks(monkeypatch):
                                                                           training))
 
 
-def _run_both_ways(model, call, inputs, monkeypatch, dropout):
+def _run_both_ways(build, call, inputs, monkeypatch, dropout):
   """Outputs and gradients of sum(outputs * weights) under tf.function with static
-  shapes, fused kernels on and then off, each from the same seed-generator states.
+  shapes, of the model `build(kernels)` makes with the fused kernels and of the same
+  model without them, with the same variables (seed-generator states included).
 
   Returns:
-    (on, off): each a list of numpy arrays, outputs then gradients.
+    (on, off, number of outputs): on and off each a list of numpy arrays, outputs then
+    gradients.
   """
   if dropout:
     _same_dropout_masks(monkeypatch)
-  call(model, inputs)  # builds
-  states = [v.numpy() for v in model.non_trainable_variables]
+  fused = build(fusion.KERNELS)
+  reference = build(None)
+  call(fused, inputs)  # builds
+  call(reference, inputs)
+  for target, source in zip(reference.variables, fused.variables):
+    target.assign(source)
   results, compiled = [], []
-  for on in (True, False):
-    with fusion.use(on):
-      @tf.function
-      def step(inputs):
-        with tf.GradientTape() as tape:
-          outputs = tf.nest.flatten(call(model, inputs, training=True))
-          loss = sum(tf.reduce_sum(o * tf.sin(tf.range(o.shape[-1], dtype=o.dtype)))
-                     for o in outputs)
-        return outputs, tape.gradient(loss, model.trainable_variables)
+  def step_of(model):
+    @tf.function
+    def step(inputs):
+      with tf.GradientTape() as tape:
+        outputs = tf.nest.flatten(call(model, inputs, training=True))
+        loss = sum(tf.reduce_sum(o * tf.sin(tf.range(o.shape[-1], dtype=o.dtype)))
+                   for o in outputs)
+      return outputs, tape.gradient(loss, model.trainable_variables)
+    return step
 
-      concrete = step.get_concrete_function(inputs)
-      compiled.append(_compiled_functions(concrete))
-      outputs, grads = concrete(inputs)
+  for model in (fused, reference):
+    concrete = step_of(model).get_concrete_function(inputs)
+    compiled.append(_compiled_functions(concrete))
+    outputs, grads = concrete(inputs)
     results.append([o.numpy() for o in outputs]
                    + [tf.convert_to_tensor(g).numpy() for g in grads])
-    for variable, state in zip(model.non_trainable_variables, states):
-      variable.assign(state)
-  # The fused forms really ran with the switch on, and none of them with it off.
+  # The fused forms really ran in the model built with them, and none in the other.
   assert any("residual_layer_norm_forward" in name for name in compiled[0]), compiled[0]
   assert compiled[1] == set()
   return results[0], results[1], len(outputs)
@@ -219,8 +226,11 @@ def test_transformer_block_is_the_same_with_fused_kernels_on_and_off(
     monkeypatch, dropout, query_positions):
   keras.utils.set_random_seed(3)
   rate = 0.3 if dropout else 0.0
-  block = layers.TransformerBlock(hidden_size=16, num_heads=2, intermediate_size=32,
-                                  dropout_rate=rate, attention_dropout_rate=rate)
+
+  def build(kernels):
+    return layers.TransformerBlock(hidden_size=16, num_heads=2, intermediate_size=32,
+                                   dropout_rate=rate, attention_dropout_rate=rate,
+                                   kernels=kernels)
   bias = layers.attention_mask_bias(tf.constant([[1] * 6, [1] * 4 + [0] * 2]))
   positions = None if query_positions is None else tf.constant(query_positions)
 
@@ -228,46 +238,81 @@ def test_transformer_block_is_the_same_with_fused_kernels_on_and_off(
     return block(x, bias, training=training, query_positions=positions)
 
   x = tf.random.normal([2, 6, 16])
-  on, off, n = _run_both_ways(block, call, x, monkeypatch, dropout)
+  on, off, n = _run_both_ways(build, call, x, monkeypatch, dropout)
   _assert_same(on, off, n)
   if dropout:  # dropout was active: the outputs differ from those without it
-    assert not np.allclose(on[0], call(block, x).numpy(), atol=1e-3)
+    assert not np.allclose(on[0], call(build(None), x).numpy(), atol=1e-3)
 
 
 @pytest.mark.parametrize("dropout", [False, True])
 def test_encoder_is_the_same_with_fused_kernels_on_and_off(monkeypatch, dropout):
   keras.utils.set_random_seed(4)
   rate = 0.2 if dropout else 0.0
-  encoder = BertEncoder(**_TINY, dropout_rate=rate, attention_dropout_rate=rate)
+
+  def build(kernels):
+    return BertEncoder(**_TINY, dropout_rate=rate, attention_dropout_rate=rate,
+                       kernels=kernels)
 
   def call(encoder, inputs, training=False):
     outputs = encoder(inputs, training=training)
     return [outputs["sequence_output"], outputs["pooled_output"]]
 
-  _assert_same(*_run_both_ways(encoder, call, _encoder_inputs(), monkeypatch, dropout))
+  _assert_same(*_run_both_ways(build, call, _encoder_inputs(), monkeypatch, dropout))
 
 
 @pytest.mark.parametrize("dropout", [False, True])
 def test_pretrainer_is_the_same_with_fused_kernels_on_and_off(monkeypatch, dropout):
   keras.utils.set_random_seed(5)
   rate = 0.2 if dropout else 0.0
-  model = BertPretrainer(BertEncoder(**_TINY, dropout_rate=rate,
-                                     attention_dropout_rate=rate))
+
+  def build(kernels):
+    return BertPretrainer(BertEncoder(**_TINY, dropout_rate=rate,
+                                      attention_dropout_rate=rate, kernels=kernels))
 
   def call(model, inputs, training=False):
     outputs = model(inputs, training=training)
     return [outputs["mlm_logits"], outputs["next_sentence_logits"]]
 
   inputs = _encoder_inputs(predictions=4)
-  _assert_same(*_run_both_ways(model, call, inputs, monkeypatch, dropout))
+  _assert_same(*_run_both_ways(build, call, inputs, monkeypatch, dropout))
 
 
-@pytest.mark.parametrize("fused_kernels", [False, True])
-def test_the_trainer_applies_runtime_fused_kernels(tmp_path, fused_kernels):
+@pytest.mark.parametrize("fused_kernels,expected", [(False, None), (True, fusion.KERNELS),
+                                                    (None, fusion.KERNELS)])
+def test_the_trainer_builds_its_model_with_runtime_fused_kernels(tmp_path, fused_kernels,
+                                                                 expected):
   from bert_tf.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
   import trainer_helpers  # pylint: disable=g-import-not-at-top
   experiment = trainer_helpers.tiny_experiment().override(
       {"runtime": {"fused_kernels": fused_kernels}})
-  with fusion.use(not fused_kernels):
-    Trainer(experiment, model_dir=str(tmp_path))
-    assert fusion.enabled() == fused_kernels
+  trainer = Trainer(experiment, model_dir=str(tmp_path))
+  assert trainer.model.encoder.kernels is expected
+  assert trainer.model.masked_lm.kernels is expected
+  block = trainer.model.encoder.transformer_layers[0]
+  assert block.kernels is expected and block.attention.kernels is expected
+  # On a CPU the step is not XLA-compiled unless asked for.
+  assert trainer.jit_compile is False
+
+
+def test_where_tensorflow_sees_a_gpu_the_cpu_kernels_are_off_and_the_step_is_compiled(
+    tmp_path, monkeypatch):
+  from bert_tf.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
+  import trainer_helpers  # pylint: disable=g-import-not-at-top
+  real = tf.config.list_logical_devices
+
+  def with_a_gpu(device_type=None):
+    if device_type == "GPU":
+      return [tf.config.LogicalDevice("/device:GPU:0", "GPU")]
+    return real(device_type)
+
+  monkeypatch.setattr(tf.config, "list_logical_devices", with_a_gpu)
+  assert kernels.tensorflow_sees_accelerators()
+  trainer = Trainer(trainer_helpers.tiny_experiment(), model_dir=str(tmp_path))
+  assert trainer.model.encoder.kernels is None
+  assert trainer.jit_compile is True
+  # An explicit setting wins over the device.
+  forced = trainer_helpers.tiny_experiment().override(
+      {"runtime": {"fused_kernels": True, "jit_compile": False}})
+  trainer = Trainer(forced, model_dir=str(tmp_path / "forced"))
+  assert trainer.model.encoder.kernels is fusion.KERNELS
+  assert trainer.jit_compile is False

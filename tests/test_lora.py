@@ -8,11 +8,12 @@ import pytest
 import tensorflow as tf
 
 import export_helpers as helpers
+import kernels_helpers
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf.checkpoints import restore
 from bert_tf.export import exporter
-from bert_tf.layers import fusion
+from bert_tf.kernels import tensorflow_cpu
 from bert_tf.models import lora
 from bert_tf.tasks import base
 
@@ -84,7 +85,7 @@ def test_a_step_changes_only_adapters_and_head(setup, fused):
     grads = tape.gradient(loss, model.trainable_variables)
     optimizer.apply(grads, model.trainable_variables)
 
-  with fusion.use(fused):
+  with kernels_helpers.kernels_of(model, tensorflow_cpu.KERNELS if fused else None):
     step()
   changed = {v.path for v in model.weights if not np.array_equal(v.numpy(), before[v.path])}
   assert changed == {v.path for v in model.trainable_variables}
@@ -107,7 +108,7 @@ def test_checkpoint_holds_only_adapters_and_head_and_restores_onto_the_base(setu
   dense = lora.target_layers(merged.encoder, experiment.model.lora_targets)
   assert not any(layer.lora_enabled for layer in dense.values())
   for on in (True, False):
-    with fusion.use(on):
+    with kernels_helpers.kernels_of(merged, tensorflow_cpu.KERNELS if on else None):
       got = tf.function(lambda x: merged(x, training=False))(_inputs())["logits"].numpy()
     np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-5)
 

@@ -9,11 +9,12 @@ import pytest
 import tensorflow as tf
 
 import export_helpers as helpers
+import kernels_helpers
 from bert_tf import constants
 from bert_tf.export import exporter
 from bert_tf.export import serving_ops_check
 from bert_tf.layers import embeddings
-from bert_tf.layers import fusion
+from bert_tf.kernels import tensorflow_cpu
 
 TASKS = {
     "pretraining": {"name": "pretraining"},
@@ -50,7 +51,7 @@ def _float_outputs(outputs):
 
 
 def _traced(model, inputs):
-  """The model called inside a tf.function on static shapes (where fusion applies)."""
+  """The model called inside a tf.function on static shapes (where the fused kernels apply)."""
   return tf.function(lambda x: model(x, training=False))(
       {k: tf.constant(v) for k, v in inputs.items()})
 
@@ -83,7 +84,7 @@ def test_every_dense_is_int8_and_outputs_stay_close_with_fusion_on_and_off(vocab
   assert all(bool(layer.inputs_quantizer) == (mode == exporter.INT8_DYNAMIC)
              for layer in dense)
   for on in (True, False):
-    with fusion.use(on):
+    with kernels_helpers.kernels_of(quantized, tensorflow_cpu.KERNELS if on else None):
       actual = _float_outputs(_traced(quantized, inputs))
     for want, got in zip(expected, actual):
       scale = np.max(np.abs(want))
@@ -97,9 +98,9 @@ def test_fused_and_plain_paths_agree_on_a_quantized_model(vocab, mode):
   config = helpers.experiment(vocab, TASKS["mnli"])
   model = exporter.quantize(helpers.build_model(config), mode)
   inputs = _inputs(model, seed=1)
-  with fusion.use(True):
+  with kernels_helpers.kernels_of(model, tensorflow_cpu.KERNELS):
     fused = _traced(model, inputs)
-  with fusion.use(False):
+  with kernels_helpers.kernels_of(model, None):
     plain = _traced(model, inputs)
   for a, b in zip(_float_outputs(fused), _float_outputs(plain)):
     np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-5)

@@ -2,7 +2,6 @@
 
 import keras
 
-from bert_tf.layers import fusion
 from bert_tf.layers import initializers
 
 
@@ -17,19 +16,21 @@ class ClassificationHead(keras.layers.Layer):
   Returns:
     logits [B, num_classes] (num_classes 1 for regression), in the compute dtype.
 
-  While bert_tf.layers.fusion is enabled (the default), the dropout runs through
-  fusion.classification_head.
+  With `kernels` (a speed path, bert_tf.kernels), the dropout runs through
+  kernels.classification_head.
   """
 
   def __init__(self, num_classes: int, dropout_rate: float = 0.0,
-               initializer_range: float = 0.02, **kwargs):
+               initializer_range: float = 0.02, kernels=None, **kwargs):
     super().__init__(**kwargs)
     if num_classes < 1:
       raise ValueError(f"num_classes must be positive, got {num_classes}")
     self.num_classes = num_classes
     self.dropout_rate = dropout_rate
     self.initializer_range = initializer_range
-    self.dropout = keras.layers.Dropout(dropout_rate, name="dropout")
+    self.kernels = kernels
+    self.dropout = keras.layers.Dropout(dropout_rate, name="dropout",
+                                        dtype=self.dtype_policy)
     self.dense = keras.layers.Dense(
         num_classes, kernel_initializer=initializers.bert_initializer(initializer_range),
         name="dense", dtype=self.dtype_policy)
@@ -39,8 +40,8 @@ class ClassificationHead(keras.layers.Layer):
     self.built = True
 
   def call(self, pooled, training=None):
-    if fusion.enabled():
-      return fusion.classification_head(self, pooled, training)
+    if self.kernels is not None:
+      return self.kernels.classification_head(self, pooled, training)
     return self.dense(self.dropout(pooled, training=training))
 
   def compute_output_shape(self, input_shape):

@@ -4,7 +4,6 @@ import keras
 import numpy as np
 from keras import ops
 
-from bert_tf.layers import fusion
 from bert_tf.layers import initializers
 
 
@@ -27,13 +26,14 @@ class BertEmbeddings(keras.layers.Layer):
   `word_embedding_values`). `quantize("int8")` stores it as int8 with one scale per row,
   for serving.
 
-  While bert_tf.layers.fusion is enabled (the default), the LayerNorm and dropout run
-  through fusion.embeddings.
+  With `kernels` (a speed path, bert_tf.kernels), the LayerNorm and dropout run
+  through kernels.embeddings.
   """
 
   def __init__(self, vocab_size: int, hidden_size: int, max_position_embeddings: int = 512,
                type_vocab_size: int = 2, dropout_rate: float = 0.1,
-               initializer_range: float = 0.02, layer_norm_epsilon: float = 1e-12, **kwargs):
+               initializer_range: float = 0.02, layer_norm_epsilon: float = 1e-12,
+               kernels=None, **kwargs):
     super().__init__(**kwargs)
     self.vocab_size = vocab_size
     self.hidden_size = hidden_size
@@ -42,10 +42,12 @@ class BertEmbeddings(keras.layers.Layer):
     self.dropout_rate = dropout_rate
     self.initializer_range = initializer_range
     self.layer_norm_epsilon = layer_norm_epsilon
+    self.kernels = kernels
     # LayerNorm statistics are computed in float32 under mixed precision.
     self.layer_norm = keras.layers.LayerNormalization(
         epsilon=layer_norm_epsilon, axis=-1, dtype="float32", name="layer_norm")
-    self.dropout = keras.layers.Dropout(dropout_rate, name="dropout")
+    self.dropout = keras.layers.Dropout(dropout_rate, name="dropout",
+                                        dtype=self.dtype_policy)
 
   def build(self, input_shape=None):
     init = initializers.bert_initializer(self.initializer_range)
@@ -118,8 +120,8 @@ class BertEmbeddings(keras.layers.Layer):
     else:
       positions = ops.take(self.position_embeddings, position_ids, axis=0)
     summed = ops.cast(words + types, "float32") + ops.cast(positions, "float32")
-    if fusion.enabled():
-      return fusion.embeddings(self, summed, training)
+    if self.kernels is not None:
+      return self.kernels.embeddings(self, summed, training)
     normalized = self.layer_norm(summed)
     return self.dropout(ops.cast(normalized, self.compute_dtype), training=training)
 

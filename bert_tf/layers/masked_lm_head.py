@@ -3,22 +3,8 @@
 import keras
 from keras import ops
 
-from bert_tf.layers import fusion
 from bert_tf.layers import initializers
-
-
-def gather_positions(sequence, positions):
-  """Gathers the vectors at `positions` of each sequence.
-
-  Args:
-    sequence: float [B, T, H].
-    positions: int [B, P], indices into T.
-
-  Returns:
-    float [B, P, H].
-  """
-  positions = ops.cast(positions, "int32")
-  return ops.take_along_axis(sequence, positions[:, :, None], axis=1)
+from bert_tf.layers.gather import gather_positions
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -38,15 +24,17 @@ class MaskedLMHead(keras.layers.Layer):
     logits [B, P, V] in the compute dtype.
 
   The head is built by a model that owns the embedding layer; it cannot be restored
-  from its config alone because the tied table belongs to that model. While
-  bert_tf.layers.fusion is enabled (the default), everything after the gather runs
-  through fusion.masked_lm_head.
+  from its config alone because the tied table belongs to that model. With `kernels`
+  (a speed path, bert_tf.kernels), everything after the gather runs through
+  kernels.masked_lm_head.
   """
 
   def __init__(self, embedding_layer, activation: str = "gelu",
-               initializer_range: float = 0.02, layer_norm_epsilon: float = 1e-12, **kwargs):
+               initializer_range: float = 0.02, layer_norm_epsilon: float = 1e-12,
+               kernels=None, **kwargs):
     super().__init__(**kwargs)
     self.embedding_layer = embedding_layer
+    self.kernels = kernels
     self.activation = activation
     self.initializer_range = initializer_range
     self.layer_norm_epsilon = layer_norm_epsilon
@@ -77,8 +65,8 @@ class MaskedLMHead(keras.layers.Layer):
     hidden = sequence_output
     if masked_lm_positions is not None:
       hidden = gather_positions(sequence_output, masked_lm_positions)
-    if fusion.enabled():
-      return fusion.masked_lm_head(self, hidden)
+    if self.kernels is not None:
+      return self.kernels.masked_lm_head(self, hidden)
     hidden = self.transform(hidden)
     hidden = ops.cast(self.transform_layer_norm(ops.cast(hidden, "float32")),
                       self.compute_dtype)

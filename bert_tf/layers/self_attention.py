@@ -5,7 +5,6 @@ import math
 import keras
 from keras import ops
 
-from bert_tf.layers import fusion
 from bert_tf.layers import initializers
 
 # The additive bias at padded key positions, as in the original release. exp(-10000)
@@ -66,12 +65,12 @@ class SelfAttention(keras.layers.Layer):
     (before the residual).
 
   The query, key, value and output kernels are [H, H], as in the original checkpoints.
-  While bert_tf.layers.fusion is enabled (the default), the probabilities' dropout and
-  the weighted sum run through fusion.attention_context.
+  With `kernels` (a speed path, bert_tf.kernels), the probabilities' dropout and the
+  weighted sum run through kernels.attention_context.
   """
 
   def __init__(self, num_heads: int, hidden_size: int, attention_dropout_rate: float = 0.1,
-               initializer_range: float = 0.02, **kwargs):
+               initializer_range: float = 0.02, kernels=None, **kwargs):
     super().__init__(**kwargs)
     if hidden_size % num_heads:
       raise ValueError(f"hidden_size ({hidden_size}) must be divisible by num_heads "
@@ -81,6 +80,7 @@ class SelfAttention(keras.layers.Layer):
     self.head_size = hidden_size // num_heads
     self.attention_dropout_rate = attention_dropout_rate
     self.initializer_range = initializer_range
+    self.kernels = kernels
 
     def dense(name):
       return keras.layers.Dense(
@@ -91,7 +91,9 @@ class SelfAttention(keras.layers.Layer):
     self.key = dense("key")
     self.value = dense("value")
     self.output_dense = dense("output")
-    self.dropout = keras.layers.Dropout(attention_dropout_rate, name="dropout")
+    # In the layer's policy, so that P.V multiplies in the compute dtype.
+    self.dropout = keras.layers.Dropout(attention_dropout_rate, name="dropout",
+                                        dtype=self.dtype_policy)
 
   def build(self, input_shape):
     for layer in (self.query, self.key, self.value, self.output_dense):
@@ -127,8 +129,8 @@ class SelfAttention(keras.layers.Layer):
     # Softmax in float32: float16 logits plus the mask bias would lose precision.
     scores = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
     probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
-    if fusion.enabled():
-      return fusion.attention_context(self, probs, value, training)
+    if self.kernels is not None:
+      return self.kernels.attention_context(self, probs, value, training)
     probs = self.dropout(probs, training=training)
     return self.merge_heads(ops.matmul(probs, value))  # [B, N, Q, D] -> [B, Q, H]
 

@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
-from bert_tf.layers import fusion
 from bert_tf.layers import initializers
+from bert_tf.layers.gather import gather_positions
 from bert_tf.layers.self_attention import SelfAttention
 
 
@@ -26,14 +26,14 @@ class TransformerBlock(keras.layers.Layer):
   Returns:
     float [B, T, H] in the compute dtype, or [B, Q, H] with query_positions.
 
-  While bert_tf.layers.fusion is enabled (the default), the block computes the same
-  through fusion.transformer_block.
+  With `kernels` (a speed path, bert_tf.kernels), the block computes the same through
+  kernels.transformer_block.
   """
 
   def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int,
                hidden_activation: str = "gelu", dropout_rate: float = 0.1,
                attention_dropout_rate: float = 0.1, initializer_range: float = 0.02,
-               layer_norm_epsilon: float = 1e-12, **kwargs):
+               layer_norm_epsilon: float = 1e-12, kernels=None, **kwargs):
     super().__init__(**kwargs)
     self.hidden_size = hidden_size
     self.num_heads = num_heads
@@ -43,13 +43,15 @@ class TransformerBlock(keras.layers.Layer):
     self.attention_dropout_rate = attention_dropout_rate
     self.initializer_range = initializer_range
     self.layer_norm_epsilon = layer_norm_epsilon
+    self.kernels = kernels
     init = initializers.bert_initializer(initializer_range)
 
     self.attention = SelfAttention(
         num_heads=num_heads, hidden_size=hidden_size,
         attention_dropout_rate=attention_dropout_rate, initializer_range=initializer_range,
-        name="attention", dtype=self.dtype_policy)
-    self.attention_dropout = keras.layers.Dropout(dropout_rate, name="attention_dropout")
+        name="attention", dtype=self.dtype_policy, kernels=kernels)
+    self.attention_dropout = keras.layers.Dropout(dropout_rate, name="attention_dropout",
+                                                  dtype=self.dtype_policy)
     self.attention_layer_norm = keras.layers.LayerNormalization(
         epsilon=layer_norm_epsilon, dtype="float32", name="attention_layer_norm")
     self.intermediate = keras.layers.Dense(
@@ -57,7 +59,8 @@ class TransformerBlock(keras.layers.Layer):
         kernel_initializer=init, name="intermediate", dtype=self.dtype_policy)
     self.output_dense = keras.layers.Dense(
         hidden_size, kernel_initializer=init, name="output", dtype=self.dtype_policy)
-    self.output_dropout = keras.layers.Dropout(dropout_rate, name="output_dropout")
+    self.output_dropout = keras.layers.Dropout(dropout_rate, name="output_dropout",
+                                               dtype=self.dtype_policy)
     self.output_layer_norm = keras.layers.LayerNormalization(
         epsilon=layer_norm_epsilon, dtype="float32", name="output_layer_norm")
 
@@ -73,11 +76,10 @@ class TransformerBlock(keras.layers.Layer):
   def call(self, hidden_states, attention_bias, training=None, query_positions=None):
     queries = hidden_states
     if query_positions is not None:
-      queries = ops.take_along_axis(hidden_states,
-                                    ops.cast(query_positions, "int32")[:, :, None], axis=1)
-    if fusion.enabled():
-      return fusion.transformer_block(self, hidden_states, queries, attention_bias,
-                                      training)
+      queries = gather_positions(hidden_states, query_positions)
+    if self.kernels is not None:
+      return self.kernels.transformer_block(self, hidden_states, queries, attention_bias,
+                                            training)
     # LayerNorm statistics and the residual sums in float32 under mixed precision.
     attended = self.attention(hidden_states, attention_bias, training=training,
                               query_states=queries)

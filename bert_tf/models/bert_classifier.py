@@ -37,7 +37,8 @@ class BertClassifier(EncoderTaskModel):
     # === Layers ===
     classifier = ClassificationHead(num_classes, dropout_rate=dropout_rate,
                                     initializer_range=encoder.initializer_range,
-                                    dtype=encoder.dtype_policy, name="classifier")
+                                    dtype=encoder.dtype_policy, kernels=encoder.kernels,
+                                    name="classifier")
 
     # === Functional graph ===
     inputs = self.encoder_inputs()

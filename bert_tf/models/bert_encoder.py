@@ -33,9 +33,14 @@ class BertEncoder(keras.Model):
   `call_at_positions` (the last block at [CLS] and given positions, what the
   pretraining and classification heads call) and `call_packed` (rows that pack several
   examples, each attending only to its own tokens: the input format of
-  train_data.pack_examples). They are part of the model, not of the fused kernels
-  (bert_tf.layers.fusion): they change which positions and which attention pattern are
-  computed, and run the same with the fused kernels on or off.
+  train_data.pack_examples). They are part of the model, not of a speed path: they
+  change which positions and which attention pattern are computed, and run the same
+  with any `kernels`.
+
+  `kernels` is a speed path (bert_tf.kernels) that every layer of the encoder, and every
+  head a model puts on it (`encoder.kernels`), hands its hot spots to; None (the
+  default) computes everything with the layers as written, on any Keras backend. It
+  changes no variable and is not part of the config.
   """
 
   def __init__(self, vocab_size: int = 30522, hidden_size: int = 768, num_layers: int = 12,
@@ -43,7 +48,7 @@ class BertEncoder(keras.Model):
                hidden_activation: str = "gelu", dropout_rate: float = 0.1,
                attention_dropout_rate: float = 0.1, max_position_embeddings: int = 512,
                type_vocab_size: int = 2, initializer_range: float = 0.02,
-               layer_norm_epsilon: float = 1e-12, dtype=None, **kwargs):
+               layer_norm_epsilon: float = 1e-12, dtype=None, kernels=None, **kwargs):
     # Validates the arguments the same way a config file is validated.
     configs.EncoderConfig(
         vocab_size=vocab_size, hidden_size=hidden_size, num_layers=num_layers,
@@ -58,14 +63,15 @@ class BertEncoder(keras.Model):
         vocab_size=vocab_size, hidden_size=hidden_size,
         max_position_embeddings=max_position_embeddings, type_vocab_size=type_vocab_size,
         dropout_rate=dropout_rate, initializer_range=initializer_range,
-        layer_norm_epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings")
+        layer_norm_epsilon=layer_norm_epsilon, dtype=dtype, kernels=kernels,
+        name="embeddings")
     blocks = [
         TransformerBlock(
             hidden_size=hidden_size, num_heads=num_attention_heads,
             intermediate_size=intermediate_size, hidden_activation=hidden_activation,
             dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
             initializer_range=initializer_range, layer_norm_epsilon=layer_norm_epsilon,
-            dtype=dtype, name=f"transformer_layer_{i}")
+            dtype=dtype, kernels=kernels, name=f"transformer_layer_{i}")
         for i in range(num_layers)
     ]
     pooler = keras.layers.Dense(
@@ -109,15 +115,18 @@ class BertEncoder(keras.Model):
     self.type_vocab_size = type_vocab_size
     self.initializer_range = initializer_range
     self.layer_norm_epsilon = layer_norm_epsilon
+    self.kernels = kernels
     self.embeddings = embeddings
     self.transformer_layers = blocks
     self.pooler = pooler
 
   @classmethod
   def from_config_object(cls, config: configs.EncoderConfig, dtype=None,
-                         name: Optional[str] = "bert_encoder") -> "BertEncoder":
-    """Builds the encoder an EncoderConfig describes."""
-    return cls(**config.as_dict(), dtype=dtype, name=name)
+                         name: Optional[str] = "bert_encoder",
+                         kernels=None) -> "BertEncoder":
+    """Builds the encoder an EncoderConfig describes (dtype: a Keras dtype policy;
+    kernels: a speed path, see the class docstring)."""
+    return cls(**config.as_dict(), dtype=dtype, kernels=kernels, name=name)
 
   def call_at_positions(self, inputs, positions=None, training=None):
     """Runs the encoder computing its last block only where a head reads it.

@@ -29,7 +29,8 @@ class BertMultipleChoice(EncoderTaskModel):
     # === Layers ===
     scorer = ClassificationHead(1, dropout_rate=dropout_rate,
                                 initializer_range=encoder.initializer_range,
-                                dtype=encoder.dtype_policy, name="choice_scorer")
+                                dtype=encoder.dtype_policy, kernels=encoder.kernels,
+                                name="choice_scorer")
     flatten = FlattenChoices(name="flatten_choices")
 
     # === Functional graph ===

@@ -38,12 +38,12 @@ class BertPretrainer(EncoderTaskModel):
         encoder.embeddings, activation=encoder.hidden_activation,
         initializer_range=encoder.initializer_range,
         layer_norm_epsilon=encoder.layer_norm_epsilon, dtype=encoder.dtype_policy,
-        name="masked_lm")
+        kernels=encoder.kernels, name="masked_lm")
     next_sentence = None
     if use_next_sentence_label:
       next_sentence = ClassificationHead(
           2, dropout_rate=0.0, initializer_range=encoder.initializer_range,
-          dtype=encoder.dtype_policy, name="next_sentence")
+          dtype=encoder.dtype_policy, kernels=encoder.kernels, name="next_sentence")
 
     # === Functional graph ===
     inputs = self.encoder_inputs(

@@ -25,7 +25,8 @@ class BertTokenClassifier(EncoderTaskModel):
     # === Layers ===
     tagger = ClassificationHead(num_classes, dropout_rate=dropout_rate,
                                 initializer_range=encoder.initializer_range,
-                                dtype=encoder.dtype_policy, name="tagger")
+                                dtype=encoder.dtype_policy, kernels=encoder.kernels,
+                                name="tagger")
 
     # === Functional graph ===
     inputs = self.encoder_inputs()

@@ -33,16 +33,20 @@ decorated with `register_task(name, config_cls)`.
 from __future__ import annotations
 
 import abc
+import functools
 import logging
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
+import keras
 import numpy as np
 import tensorflow as tf
 
 from bert_tf import configs
 from bert_tf import constants
+from bert_tf import kernels as kernels_lib
 from bert_tf.checkpoints import restore
 from bert_tf.models import lora
+from bert_tf.models.bert_encoder import BertEncoder
 
 _TASKS: Dict[str, type] = {}
 
@@ -134,6 +138,22 @@ class Task(abc.ABC):
     self.config = experiment.task
 
   # ----- model -----
+  @functools.cached_property
+  def kernels(self):
+    """The speed path this task's models are built with, or None for the reference
+    layers (bert_tf.kernels.for_runtime of the experiment's runtime section)."""
+    return kernels_lib.for_runtime(self.experiment.runtime)
+
+  def build_encoder(self, encoder_config: Optional[configs.EncoderConfig] = None,
+                    name: str = "bert_encoder") -> BertEncoder:
+    """A BertEncoder of `encoder_config` (default model.encoder) in the runtime's dtype
+    policy (runtime.mixed_precision_dtype; variables stay float32), built with this
+    task's speed path."""
+    return BertEncoder.from_config_object(
+        encoder_config or self.experiment.model.encoder,
+        dtype=keras.DTypePolicy(self.experiment.runtime.mixed_precision_dtype),
+        name=name, kernels=self.kernels)
+
   @abc.abstractmethod
   def build_model(self):
     """Returns the Keras model: an encoder plus this task's output layer.

@@ -28,7 +28,6 @@ from bert_tf import configs
 from bert_tf import constants
 from bert_tf.checkpoints import restore
 from bert_tf.models.bert_classifier import LOGITS, BertClassifier
-from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.tasks import base
 from bert_tf.tasks import sentence_prediction
 
@@ -104,8 +103,8 @@ class DistillationTask(sentence_prediction.SentencePredictionTask):
     if not self.config.teacher_checkpoint:
       raise configs.ConfigError("task.teacher_checkpoint: distillation needs the teacher's "
                                 "checkpoint")
-    teacher = BertClassifier(BertEncoder.from_config_object(self.config.teacher_encoder,
-                                                            name="teacher_encoder"),
+    teacher = BertClassifier(self.build_encoder(self.config.teacher_encoder,
+                                                name="teacher_encoder"),
                              self.num_classes, dropout_rate=0.0, name="teacher")
     restore.restore_items(self.config.teacher_checkpoint, teacher.checkpoint_items,
                           items=("encoder", "classifier"))

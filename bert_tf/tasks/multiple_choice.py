@@ -16,7 +16,6 @@ from bert_tf.utils import files
 from bert_tf.data import swag
 from bert_tf.metrics import classification
 from bert_tf.models.bert_classifier import LOGITS
-from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.bert_multiple_choice import BertMultipleChoice
 from bert_tf.tasks import base
 from bert_tf.tasks import finetuning
@@ -50,7 +49,7 @@ class MultipleChoiceTask(finetuning.FeatureTask):
     self.num_choices = self.config.num_choices
 
   def build_model(self):
-    encoder = BertEncoder.from_config_object(self.experiment.model.encoder)
+    encoder = self.build_encoder()
     return BertMultipleChoice(encoder, self.config.num_choices,
                               dropout_rate=self.experiment.model.head_dropout_rate,
                               name="bert_multiple_choice")

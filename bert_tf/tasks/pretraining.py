@@ -3,7 +3,6 @@
 import dataclasses
 from typing import Dict, Optional, Tuple
 
-import keras
 import numpy as np
 import tensorflow as tf
 
@@ -12,17 +11,12 @@ from bert_tf import constants
 from bert_tf import losses
 from bert_tf.data import dummy
 from bert_tf.data import pretraining_reader
-from bert_tf.layers import fusion
-from bert_tf.models import BertEncoder
 from bert_tf.models import BertPretrainer
 from bert_tf.tasks import base
 
 # Distinct synthetic batches a "dummy" evaluation input holds (training repeats forever).
 DUMMY_EVAL_BATCHES = 4
 
-_COMPILED_PRETRAINING_LOSS = tf.function(losses.pretraining_loss, jit_compile=True)
-_LOSS_FEATURES = (constants.MASKED_LM_IDS, constants.MASKED_LM_WEIGHTS,
-                  constants.NEXT_SENTENCE_LABELS)
 
 
 @dataclasses.dataclass
@@ -48,9 +42,7 @@ class PretrainingTask(base.Task):
 
   def build_model(self) -> BertPretrainer:
     """A BertPretrainer in the runtime's dtype policy (variables stay float32)."""
-    policy = keras.DTypePolicy(self.experiment.runtime.mixed_precision_dtype)
-    encoder = BertEncoder.from_config_object(self.experiment.model.encoder, dtype=policy)
-    return BertPretrainer(encoder, use_next_sentence_label=self.config.use_next_sentence_label,
+    return BertPretrainer(self.build_encoder(), use_next_sentence_label=self.config.use_next_sentence_label,
                           name="bert_pretrainer")
 
   def input_names(self) -> Tuple[str, ...]:
@@ -131,11 +123,8 @@ class PretrainingTask(base.Task):
                         if context is not None else local)
     denominator = tf.stop_gradient(mlm_weight_sum) + 1e-5
     loss_fn = losses.pretraining_loss
-    if fusion.applies(outputs[constants.MLM_LOGITS]):
-      # The softmax cross-entropy over [B, P, V] logits, forward and backward, in two
-      # XLA loops instead of TensorFlow's kernel and its temporaries.
-      loss_fn = _COMPILED_PRETRAINING_LOSS
-      features = {k: features[k] for k in _LOSS_FEATURES if k in features}
+    if self.kernels is not None:
+      loss_fn = self.kernels.pretraining_loss
     return loss_fn(features, outputs, mlm_weight_sum=denominator,
                    global_batch_size=global_batch_size)
 

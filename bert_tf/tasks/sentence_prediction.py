@@ -16,7 +16,6 @@ from bert_tf.utils import files
 from bert_tf.data import glue
 from bert_tf.metrics import classification
 from bert_tf.models.bert_classifier import LOGITS, BertClassifier
-from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.tasks import base
 from bert_tf.tasks import finetuning
 
@@ -103,7 +102,7 @@ class SentencePredictionTask(finetuning.FeatureTask):
 
   # ----- model -----
   def build_model(self):
-    encoder = BertEncoder.from_config_object(self.experiment.model.encoder)
+    encoder = self.build_encoder()
     return BertClassifier(encoder, self.num_classes,
                           dropout_rate=self.experiment.model.head_dropout_rate,
                           name="bert_classifier")

@@ -22,7 +22,6 @@ from bert_tf.data import dummy
 from bert_tf.data import squad as squad_data
 from bert_tf.data import squad_postprocess
 from bert_tf.metrics import squad as squad_metrics
-from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.bert_span_labeler import END_LOGITS, START_LOGITS, BertSpanLabeler
 from bert_tf.tasks import base
 from bert_tf.text import vocab as vocab_lib
@@ -73,7 +72,7 @@ class SquadTask(base.Task):
 
   # ----- model -----
   def build_model(self) -> BertSpanLabeler:
-    encoder = BertEncoder.from_config_object(self.experiment.model.encoder)
+    encoder = self.build_encoder()
     return BertSpanLabeler(encoder, name="bert_span_labeler")
 
   # ----- data -----

@@ -16,7 +16,6 @@ from bert_tf.data import featurizers
 from bert_tf.utils import files
 from bert_tf.metrics import tagging as tagging_metrics
 from bert_tf.models.bert_classifier import LOGITS
-from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.bert_token_classifier import BertTokenClassifier
 from bert_tf.tasks import base
 from bert_tf.tasks import finetuning
@@ -60,7 +59,7 @@ class TaggingTask(finetuning.FeatureTask):
     self.label_names = tuple(self.config.label_names)
 
   def build_model(self):
-    encoder = BertEncoder.from_config_object(self.experiment.model.encoder)
+    encoder = self.build_encoder()
     return BertTokenClassifier(encoder, len(self.label_names),
                                dropout_rate=self.experiment.model.head_dropout_rate,
                                name="bert_token_classifier")

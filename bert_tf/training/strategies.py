@@ -39,11 +39,6 @@ def configure_runtime(runtime: configs.RuntimeConfig) -> None:
     tf.config.experimental.enable_op_determinism()
 
 
-def compute_dtype_policy(runtime: configs.RuntimeConfig) -> keras.DTypePolicy:
-  """The Keras dtype policy of runtime.mixed_precision_dtype (variables stay float32)."""
-  return keras.DTypePolicy(runtime.mixed_precision_dtype)
-
-
 def _communication_options(runtime: configs.RuntimeConfig):
   implementation = {
       "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,

@@ -47,7 +47,7 @@ import tensorflow as tf
 
 from bert_tf import configs
 from bert_tf.data import tfrecords
-from bert_tf.layers import fusion
+from bert_tf import kernels
 from bert_tf.tasks import base as task_base
 from bert_tf.training import checkpoints
 from bert_tf.training import experiments
@@ -144,8 +144,6 @@ class Trainer:
 
     # The same seed gives the same initial weights under every strategy.
     keras.utils.set_random_seed(experiment.runtime.seed)
-    # Read when the steps are traced, so set before any of them is.
-    fusion.set_enabled(experiment.runtime.fused_kernels)
     with self.strategy.scope():
       self.model = self.task.build_tuned_model()
       self.optimizer = build_optimizer(experiment.optimizer, trainer_config.train_steps)
@@ -335,8 +333,17 @@ class Trainer:
     losses = {k: tf.cast(v, tf.float32) for k, v in losses.items()}
     return grads, losses, metrics
 
+  @property
+  def jit_compile(self) -> bool:
+    """runtime.jit_compile, or where unset, whether the step runs on a GPU or TPU."""
+    setting = self.experiment.runtime.jit_compile
+    if setting is not None:
+      return setting
+    return self._is_tpu or bool(self.experiment.runtime.num_gpus) or (
+        kernels.tensorflow_sees_accelerators())
+
   def _compiled_forward_backward(self):
-    if self.experiment.runtime.jit_compile:
+    if self.jit_compile:
       return tf.function(self._forward_backward, jit_compile=True)
     return self._forward_backward
 

@@ -1,11 +1,11 @@
-"""The speed path of the encoder and its heads, behind one switch.
+"""The TensorFlow CPU speed path of the encoder and its heads.
 
 The layers in bert_tf.layers are written as the paper reads, with Keras layers and
-keras.ops. Each of them hands its call to a function here (its "fused" form) when the
-switch is on: same variables, same result to rounding, computed faster on CPU. The
-switch (`set_enabled`, `runtime.fused_kernels`) changes no variable and no checkpoint,
-only how the forward and backward passes are computed; it is read when a layer is
-called, so it must be set before the training step is traced.
+keras.ops, and run on every Keras backend. A model built with `kernels=KERNELS` (see
+bert_tf.kernels) hands some of its layers' calls to the functions here: same variables,
+same checkpoints, same result to rounding, computed faster by TensorFlow on a CPU. The
+choice is made when the model is built (`runtime.fused_kernels`, by default on where
+TensorFlow runs the model on a CPU and nowhere else); nothing process-wide changes.
 
 The pieces, each used only where it applies:
 - XLA-compiled element-wise pieces, where every shape is static and the computation is
@@ -32,46 +32,23 @@ The pieces, each used only where it applies:
   instead of a broadcast reduction over [B, P, V].
 """
 
-import contextlib
 import math
 
 import keras
 import tensorflow as tf
+
+from bert_tf import constants
+from bert_tf import losses
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 # Dropout keep decisions compare 16 random bits with a threshold.
 _LEVELS = 1 << 16
 
-_enabled = True
-
-
-def enabled() -> bool:
-  """Whether the layers take their fused forms (the default)."""
-  return _enabled
-
-
-def set_enabled(on: bool) -> None:
-  """Switches the fused forms on or off for every layer called (traced) from now on."""
-  global _enabled
-  _enabled = bool(on)
-
-
-@contextlib.contextmanager
-def use(on: bool):
-  """Within the block, the switch is `on`; afterwards it is what it was."""
-  before = _enabled
-  set_enabled(on)
-  try:
-    yield
-  finally:
-    set_enabled(before)
-
-
 def applies(*tensors) -> bool:
-  """Whether the XLA-compiled pieces apply: the switch is on, the call is being traced
-  (eager calls run one op at a time anyway) and every tensor's shape is fully known."""
-  if not _enabled or tf.executing_eagerly():
+  """Whether the XLA-compiled pieces apply: the call is being traced (eager calls run
+  one op at a time anyway) and every tensor's shape is fully known."""
+  if tf.executing_eagerly():
     return False
   return all(isinstance(t, tf.Tensor) and t.shape.is_fully_defined() for t in tensors)
 
@@ -423,3 +400,41 @@ def masked_lm_head(head, hidden):
                      transpose_b=True)
   logits = tf.nn.bias_add(logits, tf.cast(head.output_bias, head.compute_dtype))
   return tf.reshape(logits, tf.concat([shape[:-1], [head.vocab_size]], axis=0))
+
+
+# --------------------------------------------------------------------------------------
+# The masked-LM loss.
+
+_compiled_pretraining_loss = tf.function(losses.pretraining_loss, jit_compile=True)
+_LOSS_FEATURES = (constants.MASKED_LM_IDS, constants.MASKED_LM_WEIGHTS,
+                  constants.NEXT_SENTENCE_LABELS)
+
+
+def pretraining_loss(features, outputs, mlm_weight_sum=None, global_batch_size=None):
+  """bert_tf.losses.pretraining_loss; with static shapes in a traced step, the softmax
+  cross-entropy over the [B, P, V] logits, forward and backward, runs as two XLA loops
+  instead of TensorFlow's kernel and its temporaries."""
+  if not applies(outputs[constants.MLM_LOGITS]):
+    return losses.pretraining_loss(features, outputs, mlm_weight_sum=mlm_weight_sum,
+                                   global_batch_size=global_batch_size)
+  features = {k: features[k] for k in _LOSS_FEATURES if k in features}
+  return _compiled_pretraining_loss(features, outputs, mlm_weight_sum=mlm_weight_sum,
+                                    global_batch_size=global_batch_size)
+
+
+class TensorFlowCpuKernels:
+  """The hooks a model built with these kernels calls (bert_tf.kernels.Kernels)."""
+
+  name = "tensorflow_cpu"
+  embeddings = staticmethod(embeddings)
+  attention_context = staticmethod(attention_context)
+  transformer_block = staticmethod(transformer_block)
+  masked_lm_head = staticmethod(masked_lm_head)
+  classification_head = staticmethod(classification_head)
+  pretraining_loss = staticmethod(pretraining_loss)
+
+  def __repr__(self):
+    return "bert_tf.kernels.tensorflow_cpu.KERNELS"
+
+
+KERNELS = TensorFlowCpuKernels()
