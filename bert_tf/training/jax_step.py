@@ -1,0 +1,211 @@
+"""The jit-compiled training and evaluation steps of a Keras model on the JAX backend.
+
+Task-free and TensorFlow-free (it imports only jax and keras), so that a program on a
+machine with nothing but JAX and Keras can train a bert_tf model:
+
+  state = jax_step.state_from(model, optimizer)
+  step = jax_step.make_train_step(model, optimizer, loss_fn)
+  for batch in batches:                     # dicts of numpy arrays, the global batch
+    state, logs = step(state, jax_step.shard_batch(batch))
+  jax_step.write_back(state, model, optimizer)
+
+One call of `step` is one optimizer update on one global batch:
+  1. `normalizers_fn(batch)` sums loss denominators over the whole (global) batch;
+  2. with `optimizer.gradient_accumulation_steps = N` the batch is split into N
+     micro-batches (rows i, i + N, i + 2N, ... form micro-batch i, so that every
+     device's shard contributes equally to each) and the Keras optimizer accumulates
+     their gradients itself, updating the weights at the last one; otherwise the whole
+     batch is one micro-batch;
+  3. each micro-batch runs `model.stateless_call(..., training=True)`, the loss, and
+     `jax.value_and_grad`; `optimizer.stateless_apply` then clips to the global norm
+     (the optimizer's `global_clipnorm`) and updates.
+The state's buffers are donated: the arrays passed in are invalid after the call.
+
+Under a `keras.distribution` (DataParallel) the state keeps the shardings its arrays
+had (replicated) and the batch is split along its first axis over the devices
+(`shard_batch`); sums over the batch inside the step are sums over the global batch.
+"""
+
+from typing import Callable, Dict, Mapping, NamedTuple, Optional, Tuple
+
+import jax
+import jax.numpy as jnp
+import keras
+
+Batch = Mapping[str, jax.Array]
+# (batch, model outputs, normalizers) -> {name: float32 scalar}, with at least "loss".
+LossFn = Callable[[Batch, Mapping[str, jax.Array], Mapping[str, jax.Array]],
+                  Dict[str, jax.Array]]
+
+
+class TrainState(NamedTuple):
+  """The values of a model's and its optimizer's variables, as JAX arrays.
+
+  trainable: model.trainable_variables' values, in that order.
+  non_trainable: model.non_trainable_variables' values (dropout seed states, ...).
+  optimizer: optimizer.variables' values (iterations, moments, accumulators, ...).
+  """
+
+  trainable: Tuple[jax.Array, ...]
+  non_trainable: Tuple[jax.Array, ...]
+  optimizer: Tuple[jax.Array, ...]
+
+
+def state_from(model: keras.Model, optimizer: keras.optimizers.Optimizer) -> TrainState:
+  """The current values of `model`'s and `optimizer`'s variables.
+
+  Builds the optimizer over model.trainable_variables when it is not built yet.
+  """
+  if not optimizer.built:
+    optimizer.build(model.trainable_variables)
+  return TrainState(tuple(v.value for v in model.trainable_variables),
+                    tuple(v.value for v in model.non_trainable_variables),
+                    tuple(v.value for v in optimizer.variables))
+
+
+def write_back(state: TrainState, model: keras.Model,
+               optimizer: Optional[keras.optimizers.Optimizer] = None) -> None:
+  """Assigns `state`'s values to the model's (and optimizer's) variables, e.g. before
+  saving a checkpoint or calling the model eagerly."""
+  pairs = list(zip(model.trainable_variables, state.trainable))
+  pairs += zip(model.non_trainable_variables, state.non_trainable)
+  if optimizer is not None:
+    pairs += zip(optimizer.variables, state.optimizer)
+  for variable, value in pairs:
+    variable.assign(value)
+
+
+def shard_batch(batch: Mapping[str, object]) -> Dict[str, jax.Array]:
+  """A batch of host arrays as device arrays: split along the first axis over the
+  devices of the current keras.distribution (each process passes its own share of the
+  global batch), or placed on the default device without one."""
+  distribution = keras.distribution.distribution()
+  if distribution is None:
+    return {key: jax.device_put(value) for key, value in batch.items()}
+  out = {}
+  for key, value in batch.items():
+    layout = distribution.get_data_layout(value.shape).backend_layout
+    out[key] = jax.make_array_from_process_local_data(layout, value)
+  return out
+
+
+def _micro_batches(batch: Batch, num: int) -> Batch:
+  """[B, ...] -> [num, B // num, ...], micro-batch i holding rows i, i + num, ..."""
+  def split(x):
+    if x.shape[0] % num:
+      raise ValueError(f"The batch ({x.shape[0]} rows) is not divisible by the "
+                       f"optimizer's gradient_accumulation_steps ({num})")
+    return jnp.swapaxes(jnp.reshape(x, (x.shape[0] // num, num) + x.shape[1:]), 0, 1)
+  return {key: split(value) for key, value in batch.items()}
+
+
+def _state_shardings(model, optimizer):
+  """The shardings of the state's arrays under a keras.distribution, else None."""
+  if keras.distribution.distribution() is None:
+    return None
+  state = state_from(model, optimizer)
+  return jax.tree_util.tree_map(lambda x: x.sharding, state)
+
+
+def make_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer,
+                    loss_fn: LossFn,
+                    normalizers_fn: Optional[Callable[[Batch], Dict[str, jax.Array]]] = None,
+                    inputs_fn: Optional[Callable[[Batch], object]] = None,
+                    jit: bool = True):
+  """The training step `step(state, batch) -> (state, logs)`.
+
+  Args:
+    model: a built Keras model (its variables define the state's order).
+    optimizer: a Keras optimizer (AdamW, Lamb, ... or a LossScaleOptimizer around
+      one), with its own global_clipnorm, weight decay, schedule and
+      gradient_accumulation_steps.
+    loss_fn: (micro-batch, outputs, normalizers) -> {name: float32 scalar}; "loss" is
+      minimized. Values must add up over micro-batches: divide by the global
+      batch's denominators (normalizers, the global batch size), not the
+      micro-batch's.
+    normalizers_fn: batch -> {name: float32 scalar} sums over the whole global batch
+      (e.g. the masked-LM weight sum), passed to loss_fn; default none.
+    inputs_fn: batch -> the model's inputs; default the batch itself.
+    jit: compile with jax.jit (state donated); False runs eagerly (for debugging).
+
+  Returns:
+    step(state: TrainState, batch: {name: [B, ...] array}) -> (TrainState, logs):
+    logs are float32 scalars: loss_fn's values summed over the micro-batches,
+    "learning_rate" (of this update) and, without gradient accumulation,
+    "gradient_norm" (the global norm before clipping).
+  """
+  inner = getattr(optimizer, "inner_optimizer", optimizer)
+  accumulation = inner.gradient_accumulation_steps or 1
+  scales_loss = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+  inputs_fn = inputs_fn or (lambda batch: batch)
+
+  def scaled_loss(trainable, non_trainable, optimizer_values, batch, normalizers):
+    outputs, non_trainable = model.stateless_call(trainable, non_trainable,
+                                                  inputs_fn(batch), training=True)
+    values = {k: jnp.asarray(v, jnp.float32) for k, v in
+              loss_fn(batch, outputs, normalizers).items()}
+    # Keras averages accumulated gradients; each micro-batch's loss is its share of
+    # the global batch's, so N times it makes the average the global gradient.
+    loss = values["loss"] * accumulation if accumulation > 1 else values["loss"]
+    if scales_loss:
+      mapping = list(zip(optimizer.variables, optimizer_values))
+      with keras.StatelessScope(state_mapping=mapping):
+        loss = optimizer.scale_loss(loss)
+    return loss, (values, non_trainable)
+
+  grad_fn = jax.value_and_grad(scaled_loss, has_aux=True)
+
+  def micro_step(state: TrainState, batch, normalizers):
+    (_, (values, non_trainable)), grads = grad_fn(
+        state.trainable, state.non_trainable, state.optimizer, batch, normalizers)
+    trainable, optimizer_values = optimizer.stateless_apply(
+        list(state.optimizer), list(grads), list(state.trainable))
+    return TrainState(tuple(trainable), tuple(non_trainable),
+                      tuple(optimizer_values)), values, grads
+
+  def current(state: TrainState, read):
+    """read() of the optimizer with its variables holding `state`'s values."""
+    mapping = list(zip(optimizer.variables, state.optimizer))
+    with keras.StatelessScope(state_mapping=mapping):
+      return jnp.asarray(read(), jnp.float32)
+
+  def step(state: TrainState, batch: Batch):
+    normalizers = normalizers_fn(batch) if normalizers_fn else {}
+    logs = {"learning_rate": current(state, lambda: inner.learning_rate)}
+    if accumulation == 1:
+      loss_scale = current(state, lambda: optimizer.dynamic_scale) if scales_loss else None
+      state, values, grads = micro_step(state, batch, normalizers)
+      norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.astype(jnp.float32)))
+                          for g in jax.tree_util.tree_leaves(grads)))
+      logs["gradient_norm"] = norm if loss_scale is None else norm / loss_scale
+    else:
+      def body(carry, micro):
+        carry, values, _ = micro_step(carry, micro, normalizers)
+        return carry, values
+      state, values = jax.lax.scan(body, state, _micro_batches(batch, accumulation))
+      values = {k: jnp.sum(v) for k, v in values.items()}
+    logs.update(values)
+    return state, logs
+
+  if not jit:
+    return step
+  shardings = _state_shardings(model, optimizer)
+  out_shardings = None if shardings is None else (shardings, None)
+  return jax.jit(step, donate_argnums=0, out_shardings=out_shardings)
+
+
+def make_eval_step(model: keras.Model,
+                   outputs_fn: Callable[[Batch, Mapping[str, jax.Array]], Dict[str, jax.Array]],
+                   inputs_fn: Optional[Callable[[Batch], object]] = None):
+  """The evaluation step `eval_step(state, batch) -> outputs_fn(batch, outputs)`,
+  jit-compiled (once per batch shape), with the model in inference mode. `state` is a
+  TrainState (its optimizer part is not read)."""
+  inputs_fn = inputs_fn or (lambda batch: batch)
+
+  @jax.jit
+  def eval_step(trainable, non_trainable, batch):
+    outputs, _ = model.stateless_call(trainable, non_trainable, inputs_fn(batch),
+                                      training=False)
+    return outputs_fn(batch, outputs)
+
+  return lambda state, batch: eval_step(state.trainable, state.non_trainable, batch)
