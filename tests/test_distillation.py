@@ -9,6 +9,7 @@ import tensorflow as tf
 
 import finetuning_helpers
 from bert_tf import configs
+from bert_tf import losses
 from bert_tf import constants
 from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.tasks import base
@@ -31,17 +32,17 @@ def test_loss_equals_its_definition_on_a_hand_example():
   p_student = _softmax([v / t for v in student])
   kl = sum(p * math.log(p / q) for p, q in zip(p_teacher, p_student))
   expected = (1 - w) * hard + w * t * t * kl
-  got = distillation.distillation_loss(tf.constant([student]), tf.constant([teacher]),
+  got = losses.distillation_loss(tf.constant([student]), tf.constant([teacher]),
                                        tf.constant([label]), t, w)
   np.testing.assert_allclose(got.numpy(), [expected], rtol=1e-6)
   # The soft term vanishes when the student matches the teacher.
-  same = distillation.distillation_loss(tf.constant([teacher]), tf.constant([teacher]),
+  same = losses.distillation_loss(tf.constant([teacher]), tf.constant([teacher]),
                                         tf.constant([0]), t, 1.0)
   np.testing.assert_allclose(same.numpy(), [0.0], atol=1e-6)
 
 
 def test_regression_loss_mixes_the_squared_errors():
-  got = distillation.distillation_loss(tf.constant([[1.5]]), tf.constant([[0.5]]),
+  got = losses.distillation_loss(tf.constant([[1.5]]), tf.constant([[0.5]]),
                                        tf.constant([3.0]), 4.0, 0.25, regression=True)
   np.testing.assert_allclose(got.numpy(), [0.75 * 1.5 ** 2 + 0.25 * 1.0 ** 2], rtol=1e-6)
 
@@ -78,7 +79,7 @@ def test_a_step_trains_the_student_on_the_teachers_soft_labels(tmp_path):
     outputs = student(inputs, training=True)
     loss = task.compute_loss(features, outputs, 8)["loss"]
   teacher_logits = task.teacher(inputs, training=False)[LOGITS]
-  expected = tf.reduce_mean(distillation.distillation_loss(
+  expected = tf.reduce_mean(losses.distillation_loss(
       outputs[LOGITS], teacher_logits, features[constants.LABEL_IDS], 3.0, 0.5))
   np.testing.assert_allclose(loss.numpy(), expected.numpy(), rtol=1e-6)
   grads = tape.gradient(loss, student.trainable_variables)

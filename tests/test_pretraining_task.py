@@ -64,7 +64,10 @@ def test_masked_lm_loss_divides_by_the_global_weight_sum_under_mirrored_strategy
       replica = tf.distribute.get_replica_context().replica_id_in_sync_group
       features = {k: tf.where(replica == 0, halves[0][0][k], halves[1][0][k]) for k in full}
       outs = {k: tf.where(replica == 0, halves[0][1][k], halves[1][1][k]) for k in outputs}
-      return task.compute_loss(features, outs, global_batch_size=8)
+      # As the trainer does: the normalizers summed over every replica.
+      normalizers = {k: tf.distribute.get_replica_context().all_reduce(
+          tf.distribute.ReduceOp.SUM, v) for k, v in task.loss_normalizers(features).items()}
+      return task.compute_loss(features, outs, global_batch_size=8, **normalizers)
     return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(fn), axis=None)
 
   summed = replica_losses()

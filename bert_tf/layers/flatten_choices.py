@@ -1,7 +1,7 @@
 """Folds the choice axis of multiple-choice inputs into the batch axis."""
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -13,7 +13,7 @@ class FlattenChoices(keras.layers.Layer):
   """
 
   def call(self, x):
-    return tf.reshape(x, tf.concat([[-1], tf.shape(x)[-1:]], axis=0))
+    return ops.reshape(x, (-1, ops.shape(x)[-1]))
 
   def compute_output_shape(self, input_shape):
     batch, choices, length = input_shape

@@ -292,10 +292,11 @@ class Task(abc.ABC):
     Returns a dict with at least "loss" (the one optimized).
     """
 
-  def train_metrics(self, features, outputs) -> Dict[str, Tuple[tf.Tensor, tf.Tensor]]:
+  def train_metrics(self, features, outputs) -> Dict[str, Tuple[Any, Any]]:
     """Decomposable metrics: {name: (numerator, denominator)} float32 scalars.
 
-    The trainer sums numerators and denominators over replicas and steps.
+    The trainer sums numerators and denominators over replicas and steps
+    (bert_tf.metrics.sums builds them).
     """
     return {}
 
@@ -319,7 +320,3 @@ class Task(abc.ABC):
     whose vocab and lengths the export uses."""
     return {}
 
-
-def ratio(numerator, denominator) -> Tuple[tf.Tensor, tf.Tensor]:
-  """A (numerator, denominator) metric pair as float32 tensors."""
-  return tf.cast(numerator, tf.float32), tf.cast(denominator, tf.float32)

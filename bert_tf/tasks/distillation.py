@@ -10,7 +10,7 @@ as in Hinton et al. (2015) and DistilBERT:
 
 for logits s (student) and t (teacher) and temperature T (the T^2 keeps the soft
 gradients' scale independent of T); for regression (num_classes 1) the soft term is
-(s - t)^2.
+(s - t)^2 (bert_tf.losses.distillation_loss).
 
 The teacher runs in the same training step, forward only, rather than from logits
 written into the TFRecords beforehand: every input the sentence_prediction task reads
@@ -22,10 +22,9 @@ checkpoint item of the student: checkpoints and exports hold the student alone.
 
 import dataclasses
 
-import tensorflow as tf
-
 from bert_tf import configs
 from bert_tf import constants
+from bert_tf import losses
 from bert_tf.checkpoints import restore
 from bert_tf.models.bert_classifier import LOGITS, BertClassifier
 from bert_tf.tasks import base
@@ -56,35 +55,6 @@ class DistillationConfig(sentence_prediction.SentencePredictionConfig):
                                 f"{self.soft_loss_weight}")
 
 
-def distillation_loss(student_logits, teacher_logits, labels, temperature: float,
-                      soft_loss_weight: float, regression: bool = False):
-  """The per-example loss of the module docstring.
-
-  Args:
-    student_logits, teacher_logits: float [B, C] ([B, 1] scores for regression).
-    labels: int [B] class ids, or float [B] scores for regression.
-    temperature: T.
-    soft_loss_weight: the soft term's weight; the hard term gets 1 - it.
-    regression: whether the logits are scores.
-
-  Returns:
-    float32 [B].
-  """
-  student = tf.cast(student_logits, tf.float32)
-  teacher = tf.stop_gradient(tf.cast(teacher_logits, tf.float32))
-  if regression:
-    hard = tf.math.squared_difference(student[:, 0], tf.cast(labels, tf.float32))
-    soft = tf.math.squared_difference(student[:, 0], teacher[:, 0])
-  else:
-    hard = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=tf.cast(labels, tf.int32), logits=student)
-    teacher_log_probs = tf.nn.log_softmax(teacher / temperature, axis=-1)
-    student_log_probs = tf.nn.log_softmax(student / temperature, axis=-1)
-    soft = temperature ** 2 * tf.reduce_sum(
-        tf.exp(teacher_log_probs) * (teacher_log_probs - student_log_probs), axis=-1)
-  return (1.0 - soft_loss_weight) * hard + soft_loss_weight * soft
-
-
 @base.register_task("distillation", DistillationConfig)
 class DistillationTask(sentence_prediction.SentencePredictionTask):
   """sentence_prediction with the distillation loss; inputs, metrics and export are
@@ -113,7 +83,8 @@ class DistillationTask(sentence_prediction.SentencePredictionTask):
 
   def compute_loss(self, features, outputs, global_batch_size):
     teacher_logits = self.teacher(self.model_inputs(features), training=False)[LOGITS]
-    per_example = distillation_loss(outputs[LOGITS], teacher_logits,
-                                    features[constants.LABEL_IDS], self.config.temperature,
-                                    self.config.soft_loss_weight, self.regression)
-    return {"loss": tf.reduce_sum(per_example) / tf.cast(global_batch_size, tf.float32)}
+    per_example = losses.distillation_loss(outputs[LOGITS], teacher_logits,
+                                           features[constants.LABEL_IDS],
+                                           self.config.temperature,
+                                           self.config.soft_loss_weight, self.regression)
+    return {"loss": losses.global_mean(per_example, global_batch_size)}

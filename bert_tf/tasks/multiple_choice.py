@@ -14,7 +14,9 @@ from bert_tf import constants
 from bert_tf.data import featurizers
 from bert_tf.utils import files
 from bert_tf.data import swag
+from bert_tf import losses
 from bert_tf.metrics import classification
+from bert_tf.metrics import sums
 from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.models.bert_multiple_choice import BertMultipleChoice
 from bert_tf.tasks import base
@@ -76,23 +78,18 @@ class MultipleChoiceTask(finetuning.FeatureTask):
 
   # ----- loss and metrics -----
   def _per_example_loss(self, features, outputs):
-    return tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=tf.cast(features[constants.LABEL_IDS], tf.int32),
-        logits=tf.cast(outputs[LOGITS], tf.float32))
+    return losses.classification_loss(features[constants.LABEL_IDS], outputs[LOGITS])
 
   def compute_loss(self, features, outputs, global_batch_size):
     per_example = self._per_example_loss(features, outputs)
-    return {"loss": tf.reduce_sum(per_example) / tf.cast(global_batch_size, tf.float32)}
+    return {"loss": losses.global_mean(per_example, global_batch_size)}
 
   def train_metrics(self, features, outputs):
-    predictions = tf.argmax(outputs[LOGITS], axis=-1, output_type=tf.int32)
-    labels = tf.cast(features[constants.LABEL_IDS], tf.int32)
-    correct = tf.reduce_sum(tf.cast(tf.equal(predictions, labels), tf.float32))
-    return {"accuracy": base.ratio(correct, tf.shape(labels)[0])}
+    return {"accuracy": sums.accuracy_sums(outputs[LOGITS], features[constants.LABEL_IDS])}
 
   def eval_outputs(self, features, outputs):
     return {
-        PREDICTIONS: tf.argmax(outputs[LOGITS], axis=-1, output_type=tf.int32),
+        PREDICTIONS: sums.predicted_ids(outputs[LOGITS]),
         constants.LABEL_IDS: features[constants.LABEL_IDS],
         constants.EXAMPLE_INDEX: features[constants.EXAMPLE_INDEX],
         "loss": self._per_example_loss(features, outputs),

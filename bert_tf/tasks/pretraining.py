@@ -5,12 +5,14 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
+from keras import ops
 
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf import losses
 from bert_tf.data import dummy
 from bert_tf.data import pretraining_reader
+from bert_tf.metrics import sums
 from bert_tf.models import BertPretrainer
 from bert_tf.tasks import base
 
@@ -93,85 +95,72 @@ class PretrainingTask(base.Task):
     return examples.batch(batch, drop_remainder=data_config.drop_remainder)
 
   # ----- loss and metrics -----
-  def loss_normalizers(self, features) -> Dict[str, tf.Tensor]:
+  def loss_normalizers(self, features) -> Dict[str, object]:
     """Sums the trainer adds up over a replica's whole batch and over all replicas.
 
     Returns:
       {"mlm_weight_sum": float32 scalar}, the masked-LM denominator.
     """
-    return {"mlm_weight_sum": tf.reduce_sum(
-        tf.cast(features[constants.MASKED_LM_WEIGHTS], tf.float32))}
+    return {"mlm_weight_sum": ops.sum(
+        ops.cast(features[constants.MASKED_LM_WEIGHTS], "float32"))}
 
   def compute_loss(self, features, outputs, global_batch_size: int,
-                   mlm_weight_sum: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
+                   mlm_weight_sum=None) -> Dict[str, object]:
     """Float32 losses of one replica's batch, averaged over the global batch.
 
     Args:
       features: a batch of pretraining features.
       outputs: BertPretrainer outputs.
       global_batch_size: examples in the global batch (the next-sentence denominator).
-      mlm_weight_sum: sum of masked_lm_weights over the global batch; when None it is
-        this batch's sum all-reduced over the replicas of the current replica context.
+      mlm_weight_sum: sum of masked_lm_weights over the global batch (a trainer sums
+        `loss_normalizers` over every replica and micro-batch); None: this batch's.
 
     Returns:
       {"loss", "masked_lm_loss", "next_sentence_loss" (with the NSP head)}.
     """
     if mlm_weight_sum is None:
-      local = self.loss_normalizers(features)["mlm_weight_sum"]
-      context = tf.distribute.get_replica_context()
-      mlm_weight_sum = (context.all_reduce(tf.distribute.ReduceOp.SUM, local)
-                        if context is not None else local)
-    denominator = tf.stop_gradient(mlm_weight_sum) + 1e-5
+      mlm_weight_sum = self.loss_normalizers(features)["mlm_weight_sum"]
+    denominator = ops.stop_gradient(mlm_weight_sum) + 1e-5
     loss_fn = losses.pretraining_loss
     if self.kernels is not None:
       loss_fn = self.kernels.pretraining_loss
     return loss_fn(features, outputs, mlm_weight_sum=denominator,
                    global_batch_size=global_batch_size)
 
-  def train_metrics(self, features, outputs) -> Dict[str, Tuple[tf.Tensor, tf.Tensor]]:
+  def train_metrics(self, features, outputs) -> Dict[str, Tuple[object, object]]:
     """Masked-LM and next-sentence accuracy as (correct, count) sums.
 
     Only the arg-maxes: the cross-entropy over the [B, P, V] logits that eval_outputs
     also computes is already in the loss, and a second one costs a pass over them.
     """
-    weights = tf.cast(features[constants.MASKED_LM_WEIGHTS], tf.float32)
-    labels = tf.cast(features[constants.MASKED_LM_IDS], tf.int32)
-    predictions = tf.argmax(outputs[constants.MLM_LOGITS], axis=-1, output_type=tf.int32)
-    correct = tf.cast(tf.equal(predictions, labels), tf.float32) * weights
-    metrics = {"masked_lm_accuracy": base.ratio(tf.reduce_sum(correct),
-                                                tf.reduce_sum(weights))}
+    metrics = {"masked_lm_accuracy": sums.accuracy_sums(
+        outputs[constants.MLM_LOGITS], features[constants.MASKED_LM_IDS],
+        features[constants.MASKED_LM_WEIGHTS])}
     if constants.NSP_LOGITS in outputs:
-      nsp_labels = tf.reshape(tf.cast(features[constants.NEXT_SENTENCE_LABELS], tf.int32),
-                              [-1])
-      nsp_correct = tf.cast(tf.equal(
-          tf.argmax(outputs[constants.NSP_LOGITS], axis=-1, output_type=tf.int32),
-          nsp_labels), tf.float32)
-      metrics["next_sentence_accuracy"] = base.ratio(tf.reduce_sum(nsp_correct),
-                                                     tf.size(nsp_correct))
+      metrics["next_sentence_accuracy"] = sums.accuracy_sums(
+          outputs[constants.NSP_LOGITS],
+          ops.reshape(features[constants.NEXT_SENTENCE_LABELS], (-1,)))
     return metrics
 
-  def eval_outputs(self, features, outputs) -> Dict[str, tf.Tensor]:
+  def eval_outputs(self, features, outputs) -> Dict[str, object]:
     """Per-example sums, float32 [B]: masked_lm_correct, masked_lm_weight,
     masked_lm_loss_sum, and with the NSP head next_sentence_correct and
     next_sentence_loss."""
-    weights = tf.cast(features[constants.MASKED_LM_WEIGHTS], tf.float32)
-    labels = tf.cast(features[constants.MASKED_LM_IDS], tf.int32)
-    logits = tf.cast(outputs[constants.MLM_LOGITS], tf.float32)
-    predictions = tf.argmax(logits, axis=-1, output_type=tf.int32)
-    xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    weights = ops.cast(features[constants.MASKED_LM_WEIGHTS], "float32")
+    labels = features[constants.MASKED_LM_IDS]
+    logits = outputs[constants.MLM_LOGITS]
+    xent = losses.sparse_cross_entropy(labels, logits)
     result = {
-        "masked_lm_correct": tf.reduce_sum(
-            tf.cast(tf.equal(predictions, labels), tf.float32) * weights, axis=-1),
-        "masked_lm_weight": tf.reduce_sum(weights, axis=-1),
-        "masked_lm_loss_sum": tf.reduce_sum(xent * weights, axis=-1),
+        "masked_lm_correct": ops.sum(
+            sums.correct(sums.predicted_ids(logits), labels) * weights, axis=-1),
+        "masked_lm_weight": ops.sum(weights, axis=-1),
+        "masked_lm_loss_sum": ops.sum(xent * weights, axis=-1),
     }
     if constants.NSP_LOGITS in outputs:
-      nsp_labels = tf.reshape(tf.cast(features[constants.NEXT_SENTENCE_LABELS], tf.int32),
-                              [-1])
-      nsp_logits = tf.cast(outputs[constants.NSP_LOGITS], tf.float32)
-      result["next_sentence_correct"] = tf.cast(
-          tf.equal(tf.argmax(nsp_logits, axis=-1, output_type=tf.int32), nsp_labels),
-          tf.float32)
+      nsp_labels = ops.reshape(features[constants.NEXT_SENTENCE_LABELS], (-1,))
+      nsp_logits = outputs[constants.NSP_LOGITS]
+      result["next_sentence_correct"] = sums.correct(sums.predicted_ids(nsp_logits),
+                                                     nsp_labels)
       result["next_sentence_loss"] = losses.next_sentence_loss(nsp_labels, nsp_logits)
     return result
 

@@ -8,13 +8,16 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
+from keras import ops
 
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf.data import featurizers
 from bert_tf.utils import files
 from bert_tf.data import glue
+from bert_tf import losses
 from bert_tf.metrics import classification
+from bert_tf.metrics import sums
 from bert_tf.models.bert_classifier import LOGITS, BertClassifier
 from bert_tf.tasks import base
 from bert_tf.tasks import finetuning
@@ -158,33 +161,24 @@ class SentencePredictionTask(finetuning.FeatureTask):
 
   # ----- loss and metrics -----
   def _per_example_loss(self, features, outputs):
-    logits = tf.cast(outputs[LOGITS], tf.float32)
-    if self.regression:
-      labels = tf.cast(features[constants.LABEL_IDS], tf.float32)
-      return tf.math.squared_difference(logits[:, 0], labels)
-    labels = tf.cast(features[constants.LABEL_IDS], tf.int32)
-    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    return losses.classification_loss(features[constants.LABEL_IDS], outputs[LOGITS],
+                                      self.regression)
 
   def compute_loss(self, features, outputs, global_batch_size):
-    per_example = self._per_example_loss(features, outputs)
-    return {"loss": tf.reduce_sum(per_example) / tf.cast(global_batch_size, tf.float32)}
+    return {"loss": losses.global_mean(self._per_example_loss(features, outputs),
+                                       global_batch_size)}
 
   def _predictions(self, outputs):
-    logits = tf.cast(outputs[LOGITS], tf.float32)
     if self.regression:
-      return logits[:, 0]
-    return tf.argmax(logits, axis=-1, output_type=tf.int32)
+      return ops.cast(outputs[LOGITS], "float32")[:, 0]
+    return sums.predicted_ids(outputs[LOGITS])
 
   def train_metrics(self, features, outputs):
-    count = tf.shape(features[constants.LABEL_IDS])[0]
-    predictions = self._predictions(outputs)
+    labels = features[constants.LABEL_IDS]
     if self.regression:
-      error = tf.math.squared_difference(predictions, tf.cast(features[constants.LABEL_IDS],
-                                                              tf.float32))
-      return {"mean_squared_error": base.ratio(tf.reduce_sum(error), count)}
-    correct = tf.reduce_sum(tf.cast(
-        tf.equal(predictions, tf.cast(features[constants.LABEL_IDS], tf.int32)), tf.float32))
-    return {"accuracy": base.ratio(correct, count)}
+      error = losses.squared_error(self._predictions(outputs), labels)
+      return {"mean_squared_error": sums.ratio(ops.sum(error), ops.size(error))}
+    return {"accuracy": sums.accuracy_sums(outputs[LOGITS], labels)}
 
   def eval_outputs(self, features, outputs):
     return {

@@ -21,7 +21,9 @@ from bert_tf import configs
 from bert_tf.data import dummy
 from bert_tf.data import squad as squad_data
 from bert_tf.data import squad_postprocess
+from bert_tf import losses
 from bert_tf.metrics import squad as squad_metrics
+from bert_tf.metrics import sums
 from bert_tf.models.bert_span_labeler import END_LOGITS, START_LOGITS, BertSpanLabeler
 from bert_tf.tasks import base
 from bert_tf.text import vocab as vocab_lib
@@ -181,17 +183,13 @@ class SquadTask(base.Task):
   # ----- loss and metrics -----
   def compute_loss(self, features, outputs, global_batch_size: int) -> Dict[str, tf.Tensor]:
     """(start cross-entropy + end cross-entropy) / 2, averaged over the global batch."""
-    start_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=features[squad_data.START_POSITIONS],
-        logits=tf.cast(outputs[START_LOGITS], tf.float32))
-    end_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=features[squad_data.END_POSITIONS],
-        logits=tf.cast(outputs[END_LOGITS], tf.float32))
-    denominator = tf.cast(global_batch_size, tf.float32)
+    start_loss, end_loss = losses.span_losses(
+        features[squad_data.START_POSITIONS], features[squad_data.END_POSITIONS],
+        outputs[START_LOGITS], outputs[END_LOGITS])
     return {
-        "loss": tf.reduce_sum(start_loss + end_loss) / (2.0 * denominator),
-        "start_loss": tf.reduce_sum(start_loss) / denominator,
-        "end_loss": tf.reduce_sum(end_loss) / denominator,
+        "loss": losses.global_mean(start_loss + end_loss, global_batch_size) / 2.0,
+        "start_loss": losses.global_mean(start_loss, global_batch_size),
+        "end_loss": losses.global_mean(end_loss, global_batch_size),
     }
 
   def train_metrics(self, features, outputs):
@@ -201,8 +199,7 @@ class SquadTask(base.Task):
                                   features[squad_data.START_POSITIONS]),
                                  ("end_accuracy", outputs[END_LOGITS],
                                   features[squad_data.END_POSITIONS])):
-      correct = tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), labels)
-      out[name] = base.ratio(tf.reduce_sum(tf.cast(correct, tf.float32)), tf.size(labels))
+      out[name] = sums.accuracy_sums(logits, labels)
     return out
 
   def eval_outputs(self, features, outputs) -> Dict[str, tf.Tensor]:

@@ -8,12 +8,15 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
+from keras import ops
 
 from bert_tf import configs
 from bert_tf.data import conll
 from bert_tf import constants
 from bert_tf.data import featurizers
 from bert_tf.utils import files
+from bert_tf import losses
+from bert_tf.metrics import sums
 from bert_tf.metrics import tagging as tagging_metrics
 from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.models.bert_token_classifier import BertTokenClassifier
@@ -83,9 +86,9 @@ class TaggingTask(finetuning.FeatureTask):
 
   # ----- loss and metrics -----
   def _scored(self, features):
-    labels = tf.cast(features[constants.LABEL_IDS], tf.int32)
-    weights = tf.cast(labels != constants.IGNORE_LABEL, tf.float32)
-    return tf.maximum(labels, 0), weights
+    labels = ops.cast(features[constants.LABEL_IDS], "int32")
+    weights = ops.cast(ops.not_equal(labels, constants.IGNORE_LABEL), "float32")
+    return ops.maximum(labels, 0), weights
 
   def compute_loss(self, features, outputs, global_batch_size):
     """Cross-entropy of first pieces, averaged per example then over the global batch.
@@ -94,28 +97,23 @@ class TaggingTask(finetuning.FeatureTask):
     (tf.nn.compute_average_loss), whatever the number of words per replica.
     """
     labels, weights = self._scored(features)
-    logits = tf.cast(outputs[LOGITS], tf.float32)
-    per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-    per_example = tf.reduce_sum(per_token * weights, axis=-1) / tf.maximum(
-        tf.reduce_sum(weights, axis=-1), 1.0)
-    return {"loss": tf.reduce_sum(per_example) / tf.cast(global_batch_size, tf.float32)}
+    per_example = losses.token_classification_loss(labels, outputs[LOGITS], weights)
+    return {"loss": losses.global_mean(per_example, global_batch_size)}
 
   def train_metrics(self, features, outputs):
     labels, weights = self._scored(features)
-    predictions = tf.argmax(outputs[LOGITS], axis=-1, output_type=tf.int32)
-    correct = tf.reduce_sum(tf.cast(tf.equal(predictions, labels), tf.float32) * weights)
-    return {"token_accuracy": base.ratio(correct, tf.reduce_sum(weights))}
+    return {"token_accuracy": sums.accuracy_sums(outputs[LOGITS], labels, weights)}
 
   def eval_outputs(self, features, outputs):
     """Predicted and gold tag ids, padded to eval_data.seq_length so batches concatenate,
     and the example and window of each row."""
     length = self.experiment.eval_data.seq_length
-    predictions = tf.argmax(outputs[LOGITS], axis=-1, output_type=tf.int32)
-    labels = tf.cast(features[constants.LABEL_IDS], tf.int32)
-    pad = [[0, 0], [0, length - tf.shape(labels)[1]]]
+    predictions = sums.predicted_ids(outputs[LOGITS])
+    labels = ops.cast(features[constants.LABEL_IDS], "int32")
+    pad = [[0, 0], [0, length - ops.shape(labels)[1]]]
     return {
-        PREDICTIONS: tf.pad(predictions, pad),
-        constants.LABEL_IDS: tf.pad(labels, pad, constant_values=constants.IGNORE_LABEL),
+        PREDICTIONS: ops.pad(predictions, pad),
+        constants.LABEL_IDS: ops.pad(labels, pad, constant_values=constants.IGNORE_LABEL),
         constants.EXAMPLE_INDEX: features[constants.EXAMPLE_INDEX],
         constants.WINDOW_INDEX: features[constants.WINDOW_INDEX],
     }

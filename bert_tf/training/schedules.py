@@ -1,7 +1,11 @@
-"""The BERT learning-rate schedule: linear warm-up, then polynomial decay."""
+"""The BERT learning-rate schedule: linear warm-up, then polynomial decay.
+
+Written with keras.ops: the TensorFlow trainer's optimizers and Keras's own (on any
+backend) call it with the step.
+"""
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -34,19 +38,19 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     self.power = float(power)
 
   def __call__(self, step):
-    step = tf.cast(step, tf.float32)
-    peak = tf.constant(self.peak_learning_rate, tf.float32)
-    warmup = tf.constant(float(self.warmup_steps), tf.float32)
+    step = ops.cast(step, "float32")
+    peak = ops.convert_to_tensor(self.peak_learning_rate, "float32")
+    warmup = float(self.warmup_steps)
     if self.decay_steps > 0:
-      progress = tf.minimum(step, float(self.decay_steps))
+      progress = ops.minimum(step, float(self.decay_steps))
       remaining = 1.0 - progress / float(self.decay_steps)
-      decayed = (peak - self.end_learning_rate) * tf.pow(remaining, self.power)
-      decayed += self.end_learning_rate
+      decayed = (peak - self.end_learning_rate) * ops.power(remaining, self.power)
+      decayed = decayed + self.end_learning_rate
     else:
       decayed = peak
     if self.warmup_steps > 0:
       warm = peak * step / warmup
-      return tf.where(step < warmup, warm, decayed)
+      return ops.where(step < warmup, warm, decayed)
     return decayed
 
   def get_config(self):
