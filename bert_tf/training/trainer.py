@@ -46,11 +46,13 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import configs
-from bert_tf.data import tfrecords
 from bert_tf import kernels
+from bert_tf.checkpoints import trackables
+from bert_tf.data import tfrecords
 from bert_tf.tasks import base as task_base
 from bert_tf.training import checkpoints
 from bert_tf.training import experiments
+from bert_tf.training import reports
 from bert_tf.training import strategies
 from bert_tf.training.loss_scale import DynamicLossScale
 from bert_tf.training.optimizers import build_optimizer
@@ -89,24 +91,6 @@ def _split_micro_batches(tensor: tf.Tensor, num: int) -> tf.Tensor:
     return tf.reshape(tensor, [num, shape[0] // num] + shape[1:])
   dynamic = tf.shape(tensor)
   return tf.reshape(tensor, tf.concat([[num, dynamic[0] // num], dynamic[1:]], axis=0))
-
-
-class _Window:
-  """Host-side sums of loop results between two reports."""
-
-  def __init__(self):
-    self.sums: Dict[str, float] = {}
-    self.steps = 0
-    self.timed_steps = 0
-    self.seconds = 0.0
-
-  def add(self, totals: Dict[str, float], steps: int, seconds: Optional[float]):
-    for key, value in totals.items():
-      self.sums[key] = self.sums.get(key, 0.0) + value
-    self.steps += steps
-    if seconds is not None:
-      self.timed_steps += steps
-      self.seconds += seconds
 
 
 class Trainer:
@@ -296,7 +280,7 @@ class Trainer:
     input is built."""
     if self.checkpoint is not None:
       return
-    items = dict(self.model.trained_items)
+    items = trackables.as_trackables(self.model.trained_items)
     items.update(optimizer=self.optimizer, step=self.step)
     if self.loss_scale is not None:
       items["loss_scale"] = self.loss_scale
@@ -485,20 +469,8 @@ class Trainer:
 
   # ----- metrics -----
   @staticmethod
-  def _report(window: _Window, global_batch: int) -> Dict[str, float]:
-    sums, steps = window.sums, max(window.steps, 1)
-    report = {}
-    for key, value in sums.items():
-      if key.endswith("/numerator"):
-        name = key[:-len("/numerator")]
-        report[name] = value / max(sums[f"{name}/denominator"], 1e-12)
-      elif key.endswith("/denominator") or key in ("non_finite_loss_steps", "skipped_steps"):
-        continue
-      else:
-        report[key] = value / steps
-    if window.seconds > 0:
-      report["sequences_per_second"] = window.timed_steps * global_batch / window.seconds
-    return report
+  def _report(window: reports.Window, global_batch: int) -> Dict[str, float]:
+    return reports.report(window, global_batch)
 
   # ----- training -----
   def train(self, train_steps: Optional[int] = None, evaluate_every: bool = False
@@ -583,7 +555,7 @@ class Trainer:
                    intervals) -> Dict[str, float]:
     config = self.experiment.trainer
     global_batch = self.experiment.train_data.global_batch_size
-    summary_window, log_window = _Window(), _Window()
+    summary_window, log_window = reports.Window(), reports.Window()
     last_report: Dict[str, float] = {}
     first_call = True
     while step < total:
@@ -609,13 +581,13 @@ class Trainer:
       if step % config.summary_interval == 0 or step == total:
         last_report = self._report(summary_window, global_batch)
         writer.write(last_report, step)
-        summary_window = _Window()
+        summary_window = reports.Window()
       if step % config.log_interval == 0 or step == total:
         report = self._report(log_window, global_batch)
         shown = {k: report[k] for k in ("loss", "masked_lm_accuracy") if k in report}
         rate = (log_window.timed_steps / log_window.seconds) if log_window.seconds else None
         progress.log(step, shown, steps_per_second=rate)
-        log_window = _Window()
+        log_window = reports.Window()
       if step % config.checkpoint_interval == 0 or step == total:
         path = self._save()
         self._log(f"Saved checkpoint {path}")
