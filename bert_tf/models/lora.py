@@ -13,7 +13,6 @@ model costs.
 from typing import Dict, Sequence
 
 import keras
-import tensorflow as tf
 
 from bert_tf import configs
 
@@ -30,14 +29,27 @@ TARGETS = {
 assert tuple(TARGETS) == configs.LORA_TARGETS
 
 
-class Adapters(tf.Module):
-  """The trackable of a model's adapter variables: `kernels` maps each adapted layer's
-  name (`transformer_layer_0.query`) to its [A float32 [I, r], B float32 [r, O]]."""
+class Adapters:
+  """A model's adapter variables, the checkpoint item `lora`: `kernels` maps each
+  adapted layer's name (`transformer_layer_0.query`) to its [A float32 [I, r],
+  B float32 [r, O]] Keras variables."""
+
+  name = "lora"
 
   def __init__(self, layers: Dict[str, keras.layers.Dense]):
-    super().__init__(name="lora")
-    self.kernels = {name: [layer.lora_kernel_a.value, layer.lora_kernel_b.value]
+    self.kernels = {name: [layer.lora_kernel_a, layer.lora_kernel_b]
                     for name, layer in layers.items()}
+
+  @property
+  def variables(self):
+    """Every adapter variable, A then B of each layer in order."""
+    return [variable for pair in self.kernels.values() for variable in pair]
+
+  weights = variables
+
+  def checkpoint_structure(self):
+    """The layout a checkpoint stores (bert_tf.checkpoints.trackables)."""
+    return {"kernels": self.kernels}
 
 
 def target_layers(encoder, targets: Sequence[str]) -> Dict[str, keras.layers.Dense]:
@@ -75,8 +87,8 @@ def enable(model, rank: int, targets: Sequence[str] = ("query", "value"),
     if id(variable) not in adapter_ids:
       variable.trainable = False
   adapters = Adapters(layers)
-  # Outside Keras's and tf.Module's attribute tracking: a SavedModel or `.keras` file of
-  # the model reaches the adapter variables through their layers already.
+  # Outside Keras's and TensorFlow's attribute tracking: a SavedModel or `.keras` file
+  # of the model reaches the adapter variables through their layers already.
   object.__setattr__(model, "lora_adapters", adapters)
   object.__setattr__(model, "_lora_layers", layers)
   return adapters
@@ -92,7 +104,7 @@ def merge(model) -> None:
   for layer in layers.values():
     if not layer.lora_enabled:
       continue
-    delta = tf.matmul(layer.lora_kernel_a.value, layer.lora_kernel_b.value)
-    scale = layer.lora_alpha / layer.lora_rank
-    layer._kernel.assign(layer._kernel.value + scale * delta)  # pylint: disable=protected-access
+    # With LoRA on, Dense.kernel is W + (alpha / r) A B; with it off, the variable W.
+    merged = keras.ops.convert_to_tensor(layer.kernel)
     layer.lora_enabled = False
+    layer.kernel.assign(merged)
