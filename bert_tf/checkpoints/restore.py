@@ -7,6 +7,10 @@ plus `optimizer`, `step`, `random_state` and `iterator` for trainer checkpoints.
 A directory resolves to its newest checkpoint that reads in full: a damaged one (a
 file cut short by a kill during a write, a lost shard) is skipped with a warning that
 names it, its bad file and the checkpoint used instead.
+
+Portable checkpoints (`ckpt-N.h5`, bert_tf.checkpoints.portable, written by the trainer
+of any Keras backend) are read the same way: a path may be one, and a directory's
+newest checkpoint, TensorFlow's or portable (the higher step), is used.
 """
 
 import logging
@@ -14,6 +18,8 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
+from bert_tf.checkpoints import portable
+from bert_tf.checkpoints import trackables
 from bert_tf.utils import errors
 
 # What reading a damaged checkpoint raises: the C++ reader's errors, and IndexError or
@@ -86,11 +92,17 @@ def newest_readable_checkpoint(directory: str) -> Optional[str]:
     UnreadableCheckpointError: the directory lists checkpoints but none reads (the
       message names each one's bad file).
   """
+  return _newest_readable(directory, checkpoint_candidates(directory), check_readable)
+
+
+def _newest_readable(directory: str, candidates, check) -> Optional[str]:
+  """The first of `candidates` (newest first) that `check` reads, warning about each
+  damaged one skipped."""
   problems = []
-  for prefix in checkpoint_candidates(directory):
+  for prefix in candidates:
     try:
-      check_readable(prefix)
-    except UnreadableCheckpointError as e:
+      check(prefix)
+    except (UnreadableCheckpointError, portable.PortableCheckpointError) as e:
       problems.append(str(e))
       continue
     for problem in problems:
@@ -102,19 +114,47 @@ def newest_readable_checkpoint(directory: str) -> Optional[str]:
   return None
 
 
+def _step_in_name(prefix: str) -> int:
+  """N of a prefix named ...-N or a portable file ...-N.h5 (-1 without one)."""
+  if prefix.endswith(portable.SUFFIX):
+    prefix = prefix[:-len(portable.SUFFIX)]
+  tail = prefix.rsplit("-", 1)[-1]
+  return int(tail) if tail.isdigit() else -1
+
+
+def newest_readable_portable(directory: str) -> Optional[str]:
+  """The newest portable checkpoint in `directory` that reads in full, or None;
+  damaged newer ones are skipped with a warning, as for TensorFlow checkpoints."""
+  return _newest_readable(directory, portable.checkpoints_in(directory),
+                          portable.check_readable)
+
+
 def resolve_checkpoint(path: str) -> str:
-  """Returns a checkpoint prefix from a prefix or a directory (its newest readable
-  checkpoint, see `newest_readable_checkpoint`).
+  """Returns a checkpoint prefix (or portable checkpoint file) from a prefix, a
+  portable file or a directory (its newest readable checkpoint of either kind, see
+  `newest_readable_checkpoint`; the higher step where it holds both).
 
   Raises:
     FileNotFoundError: naming `path` when it holds no checkpoint.
     UnreadableCheckpointError: the directory's checkpoints are all damaged.
   """
   if tf.io.gfile.isdir(path):
-    latest = newest_readable_checkpoint(path)
-    if latest is None:
+    found, problems = [], []
+    for find in (newest_readable_checkpoint, newest_readable_portable):
+      try:
+        prefix = find(path)
+      except UnreadableCheckpointError as e:
+        problems.append(e)
+        continue
+      if prefix is not None:
+        found.append(prefix)
+    if not found and problems:
+      raise problems[0]
+    if not found:
       raise errors.MissingInputError(f"No checkpoint in directory {path}")
-    return latest
+    return max(found, key=_step_in_name)
+  if portable.is_portable(path):
+    return path
   if not tf.io.gfile.exists(path + ".index"):
     raise errors.MissingInputError(f"No checkpoint at {path} (expected {path}.index)")
   return path
@@ -122,6 +162,8 @@ def resolve_checkpoint(path: str) -> str:
 
 def checkpoint_children(prefix: str) -> set:
   """Names of the root children of the checkpoint at `prefix`."""
+  if portable.is_portable(prefix):
+    return portable.item_names(prefix)
   reader = tf.train.load_checkpoint(prefix)
   names = set()
   for key in reader.get_variable_to_shape_map():
@@ -150,6 +192,11 @@ def restore_items(path: str, checkpoint_items: Mapping[str, tf.Module],
     AssertionError: a variable of a restored item has no value in the checkpoint.
   """
   prefix = resolve_checkpoint(path)
+  if portable.is_portable(prefix):
+    restored = portable.restore_items(prefix, checkpoint_items, items)
+    for name in items:
+      logging.info("Restored %s from %s", name, prefix)
+    return restored
   missing_in_model = [name for name in items if name not in checkpoint_items]
   if missing_in_model:
     raise CheckpointItemsError(f"The model has no checkpoint item(s) {missing_in_model}; "
@@ -163,7 +210,8 @@ def restore_items(path: str, checkpoint_items: Mapping[str, tf.Module],
     if not checkpoint_items[name].variables:
       raise ValueError(f"Checkpoint item '{name}' has no variables yet; build the model "
                        f"before restoring")
-  checkpoint = tf.train.Checkpoint(**{name: checkpoint_items[name] for name in items})
+  checkpoint = tf.train.Checkpoint(**trackables.as_trackables(
+      {name: checkpoint_items[name] for name in items}))
   try:
     status = checkpoint.read(prefix)
   except _READ_ERRORS:

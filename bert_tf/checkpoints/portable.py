@@ -1,0 +1,301 @@
+"""Backend-neutral ("portable") checkpoints: one HDF5 file per checkpoint, written and
+read with h5py and NumPy on every Keras backend (no TensorFlow).
+
+A file `ckpt-N.h5` holds:
+  items/<item>/<variable path>   each `checkpoint_items` entry's variables, keyed by
+                                 item name and Keras `variable.path` (the same on every
+                                 backend), without the dropout seed states;
+  optimizer/<i>                  a trainer's optimizer variables in order (attribute
+                                 `path`), restored only by the same kind of optimizer;
+  random_state/<i>               the model's SeedGenerator states in variable order;
+  attributes                     format, version, step, and the writing backend.
+A trainer keeps its input iterator beside it, in a TensorFlow checkpoint
+`ckpt-N.input` (tf.data is TensorFlow's on every backend), written before the .h5.
+
+Files are written under a temporary name and renamed, so a reader never sees a
+half-written checkpoint. Reading asserts what TensorFlow checkpoints assert: every
+variable of a restored item is found with the same shape, and errors name the file.
+"""
+
+import os
+import re
+import uuid
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+
+import h5py
+import numpy as np
+
+from bert_tf.utils import errors
+
+FORMAT = "bert_tf.portable"
+VERSION = 1
+SUFFIX = ".h5"
+INPUT_SUFFIX = ".input"
+# Keras names the state variable of every SeedGenerator so.
+SEED_STATE_NAME = "seed_generator_state"
+_NAME = re.compile(r"^ckpt-(\d+)\.h5$")
+
+
+class PortableCheckpointError(errors.UserError, ValueError):
+  """A portable checkpoint that cannot be read, or that does not fit the model."""
+
+
+def is_portable(path: str) -> bool:
+  """Whether `path` is a portable checkpoint file."""
+  if not (path.endswith(SUFFIX) and os.path.isfile(path)):
+    return False
+  try:
+    with h5py.File(path, "r") as f:
+      return f.attrs.get("format") == FORMAT
+  except OSError:
+    return False
+
+
+def path_for_step(directory: str, step: int) -> str:
+  """`directory/ckpt-<step>.h5`."""
+  return os.path.join(directory, f"ckpt-{int(step)}{SUFFIX}")
+
+
+def input_prefix(path: str) -> str:
+  """The TensorFlow checkpoint prefix of the input iterator saved beside `path`."""
+  return path[:-len(SUFFIX)] + INPUT_SUFFIX
+
+
+def step_of(path: str) -> int:
+  """The step in a `ckpt-N.h5` name."""
+  match = _NAME.match(os.path.basename(path))
+  if not match:
+    raise ValueError(f"{path} is not named ckpt-<step>{SUFFIX}")
+  return int(match.group(1))
+
+
+def checkpoints_in(directory: str) -> List[str]:
+  """The portable checkpoints in `directory`, newest (highest step) first."""
+  if not os.path.isdir(directory):
+    return []
+  names = [name for name in os.listdir(directory) if _NAME.match(name)]
+  return [os.path.join(directory, name)
+          for name in sorted(names, key=lambda n: -int(_NAME.match(n).group(1)))]
+
+
+def _path(variable) -> str:
+  return getattr(variable, "path", None) or variable.name.split(":")[0]
+
+
+def item_variables(item) -> Dict[str, object]:
+  """{variable path: variable} of a checkpoint item, without SeedGenerator states.
+
+  Raises:
+    ValueError: two variables of the item share a path.
+  """
+  out = {}
+  for variable in item.variables:
+    path = _path(variable)
+    if path.rsplit("/", 1)[-1] == SEED_STATE_NAME:
+      continue
+    if path in out and out[path] is not variable:
+      raise ValueError(f"Two variables of one checkpoint item share the path '{path}'")
+    out[path] = variable
+  return out
+
+
+def host_value(variable) -> np.ndarray:
+  """A variable's value as a NumPy array; of a value replicated over the devices of
+  several processes (JAX), this process's copy."""
+  value = getattr(variable, "value", variable)
+  if getattr(value, "is_fully_addressable", True) is False:
+    return np.asarray(value.addressable_shards[0].data)
+  return np.asarray(variable.numpy() if hasattr(variable, "numpy") else value)
+
+
+def _to_file(value) -> tuple:
+  """(array h5py stores, dtype name to restore)."""
+  array = np.asarray(value)
+  name = str(array.dtype)
+  if name == "bfloat16":
+    return array.view(np.uint16), name
+  return array, name
+
+
+def _from_file(dataset) -> np.ndarray:
+  array = dataset[()]
+  if dataset.attrs.get("dtype") == "bfloat16":
+    import ml_dtypes  # pylint: disable=g-import-not-at-top
+    array = np.asarray(array).view(ml_dtypes.bfloat16)
+  return np.asarray(array)
+
+
+def _write(group, name: str, value, **attrs) -> None:
+  array, dtype = _to_file(value)
+  dataset = group.create_dataset(name, data=array)
+  dataset.attrs["dtype"] = dtype
+  for key, attr in attrs.items():
+    dataset.attrs[key] = attr
+
+
+def save(path: str, items: Mapping[str, object], optimizer_variables: Sequence = (),
+         step: Optional[int] = None, random_state: Sequence = (),
+         backend: str = "") -> str:
+  """Writes a portable checkpoint to `path` (under a temporary name, then renamed).
+
+  Args:
+    items: {item name: object with `.variables`} (a model's checkpoint_items).
+    optimizer_variables: the optimizer's variables, in its order.
+    step: the trainer's step (None for a model-only checkpoint).
+    random_state: SeedGenerator state variables, in the model's order.
+    backend: the Keras backend that wrote it (for the record).
+
+  Returns:
+    `path`.
+  """
+  directory = os.path.dirname(path) or "."
+  os.makedirs(directory, exist_ok=True)
+  temporary = os.path.join(directory, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex}")
+  try:
+    with h5py.File(temporary, "w") as f:
+      f.attrs["format"] = FORMAT
+      f.attrs["version"] = VERSION
+      f.attrs["backend"] = backend
+      if step is not None:
+        f.attrs["step"] = int(step)
+      group = f.create_group("items")
+      for name, item in items.items():
+        item_group = group.create_group(name)
+        for variable_path, variable in item_variables(item).items():
+          _write(item_group, variable_path, host_value(variable))
+      optimizer = f.create_group("optimizer")
+      for i, variable in enumerate(optimizer_variables):
+        _write(optimizer, f"{i:05d}", host_value(variable), path=_path(variable))
+      seeds = f.create_group("random_state")
+      for i, variable in enumerate(random_state):
+        _write(seeds, f"{i:05d}", host_value(variable))
+    os.replace(temporary, path)
+  finally:
+    if os.path.exists(temporary):
+      os.remove(temporary)
+  return path
+
+
+def _open(path: str) -> h5py.File:
+  try:
+    f = h5py.File(path, "r")
+  except OSError as e:
+    raise PortableCheckpointError(f"Checkpoint {path} is unreadable: {e}") from None
+  if f.attrs.get("format") != FORMAT:
+    f.close()
+    raise PortableCheckpointError(f"{path} is not a bert_tf portable checkpoint")
+  return f
+
+
+def check_readable(path: str) -> None:
+  """Reads every array of the checkpoint at `path`.
+
+  Raises:
+    PortableCheckpointError: naming the file and the array that fails.
+  """
+  with _open(path) as f:
+    names = []
+    f.visit(names.append)
+    for name in names:
+      if isinstance(f[name], h5py.Dataset):
+        try:
+          f[name][()]
+        except (OSError, ValueError) as e:
+          raise PortableCheckpointError(
+              f"Checkpoint {path} is unreadable (reading {name}): {e}") from None
+
+
+def item_names(path: str) -> set:
+  """Names of the items the checkpoint holds, plus `optimizer`, `step` and
+  `random_state` where it holds them (the root children of a TF checkpoint)."""
+  with _open(path) as f:
+    names = set(f["items"].keys())
+    if len(f["optimizer"]):
+      names.add("optimizer")
+    if len(f["random_state"]):
+      names.add("random_state")
+    if "step" in f.attrs:
+      names.add("step")
+  if os.path.exists(input_prefix(path) + ".index"):
+    names.add("iterator")
+  return names
+
+
+def _assign(variable, value: np.ndarray, where: str) -> None:
+  if tuple(variable.shape) != tuple(value.shape):
+    raise PortableCheckpointError(f"{where}: shape {tuple(value.shape)} in the checkpoint, "
+                                  f"{tuple(variable.shape)} in the model")
+  variable.assign(value)
+
+
+def restore_items(path: str, checkpoint_items: Mapping[str, object],
+                  items: Iterable[str] = ("encoder",)) -> Dict[str, str]:
+  """Assigns the named items' variables from the checkpoint at `path`.
+
+  Returns:
+    {item: path} for every restored item.
+
+  Raises:
+    PortableCheckpointError: an item the model or the checkpoint lacks, a variable of
+      the model the checkpoint lacks, or a shape that differs (each naming the file).
+  """
+  items = list(items)
+  missing = [name for name in items if name not in checkpoint_items]
+  if missing:
+    raise PortableCheckpointError(f"The model has no checkpoint item(s) {missing}; it has "
+                                  f"{sorted(checkpoint_items)}")
+  with _open(path) as f:
+    stored = f["items"]
+    absent = [name for name in items if name not in stored]
+    if absent:
+      raise PortableCheckpointError(f"Checkpoint {path} has no item(s) {absent}; it has "
+                                    f"{sorted(stored)}")
+    for name in items:
+      variables = item_variables(checkpoint_items[name])
+      if not variables:
+        raise ValueError(f"Checkpoint item '{name}' has no variables yet; build the model "
+                         f"before restoring")
+      lacking = [p for p in variables if p not in stored[name]
+                 or not isinstance(stored[name][p], h5py.Dataset)]
+      if lacking:
+        raise PortableCheckpointError(
+            f"Checkpoint {path} does not cover every variable of '{name}': it lacks "
+            f"{', '.join(lacking[:5])}{' ...' if len(lacking) > 5 else ''}")
+      for variable_path, variable in variables.items():
+        _assign(variable, _from_file(stored[name][variable_path]),
+                f"{path}: {name}/{variable_path}")
+  return {name: path for name in items}
+
+
+def restore_trainer_state(path: str, optimizer_variables: Sequence = (),
+                          random_state: Sequence = ()) -> int:
+  """Assigns the optimizer variables and SeedGenerator states saved in a trainer
+  checkpoint; returns its step.
+
+  Raises:
+    PortableCheckpointError: the checkpoint holds no step, or an optimizer of another
+      kind (its variables differ in number, path or shape), naming the file.
+  """
+  with _open(path) as f:
+    if "step" not in f.attrs:
+      raise PortableCheckpointError(f"Checkpoint {path} is no trainer checkpoint (no step)")
+    saved = [f["optimizer"][key] for key in sorted(f["optimizer"])]
+    paths = [str(d.attrs.get("path", "")) for d in saved]
+    wanted = [_path(v) for v in optimizer_variables]
+    if paths != wanted:
+      first = next((i for i, (a, b) in enumerate(zip(paths, wanted)) if a != b),
+                   min(len(paths), len(wanted)))
+      raise PortableCheckpointError(
+          f"Checkpoint {path} holds the state of another optimizer ({len(paths)} "
+          f"variables, this run's has {len(wanted)}; the first that differs: "
+          f"{paths[first] if first < len(paths) else '-'} vs "
+          f"{wanted[first] if first < len(wanted) else '-'})")
+    for dataset, variable in zip(saved, optimizer_variables):
+      _assign(variable, _from_file(dataset), f"{path}: optimizer/{_path(variable)}")
+    seeds = [f["random_state"][key] for key in sorted(f["random_state"])]
+    if seeds and len(seeds) != len(random_state):
+      raise PortableCheckpointError(f"Checkpoint {path} holds {len(seeds)} random states, "
+                                    f"the model has {len(random_state)}")
+    for dataset, variable in zip(seeds, random_state):
+      _assign(variable, _from_file(dataset), f"{path}: random_state")
+    return int(f.attrs["step"])
