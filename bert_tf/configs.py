@@ -618,12 +618,18 @@ class TrainerConfig(Config):
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+# "" leaves the choice to Keras (KERAS_BACKEND, default tensorflow).
+BACKENDS = ("", "tensorflow", "jax")
 
 
 @dataclasses.dataclass
 class RuntimeConfig(Config):
   """Where and how the computation runs."""
 
+  # The Keras backend that trains: "" (whatever Keras uses: KERAS_BACKEND, or its
+  # default, tensorflow), "tensorflow" or "jax". tools/train.py selects it before
+  # Keras loads; the strategies below are TensorFlow's.
+  backend: str = ""
   distribution_strategy: str = "one_device"
   num_gpus: int = 0
   tpu: str = ""
@@ -645,6 +651,8 @@ class RuntimeConfig(Config):
   all_reduce_alg: str = "auto"
 
   def validate(self):
+    _require(self.backend in BACKENDS,
+             f"backend must be one of {BACKENDS}, got '{self.backend}'")
     _require(self.distribution_strategy in STRATEGIES,
              f"distribution_strategy must be one of {STRATEGIES}, got "
              f"'{self.distribution_strategy}'")

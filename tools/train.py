@@ -1,4 +1,13 @@
-"""Trains and/or evaluates a bert_tf experiment under a tf.distribute strategy.
+"""Trains and/or evaluates a bert_tf experiment, on TensorFlow (under a tf.distribute
+strategy) or on JAX (data parallel over every device, jax.distributed across hosts).
+
+Backend: --backend=jax (or runtime.backend: jax in the YAML or --params_override, or
+KERAS_BACKEND=jax; default tensorflow). The strategies, TPUStrategy and the fused CPU
+kernels are TensorFlow's. On JAX, several hosts start together with
+KERAS_DISTRIBUTION_JOB_ADDRESSES=host0:1234 KERAS_DISTRIBUTION_NUM_PROCESSES=N
+KERAS_DISTRIBUTION_PROCESS_ID=i on each. Either backend writes checkpoints that the
+exporter and the other backend's --init_checkpoint read (JAX: portable ckpt-N.h5);
+params.yaml and the first log line name the backend.
 
 Pretrain BERT-tiny on your TFRecords:
 
@@ -7,7 +16,7 @@ Pretrain BERT-tiny on your TFRecords:
 
 Configs: --experiment names a file in official_configs/experiments/ (by stem) or is a
 YAML path; --config_file adds YAML files merged in order; --params_override takes
-`a.b=v` items separated by commas. The flags --distribution_strategy, --tpu,
+`a.b=v` items separated by commas. The flags --backend, --distribution_strategy, --tpu,
 --num_gpus, --mixed_precision_dtype, --jit_compile, --init_checkpoint and
 --validate_inputs are shorthands for the runtime.* / task.* / train_data.* fields of the
 same names. The resolved config
@@ -29,7 +38,7 @@ from bert_tf import cpu_kernels
 cpu_kernels.prefer_onednn()
 
 from bert_tf import configs
-from bert_tf.training import experiments
+from bert_tf.training import backends
 from bert_tf.utils import errors
 
 _EXPERIMENT = flags.DEFINE_string(
@@ -43,6 +52,10 @@ _PARAMS_OVERRIDE = flags.DEFINE_string(
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "Checkpoints, params.yaml, TensorBoard.")
 _MODE = flags.DEFINE_enum("mode", "train", ["train", "eval", "train_and_eval"],
                           "eval evaluates the latest checkpoint in --model_dir.")
+_BACKEND = flags.DEFINE_enum(
+    "backend", None, [b for b in configs.BACKENDS if b],
+    "Shorthand for runtime.backend: the Keras backend that trains (default: "
+    "KERAS_BACKEND, else tensorflow).")
 _STRATEGY = flags.DEFINE_enum(
     "distribution_strategy", None, list(configs.STRATEGIES),
     "Shorthand for runtime.distribution_strategy.")
@@ -67,19 +80,19 @@ def main(argv):
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   if not _MODEL_DIR.value:
     raise app.UsageError("--model_dir is required")
+  # Before anything imports Keras, which fixes its backend when it loads.
+  backends.select(backends.requested_backend(_EXPERIMENT.value, _CONFIG_FILE.value,
+                                             _PARAMS_OVERRIDE.value, _BACKEND.value))
+  from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
   shorthands = experiments.runtime_overrides(
-      distribution_strategy=_STRATEGY.value, tpu=_TPU.value, num_gpus=_NUM_GPUS.value,
-      mixed_precision_dtype=_PRECISION.value, jit_compile=_JIT.value,
+      backend=_BACKEND.value, distribution_strategy=_STRATEGY.value, tpu=_TPU.value,
+      num_gpus=_NUM_GPUS.value, mixed_precision_dtype=_PRECISION.value, jit_compile=_JIT.value,
       init_checkpoint=_INIT.value, validate_inputs=_VALIDATE.value)
   config = experiments.resolve_experiment(_EXPERIMENT.value, _CONFIG_FILE.value,
                                           _PARAMS_OVERRIDE.value, shorthands)
-  # Imported after the config is known: device setup must precede TensorFlow's.
-  from bert_tf.training import strategies  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import trainer  # pylint: disable=g-import-not-at-top
-  strategies.configure_runtime(config.runtime)
-  results = trainer.run_experiment(config, _MODEL_DIR.value, _MODE.value,
-                                   log_fn=lambda line: print(line, flush=True),
-                                   replace_params=_REPLACE_PARAMS.value)
+  results = backends.run_experiment(config, _MODEL_DIR.value, _MODE.value,
+                                    log_fn=lambda line: print(line, flush=True),
+                                    replace_params=_REPLACE_PARAMS.value)
   shown = ", ".join(f"{k} {v:.4f}" for k, v in sorted(results.items()))
   print(f"Done ({_MODE.value}): {shown}. Checkpoints and params.yaml in {_MODEL_DIR.value}; "
         f"TensorBoard: tensorboard --logdir {_MODEL_DIR.value}", flush=True)

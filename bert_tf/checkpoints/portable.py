@@ -56,9 +56,10 @@ def path_for_step(directory: str, step: int) -> str:
   return os.path.join(directory, f"ckpt-{int(step)}{SUFFIX}")
 
 
-def input_prefix(path: str) -> str:
-  """The TensorFlow checkpoint prefix of the input iterator saved beside `path`."""
-  return path[:-len(SUFFIX)] + INPUT_SUFFIX
+def input_prefix(path: str, process: int = 0) -> str:
+  """The TensorFlow checkpoint prefix of the input iterator of process `process`
+  saved beside `path` (`ckpt-N.input`, `ckpt-N.input-1`, ...)."""
+  return path[:-len(SUFFIX)] + INPUT_SUFFIX + (f"-{process}" if process else "")
 
 
 def step_of(path: str) -> int:

@@ -15,7 +15,6 @@ import pathlib
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from bert_tf import configs
-from bert_tf.tasks import base as task_base
 
 
 def _official_configs_dir() -> pathlib.Path:
@@ -35,16 +34,23 @@ EXPERIMENTS_DIR = OFFICIAL_CONFIGS_DIR / "experiments"
 MODELS_DIR = OFFICIAL_CONFIGS_DIR / "models"
 
 
+def _task_configs() -> Dict[str, type]:
+  # Imported on first use: finding experiment files and peeking at them must not load
+  # Keras, whose backend a training run chooses from them (bert_tf.training.backends).
+  from bert_tf.tasks import base as task_base  # pylint: disable=g-import-not-at-top
+  return task_base.task_configs()
+
+
 def experiment_from_dict(data: Optional[Mapping[str, Any]]) -> configs.ExperimentConfig:
   """An ExperimentConfig from a nested mapping, its task section read by its task."""
-  return configs.ExperimentConfig.from_dict(data, task_configs=task_base.task_configs())
+  return configs.ExperimentConfig.from_dict(data, task_configs=_task_configs())
 
 
 def experiment_from_yaml(*paths: str, overrides=None) -> configs.ExperimentConfig:
   """An ExperimentConfig from YAML files merged in order, then overrides (a mapping or
   dotted `a.b=value` strings); e.g. a model_dir's params.yaml."""
   return configs.ExperimentConfig.from_yaml(*paths, overrides=overrides,
-                                            task_configs=task_base.task_configs())
+                                            task_configs=_task_configs())
 
 
 def registered_experiments() -> List[str]:
@@ -78,9 +84,11 @@ def runtime_overrides(distribution_strategy: Optional[str] = None, tpu: Optional
                       mixed_precision_dtype: Optional[str] = None,
                       jit_compile: Optional[bool] = None,
                       init_checkpoint: Optional[str] = None,
-                      validate_inputs: Optional[bool] = None) -> Dict[str, object]:
+                      validate_inputs: Optional[bool] = None,
+                      backend: Optional[str] = None) -> Dict[str, object]:
   """Dotted overrides for the command-line shorthands that were given (not None)."""
   values = {
+      "runtime.backend": backend,
       "runtime.distribution_strategy": distribution_strategy,
       "runtime.tpu": tpu,
       "runtime.num_gpus": num_gpus,

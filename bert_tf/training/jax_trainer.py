@@ -1,0 +1,379 @@
+"""The training and evaluation loop on the JAX backend (KERAS_BACKEND=jax).
+
+The same experiments, tasks, tf.data inputs, reports and checkpoints as the
+TensorFlow trainer (bert_tf.training.trainer), with JAX doing the computation:
+  - the step is bert_tf.training.jax_step's: `model.stateless_call`, the task's loss,
+    `jax.value_and_grad` and the Keras optimizer's `stateless_apply` (AdamW, Lamb or
+    SGD with the project's schedule, weight-decay exclusions, global-norm clipping and
+    gradient accumulation: bert_tf.training.keras_optimizers), jit-compiled;
+  - data parallel over every device of every process (`keras.distribution.DataParallel`;
+    across hosts after `jax.distributed` is initialized, bert_tf.training.backends):
+    each process reads its 1/P share of the global batch from its own tf.data pipeline,
+    and the loss denominators (task.loss_normalizers) are sums over the global batch;
+  - checkpoints are portable (bert_tf.checkpoints.portable): the exporter, the
+    TensorFlow trainer's task.init_checkpoint and this trainer's resume read them.
+A killed run resumes at its last checkpoint with its weights, optimizer, step, random
+state and input position; on CPU the resumed run is bit-identical to an uninterrupted
+one (tests/test_jax_trainer.py).
+
+Evaluation runs on every process over the whole eval input, on its local devices, and
+the first process writes the summaries and predictions.
+"""
+
+import math
+import os
+import signal
+import threading
+import time
+from typing import Dict, Optional
+
+import jax
+import jax.numpy as jnp
+import keras
+import numpy as np
+import tensorflow as tf
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from bert_tf import configs
+from bert_tf.checkpoints import portable
+from bert_tf.tasks import base as task_base
+from bert_tf.training import jax_step
+from bert_tf.training import keras_optimizers
+from bert_tf.training import reports
+from bert_tf.training import trainer as tf_trainer
+from bert_tf.training.portable_saver import PortableSaver
+from bert_tf.training.summaries import SummaryWriter
+from bert_tf.utils import errors
+from bert_tf.utils import files
+from bert_tf.utils.progress import StepLogger
+
+
+def check_runtime(runtime: configs.RuntimeConfig) -> None:
+  """Raises ConfigError for runtime settings that are TensorFlow's alone."""
+  if runtime.distribution_strategy != "one_device":
+    raise configs.ConfigError(
+        f"runtime.distribution_strategy={runtime.distribution_strategy} is a tf.distribute "
+        "strategy; on JAX the trainer is data parallel over every device of every "
+        "process (keras.distribution.DataParallel): leave it one_device")
+  if runtime.fused_kernels:
+    raise configs.ConfigError("runtime.fused_kernels: the fused CPU kernels are "
+                              "TensorFlow's; on JAX leave it unset")
+
+
+def _host_batch(batch) -> Dict[str, np.ndarray]:
+  """A tf.data batch as NumPy arrays JAX takes: 64-bit values as 32-bit (JAX computes
+  in 32 bits), non-numeric features (strings) left out."""
+  out = {}
+  for key, value in batch.items():
+    array = value.numpy() if hasattr(value, "numpy") else np.asarray(value)
+    if array.dtype == np.int64:
+      array = array.astype(np.int32)
+    elif array.dtype == np.float64:
+      array = array.astype(np.float32)
+    elif array.dtype.kind not in "biuf":
+      continue
+    out[key] = array
+  return out
+
+
+class JaxTrainer:
+  """Trains and evaluates one experiment's task on the JAX backend.
+
+  Args:
+    experiment: the resolved ExperimentConfig.
+    model_dir: checkpoints, params.yaml and TensorBoard logs (train/, eval/).
+    task: defaults to the task experiment.task names.
+    log_fn: receives each console line.
+
+  Attributes: model, optimizer, step (int), state (jax_step.TrainState once
+  initialized; the model's variables hold it only after `sync_model`),
+  restored_from, initialized_from, preempted.
+  """
+
+  def __init__(self, experiment: configs.ExperimentConfig, model_dir: str,
+               task: Optional[task_base.Task] = None, log_fn=None):
+    check_runtime(experiment.runtime)
+    self.experiment = experiment
+    self.model_dir = model_dir
+    self._log = log_fn or print
+    self.num_devices = jax.device_count()
+    self.num_processes = jax.process_count()
+    self.process_index = jax.process_index()
+    self.is_chief = self.process_index == 0
+    self.accumulation_steps = experiment.trainer.gradient_accumulation_steps
+    self._check_batch_sizes()
+    if self.num_devices > 1 and keras.distribution.distribution() is None:
+      keras.distribution.set_distribution(
+          keras.distribution.DataParallel(devices=jax.devices()))
+    keras.utils.set_random_seed(experiment.runtime.seed)
+    self.task = task or task_base.get_task(experiment)
+    self.model = self.task.build_tuned_model()
+    self.optimizer = keras_optimizers.build_keras_optimizer(
+        experiment.optimizer, experiment.trainer.train_steps,
+        self.model.trainable_variables, self.accumulation_steps,
+        experiment.runtime.mixed_precision_dtype, experiment.runtime.loss_scale)
+    barrier = multihost_utils.sync_global_devices if self.num_processes > 1 else None
+    self.saver = PortableSaver(model_dir, experiment.trainer.max_to_keep,
+                               self.process_index, barrier)
+    self.step = 0
+    self.state = None
+    self.restored_from = None
+    self.initialized_from: Dict[str, str] = {}
+    self.preempted = False
+    self.restore_input_iterator = True
+    self._train_step = None
+    self._iterator = None
+    self._stop_signal = None
+
+  def _check_batch_sizes(self) -> None:
+    batch = self.experiment.train_data.global_batch_size
+    shards = self.num_devices * self.accumulation_steps
+    if batch % shards:
+      raise configs.ConfigError(
+          f"train_data.global_batch_size ({batch}) must be divisible by the number of "
+          f"devices ({self.num_devices}) times trainer.gradient_accumulation_steps "
+          f"({self.accumulation_steps})")
+
+  def _random_state(self):
+    return [v for v in self.model.variables if v.name == portable.SEED_STATE_NAME]
+
+  # ----- setup -----
+  def initialize(self) -> None:
+    """Resumes from model_dir's newest readable checkpoint, or warm-starts from
+    task.init_checkpoint when it holds none."""
+    if self.state is not None:
+      return
+    latest = self.saver.latest()
+    if latest:
+      portable.restore_items(latest, self.model.trained_items, tuple(self.model.trained_items))
+      self.step = portable.restore_trainer_state(latest, self.optimizer.variables,
+                                                 self._random_state())
+      self.restored_from = latest
+      self._log(f"Resumed from {latest} at step {self.step}")
+    else:
+      self.initialized_from = self.task.initialize(self.model)
+      for item, path in self.initialized_from.items():
+        self._log(f"Initialized {item} from {path}")
+    self.state = jax_step.state_from(self.model, self.optimizer)
+
+  def sync_model(self) -> None:
+    """Writes the trained state into the model's and optimizer's variables (before
+    reading them: saving, calling the model eagerly)."""
+    if self.state is not None:
+      jax_step.write_back(self.state, self.model, self.optimizer)
+
+  def _input_context(self) -> tf.distribute.InputContext:
+    return tf.distribute.InputContext(num_input_pipelines=self.num_processes,
+                                      input_pipeline_id=self.process_index,
+                                      num_replicas_in_sync=self.num_processes)
+
+  def _train_iterator(self):
+    if self._iterator is not None:
+      return self._iterator
+    dataset = self.task.build_inputs(self.experiment.train_data, self._input_context())
+    iterator = iter(dataset)
+    if self.step and not (self.restored_from and self.restore_input_iterator and
+                          self.saver.restore_iterator(self.restored_from, iterator)):
+      iterator = iter(dataset.skip(self.step))
+      self._log(f"No input iterator restored: skipped the {self.step} consumed batches")
+    self._iterator = iterator
+    return iterator
+
+  def _loss_fn(self, batch, outputs, normalizers):
+    """The task's losses and metric sums of one micro-batch, flat."""
+    values = dict(self.task.compute_loss(
+        batch, outputs, self.experiment.train_data.global_batch_size, **normalizers))
+    for name, (numerator, denominator) in self.task.train_metrics(batch, outputs).items():
+      values[f"{name}/numerator"] = numerator
+      values[f"{name}/denominator"] = denominator
+    return values
+
+  def _step_fn(self):
+    if self._train_step is None:
+      self._train_step = jax_step.make_train_step(
+          self.model, self.optimizer, self._loss_fn,
+          normalizers_fn=self.task.loss_normalizers, inputs_fn=self.task.model_inputs)
+    return self._train_step
+
+  # ----- training -----
+  def train(self, train_steps: Optional[int] = None, evaluate_every: bool = False
+            ) -> Dict[str, float]:
+    """Trains to `train_steps` (default trainer.train_steps) global steps, with the
+    TensorFlow trainer's checkpoint, summary, log and validation intervals; SIGTERM
+    saves a checkpoint at the end of the current loop and returns (self.preempted).
+
+    Returns:
+      the last report: averaged losses, metrics, learning_rate, gradient_norm,
+      sequences_per_second, plus eval/<metric> when evaluating.
+
+    Raises:
+      NonFiniteLossError: the loss became NaN or Inf (no checkpoint is written after).
+    """
+    config = self.experiment.trainer
+    total = config.train_steps if train_steps is None else train_steps
+    self.initialize()
+    self.task.check_inputs(self.experiment.train_data)
+    iterator = self._train_iterator()
+    step_fn = self._step_fn()
+    global_batch = self.experiment.train_data.global_batch_size
+    writer = SummaryWriter(self.model_dir, "train", enabled=self.is_chief)
+    progress = StepLogger(total, global_batch, start_step=self.step, log_fn=self._log)
+    intervals = [config.summary_interval, config.log_interval, config.checkpoint_interval]
+    if evaluate_every:
+      intervals.append(config.validation_interval)
+    self._log(f"Training {self.task.name} from step {self.step} to {total} on JAX "
+              f"({self.num_devices} device(s), {self.num_processes} process(es)), global "
+              f"batch {global_batch}")
+    summary_window, log_window = reports.Window(), reports.Window()
+    last_report: Dict[str, float] = {}
+    first_call = True
+    self.preempted = False
+    self._stop_signal = None
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+      previous = signal.signal(signal.SIGTERM,
+                               lambda signum, frame: setattr(self, "_stop_signal", signum))
+    try:
+      while self.step < total:
+        boundary = min([total] + [(self.step // i + 1) * i for i in intervals])
+        num_steps = min(config.steps_per_loop, boundary - self.step)
+        start = time.time()
+        totals = None
+        for _ in range(num_steps):
+          batch = jax_step.shard_batch(_host_batch(next(iterator)))
+          self.state, logs = step_fn(self.state, batch)
+          totals = logs if totals is None else jax.tree_util.tree_map(jnp.add, totals, logs)
+        totals = {key: float(value) for key, value in totals.items()}
+        seconds = None if first_call else time.time() - start
+        first_call = False
+        self.step += num_steps
+        if not math.isfinite(totals["loss"]):
+          raise tf_trainer.NonFiniteLossError(
+              f"The training loss became NaN or Inf within steps {self.step - num_steps + 1}"
+              f"..{self.step}; stopping. No checkpoint was written after them; the latest "
+              f"good checkpoint is {self.saver.latest()}")
+        summary_window.add(totals, num_steps, seconds)
+        log_window.add(totals, num_steps, seconds)
+        if self.step % config.summary_interval == 0 or self.step == total:
+          last_report = reports.report(summary_window, global_batch)
+          writer.write(last_report, self.step)
+          summary_window = reports.Window()
+        if self.step % config.log_interval == 0 or self.step == total:
+          report = reports.report(log_window, global_batch)
+          shown = {k: report[k] for k in ("loss", "masked_lm_accuracy") if k in report}
+          rate = (log_window.timed_steps / log_window.seconds) if log_window.seconds else None
+          progress.log(self.step, shown, steps_per_second=rate)
+          log_window = reports.Window()
+        if self.step % config.checkpoint_interval == 0 or self.step == total:
+          self._log(f"Saved checkpoint {self.save()}")
+        if evaluate_every and (self.step % config.validation_interval == 0 or
+                               self.step == total):
+          last_report.update({f"eval/{k}": v for k, v in self.evaluate().items()})
+        if self.step < total and self._stop_requested():
+          path = portable.path_for_step(self.model_dir, self.step)
+          if not os.path.exists(path):
+            path = self.save()
+          self.preempted = True
+          self._log(f"Received SIGTERM: saved checkpoint {path} at step {self.step}; "
+                    "stopping. Rerun the same command to resume.")
+          break
+    finally:
+      if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+      writer.close()
+    self.sync_model()
+    return last_report
+
+  def _stop_requested(self) -> bool:
+    """Whether any process received SIGTERM (all processes ask at the same steps)."""
+    local = np.asarray([self._stop_signal is not None], np.int32)
+    if self.num_processes == 1:
+      return bool(local[0])
+    return bool(np.any(multihost_utils.process_allgather(local)))
+
+  def save(self) -> str:
+    """Writes the checkpoint of the current step; returns its path."""
+    self.sync_model()
+    return self.saver.save(self.step, self.model.trained_items, self.optimizer.variables,
+                           self._random_state(), iterator=self._iterator,
+                           backend=keras.backend.backend())
+
+  # ----- evaluation -----
+  def _local_state(self, mesh: Mesh):
+    """The state's model values, replicated over this process's devices."""
+    replicated = NamedSharding(mesh, PartitionSpec())
+
+    def local(x):
+      if not x.is_fully_addressable:
+        x = x.addressable_shards[0].data
+      return jax.device_put(x, replicated)
+
+    return jax_step.TrainState(tuple(map(local, self.state.trainable)),
+                               tuple(map(local, self.state.non_trainable)), ())
+
+  def evaluate(self, steps: Optional[int] = None) -> Dict[str, float]:
+    """Evaluates on eval_data; returns task.reduce_eval's metrics and writes them to
+    TensorBoard under model_dir/eval (and the task's predictions).
+
+    Args:
+      steps: batches to evaluate (default trainer.validation_steps; 0: all).
+    """
+    self.initialize()
+    steps = self.experiment.trainer.validation_steps if steps is None else steps
+    self.task.check_inputs(self.experiment.eval_data)
+    devices = jax.local_devices()
+    mesh = Mesh(np.array(devices), ("batch",))
+    state = self._local_state(mesh)
+    eval_step = jax_step.make_eval_step(self.model, self.task.eval_outputs,
+                                        self.task.model_inputs)
+    gathered: Dict[str, list] = {}
+    dataset = self.task.build_inputs(self.experiment.eval_data)
+    for i, batch in enumerate(dataset):
+      if steps and i >= steps:
+        break
+      batch = _host_batch(batch)
+      rows = len(next(iter(batch.values())))
+      # Every device takes the same number of rows: the last batch is padded.
+      padded = -rows % len(devices)
+      sharding = NamedSharding(mesh, PartitionSpec("batch"))
+      batch = {k: jax.device_put(np.concatenate([v, np.repeat(v[:1], padded, axis=0)])
+                                 if padded else v, sharding) for k, v in batch.items()}
+      for key, value in eval_step(state, batch).items():
+        gathered.setdefault(key, []).append(np.asarray(value)[:rows])
+    if not gathered:
+      raise errors.InputError("The evaluation input (eval_data) yielded no batch")
+    values = {k: np.concatenate(v) for k, v in gathered.items()}
+    metrics = self.task.reduce_eval(values)
+    writer = SummaryWriter(self.model_dir, "eval", enabled=self.is_chief)
+    writer.write(metrics, self.step)
+    writer.close()
+    self._log(f"Evaluation at step {self.step}: "
+              + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+    if self.is_chief:
+      written = self.task.write_predictions(
+          values, os.path.join(self.model_dir, tf_trainer.PREDICTIONS_DIR,
+                               f"step_{self.step}"))
+      if written:
+        self._log(f"Wrote predictions {written}")
+    return metrics
+
+
+def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: str = "train",
+                   log_fn=None, replace_params: bool = False) -> Dict[str, float]:
+  """bert_tf.training.trainer.run_experiment on the JAX backend: restores model_dir's
+  checkpoint, saves params.yaml there (first process) and runs `mode`."""
+  if mode not in ("train", "eval", "train_and_eval"):
+    raise ValueError(f"mode must be train, eval or train_and_eval, got '{mode}'")
+  differing = tf_trainer.check_params_match(experiment, model_dir, replace=replace_params)
+  trainer = JaxTrainer(experiment, model_dir, log_fn=log_fn)
+  trainer.restore_input_iterator = not any(k.startswith("train_data.") for k in differing)
+  if mode == "eval" and trainer.saver.latest() is None:
+    raise errors.MissingInputError(f"--mode=eval needs a checkpoint in {model_dir}")
+  trainer.initialize()
+  if trainer.is_chief:
+    files.make_dirs(model_dir)
+    experiment.save(os.path.join(model_dir, tf_trainer.PARAMS_FILE))
+  if mode == "eval":
+    return trainer.evaluate()
+  return trainer.train(evaluate_every=(mode == "train_and_eval"))
