@@ -1,5 +1,5 @@
 """The experiment's optimizer as a Keras optimizer, for the trainers of backends other
-than TensorFlow (bert_tf.training.jax_trainer).
+than TensorFlow (bert_tf.training.jax_trainer). Imports no TensorFlow.
 
 Keras's AdamW, Lamb and SGD with the project's schedule (bert_tf.training.schedules,
 indexed by optimizer updates), weight-decay exclusions and global-norm clipping, and
@@ -22,8 +22,13 @@ from typing import Sequence
 import keras
 
 from bert_tf import configs
-from bert_tf.training.optimizers import uses_weight_decay
 from bert_tf.training.schedules import WarmupPolynomialDecay
+
+
+def uses_weight_decay(path: str, exclude_from_weight_decay: Sequence[str]) -> bool:
+  """True unless one of the exclusion substrings occurs in the variable path (for
+  this module's optimizers and the TensorFlow trainer's, bert_tf.training.optimizers)."""
+  return not any(pattern in path for pattern in exclude_from_weight_decay)
 
 
 class _PerUpdate(keras.optimizers.schedules.LearningRateSchedule):

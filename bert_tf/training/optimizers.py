@@ -24,6 +24,7 @@ from typing import Callable, Dict, Iterable, List, Sequence
 import tensorflow as tf
 
 from bert_tf import configs
+from bert_tf.training.keras_optimizers import uses_weight_decay
 from bert_tf.training.schedules import WarmupPolynomialDecay
 
 ALGORITHMS = ("adamw", "lamb", "sgd")
@@ -35,11 +36,6 @@ def variable_path(variable) -> str:
   if path:
     return path
   return variable.name.split(":")[0]
-
-
-def uses_weight_decay(path: str, exclude_from_weight_decay: Sequence[str]) -> bool:
-  """True unless one of the exclusion substrings occurs in the variable path."""
-  return not any(pattern in path for pattern in exclude_from_weight_decay)
 
 
 def _tf_variable(variable):
