@@ -56,6 +56,7 @@ EXTRAS_REQUIRE = {
         "scikit-learn>=1.3",
         "scipy>=1.11",
         "seqeval>=1.2",
+        "transformers>=5.0",  # Hugging Face's BERT, timed beside ours by bench/gpu_pretraining.py
     ],
 }
 

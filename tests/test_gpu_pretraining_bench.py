@@ -1,0 +1,85 @@
+"""bench/gpu_pretraining.py at tiny size on the CPU: both sides train and are timed, the
+run's JSON lines carry positive sequences/s and a finite MFU for each, every figure is
+printed with the command that reproduces it, and no process of the run tries to import
+TensorFlow (the GPU machines it is written for have none)."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import gpu_pretraining  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+from bert_tf import configs  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+# Imported at Python start-up by every process of the run (PYTHONPATH): every import of
+# TensorFlow fails, as on a machine without it, and its stack is written down. Probes
+# through importlib.util.find_spec load nothing and are let through (torch._dynamo asks
+# where TensorFlow is installed, to leave its files alone when tracing).
+_NO_TENSORFLOW = textwrap.dedent("""\
+    import os, sys, traceback
+    class _NoTensorFlow:
+      def find_spec(self, name, path=None, target=None):
+        if name != "tensorflow" and not name.startswith("tensorflow."):
+          return None
+        stack = traceback.extract_stack()
+        if len(stack) >= 3 and stack[-3].name == "find_spec":
+          return None
+        with open(os.environ["TF_IMPORT_LOG"], "a") as log:
+          log.write("".join(traceback.format_list(stack)) + "\\n")
+        raise ModuleNotFoundError("No module named 'tensorflow' (blocked)", name=name)
+    sys.meta_path.insert(0, _NoTensorFlow())
+    """)
+
+
+
+
+def test_model_flops_of_bert_base_at_seq_128_follow_the_formula():
+  # 3 x [L T (8H^2 + 4HI) + 4 L T^2 H + P (2H^2 + 2HV) + 2H^2], worked by hand for
+  # L 12, H 768, I 3072, V 30522, T 128, P 20: 3 x 23,309,660,160.
+  flops = gpu_pretraining.model_flops_per_sequence(configs.EncoderConfig.from_size("base"),
+                                                   128, 20)
+  assert flops == 69_928_980_480
+
+
+def test_tiny_run_on_cpu_times_both_sides_without_tensorflow(tmp_path):
+  (tmp_path / "sitecustomize.py").write_text(_NO_TENSORFLOW)
+  import_log = tmp_path / "tensorflow_imports.txt"
+  output = tmp_path / "run.jsonl"
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]),
+             TF_IMPORT_LOG=str(import_log), KERAS_BACKEND="jax")
+  done = subprocess.run(
+      [sys.executable, os.path.join(ROOT, "bench", "gpu_pretraining.py"), "--sizes=tiny",
+       "--seqs=128", "--batch_sizes=128:4", "--sides=ours,hf_eager", "--steps=2",
+       "--warmup_steps=1", "--precision=float32", "--device=cpu",
+       "--matmul_shapes=256x256x256", "--timeout_s=240", f"--output={output}",
+       f"--worker_logs={tmp_path / 'logs'}"],
+      cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert not import_log.exists(), import_log.read_text()[-3000:]
+
+  records = [json.loads(line) for line in output.read_text().splitlines()]
+  matmul = [r for r in records if r["record"] == "matmul"]
+  assert [r["side"] for r in matmul] == ["matmul_jax", "matmul_torch"]
+  assert all(r["status"] == "ok" and r["flops_per_second"] > 0 for r in matmul)
+  steps = {r["side"]: r for r in records if r["record"] == "step"}
+  assert sorted(steps) == ["hf_eager", "ours"]
+  flops = gpu_pretraining.model_flops_per_sequence(configs.EncoderConfig.from_size("tiny"),
+                                                   128, 20)
+  for side, r in steps.items():
+    assert r["status"] == "ok", (side, r.get("error"))
+    assert (r["seq_length"], r["batch_size"], r["predictions"]) == (128, 4, 20)
+    assert len(r["step_seconds"]) == 2
+    assert r["sequences_per_second"] > 0
+    assert math.isfinite(r["mfu"]) and r["mfu"] > 0
+    assert r["model_flops_per_sequence"] == flops
+    assert math.isfinite(r["loss_first"]) and math.isfinite(r["loss_last"])
+    assert r["tensorflow_loaded"] is False
+    assert r["command"] in done.stdout
+  # The same model on both sides: equal parameter counts.
+  assert steps["ours"]["params"] == steps["hf_eager"]["params"]
