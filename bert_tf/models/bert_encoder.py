@@ -101,6 +101,9 @@ class BertEncoder(keras.Model):
         constants.ENCODER_OUTPUTS: layer_outputs,
     }
     super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+    # A functional model drops `dtype`; the heads built on this encoder take its policy.
+    if dtype is not None:
+      self.dtype_policy = dtype
 
     # === Config ===
     self.vocab_size = vocab_size
