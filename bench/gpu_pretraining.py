@@ -48,6 +48,7 @@ import datetime
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -55,7 +56,9 @@ import time
 from absl import app
 from absl import flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# bench/ and the repository root: the GPU machines run it from a checkout, uninstalled.
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)),
+                os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
 
 import common  # pylint: disable=g-import-not-at-top,wrong-import-position
 import stats  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -132,9 +135,11 @@ def seq_pairs(entries) -> list:
 
 
 def plan() -> list:
-  """The configurations of the run, in order: (size, seq, batch, predictions, side),
-  sequence length outermost, so a run cut short by its budget has the short sequences
-  of every size."""
+  """The configurations of the run, in order: (size, seq, batch, predictions, side).
+
+  Sequence length outermost, then side (in --sides order), then size and batch: a run
+  cut short by --time_budget_s loses the last sides of the longest sequences first
+  (torch.compile, by default, whose compilation takes longest)."""
   batches = seq_pairs(FLAGS.batch_sizes)
   predictions = dict(seq_pairs(FLAGS.predictions))
   unknown = set(FLAGS.sides) - set(SYSTEMS)
@@ -142,12 +147,12 @@ def plan() -> list:
     raise app.UsageError(f"--sides: unknown {sorted(unknown)}; known: {list(SYSTEMS)}")
   configurations = []
   for seq in (int(s) for s in FLAGS.seqs):
-    sizes_batches = [b for s, b in batches if s == seq]
-    if not sizes_batches:
+    seq_batches = [b for s, b in batches if s == seq]
+    if not seq_batches:
       raise app.UsageError(f"--batch_sizes has no batch for seq {seq}")
-    for size in FLAGS.sizes:
-      for batch in sizes_batches:
-        for side in FLAGS.sides:
+    for side in FLAGS.sides:
+      for size in FLAGS.sizes:
+        for batch in seq_batches:
           configurations.append((size, seq, batch,
                                  predictions.get(seq, round(0.15 * seq)), side))
   return configurations
@@ -201,17 +206,22 @@ class Run:
             *args]
     start = time.monotonic()
     with open(log_path, "w") as log:
+      # A session of its own, so that a timeout also ends the processes the worker
+      # started (torch.compile's compile workers) and nothing keeps the device busy.
+      process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True,
+                                 cwd=common.REPO_ROOT, start_new_session=True)
       try:
-        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=log, text=True,
-                              cwd=common.REPO_ROOT, timeout=timeout, check=False)
+        stdout, _ = process.communicate(timeout=timeout)
       except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
         return {"status": "timeout", "error": f"no result after {timeout} s; see {log_path}",
                 "process_s": time.monotonic() - start}
-    lines = [l for l in done.stdout.splitlines() if l.startswith("RESULT ")]
-    if done.returncode or not lines:
+    lines = [l for l in stdout.splitlines() if l.startswith("RESULT ")]
+    if process.returncode or not lines:
       with open(log_path) as log:
         tail = log.read().strip().splitlines()[-3:]
-      return {"status": "failed", "error": f"exit {done.returncode}: " + " | ".join(tail),
+      return {"status": "failed", "error": f"exit {process.returncode}: " + " | ".join(tail),
               "process_s": time.monotonic() - start}
     return {"status": "ok", **json.loads(lines[-1][len("RESULT "):]),
             "process_s": time.monotonic() - start}

@@ -51,8 +51,10 @@ def test_tiny_run_on_cpu_times_both_sides_without_tensorflow(tmp_path):
   (tmp_path / "sitecustomize.py").write_text(_NO_TENSORFLOW)
   import_log = tmp_path / "tensorflow_imports.txt"
   output = tmp_path / "run.jsonl"
+  # One OpenMP thread for torch: its threads spin while they wait, and on a busy
+  # 2-core machine two of them made a tiny step ten times slower than one.
   env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]),
-             TF_IMPORT_LOG=str(import_log), KERAS_BACKEND="jax")
+             TF_IMPORT_LOG=str(import_log), KERAS_BACKEND="jax", OMP_NUM_THREADS="1")
   done = subprocess.run(
       [sys.executable, os.path.join(ROOT, "bench", "gpu_pretraining.py"), "--sizes=tiny",
        "--seqs=128", "--batch_sizes=128:4", "--sides=ours,hf_eager", "--steps=2",
