@@ -163,11 +163,12 @@ def common_arguments() -> list:
   return ["--precision", FLAGS.precision, "--device", FLAGS.device]
 
 
-def reproduce_command(size: str, seq: int, batch: int, side: str) -> str:
+def reproduce_command(size: str, seq: int, batch: int, predictions: int,
+                      side: str) -> str:
   """The command that measures one configuration again, with the matmul rate its MFU
   divides by."""
   args = [f"--sizes={size}", f"--seqs={seq}", f"--batch_sizes={seq}:{batch}",
-          f"--predictions={','.join(FLAGS.predictions)}", f"--sides={side}",
+          f"--predictions={seq}:{predictions}", f"--sides={side}",
           f"--steps={FLAGS.steps}", f"--warmup_steps={FLAGS.warmup_steps}",
           f"--precision={FLAGS.precision}", f"--device={FLAGS.device}",
           f"--matmul={','.join(FLAGS.matmul)}", f"--matmul_shapes={FLAGS.matmul_shapes}"]
@@ -285,7 +286,7 @@ def measure() -> None:
     entry = {"record": "step", "side": side, "system": SYSTEMS[side], "size": size,
              "seq_length": seq, "batch_size": batch, "predictions": predictions,
              "precision": FLAGS.precision, "matmul_flops_per_second": matmul_rate,
-             "command": reproduce_command(size, seq, batch, side), **result}
+             "command": reproduce_command(size, seq, batch, predictions, side), **result}
     if result["status"] == "ok":
       flops = model_flops_per_sequence(configs.EncoderConfig.from_size(size), seq,
                                        predictions)
@@ -332,12 +333,14 @@ def report(records: list) -> str:
           f"{r['first_step_s']:.1f}", f"{memory:,.0f}" if memory else "n/a",
           f"{base / r['sequences_per_second']:.2f}x" if base and r["side"] != "ours"
           else ""])
-    commands.append(f"- {r['size']} {shape}, {r['system']}: `{r['command']}`")
+    failure = "" if r["status"] == "ok" else f" ({r['status']}: {r['error']})"
+    commands.append(f"- {r['size']} {shape}, {r['system']}: `{r['command']}`{failure}")
   devices = sorted({r["device"] for r in steps + matmul if r.get("device")})
   rate = run.get("matmul_flops_per_second", float("nan"))
+  head = ("at the masked positions only" if run["hf_mlm"] == "gathered"
+          else "at every position")
   notes = [f"Run of {run['date']}: `{run['command']}`; device {', '.join(devices)}; "
-           f"{run['precision']}; Hugging Face's masked-LM head "
-           f"{'at the masked positions only' if run['hf_mlm'] == 'gathered' else 'at every position'}."]
+           f"{run['precision']}; Hugging Face's masked-LM head {head}."]
   notes.append("MFU denominator: " + ", ".join(
       f"{r['framework']} {r['flops_per_second'] / 1e12:.2f} TFLOP/s" for r in matmul) +
       f" (dense {run['precision']} matmul, best median over shapes; used: "
