@@ -80,3 +80,32 @@ def test_positions_are_gathered_as_rows_without_a_batch_by_positions_by_width_in
   gather = next(op for op in ops if op.type == "GatherV2")
   assert gather.inputs[0].shape.as_list() == [batch * length, width]
   assert gather.inputs[1].shape.as_list() == [batch, count]
+
+
+def _two_cpus():
+  if len(tf.config.list_logical_devices("CPU")) < 2:
+    pytest.skip("needs two logical CPU devices (tests/conftest.py)")
+
+
+def test_the_optimizer_update_is_one_compiled_launch_per_replica_without_a_conditional(
+    tmp_path):
+  _two_cpus()
+  trainer = Trainer(trainer_helpers.tiny_experiment(strategy="mirrored"), str(tmp_path),
+                    log_fn=lambda _: None)
+  trainer.initialize()
+  graph_def = trainer.train_loop_concrete_function().graph.as_graph_def()
+  functions = {f.signature.name: f for f in graph_def.library.function}
+  nodes = _graph_nodes(graph_def)
+  # Compiled launches that write variables: the optimizer's updates.
+  updates = [node for node in nodes
+             if node.op in ("PartitionedCall", "StatefulPartitionedCall")
+             and node.attr["_XlaMustCompile"].b
+             and any(n.op == "AssignVariableOp"
+                     for n in functions[node.attr["f"].func.name].node_def)]
+  assert len(updates) == trainer.strategy.num_replicas_in_sync == 2
+  # Each writes every trainable variable and its two Adam slots.
+  written = [sum(n.op == "AssignVariableOp"
+                 for n in functions[node.attr["f"].func.name].node_def) for node in updates]
+  assert written == [3 * len(trainer.model.trainable_variables)] * 2
+  # A skipped step is a select inside those loops, not a conditional.
+  assert not [node.name for node in nodes if node.op in ("If", "StatelessIf")]

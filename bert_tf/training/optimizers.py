@@ -12,14 +12,17 @@ Which variables are decayed is decided by the variable's path (`embeddings/layer
 gamma`, `transformer_layer_0/attention/query/bias`), not its short name, so that
 "layer_norm" in the exclusion list excludes every LayerNorm's gamma and beta.
 
-Each variable's whole update (gradient scaling, moments, bias correction, decay, the
-writes, in place) is one XLA-compiled function by default, not run on a skipped
-(non-finite) step: unfused,
+The whole update of every variable (gradient scaling, moments, bias correction, decay,
+the writes, in place) is one XLA-compiled function per replica and step: unfused,
 TensorFlow runs about fifteen element-wise kernels per variable, each a full pass over
-memory, which on a CPU costs as much as a sizeable part of the forward pass.
+memory, which on a CPU costs as much as a sizeable part of the forward pass; and one
+launch per variable, each behind its own `tf.cond`, is some two hundred launches and
+conditionals per replica and step at BERT-base, each conditional a device-to-host read
+of its predicate on a GPU. A skipped (non-finite) step writes the old values back,
+selected inside the same loops, so that nothing leaves the device.
 """
 
-from typing import Callable, Dict, Iterable, List, Sequence
+from typing import Callable, Dict, Iterable, List, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -115,7 +118,8 @@ class Optimizer(tf.Module):
     """Updates `variables` from `grads`.
 
     Call inside `strategy.run` (replica context) with gradients that are already
-    summed across replicas, or outside any strategy.
+    summed across replicas, or outside any strategy. Each replica updates its own copy
+    of every variable and slot with the same values, without a merge_call.
 
     Args:
       grads: float32 tensors, one per variable, equal on every replica.
@@ -135,51 +139,50 @@ class Optimizer(tf.Module):
     should_apply = tf.convert_to_tensor(should_apply, tf.bool)
     scale = tf.constant(1.0) if gradient_scale is None else tf.cast(gradient_scale,
                                                                       tf.float32)
-    context = tf.distribute.get_replica_context()
-    context.merge_call(self._apply_cross_replica,
-                       args=(list(grads), lr, t, should_apply, scale),
-                       kwargs={"variables": list(variables)})
-
-  def _apply_cross_replica(self, strategy, grads, lr, t, should_apply, scale, variables):
-    for grad, variable in zip(grads, variables):
+    # Resource handles, not variables: in replica context a distributed variable's
+    # handle is this replica's copy, and a compiled function handed the variables
+    # themselves gave same-shaped variables wrong updates under MirroredStrategy
+    # (tests/test_optimizers.py).
+    handles, dtypes, decays = [], [], []
+    for variable in variables:
       slots = self.slots[variable_path(variable)]
-      slot_list = [slots[name] for name in self.slot_names]
-      strategy.extended.update(
-          _tf_variable(variable), self._update_fn(self.decays(variable)),
-          args=(grad, lr, t, should_apply, scale, *slot_list), group=False)
+      for owned in (_tf_variable(variable), *(slots[name] for name in self.slot_names)):
+        handles.append(owned.handle)
+        dtypes.append(owned.dtype)
+      decays.append(self.decays(variable))
+    update = self._update_fn(tuple(dtypes), tuple(decays))
+    update(handles, [tf.convert_to_tensor(g) for g in grads], lr, t, should_apply, scale)
 
-  def _update_fn(self, decay: bool):
-    """The update of one variable, with or without weight decay.
+  def _update_fn(self, dtypes: Tuple[tf.DType, ...], decays: Tuple[bool, ...]):
+    """The update of every variable: one (XLA-compiled) function that reads each
+    variable and its slots and writes their new values back in place, or, where
+    `should_apply` is False, their old ones (selected in the same loop, which costs
+    no pass of its own). In place matters on a CPU, where the update is a pass over
+    memory: a function returning new values that `assign` then installs writes fresh
+    buffers for every variable and slot.
 
-    One (XLA-compiled) function reads the variable and its slots and writes their new
-    values back in place; where `should_apply` is False the function does not run at
-    all (a `tf.cond` around it). Both matter on a CPU, where the update is a pass over
-    memory: a function returning new values that `assign` then installs writes three
-    fresh buffers per variable, and a skip as a `tf.where(should_apply, new, old)`
-    inside the function still computes and writes every value.
+    Args:
+      dtypes: the dtype of each handle (variable, then its slots, per variable).
+      decays: per variable, whether it gets weight decay.
     """
-    if decay not in self._update_fns:
-      def write_new_values(handles, dtypes, grad, lr, t, scale):
-        values = [tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype)
-                  for handle, dtype in zip(handles, dtypes)]
-        new = self._new_values(values[0], grad, lr, t, scale, *values[1:], decay=decay)
-        for handle, value in zip(handles, new):
-          tf.raw_ops.AssignVariableOp(resource=handle, value=value)
+    key = (dtypes, decays)
+    if key not in self._update_fns:
+      per_variable = 1 + len(self.slot_names)
+
+      def write_new_values(handles, grads, lr, t, should_apply, scale):
+        for i, (grad, decay) in enumerate(zip(grads, decays)):
+          owned = handles[i * per_variable:(i + 1) * per_variable]
+          values = [tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype) for handle, dtype
+                    in zip(owned, dtypes[i * per_variable:(i + 1) * per_variable])]
+          new = self._new_values(values[0], grad, lr, t, scale, *values[1:], decay=decay)
+          for handle, old, value in zip(owned, values, new):
+            tf.raw_ops.AssignVariableOp(resource=handle,
+                                        value=tf.where(should_apply, value, old))
 
       if self.jit_compile:
         write_new_values = tf.function(write_new_values, jit_compile=True)
-
-      def update(var, grad, lr, t, should_apply, scale, *slots):
-        # Resource handles, not variables: a compiled function handed the variables
-        # themselves gave same-shaped variables wrong updates under MirroredStrategy
-        # (tests/test_optimizers.py).
-        handles = [variable.handle for variable in (var, *slots)]
-        dtypes = tuple(variable.dtype for variable in (var, *slots))
-        tf.cond(should_apply, lambda: write_new_values(handles, dtypes, grad, lr, t, scale),
-                lambda: None)
-
-      self._update_fns[decay] = update
-    return self._update_fns[decay]
+      self._update_fns[key] = write_new_values
+    return self._update_fns[key]
 
   def _new_values(self, var, grad, lr, t, scale, *slots, decay: bool):
     """(new var, *new slots) as tensors, from the current values."""
@@ -205,14 +208,17 @@ class Optimizer(tf.Module):
     return (var - lr * update, *new_slots)
 
 
-def build_optimizer(config: configs.OptimizerConfig, train_steps: int) -> Optimizer:
+def build_optimizer(config: configs.OptimizerConfig, train_steps: int,
+                    jit_compile: bool = True) -> Optimizer:
   """The optimizer and schedule an OptimizerConfig describes.
 
   decay_steps 0 means train_steps: the rate reaches end_learning_rate at the last step.
+  jit_compile: XLA-compile the update (False on a TPU, which compiles the whole step).
   """
   decay_steps = config.decay_steps or train_steps
   schedule = WarmupPolynomialDecay(config.learning_rate, config.warmup_steps, decay_steps,
                                    config.end_learning_rate, config.power)
   return Optimizer(config.type, schedule, weight_decay_rate=config.weight_decay_rate,
                    exclude_from_weight_decay=config.exclude_from_weight_decay,
-                   beta_1=config.beta_1, beta_2=config.beta_2, epsilon=config.epsilon)
+                   beta_1=config.beta_1, beta_2=config.beta_2, epsilon=config.epsilon,
+                   jit_compile=jit_compile)

@@ -130,7 +130,8 @@ class Trainer:
     keras.utils.set_random_seed(experiment.runtime.seed)
     with self.strategy.scope():
       self.model = self.task.build_tuned_model()
-      self.optimizer = build_optimizer(experiment.optimizer, trainer_config.train_steps)
+      self.optimizer = build_optimizer(experiment.optimizer, trainer_config.train_steps,
+                                       jit_compile=not self._is_tpu)
       self.optimizer.build(self.model.trainable_variables)
       self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step",
                               aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
