@@ -44,6 +44,8 @@ flags.DEFINE_integer("steps_per_round", 0, "Timed steps per system per round "
 flags.DEFINE_integer("steps_per_loop", 1, "Steps per call of our trainer's loop.")
 flags.DEFINE_bool("jit_compile", False, "XLA-compile our forward/backward "
                   "(runtime.jit_compile).")
+flags.DEFINE_string("mixed_precision", "float32", "runtime.mixed_precision_dtype of ours "
+                    "and --baseline's (the peers run float32).")
 flags.DEFINE_list("variants", [], "Our step with one lever switched, each as one more "
                   "system: any of the names of VARIANTS in this file.")
 flags.DEFINE_bool("peer_onednn", True, "Run the TensorFlow peers with oneDNN on "
@@ -156,7 +158,8 @@ def run_config(name, peers):
            "--predictions", str(predictions)]
   ours = [sys.executable, "bench/ours_pretraining_worker.py", *shape,
           "--steps_per_loop", str(FLAGS.steps_per_loop),
-          "--jit_compile", str(int(FLAGS.jit_compile))]
+          "--jit_compile", str(int(FLAGS.jit_compile)),
+          "--mixed_precision", FLAGS.mixed_precision]
   specs = [("ours", ours, worker_env())]
   for variant in FLAGS.variants:
     _, extra, env = VARIANTS[variant]
@@ -166,7 +169,8 @@ def run_config(name, peers):
     specs.append(("baseline", [sys.executable,
                                os.path.join(baseline, "bench", "ours_pretraining_worker.py"),
                                *shape, "--steps_per_loop", str(FLAGS.steps_per_loop),
-                               "--jit_compile", str(int(FLAGS.jit_compile))],
+                               "--jit_compile", str(int(FLAGS.jit_compile)),
+                               "--mixed_precision", FLAGS.mixed_precision],
                   {**worker_env(), "PYTHONPATH": os.pathsep.join(
                       [os.path.join(baseline, "bench", "peers"), baseline])}))
   peer_threads = ["--intra_op_threads", str(FLAGS.peer_intra_op_threads),
