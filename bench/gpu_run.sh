@@ -10,21 +10,22 @@
 # Writes four files to $OUT (the device machines return at most eight): machine.txt
 # (GPU, driver, versions), gpu_pretraining.jsonl (the run's records), gpu_pretraining.txt
 # (its printed progress, table and commands) and worker_logs.txt (the end of every
-# worker's stderr). The whole run stays within $BUDGET seconds (default 500) plus a
-# minute: the configurations that do not fit are recorded as skipped.
+# worker's stderr). The whole run stays within $BUDGET seconds (default 480) plus a
+# minute: the configurations that do not fit are recorded as skipped. 480 s leaves a
+# few of a 15-minute device lease for the machine's start and the transfers.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/bert_tf_gpu}
 WHEELS=${WHEELS:-.whl}
-BUDGET=${BUDGET:-500}
+BUDGET=${BUDGET:-480}
 PYTHON=${PYTHON:-python3}
 LOGS=$(mktemp -d)
 mkdir -p "$OUT"
+# The frameworks' versions are in every worker's record; here the GPU, and whether
+# TensorFlow is absent as expected.
 {
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
-  "$PYTHON" -c "import sys, jax, torch, transformers; print('python', sys.version.split()[0],
-      'jax', jax.__version__, jax.devices(), 'torch', torch.__version__,
-      'transformers', transformers.__version__)"
+  "$PYTHON" --version
   "$PYTHON" -c "import tensorflow" 2>&1 | tail -1
 } >"$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
