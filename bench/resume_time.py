@@ -35,6 +35,7 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 from bert_tf import constants  # pylint: disable=g-import-not-at-top
 from bert_tf.data import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top
+from bert_tf.data import pretraining_format  # pylint: disable=g-import-not-at-top
 from bert_tf.tasks import base as task_base  # pylint: disable=g-import-not-at-top
 from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
 from bert_tf.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
@@ -56,8 +57,8 @@ def write_data(directory: str) -> str:
       for _ in range(rng.randint(4, 20)):
         f.write(" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 25))) + ".\n")
       f.write("\n")
-  settings = cpd.PretrainingDataSettings(max_seq_length=SEQ,
-                                         max_predictions_per_seq=PREDICTIONS, dupe_factor=3)
+  settings = pretraining_format.PretrainingDataSettings(
+      max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS, dupe_factor=3)
   output = os.path.join(directory, "train.tfrecord")
   summary = cpd.create_pretraining_data(corpus, vocab, output, settings, num_shards=4,
                                         progress=False)

@@ -6,7 +6,8 @@ import random
 import numpy as np
 
 from bert_tf import constants
-from bert_tf.data import create_pretraining_data as cpd
+from bert_tf.data import pretraining_chunks
+from bert_tf.data import pretraining_format
 from bert_tf.data import pretraining_instances as pi
 
 # Whole words, plus stems that only appear with "##" continuations.
@@ -73,18 +74,18 @@ def special_ids() -> pi.SpecialIds:
 
 
 def write_record_file(path: str, num_documents: int = 40, seed: int = 0,
-                      settings: cpd.PretrainingDataSettings = None, gzip: bool = False):
+                      settings: pretraining_format.PretrainingDataSettings = None,
+                      gzip: bool = False):
   """Writes a TFRecord file of examples made from random id documents; returns the count."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  settings = settings or cpd.PretrainingDataSettings(max_seq_length=32,
-                                                     max_predictions_per_seq=5,
-                                                     dupe_factor=1)
+  settings = settings or pretraining_format.PretrainingDataSettings(
+      max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1)
   tokens, sentence_offsets, document_offsets = random_id_documents(num_documents, seed)
-  rng, np_rng = cpd.chunk_rngs(settings.random_seed + seed, 0)
+  rng, np_rng = pretraining_chunks.chunk_rngs(settings.random_seed + seed, 0)
   options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip else "")
   count = 0
   with tf.io.TFRecordWriter(path, options) as writer:
-    for records in cpd.create_examples_from_documents(
+    for records in pretraining_chunks.create_examples_from_documents(
         tokens, sentence_offsets, document_offsets, settings, special_ids(), rng, np_rng):
       for r in records:
         writer.write(r)

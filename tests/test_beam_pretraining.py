@@ -19,10 +19,13 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-posi
 import pretraining_fixtures as fx  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.data import beam_pretraining  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.data import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.data import pretraining_chunks  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.data import pretraining_format  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.data import pretraining_instances as pi  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.data import pretraining_plan  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-SETTINGS = cpd.PretrainingDataSettings(max_seq_length=128, max_predictions_per_seq=20,
-                                       dupe_factor=2)
+SETTINGS = pretraining_format.PretrainingDataSettings(max_seq_length=128,
+                                                      max_predictions_per_seq=20, dupe_factor=2)
 CHUNK_MB = 0.02
 IN_MEMORY = ["--direct_running_mode=in_memory"]
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -141,7 +144,7 @@ def test_slots_inside_a_long_document_are_empty_on_the_workers_too(corpus, tmp_p
           + "\n" + fx.random_text(30, seed=5))
   long_doc = {**corpus, "text": fx.write_text(tmp_path, text, name="long.txt")}
   beam_run = _run_beam(long_doc, str(tmp_path / "beam" / "p"), IN_MEMORY)
-  slots = cpd.num_slots(len(text.encode()), beam_run["chunk_bytes"])
+  slots = pretraining_plan.num_slots(len(text.encode()), beam_run["chunk_bytes"])
   local_run = _local(long_doc, str(tmp_path / "local" / "p"), 3)
   assert beam_run["chunks"] == local_run["chunks"] < slots
   assert _contents(beam_run["output_files"]) == _contents(local_run["output_files"])
@@ -149,30 +152,30 @@ def test_slots_inside_a_long_document_are_empty_on_the_workers_too(corpus, tmp_p
 
 def test_bad_input_gives_the_local_tools_errors_before_the_pipeline(corpus, tmp_path):
   out = str(tmp_path / "o")
-  with pytest.raises(cpd.PretrainingDataError, match="nothing_here"):
+  with pytest.raises(pretraining_format.PretrainingDataError, match="nothing_here"):
     _run_beam({**corpus, "text": str(tmp_path / "nothing_here*.txt")}, out, IN_MEMORY)
-  with pytest.raises(cpd.PretrainingDataError, match="no_vocab.txt"):
+  with pytest.raises(pretraining_format.PretrainingDataError, match="no_vocab.txt"):
     _run_beam({**corpus, "vocab": str(tmp_path / "no_vocab.txt")}, out, IN_MEMORY)
   empty = fx.write_text(tmp_path, "\n\n  \n", name="blank.txt")
-  with pytest.raises(cpd.PretrainingDataError, match="No documents.*blank.txt"):
+  with pytest.raises(pretraining_format.PretrainingDataError, match="No documents.*blank.txt"):
     _run_beam({**corpus, "text": empty}, out, IN_MEMORY)
   assert not glob.glob(out + "*")
   with open(out + ".json", "w") as f:
     f.write("{}")
-  with pytest.raises(cpd.PretrainingDataError, match="--overwrite"):
+  with pytest.raises(pretraining_format.PretrainingDataError, match="--overwrite"):
     _run_beam(corpus, out, IN_MEMORY)
 
 
 def test_failed_pipeline_leaves_no_complete_looking_output(corpus, tmp_path, monkeypatch):
-  original = cpd.chunk_records
+  original = pretraining_chunks.chunk_records
 
   def failing(chunk, *args):
     if chunk.index == 3:
-      raise cpd.PretrainingDataError(f"{chunk.path}: made to fail")
+      raise pretraining_format.PretrainingDataError(f"{chunk.path}: made to fail")
     return original(chunk, *args)
 
-  monkeypatch.setattr(cpd, "chunk_records", failing)
-  with pytest.raises(cpd.PretrainingDataError, match="made to fail"):
+  monkeypatch.setattr(pretraining_chunks, "chunk_records", failing)
+  with pytest.raises(pretraining_format.PretrainingDataError, match="made to fail"):
     _run_beam(corpus, str(tmp_path / "o"), IN_MEMORY)
   assert not [n for n in os.listdir(tmp_path) if n.startswith("o")]
 

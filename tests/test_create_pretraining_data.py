@@ -15,11 +15,16 @@ import pretraining_fixtures as fx
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf.data import create_pretraining_data as cpd
+from bert_tf.data import pretraining_chunks
+from bert_tf.data import pretraining_format
+from bert_tf.data import pretraining_inputs
 from bert_tf.data import pretraining_instances as pi
+from bert_tf.data import pretraining_plan
 from bert_tf.data import pretraining_reader
+from bert_tf.data import pretraining_summary
 
-SETTINGS = cpd.PretrainingDataSettings(max_seq_length=128, max_predictions_per_seq=20,
-                                       dupe_factor=2)
+SETTINGS = pretraining_format.PretrainingDataSettings(max_seq_length=128,
+                                                      max_predictions_per_seq=20, dupe_factor=2)
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -89,14 +94,14 @@ def test_a_small_input_is_cut_finer_so_that_no_shard_is_empty(corpus, tmp_path, 
   small = fx.write_text(tmp_path, fx.random_text(80, seed=7, min_sentences=4,
                                                  max_sentences=20), name="small.txt")
   size = os.path.getsize(small)
-  assert cpd.chunk_bytes(4.0, size, 2) < size < 4 << 20
+  assert pretraining_plan.chunk_bytes(4.0, size, 2) < size < 4 << 20
   summary = cpd.create_pretraining_data(small, corpus["vocab"], str(tmp_path / "p"), SETTINGS,
                                         num_shards=2, progress=True)
   assert "stay empty" not in capsys.readouterr().err
   assert all(_records([p]) for p in summary["output_files"])
   # A large input keeps the nominal size, and no chunk is ever cut below 16 KB.
-  assert cpd.chunk_bytes(4.0, 1 << 30, 8) == 4 << 20
-  assert cpd.chunk_bytes(4.0, 1000, 8) == 16 << 10
+  assert pretraining_plan.chunk_bytes(4.0, 1 << 30, 8) == 4 << 20
+  assert pretraining_plan.chunk_bytes(4.0, 1000, 8) == 16 << 10
 
 
 def test_summary_times_the_start_up_apart_from_the_work(created):
@@ -109,19 +114,21 @@ def test_summary_times_the_start_up_apart_from_the_work(created):
 
 def test_shard_i_holds_the_chunks_i_mod_num_shards_in_order(corpus, created):
   out, summary = created
-  with open(cpd.summary_path(out)) as f:
+  with open(pretraining_format.summary_path(out)) as f:
     assert json.load(f)["instances"] == summary["instances"]
-  assert summary["chunk_bytes"] == cpd.chunk_bytes(0.125, os.path.getsize(corpus["text"]), 3)
-  chunks = cpd.plan_chunks([corpus["text"]], summary["chunk_bytes"])
+  assert summary["chunk_bytes"] == pretraining_plan.chunk_bytes(
+      0.125, os.path.getsize(corpus["text"]), 3)
+  chunks = pretraining_plan.plan_chunks([corpus["text"]], summary["chunk_bytes"])
   assert len(chunks) == summary["chunks"] > 3
-  special = cpd.load_special_ids(corpus["vocab"])
-  tokenize = cpd.make_line_tokenizer(corpus["vocab"], True)
+  special = pretraining_inputs.load_special_ids(corpus["vocab"])
+  tokenize = pretraining_chunks.make_line_tokenizer(corpus["vocab"], True)
   expected = [[], [], []]
   for chunk in chunks:
-    for records in cpd.chunk_records(chunk, SETTINGS, special, tokenize, cpd.empty_stats()):
+    for records in pretraining_chunks.chunk_records(chunk, SETTINGS, special, tokenize,
+                                                    pretraining_summary.empty_stats()):
       expected[chunk.index % 3].extend(records)
   assert [_records([p]) for p in summary["output_files"]] == expected
-  assert not glob.glob(out + "*" + cpd.INCOMPLETE_SUFFIX)
+  assert not glob.glob(out + "*" + pretraining_format.INCOMPLETE_SUFFIX)
 
 
 def test_written_files_parse_with_the_reader(created):
@@ -146,15 +153,16 @@ def test_same_seed_gives_identical_files_and_another_seed_differs(corpus, create
       assert f.read() == g.read()
   other = cpd.create_pretraining_data(
       corpus["text"], corpus["vocab"], str(tmp_path / "b"),
-      cpd.PretrainingDataSettings(max_seq_length=128, dupe_factor=2, random_seed=7),
+      pretraining_format.PretrainingDataSettings(max_seq_length=128, dupe_factor=2,
+                                                 random_seed=7),
       num_shards=3, chunk_size_mb=0.125, progress=False)
   assert set(_records(other["output_files"])) != set(_records(summary["output_files"]))
 
 
 def test_chunks_split_over_two_workers_make_the_same_files_as_one(corpus, tmp_path):
-  settings = cpd.PretrainingDataSettings(max_seq_length=32, max_predictions_per_seq=5,
-                                         dupe_factor=1)
-  chunks = cpd.plan_chunks([corpus["text"]], 1 << 17)
+  settings = pretraining_format.PretrainingDataSettings(
+      max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1)
+  chunks = pretraining_plan.plan_chunks([corpus["text"]], 1 << 17)
   assert len(chunks) > 2
   files = {}
   for workers in (1, 2):
@@ -164,15 +172,15 @@ def test_chunks_split_over_two_workers_make_the_same_files_as_one(corpus, tmp_pa
                       lambda _: None)
     files[workers] = []
     for p in paths:
-      with open(p + cpd.INCOMPLETE_SUFFIX, "rb") as f:
+      with open(p + pretraining_format.INCOMPLETE_SUFFIX, "rb") as f:
         files[workers].append(f.read())
   assert all(len(f) > 10_000 for f in files[1]) and files[1] == files[2]
 
 
 @pytest.mark.slow
 def test_two_worker_processes_write_the_same_instances_as_one(corpus, tmp_path):
-  settings = cpd.PretrainingDataSettings(max_seq_length=32, max_predictions_per_seq=5,
-                                         dupe_factor=1)
+  settings = pretraining_format.PretrainingDataSettings(
+      max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1)
   runs = {}
   for workers in (1, 2):
     runs[workers] = cpd.create_pretraining_data(
@@ -184,8 +192,8 @@ def test_two_worker_processes_write_the_same_instances_as_one(corpus, tmp_path):
 
 
 def test_gzip_output_reads_back_with_gzip_compression(corpus, tmp_path):
-  settings = cpd.PretrainingDataSettings(max_seq_length=32, max_predictions_per_seq=5,
-                                         dupe_factor=1)
+  settings = pretraining_format.PretrainingDataSettings(
+      max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1)
   summary = cpd.create_pretraining_data(corpus["text"], corpus["vocab"], str(tmp_path / "g"),
                                         settings, gzip=True, progress=False)
   path = summary["output_files"][0]
@@ -196,8 +204,8 @@ def test_gzip_output_reads_back_with_gzip_compression(corpus, tmp_path):
 
 
 def test_whole_word_masking_masks_all_pieces_of_chosen_words(corpus, tmp_path):
-  settings = cpd.PretrainingDataSettings(max_seq_length=64, max_predictions_per_seq=10,
-                                         dupe_factor=1, do_whole_word_mask=True)
+  settings = pretraining_format.PretrainingDataSettings(
+      max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1, do_whole_word_mask=True)
   summary = cpd.create_pretraining_data(corpus["text"], corpus["vocab"], str(tmp_path / "w"),
                                         settings, progress=False)
   special = fx.special_ids()
@@ -246,22 +254,23 @@ def test_a_file_that_is_not_text_is_an_error_naming_it(corpus, tmp_path, content
   with open(path, "wb") as f:
     f.write(content)
   # plan_run is the Beam pipeline's check too.
-  with pytest.raises(cpd.PretrainingDataError, match=re.escape(f"{path}: ")) as info:
-    cpd.plan_run(f"{corpus['text']},{path}", corpus["vocab"], str(tmp_path / "o"), SETTINGS,
-                 num_shards=1, gzip=False, overwrite=False, chunk_size_mb=1.0)
+  with pytest.raises(pretraining_format.PretrainingDataError, match=re.escape(f"{path}: ")) as info:
+    pretraining_plan.plan_run(f"{corpus['text']},{path}", corpus["vocab"], str(tmp_path / "o"),
+                              SETTINGS, num_shards=1, gzip=False, overwrite=False,
+                              chunk_size_mb=1.0)
   assert fragment in str(info.value)
   assert not glob.glob(str(tmp_path / "o*"))
 
 
 def test_text_check_counts_lines_across_blocks(tmp_path, monkeypatch):
-  monkeypatch.setattr(cpd, "_TEXT_CHECK_BLOCK", 7)
+  monkeypatch.setattr(pretraining_inputs, "_TEXT_CHECK_BLOCK", 7)
   path = tmp_path / "t.txt"
   path.write_bytes(b"one line\nsecond \xff\nthird line is longer\n\nlast \xc3")
-  with pytest.raises(cpd.PretrainingDataError,
+  with pytest.raises(pretraining_format.PretrainingDataError,
                      match=r"2 of its 5 lines are not valid UTF-8, first at line\(s\) 2, 5"):
-    cpd.check_text_file(str(path))
+    pretraining_inputs.check_text_file(str(path))
   path.write_bytes(b"one line\nsecond \xff\nthird line is longer\n" + b"ok\n" * 200)
-  check = cpd.check_text_file(str(path))
+  check = pretraining_inputs.check_text_file(str(path))
   assert (check.lines, check.invalid_lines, check.first_invalid) == (203, 1, [2])
 
 
@@ -270,38 +279,38 @@ def test_empty_input_or_no_documents_is_an_error(corpus, tmp_path, content):
   path = str(tmp_path / "empty.txt")
   with open(path, "wb") as f:
     f.write(content)
-  with pytest.raises(cpd.PretrainingDataError, match="empty|No documents"):
+  with pytest.raises(pretraining_format.PretrainingDataError, match="empty|No documents"):
     cpd.create_pretraining_data(path, corpus["vocab"], str(tmp_path / "o"), SETTINGS,
                                 progress=False)
   assert not glob.glob(str(tmp_path / "o*"))
 
 
 def test_unmatched_input_glob_is_an_error_naming_it(corpus, tmp_path):
-  with pytest.raises(cpd.PretrainingDataError, match="nothing_here"):
+  with pytest.raises(pretraining_format.PretrainingDataError, match="nothing_here"):
     cpd.create_pretraining_data(corpus["text"] + "," + str(tmp_path / "nothing_here*.txt"),
                                 corpus["vocab"], str(tmp_path / "o"), SETTINGS,
                                 progress=False)
 
 
 def test_missing_vocab_is_an_error_naming_the_file(corpus, tmp_path):
-  with pytest.raises(cpd.PretrainingDataError, match="no_vocab.txt"):
+  with pytest.raises(pretraining_format.PretrainingDataError, match="no_vocab.txt"):
     cpd.create_pretraining_data(corpus["text"], str(tmp_path / "no_vocab.txt"),
                                 str(tmp_path / "o"), SETTINGS, progress=False)
 
 
 def test_vocab_lacking_a_special_token_is_an_error_naming_it(corpus, tmp_path):
   vocab = fx.write_vocab(tmp_path, [t for t in fx.VOCAB if t != constants.SEP_TOKEN])
-  with pytest.raises(cpd.PretrainingDataError, match=r"\[SEP\]"):
+  with pytest.raises(pretraining_format.PretrainingDataError, match=r"\[SEP\]"):
     cpd.create_pretraining_data(corpus["text"], vocab, str(tmp_path / "o"), SETTINGS,
                                 progress=False)
 
 
 def test_existing_output_is_refused_without_overwrite(corpus, tmp_path):
-  settings = cpd.PretrainingDataSettings(max_seq_length=32, dupe_factor=1)
+  settings = pretraining_format.PretrainingDataSettings(max_seq_length=32, dupe_factor=1)
   out = str(tmp_path / "o")
   first = cpd.create_pretraining_data(corpus["text"], corpus["vocab"], out, settings,
                                       progress=False)
-  with pytest.raises(cpd.PretrainingDataError, match="--overwrite"):
+  with pytest.raises(pretraining_format.PretrainingDataError, match="--overwrite"):
     cpd.create_pretraining_data(corpus["text"], corpus["vocab"], out, settings,
                                 progress=False)
   again = cpd.create_pretraining_data(corpus["text"], corpus["vocab"], out, settings,
@@ -329,7 +338,7 @@ def test_failure_midway_leaves_no_complete_looking_file(corpus, tmp_path, monkey
 
 
 def test_chunks_end_at_document_boundaries(corpus, tmp_path):
-  chunks = cpd.plan_chunks([corpus["text"]], 10_000)
+  chunks = pretraining_plan.plan_chunks([corpus["text"]], 10_000)
   assert len(chunks) > 5
   with open(corpus["text"], "rb") as f:
     data = f.read()
@@ -339,10 +348,11 @@ def test_chunks_end_at_document_boundaries(corpus, tmp_path):
     assert data[:a.end].endswith(b"\n\n")
   # Each slot found alone (as Beam's workers do) is the same chunk.
   for chunk in chunks:
-    assert cpd.file_chunks(corpus["text"], len(data), 0, 10_000, [chunk.index]) == [chunk]
+    assert pretraining_plan.file_chunks(corpus["text"], len(data), 0, 10_000,
+                                        [chunk.index]) == [chunk]
   # A document longer than the nominal size stays whole: its slots are empty.
   long_doc = fx.write_text(tmp_path, "a b c\n" * 10_000 + "\nd e\n", name="long.txt")
-  cut = cpd.plan_chunks([long_doc], 10_000)
+  cut = pretraining_plan.plan_chunks([long_doc], 10_000)
   assert [c.index for c in cut] == [0, 5] and cut[1].start == 60_001
 
 

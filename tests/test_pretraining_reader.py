@@ -11,7 +11,7 @@ import pretraining_fixtures as fx
 import trainer_helpers
 from bert_tf import configs
 from bert_tf import constants
-from bert_tf.data import create_pretraining_data as cpd
+from bert_tf.data import pretraining_format
 from bert_tf.data import pretraining_reader as reader
 from bert_tf.data import tfrecords
 from bert_tf.tasks import base as task_base
@@ -132,7 +132,7 @@ def test_inspect_reports_lengths_and_largest_id_and_checks_the_config(files, tmp
   with pytest.raises(reader.PretrainingInputError, match="seq_length is 64"):
     info.check_config(_config("x", seq_length=64), vocab_size=len(fx.VOCAB))
   # With a summary beside the files, its vocab size and largest id count.
-  with open(cpd.summary_path_for_record_file(files["paths"][0]), "w") as f:
+  with open(pretraining_format.summary_path_for_record_file(files["paths"][0]), "w") as f:
     json.dump({"vocab_size": 30522, "max_token_id": 30000}, f)
   try:
     info = reader.inspect_pretraining_files(files["paths"][0])
@@ -140,7 +140,7 @@ def test_inspect_reports_lengths_and_largest_id_and_checks_the_config(files, tmp
     with pytest.raises(reader.PretrainingInputError, match="vocab_size 100 is too small"):
       info.check_config(_config("x"), vocab_size=100)
   finally:
-    os.remove(cpd.summary_path_for_record_file(files["paths"][0]))
+    os.remove(pretraining_format.summary_path_for_record_file(files["paths"][0]))
 
 
 def test_inspect_of_an_empty_file_is_an_error_naming_it(tmp_path):

@@ -4,8 +4,8 @@ import pytest
 
 from bert_tf import constants
 from bert_tf.checkpoints import files as checkpoint_files
-from bert_tf.data import create_pretraining_data as cpd
 from bert_tf.data import masking
+from bert_tf.data import pretraining_inputs
 from bert_tf.data import pretraining_instances as pi
 from bert_tf.data import squad
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
@@ -17,7 +17,7 @@ def _readers(path):
   """What each tool learns from the file, as (size, [CLS] id) or just size."""
   tokenizer = BertWordPieceTokenizer(path, lower_case=True)
   special = masking.read_masking_vocab(path)
-  pretraining = cpd.load_special_ids(path)
+  pretraining = pretraining_inputs.load_special_ids(path)
   squad_tokens = squad._vocab_list(tokenizer)  # pylint: disable=protected-access
   return {
       "tokenizer": (tokenizer.vocab_size, tokenizer.cls_id),
@@ -51,7 +51,7 @@ def test_every_reader_rejects_a_malformed_vocab_naming_the_file_and_line(tmp_pat
   readers = [
       lambda: BertWordPieceTokenizer(path, lower_case=True),
       lambda: masking.read_masking_vocab(path),
-      lambda: cpd.load_special_ids(path),
+      lambda: pretraining_inputs.load_special_ids(path),
       lambda: squad.write_squad_tfrecords(str(questions),
                                           str(tmp_path / "out.tfrecord"),
                                           lambda texts: [], is_training=False,

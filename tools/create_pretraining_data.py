@@ -41,6 +41,7 @@ from bert_tf import cpu_kernels
 cpu_kernels.prefer_onednn()
 
 from bert_tf.data import create_pretraining_data as cpd
+from bert_tf.data import pretraining_format
 from bert_tf.utils import errors
 
 FLAGS = flags.FLAGS
@@ -97,8 +98,9 @@ def _create(settings, beam_args):
   try:
     from bert_tf.data import beam_pretraining  # pylint: disable=g-import-not-at-top
   except ImportError as e:
-    raise cpd.PretrainingDataError(f"--runner={FLAGS.runner} needs Apache Beam "
-                                   f"(pip install \"bert_tf[beam]\"): {e}") from None
+    raise pretraining_format.PretrainingDataError(
+        f"--runner={FLAGS.runner} needs Apache Beam (pip install \"bert_tf[beam]\"): "
+        f"{e}") from None
   return beam_pretraining.create_pretraining_data(
       FLAGS.input_file, FLAGS.vocab_file, FLAGS.output, settings,
       num_shards=FLAGS.num_shards, gzip=FLAGS.gzip, overwrite=FLAGS.overwrite,
@@ -109,7 +111,7 @@ def main(argv):
   for name in ("input_file", "vocab_file", "output"):
     if not getattr(FLAGS, name):
       raise app.UsageError(f"--{name} is required")
-  settings = cpd.PretrainingDataSettings(
+  settings = pretraining_format.PretrainingDataSettings(
       max_seq_length=FLAGS.seq_length,
       max_predictions_per_seq=FLAGS.max_predictions_per_seq,
       masked_lm_prob=FLAGS.masked_lm_prob, dupe_factor=FLAGS.dupe_factor,
@@ -128,7 +130,7 @@ def main(argv):
         f"{100 * fractions['kept']:.1f} mask/random/kept), random next "
         f"{100 * summary['next_sentence_random_fraction']:.1f}%, "
         f"{summary['invalid_utf8_replacements']} invalid UTF-8 replaced; summary: "
-        f"{cpd.summary_path(FLAGS.output)}")
+        f"{pretraining_format.summary_path(FLAGS.output)}")
   return 0
 
 

@@ -4,7 +4,7 @@ The pipeline does the local tool's work (`create_pretraining_data`) and writes t
 files, byte for byte, on any runner and with any parallelism:
 
 1. Slots. The launcher only lists the input files and their sizes. Each file's chunk
-   slots (`file_chunks`: one per `chunk_size_mb` begun, numbered over the files in order)
+   slots (`pretraining_plan.file_chunks`: one per `chunk_size_mb` begun, numbered over the files in order)
    are spread over the workers, and each worker finds its slot's two cut points and reads
    only that byte range: planning is parallel, and many workers share one big file.
 2. Chunks -> pieces. A chunk's instances (seeded by its index) are streamed, in the
@@ -36,7 +36,11 @@ from typing import Dict, Iterable, Optional, Sequence
 import apache_beam as beam
 from apache_beam.options import pipeline_options as beam_options
 
-from bert_tf.data import create_pretraining_data as cpd
+from bert_tf.data import pretraining_chunks as chunks_lib
+from bert_tf.data import pretraining_format as fmt
+from bert_tf.data import pretraining_inputs as inputs
+from bert_tf.data import pretraining_plan as plan_lib
+from bert_tf.data import pretraining_summary as summary_lib
 from bert_tf.utils import files as files_lib
 
 _COUNTS = "counts"
@@ -55,7 +59,7 @@ def _shard_path(temp_dir: str, shard: int) -> str:
 def _slots(file_entry, nominal_bytes: int):
   """(path, size, first index) -> (path, size, first index, slot) for each of its slots."""
   path, size, first = file_entry
-  for k in range(cpd.num_slots(size, nominal_bytes)):
+  for k in range(plan_lib.num_slots(size, nominal_bytes)):
     yield path, size, first, k
 
 
@@ -63,7 +67,7 @@ class _SlotToPiece(beam.DoFn):
   """A slot -> its chunk's piece file; yields (shard, (chunk index, piece path)) and the
   chunk's counts on `_COUNTS`."""
 
-  def __init__(self, settings: cpd.PretrainingDataSettings, vocab_file: str,
+  def __init__(self, settings: fmt.PretrainingDataSettings, vocab_file: str,
                nominal_bytes: int, num_shards: int, temp_dir: str):
     super().__init__()
     self._settings = settings
@@ -77,26 +81,27 @@ class _SlotToPiece(beam.DoFn):
   def setup(self):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # Once per worker: building the tokenizer imports TensorFlow and loads the vocab.
-    self._special = cpd.load_special_ids(self._vocab_file)
-    self._tokenize = cpd.make_line_tokenizer(self._vocab_file, self._settings.do_lower_case)
+    self._special = inputs.load_special_ids(self._vocab_file)
+    self._tokenize = chunks_lib.make_line_tokenizer(self._vocab_file,
+                                                    self._settings.do_lower_case)
 
   def process(self, element):
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     path, size, first, slot = element
     cpu = time.process_time()
-    for chunk in cpd.file_chunks(path, size, first, self._nominal_bytes, [slot]):
-      stats = cpd.empty_stats()
+    for chunk in plan_lib.file_chunks(path, size, first, self._nominal_bytes, [slot]):
+      stats = summary_lib.empty_stats()
       piece = _piece_path(self._temp_dir, chunk.index)
       # A retried bundle rewrites the same bytes; the rename keeps a reader from seeing
       # half of them.
       with files_lib.atomic_path(piece) as tmp:
         with tf.io.TFRecordWriter(tmp) as writer:
-          for records in cpd.chunk_records(chunk, self._settings, self._special,
-                                           self._tokenize, stats):
+          for records in chunks_lib.chunk_records(chunk, self._settings, self._special,
+                                                  self._tokenize, stats):
             for record in records:
               writer.write(record)
       stats["cpu_seconds"] = time.process_time() - cpu
-      yield cpd.shard_of(chunk.index, self._num_shards), (chunk.index, piece)
+      yield plan_lib.shard_of(chunk.index, self._num_shards), (chunk.index, piece)
       yield beam.pvalue.TaggedOutput(_COUNTS, stats)
 
 
@@ -130,19 +135,19 @@ class _WriteShard(beam.DoFn):
 
 
 def _merge_all(counts: Iterable[Dict[str, int]]) -> Dict[str, int]:
-  total = cpd.empty_stats()
+  total = summary_lib.empty_stats()
   for c in counts:
-    cpd.merge_stats(total, c)
+    summary_lib.merge_stats(total, c)
   return total
 
 
-def build_pipeline(pipeline: beam.Pipeline, plan: cpd.RunPlan, vocab_file: str,
-                   settings: cpd.PretrainingDataSettings, gzip: bool, temp_dir: str):
+def build_pipeline(pipeline: beam.Pipeline, plan: plan_lib.RunPlan, vocab_file: str,
+                   settings: fmt.PretrainingDataSettings, gzip: bool, temp_dir: str):
   """Adds the steps to `pipeline`: slots -> pieces -> shards in `temp_dir`, counts ->
   `temp_dir`/counts."""
   num_shards = len(plan.paths)
   file_entries = list(zip(plan.files, plan.sizes,
-                          cpd.first_indices(plan.sizes, plan.chunk_bytes)))
+                          plan_lib.first_indices(plan.sizes, plan.chunk_bytes)))
   outputs = (
       pipeline
       | "Files" >> beam.Create(file_entries)
@@ -166,7 +171,7 @@ def build_pipeline(pipeline: beam.Pipeline, plan: cpd.RunPlan, vocab_file: str,
 
 
 def create_pretraining_data(input_file: str, vocab_file: str, output: str,
-                            settings: cpd.PretrainingDataSettings = cpd.PretrainingDataSettings(),
+                            settings: Optional[fmt.PretrainingDataSettings] = None,
                             num_shards: int = 1, gzip: bool = False, overwrite: bool = False,
                             chunk_size_mb: float = 4.0, runner: str = "DirectRunner",
                             pipeline_args: Optional[Sequence[str]] = None) -> Dict:
@@ -185,15 +190,17 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
     name and `num_workers` None.
 
   Raises:
-    PretrainingDataError: bad input, vocab, settings or an existing output (found before
-      the pipeline starts, with the local tool's messages), or a failed pipeline.
+    PretrainingDataError: bad input, vocab or an existing output (found before the
+      pipeline starts, with the local tool's messages), or a failed pipeline.
+    ConfigError: impossible settings.
   """
-  plan = cpd.plan_run(input_file, vocab_file, output, settings, num_shards, gzip, overwrite,
-                      chunk_size_mb)
-  cpd.note_empty_shards(sum(cpd.num_slots(n, plan.chunk_bytes) for n in plan.sizes),
-                        num_shards)
+  settings = settings or fmt.PretrainingDataSettings()
+  plan = plan_lib.plan_run(input_file, vocab_file, output, settings, num_shards, gzip,
+                           overwrite, chunk_size_mb)
+  plan_lib.note_empty_shards(
+      sum(plan_lib.num_slots(n, plan.chunk_bytes) for n in plan.sizes), num_shards)
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  temp_dir = files_lib.temporary_name(cpd.summary_path(output)[:-len(".json")])
+  temp_dir = files_lib.temporary_name(fmt.summary_path(output)[:-len(".json")])
   tf.io.gfile.makedirs(temp_dir)
   options = beam_options.PipelineOptions(list(pipeline_args or []) + [f"--runner={runner}"])
   start = time.time()
@@ -205,10 +212,10 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
       pipeline.run().wait_until_finish()
     except Exception as e:  # pylint: disable=broad-except
       # The runner wraps a worker's exception; its text keeps the file named.
-      raise cpd.PretrainingDataError(f"The pipeline failed: {e}") from e
+      raise fmt.PretrainingDataError(f"The pipeline failed: {e}") from e
     with tf.io.gfile.GFile(f"{temp_dir}/counts") as f:
       totals = json.loads(f.read())
-    cpd.check_totals(totals, plan.files)
+    summary_lib.check_totals(totals, plan.files)
     for shard, path in enumerate(plan.paths):
       tf.io.gfile.rename(_shard_path(temp_dir, shard), path, overwrite=True)
       moved.append(path)
@@ -220,9 +227,10 @@ def create_pretraining_data(input_file: str, vocab_file: str, output: str,
     if tf.io.gfile.exists(temp_dir):
       tf.io.gfile.rmtree(temp_dir)
   elapsed = time.time() - start
-  summary = cpd.make_summary(totals, settings, plan.files, vocab_file,
-                             plan.special.vocab_size, plan.paths, gzip, None, chunk_size_mb,
-                             plan.chunk_bytes, elapsed, 0.0, [], runner=runner)
+  summary = summary_lib.make_summary(totals, settings, plan.files, vocab_file,
+                                     plan.special.vocab_size, plan.paths, gzip, None,
+                                     chunk_size_mb, plan.chunk_bytes, elapsed, 0.0, [],
+                                     runner=runner)
   with files_lib.atomic_open(plan.summary_file) as f:
     json.dump(summary, f, indent=2)
   return summary

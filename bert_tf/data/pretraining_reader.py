@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from bert_tf import constants
 from bert_tf.data import masking
+from bert_tf.data import pretraining_format
 from bert_tf.utils import errors
 from bert_tf.utils import files
 
@@ -186,8 +187,7 @@ class PretrainingFilesInfo:
 
 
 def _find_summary(first_file: str) -> Optional[dict]:
-  from bert_tf.data import create_pretraining_data  # pylint: disable=g-import-not-at-top
-  path = create_pretraining_data.summary_path_for_record_file(first_file)
+  path = pretraining_format.summary_path_for_record_file(first_file)
   if not tf.io.gfile.exists(path):
     return None
   with tf.io.gfile.GFile(path, "r") as f:
