@@ -266,7 +266,10 @@ def measure() -> None:
   from bert_tf import configs  # pylint: disable=g-import-not-at-top
   configurations = plan()
   run = Run(FLAGS.output, FLAGS.worker_logs, FLAGS.timeout_s, FLAGS.time_budget_s)
-  header = {"record": "run", "command": common.command_line(),
+  # The command without the places this machine wrote to.
+  command = " ".join(a for a in common.command_line().split(" ")
+                     if not a.startswith(("--output=", "--worker_logs=")))
+  header = {"record": "run", "command": command,
             "date": datetime.datetime.now(datetime.timezone.utc).strftime(
                 "%Y-%m-%d %H:%M UTC"),
             "host": common.machine_description(), "precision": FLAGS.precision,
@@ -339,7 +342,7 @@ def report(records: list) -> str:
   rate = run.get("matmul_flops_per_second", float("nan"))
   head = ("at the masked positions only" if run["hf_mlm"] == "gathered"
           else "at every position")
-  notes = [f"Run of {run['date']}: `{run['command']}`; device {', '.join(devices)}; "
+  notes = [f"Run of {run['date']}: `{run['command']}`; device {', '.join(devices) or 'unknown'}; "
            f"{run['precision']}; Hugging Face's masked-LM head {head}."]
   notes.append("MFU denominator: " + ", ".join(
       f"{r['framework']} {r['flops_per_second'] / 1e12:.2f} TFLOP/s" for r in matmul) +
@@ -350,7 +353,7 @@ def report(records: list) -> str:
     notes.append("Frameworks: " + "; ".join(frameworks) + ".")
   header = ["size", "seq x batch", "system", "median step ms [IQR]", "min-max ms",
             "seq/s", "MFU", "first step s", "peak MiB", "ours/this"]
-  return (common.markdown_table(header, rows) + "\n\n" + "\n".join(notes) + "\n\n" +
+  return (common.markdown_table(header, rows) + "\n\n" + "\n\n".join(notes) + "\n\n" +
           "\n".join(commands))
 
 
