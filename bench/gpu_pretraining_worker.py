@@ -234,11 +234,14 @@ def ours_step(args) -> dict:
   from bert_tf import losses  # pylint: disable=g-import-not-at-top
   from bert_tf.models import BertEncoder, BertPretrainer  # pylint: disable=g-import-not-at-top
   from bert_tf.training import jax_step  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import schedules  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import keras_optimizers  # pylint: disable=g-import-not-at-top
   policy = "mixed_bfloat16" if args.precision == "bf16" else "float32"
   config = configs.EncoderConfig.from_size(args.size)
   model = BertPretrainer(BertEncoder.from_config_object(config, dtype=policy))
-  optimizer = keras_adamw(keras, schedules, configs.OptimizerConfig(), model)
+  # The JAX trainer's optimizer: Keras AdamW with the project's schedule, weight-decay
+  # exclusions (by variable path) and global-norm clipping.
+  optimizer = keras_optimizers.build_keras_optimizer(
+      configs.OptimizerConfig(), DECAY_STEPS, model.trainable_variables)
   input_names = (*constants.ENCODER_INPUTS, constants.MASKED_LM_POSITIONS)
   step_fn = jax_step.make_train_step(
       model, optimizer, lambda batch, outputs, _: losses.pretraining_loss(batch, outputs),
@@ -259,23 +262,6 @@ def ours_step(args) -> dict:
           "params": sum(int(math.prod(v.shape)) for v in model.trainable_variables),
           "peak_memory_mb": (memory["peak_bytes_in_use"] / 2**20
                              if "peak_bytes_in_use" in memory else None)}
-
-
-def keras_adamw(keras, schedules, config, model):
-  """keras.optimizers.AdamW with `config`'s (an OptimizerConfig) rates, moments,
-  weight decay and clipping, the project's warm-up/decay schedule (decay over
-  DECAY_STEPS) and no decay for the variables whose path contains one of
-  config.exclude_from_weight_decay (Keras itself matches short names only)."""
-  optimizer = keras.optimizers.AdamW(
-      learning_rate=schedules.WarmupPolynomialDecay(
-          config.learning_rate, config.warmup_steps, DECAY_STEPS,
-          config.end_learning_rate, config.power),
-      weight_decay=config.weight_decay_rate, beta_1=config.beta_1, beta_2=config.beta_2,
-      epsilon=config.epsilon, global_clipnorm=config.global_clipnorm or None)
-  optimizer.exclude_from_weight_decay(var_list=[
-      v for v in model.trainable_variables
-      if any(pattern in v.path for pattern in config.exclude_from_weight_decay)])
-  return optimizer
 
 
 # --------------------------------------------------------------------------------------
