@@ -17,7 +17,7 @@ import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
 from bert_tf import constants
-from bert_tf.checkpoints import convert, google_tf1, huggingface
+from bert_tf.checkpoints import bert_config, convert, google_tf1, huggingface
 from bert_tf.checkpoints.files import ConversionError
 from bert_tf.configs import EncoderConfig
 from bert_tf.models import BertEncoder, BertPretrainer
@@ -219,7 +219,7 @@ def test_tf1_checkpoint_under_original_names_converts_with_parity(tmp_path, voca
   folder.mkdir()
   google_tf1.write_google_tf1(convert.model_arrays(model, "google_tf1"),
                               str(folder / "bert_model.ckpt"))
-  (folder / "bert_config.json").write_text(json.dumps(TINY.to_bert_config_dict()))
+  (folder / "bert_config.json").write_text(json.dumps(bert_config.to_bert_config(TINY)))
   os.rename(vocab, folder / "vocab.txt")
   names = dict(tf.train.list_variables(str(folder / "bert_model.ckpt")))
   assert names["cls/seq_relationship/output_weights"] == [2, TINY.hidden_size]
@@ -438,7 +438,7 @@ def test_huggingface_writer_names_follow_bert_for_pretraining(tmp_path, vocab):
   assert len(names) == 5 + 16 * TINY.num_layers + 2 + 5 + 2
   config = json.loads((folder / "config.json").read_text())
   assert config["architectures"] == ["BertForPreTraining"]
-  assert EncoderConfig.from_bert_config_dict(config) == TINY
+  assert bert_config.from_bert_config(config) == TINY
 
 
 def test_trainer_model_dir_with_params_yaml_reads_with_all_heads(tmp_path, vocab):

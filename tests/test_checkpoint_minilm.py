@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from bert_tf import constants
-from bert_tf.checkpoints import convert, google_tf1
+from bert_tf.checkpoints import bert_config, convert, google_tf1
 
 pytestmark = pytest.mark.minilm
 
@@ -88,7 +88,7 @@ def test_minilm_as_original_tf1_checkpoint_matches_transformers_within_1e4(
   google_tf1.write_google_tf1(convert.model_arrays(converted.model, "google_tf1"),
                               str(folder / google_tf1.CHECKPOINT_PREFIX))
   (folder / google_tf1.CONFIG_FILE).write_text(
-      json.dumps(converted.encoder_config.to_bert_config_dict()))
+      json.dumps(bert_config.to_bert_config(converted.encoder_config)))
   (folder / "vocab.txt").write_bytes(pathlib.Path(converted.vocab_file).read_bytes())
   convert.convert_checkpoint(str(folder), str(tmp_path / "back"), input_format="google_tf1")
   back = convert.read_checkpoint(str(tmp_path / "back"))

@@ -1,4 +1,4 @@
-"""Configs: sizes, validation errors, overrides, round trips, bert_config.json."""
+"""Configs: sizes, validation errors, overrides, round trips."""
 
 import dataclasses
 import json
@@ -80,24 +80,6 @@ def test_yaml_error_names_the_file(tmp_path):
     configs.ExperimentConfig.from_yaml(str(bad))
 
 
-def test_reads_original_bert_config_json(tmp_path):
-  original = {
-      "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-      "hidden_size": 768, "initializer_range": 0.02, "intermediate_size": 3072,
-      "max_position_embeddings": 512, "num_attention_heads": 12, "num_hidden_layers": 12,
-      "type_vocab_size": 2, "vocab_size": 30522}
-  path = tmp_path / "bert_config.json"
-  path.write_text(json.dumps(original))
-  c = configs.EncoderConfig.from_bert_config_json(str(path))
-  assert c == configs.EncoderConfig.from_size("base")
-  assert c.to_bert_config_dict() == {**original, "layer_norm_eps": 1e-12}
-
-
-def test_bert_config_json_errors_name_the_file(tmp_path):
-  path = tmp_path / "bert_config.json"
-  path.write_text(json.dumps({"hidden_size": 100, "num_attention_heads": 12}))
-  with pytest.raises(configs.ConfigError, match="bert_config.json.*divisible"):
-    configs.EncoderConfig.from_bert_config_json(str(path))
 
 
 def test_unknown_task_name_is_an_error_with_suggestion():
@@ -166,33 +148,3 @@ def test_the_tokenizer_is_one_section_for_training_evaluation_and_export():
   assert (c.tokenizer.vocab_file, c.tokenizer.lower_case) == ("vocab.txt", False)
   assert not hasattr(c.train_data, "vocab_file") and not hasattr(c.eval_data, "lower_case")
   assert c.override("tokenizer.vocab_file=other.txt").tokenizer.vocab_file == "other.txt"
-
-
-def test_data_section_tokenizer_keys_of_earlier_files_move_with_a_warning_saying_what_to_write(
-    tmp_path):
-  # What every params.yaml written before the tokenizer section holds.
-  old = tmp_path / "params.yaml"
-  old.write_text("train_data:\n  vocab_file: v.txt\n  lower_case: false\n"
-                 "eval_data:\n  vocab_file: v.txt\n  lower_case: false\n")
-  with pytest.warns(configs.ObsoleteConfigKeyWarning) as record:
-    c = configs.ExperimentConfig.from_yaml(str(old))
-  message = str(record[0].message)
-  assert ("train_data.vocab_file, eval_data.vocab_file: moved to tokenizer.vocab_file; set it "
-          "once there") in message
-  assert "train_data.lower_case, eval_data.lower_case: moved to tokenizer.lower_case" in message
-  assert (c.tokenizer.vocab_file, c.tokenizer.lower_case) == ("v.txt", False)
-  with pytest.warns(configs.ObsoleteConfigKeyWarning, match="moved to tokenizer.vocab_file"):
-    assert configs.ExperimentConfig().override(
-        "train_data.vocab_file=w.txt").tokenizer.vocab_file == "w.txt"
-
-
-def test_data_section_tokenizer_keys_that_differ_are_an_error_saying_what_to_write():
-  with pytest.raises(configs.ConfigError, match=r"train_data\.vocab_file, eval_data\.vocab_file: "
-                     r"moved to tokenizer\.vocab_file.*differ \(train_data\.vocab_file='a\.txt', "
-                     r"eval_data\.vocab_file='b\.txt'\)\. Remove them from the data sections "
-                     r"and set tokenizer\.vocab_file once"):
-    configs.ExperimentConfig.from_dict({"train_data": {"vocab_file": "a.txt"},
-                                        "eval_data": {"vocab_file": "b.txt"}})
-  with pytest.raises(configs.ConfigError, match=r"tokenizer\.lower_case=True"):
-    configs.ExperimentConfig.from_dict({"tokenizer": {"lower_case": True},
-                                        "train_data": {"lower_case": False}})

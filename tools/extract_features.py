@@ -62,12 +62,13 @@ def main(argv):
   # Imported after flag parsing so that --help is fast.
   from bert_tf import configs  # pylint: disable=g-import-not-at-top
   from bert_tf import feature_extraction  # pylint: disable=g-import-not-at-top
+  from bert_tf.checkpoints import bert_config  # pylint: disable=g-import-not-at-top
   from bert_tf.text.tokenizer import BertWordPieceTokenizer  # pylint: disable=g-import-not-at-top
 
   layers = feature_extraction.parse_layers(_LAYERS.value)
   tokenizer = BertWordPieceTokenizer(_VOCAB.value, lower_case=_LOWER.value)
   if _BERT_CONFIG.value:
-    encoder_config = configs.EncoderConfig.from_bert_config_json(_BERT_CONFIG.value)
+    encoder_config = bert_config.read_bert_config(_BERT_CONFIG.value)
   else:
     encoder_config = configs.EncoderConfig.from_size(_SIZE.value,
                                                      vocab_size=tokenizer.vocab_size)

@@ -30,6 +30,7 @@ import tensorflow as tf
 import yaml
 
 from bert_tf import configs
+from bert_tf.checkpoints import bert_config
 from bert_tf.checkpoints import google_tf1
 from bert_tf.checkpoints import huggingface
 from bert_tf.checkpoints import name_map
@@ -250,11 +251,7 @@ def model_from_raw(raw: RawCheckpoint,
     if raw.bert_config is None:
       raise ConversionError(f"No model config found for {raw.source}; pass the "
                             "bert_config.json / config.json file.")
-    try:
-      encoder_config = configs.EncoderConfig.from_bert_config_dict(raw.bert_config,
-                                                                   source=raw.source)
-    except configs.ConfigError as e:
-      raise ConversionError(str(e)) from None
+    encoder_config = bert_config.from_bert_config(raw.bert_config, source=raw.source)
   arrays, original = _canonical_arrays(raw)
   items = name_map.items_present(arrays, raw.fmt)
   if name_map.ENCODER not in items:
@@ -421,7 +418,7 @@ def save_bert_tf(model, vocab_file: str, output_dir: str, overwrite: bool = Fals
 def huggingface_config(model) -> Dict[str, object]:
   """The config.json of `model` as Hugging Face transformers reads it."""
   items = tuple(model.checkpoint_items)
-  config = encoder_of(model).encoder_config().to_bert_config_dict()
+  config = bert_config.to_bert_config(encoder_of(model).encoder_config())
   if name_map.NEXT_SENTENCE in items:
     architecture = "BertForPreTraining"
   elif name_map.MASKED_LM in items:
@@ -455,7 +452,7 @@ def save_google_tf1(model, vocab_file: str, output_dir: str, overwrite: bool = F
   with atomic_output_dir(output_dir, overwrite) as tmp:
     google_tf1.write_google_tf1(arrays, os.path.join(tmp, google_tf1.CHECKPOINT_PREFIX))
     with open(os.path.join(tmp, google_tf1.CONFIG_FILE), "w", encoding="utf-8") as f:
-      json.dump(encoder_of(model).encoder_config().to_bert_config_dict(), f, indent=2)
+      json.dump(bert_config.to_bert_config(encoder_of(model).encoder_config()), f, indent=2)
       f.write("\n")
     shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB_FILE))
   return os.path.join(os.path.abspath(output_dir), google_tf1.CHECKPOINT_PREFIX)

@@ -1,9 +1,11 @@
-"""What the checkpoint readers return, their error type, and all-or-nothing output folders."""
+"""What the checkpoint readers return, their error type, their JSON and vocab reads, and
+all-or-nothing output folders."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 from typing import Any, Dict, Iterator, Optional
 
@@ -55,6 +57,19 @@ def count_vocab(path: str) -> int:
     return len(vocab_lib.load_vocab(path))
   except (FileNotFoundError, ValueError) as e:
     raise ConversionError(str(e)) from None
+
+
+def read_json(path: str) -> Dict[str, Any]:
+  """A JSON file's content (a config, a shard index).
+
+  Raises:
+    ConversionError: naming the file when it does not parse.
+  """
+  with open(path, encoding="utf-8") as f:
+    try:
+      return json.load(f)
+    except json.JSONDecodeError as e:
+      raise ConversionError(f"Cannot parse {path}: {e}") from None
 
 
 @contextlib.contextmanager

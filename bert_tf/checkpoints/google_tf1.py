@@ -9,7 +9,6 @@ which produces the very format the release used.
 from __future__ import annotations
 
 import glob
-import json
 import os
 from typing import Dict, Optional
 
@@ -17,7 +16,8 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.checkpoints import name_map
-from bert_tf.checkpoints.files import ConversionError, GOOGLE_TF1, RawCheckpoint, VOCAB_FILE
+from bert_tf.checkpoints.files import (ConversionError, GOOGLE_TF1, RawCheckpoint, VOCAB_FILE,
+                                      read_json)
 
 CHECKPOINT_PREFIX = "bert_model.ckpt"
 CONFIG_FILE = "bert_config.json"
@@ -77,11 +77,7 @@ def read_google_tf1(path: str, config_file: Optional[str] = None,
   config_file = config_file or _existing(os.path.join(folder, CONFIG_FILE))
   bert_config = None
   if config_file:
-    with open(config_file, encoding="utf-8") as f:
-      try:
-        bert_config = json.load(f)
-      except json.JSONDecodeError as e:
-        raise ConversionError(f"Cannot parse {config_file}: {e}") from None
+    bert_config = read_json(config_file)
   vocab_file = vocab_file or _existing(os.path.join(folder, VOCAB_FILE))
   return RawCheckpoint(GOOGLE_TF1, weights, bert_config, vocab_file, prefix)
 

@@ -14,7 +14,8 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from bert_tf.checkpoints.files import ConversionError, HUGGINGFACE, RawCheckpoint, VOCAB_FILE
+from bert_tf.checkpoints.files import (ConversionError, HUGGINGFACE, RawCheckpoint, VOCAB_FILE,
+                                      read_json)
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
@@ -62,11 +63,7 @@ def read_huggingface(path: str, config_file: Optional[str] = None,
   config_file = config_file or os.path.join(folder, CONFIG_FILE)
   if not os.path.isfile(config_file):
     raise ConversionError(f"No {CONFIG_FILE} beside {weights_file}; pass the config file.")
-  with open(config_file, encoding="utf-8") as f:
-    try:
-      config = json.load(f)
-    except json.JSONDecodeError as e:
-      raise ConversionError(f"Cannot parse {config_file}: {e}") from None
+  config = read_json(config_file)
   _check_architecture(config, config_file)
   if vocab_file is None and os.path.isfile(os.path.join(folder, VOCAB_FILE)):
     vocab_file = os.path.join(folder, VOCAB_FILE)
@@ -104,8 +101,7 @@ def _read_safetensors(path: str) -> Dict[str, np.ndarray]:
 
 
 def _read_sharded_safetensors(index_file: str) -> Dict[str, np.ndarray]:
-  with open(index_file, encoding="utf-8") as f:
-    weight_map = json.load(f).get("weight_map")
+  weight_map = read_json(index_file).get("weight_map")
   if not isinstance(weight_map, dict):
     raise ConversionError(f"{index_file} has no 'weight_map'")
   folder = os.path.dirname(os.path.abspath(index_file))

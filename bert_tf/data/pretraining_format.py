@@ -18,7 +18,7 @@ INCOMPLETE_SUFFIX = ".incomplete"
 
 
 class PretrainingDataError(errors.UserError, ValueError):
-  """Bad input or settings, with the offending file or flag named."""
+  """Bad input, vocab or output, with the offending file or flag named."""
 
 
 @dataclasses.dataclass
@@ -35,19 +35,16 @@ class PretrainingDataSettings(configs.Config):
   do_whole_word_mask: bool = False
 
   def validate(self):
-    if self.max_seq_length < 5:
-      raise configs.ConfigError(f"max_seq_length must be at least 5, got "
-                                f"{self.max_seq_length}")
-    if self.max_predictions_per_seq < 1:
-      raise configs.ConfigError("max_predictions_per_seq must be at least 1")
-    if not 0.0 < self.masked_lm_prob < 1.0:
-      raise configs.ConfigError(f"masked_lm_prob must be in (0, 1), got "
-                                f"{self.masked_lm_prob}")
-    if self.dupe_factor < 1:
-      raise configs.ConfigError(f"dupe_factor must be at least 1, got {self.dupe_factor}")
-    if not 0.0 <= self.short_seq_prob <= 1.0:
-      raise configs.ConfigError(f"short_seq_prob must be in [0, 1], got "
-                                f"{self.short_seq_prob}")
+    configs.require(self.max_seq_length >= 5,
+                    f"max_seq_length must be at least 5, got {self.max_seq_length}")
+    configs.require(self.max_predictions_per_seq >= 1,
+                    "max_predictions_per_seq must be at least 1")
+    configs.require(0.0 < self.masked_lm_prob < 1.0,
+                    f"masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
+    configs.require(self.dupe_factor >= 1,
+                    f"dupe_factor must be at least 1, got {self.dupe_factor}")
+    configs.require(0.0 <= self.short_seq_prob <= 1.0,
+                    f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
 
 
 def output_paths(output: str, num_shards: int, gzip: bool) -> List[str]:

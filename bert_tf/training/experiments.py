@@ -42,15 +42,18 @@ def _task_configs() -> Dict[str, type]:
 
 
 def experiment_from_dict(data: Optional[Mapping[str, Any]]) -> configs.ExperimentConfig:
-  """An ExperimentConfig from a nested mapping, its task section read by its task."""
+  """An ExperimentConfig from a nested mapping, its task section read by its task and
+  the keys of earlier versions read in their new places (`checkpoints.params_upgrade`)."""
+  # Imported on first use, as the task configs are: bert_tf.checkpoints loads Keras.
+  from bert_tf.checkpoints import params_upgrade  # pylint: disable=g-import-not-at-top
+  data = params_upgrade.upgrade_experiment(dict(data or {}))
   return configs.ExperimentConfig.from_dict(data, task_configs=_task_configs())
 
 
 def experiment_from_yaml(*paths: str, overrides=None) -> configs.ExperimentConfig:
   """An ExperimentConfig from YAML files merged in order, then overrides (a mapping or
   dotted `a.b=value` strings); e.g. a model_dir's params.yaml."""
-  return configs.ExperimentConfig.from_yaml(*paths, overrides=overrides,
-                                            task_configs=_task_configs())
+  return experiment_from_dict(configs.merged_yaml(*paths, overrides=overrides))
 
 
 def registered_experiments() -> List[str]:

@@ -1,0 +1,15 @@
+"""Typed, validated configuration: `configs.X` for every config class and constant.
+
+The framework (`Config`, strict loading, coercion, overrides, YAML) is `configs.base`;
+the experiment schema is `configs.encoder` (EncoderConfig and the released sizes) and
+`configs.experiment` (the model, data, tokenizer, optimizer, trainer, runtime and task
+sections, and ExperimentConfig over them).
+"""
+
+from bert_tf.configs.base import (Config, ConfigError, field_path, load_yaml, merged_yaml,
+                                  nearest_name, parse_dotted_overrides, require)
+from bert_tf.configs.encoder import ACTIVATIONS, ENCODER_SIZES, EncoderConfig
+from bert_tf.configs.experiment import (BACKENDS, LORA_TARGETS, OPTIMIZERS, PRECISIONS,
+                                        STRATEGIES, DataConfig, ExperimentConfig, ModelConfig,
+                                        OptimizerConfig, RuntimeConfig, TaskConfig,
+                                        TokenizerConfig, TrainerConfig, task_config_from_dict)
