@@ -17,7 +17,8 @@ import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
 from bert_tf import constants
-from bert_tf.checkpoints import bert_config, convert, google_tf1, huggingface
+from bert_tf.checkpoints import (bert_config, convert, google_tf1, huggingface, reading,
+                                 variables, writing)
 from bert_tf.checkpoints.files import ConversionError
 from bert_tf.configs import EncoderConfig
 from bert_tf.models import BertEncoder, BertPretrainer
@@ -175,8 +176,8 @@ def _assert_parity(model, tensors, config, features):
 
 
 def _assert_same_weights(a, b):
-  wa = convert.variables_by_path(a)
-  wb = convert.variables_by_path(b)
+  wa = variables.variables_by_path(a)
+  wb = variables.variables_by_path(b)
   assert sorted(wa) == sorted(wb)
   for path in wa:
     np.testing.assert_array_equal(wa[path].numpy(), wb[path].numpy(), err_msg=path)
@@ -194,14 +195,14 @@ def fixture_vocab(tmp_path):
 def test_huggingface_file_written_and_read_back_matches_numpy_bert(tmp_path, vocab):
   model = tiny_model()
   out = tmp_path / "hf"
-  convert.save_huggingface(model, vocab, str(out))
+  writing.save_huggingface(model, vocab, str(out))
   tensors = load_file(str(out / "model.safetensors"))
   config = json.loads((out / "config.json").read_text())
   features = batch()
   # The writer: the original model computes what the written file computes.
   _assert_parity(model, tensors, config, features)
   # The reader: the model converted from the file computes the same.
-  loaded = convert.read_checkpoint(str(out))
+  loaded = reading.read_checkpoint(str(out))
   assert loaded.source_format == "huggingface"
   assert loaded.items == ("encoder", "masked_lm", "next_sentence")
   diffs = _assert_parity(loaded.model, tensors, config, features)
@@ -211,13 +212,13 @@ def test_huggingface_file_written_and_read_back_matches_numpy_bert(tmp_path, voc
 def test_tf1_checkpoint_under_original_names_converts_with_parity(tmp_path, vocab):
   model = tiny_model(seed=3)
   hf = tmp_path / "hf"
-  convert.save_huggingface(model, vocab, str(hf))
+  writing.save_huggingface(model, vocab, str(hf))
   tensors = load_file(str(hf / "model.safetensors"))
   config = json.loads((hf / "config.json").read_text())
   # A genuine name-based TF1 checkpoint, as the original release ships.
   folder = tmp_path / "tf1"
   folder.mkdir()
-  google_tf1.write_google_tf1(convert.model_arrays(model, "google_tf1"),
+  google_tf1.write_google_tf1(variables.model_arrays(model, "google_tf1"),
                               str(folder / "bert_model.ckpt"))
   (folder / "bert_config.json").write_text(json.dumps(bert_config.to_bert_config(TINY)))
   os.rename(vocab, folder / "vocab.txt")
@@ -228,7 +229,7 @@ def test_tf1_checkpoint_under_original_names_converts_with_parity(tmp_path, voca
   out = tmp_path / "converted"
   summary = convert.convert_checkpoint(str(folder), str(out))
   assert summary.input_format == "google_tf1"
-  loaded = convert.read_checkpoint(str(out))
+  loaded = reading.read_checkpoint(str(out))
   assert loaded.source_format == "bert_tf"
   _assert_parity(loaded.model, tensors, config, batch())
   _assert_same_weights(loaded.model, model)
@@ -237,11 +238,11 @@ def test_tf1_checkpoint_under_original_names_converts_with_parity(tmp_path, voca
 def test_encoder_only_checkpoint_converts_to_encoder_with_parity(tmp_path, vocab):
   model = tiny_model(heads=False)
   out = tmp_path / "hf"
-  convert.save_huggingface(model, vocab, str(out))
+  writing.save_huggingface(model, vocab, str(out))
   tensors = load_file(str(out / "model.safetensors"))
   assert not any(name.startswith(("bert.", "cls.")) for name in tensors)
   assert json.loads((out / "config.json").read_text())["architectures"] == ["BertModel"]
-  loaded = convert.read_checkpoint(str(out))
+  loaded = reading.read_checkpoint(str(out))
   assert isinstance(loaded.model, BertEncoder)
   assert loaded.items == ("encoder",)
   _assert_parity(loaded.model, tensors, json.loads((out / "config.json").read_text()),
@@ -255,11 +256,11 @@ def test_encoder_only_checkpoint_converts_to_encoder_with_parity(tmp_path, vocab
 @pytest.mark.parametrize("fmt", ["huggingface", "google_tf1"])
 def test_round_trip_through_format_is_bitwise_identical(tmp_path, vocab, fmt):
   model = tiny_model(seed=5)
-  convert.save_checkpoint(model, vocab, str(tmp_path / "ours"), "bert_tf")
+  writing.save_checkpoint(model, vocab, str(tmp_path / "ours"), "bert_tf")
   convert.convert_checkpoint(str(tmp_path / "ours"), str(tmp_path / "other"),
                              output_format=fmt)
   convert.convert_checkpoint(str(tmp_path / "other"), str(tmp_path / "back"))
-  back = convert.read_checkpoint(str(tmp_path / "back"))
+  back = reading.read_checkpoint(str(tmp_path / "back"))
   _assert_same_weights(back.model, model)
   with open(vocab, "rb") as f, open(tmp_path / "back" / "vocab.txt", "rb") as g:
     assert f.read() == g.read()
@@ -267,9 +268,9 @@ def test_round_trip_through_format_is_bitwise_identical(tmp_path, vocab, fmt):
 
 def test_huggingface_file_round_trip_keeps_every_tensor_bitwise(tmp_path, vocab):
   model = tiny_model(seed=6)
-  convert.save_huggingface(model, vocab, str(tmp_path / "a"))
-  loaded = convert.read_checkpoint(str(tmp_path / "a"))
-  convert.save_huggingface(loaded.model, loaded.vocab_file, str(tmp_path / "b"))
+  writing.save_huggingface(model, vocab, str(tmp_path / "a"))
+  loaded = reading.read_checkpoint(str(tmp_path / "a"))
+  writing.save_huggingface(loaded.model, loaded.vocab_file, str(tmp_path / "b"))
   a = load_file(str(tmp_path / "a" / "model.safetensors"))
   b = load_file(str(tmp_path / "b" / "model.safetensors"))
   assert sorted(a) == sorted(b)
@@ -282,7 +283,7 @@ def test_converted_folder_is_accepted_by_train_config_and_init_checkpoint(tmp_pa
   from bert_tf.training import experiments
   model = tiny_model(seed=8)
   out = str(tmp_path / "ours")
-  convert.save_bert_tf(model, vocab, out)
+  writing.save_bert_tf(model, vocab, out)
   # What `tools/train.py --experiment=... --config_file=<out>/config.yaml
   # --init_checkpoint=<out>` resolves: the converted encoder's sizes, and its checkpoint.
   experiment = experiments.resolve_experiment(
@@ -305,7 +306,7 @@ def test_converted_folder_is_accepted_by_train_config_and_init_checkpoint(tmp_pa
 def test_huggingface_variants_gamma_beta_tied_decoder_and_position_ids_are_accepted(
     tmp_path, vocab):
   model = tiny_model(seed=9)
-  convert.save_huggingface(model, vocab, str(tmp_path / "hf"))
+  writing.save_huggingface(model, vocab, str(tmp_path / "hf"))
   tensors = load_file(str(tmp_path / "hf" / "model.safetensors"))
   variant = {}
   for name, array in tensors.items():
@@ -316,20 +317,20 @@ def test_huggingface_variants_gamma_beta_tied_decoder_and_position_ids_are_accep
   variant["cls.predictions.decoder.bias"] = variant.pop("cls.predictions.bias")
   variant["bert.embeddings.position_ids"] = np.arange(TINY.max_position_embeddings)[None]
   save_file(variant, str(tmp_path / "hf" / "model.safetensors"))
-  loaded = convert.read_checkpoint(str(tmp_path / "hf"))
+  loaded = reading.read_checkpoint(str(tmp_path / "hf"))
   _assert_same_weights(loaded.model, model)
 
 
 def test_untied_decoder_matrix_is_an_error_naming_both_tensors(tmp_path, vocab):
   model = tiny_model()
-  convert.save_huggingface(model, vocab, str(tmp_path / "hf"))
+  writing.save_huggingface(model, vocab, str(tmp_path / "hf"))
   path = str(tmp_path / "hf" / "model.safetensors")
   tensors = load_file(path)
   tensors["cls.predictions.decoder.weight"] = np.zeros((TINY.vocab_size, TINY.hidden_size),
                                                        np.float32)
   save_file(tensors, path)
   with pytest.raises(ConversionError, match="decoder.weight.*word_embeddings"):
-    convert.read_checkpoint(str(tmp_path / "hf"))
+    reading.read_checkpoint(str(tmp_path / "hf"))
 
 
 # --------------------------------------------------------------------------------------
@@ -338,7 +339,7 @@ def test_untied_decoder_matrix_is_an_error_naming_both_tensors(tmp_path, vocab):
 
 def _hf_folder(tmp_path, vocab):
   folder = tmp_path / "hf"
-  convert.save_huggingface(tiny_model(), vocab, str(folder))
+  writing.save_huggingface(tiny_model(), vocab, str(folder))
   return folder
 
 
@@ -400,11 +401,11 @@ def test_layer_count_differing_from_config_names_the_extra_layer(tmp_path, vocab
 
 
 def test_bert_tf_checkpoint_with_wrong_config_is_an_error(tmp_path, vocab):
-  convert.save_bert_tf(tiny_model(), vocab, str(tmp_path / "ours"))
+  writing.save_bert_tf(tiny_model(), vocab, str(tmp_path / "ours"))
   config = tmp_path / "ours" / "config.yaml"
   config.write_text(config.read_text().replace("num_layers: 2", "num_layers: 3"))
   with pytest.raises(ConversionError, match="does not fit"):
-    convert.read_checkpoint(str(tmp_path / "ours"))
+    reading.read_checkpoint(str(tmp_path / "ours"))
 
 
 def test_existing_output_folder_is_kept_unless_overwrite(tmp_path, vocab):
@@ -422,14 +423,14 @@ def test_existing_output_folder_is_kept_unless_overwrite(tmp_path, vocab):
 def test_detect_format_tells_the_three_formats_apart(tmp_path, vocab):
   model = tiny_model()
   for fmt in ("bert_tf", "huggingface", "google_tf1"):
-    convert.save_checkpoint(model, vocab, str(tmp_path / fmt), fmt)
-    assert convert.detect_format(str(tmp_path / fmt)) == fmt
+    writing.save_checkpoint(model, vocab, str(tmp_path / fmt), fmt)
+    assert reading.detect_format(str(tmp_path / fmt)) == fmt
   with pytest.raises(ConversionError, match="Cannot tell the format"):
-    convert.detect_format(str(tmp_path))
+    reading.detect_format(str(tmp_path))
 
 
 def test_huggingface_writer_names_follow_bert_for_pretraining(tmp_path, vocab):
-  convert.save_huggingface(tiny_model(), vocab, str(tmp_path / "hf"))
+  writing.save_huggingface(tiny_model(), vocab, str(tmp_path / "hf"))
   folder = tmp_path / "hf"
   names = set(load_file(str(folder / huggingface.SAFETENSORS_FILE)))
   assert {"bert.embeddings.word_embeddings.weight", "bert.pooler.dense.weight",
@@ -443,10 +444,10 @@ def test_huggingface_writer_names_follow_bert_for_pretraining(tmp_path, vocab):
 
 def test_trainer_model_dir_with_params_yaml_reads_with_all_heads(tmp_path, vocab):
   model = tiny_model(seed=11)
-  convert.save_bert_tf(model, vocab, str(tmp_path / "run"))
+  writing.save_bert_tf(model, vocab, str(tmp_path / "run"))
   # A trainer's model_dir keeps its resolved config as params.yaml.
   os.rename(tmp_path / "run" / "config.yaml", tmp_path / "run" / "params.yaml")
-  loaded = convert.read_checkpoint(str(tmp_path / "run"))
+  loaded = reading.read_checkpoint(str(tmp_path / "run"))
   assert loaded.source_format == "bert_tf"
   assert loaded.items == ("encoder", "masked_lm", "next_sentence")
   _assert_same_weights(loaded.model, model)

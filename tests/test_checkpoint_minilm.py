@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from bert_tf import constants
-from bert_tf.checkpoints import bert_config, convert, google_tf1
+from bert_tf.checkpoints import bert_config, convert, google_tf1, reading, variables, writing
 
 pytestmark = pytest.mark.minilm
 
@@ -46,7 +46,7 @@ def fixture_reference():
 def fixture_converted(minilm_dir, tmp_path_factory):
   out = tmp_path_factory.mktemp("minilm") / "bert_tf"
   convert.convert_checkpoint(minilm_dir, str(out))
-  return convert.read_checkpoint(str(out))
+  return reading.read_checkpoint(str(out))
 
 
 def _inputs(reference):
@@ -85,22 +85,22 @@ def test_minilm_as_original_tf1_checkpoint_matches_transformers_within_1e4(
     converted, reference, tmp_path):
   folder = tmp_path / "tf1"
   folder.mkdir()
-  google_tf1.write_google_tf1(convert.model_arrays(converted.model, "google_tf1"),
+  google_tf1.write_google_tf1(variables.model_arrays(converted.model, "google_tf1"),
                               str(folder / google_tf1.CHECKPOINT_PREFIX))
   (folder / google_tf1.CONFIG_FILE).write_text(
       json.dumps(bert_config.to_bert_config(converted.encoder_config)))
   (folder / "vocab.txt").write_bytes(pathlib.Path(converted.vocab_file).read_bytes())
   convert.convert_checkpoint(str(folder), str(tmp_path / "back"), input_format="google_tf1")
-  back = convert.read_checkpoint(str(tmp_path / "back"))
+  back = reading.read_checkpoint(str(tmp_path / "back"))
   diffs = _max_diffs(back.model, reference)
   assert all(diff < PARITY_ATOL for diff in diffs.values()), diffs
 
 
 def test_minilm_bert_tf_to_huggingface_and_back_is_bitwise_identical(converted, tmp_path):
-  convert.save_huggingface(converted.model, converted.vocab_file, str(tmp_path / "hf"))
-  back = convert.read_checkpoint(str(tmp_path / "hf"))
-  ours = convert.variables_by_path(converted.model)
-  theirs = convert.variables_by_path(back.model)
+  writing.save_huggingface(converted.model, converted.vocab_file, str(tmp_path / "hf"))
+  back = reading.read_checkpoint(str(tmp_path / "hf"))
+  ours = variables.variables_by_path(converted.model)
+  theirs = variables.variables_by_path(back.model)
   assert sorted(ours) == sorted(theirs)
   for path, variable in ours.items():
     np.testing.assert_array_equal(variable.numpy(), theirs[path].numpy(), err_msg=path)

@@ -6,7 +6,7 @@ import sys
 
 from safetensors.numpy import load_file, save_file
 
-from bert_tf.checkpoints import convert
+from bert_tf.checkpoints import reading, writing
 from test_checkpoint_convert import tiny_model, write_vocab, TINY
 
 TOOL = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools",
@@ -21,7 +21,7 @@ def _run(*args):
 
 def test_tool_converts_and_prints_stages_and_a_summary_line(tmp_path):
   model = tiny_model(heads=False)
-  convert.save_huggingface(model, write_vocab(tmp_path / "vocab.txt", TINY.vocab_size),
+  writing.save_huggingface(model, write_vocab(tmp_path / "vocab.txt", TINY.vocab_size),
                            str(tmp_path / "hf"))
   result = _run(f"--input={tmp_path / 'hf'}", f"--output_dir={tmp_path / 'out'}")
   assert result.returncode == 0, result.stderr
@@ -29,12 +29,12 @@ def test_tool_converts_and_prints_stages_and_a_summary_line(tmp_path):
   assert any("Reading huggingface checkpoint" in line for line in lines)
   assert lines[-1].startswith("Converted huggingface")
   assert "encoder, 39 variables" in lines[-1]
-  loaded = convert.read_checkpoint(str(tmp_path / "out"))
+  loaded = reading.read_checkpoint(str(tmp_path / "out"))
   assert loaded.items == ("encoder",)
 
 
 def test_tool_reports_bad_input_with_exit_code_1_and_writes_nothing(tmp_path):
-  convert.save_huggingface(tiny_model(), write_vocab(tmp_path / "vocab.txt", TINY.vocab_size),
+  writing.save_huggingface(tiny_model(), write_vocab(tmp_path / "vocab.txt", TINY.vocab_size),
                            str(tmp_path / "hf"))
   path = str(tmp_path / "hf" / "model.safetensors")
   tensors = load_file(path)

@@ -74,8 +74,10 @@ def main(argv):
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   if not _INPUT.value or not _OUTPUT_DIR.value:
     raise app.UsageError("--input and --output_dir are required")
+  from bert_tf import checkpoints  # pylint: disable=g-import-not-at-top
   from bert_tf.checkpoints import convert  # pylint: disable=g-import-not-at-top
-  stages = std_logging.getLogger(convert.__name__)
+  # The stages are logged by the package's modules (reading, conversion).
+  stages = std_logging.getLogger(checkpoints.__name__)
   stages.setLevel(std_logging.INFO)
   stages.addHandler(_StageLog())
   stages.propagate = False

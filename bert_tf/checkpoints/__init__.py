@@ -6,8 +6,9 @@ does a whole conversion; `read_checkpoint` gives a bert_tf model from any format
 formats are one table, `name_map.TABLE`.
 """
 
-from bert_tf.checkpoints.convert import (ConversionSummary, LoadedCheckpoint, build_model,
-                                         convert_checkpoint, detect_format, model_arrays,
-                                         read_checkpoint, save_bert_tf, save_checkpoint,
-                                         save_google_tf1, save_huggingface)
+from bert_tf.checkpoints.convert import ConversionSummary, convert_checkpoint
 from bert_tf.checkpoints.files import FORMATS, ConversionError
+from bert_tf.checkpoints.reading import LoadedCheckpoint, detect_format, read_checkpoint
+from bert_tf.checkpoints.variables import build_model, model_arrays
+from bert_tf.checkpoints.writing import (save_bert_tf, save_checkpoint, save_google_tf1,
+                                         save_huggingface)

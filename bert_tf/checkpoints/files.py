@@ -22,6 +22,8 @@ HUGGINGFACE = "huggingface"
 FORMATS = (BERT_TF, GOOGLE_TF1, HUGGINGFACE)
 
 VOCAB_FILE = "vocab.txt"
+# The encoder config of a bert_tf checkpoint folder.
+CONFIG_YAML = "config.yaml"
 
 
 class ConversionError(errors.UserError, ValueError):
@@ -57,6 +59,15 @@ def count_vocab(path: str) -> int:
     return len(vocab_lib.load_vocab(path))
   except (FileNotFoundError, ValueError) as e:
     raise ConversionError(str(e)) from None
+
+
+def check_vocab(vocab_file: str, vocab_size: int, source: str) -> None:
+  """Raises ConversionError unless the vocab has `vocab_size` tokens, the rows of the
+  word-embedding table of `source` (a checkpoint or model, named in the message)."""
+  size = count_vocab(vocab_file)
+  if size != vocab_size:
+    raise ConversionError(f"Vocab {vocab_file} has {size} tokens but the word-embedding table "
+                          f"of {source} (embeddings/word_embeddings) has {vocab_size} rows.")
 
 
 def read_json(path: str) -> Dict[str, Any]:

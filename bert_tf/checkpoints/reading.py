@@ -1,0 +1,256 @@
+"""Reading a checkpoint of any format (bert_tf, Google TF1, Hugging Face) into a bert_tf model.
+
+The arrays are assigned one by one through the table in `name_map`. Every shape, the vocab
+size and the set of names are checked before anything is assigned. A bert_tf folder (as
+`writing.save_bert_tf` writes it) or a trainer's model_dir (ckpt-N.*, params.yaml) reads
+by object through `restore`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from typing import Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import configs
+from bert_tf.checkpoints import bert_config
+from bert_tf.checkpoints import google_tf1
+from bert_tf.checkpoints import huggingface
+from bert_tf.checkpoints import name_map
+from bert_tf.checkpoints import restore
+from bert_tf.checkpoints import variables as variables_lib
+from bert_tf.checkpoints.files import (BERT_TF, CONFIG_YAML, FORMATS, GOOGLE_TF1, HUGGINGFACE,
+                                       VOCAB_FILE, ConversionError, RawCheckpoint,
+                                       check_vocab)
+
+logger = logging.getLogger(__name__)
+
+TRAINER_CONFIG_YAML = "params.yaml"
+
+
+@dataclasses.dataclass
+class LoadedCheckpoint:
+  """A checkpoint as a bert_tf model.
+
+  Attributes:
+    model: BertPretrainer when the masked-LM head was present, else BertEncoder.
+    encoder_config: the encoder's hyperparameters.
+    vocab_file: the vocab.txt that goes with it, or None when none was found.
+    items: the checkpoint items it holds, e.g. ("encoder", "masked_lm", "next_sentence").
+    source: the path read.
+    source_format: bert_tf, google_tf1 or huggingface.
+  """
+
+  model: object
+  encoder_config: configs.EncoderConfig
+  vocab_file: Optional[str]
+  items: Tuple[str, ...]
+  source: str
+  source_format: str
+
+
+def detect_format(path: str) -> str:
+  """Guesses the format of the checkpoint at `path` (a folder, prefix or weights file)."""
+  if not os.path.exists(path) and not tf.io.gfile.exists(path + ".index"):
+    raise ConversionError(f"Checkpoint not found: {path}")
+  if os.path.isdir(path) and huggingface.is_huggingface_folder(path):
+    return HUGGINGFACE
+  if os.path.isfile(path) and path.endswith((".safetensors", ".bin", ".index.json")):
+    return HUGGINGFACE
+  try:
+    prefix = google_tf1.find_checkpoint_prefix(path)
+  except ConversionError:
+    raise ConversionError(f"Cannot tell the format of {path}: not a Hugging Face folder "
+                          f"(config.json + {' or '.join(huggingface.WEIGHT_FILES)}) and no "
+                          "TensorFlow checkpoint. Pass the input format.") from None
+  names = [name for name, _ in tf.train.list_variables(prefix)]
+  if any(name.split("/", 1)[0] in name_map.ITEMS for name in names):
+    return BERT_TF
+  if any(name.startswith(("bert/", "cls/")) for name in names):
+    return GOOGLE_TF1
+  raise ConversionError(f"{prefix} is neither a bert_tf checkpoint (no root item named "
+                        f"{', '.join(name_map.ITEMS)}) nor an original BERT checkpoint "
+                        "(no variable under bert/ or cls/).")
+
+
+def read_checkpoint(path: str, input_format: str = "auto",
+                    config_file: Optional[str] = None,
+                    vocab_file: Optional[str] = None) -> LoadedCheckpoint:
+  """Reads a checkpoint of any supported format into a bert_tf model.
+
+  Args:
+    path: a folder, checkpoint prefix or weights file.
+    input_format: auto, bert_tf, google_tf1 or huggingface.
+    config_file: the model config (bert_config.json, config.json, or for bert_tf a YAML
+      with model.encoder); default: the one beside the checkpoint.
+    vocab_file: default: the vocab.txt beside the checkpoint.
+
+  Raises:
+    ConversionError: naming the file, variable and shapes at fault.
+  """
+  fmt = detect_format(path) if input_format == "auto" else input_format
+  if fmt not in FORMATS:
+    raise ConversionError(f"Unknown input format '{fmt}'; formats: auto, {', '.join(FORMATS)}")
+  logger.info("Reading %s checkpoint %s", fmt, path)
+  if fmt == BERT_TF:
+    return _read_bert_tf(path, config_file, vocab_file)
+  if fmt == GOOGLE_TF1:
+    raw = google_tf1.read_google_tf1(path, config_file, vocab_file)
+  else:
+    raw = huggingface.read_huggingface(path, config_file, vocab_file)
+  return model_from_raw(raw)
+
+
+def model_from_raw(raw: RawCheckpoint,
+                   encoder_config: Optional[configs.EncoderConfig] = None) -> LoadedCheckpoint:
+  """Builds the bert_tf model that `raw` describes and assigns its weights.
+
+  Args:
+    raw: arrays under Google TF1 or Hugging Face names, with the config they came with.
+    encoder_config: overrides the config read from the checkpoint's config file.
+
+  Raises:
+    ConversionError: when the config is missing, a required variable is missing, a
+      variable is not expected, a shape disagrees with the config, or the vocab size
+      disagrees with the embedding table. Nothing is assigned in those cases.
+  """
+  if encoder_config is None:
+    if raw.bert_config is None:
+      raise ConversionError(f"No model config found for {raw.source}; pass the "
+                            "bert_config.json / config.json file.")
+    encoder_config = bert_config.from_bert_config(raw.bert_config, source=raw.source)
+  arrays, original = _canonical_arrays(raw)
+  items = name_map.items_present(arrays, raw.fmt)
+  if name_map.ENCODER not in items:
+    raise ConversionError(f"{raw.source} holds no BERT encoder weights; found: "
+                          f"{_preview(original.values())}")
+  rows = name_map.weight_names(encoder_config.num_layers, items)
+  by_name = name_map.rows_by_name(rows, raw.fmt)
+  missing = [name for name in by_name if name not in arrays]
+  unexpected = [original[name] for name in arrays if name not in by_name]
+  if missing or unexpected:
+    raise ConversionError(_name_mismatch_message(raw, encoder_config, missing, unexpected))
+
+  model = variables_lib.build_model(encoder_config, items)
+  variables = variables_lib.variables_by_path(model)
+  assignments = []
+  for name, row in by_name.items():
+    array = arrays[name]
+    target = variables[row.bert_tf]
+    want = tuple(target.shape)
+    transposed = row.transposed_in(raw.fmt)
+    want_in_file = tuple(reversed(want)) if transposed else want
+    if tuple(array.shape) != want_in_file:
+      raise ConversionError(
+          f"{raw.source}: variable {original[name]} has shape {list(array.shape)} but the "
+          f"config (num_layers={encoder_config.num_layers}, hidden_size="
+          f"{encoder_config.hidden_size}, intermediate_size={encoder_config.intermediate_size}"
+          f", vocab_size={encoder_config.vocab_size}, max_position_embeddings="
+          f"{encoder_config.max_position_embeddings}, type_vocab_size="
+          f"{encoder_config.type_vocab_size}) needs {list(want_in_file)} for {row.bert_tf}")
+    assignments.append((target, array.T if transposed else array))
+
+  if raw.vocab_file:
+    check_vocab(raw.vocab_file, encoder_config.vocab_size, raw.source)
+  if len(assignments) != len(variables):
+    unassigned = sorted(set(variables) - {row.bert_tf for row in rows})
+    raise ConversionError(f"The table leaves model variables unassigned: {unassigned}")
+  for target, array in assignments:
+    target.assign(array.astype(np.float32))
+  logger.info("Assigned %d variables (%s)", len(assignments), "+".join(items))
+  return LoadedCheckpoint(model, encoder_config, raw.vocab_file, items, raw.source, raw.fmt)
+
+
+def _canonical_arrays(raw: RawCheckpoint):
+  """Renames Hugging Face aliases to the table's names and resolves tied copies.
+
+  Returns:
+    ({canonical name: array}, {canonical name: name in the file}).
+  """
+  if raw.fmt == GOOGLE_TF1:
+    return dict(raw.weights), {name: name for name in raw.weights}
+  arrays, original = {}, {}
+  for name, array in raw.weights.items():
+    if name_map.HF_IGNORED.match(name):
+      continue
+    canonical = name_map.canonical_hf_name(name)
+    if canonical in arrays:
+      raise ConversionError(f"{raw.source}: both {original[canonical]} and {name} hold "
+                            f"{canonical}")
+    arrays[canonical], original[canonical] = array, name
+  embeddings = "embeddings.word_embeddings.weight"
+  decoder = arrays.pop(name_map.HF_TIED_DECODER_WEIGHT, None)
+  if decoder is not None:
+    original.pop(name_map.HF_TIED_DECODER_WEIGHT)
+    if embeddings in arrays and not np.array_equal(decoder, arrays[embeddings]):
+      raise ConversionError(
+          f"{raw.source}: {name_map.HF_TIED_DECODER_WEIGHT} (shape {list(decoder.shape)}) "
+          f"differs from {embeddings} (shape {list(arrays[embeddings].shape)}); bert_tf ties "
+          "the masked-LM output matrix to the word embeddings.")
+  bias_name = "cls.predictions.bias"
+  decoder_bias = arrays.pop(name_map.HF_TIED_DECODER_BIAS, None)
+  if decoder_bias is not None:
+    decoder_bias_file_name = original.pop(name_map.HF_TIED_DECODER_BIAS)
+    if bias_name not in arrays:
+      arrays[bias_name], original[bias_name] = decoder_bias, decoder_bias_file_name
+    elif not np.array_equal(decoder_bias, arrays[bias_name]):
+      raise ConversionError(f"{raw.source}: {decoder_bias_file_name} differs from "
+                            f"{original[bias_name]}; they are one bias in bert_tf.")
+  return arrays, original
+
+
+def _name_mismatch_message(raw, config, missing, unexpected) -> str:
+  parts = [f"{raw.source} does not match the config (num_layers={config.num_layers})."]
+  if missing:
+    parts.append(f"Missing {len(missing)} required variables: {_preview(missing)}.")
+  if unexpected:
+    parts.append(f"{len(unexpected)} unexpected variables: {_preview(unexpected)}.")
+  layers = {name_map.layer_index(name, raw.fmt) for name in unexpected + missing}
+  layers.discard(None)
+  if layers:
+    parts.append(f"Layer indices involved: {sorted(layers)}; check num_hidden_layers.")
+  return " ".join(parts)
+
+
+def _preview(names, limit: int = 20) -> str:
+  names = sorted(names)
+  shown = ", ".join(names[:limit])
+  return shown + (f", ... ({len(names) - limit} more)" if len(names) > limit else "")
+
+
+def _read_bert_tf(path: str, config_file: Optional[str], vocab_file: Optional[str]
+                  ) -> LoadedCheckpoint:
+  try:
+    prefix = restore.resolve_checkpoint(
+        path[:-len(".index")] if path.endswith(".index") else path)
+  except FileNotFoundError as e:
+    raise ConversionError(str(e)) from None
+  folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(prefix))
+  if config_file is None:
+    # A converted folder has config.yaml; a trainer's model_dir has params.yaml.
+    candidates = [os.path.join(folder, name) for name in (CONFIG_YAML, TRAINER_CONFIG_YAML)]
+    config_file = next((c for c in candidates if os.path.isfile(c)), candidates[0])
+  try:
+    data = configs.load_yaml(config_file)
+    encoder_config = configs.EncoderConfig.from_dict(
+        (data.get("model") or {}).get("encoder") or {}, path="model.encoder")
+  except configs.ConfigError as e:
+    raise ConversionError(f"{config_file}: {e}") from None
+  roots = restore.checkpoint_children(prefix)
+  items = tuple(item for item in name_map.ITEMS if item in roots)
+  if name_map.ENCODER not in items:
+    raise ConversionError(f"{prefix} has no '{name_map.ENCODER}' item; it has {sorted(roots)}")
+  model = variables_lib.build_model(encoder_config, items)
+  try:
+    restore.restore_items(prefix, model.checkpoint_items, items=items)
+  except (AssertionError, KeyError, ValueError, tf.errors.OpError) as e:
+    raise ConversionError(f"{prefix} does not fit the model of {config_file}: {e}") from None
+  vocab_file = vocab_file or (os.path.join(folder, VOCAB_FILE)
+                              if os.path.isfile(os.path.join(folder, VOCAB_FILE)) else None)
+  if vocab_file:
+    check_vocab(vocab_file, encoder_config.vocab_size, prefix)
+  return LoadedCheckpoint(model, encoder_config, vocab_file, items, prefix, BERT_TF)

@@ -1,0 +1,101 @@
+"""bert_tf models as checkpoints see them: the model for a set of checkpoint items, and its
+variables under the names and layouts of each format (through `name_map.TABLE`)."""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import configs
+from bert_tf.checkpoints import name_map
+from bert_tf.checkpoints.files import HUGGINGFACE, ConversionError
+from bert_tf.models.bert_encoder import BertEncoder
+from bert_tf.models.bert_pretrainer import BertPretrainer
+
+
+def build_model(encoder_config: configs.EncoderConfig,
+                items: Sequence[str] = (name_map.ENCODER,)):
+  """Builds the bert_tf model whose checkpoint_items are `items`.
+
+  Returns:
+    BertPretrainer (with the next-sentence head when "next_sentence" is in items) when
+    "masked_lm" is in items, else BertEncoder.
+  """
+  if name_map.NEXT_SENTENCE in items and name_map.MASKED_LM not in items:
+    raise ConversionError("The checkpoint has a next-sentence head but no masked-LM head; "
+                          "bert_tf models hold the next-sentence head only beside it.")
+  encoder = BertEncoder.from_config_object(encoder_config)
+  if name_map.MASKED_LM in items:
+    return BertPretrainer(encoder, use_next_sentence_label=name_map.NEXT_SENTENCE in items)
+  return encoder
+
+
+def encoder_of(model) -> BertEncoder:
+  """The BertEncoder of a BertEncoder or of a model that holds one as `encoder`."""
+  if isinstance(model, BertEncoder):
+    return model
+  encoder = model.checkpoint_items.get(name_map.ENCODER)
+  if not isinstance(encoder, BertEncoder):
+    raise ConversionError(f"{type(model).__name__} has no BertEncoder under checkpoint item "
+                          f"'{name_map.ENCODER}'")
+  return encoder
+
+
+def variables_by_path(model) -> Dict[str, tf.Variable]:
+  """{variable.path: variable} of every weight of `model` (a shared variable once)."""
+  out = {}
+  for variable in model.weights:
+    if variable.path in out and out[variable.path] is not variable:
+      raise ConversionError(f"Two variables of {model.name} share the path {variable.path}")
+    out[variable.path] = variable
+  return out
+
+
+def _model_rows(model, items: Optional[Sequence[str]] = None):
+  """The table rows of `model`, checked to cover exactly its variables."""
+  model_items = tuple(model.checkpoint_items)
+  items = tuple(items) if items is not None else model_items
+  unknown = [item for item in items if item not in name_map.ITEMS]
+  if unknown:
+    raise ConversionError(f"Checkpoint items {unknown} have no Hugging Face or TF1 names; "
+                          f"convertible items: {', '.join(name_map.ITEMS)}")
+  rows = name_map.weight_names(encoder_of(model).num_layers, items)
+  variables = variables_by_path(model)
+  missing = [row.bert_tf for row in rows if row.bert_tf not in variables]
+  if missing:
+    raise ConversionError(f"{model.name} lacks variables the table expects: {missing}")
+  if set(items) == set(model_items):
+    extra = sorted(set(variables) - {row.bert_tf for row in rows})
+    if extra:
+      raise ConversionError(f"{model.name} has variables that the table does not name: "
+                            f"{extra}")
+  return rows, variables
+
+
+def model_arrays(model, fmt: str, items: Optional[Sequence[str]] = None
+                 ) -> Dict[str, np.ndarray]:
+  """The model's weights under the names and layout of `fmt`.
+
+  Args:
+    model: a BertEncoder or BertPretrainer.
+    fmt: bert_tf, google_tf1 or huggingface. Hugging Face names carry the "bert." prefix
+      when the masked-LM head is included (BertForPreTraining style), none otherwise
+      (BertModel style).
+    items: the checkpoint items to include; default: all of the model's.
+
+  Returns:
+    {name: float32 array}.
+  """
+  rows, variables = _model_rows(model, items)
+  with_prefix = any(row.item == name_map.MASKED_LM for row in rows)
+  out = {}
+  for row in rows:
+    array = np.asarray(variables[row.bert_tf].numpy())
+    if row.transposed_in(fmt):
+      array = array.T
+    name = (name_map.hf_file_name(row, with_prefix) if fmt == HUGGINGFACE
+            else row.name_in(fmt))
+    out[name] = np.ascontiguousarray(array)
+  return out
