@@ -10,6 +10,7 @@ from bert_tf import configs
 from bert_tf.models import BertEncoder
 from bert_tf.models import BertPretrainer
 from bert_tf.training import optimizers
+from bert_tf.training import strategies
 from bert_tf.training.trainer import Trainer
 
 import finetuning_helpers
@@ -139,7 +140,7 @@ def _mirrored():
   devices = [d.name for d in tf.config.list_logical_devices("CPU")]
   if len(devices) < 2:
     pytest.skip("needs two logical CPU devices (tests/conftest.py)")
-  return tf.distribute.MirroredStrategy(devices[:2])
+  return strategies.mirrored_strategy(devices[:2])
 
 
 def test_keras_apply_gradients_in_replica_context_sums_gradients_across_replicas():

@@ -8,6 +8,7 @@ from bert_tf import constants
 from bert_tf import losses
 from bert_tf.tasks import base
 from bert_tf.tasks.pretraining import PretrainingTask, PretrainingTaskConfig
+from bert_tf.training import strategies
 from bert_tf.training.trainer import Trainer
 
 import trainer_helpers
@@ -42,7 +43,7 @@ def test_masked_lm_loss_divides_by_the_global_weight_sum_under_mirrored_strategy
   devices = [d.name for d in tf.config.list_logical_devices("CPU")][:2]
   if len(devices) < 2:
     pytest.skip("needs two logical CPU devices")
-  strategy = tf.distribute.MirroredStrategy(devices)
+  strategy = strategies.mirrored_strategy(devices)
   experiment = trainer_helpers.tiny_experiment(batch=8)
   task = PretrainingTask(experiment)
   full = next(iter(task.build_inputs(experiment.train_data)))

@@ -43,11 +43,51 @@ def trim_to_longest(batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
   """Cuts a batch padded to seq_length down to its longest example (last axis)."""
   length = tf.reduce_max(tf.reduce_sum(batch[constants.INPUT_MASK], axis=-1))
   length = tf.maximum(length, 1)
-  out = {}
-  for key, value in batch.items():
-    if key in constants.ENCODER_INPUTS or (key == constants.LABEL_IDS and value.shape.rank == 2):
-      value = value[..., :length]
-    out[key] = value
+  out = dict(batch)
+  for key in _length_axis_features(batch):
+    out[key] = batch[key][..., :length]
+  return out
+
+
+def _length_axis_features(batch: Dict[str, tf.Tensor]):
+  """The features whose last axis is the token axis: the encoder inputs and, for
+  tagging, the per-token label_ids [B, T]."""
+  return [key for key, value in batch.items()
+          if key in constants.ENCODER_INPUTS or (key == constants.LABEL_IDS and
+                                                 value.shape.rank == 2)]
+
+
+def pad_to_length_bucket(batch: Dict[str, tf.Tensor],
+                         bounds: Sequence[int]) -> Dict[str, tf.Tensor]:
+  """Pads a batch cut to its longest example (last axis) up to the smallest of `bounds`
+  that holds it, so that batches come in len(bounds) lengths only: what XLA and TPUs,
+  which compile once per shape, need from batches padded to their longest example.
+
+  Args:
+    batch: as this module describes it (token features [B, T] or [B, C, T]).
+    bounds: increasing lengths, the last one the longest T of the data (seq_length).
+
+  Returns:
+    the batch with each token feature's last axis one of `bounds` (static where
+    there is one bound), padded with 0 (label_ids of tagging: IGNORE_LABEL).
+  """
+  keys = _length_axis_features(batch)
+  length = tf.shape(batch[constants.INPUT_WORD_IDS])[-1]
+  bounds_tensor = tf.constant(list(bounds), tf.int32)
+  index = tf.minimum(tf.searchsorted(bounds_tensor, [length], side="left")[0],
+                     len(bounds) - 1)
+  target = bounds_tensor[index]
+  out = dict(batch)
+  for key in keys:
+    value = batch[key]
+    fill = constants.IGNORE_LABEL if key == constants.LABEL_IDS else 0
+    paddings = [[0, 0]] * (value.shape.rank - 1) + [[0, target - length]]
+    padded = tf.pad(value, paddings, constant_values=tf.cast(fill, value.dtype))
+    # The padded length is one of `bounds`; the shape says none other, so that a step
+    # traced from these batches sees a known length where there is only one bound.
+    shape = value.shape.as_list()
+    shape[-1] = bounds[0] if len(bounds) == 1 else None
+    out[key] = tf.ensure_shape(padded, shape)
   return out
 
 

@@ -1,12 +1,16 @@
 """Dynamic loss scaling for mixed_float16 training.
 
 The loss is multiplied by the scale before the backward pass and the (all-reduced)
-gradients divided by it. A step whose gradients are not finite is skipped and halves
-the scale; `growth_interval` finite steps in a row double it. Every replica computes
-the same decision from the same all-reduced gradients, so the scale stays mirrored.
+gradients divided by it. A step whose loss or gradients are not finite (a float16
+overflow in the forward or the backward pass) is skipped and halves the scale, down to
+MIN_SCALE; `growth_interval` finite steps in a row double it. Every replica computes
+the same decision from the same all-reduced values, so the scale stays mirrored.
 """
 
 import tensorflow as tf
+
+# The smallest scale: halving stops there.
+MIN_SCALE = 1.0
 
 
 class DynamicLossScale(tf.Module):
@@ -40,14 +44,19 @@ class DynamicLossScale(tf.Module):
       raise ValueError(f"runtime.loss_scale must be positive, got {scale}")
     return cls(initial_scale=scale, dynamic=False)
 
-  def update(self, grads_finite) -> None:
+  def can_lower(self, scale) -> tf.Tensor:
+    """Whether a non-finite step at `scale` (float32 scalar) lowers the scale: bool
+    scalar, False for a fixed scale and at MIN_SCALE."""
+    return tf.logical_and(tf.constant(self.dynamic), scale > MIN_SCALE)
+
+  def update(self, step_finite) -> None:
     """Halves the scale after a non-finite step; doubles it after growth_interval
-    finite steps in a row. grads_finite: bool scalar."""
+    finite steps in a row. step_finite: bool scalar."""
     if not self.dynamic:
       return
-    good = tf.where(grads_finite, self.good_steps + 1, tf.zeros_like(self.good_steps))
+    good = tf.where(step_finite, self.good_steps + 1, tf.zeros_like(self.good_steps))
     grow = good >= self.growth_interval
-    scale = tf.where(grads_finite, tf.where(grow, self.scale * self.factor, self.scale),
-                     tf.maximum(self.scale / self.factor, 1.0))
+    scale = tf.where(step_finite, tf.where(grow, self.scale * self.factor, self.scale),
+                     tf.maximum(self.scale / self.factor, MIN_SCALE))
     self.scale.assign(scale)
     self.good_steps.assign(tf.where(grow, tf.zeros_like(good), good))

@@ -114,7 +114,7 @@ class Optimizer(tf.Module):
     self._built = True
 
   def apply_gradients(self, grads: Sequence[tf.Tensor], variables: Sequence, step,
-                      should_apply=True, gradient_scale=None) -> None:
+                      should_apply=True, gradient_scale=None, step_counter=None) -> None:
     """Updates `variables` from `grads`.
 
     Call inside `strategy.run` (replica context) with gradients that are already
@@ -131,6 +131,8 @@ class Optimizer(tf.Module):
       gradient_scale: optional float32 scalar every gradient is multiplied by first
         (loss-scale removal and global-norm clipping, folded into the update so that
         they cost no pass of their own over the gradients).
+      step_counter: optional int64 variable that the same launch increments by one,
+        skipped step or not.
     """
     if not self._built:
       raise RuntimeError("Optimizer.build(variables) must run before apply_gradients")
@@ -150,8 +152,10 @@ class Optimizer(tf.Module):
         handles.append(owned.handle)
         dtypes.append(owned.dtype)
       decays.append(self.decays(variable))
+    counters = [] if step_counter is None else [_tf_variable(step_counter).handle]
     update = self._update_fn(tuple(dtypes), tuple(decays))
-    update(handles, [tf.convert_to_tensor(g) for g in grads], lr, t, should_apply, scale)
+    update(handles, counters, [tf.convert_to_tensor(g) for g in grads], lr, t,
+           should_apply, scale)
 
   def _update_fn(self, dtypes: Tuple[tf.DType, ...], decays: Tuple[bool, ...]):
     """The update of every variable: one (XLA-compiled) function that reads each
@@ -169,7 +173,9 @@ class Optimizer(tf.Module):
     if key not in self._update_fns:
       per_variable = 1 + len(self.slot_names)
 
-      def write_new_values(handles, grads, lr, t, should_apply, scale):
+      def write_new_values(handles, counters, grads, lr, t, should_apply, scale):
+        for counter in counters:
+          tf.raw_ops.AssignAddVariableOp(resource=counter, value=tf.constant(1, tf.int64))
         for i, (grad, decay) in enumerate(zip(grads, decays)):
           owned = handles[i * per_variable:(i + 1) * per_variable]
           values = [tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype) for handle, dtype

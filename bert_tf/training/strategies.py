@@ -8,7 +8,7 @@ split alone.
 import json
 import logging
 import os
-from typing import Optional
+from typing import Dict, Optional, Sequence, Tuple
 
 import keras
 import tensorflow as tf
@@ -52,7 +52,8 @@ def build_strategy(runtime: configs.RuntimeConfig) -> tf.distribute.Strategy:
   """Returns the strategy of runtime.distribution_strategy.
 
   one_device: /gpu:0 when num_gpus > 0, else /cpu:0.
-  mirrored: all GPUs when num_gpus > 0, else every logical CPU device.
+  mirrored: all GPUs when num_gpus > 0, else every logical CPU device
+    (`mirrored_strategy`: one per process and device set).
   multi_worker_mirrored: workers and this process's role from the TF_CONFIG
     environment variable.
   tpu: runtime.tpu names the TPU (grpc address or name; "" or "local" for a TPU VM).
@@ -63,15 +64,8 @@ def build_strategy(runtime: configs.RuntimeConfig) -> tf.distribute.Strategy:
     return tf.distribute.OneDeviceStrategy(device)
   if name == "mirrored":
     if runtime.num_gpus > 0:
-      devices = [f"/gpu:{i}" for i in range(runtime.num_gpus)]
-      return tf.distribute.MirroredStrategy(devices=devices)
-    # Logical CPU devices share one memory, so reducing on one of them costs nothing.
-    # The default collective ops would also break a second MirroredStrategy in the same
-    # process: each strategy numbers its collectives from the same key, and TF 2.21
-    # rejects a gather whose key an earlier strategy's all-reduce already used.
-    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
-    return tf.distribute.MirroredStrategy(
-        devices=devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
+      return mirrored_strategy([f"/gpu:{i}" for i in range(runtime.num_gpus)])
+    return mirrored_strategy([d.name for d in tf.config.list_logical_devices("CPU")])
   if name == "multi_worker_mirrored":
     if "TF_CONFIG" not in os.environ:
       raise ValueError("distribution_strategy multi_worker_mirrored needs the TF_CONFIG "
@@ -81,6 +75,25 @@ def build_strategy(runtime: configs.RuntimeConfig) -> tf.distribute.Strategy:
   if name == "tpu":
     return build_tpu_strategy(runtime.tpu)
   raise configs.ConfigError(f"runtime.distribution_strategy: unknown '{name}'")
+
+
+# The MirroredStrategy of each device set, built once per process.
+_MIRRORED: Dict[Tuple[str, ...], tf.distribute.MirroredStrategy] = {}
+
+
+def mirrored_strategy(devices: Sequence[str]) -> tf.distribute.MirroredStrategy:
+  """The process's MirroredStrategy over `devices`, with TensorFlow's collective
+  all-reduce (NCCL between GPUs, ring between logical CPU devices, the same code path).
+
+  Built once per device set and shared by every Trainer of the process: each new
+  MirroredStrategy numbers its collectives from the same first key, so a second one
+  would reuse keys the first already used, and TF 2.21 then aborts every collective
+  of the process ("Collective instance 100 expected type 0 ... but got type 2").
+  """
+  key = tuple(devices)
+  if key not in _MIRRORED:
+    _MIRRORED[key] = tf.distribute.MirroredStrategy(devices=list(devices))
+  return _MIRRORED[key]
 
 
 def build_tpu_strategy(tpu: str) -> tf.distribute.TPUStrategy:

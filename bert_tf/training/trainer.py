@@ -46,8 +46,10 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import configs
+from bert_tf import constants
 from bert_tf import kernels
 from bert_tf.checkpoints import trackables
+from bert_tf.data import batching
 from bert_tf.data import tfrecords
 from bert_tf.tasks import base as task_base
 from bert_tf.training import checkpoints
@@ -122,9 +124,7 @@ class Trainer:
     self.accumulation_steps = trainer_config.gradient_accumulation_steps
     self._check_batch_sizes()
     self._is_tpu = isinstance(self.strategy, tf.distribute.TPUStrategy)
-    if self._is_tpu and not experiment.train_data.drop_remainder:
-      raise configs.ConfigError("TPUStrategy needs static shapes: set "
-                                "train_data.drop_remainder=true")
+    self._check_static_shapes()
 
     # The same seed gives the same initial weights under every strategy.
     keras.utils.set_random_seed(experiment.runtime.seed)
@@ -175,26 +175,58 @@ class Trainer:
     """Whether the training input iterator is saved in checkpoints.
 
     tf.distribute's iterators are no trackable objects in TF 2.21, but plain tf.data
-    iterators are: OneDeviceStrategy steps read one directly, and MirroredStrategy with
-    one input pipeline per replica and no prefetch to the devices
-    (InputReplicationMode.PER_REPLICA) gives every replica one.
+    iterators are: under OneDeviceStrategy and MirroredStrategy the worker's one input
+    pipeline is a plain tf.data iterator whose elements the loop hands to the replicas
+    itself (`_next_batch`).
     """
     return isinstance(self.strategy, (tf.distribute.OneDeviceStrategy,
                                       tf.distribute.MirroredStrategy))
 
-  def _distribute(self, data_config: configs.DataConfig, skip_steps: int = 0,
-                  per_replica: bool = False):
-    """The distributed dataset.
+  @property
+  def pads_to_length_buckets(self) -> bool:
+    """Whether training batches are padded to fixed lengths (seq_length or the length
+    buckets) instead of to their longest example: where the step is compiled once per
+    shape, under XLA (jit_compile) and on a TPU."""
+    return self.jit_compile or self._is_tpu
+
+  def _check_static_shapes(self):
+    """Raises ConfigError for inputs whose shapes cannot be made static where the step
+    compiles once per shape (see pads_to_length_buckets)."""
+    where = "TPUStrategy" if self._is_tpu else "runtime.jit_compile"
+    data = self.experiment.train_data
+    if self._is_tpu and not data.drop_remainder:
+      raise configs.ConfigError(f"{where} needs static shapes: set "
+                                "train_data.drop_remainder=true")
+    if self.pads_to_length_buckets and data.pack_examples:
+      raise configs.ConfigError(
+          f"{where} compiles the step once per shape, and train_data.pack_examples makes "
+          "the number of rows vary from batch to batch: use train_data.length_buckets")
+
+  def _build_inputs(self, data_config: configs.DataConfig,
+                    input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+    """The task's per-replica batches; with `pads_to_length_buckets` (training, or any
+    input on a TPU), those cut to their longest example padded to the next of
+    data_config.length_buckets and seq_length."""
+    dataset = self.task.build_inputs(data_config, input_context)
+    if not (self._is_tpu or (self.pads_to_length_buckets and data_config.is_training)):
+      return dataset
+    spec = dataset.element_spec.get(constants.INPUT_WORD_IDS)
+    if spec is None or spec.shape[-1] is not None:
+      return dataset
+    bounds = [*data_config.active_length_buckets(), data_config.seq_length]
+    return dataset.map(lambda batch: batching.pad_to_length_bucket(batch, bounds))
+
+  def _distribute(self, data_config: configs.DataConfig, skip_steps: int = 0):
+    """The tf.distribute dataset: one input pipeline per worker, prefetching to the
+    devices (the replicas' batches on a TPU).
 
     Args:
       skip_steps: global steps whose batches are skipped (resuming without a
         checkpointed iterator: with a deterministic input, fixed files, shuffle seed and
         order, this is the very position an uninterrupted run would be at).
-      per_replica: one input pipeline per replica, each a plain tf.data iterator
-        (see `iterator_checkpointable`).
     """
     def dataset_fn(input_context):
-      dataset = self.task.build_inputs(data_config, input_context)
+      dataset = self._build_inputs(data_config, input_context)
       if skip_steps:
         per_pipeline = (input_context.num_replicas_in_sync //
                         input_context.num_input_pipelines)
@@ -204,25 +236,36 @@ class Trainer:
     options = None
     if self._is_tpu:
       options = tf.distribute.InputOptions(experimental_fetch_to_device=True)
-    elif per_replica:
-      options = tf.distribute.InputOptions(
-          experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA,
-          experimental_fetch_to_device=False)
     return self.strategy.distribute_datasets_from_function(dataset_fn, options)
 
-  def _checkpointable_input(self, data_config: configs.DataConfig, skip_steps: int = 0):
-    """(iterator for the train loop, [the tf.data iterator of every replica])."""
-    if isinstance(self.strategy, tf.distribute.OneDeviceStrategy):
-      context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
-                                           num_replicas_in_sync=1)
-      dataset = self.task.build_inputs(data_config, context)
-      if skip_steps:
-        dataset = dataset.skip(skip_steps)
-      iterator = iter(dataset)
-      return iterator, [iterator]
-    iterator = iter(self._distribute(data_config, skip_steps, per_replica=True))
-    # pylint: disable=protected-access
-    return iterator, [worker._iterator for worker in iterator._iterators]
+  def _worker_input(self, data_config: configs.DataConfig, skip_steps: int = 0):
+    """The worker's one training input pipeline as a plain (checkpointable) tf.data
+    iterator of per-replica batches, one element per replica and step, under
+    OneDeviceStrategy and MirroredStrategy: one shuffle buffer and one iterator state
+    for all the worker's replicas."""
+    replicas = self.strategy.num_replicas_in_sync
+    context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                                         num_replicas_in_sync=replicas)
+    dataset = self._build_inputs(data_config, context)
+    if skip_steps:
+      dataset = dataset.skip(skip_steps * replicas)
+    return iter(dataset)
+
+  def _next_batch(self, iterator):
+    """The next step's batch (in the training loop): from the worker's tf.data iterator
+    (`_worker_input`), the next element for each replica, copied to the replica's
+    device as soon as it is read; from a tf.distribute iterator, its next batch."""
+    if not isinstance(iterator, tf.data.Iterator):
+      return next(iterator)
+    devices = self.strategy.extended.worker_devices
+    batches = [next(iterator) for _ in devices]
+
+    def on_device(context):
+      replica = context.replica_id_in_sync_group
+      with tf.device(devices[replica]):
+        return tf.nest.map_structure(tf.identity, batches[replica])
+
+    return self.strategy.experimental_distribute_values_from_function(on_device)
 
   def _ensure_train_iterator(self):
     if self._train_iterator is not None:
@@ -238,14 +281,14 @@ class Trainer:
         self._log(f"{type(self.strategy).__name__} has no checkpointable input "
                   f"iterator: skipped the {step} consumed batches")
       return self._train_iterator
-    iterator, replica_iterators = self._checkpointable_input(data_config)
-    if saved and saved != len(replica_iterators):
-      self._log(f"{self.restored_from} holds the input iterators of {saved} replicas, "
-                f"this run has {len(replica_iterators)}")
+    iterator = self._worker_input(data_config)
+    if saved and saved != 1:
+      self._log(f"{self.restored_from} holds {saved} input iterators (one per replica, "
+                f"as written by an older version), this run has one")
       saved = None
     if saved:
       try:
-        status = tf.train.Checkpoint(iterator=replica_iterators).read(self.restored_from)
+        status = tf.train.Checkpoint(iterator=[iterator]).read(self.restored_from)
         status.assert_existing_objects_matched()
         status.expect_partial()
       except (AssertionError, ValueError, tf.errors.OpError) as e:
@@ -254,10 +297,10 @@ class Trainer:
                   f"({type(e).__name__}: {str(e).splitlines()[0]})")
         saved = None
     if not saved and step:
-      iterator, replica_iterators = self._checkpointable_input(data_config, step)
+      iterator = self._worker_input(data_config, step)
       self._log(f"No input iterator restored from {self.restored_from}: skipped the "
                 f"{step} consumed batches")
-    self._checkpoint_items["iterator"] = replica_iterators
+    self._checkpoint_items["iterator"] = [iterator]
     self._build_checkpoint_object()
     self._train_iterator = iterator
     return self._train_iterator
@@ -299,6 +342,32 @@ class Trainer:
       self.initialized_from = self.task.initialize(self.model)
       for item, path in self.initialized_from.items():
         self._log(f"Initialized {item} from {path}")
+    self._seed_each_replica()
+
+  def _seed_each_replica(self) -> None:
+    """Gives each replica dropout masks of its own.
+
+    The state of a Keras SeedGenerator is a variable whose copies, one per replica, all
+    start from the same value and advance alike: every replica would draw the same
+    masks. Here the first replica keeps the state (the copy a checkpoint saves) and
+    replica r > 0 takes a seed folded from it and r, with the same counter. Each copy
+    then advances on its own; as the seed never changes, a resumed run derives what the
+    uninterrupted one holds, and draws the same masks.
+    """
+    states = [getattr(state, "value", state) for state in self._random_state()]
+    if not states or self.strategy.num_replicas_in_sync == 1:
+      return
+
+    def fold_in_replica():
+      replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+      for state in states:
+        seed, counter = tf.unstack(state.read_value())
+        folded = tf.cast(tf.random.experimental.stateless_fold_in(
+            tf.stack([seed, tf.zeros_like(seed)]), replica, alg="philox")[0], seed.dtype)
+        own = tf.where(replica == 0, seed, folded)
+        tf.raw_ops.AssignVariableOp(resource=state.handle, value=tf.stack([own, counter]))
+
+    tf.function(lambda: self.strategy.run(fold_in_replica))()
 
   # ----- the step -----
   def _forward_backward(self, features, normalizers, loss_scale):
@@ -375,21 +444,29 @@ class Trainer:
     clip = self.experiment.optimizer.global_clipnorm
     if clip > 0:
       gradient_scale *= clip / tf.maximum(grad_norm, clip)
+    step_finite = grads_finite & loss_finite
     step = self.step.read_value()
-    self.optimizer.apply_gradients(grads, variables, step,
-                                   should_apply=grads_finite & loss_finite,
-                                   gradient_scale=gradient_scale)
+    # The step counter advances in the optimizer's own launch: the update and the count
+    # are never seen apart, not even when a read error ends the loop mid-way.
+    self.optimizer.apply_gradients(grads, variables, step, should_apply=step_finite,
+                                   gradient_scale=gradient_scale, step_counter=self.step)
     out = dict(losses)
     for name, (numerator, denominator) in metrics.items():
       out[f"{name}/numerator"] = numerator
       out[f"{name}/denominator"] = denominator
     out["gradient_norm"] = grad_norm
     out["learning_rate"] = tf.cast(self.optimizer.learning_rate(step), tf.float32)
-    out["non_finite_loss_steps"] = 1.0 - tf.cast(loss_finite, tf.float32)
-    out["skipped_steps"] = 1.0 - tf.cast(grads_finite & loss_finite, tf.float32)
+    # Under a dynamic float16 loss scale a non-finite loss is an overflow like a
+    # non-finite gradient: the step is skipped and the scale halved. Training stops on
+    # it only where the scale cannot go lower (fixed, or at its minimum) or without one.
+    stops = tf.logical_not(loss_finite)
+    if self.loss_scale is not None:
+      stops &= tf.logical_not(self.loss_scale.can_lower(scale))
+    out["non_finite_loss_steps"] = tf.cast(stops, tf.float32)
+    out["skipped_steps"] = 1.0 - tf.cast(step_finite, tf.float32)
     if self.loss_scale is not None:
       out["loss_scale"] = scale
-      self.loss_scale.update(grads_finite)
+      self.loss_scale.update(step_finite)
     return out
 
   def _zero_outputs(self):
@@ -433,26 +510,28 @@ class Trainer:
     keys = self._output_keys()
     forward_backward = self._compiled_forward_backward()
     strategy = self.strategy
+    with strategy.scope():
+      # The sums of the loop's step outputs, one copy per replica, added to inside
+      # strategy.run and read once per loop: per step the host only reads the input
+      # and launches the step (on a TPU every host-side op is a round trip).
+      totals = tf.Variable(tf.zeros([len(keys)]), trainable=False, name="loop_totals",
+                           synchronization=tf.VariableSynchronization.ON_WRITE,
+                           aggregation=tf.VariableAggregation.NONE)
 
     def replica_step(features):
-      return self._replica_step(features, forward_backward)
+      out = self._replica_step(features, forward_backward)
+      # Every replica holds the same all-reduced values and adds them to its own copy.
+      tf.raw_ops.AssignAddVariableOp(resource=totals.handle,
+                                     value=tf.stack([out[key] for key in keys]))
 
     @tf.function
     def train_loop(iterator, num_steps):
       """Runs num_steps (int32 scalar) steps; returns the sums of their outputs."""
-      totals = {key: tf.constant(0.0) for key in keys}
+      totals.assign(tf.zeros_like(totals))
       for _ in tf.range(num_steps):
-        per_replica = strategy.run(replica_step, args=(next(iterator),))
-        # Every replica holds the same all-reduced values: take the first.
-        values = {key: strategy.experimental_local_results(per_replica[key])[0]
-                  for key in keys}
-        # Counted only once the step's batch was read: a read error (a corrupt record)
-        # leaves the step at the last finished one. Automatic control dependencies
-        # order only the ops of one resource, so the counter's update would not wait.
-        with tf.control_dependencies(list(values.values())):
-          self.step.assign_add(1)
-        totals = {key: totals[key] + values[key] for key in keys}
-      return totals
+        strategy.run(replica_step, args=(self._next_batch(iterator),))
+      values = tf.unstack(strategy.experimental_local_results(totals)[0].read_value())
+      return dict(zip(keys, values))
 
     return train_loop
 
