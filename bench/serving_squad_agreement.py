@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.data import squad as squad_data
+from bert_tf.data import squad_features
 from bert_tf.export import exporter
 from bert_tf.export import squad_serving
 from bert_tf.tasks import base
@@ -100,7 +101,7 @@ def main():
       evaluated = json.load(f)
   else:
     keep = [f for f in features if examples[f.example_index].qas_id in long_ids]
-    arrays = squad_data.features_to_arrays(keep)
+    arrays = squad_features.features_to_arrays(keep)
     values = {k: [] for k in ("unique_ids", "start_logits", "end_logits")}
     for start in range(0, len(keep), args.batch_size):
       batch = {k: v[start:start + args.batch_size] for k, v in arrays.items()}

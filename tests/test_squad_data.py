@@ -8,6 +8,8 @@ import pytest
 
 from bert_tf import constants
 from bert_tf.data import squad
+from bert_tf.data import squad_features
+from bert_tf.data import squad_records
 
 # A small uncased vocab covering the test contexts. Words not in it become [UNK].
 WORDS = [
@@ -30,8 +32,8 @@ def write_vocab(tmp_path, tokens=VOCAB) -> str:
 def make_tokenize_fn(vocab_path: str, lower_case: bool = True):
   """The project tokenizer, adapted into a tokenize_fn."""
   from bert_tf.text.tokenizer import BertWordPieceTokenizer  # pylint: disable=g-import-not-at-top
-  return squad.tokenize_fn_from_tokenizer(BertWordPieceTokenizer(vocab_path,
-                                                                 lower_case=lower_case))
+  return squad_features.tokenize_fn_from_tokenizer(BertWordPieceTokenizer(vocab_path,
+                                                                          lower_case=lower_case))
 
 
 def vocab_ids(tokens=VOCAB):
@@ -102,8 +104,8 @@ def test_improved_span_drops_punctuation_around_answer(tokenize_fn):
   context = "Smith (1895-1943) was born."
   data = squad_json([{"context": context, "qas": [qa("q", "When born?", "1895", context)]}])
   examples, _ = squad.read_squad_examples(data["data"], True, False)
-  features = squad.convert_examples_to_features(examples, tokenize_fn, vocab_ids(),
-                                                max_seq_length=32, doc_stride=8)
+  features = squad_features.convert_examples_to_features(examples, tokenize_fn, vocab_ids(),
+                                                         max_seq_length=32, doc_stride=8)
   f = features[0]
   assert f.tokens[f.start_position:f.end_position + 1] == ["1895"]
 
@@ -116,9 +118,9 @@ def test_answer_straddling_windows_is_labelled_only_where_fully_contained(tokeni
   data = squad_json([{"context": context, "qas": [qa("q", "where", answer, context)]}])
   examples, _ = squad.read_squad_examples(data["data"], True, False)
   # [CLS] where [SEP] + 10 context + [SEP] = 14.
-  features = squad.convert_examples_to_features(examples, tokenize_fn, vocab_ids(),
-                                                max_seq_length=14, doc_stride=4,
-                                                max_query_length=8)
+  features = squad_features.convert_examples_to_features(examples, tokenize_fn, vocab_ids(),
+                                                         max_seq_length=14, doc_stride=4,
+                                                         max_query_length=8)
   starts = [0, 4, 8, 12, 16]
   assert len(features) == len(starts)
   labelled = []
@@ -139,8 +141,8 @@ def test_max_context_flags_pick_the_most_centred_window(tokenize_fn):
   context = " ".join(f"w{i}" for i in range(24))
   data = squad_json([{"context": context, "qas": [qa("q", "where", "w0", context)]}])
   examples, _ = squad.read_squad_examples(data["data"], True, False)
-  features = squad.convert_examples_to_features(examples, tokenize_fn, vocab_ids(),
-                                                max_seq_length=14, doc_stride=4)
+  features = squad_features.convert_examples_to_features(examples, tokenize_fn, vocab_ids(),
+                                                         max_seq_length=14, doc_stride=4)
   # Each document token is max-context in exactly one window.
   counts = np.zeros(24, int)
   for f in features:
@@ -160,8 +162,8 @@ def test_non_ascii_context_aligns_answer_after_accents_and_cjk(tokenize_fn):
   examples, _ = squad.read_squad_examples(data["data"], True, False)
   ex = examples[0]
   assert ex.doc_tokens[ex.start_position] == "marker"
-  features = squad.convert_examples_to_features(examples, tokenize_fn, vocab_ids(),
-                                                max_seq_length=40)
+  features = squad_features.convert_examples_to_features(examples, tokenize_fn, vocab_ids(),
+                                                         max_seq_length=40)
   f = features[0]
   context_tokens = f.tokens[f.tokens.index(constants.SEP_TOKEN) + 1:-1]
   assert context_tokens[:4] == ["cafe", "uber", "東", "京"]
@@ -176,8 +178,8 @@ def test_unanswerable_questions_point_every_window_at_cls(tokenize_fn):
   context = " ".join(f"w{i}" for i in range(20))
   data = squad_json([{"context": context, "qas": [qa("q", "who", impossible=True)]}], "v2.0")
   examples, _ = squad.read_squad_examples(data["data"], True, version_2_with_negative=True)
-  features = squad.convert_examples_to_features(examples, tokenize_fn, vocab_ids(),
-                                                max_seq_length=12, doc_stride=4)
+  features = squad_features.convert_examples_to_features(examples, tokenize_fn, vocab_ids(),
+                                                         max_seq_length=12, doc_stride=4)
   assert len(features) > 1
   assert all((f.start_position, f.end_position, f.is_impossible) == (0, 0, True)
              for f in features)
@@ -188,8 +190,8 @@ def test_question_is_cut_to_max_query_length_and_padding_is_masked(tokenize_fn):
   question = " ".join(["w5"] * 10)
   data = squad_json([{"context": context, "qas": [qa("q", question, "w2", context)]}])
   examples, _ = squad.read_squad_examples(data["data"], True, False)
-  f = squad.convert_examples_to_features(examples, tokenize_fn, vocab_ids(),
-                                         max_seq_length=16, max_query_length=4)[0]
+  f = squad_features.convert_examples_to_features(examples, tokenize_fn, vocab_ids(),
+                                                  max_seq_length=16, max_query_length=4)[0]
   assert f.tokens == ["[CLS]", "w5", "w5", "w5", "w5", "[SEP]", "w1", "w2", "w3", "[SEP]"]
   assert f.input_mask == [1] * 10 + [0] * 6
   assert f.segment_ids == [0] * 6 + [1] * 4 + [0] * 6
@@ -212,14 +214,14 @@ def test_tfrecords_round_trip_the_features(tmp_path):
   vocab_path = write_vocab(tmp_path)
   path = _two_question_file(tmp_path)
   out = os.path.join(str(tmp_path), "train.tfrecord")
-  summary = squad.write_squad_tfrecords(path, out, make_tokenize_fn(vocab_path),
-                                        vocab_file=vocab_path, is_training=True,
-                                        max_seq_length=24)
+  summary = squad_records.write_squad_tfrecords(path, out, make_tokenize_fn(vocab_path),
+                                                vocab_file=vocab_path, is_training=True,
+                                                max_seq_length=24)
   assert summary == {"num_examples": 2, "num_features": 2, "num_skipped": 1}
   assert [n for n in os.listdir(str(tmp_path)) if ".tmp" in n] == []
-  records = list(squad.tfrecord_dataset(out, 24).as_numpy_iterator())
+  records = list(squad_records.tfrecord_dataset(out, 24).as_numpy_iterator())
   examples, _ = squad.read_squad_examples(path, True, False)
-  expected = squad.features_to_arrays(squad.convert_examples_to_features(
+  expected = squad_features.features_to_arrays(squad_features.convert_examples_to_features(
       examples, make_tokenize_fn(vocab_path), vocab_ids(), max_seq_length=24))
   for name, values in expected.items():
     np.testing.assert_array_equal(np.stack([r[name] for r in records]), values, err_msg=name)
@@ -229,9 +231,9 @@ def test_interrupted_tfrecord_write_leaves_no_file(tmp_path, tokenize_fn):
   context = "w1 w2 w3"
   data = squad_json([{"context": context, "qas": [qa("q", "where", "w2", context)]}])
   examples, _ = squad.read_squad_examples(data["data"], True, False)
-  features = squad.convert_examples_to_features(examples, tokenize_fn, vocab_ids(),
-                                                max_seq_length=16)
+  features = squad_features.convert_examples_to_features(examples, tokenize_fn, vocab_ids(),
+                                                         max_seq_length=16)
   out = os.path.join(str(tmp_path), "out.tfrecord")
   with pytest.raises(AttributeError):
-    squad.write_features_tfrecord([features[0], None], out)
+    squad_records.write_features_tfrecord([features[0], None], out)
   assert os.listdir(str(tmp_path)) == []

@@ -6,6 +6,7 @@ import tensorflow as tf
 
 import export_helpers as helpers
 from bert_tf.data import squad as squad_data
+from bert_tf.data import squad_features
 from bert_tf.data import squad_postprocess
 from bert_tf.export import exporter
 from bert_tf.export import squad_serving as ss
@@ -43,13 +44,13 @@ def evaluated_answers(module, experiment, contexts, questions, version_2=False):
   examples, _ = squad_data.read_squad_examples(_data(contexts, questions), False, version_2)
   settings = experiment.tokenizer
   tokenizer = BertWordPieceTokenizer(settings.vocab_file, lower_case=settings.lower_case)
-  vocab = {t: i for i, t in enumerate(squad_data._vocab_list(tokenizer))}  # pylint: disable=protected-access
+  vocab = {t: i for i, t in enumerate(squad_features.vocab_list(tokenizer))}
   task = experiment.task
-  features = squad_data.convert_examples_to_features(
-      examples, squad_data.tokenize_fn_from_tokenizer(tokenizer), vocab,
+  features = squad_features.convert_examples_to_features(
+      examples, squad_features.tokenize_fn_from_tokenizer(tokenizer), vocab,
       max_seq_length=SEQ_LENGTH, doc_stride=task.doc_stride,
       max_query_length=task.max_query_length)
-  arrays = squad_data.features_to_arrays(features)
+  arrays = squad_features.features_to_arrays(features)
   outputs = module.call_model(arrays)
   results = {int(u): (s, e) for u, s, e in zip(arrays[squad_data.UNIQUE_IDS],
                                                 outputs["start_logits"].numpy(),

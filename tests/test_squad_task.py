@@ -12,6 +12,7 @@ import tensorflow as tf
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf.data import squad as squad_data
+from bert_tf.data import squad_records
 from bert_tf.models.bert_span_labeler import END_LOGITS, START_LOGITS
 from bert_tf.tasks import base
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
@@ -182,7 +183,7 @@ def test_tfrecord_input_yields_the_same_batches_as_json_input(tmp_path):
   vocab.write_text("\n".join(SYNTH_VOCAB) + "\n")
   (tmp_path / "train.json").write_text(json.dumps(synthetic_squad(6, 3)))
   record = str(tmp_path / "train.tfrecord")
-  summary = squad_data.write_squad_tfrecords(
+  summary = squad_records.write_squad_tfrecords(
       str(tmp_path / "train.json"), record,
       BertWordPieceTokenizer(str(vocab), lower_case=True), is_training=True,
       max_seq_length=24)

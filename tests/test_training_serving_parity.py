@@ -16,6 +16,7 @@ from bert_tf import constants
 from bert_tf.data import featurizers
 from bert_tf.data import glue
 from bert_tf.data import squad
+from bert_tf.data import squad_features
 from bert_tf.data import swag
 from bert_tf.data.conll import TaggingExample
 from bert_tf.export import classifier_serving
@@ -180,8 +181,8 @@ def test_squad_windows_are_what_squad_serving_encodes(vocab_file, text_encoder):
   examples, _ = squad.read_squad_examples(data, is_training=False,
                                           version_2_with_negative=False)
   tokenizer = text_encoder.tokenizer
-  features = squad.convert_examples_to_features(
-      examples, squad.tokenize_fn_from_tokenizer(tokenizer),
+  features = squad_features.convert_examples_to_features(
+      examples, squad_features.tokenize_fn_from_tokenizer(tokenizer),
       {t: i for i, t in enumerate(tokenizer.vocab)}, max_seq_length=SEQ_LENGTH,
       doc_stride=8, max_query_length=max_query_length)
   assert len([f for f in features if f.doc_span_index == 0]) == 2 and len(features) > 2
@@ -190,6 +191,6 @@ def test_squad_windows_are_what_squad_serving_encodes(vocab_file, text_encoder):
   served = serving.encode_text({"question": tf.constant(questions),
                                 "context": tf.constant([context] * 2)})
   # Serving packs every doc_stride window of each question, in the evaluation's order.
-  arrays = squad.features_to_arrays(features)
+  arrays = squad_features.features_to_arrays(features)
   for key in constants.ENCODER_INPUTS:
     np.testing.assert_array_equal(arrays[key], served[key], err_msg=key)

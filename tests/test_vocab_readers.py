@@ -7,7 +7,8 @@ from bert_tf.checkpoints import files as checkpoint_files
 from bert_tf.data import masking
 from bert_tf.data import pretraining_inputs
 from bert_tf.data import pretraining_instances as pi
-from bert_tf.data import squad
+from bert_tf.data import squad_features
+from bert_tf.data import squad_records
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
 
 TOKENS = [*constants.SPECIAL_TOKENS, "the", "cat", "##s"]
@@ -18,7 +19,7 @@ def _readers(path):
   tokenizer = BertWordPieceTokenizer(path, lower_case=True)
   special = masking.read_masking_vocab(path)
   pretraining = pretraining_inputs.load_special_ids(path)
-  squad_tokens = squad._vocab_list(tokenizer)  # pylint: disable=protected-access
+  squad_tokens = squad_features.vocab_list(tokenizer)
   return {
       "tokenizer": (tokenizer.vocab_size, tokenizer.cls_id),
       "masking": (special.vocab_size, special.cls_id),
@@ -52,10 +53,10 @@ def test_every_reader_rejects_a_malformed_vocab_naming_the_file_and_line(tmp_pat
       lambda: BertWordPieceTokenizer(path, lower_case=True),
       lambda: masking.read_masking_vocab(path),
       lambda: pretraining_inputs.load_special_ids(path),
-      lambda: squad.write_squad_tfrecords(str(questions),
-                                          str(tmp_path / "out.tfrecord"),
-                                          lambda texts: [], is_training=False,
-                                          vocab_file=path),
+      lambda: squad_records.write_squad_tfrecords(str(questions),
+                                                  str(tmp_path / "out.tfrecord"),
+                                                  lambda texts: [], is_training=False,
+                                                  vocab_file=path),
       lambda: checkpoint_files.count_vocab(path),
   ]
   for read in readers:

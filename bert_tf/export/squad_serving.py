@@ -1,7 +1,7 @@
 """Serving span question answering over every window of the context.
 
 `serving_default` and `serve_examples` answer as SQuAD evaluation does
-(`bert_tf.data.squad.convert_examples_to_features`, then
+(`bert_tf.data.squad_features.convert_examples_to_features`, then
 `bert_tf.data.squad_postprocess.postprocess`): the question is cut to
 `max_query_length` pieces; the context's pieces are cut into windows of
 `seq_length - 3 - question length` pieces starting `doc_stride` pieces apart

@@ -2,7 +2,7 @@
 
 Inputs come from a SQuAD JSON file (format "squad_json": features are created in
 Python, then fed from tensors), from TFRecords written by
-bert_tf.data.squad.write_squad_tfrecords (format "tfrecord"), or are synthetic
+bert_tf.data.squad_records.write_squad_tfrecords (format "tfrecord"), or are synthetic
 (format "dummy"). Evaluation post-processes the gathered logits into answers and scores
 them with the official SQuAD definitions of exact match and F1; for v2.0 it also reports
 the null threshold that maximizes F1 on the evaluation data, as the paper tunes it on dev.
@@ -20,7 +20,9 @@ import tensorflow as tf
 from bert_tf import configs
 from bert_tf.data import dummy
 from bert_tf.data import squad as squad_data
+from bert_tf.data import squad_features
 from bert_tf.data import squad_postprocess
+from bert_tf.data import squad_records
 from bert_tf import losses
 from bert_tf.metrics import squad as squad_metrics
 from bert_tf.metrics import sums
@@ -83,7 +85,7 @@ class SquadTask(base.Task):
     if not settings.vocab_file:
       raise configs.ConfigError("Reading SQuAD JSON needs tokenizer.vocab_file")
     tokenizer = BertWordPieceTokenizer(settings.vocab_file, lower_case=settings.lower_case)
-    return squad_data.tokenize_fn_from_tokenizer(tokenizer)
+    return squad_features.tokenize_fn_from_tokenizer(tokenizer)
 
   def create_features(self, path: str, data_config: configs.DataConfig, is_training: bool
                       ) -> Tuple[List[squad_data.SquadExample], List[squad_data.SquadFeatures]]:
@@ -104,7 +106,7 @@ class SquadTask(base.Task):
         version_2_with_negative=self.config.version_2_with_negative)
     tokenize_fn = self._tokenize_fn()
     vocab_list = vocab_lib.load_vocab(self.experiment.tokenizer.vocab_file)
-    features = squad_data.convert_examples_to_features(
+    features = squad_features.convert_examples_to_features(
         examples, tokenize_fn, {t: i for i, t in enumerate(vocab_list)},
         max_seq_length=data_config.seq_length, doc_stride=self.config.doc_stride,
         max_query_length=self.config.max_query_length)
@@ -142,8 +144,8 @@ class SquadTask(base.Task):
   def tfrecord_inputs(self, data_config: configs.DataConfig,
                       input_context: Optional[tf.distribute.InputContext] = None
                       ) -> tf.data.Dataset:
-    """Windows written by bert_tf.data.squad.write_squad_tfrecords."""
-    dataset = squad_data.tfrecord_dataset(data_config.input_path, data_config.seq_length)
+    """Windows written by bert_tf.data.squad_records.write_squad_tfrecords."""
+    dataset = squad_records.tfrecord_dataset(data_config.input_path, data_config.seq_length)
     return self._batch(dataset, data_config, input_context)
 
   def raw_inputs(self, data_config: configs.DataConfig,
@@ -157,7 +159,7 @@ class SquadTask(base.Task):
       features = self.eval_set(data_config.input_path, data_config)[1]
     if not features:
       raise ValueError(f"{data_config.input_path}: no SQuAD questions to read")
-    dataset = tf.data.Dataset.from_tensor_slices(squad_data.features_to_arrays(features))
+    dataset = tf.data.Dataset.from_tensor_slices(squad_features.features_to_arrays(features))
     return self._batch(dataset, data_config, input_context)
 
   def _batch(self, dataset: tf.data.Dataset, data_config: configs.DataConfig,
