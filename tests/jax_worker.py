@@ -1,0 +1,166 @@
+"""The JAX side of tests/test_jax_trainer.py, run as `KERAS_BACKEND=jax python
+tests/jax_worker.py COMMAND ARGS...` (Keras fixes its backend per process, and the
+pytest process runs TensorFlow). Each command prints one line `RESULT <json>` last.
+
+  train CONFIG_YAML MODEL_DIR MODE      bert_tf.training.backends.run_experiment
+  kinds OUT_DIR                         every experiment kind, 2 steps + evaluation
+  resume OUT_DIR                        4 steps at once, 2 + 2 resumed, and with 2
+                                        micro-batches; the largest differences
+  fill_mask MODEL_DIR TEXTS_JSON OUT    the trained model's top-k answers at each [MASK]
+  weights CHECKPOINT OUT                a checkpoint's encoder weights, restored on JAX
+"""
+
+import json
+import os
+import sys
+
+import keras
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import finetuning_helpers  # pylint: disable=g-import-not-at-top
+import trainer_helpers  # pylint: disable=g-import-not-at-top
+from bert_tf import constants  # pylint: disable=g-import-not-at-top
+from bert_tf.checkpoints import restore  # pylint: disable=g-import-not-at-top
+from bert_tf.tasks import base as task_base  # pylint: disable=g-import-not-at-top
+from bert_tf.training import backends  # pylint: disable=g-import-not-at-top
+from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
+
+TOP_K = 3
+TAGS = ["O", "B-PER", "I-PER"]
+
+
+def _result(value) -> None:
+  print("RESULT " + json.dumps(value), flush=True)
+
+
+def train(config_path: str, model_dir: str, mode: str) -> dict:
+  experiment = experiments.experiment_from_yaml(config_path)
+  return backends.run_experiment(experiment, model_dir, mode)
+
+
+def kinds(out_dir: str) -> dict:
+  """Trains each experiment kind for 2 steps on dummy data, then evaluates it."""
+  vocab = finetuning_helpers.write_vocab(os.path.join(out_dir, "vocab.txt"))
+
+  def tiny(task):
+    # Dummy fine-tuning input is endless: evaluate two batches.
+    return finetuning_helpers.tiny_experiment(task, {"format": "dummy"}, steps=2,
+                                              vocab_file=vocab).override(
+                                                  {"trainer": {"validation_steps": 2}})
+
+  runs = {
+      "pretraining": experiments.experiment_from_dict(
+          trainer_helpers.tiny_experiment_dict(steps=2)),
+      "glue_mrpc": tiny({"name": "sentence_prediction", "glue_task": "mrpc"}),
+      "squad_v1.1": tiny({"name": "squad"}),
+      "squad_v2.0": tiny({"name": "squad", "version_2_with_negative": True}),
+      "ner": tiny({"name": "tagging", "label_names": TAGS}),
+      "swag": tiny({"name": "multiple_choice"}),
+  }
+  teacher = os.path.join(out_dir, "glue_mrpc")
+  runs["distillation"] = tiny({
+      "name": "distillation", "glue_task": "mrpc", "teacher_checkpoint": teacher,
+      "teacher_encoder": runs["glue_mrpc"].model.encoder.as_dict()}).override(
+          {"model": {"encoder": {"num_layers": 1}}})
+  results = {}
+  for name, experiment in runs.items():
+    keras.backend.clear_session()
+    report = backends.run_experiment(experiment, os.path.join(out_dir, name),
+                                     "train_and_eval")
+    results[name] = {k: float(v) for k, v in report.items()}
+  return results
+
+
+def _arrays(path: str) -> dict:
+  """{name: array} of every array in a portable checkpoint."""
+  import h5py  # pylint: disable=g-import-not-at-top
+  out = {}
+  with h5py.File(path, "r") as f:
+    f.visititems(lambda name, node: out.__setitem__(name, node[()])
+                 if isinstance(node, h5py.Dataset) else None)
+  return out
+
+
+def _largest_difference(a: dict, b: dict, prefix: str = "") -> float:
+  """The largest absolute difference between the arrays named prefix... of a and b."""
+  a = {k: v for k, v in a.items() if k.startswith(prefix)}
+  b = {k: v for k, v in b.items() if k.startswith(prefix)}
+  assert a.keys() == b.keys(), sorted(set(a) ^ set(b))
+  return max(float(np.max(np.abs(a[k].astype(np.float64) - b[k].astype(np.float64))))
+             for k in a)
+
+
+def resume(out_dir: str) -> dict:
+  """Trains 4 steps with dropout at once (a) and as 2 steps then a resumed run to 4
+  (b), each a fresh trainer as a new process would build it; and 4 steps of batch 8
+  as 2 accumulated micro-batches of 4 without dropout (c) against one batch (d)."""
+  def run(name, steps, dropout=0.1, accumulation=1):
+    data = trainer_helpers.tiny_experiment_dict(
+        steps=steps, trainer={"checkpoint_interval": 2, "gradient_accumulation_steps":
+                              accumulation},
+        model={"encoder": {"dropout_rate": dropout, "attention_dropout_rate": dropout}})
+    keras.backend.clear_session()
+    backends.run_experiment(experiments.experiment_from_dict(data),
+                            os.path.join(out_dir, name), "train")
+    return os.path.join(out_dir, name, "ckpt-4.h5")
+
+  uninterrupted = _arrays(run("a", 4))
+  run("b", 2)
+  resumed = _arrays(run("b", 4))
+  accumulated = _arrays(run("c", 4, dropout=0.0, accumulation=2))
+  whole = _arrays(run("d", 4, dropout=0.0))
+  return {"resumed": _largest_difference(uninterrupted, resumed),
+          "accumulated_weights": _largest_difference(accumulated, whole, "items/")}
+
+
+def fill_mask(model_dir: str, texts_path: str, out_path: str) -> dict:
+  """Top-k ids and probabilities at the first max_masks [MASK]s of each text, packed
+  by the export's TextEncoder, from the model restored from model_dir on JAX."""
+  from bert_tf.export import text_encoding  # pylint: disable=g-import-not-at-top
+  from bert_tf.text.tokenizer import BertWordPieceTokenizer  # pylint: disable=g-import-not-at-top
+  experiment = experiments.experiment_from_yaml(os.path.join(model_dir, "params.yaml"))
+  task = task_base.get_task(experiment)
+  model = task.build_tuned_model()
+  restore.restore_items(model_dir, model.checkpoint_items, tuple(model.checkpoint_items))
+  with open(texts_path, encoding="utf-8") as f:
+    texts = json.load(f)
+  tokenizer = BertWordPieceTokenizer(experiment.tokenizer.vocab_file,
+                                     lower_case=experiment.tokenizer.lower_case)
+  encoder = text_encoding.TextEncoder(tokenizer, experiment.train_data.seq_length)
+  inputs = {k: np.asarray(v).astype(np.int32)
+            for k, v in encoder.encode_with_masks(np.asarray(texts, object)).items()}
+  max_masks = task.serving_options(experiment.eval_data)["max_masks"]
+  ids = inputs[constants.INPUT_WORD_IDS]
+  positions = np.zeros((len(texts), max_masks), np.int32)
+  for row in range(len(texts)):
+    found = np.flatnonzero(ids[row] == tokenizer.mask_id)[:max_masks]
+    positions[row, :len(found)] = found
+  model_inputs = {name: inputs[name] for name in constants.ENCODER_INPUTS}
+  model_inputs[constants.MASKED_LM_POSITIONS] = positions
+  logits = np.asarray(model(model_inputs, training=False)[constants.MLM_LOGITS], np.float64)
+  probabilities = np.exp(logits - logits.max(-1, keepdims=True))
+  probabilities /= probabilities.sum(-1, keepdims=True)
+  top = np.argsort(-probabilities, axis=-1, kind="stable")[..., :TOP_K]
+  np.savez(out_path, positions=positions, top_k_ids=top,
+           top_k_probabilities=np.take_along_axis(probabilities, top, -1))
+  return {"backend": keras.backend.backend()}
+
+
+def weights(checkpoint: str, out_path: str) -> dict:
+  """Restores the encoder of `checkpoint` (its directory's params.yaml's model) on JAX
+  and saves {variable path: value}."""
+  directory = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
+  experiment = experiments.experiment_from_yaml(os.path.join(directory, "params.yaml"))
+  model = task_base.get_task(experiment).build_model()
+  restore.restore_items(checkpoint, model.checkpoint_items, ("encoder",))
+  np.savez(out_path, **{v.path: np.asarray(v.value)
+                        for v in model.checkpoint_items["encoder"].trainable_variables})
+  return {"backend": keras.backend.backend()}
+
+
+if __name__ == "__main__":
+  command, args = sys.argv[1], sys.argv[2:]
+  _result({"train": train, "kinds": kinds, "resume": resume, "fill_mask": fill_mask,
+           "weights": weights}[command](*args))

@@ -1,0 +1,234 @@
+"""Training on JAX (bert_tf.training.jax_trainer) through tools/train.py, and what the
+TensorFlow side reads from it: the exporter and the TensorFlow trainer's warm start.
+
+JAX runs in subprocesses (tests/jax_worker.py, tools/train.py --backend=jax): this
+process imported Keras with the TensorFlow backend.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import export_helpers
+import trainer_helpers
+from bert_tf import configs
+from bert_tf.checkpoints import restore
+from bert_tf.export import exporter
+from bert_tf.export import fill_mask_serving
+from bert_tf.training import backends
+from bert_tf.training import experiments
+from bert_tf.training import jax_trainer
+from bert_tf.training import trainer as tf_trainer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN_TOOL = os.path.join(ROOT, "tools", "train.py")
+WORKER = os.path.join(ROOT, "tests", "jax_worker.py")
+TEXTS = ["the [MASK] sat on the mat .", "hello [MASK] , who [MASK] in paris ?", "no mask"]
+
+
+def _env(**extra):
+  """This environment without a Keras backend or XLA flags, plus `extra`."""
+  env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "XLA_FLAGS")}
+  env.update(TF_CPP_MIN_LOG_LEVEL="2", **extra)
+  return env
+
+
+def _run(args, env, timeout=900):
+  result = subprocess.run([sys.executable, *args], env=env, capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  return result
+
+
+def _worker(*args, timeout=900):
+  """Runs a tests/jax_worker.py command on JAX; returns its RESULT."""
+  result = _run([WORKER, *map(str, args)], _env(KERAS_BACKEND="jax"), timeout)
+  line = [l for l in result.stdout.splitlines() if l.startswith("RESULT ")][-1]
+  return json.loads(line[len("RESULT "):])
+
+
+def _arrays(path, group="items"):
+  out = {}
+  with h5py.File(path, "r") as f:
+    f[group].visititems(lambda name, node: out.__setitem__(name, node[()])
+                        if isinstance(node, h5py.Dataset) else None)
+  return out
+
+
+def _pretraining_yaml(directory, steps=4, dropout=0.1, **runtime):
+  """A tiny fill-mask-exportable pretraining experiment on dummy data, as YAML."""
+  vocab = export_helpers.write_vocab(directory)
+  config = export_helpers.experiment(vocab).override({
+      "model": {"encoder": {"dropout_rate": dropout, "attention_dropout_rate": dropout}},
+      "train_data": {"format": "dummy", "global_batch_size": 8},
+      "eval_data": {"format": "dummy", "global_batch_size": 8, "drop_remainder": False},
+      "optimizer": {"learning_rate": 1e-3, "warmup_steps": 1},
+      "trainer": {"train_steps": steps, "steps_per_loop": 2, "checkpoint_interval": 2,
+                  "summary_interval": 2, "log_interval": 2, "max_to_keep": 2},
+      "runtime": dict({"seed": 3}, **runtime)})
+  path = os.path.join(str(directory), "experiment.yaml")
+  config.save(path)
+  return path
+
+
+@pytest.fixture(scope="module")
+def jax_run(tmp_path_factory):
+  """A 4-step JAX pretraining run made by tools/train.py --backend=jax: (model_dir,
+  the tool's stdout)."""
+  directory = tmp_path_factory.mktemp("jax_run")
+  model_dir = str(directory / "run")
+  result = _run([TRAIN_TOOL, f"--experiment={_pretraining_yaml(directory)}",
+                 f"--model_dir={model_dir}", "--backend=jax"], _env())
+  return model_dir, result.stdout
+
+
+def test_train_tool_on_jax_names_the_backend_first_and_in_params_yaml(jax_run):
+  model_dir, stdout = jax_run
+  assert stdout.splitlines()[0] == "Keras backend jax: 1 cpu device(s) in 1 process(es)"
+  assert experiments.experiment_from_yaml(
+      os.path.join(model_dir, "params.yaml")).runtime.backend == "jax"
+  # max_to_keep 2 of the checkpoints at steps 2 and 4, each with its input iterator.
+  assert sorted(f for f in os.listdir(model_dir) if f.endswith(".h5")) == ["ckpt-2.h5",
+                                                                           "ckpt-4.h5"]
+  assert os.path.exists(os.path.join(model_dir, "ckpt-4.input.index"))
+  assert restore.resolve_checkpoint(model_dir) == os.path.join(model_dir, "ckpt-4.h5")
+
+
+def test_jax_trained_model_exports_a_raw_text_fill_mask_answering_as_on_jax(jax_run, tmp_path):
+  model_dir, _ = jax_run
+  texts_path = tmp_path / "texts.json"
+  texts_path.write_text(json.dumps(TEXTS))
+  answers_path = tmp_path / "jax_answers.npz"
+  assert _worker("fill_mask", model_dir, texts_path, answers_path) == {"backend": "jax"}
+  jax_answers = np.load(answers_path)
+  export = exporter.export_from_checkpoint(
+      model_dir, os.path.join(model_dir, "params.yaml"), str(tmp_path / "export"), top_k=3)
+  served = tf.saved_model.load(export).signatures["serving_default"](text=tf.constant(TEXTS))
+  np.testing.assert_array_equal(served[fill_mask_serving.MASK_COUNT].numpy(), [1, 2, 0])
+  np.testing.assert_array_equal(served[fill_mask_serving.MASK_POSITIONS].numpy(),
+                                jax_answers["positions"])
+  valid = np.arange(jax_answers["positions"].shape[1])[None, :] < np.array([1, 2, 0])[:, None]
+  np.testing.assert_array_equal(served[fill_mask_serving.TOP_K_IDS].numpy()[valid],
+                                jax_answers["top_k_ids"][valid])
+  np.testing.assert_allclose(served[fill_mask_serving.TOP_K_PROBABILITIES].numpy()[valid],
+                             jax_answers["top_k_probabilities"][valid], atol=2e-6)
+
+
+def test_tensorflow_trainer_warm_starts_its_encoder_from_a_jax_run(jax_run, tmp_path):
+  model_dir, _ = jax_run
+  config = experiments.experiment_from_yaml(os.path.join(model_dir, "params.yaml")).override(
+      {"task": {"init_checkpoint": model_dir}, "runtime": {"backend": ""}})
+  trainer = tf_trainer.Trainer(config, str(tmp_path / "tf_run"), log_fn=lambda line: None)
+  trainer.initialize()
+  assert trainer.initialized_from == {"encoder": os.path.join(model_dir, "ckpt-4.h5")}
+  saved = _arrays(os.path.join(model_dir, "ckpt-4.h5"))
+  for variable in trainer.model.encoder.trainable_variables:
+    np.testing.assert_array_equal(variable.numpy(), saved[f"encoder/{variable.path}"],
+                                  err_msg=variable.path)
+  trainer.train(train_steps=1)  # And it trains on from there.
+
+
+def test_resumed_jax_run_is_bit_identical_and_accumulation_equals_one_batch(tmp_path):
+  result = _worker("resume", tmp_path)
+  # Weights, optimizer slots, step and dropout states: bit for bit.
+  assert result["resumed"] == 0.0
+  assert result["accumulated_weights"] < 1e-6
+
+
+def test_settings_the_jax_trainer_does_not_have_are_one_line_config_errors():
+  config = trainer_helpers.tiny_experiment(strategy="mirrored")
+  with pytest.raises(configs.ConfigError, match="tf.distribute strategy"):
+    jax_trainer.check_runtime(config.runtime)
+  with pytest.raises(configs.ConfigError, match="fused CPU kernels"):
+    jax_trainer.check_runtime(config.override({"runtime": {
+        "distribution_strategy": "one_device", "fused_kernels": True}}).runtime)
+  # This process's Keras runs on TensorFlow.
+  with pytest.raises(configs.ConfigError, match="KERAS_BACKEND=jax"):
+    backends.run_experiment(config.override({"runtime": {"backend": "jax"}}), "unused")
+
+
+def test_backend_is_read_from_the_yaml_overrides_and_flag_without_keras(tmp_path):
+  path = tmp_path / "e.yaml"
+  path.write_text("runtime:\n  backend: jax\n")
+  assert backends.requested_backend(None, [str(path)]) == "jax"
+  assert backends.requested_backend(None, [str(path)], "runtime.backend=tensorflow") == (
+      "tensorflow")
+  assert backends.requested_backend("pretraining_bert_tiny", (), None, "jax") == "jax"
+  assert backends.requested_backend("pretraining_bert_tiny") == ""
+  code = ("import sys; from bert_tf.training import backends; "
+          "backends.requested_backend('pretraining_bert_tiny'); "
+          "print('keras' in sys.modules)")
+  assert _run(["-c", code], _env()).stdout.strip() == "False"
+
+
+@pytest.mark.slow
+def test_every_experiment_kind_trains_and_evaluates_on_jax(tmp_path):
+  results = _worker("kinds", tmp_path)
+  assert sorted(results) == sorted(["pretraining", "glue_mrpc", "squad_v1.1", "squad_v2.0",
+                                    "ner", "swag", "distillation"])
+  for name, report in results.items():
+    assert np.isfinite(report["loss"]), name
+    assert any(key.startswith("eval/") for key in report), name
+    assert os.path.exists(tmp_path / name / "ckpt-2.h5"), name
+
+
+@pytest.mark.slow
+def test_sigkilled_jax_run_resumes_at_its_last_checkpoint_bit_identically(tmp_path):
+  config = _pretraining_yaml(tmp_path, steps=200)
+  args = [TRAIN_TOOL, f"--experiment={config}", "--backend=jax"]
+  _run(args + [f"--model_dir={tmp_path / 'whole'}"], _env())
+  killed = tmp_path / "killed"
+  process = subprocess.Popen(args + [f"--model_dir={killed}"], env=_env(), cwd=ROOT,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  deadline = time.time() + 600
+  while not (killed / "ckpt-6.h5").exists() and time.time() < deadline:
+    assert process.poll() is None
+    time.sleep(0.02)
+  process.send_signal(signal.SIGKILL)
+  process.wait()
+  assert not (killed / "ckpt-200.h5").exists()
+  resumed = _run(args + [f"--model_dir={killed}"], _env()).stdout
+  assert "Resumed from" in resumed
+  for group in ("items", "optimizer", "random_state"):
+    whole = _arrays(tmp_path / "whole" / "ckpt-200.h5", group)
+    again = _arrays(killed / "ckpt-200.h5", group)
+    assert whole.keys() == again.keys()
+    for key in whole:
+      np.testing.assert_array_equal(whole[key], again[key], err_msg=f"{group}/{key}")
+
+
+@pytest.mark.slow
+def test_data_parallel_on_two_devices_and_two_processes_match_one_device(tmp_path):
+  # Without dropout: the processes read the global batch's rows in another order.
+  one = _pretraining_yaml(tmp_path / "one", dropout=0.0)
+  two = _pretraining_yaml(tmp_path / "two", dropout=0.0, num_cpu_devices=2)
+  _run([TRAIN_TOOL, f"--experiment={one}", "--backend=jax",
+        f"--model_dir={tmp_path / 'one' / 'run'}"], _env())
+  stdout = _run([TRAIN_TOOL, f"--experiment={two}", "--backend=jax",
+                 f"--model_dir={tmp_path / 'two' / 'run'}"], _env()).stdout
+  assert stdout.splitlines()[0] == "Keras backend jax: 2 cpu device(s) in 1 process(es)"
+  # Two processes of one device each on 127.0.0.1, jax.distributed over gloo.
+  port = 23000 + os.getpid() % 2000
+  processes = [subprocess.Popen(
+      [sys.executable, TRAIN_TOOL, f"--experiment={one}", "--backend=jax",
+       f"--model_dir={tmp_path / 'hosts'}"], cwd=ROOT, stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT, text=True,
+      env=_env(KERAS_DISTRIBUTION_JOB_ADDRESSES=f"127.0.0.1:{port}",
+               KERAS_DISTRIBUTION_NUM_PROCESSES="2", KERAS_DISTRIBUTION_PROCESS_ID=str(i)))
+               for i in range(2)]
+  outputs = [p.communicate(timeout=900)[0] for p in processes]
+  assert [p.returncode for p in processes] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+  assert "Keras backend jax: 2 cpu device(s) in 2 process(es)" in outputs[0]
+  reference = _arrays(tmp_path / "one" / "run" / "ckpt-4.h5")
+  for run in (tmp_path / "two" / "run", tmp_path / "hosts"):
+    got = _arrays(run / "ckpt-4.h5")
+    for key in reference:
+      np.testing.assert_allclose(got[key], reference[key], atol=1e-5, err_msg=f"{run}: {key}")

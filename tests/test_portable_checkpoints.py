@@ -1,0 +1,79 @@
+"""Portable checkpoints (bert_tf.checkpoints.portable) and how restore reads them."""
+
+import os
+
+import h5py
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import harness
+from bert_tf.checkpoints import portable
+from bert_tf.checkpoints import restore
+from bert_tf.models import BertPretrainer
+
+
+def _pretrainer(seed, **encoder):
+  return BertPretrainer(harness.tiny_encoder(seed=seed, **encoder))
+
+
+def test_items_round_trip_by_variable_path_without_seed_states(tmp_path):
+  saved, fresh = _pretrainer(1), _pretrainer(2)
+  path = portable.save(str(tmp_path / "ckpt-3.h5"), saved.checkpoint_items, step=3)
+  assert portable.is_portable(path) and portable.step_of(path) == 3
+  with h5py.File(path, "r") as f:
+    assert "embeddings/word_embeddings" in f["items/encoder"]
+    names = []
+    f.visit(names.append)
+  assert not any(portable.SEED_STATE_NAME in name for name in names)
+  assert restore.checkpoint_children(path) == {"encoder", "masked_lm", "next_sentence",
+                                               "step"}
+  restore.restore_items(str(tmp_path), fresh.checkpoint_items,
+                        ("encoder", "masked_lm", "next_sentence"))
+  for a, b in zip(saved.trainable_variables, fresh.trainable_variables):
+    np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+
+
+def test_a_directory_resolves_to_its_newest_checkpoint_of_either_kind(tmp_path):
+  model = _pretrainer(1)
+  tf.train.Checkpoint(**model.checkpoint_items).save(str(tmp_path / "ckpt"))  # ckpt-1
+  assert restore.resolve_checkpoint(str(tmp_path)).endswith("ckpt-1")
+  portable.save(portable.path_for_step(str(tmp_path), 5), model.checkpoint_items, step=5)
+  assert restore.resolve_checkpoint(str(tmp_path)) == str(tmp_path / "ckpt-5.h5")
+
+
+def test_a_damaged_newest_portable_checkpoint_is_skipped_for_the_one_before(tmp_path):
+  model = _pretrainer(1)
+  for step in (2, 4):
+    portable.save(portable.path_for_step(str(tmp_path), step), model.checkpoint_items,
+                  step=step)
+  newest = tmp_path / "ckpt-4.h5"
+  newest.write_bytes(newest.read_bytes()[:3000])
+  assert restore.resolve_checkpoint(str(tmp_path)) == str(tmp_path / "ckpt-2.h5")
+
+
+def test_a_checkpoint_that_does_not_fit_the_model_is_an_error_naming_the_file(tmp_path):
+  path = portable.save(str(tmp_path / "ckpt-1.h5"), _pretrainer(1).checkpoint_items)
+  wider = _pretrainer(1, intermediate_size=96)
+  with pytest.raises(portable.PortableCheckpointError, match=r"ckpt-1\.h5.*shape"):
+    restore.restore_items(path, wider.checkpoint_items, ("encoder",))
+  with pytest.raises(portable.PortableCheckpointError, match=r"ckpt-1\.h5 has no item"):
+    restore.restore_items(path, {"classifier": keras.layers.Dense(2)}, ("classifier",))
+  deeper = _pretrainer(1, num_layers=3)
+  with pytest.raises(portable.PortableCheckpointError, match="lacks transformer_layer_2"):
+    restore.restore_items(path, deeper.checkpoint_items, ("encoder",))
+
+
+def test_trainer_state_needs_the_same_optimizer(tmp_path):
+  model = _pretrainer(1)
+  optimizer = keras.optimizers.AdamW(1e-3)
+  optimizer.build(model.trainable_variables)
+  path = portable.save(str(tmp_path / "ckpt-7.h5"), model.checkpoint_items,
+                       optimizer.variables, step=7)
+  assert portable.restore_trainer_state(path, optimizer.variables) == 7
+  other = keras.optimizers.SGD(1e-3, momentum=0.9)
+  other.build(model.trainable_variables)
+  with pytest.raises(portable.PortableCheckpointError, match="another optimizer"):
+    portable.restore_trainer_state(path, other.variables)
+  assert not os.path.exists(portable.input_prefix(path) + ".index")
