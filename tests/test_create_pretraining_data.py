@@ -15,10 +15,10 @@ import pretraining_fixtures as fx
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf.data import create_pretraining_data as cpd
+from bert_tf.data import example_encoding
 from bert_tf.data import pretraining_chunks
 from bert_tf.data import pretraining_format
 from bert_tf.data import pretraining_inputs
-from bert_tf.data import pretraining_instances as pi
 from bert_tf.data import pretraining_plan
 from bert_tf.data import pretraining_reader
 from bert_tf.data import pretraining_summary
@@ -320,7 +320,7 @@ def test_existing_output_is_refused_without_overwrite(corpus, tmp_path):
 
 def test_failure_midway_leaves_no_complete_looking_file(corpus, tmp_path, monkeypatch):
   calls = {"n": 0}
-  original = pi.serialize_examples
+  original = example_encoding.serialize_examples
 
   def failing(features):
     calls["n"] += 1
@@ -328,7 +328,7 @@ def test_failure_midway_leaves_no_complete_looking_file(corpus, tmp_path, monkey
       raise KeyboardInterrupt("interrupted")
     return original(features)
 
-  monkeypatch.setattr(pi, "serialize_examples", failing)
+  monkeypatch.setattr(example_encoding, "serialize_examples", failing)
   with pytest.raises(KeyboardInterrupt):
     cpd.create_pretraining_data(corpus["text"], corpus["vocab"], str(tmp_path / "o"),
                                 SETTINGS, num_shards=2, chunk_size_mb=0.125,

@@ -1,4 +1,5 @@
-"""Instance creation, truncation, masking and Example encoding against the original rules."""
+"""Instance creation, truncation, masking and the encoded features against the original
+rules."""
 
 import random
 
@@ -8,6 +9,7 @@ import tensorflow as tf
 
 import pretraining_fixtures as fx
 from bert_tf import constants
+from bert_tf.data import example_encoding
 from bert_tf.data import pretraining_instances as pi
 
 SEQ = 128
@@ -192,7 +194,7 @@ def test_serialized_examples_equal_protobuf_encoded_examples():
   ids, seg, mask, _, masked, spans = _masked_batch(num_documents=30)
   features = pi.example_features(ids, mask, seg, masked, spans.is_random_next)
   features["big_ids"] = np.array([[0, 127, 128, 16383, 16384, 2**21, 2**40]] * len(ids))
-  records = pi.serialize_examples(features)
+  records = example_encoding.serialize_examples(features)
   for i in (0, 1, len(records) - 1):
     def int_feature(values):
       return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
@@ -201,36 +203,6 @@ def test_serialized_examples_equal_protobuf_encoded_examples():
                if value.dtype == np.float32 else int_feature(np.atleast_1d(value[i])))
         for name, value in features.items()}))
     assert tf.train.Example.FromString(records[i]) == expected
-
-
-def test_serialized_examples_equal_protobuf_for_every_varint_width():
-  rng = np.random.default_rng(3)
-  n = 300
-  features = {
-      # Token ids of a BERT-sized vocab: 1-3 byte varints through the lookup table.
-      "ids": rng.integers(0, 30522, (n, 64)),
-      # Sparse large values: 1-9 byte varints computed directly.
-      "wide": np.where(rng.random((n, 5)) < 0.5, rng.integers(0, 2**62, (n, 5)),
-                       rng.integers(0, 200, (n, 5))),
-      "bytes": rng.integers(0, 128, (n, 3)),
-      "weights": rng.random((n, 4)).astype(np.float32),
-      "label": rng.integers(0, 2, n),
-  }
-  records = pi.serialize_examples(features)
-  assert len(records) == n
-  for i in range(n):
-    expected = tf.train.Example(features=tf.train.Features(feature={
-        name: (tf.train.Feature(float_list=tf.train.FloatList(value=value[i].tolist()))
-               if value.dtype == np.float32 else
-               tf.train.Feature(int64_list=tf.train.Int64List(
-                   value=[int(v) for v in np.atleast_1d(value[i])])))
-        for name, value in features.items()}))
-    assert tf.train.Example.FromString(records[i]) == expected
-
-
-def test_serializing_a_negative_value_is_an_error_naming_the_feature():
-  with pytest.raises(ValueError, match="segment_ids"):
-    pi.serialize_examples({"segment_ids": np.array([[0, -1]])})
 
 
 def test_special_ids_require_every_special_token_and_name_the_missing_one():

@@ -10,6 +10,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from bert_tf.data import example_encoding
 from bert_tf.data import pretraining_format as fmt
 from bert_tf.data import pretraining_inputs as inputs
 from bert_tf.data import pretraining_instances as pi
@@ -139,7 +140,7 @@ def create_examples_from_documents(tokens: np.ndarray, sentence_offsets, documen
     stats["random_next"] += int(batch.is_random_next.sum())
     stats["single_sentence_chunks"] += int(batch.single_sentence.sum())
     stats["short_target_instances"] += int(batch.short_target.sum())
-    yield pi.serialize_examples(pi.example_features(
+    yield example_encoding.serialize_examples(pi.example_features(
         input_ids, input_mask, segment_ids, masked, batch.is_random_next))
 
 
