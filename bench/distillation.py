@@ -32,6 +32,7 @@ from absl import flags
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import accuracy  # pylint: disable=g-import-not-at-top,wrong-import-position
 import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+import export_measures  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("teacher_dir", None, "The teacher's model_dir (params.yaml and checkpoints "
@@ -101,13 +102,13 @@ def main(argv):
       experiment = experiment.override({"eval_data": {"seq_length": FLAGS.seq_length}})
       path = exporter.export_from_checkpoint(model_dir, experiment, os.path.join(tmp, name))
       signatures[name] = tf.saved_model.load(path).signatures["serve_token_ids"]
-      sizes[name] = common.directory_bytes(path) / 2 ** 20
+      sizes[name] = export_measures.directory_bytes(path) / 2 ** 20
     teacher_experiment = exporter.load_experiment(
         os.path.join(FLAGS.teacher_dir, "params.yaml")).override(
             {"eval_data": {"seq_length": FLAGS.seq_length}})
-    teacher_accuracy = common.classifier_dev_accuracy(
+    teacher_accuracy = export_measures.classifier_dev_accuracy(
         {"teacher": signatures["teacher"]}, teacher_experiment, task, FLAGS.batch_size)
-    latency = common.token_ids_latency_ms(
+    latency = export_measures.token_ids_latency_ms(
         signatures, teacher_experiment.model.encoder.vocab_size, FLAGS.seq_length,
         {1: FLAGS.latency_iterations,
          FLAGS.latency_batch_size: FLAGS.latency_batch_iterations})

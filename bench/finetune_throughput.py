@@ -24,6 +24,8 @@ from absl import flags
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+import driver  # pylint: disable=g-import-not-at-top,wrong-import-position
+import peer_envs  # pylint: disable=g-import-not-at-top,wrong-import-position
 import stats  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -42,12 +44,12 @@ flags.DEFINE_bool("jit_compile", False, "XLA-compile our forward/backward.")
 flags.DEFINE_list("ours_variants", [], "Also run these variants of ours side by side "
                   "(levers): buckets, max_length, packed, full_last_layer, xla, buckets_xla.")
 flags.DEFINE_bool("install_peers", False, "Create the peers' virtual environments first.")
-flags.DEFINE_string("venv_root", common.DEFAULT_VENV_ROOT, "Where the peers' venvs live.")
+flags.DEFINE_string("venv_root", peer_envs.DEFAULT_VENV_ROOT, "Where the peers' venvs live.")
 flags.DEFINE_string("device", "cpu", "cpu or gpu.")
 flags.DEFINE_bool("write_readme", True, "Record the run: bench/results/"
                   "finetune_throughput.json and the fine-tuning section of bench/README.md "
                   "(without it, the results go to the workers' log folder).")
-common.define_protocol_flags()
+driver.define_protocol_flags()
 
 TSV = {"sst2": "glue_sst2/train.tsv", "mrpc": "glue_mrpc/train.tsv"}
 # name: (label, extra flags of bench/ours_finetune_worker.py)
@@ -68,8 +70,8 @@ PEER_SCRIPTS = {"model_garden": "bench/peers/model_garden_finetune.py",
 
 def main(argv):
   del argv
-  common.check_rounds_of_record(FLAGS.rounds, FLAGS.write_readme)
-  peers = common.ready_peers(FLAGS.peers, FLAGS.install_peers, FLAGS.venv_root)
+  driver.check_rounds_of_record(FLAGS.rounds, FLAGS.write_readme)
+  peers = peer_envs.ready_peers(FLAGS.peers, FLAGS.install_peers, FLAGS.venv_root)
   vocab = FLAGS.vocab_file or common.data_path("bert_vocab", "uncased", "vocab.txt")
   env = {"CUDA_VISIBLE_DEVICES": ""} if FLAGS.device == "cpu" else {}
   command = common.command_line()
@@ -93,28 +95,28 @@ def main(argv):
                     [sys.executable, "bench/ours_finetune_worker.py", *args,
                      "--jit_compile", str(int(FLAGS.jit_compile)),
                      *OURS_VARIANTS[variant][1]], env))
-    specs += [(f"{p}_{task}", [common.peer_python(p, FLAGS.venv_root), PEER_SCRIPTS[p],
-                               *args], {**env, **common.peer_env()}) for p in peers]
+    specs += [(f"{p}_{task}", [peer_envs.peer_python(p, FLAGS.venv_root), PEER_SCRIPTS[p],
+                               *args], {**env, **peer_envs.peer_env()}) for p in peers]
     print(f"{task}: {FLAGS.size}, batch {FLAGS.batch_size}, max length {FLAGS.seq_length}",
           flush=True)
-    workers = common.start_sequential(specs)
-    records = common.alternate(workers, FLAGS.rounds, FLAGS.steps_per_round,
+    workers = driver.start_sequential(specs)
+    records = driver.alternate(workers, FLAGS.rounds, FLAGS.steps_per_round,
                                FLAGS.quiet_load, FLAGS.quiet_timeout, FLAGS.compete)
-    payload["loads"][task] = {"summary": common.load_summary(records), "rounds": records}
+    payload["loads"][task] = {"summary": stats.load_summary(records), "rounds": records}
     results = {}
     for worker in workers:
-      summary = common.step_summary(worker.rounds)
+      summary = stats.step_summary(worker.rounds)
       results[worker.name.rsplit("_", 1)[0]] = {
           "examples_per_second": FLAGS.batch_size / summary["median_step_seconds"],
           **summary, "peak_rss_mb": worker.peak_rss_mb, "info": worker.info,
           **({} if worker is workers[0] else
-             {"ours_over_this": common.ratio_with_interval(workers[0].rounds,
-                                                            worker.rounds)})}
+             {"ours_over_this": stats.ratio_with_interval(workers[0].rounds,
+                                                          worker.rounds)})}
     payload["tasks"][task] = results
     for system, r in results.items():
       ratio = r.get("ours_over_this")
       label = (OURS_VARIANTS[system[5:]][0] if system.startswith("ours-")
-               else common.PEER_LABELS[system])
+               else peer_envs.PEER_LABELS[system])
       rows.append([task, FLAGS.size, label,
                    f"{1000 * r['median_step_seconds']:.0f} "
                    f"[{1000 * r['step_seconds_q1']:.0f}-{1000 * r['step_seconds_q3']:.0f}]",

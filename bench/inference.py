@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pee
 
 import common  # pylint: disable=g-import-not-at-top,wrong-import-position
 import protocol  # pylint: disable=g-import-not-at-top,wrong-import-position
+import stats  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("size", "base", "Encoder size.")
@@ -63,7 +64,7 @@ def main(argv):
   rss = protocol.peak_rss_mb()
   rows = []
   for name, values in seconds.items():
-    step = common.median(values)
+    step = stats.median(values)
     gflops = flops / step / 1e9
     rows.append([FLAGS.size, f"{FLAGS.batch_size}x{t}", name,
                  f"{FLAGS.batch_size / step:.1f}", f"{FLAGS.batch_size * t / step:.0f}",

@@ -30,6 +30,8 @@ from absl import flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+import driver  # pylint: disable=g-import-not-at-top,wrong-import-position
+import stats  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("rows", ["4096", "128"], "Rows of the input (batch x sequence length).")
@@ -90,14 +92,14 @@ def main(argv):
       products = _products(rows, features, units)
       calls = {name: (lambda f=f: f().numpy()) for name, f in products.items()}
       load_before = os.getloadavg()[0]
-      common.interleaved_times(calls, 2)  # warm-up
-      times = common.interleaved_times(calls, FLAGS.rounds)
+      driver.interleaved_times(calls, 2)  # warm-up
+      times = driver.interleaved_times(calls, FLAGS.rounds)
       load = f"{load_before:.1f}-{os.getloadavg()[0]:.1f}"
       ops = 2.0 * rows * features * units
-      f32 = common.median(times["float32"])
+      f32 = stats.median(times["float32"])
       row = {}
       for name in calls:
-        seconds = common.median(times[name])
+        seconds = stats.median(times[name])
         row[name] = {"ms": 1000 * seconds, "gops": ops / seconds / 1e9,
                      "vs_float32": f32 / seconds}
         print(f"{rows}x{features}x{units} {name:13s} {1000 * seconds:9.2f} ms "

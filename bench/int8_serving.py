@@ -24,6 +24,7 @@ from absl import flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+import export_measures  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", None, "A fine-tuned classifier's model_dir (params.yaml "
@@ -78,14 +79,14 @@ def main(argv):
            for mode in (None, *FLAGS.modes)}
   signatures = {name: tf.saved_model.load(path).signatures["serve_token_ids"]
                 for name, path in paths.items()}
-  results = {name: {"saved_model_mb": common.directory_bytes(path) / 2 ** 20}
+  results = {name: {"saved_model_mb": export_measures.directory_bytes(path) / 2 ** 20}
              for name, path in paths.items()}
   if FLAGS.glue_task:
-    accuracy = common.classifier_dev_accuracy(signatures, experiment, FLAGS.glue_task,
-                                              FLAGS.batch_size, FLAGS.max_dev_examples)
+    accuracy = export_measures.classifier_dev_accuracy(
+        signatures, experiment, FLAGS.glue_task, FLAGS.batch_size, FLAGS.max_dev_examples)
     for name in signatures:
       results[name].update(dev_accuracy=accuracy[name], dev_examples=accuracy["dev_examples"])
-  latency = common.token_ids_latency_ms(
+  latency = export_measures.token_ids_latency_ms(
       signatures, experiment.model.encoder.vocab_size, FLAGS.seq_length,
       {1: FLAGS.iterations, FLAGS.batch_size: FLAGS.batch_iterations})
   for name in signatures:

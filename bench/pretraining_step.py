@@ -30,6 +30,8 @@ from absl import flags
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+import driver  # pylint: disable=g-import-not-at-top,wrong-import-position
+import peer_envs  # pylint: disable=g-import-not-at-top,wrong-import-position
 import stats  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -56,13 +58,13 @@ flags.DEFINE_integer("peer_intra_op_threads", 0, "Intra-op threads of every peer
                      "TensorFlow's default; torch: one per core).")
 flags.DEFINE_integer("peer_inter_op_threads", 0, "Inter-op threads of every peer (0: the "
                      "framework's default).")
-common.define_protocol_flags(compete_alternate=True)
+driver.define_protocol_flags(compete_alternate=True)
 flags.DEFINE_string("baseline", "", "Path of another checkout of bert_tf (for example a "
                     "`git worktree` of the commit before a change): its own worker runs as "
                     "one more system, 'baseline', interleaved with ours, so that a change's "
                     "effect on speed is an A/B within one run.")
 flags.DEFINE_bool("install_peers", False, "Create the peers' virtual environments first.")
-flags.DEFINE_string("venv_root", common.DEFAULT_VENV_ROOT, "Where the peers' venvs live.")
+flags.DEFINE_string("venv_root", peer_envs.DEFAULT_VENV_ROOT, "Where the peers' venvs live.")
 flags.DEFINE_string("device", "cpu", "cpu or gpu. On gpu, the workers see the GPU; on "
                     "cpu, CUDA_VISIBLE_DEVICES is emptied for every worker.")
 flags.DEFINE_bool("pairwise", False, "Keep only two systems alive at a time: ours beside "
@@ -176,9 +178,9 @@ def run_config(name, peers):
   peer_threads = ["--intra_op_threads", str(FLAGS.peer_intra_op_threads),
                   "--inter_op_threads", str(FLAGS.peer_inter_op_threads)]
   for peer in peers:
-    specs.append((peer, [common.peer_python(peer, FLAGS.venv_root), PEER_SCRIPTS[peer],
+    specs.append((peer, [peer_envs.peer_python(peer, FLAGS.venv_root), PEER_SCRIPTS[peer],
                          *shape, *peer_threads],
-                  {**worker_env(), **common.peer_env(FLAGS.peer_onednn)}))
+                  {**worker_env(), **peer_envs.peer_env(FLAGS.peer_onednn)}))
   print(f"{name}: {size} batch {batch} seq {seq} predictions {predictions}, "
         f"{FLAGS.rounds} rounds x {steps} steps", flush=True)
   if FLAGS.pairwise and len(specs) > 2:
@@ -188,7 +190,7 @@ def run_config(name, peers):
   flops = model_flops_per_sequence(size, seq, predictions)
 
   def rates(rounds):
-    summary = common.step_summary(rounds)
+    summary = stats.step_summary(rounds)
     step = summary["median_step_seconds"]
     return {"sequences_per_second": batch / step, "tokens_per_second": batch * seq / step,
             "model_gflops_per_second": flops * batch / step / 1e9, **summary}
@@ -197,17 +199,17 @@ def run_config(name, peers):
   for group in groups:
     if len(groups) > 1:
       print(f" pair: {' and '.join(spec[0] for spec in group)}", flush=True)
-    workers = common.start_sequential(group)
-    records = common.alternate(workers, FLAGS.rounds, steps, FLAGS.quiet_load,
+    workers = driver.start_sequential(group)
+    records = driver.alternate(workers, FLAGS.rounds, steps, FLAGS.quiet_load,
                                FLAGS.quiet_timeout, FLAGS.compete, FLAGS.compete_alternate)
     rounds_of_record.append({"systems": [w.name for w in workers], "rounds": records})
     for worker in workers[1:] if len(groups) > 1 else workers:
       results[worker.name] = dict(rates(worker.rounds), peak_rss_mb=worker.peak_rss_mb,
                                   info=worker.info, steps=len(worker.step_seconds),
-                                  median_cpu_seconds=common.median(worker.cpu_seconds))
+                                  median_cpu_seconds=stats.median(worker.cpu_seconds))
       if worker is not workers[0]:
         # Ours against this system within the rounds they shared.
-        results[worker.name]["ours_over_this"] = common.ratio_with_interval(
+        results[worker.name]["ours_over_this"] = stats.ratio_with_interval(
             workers[0].rounds, worker.rounds)
       if FLAGS.compete_alternate:
         results[worker.name]["under_load"] = under_load(
@@ -226,14 +228,14 @@ def run_config(name, peers):
   return {"size": size, "batch_size": batch, "seq_length": seq, "predictions": predictions,
           "results": results, "pairwise": FLAGS.pairwise, "compete": FLAGS.compete,
           "compete_alternate": FLAGS.compete_alternate,
-          "load": common.load_summary([r for g in rounds_of_record for r in g["rounds"]]),
+          "load": stats.load_summary([r for g in rounds_of_record for r in g["rounds"]]),
           "round_records": rounds_of_record}
 
 
 def label(system):
   if system.startswith("ours_") and system[len("ours_"):] in VARIANTS:
     return f"bert_tf, {system[len('ours_'):]}"
-  return common.PEER_LABELS[system]
+  return peer_envs.PEER_LABELS[system]
 
 
 def under_load(ours_rounds, ours_cpu_rounds, rounds, cpu_rounds):
@@ -247,10 +249,10 @@ def under_load(ours_rounds, ours_cpu_rounds, rounds, cpu_rounds):
            "loaded_median_step_seconds": stats.pooled_median(loaded),
            "quiet_median_cpu_seconds": stats.pooled_median(cpu_rounds[0::2]),
            "loaded_median_cpu_seconds": stats.pooled_median(cpu_rounds[1::2]),
-           "slowdown": common.ratio_with_interval(quiet, loaded)}
+           "slowdown": stats.ratio_with_interval(quiet, loaded)}
   if rounds is not ours_rounds:
-    entry["ours_over_this_quiet"] = common.ratio_with_interval(ours_rounds[0::2], quiet)
-    entry["ours_over_this_loaded"] = common.ratio_with_interval(ours_rounds[1::2], loaded)
+    entry["ours_over_this_quiet"] = stats.ratio_with_interval(ours_rounds[0::2], quiet)
+    entry["ours_over_this_loaded"] = stats.ratio_with_interval(ours_rounds[1::2], loaded)
   return entry
 
 
@@ -353,10 +355,10 @@ def main(argv):
   if FLAGS.report_only:
     report(common.read_results(RESULTS).get("configs", {}), peak)
     return
-  common.check_rounds_of_record(FLAGS.rounds, FLAGS.write_readme)
+  driver.check_rounds_of_record(FLAGS.rounds, FLAGS.write_readme)
   if FLAGS.write_readme:
     common.require_readme_section(RESULTS)
-  peers = common.ready_peers(FLAGS.peers, FLAGS.install_peers, FLAGS.venv_root)
+  peers = peer_envs.ready_peers(FLAGS.peers, FLAGS.install_peers, FLAGS.venv_root)
   command = common.command_line()
   runs = {}
   for name in FLAGS.configs:

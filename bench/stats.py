@@ -1,5 +1,5 @@
-"""The statistics and the round protocol of the interleaved benchmarks, in plain Python
-(no TensorFlow, no numpy), so that a fast test checks them.
+"""The statistics of the benchmarks and the order of the interleaved rounds, in plain
+Python (no TensorFlow, no numpy), so that a fast test checks them.
 
 A run gives each system a list of rounds, each round a list of per-step seconds. A
 system's figure is the median step over all its rounds, with its spread; the ratio of
@@ -42,6 +42,11 @@ def round_plan(names: Sequence[str], rounds: int, compete: bool = False,
   return [(round_order(names, r), compete) for r in range(rounds)]
 
 
+def median(values: Sequence[float]) -> float:
+  """The median of `values`; nan when empty."""
+  return statistics.median(values) if values else float("nan")
+
+
 def quantile(values: Sequence[float], q: float) -> float:
   """The q-quantile (0 <= q <= 1) of `values`, linear between order statistics."""
   ordered = sorted(values)
@@ -67,8 +72,7 @@ def pooled_median(rounds: Rounds, picks: Optional[Sequence[int]] = None) -> floa
   """The median of the steps of the rounds `picks` (indices, repeats allowed; default
   every round)."""
   picks = range(len(rounds)) if picks is None else picks
-  steps = [s for i in picks for s in rounds[i]]
-  return statistics.median(steps) if steps else float("nan")
+  return median([s for i in picks for s in rounds[i]])
 
 
 def speed_ratio(ours: Rounds, peer: Rounds, picks: Optional[Sequence[int]] = None) -> float:
@@ -105,3 +109,36 @@ def bootstrap_ratio_interval(ours: Rounds, peer: Rounds, level: float = 0.95,
 def format_interval(ratio: float, interval: Sequence[float]) -> str:
   """'1.29x [1.21, 1.37]'."""
   return f"{ratio:.2f}x [{interval[0]:.2f}, {interval[1]:.2f}]"
+
+
+def load_summary(records: Sequence[dict]) -> str:
+  """'load 0.31-0.52 (5/5 rounds quiet), others busy 0.02-0.10 CPUs' of round records."""
+  loads = [r["load"] for r in records]
+  others = [r["others_busy_cpus"] for r in records if r.get("others_busy_cpus") is not None]
+  quiet = sum(1 for r in records if r.get("quiet"))
+  text = f"1-min load {min(loads):.2f}-{max(loads):.2f} at round starts " \
+         f"({quiet}/{len(records)} under the gate)" if loads else "no rounds"
+  if others:
+    text += f", others busy {min(others):.2f}-{max(others):.2f} CPUs"
+  loaded = sum(1 for r in records if r.get("compete"))
+  if loaded == len(records) and records:
+    text += ", with a competing one-core job"
+  elif loaded:
+    text += f", a competing one-core job in {loaded}/{len(records)} rounds"
+  return text
+
+
+def step_summary(rounds: Rounds) -> dict:
+  """The per-step figures of one system: median, quartiles, min/max (seconds) and the
+  per-round lists they come from."""
+  spread = median_spread([s for r in rounds for s in r])
+  return {"median_step_seconds": spread["median"], "step_seconds_q1": spread["q1"],
+          "step_seconds_q3": spread["q3"], "step_seconds_min": spread["min"],
+          "step_seconds_max": spread["max"], "round_step_seconds": [list(r) for r in rounds]}
+
+
+def ratio_with_interval(ours_rounds: Rounds, peer_rounds: Rounds) -> dict:
+  """{"ratio", "interval"}: ours' speed over the peer's (the peer's median step over
+  ours) with its 95% bootstrap interval over the shared rounds."""
+  return {"ratio": speed_ratio(ours_rounds, peer_rounds),
+          "interval": list(bootstrap_ratio_interval(ours_rounds, peer_rounds))}

@@ -8,7 +8,7 @@ virtual environment. A worker builds its model, runs its warm-up steps, prints o
            "cpu_seconds": [...]}` (wall-clock and process CPU time per step)
   quit     prints `DONE {"peak_rss_mb": ...}` and exits
 
-The driver (bench/common.py) starts one worker per system and sends `run` to each in
+The driver (bench/driver.py) starts one worker per system and sends `run` to each in
 turn, so that ours and the peers' steps alternate on the same (noisy) machine.
 """
 
