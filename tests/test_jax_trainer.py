@@ -136,6 +136,21 @@ def test_tensorflow_trainer_warm_starts_its_encoder_from_a_jax_run(jax_run, tmp_
   trainer.train(train_steps=1)  # And it trains on from there.
 
 
+def test_jax_model_restores_a_tensorflow_checkpoint_through_its_object_graph(tmp_path):
+  vocab = export_helpers.write_vocab(tmp_path)
+  config = export_helpers.experiment(vocab)
+  config.save(str(tmp_path / "params.yaml"))
+  model = export_helpers.build_model(config)
+  prefix = export_helpers.save_checkpoint(model, tmp_path)
+  _worker("weights", prefix, tmp_path / "jax.npz")
+  restored = np.load(tmp_path / "jax.npz")
+  encoder = model.checkpoint_items["encoder"].trainable_variables
+  assert sorted(restored.files) == sorted(v.path for v in encoder)
+  for variable in encoder:
+    np.testing.assert_array_equal(restored[variable.path], variable.numpy(),
+                                  err_msg=variable.path)
+
+
 def test_resumed_jax_run_is_bit_identical_and_accumulation_equals_one_batch(tmp_path):
   result = _worker("resume", tmp_path)
   # Weights, optimizer slots, step and dropout states: bit for bit.
@@ -186,7 +201,8 @@ def test_sigkilled_jax_run_resumes_at_its_last_checkpoint_bit_identically(tmp_pa
   args = [TRAIN_TOOL, f"--experiment={config}", "--backend=jax"]
   _run(args + [f"--model_dir={tmp_path / 'whole'}"], _env())
   killed = tmp_path / "killed"
-  process = subprocess.Popen(args + [f"--model_dir={killed}"], env=_env(), cwd=ROOT,
+  process = subprocess.Popen([sys.executable, *args, f"--model_dir={killed}"], env=_env(),
+                             cwd=ROOT,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   deadline = time.time() + 600
   while not (killed / "ckpt-6.h5").exists() and time.time() < deadline:

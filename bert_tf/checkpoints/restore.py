@@ -10,14 +10,18 @@ names it, its bad file and the checkpoint used instead.
 
 Portable checkpoints (`ckpt-N.h5`, bert_tf.checkpoints.portable, written by the trainer
 of any Keras backend) are read the same way: a path may be one, and a directory's
-newest checkpoint, TensorFlow's or portable (the higher step), is used.
+newest checkpoint, TensorFlow's or portable (the higher step), is used. On Keras
+backends other than TensorFlow, TensorFlow checkpoints are read by walking their object
+graph (bert_tf.checkpoints.object_graph).
 """
 
 import logging
 from typing import Dict, List, Mapping, Optional, Sequence
 
+import keras
 import tensorflow as tf
 
+from bert_tf.checkpoints import object_graph
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import trackables
 from bert_tf.utils import errors
@@ -210,6 +214,12 @@ def restore_items(path: str, checkpoint_items: Mapping[str, tf.Module],
     if not checkpoint_items[name].variables:
       raise ValueError(f"Checkpoint item '{name}' has no variables yet; build the model "
                        f"before restoring")
+  if keras.backend.backend() != "tensorflow":
+    # tf.train.Checkpoint restores TensorFlow trackables only.
+    counts = object_graph.assign_items(prefix, {name: checkpoint_items[name] for name in items})
+    for name in items:
+      logging.info("Restored %s (%d variables) from %s", name, counts[name], prefix)
+    return {name: prefix for name in items}
   checkpoint = tf.train.Checkpoint(**trackables.as_trackables(
       {name: checkpoint_items[name] for name in items}))
   try:
