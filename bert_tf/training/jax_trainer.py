@@ -213,7 +213,7 @@ class JaxTrainer:
     config = self.experiment.trainer
     total = config.train_steps if train_steps is None else train_steps
     self.initialize()
-    self.task.check_inputs(self.experiment.train_data)
+    tf_trainer.check_inputs(self.experiment, self.task, "train_data", self._log)
     iterator = self._train_iterator()
     step_fn = self._step_fn()
     global_batch = self.experiment.train_data.global_batch_size
@@ -321,7 +321,7 @@ class JaxTrainer:
     """
     self.initialize()
     steps = self.experiment.trainer.validation_steps if steps is None else steps
-    self.task.check_inputs(self.experiment.eval_data)
+    tf_trainer.check_inputs(self.experiment, self.task, "eval_data", self._log)
     devices = jax.local_devices()
     mesh = Mesh(np.array(devices), ("batch",))
     state = self._local_state(mesh)

@@ -598,19 +598,7 @@ class Trainer:
                                progress, intervals)
 
   def _check_inputs(self, section: str) -> None:
-    """Checks the experiment's `section` (train_data or eval_data): every record's
-    checksums first with validate_inputs, then task.check_inputs. Its user errors are
-    prefixed with the section, as the data config does not know it."""
-    data_config = getattr(self.experiment, section)
-    try:
-      if data_config.validate_inputs and data_config.format == task_base.TFRECORD:
-        count = tfrecords.validate_record_files(data_config.input_path,
-                                                data_config.compression_type)
-        self._log(f"{section}: every record of {count} file(s) read with valid checksums")
-      self.task.check_inputs(data_config)
-    except errors.UserError as e:
-      e.args = (f"{section}: {e}",)
-      raise
+    check_inputs(self.experiment, self.task, section, self._log)
 
   @contextlib.contextmanager
   def _sigterm_stops_training(self):
@@ -813,6 +801,23 @@ class Trainer:
   def predictions_dir(self, step: int) -> str:
     """Where the evaluation at `step` writes the task's prediction files."""
     return os.path.join(self.model_dir, PREDICTIONS_DIR, f"step_{step}")
+
+
+def check_inputs(experiment: configs.ExperimentConfig, task: task_base.Task, section: str,
+                 log_fn) -> None:
+  """Checks the experiment's `section` (train_data or eval_data): every record's
+  checksums first with validate_inputs, then task.check_inputs. Its user errors are
+  prefixed with the section, as the data config does not know it."""
+  data_config = getattr(experiment, section)
+  try:
+    if data_config.validate_inputs and data_config.format == task_base.TFRECORD:
+      count = tfrecords.validate_record_files(data_config.input_path,
+                                              data_config.compression_type)
+      log_fn(f"{section}: every record of {count} file(s) read with valid checksums")
+    task.check_inputs(data_config)
+  except errors.UserError as e:
+    e.args = (f"{section}: {e}",)
+    raise
 
 
 def _saved_iterator_count(prefix: str) -> int:
