@@ -1,21 +1,35 @@
-"""Checks every model and layer goes through: serialization, export, precision, training.
+"""Checks every model and layer goes through: serialization, export, precision, training,
+and the same numbers on TensorFlow, JAX and torch.
 
 A model's test module describes the model once as a `ModelCase` and calls
 `run_model_checks` (config round trip, `.keras` save and load, one training step and
 a reload of the trained model, mixed_float16 and mixed_bfloat16) and
-`run_saved_model_export`. Layers go through `run_layer_checks`.
+`run_saved_model_export`. It registers the case with `register_backend_case` and calls
+`run_backend_parity` (the same outputs, loss and AdamW step on every backend, weights
+crossing through `.weights.h5` both ways) and `run_torch_fit` (`model.fit` on torch):
+the first such call runs every registered model on JAX and torch in one subprocess each
+(backend_worker.py), and on TensorFlow here. Layers go through `run_layer_checks`.
 
 Usage from a test module:  `import harness`  (pytest puts tests/ on sys.path).
 """
 
+import atexit
 import dataclasses
+import json
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from typing import Callable, Dict, Optional, Sequence
 
+import h5py
 import keras
 import numpy as np
 import tensorflow as tf
 
+import backend_worker
+from backend_worker import mean_square_loss
 from bert_tf import constants
 from bert_tf.data import dummy
 from bert_tf.models import BertEncoder
@@ -49,15 +63,6 @@ def assert_nested_allclose(a, b, atol=1e-6, rtol=1e-6):
     np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=atol, rtol=rtol)
 
 
-def mean_square_loss(outputs, inputs):  # pylint: disable=unused-argument
-  """A loss every float output contributes to: the mean square distance to 1, summed.
-
-  (Not to 0: freshly initialized heads are already close to 0.)
-  """
-  return tf.add_n([tf.reduce_mean(tf.square(tf.cast(x, tf.float32) - 1.0))
-                   for x in tf.nest.flatten(outputs)])
-
-
 @dataclasses.dataclass
 class ModelCase:
   """What the harness needs to know about one model.
@@ -69,12 +74,15 @@ class ModelCase:
   loss: (outputs, inputs) -> float32 scalar for the training step.
   no_gradient: substrings of the paths of variables the loss does not reach (a pooler
     under a head that reads the sequence output).
+  family: the model family's loss on other backends (a key of backend_worker.LOSSES),
+    for register_backend_case.
   """
   build: Callable[[], keras.Model]
   inputs: Callable[[], Dict[str, np.ndarray]]
   float32_outputs: Sequence[str]
   loss: Callable = mean_square_loss
   no_gradient: Sequence[str] = ()
+  family: str = "encoder"
 
 
 def run_config_round_trip(model, inputs):
@@ -262,3 +270,178 @@ def run_layer_checks(make: Callable[[], keras.layers.Layer], args: Sequence,
                  if x.dtype.is_floating)
     finally:
       keras.mixed_precision.set_global_policy(previous)
+
+
+# --------------------------------------------------------------------------------------
+# The same numbers on TensorFlow, JAX and torch.
+
+BACKENDS = ("tensorflow", "jax", "torch")
+# Outputs and losses of the same weights and batch agree to float32 rounding (measured:
+# at most 1e-6 on the tiny models).
+OUTPUT_ATOL = 1e-5
+LOSS_ATOL = 1e-5
+# One AdamW step moves each weight by about lr = 1e-3; with backend_worker.ADAM_EPSILON
+# the backends' rounding of the gradients changes that move by at most 1e-2 lr = 1e-5
+# (measured: at most 4e-7), while a wrong gradient or update gets a whole step wrong.
+STEP_ATOL = 1e-2 * backend_worker.LEARNING_RATE
+WORKER_TIMEOUT_S = 600
+
+_backend_cases: Dict[str, ModelCase] = {}
+_backend_runs: Dict[str, dict] = {}
+
+
+def register_backend_case(name: str, case: ModelCase) -> None:
+  """Adds a model to the cross-backend run (run_backend_parity, run_torch_fit).
+
+  A test module registers its cases when it is imported, so that the first check runs
+  every collected model in one process per backend.
+  """
+  _backend_cases[name] = case
+
+
+def _numpy(value):
+  return np.asarray(tf.convert_to_tensor(value)) if tf.is_tensor(value) else np.asarray(value)
+
+
+def _write_case(folder, name, case):
+  """Writes the model's config, its weights and a batch with the family's labels."""
+  model = case.build()
+  inputs = {k: _numpy(v) for k, v in case.inputs().items()}
+  outputs = backend_worker.flat_outputs(model(inputs))
+  batch = {**inputs, **backend_worker.make_labels(case.family, inputs, outputs)}
+  model.save_weights(os.path.join(folder, f"{name}.weights.h5"))
+  np.savez(os.path.join(folder, f"{name}.npz"), **batch)
+  with open(os.path.join(folder, f"{name}.json"), "w") as f:
+    json.dump({"model": keras.saving.serialize_keras_object(model), "family": case.family},
+              f)
+  return outputs
+
+
+def _run_backends():
+  """Runs every registered model on every backend, once per set of models.
+
+  JAX and torch run as subprocesses (backend_worker.py with KERAS_BACKEND set),
+  TensorFlow in this process while they run. Returns {"folder", "reference" (the outputs
+  of the models as built here), backend: {name: result}}.
+  """
+  key = ",".join(sorted(_backend_cases))
+  if key in _backend_runs:
+    return _backend_runs[key]
+  folder = tempfile.mkdtemp(prefix="bert_tf_backends_")
+  atexit.register(shutil.rmtree, folder, ignore_errors=True)
+  reference = {name: _write_case(folder, name, case) for name, case in _backend_cases.items()}
+  worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "backend_worker.py")
+  processes = {}
+  for backend in BACKENDS[1:]:
+    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
+    if backend == "jax":
+      # Eager JAX compiles every op for every shape it meets, about 800 small XLA
+      # programs here (25 CPU seconds); JAX's persistent cache keeps them (4 MB) for the
+      # next run, which then takes a third of the time.
+      env.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(
+          tempfile.gettempdir(), f"bert_tf_jax_cache_{os.getuid()}"))
+      env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+      env.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
+    if backend == "torch":
+      # torch's threads spin on these tiny ops: one thread takes a quarter of the CPU
+      # time of two, and runs faster beside the other backends.
+      env["OMP_NUM_THREADS"] = "1"
+    processes[backend] = subprocess.Popen(
+        [sys.executable, worker, folder], env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
+  run = {"folder": folder, "reference": reference,
+         "tensorflow": backend_worker.run(folder, "tensorflow")}
+  for backend, process in processes.items():
+    log, _ = process.communicate(timeout=WORKER_TIMEOUT_S)
+    path = os.path.join(folder, f"results.{backend}.json")
+    assert process.returncode == 0 and os.path.exists(path), f"{backend} worker:\n{log}"
+    with open(path) as f:
+      run[backend] = json.load(f)
+  _backend_runs[key] = run
+  return run
+
+
+def _backend_result(run, backend, name):
+  result = run[backend][name]
+  assert "error" not in result, f"{name} on {backend}:\n{result['error']}"
+  return result
+
+
+def _h5_layout(path):
+  """{dataset path: (shape, dtype)} of a `.weights.h5` file."""
+  layout = {}
+
+  def visit(name, item):
+    if isinstance(item, h5py.Dataset):
+      layout[name] = (item.shape, str(item.dtype))
+
+  with h5py.File(path, "r") as f:
+    f.visititems(visit)
+  return layout
+
+
+def _trained_weights(model, path):
+  """[(variable path, NumPy value)] of `model` after loading the weights file `path`."""
+  model.load_weights(path)
+  return [(v.path, v.numpy()) for v in model.weights]
+
+
+def run_backend_parity(name: str) -> None:
+  """The registered model `name` gives the same numbers on TensorFlow, JAX and torch.
+
+  Its weights, written here with `save_weights`, load on each backend and give the same
+  outputs (OUTPUT_ATOL) and loss (LOSS_ATOL); one AdamW step with Keras's trainer gives
+  the same weights on each (STEP_ATOL); and each backend's trained weights, written there
+  with `save_weights`, load here and give the outputs that backend computed
+  (OUTPUT_ATOL). TensorFlow's own run, through the same file, reproduces this process's
+  outputs exactly.
+  """
+  run = _run_backends()
+  folder = run["folder"]
+  case = _backend_cases[name]
+  model = case.build()
+  inputs = {k: _numpy(v) for k, v in case.inputs().items()}
+  initial = [v.numpy() for v in model.weights]
+  expected = _backend_result(run, "tensorflow", name)
+  with np.load(os.path.join(folder, f"{name}.tensorflow.npz")) as f:
+    tf_outputs = dict(f)
+  for key, value in run["reference"][name].items():
+    np.testing.assert_array_equal(tf_outputs[f"before/{key}"], value, err_msg=key)
+  np.testing.assert_allclose(expected["train_on_batch_loss"], expected["loss"], rtol=1e-6)
+  tf_trained = _trained_weights(model, os.path.join(folder, f"{name}.tensorflow.weights.h5"))
+  moved = max(np.abs(w - w0).max() for (_, w), w0 in zip(tf_trained, initial))
+  assert moved > 10 * STEP_ATOL, moved
+
+  for backend in BACKENDS[1:]:
+    result = _backend_result(run, backend, name)
+    with np.load(os.path.join(folder, f"{name}.{backend}.npz")) as f:
+      outputs = dict(f)
+    assert sorted(outputs) == sorted(tf_outputs), backend
+    for key in sorted(k for k in tf_outputs if k.startswith("before/")):
+      np.testing.assert_allclose(outputs[key], tf_outputs[key], rtol=0, atol=OUTPUT_ATOL,
+                                 err_msg=f"{name} on {backend}: {key}")
+    for loss in ("loss", "train_on_batch_loss"):
+      np.testing.assert_allclose(result[loss], expected[loss], rtol=0, atol=LOSS_ATOL,
+                                 err_msg=f"{name} on {backend}: {loss}")
+    path = os.path.join(folder, f"{name}.{backend}.weights.h5")
+    assert _h5_layout(path) == _h5_layout(
+        os.path.join(folder, f"{name}.tensorflow.weights.h5")), backend
+    trained = _trained_weights(model, path)
+    for (path, value), (_, tf_value) in zip(trained, tf_trained):
+      np.testing.assert_allclose(value, tf_value, rtol=0, atol=STEP_ATOL,
+                                 err_msg=f"{name} on {backend} after one step: {path}")
+    reloaded = backend_worker.flat_outputs(model(inputs))
+    for key, value in reloaded.items():
+      np.testing.assert_allclose(value, outputs[f"after/{key}"], rtol=0, atol=OUTPUT_ATOL,
+                                 err_msg=f"{name}: {backend}'s trained weights here: {key}")
+
+
+def run_torch_fit(name: str) -> None:
+  """`model.fit` on torch (CPU) trained the registered model `name`: finite losses, and
+  every trainable variable changed but those the loss does not reach (case.no_gradient)."""
+  result = _backend_result(_run_backends(), "torch", name)["fit"]
+  no_gradient = _backend_cases[name].no_gradient
+  assert len(result["losses"]) == backend_worker.FIT_EPOCHS
+  assert np.all(np.isfinite(result["losses"])), result["losses"]
+  untouched = [p for p in result["trainable"] if any(s in p for s in no_gradient)]
+  assert result["unchanged"] == untouched, result["unchanged"]

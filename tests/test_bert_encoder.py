@@ -68,6 +68,17 @@ def test_saved_model_export_reloads_with_equal_outputs(tmp_path):
   harness.run_saved_model_export(CASE.build(), CASE.inputs(), tmp_path)
 
 
+harness.register_backend_case("encoder", CASE)
+
+
+def test_tensorflow_jax_and_torch_give_the_same_outputs_loss_and_step():
+  harness.run_backend_parity("encoder")
+
+
+def test_fit_on_torch_trains_every_variable():
+  harness.run_torch_fit("encoder")
+
+
 def test_encoder_config_gives_back_the_constructor_arguments():
   assert harness.tiny_encoder().encoder_config() == configs.EncoderConfig(
       **{**harness.TINY_ENCODER, "dropout_rate": 0.0, "attention_dropout_rate": 0.0})

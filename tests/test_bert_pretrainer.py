@@ -21,7 +21,8 @@ def _case(batch_size=4):
       build=lambda: BertPretrainer(harness.tiny_encoder()),
       inputs=lambda: _inputs(batch),
       float32_outputs=(constants.MLM_LOGITS, constants.NSP_LOGITS),
-      loss=lambda outputs, _: losses.pretraining_loss(batch, outputs)["loss"])
+      loss=lambda outputs, _: losses.pretraining_loss(batch, outputs)["loss"],
+      family="pretraining")
 
 
 def test_harness_checks_and_the_reloaded_model_keeps_the_tie(tmp_path):
@@ -32,6 +33,17 @@ def test_harness_checks_and_the_reloaded_model_keeps_the_tie(tmp_path):
 def test_saved_model_export_reloads_with_equal_outputs(tmp_path):
   case = _case()
   harness.run_saved_model_export(case.build(), case.inputs(), tmp_path)
+
+
+harness.register_backend_case("pretrainer", _case())
+
+
+def test_tensorflow_jax_and_torch_give_the_same_outputs_loss_and_step():
+  harness.run_backend_parity("pretrainer")
+
+
+def test_fit_on_torch_trains_every_variable():
+  harness.run_torch_fit("pretrainer")
 
 
 def test_masked_lm_output_weights_are_the_word_embedding_variable():

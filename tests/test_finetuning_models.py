@@ -18,27 +18,33 @@ def _inputs(shape, seed=0):
   vocab_size = harness.TINY_ENCODER["vocab_size"]
   return {constants.INPUT_WORD_IDS: rng.integers(5, vocab_size, shape).astype(np.int32) * mask,
           constants.INPUT_MASK: mask,
-          constants.INPUT_TYPE_IDS: np.zeros(shape, np.int32)}
+          constants.INPUT_TYPE_IDS: (np.arange(shape[-1]) >= shape[-1] // 2) * mask}
 
 
-def _case(make, input_shape, no_gradient=()):
+def _case(make, input_shape, family, no_gradient=()):
   return harness.ModelCase(build=lambda: make(harness.tiny_encoder()),
                            inputs=lambda: _inputs(input_shape),
                            float32_outputs=(LOGITS, START_LOGITS, END_LOGITS),
-                           no_gradient=no_gradient)
+                           no_gradient=no_gradient, family=family)
 
 
-# (case, logits shape); heads that read the sequence output leave the pooler unused.
+# (case, logits shape); heads that read the sequence output leave the pooler unused. The
+# encoder sees [4, 16] batches, as in the encoder's and the pretrainer's cases: eager JAX
+# compiles each op once per shape, so the backend checks share those compilations.
 CASES = {
-    "classifier": (_case(lambda e: BertClassifier(e, 3, dropout_rate=0.0), (2, 7)), (2, 3)),
-    "regression": (_case(lambda e: BertClassifier(e, 1, dropout_rate=0.0), (2, 7)), (2, 1)),
-    "token_classifier": (_case(lambda e: BertTokenClassifier(e, 5, dropout_rate=0.0), (2, 7),
-                               no_gradient=("pooler",)), (2, 7, 5)),
-    "multiple_choice": (_case(lambda e: BertMultipleChoice(e, 4, dropout_rate=0.0), (2, 4, 7)),
-                        (2, 4)),
+    "classifier": (_case(lambda e: BertClassifier(e, 3, dropout_rate=0.0), (4, 16),
+                         "classification"), (4, 3)),
+    "regression": (_case(lambda e: BertClassifier(e, 1, dropout_rate=0.0), (4, 16),
+                         "regression"), (4, 1)),
+    "token_classifier": (_case(lambda e: BertTokenClassifier(e, 5, dropout_rate=0.0), (4, 16),
+                               "tagging", no_gradient=("pooler",)), (4, 16, 5)),
+    "multiple_choice": (_case(lambda e: BertMultipleChoice(e, 4, dropout_rate=0.0), (1, 4, 16),
+                              "multiple_choice"), (1, 4)),
 }
-SPAN_LABELER = _case(BertSpanLabeler, (2, 7), no_gradient=("pooler",))
+SPAN_LABELER = _case(BertSpanLabeler, (4, 16), "span", no_gradient=("pooler",))
 ALL_CASES = {**{name: case for name, (case, _) in CASES.items()}, "span_labeler": SPAN_LABELER}
+for _name, _model_case in ALL_CASES.items():
+  harness.register_backend_case(_name, _model_case)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -50,7 +56,7 @@ def test_logits_have_task_shape(name):
 def test_span_labeler_gives_start_and_end_logits_per_token():
   outputs = SPAN_LABELER.build()(SPAN_LABELER.inputs())
   assert set(outputs) == {START_LOGITS, END_LOGITS}
-  assert outputs[START_LOGITS].shape == outputs[END_LOGITS].shape == (2, 7)
+  assert outputs[START_LOGITS].shape == outputs[END_LOGITS].shape == (4, 16)
 
 
 @pytest.mark.parametrize("name", sorted(ALL_CASES))
@@ -62,6 +68,16 @@ def test_harness_checks(name, tmp_path):
 def test_saved_model_export_reloads_with_equal_outputs(name, tmp_path):
   case = ALL_CASES[name]
   harness.run_saved_model_export(case.build(), case.inputs(), tmp_path)
+
+
+@pytest.mark.parametrize("name", sorted(ALL_CASES))
+def test_tensorflow_jax_and_torch_give_the_same_outputs_loss_and_step(name):
+  harness.run_backend_parity(name)
+
+
+@pytest.mark.parametrize("name", sorted(ALL_CASES))
+def test_fit_on_torch_trains_every_variable(name):
+  harness.run_torch_fit(name)
 
 
 @pytest.mark.parametrize("name", sorted(ALL_CASES))
