@@ -34,7 +34,6 @@ import time
 
 from absl import app
 from absl import flags
-from absl import logging
 
 from bert_tf import cpu_kernels
 
@@ -90,9 +89,7 @@ def main(argv):
 
 def run():
   """The `bert-tf-convert-checkpoint` command."""
-  std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
-  logging.set_verbosity(logging.WARNING)
-  errors.run_tool("convert_checkpoint", main)
+  errors.run_tool("convert_checkpoint", main, quiet_logs=True)
 
 
 if __name__ == "__main__":

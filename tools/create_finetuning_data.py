@@ -18,12 +18,10 @@ complete. Point train_data.input_path at it with train_data.format=tfrecord.
 `pip install .` installs this tool as the command `bert-tf-create-finetuning-data` (same flags).
 """
 
-import logging as std_logging
 import time
 
 from absl import app
 from absl import flags
-from absl import logging
 
 from bert_tf import cpu_kernels
 
@@ -69,9 +67,7 @@ def main(argv):
 
 def run():
   """The `bert-tf-create-finetuning-data` command."""
-  std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
-  logging.set_verbosity(logging.WARNING)
-  errors.run_tool("create_finetuning_data", main)
+  errors.run_tool("create_finetuning_data", main, quiet_logs=True)
 
 
 if __name__ == "__main__":

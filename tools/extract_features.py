@@ -18,11 +18,9 @@ freshly initialized (only useful for testing the pipeline).
 `pip install .` installs this tool as the command `bert-tf-extract-features` (same flags).
 """
 
-import logging as std_logging
 
 from absl import app
 from absl import flags
-from absl import logging
 
 from bert_tf import cpu_kernels
 from bert_tf.utils import errors
@@ -83,9 +81,7 @@ def main(argv):
 
 def run():
   """The `bert-tf-extract-features` command."""
-  std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
-  logging.set_verbosity(logging.WARNING)
-  errors.run_tool("extract_features", main)
+  errors.run_tool("extract_features", main, quiet_logs=True)
 
 
 if __name__ == "__main__":

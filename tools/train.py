@@ -26,11 +26,9 @@ its latest checkpoint. TensorBoard logs: MODEL_DIR/train and MODEL_DIR/eval.
 `pip install .` installs this tool as the command `bert-tf-train` (same flags).
 """
 
-import logging as std_logging
 
 from absl import app
 from absl import flags
-from absl import logging
 
 from bert_tf import cpu_kernels
 
@@ -100,9 +98,7 @@ def main(argv):
 
 def run():
   """The `bert-tf-train` command."""
-  std_logging.getLogger("tensorflow").setLevel(std_logging.ERROR)
-  logging.set_verbosity(logging.WARNING)
-  errors.run_tool("train", main)
+  errors.run_tool("train", main, quiet_logs=True)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ flag mistake one line and exit status 2, and any other exception (a bug) keeps i
 traceback. `--verbose` prints the traceback of a user error as well.
 """
 
+import logging
 import sys
 import traceback
 from typing import Callable, Optional
@@ -55,15 +56,21 @@ def user_message(error: BaseException) -> Optional[str]:
   return None
 
 
-def run_tool(name: str, main: Callable) -> None:
+def run_tool(name: str, main: Callable, quiet_logs: bool = False) -> None:
   """Runs `main(argv)` under absl with one-line error reports (see the module doc).
 
   Args:
     name: the tool's name, the prefix of its error lines (`train`, `build_vocab`).
     main: absl main; its return value is the exit status.
+    quiet_logs: show warnings and errors only of TensorFlow's Python logger and of
+      absl logging, so that the tool's own progress lines are what the user reads.
   """
   from absl import app  # pylint: disable=g-import-not-at-top
   from absl import flags  # pylint: disable=g-import-not-at-top
+  if quiet_logs:
+    from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)
+    absl_logging.set_verbosity(absl_logging.WARNING)
   if "verbose" not in flags.FLAGS:
     flags.DEFINE_bool("verbose", False,
                       "Print the traceback of a reported error as well.")
