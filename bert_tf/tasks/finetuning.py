@@ -7,7 +7,7 @@ batches of its `feature_kind` from here, and TFRecords of its raw files from
 `write_tfrecord` (tools/create_finetuning_data.py).
 """
 
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Iterable, Optional
 
 import tensorflow as tf
 
@@ -17,6 +17,7 @@ from bert_tf.data import dummy
 from bert_tf.data import featurizers
 from bert_tf.data import tfrecords
 from bert_tf.tasks import base
+from bert_tf.utils import files
 from bert_tf.utils import progress
 
 
@@ -39,6 +40,17 @@ class FeatureTask(base.Task):
   def read_examples(self, data_config: configs.DataConfig) -> list:
     """The examples of data_config's raw files (a format of input_formats)."""
     raise NotImplementedError
+
+  @staticmethod
+  def read_numbered(input_path: str, read_file: Callable[[str], Iterable]) -> list:
+    """The examples that `read_file(path)` gives for each file of the comma-separated
+    globs `input_path`, their `index` numbering them across the files in order."""
+    examples = []
+    for path in files.expand_patterns(input_path):
+      for example in read_file(path):
+        example.index = len(examples)
+        examples.append(example)
+    return examples
 
   def featurize(self, examples, data_config: configs.DataConfig) -> tf.data.Dataset:
     """Unbatched features of `examples` (a bert_tf.data.featurizers featurizer)."""

@@ -58,12 +58,8 @@ class MultipleChoiceTask(finetuning.FeatureTask):
 
   # ----- data -----
   def read_examples(self, data_config) -> List[swag.MultipleChoiceExample]:
-    examples = []
-    for path in files.expand_patterns(data_config.input_path):
-      for e in swag.read_swag(path, self.config.num_choices):
-        e.index = len(examples)
-        examples.append(e)
-    return examples
+    return self.read_numbered(data_config.input_path,
+                              lambda path: swag.read_swag(path, self.config.num_choices))
 
   def featurize(self, examples, data_config, tokenizer: Optional[featurizers.PieceTokenizer] = None):
     tokenizer = tokenizer or self.piece_tokenizer()

@@ -69,12 +69,8 @@ class TaggingTask(finetuning.FeatureTask):
 
   # ----- data -----
   def read_examples(self, data_config) -> List[conll.TaggingExample]:
-    examples = []
-    for path in files.expand_patterns(data_config.input_path):
-      for e in conll.read_conll(path, self.label_names):
-        e.index = len(examples)
-        examples.append(e)
-    return examples
+    return self.read_numbered(data_config.input_path,
+                              lambda path: conll.read_conll(path, self.label_names))
 
   def featurize(self, examples, data_config, tokenizer: Optional[featurizers.PieceTokenizer] = None):
     tokenizer = tokenizer or self.piece_tokenizer()
