@@ -1,10 +1,17 @@
-"""Shared fixtures of the fine-tuning tests: a tiny WordPiece vocab and tiny experiments."""
+"""Shared fixtures of the fine-tuning tests: a tiny WordPiece vocab, tiny experiments, and
+a tiny model trained on synthetic task files."""
 
+import os
 import string
+from typing import Callable, Optional, Tuple
+
+import keras
+import numpy as np
 
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf.training import experiments
+from bert_tf.training.trainer import Trainer
 
 WORDS = ("the", "cat", "dog", "sat", "on", "mat", "good", "bad", "movie", "john", "lives",
          "in", "paris", "play", "##ing", "##ians", "a", "man", "walks", "runs", "home",
@@ -53,3 +60,37 @@ def tiny_experiment(task: dict, train_data: dict, eval_data: dict = None, steps:
                   "summary_interval": steps, "checkpoint_interval": steps,
                   "log_interval": steps, "validation_interval": steps},
   })
+
+
+def learn_synthetic_task(tmp_path, task: dict, data_format: str,
+                         write_file: Callable[[str, np.random.Generator, int], str],
+                         file_names: Tuple[str, str], steps: int, predictions_file: str,
+                         configure: Optional[Callable] = None) -> Tuple[dict, str]:
+  """Trains a tiny `task` experiment for `steps` on synthetic files and evaluates it.
+
+  Args:
+    write_file: write_file(path, rng, n) writes n synthetic examples in `data_format`
+      and returns the path: 256 for training, 64 for evaluation.
+    file_names: the training and evaluation files' names under tmp_path.
+    predictions_file: the name of the file of predictions the evaluation writes.
+    configure: changes the experiment before training (the experiment -> another).
+
+  Returns:
+    (the evaluation metrics, the text of the predictions file).
+  """
+  keras.utils.set_random_seed(0)
+  rng = np.random.default_rng(0)
+  vocab = write_vocab(tmp_path / "vocab.txt")
+  train_name, eval_name = file_names
+  experiment = tiny_experiment(
+      task, {"format": data_format, "input_path": write_file(tmp_path / train_name, rng, 256)},
+      {"format": data_format, "input_path": write_file(tmp_path / eval_name, rng, 64)},
+      steps=steps, learning_rate=3e-3, vocab_file=vocab)
+  if configure is not None:
+    experiment = configure(experiment)
+  trainer = Trainer(experiment, str(tmp_path / "model"))
+  trainer.train()
+  metrics = trainer.evaluate()
+  with open(os.path.join(trainer.predictions_dir(steps), predictions_file),
+            encoding="utf-8") as f:
+    return metrics, f.read()

@@ -343,7 +343,22 @@ def _hf_folder(tmp_path, vocab):
   return folder
 
 
-def _assert_nothing_written(tmp_path):
+def _edit_hf_folder(folder, config=None, drop=(), add=None):
+  """Changes an HF folder's config.json fields and its tensors (dropped, added)."""
+  if config:
+    path = folder / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **config}))
+  if drop or add:
+    tensors = load_file(str(folder / "model.safetensors"))
+    for name in drop:
+      del tensors[name]
+    tensors.update(add or {})
+    save_file(tensors, str(folder / "model.safetensors"))
+
+
+def _assert_conversion_fails_writing_nothing(folder, tmp_path, match):
+  with pytest.raises(ConversionError, match=match):
+    convert.convert_checkpoint(str(folder), str(tmp_path / "out"))
   assert not (tmp_path / "out").exists()
   assert not [p for p in os.listdir(tmp_path) if p.startswith(".out")]
 
@@ -352,52 +367,27 @@ def test_vocab_size_differing_from_embedding_table_is_an_error_and_writes_nothin
     tmp_path, vocab):
   folder = _hf_folder(tmp_path, vocab)
   write_vocab(folder / "vocab.txt", TINY.vocab_size - 1)
-  with pytest.raises(ConversionError, match=r"vocab.txt has 98 tokens.*99 rows"):
-    convert.convert_checkpoint(str(folder), str(tmp_path / "out"))
-  _assert_nothing_written(tmp_path)
+  _assert_conversion_fails_writing_nothing(folder, tmp_path,
+                                           r"vocab.txt has 98 tokens.*99 rows")
 
 
-def test_config_size_differing_from_tensor_is_an_error_with_both_shapes(tmp_path, vocab):
+@pytest.mark.parametrize("edit, match", [
+    (dict(config={"intermediate_size": 64}),
+     r"encoder\.layer\.0\.intermediate\.dense\.weight has shape \[48, 32\].*needs \[64, 32\]"),
+    (dict(drop=["bert.encoder.layer.1.output.LayerNorm.bias"]),
+     r"Missing 1 required.*encoder\.layer\.1\.output\.LayerNorm\.bias"),
+    (dict(add={"classifier.weight": np.zeros((3, TINY.hidden_size), np.float32)}),
+     r"1 unexpected variables: classifier\.weight"),
+    (dict(config={"num_hidden_layers": 1}),
+     r"unexpected.*bert\.encoder\.layer\.1\..*Layer indices involved: \[1\]"),
+], ids=["config_size_differing_from_tensor_names_both_shapes",
+        "missing_required_variable_is_listed", "unexpected_variable_is_listed",
+        "layer_count_differing_from_config_names_the_extra_layer"])
+def test_folder_not_matching_its_config_is_an_error_naming_the_variable(tmp_path, vocab, edit,
+                                                                        match):
   folder = _hf_folder(tmp_path, vocab)
-  config = json.loads((folder / "config.json").read_text())
-  config["intermediate_size"] = 64
-  (folder / "config.json").write_text(json.dumps(config))
-  with pytest.raises(ConversionError,
-                     match=r"encoder\.layer\.0\.intermediate\.dense\.weight has shape "
-                     r"\[48, 32\].*needs \[64, 32\]"):
-    convert.convert_checkpoint(str(folder), str(tmp_path / "out"))
-  _assert_nothing_written(tmp_path)
-
-
-def test_missing_required_variable_is_an_error_listing_it(tmp_path, vocab):
-  folder = _hf_folder(tmp_path, vocab)
-  tensors = load_file(str(folder / "model.safetensors"))
-  del tensors["bert.encoder.layer.1.output.LayerNorm.bias"]
-  save_file(tensors, str(folder / "model.safetensors"))
-  with pytest.raises(ConversionError, match=r"Missing 1 required.*encoder\.layer\.1\.output"
-                     r"\.LayerNorm\.bias"):
-    convert.convert_checkpoint(str(folder), str(tmp_path / "out"))
-  _assert_nothing_written(tmp_path)
-
-
-def test_unexpected_variable_is_an_error_listing_it(tmp_path, vocab):
-  folder = _hf_folder(tmp_path, vocab)
-  tensors = load_file(str(folder / "model.safetensors"))
-  tensors["classifier.weight"] = np.zeros((3, TINY.hidden_size), np.float32)
-  save_file(tensors, str(folder / "model.safetensors"))
-  with pytest.raises(ConversionError, match=r"1 unexpected variables: classifier\.weight"):
-    convert.convert_checkpoint(str(folder), str(tmp_path / "out"))
-  _assert_nothing_written(tmp_path)
-
-
-def test_layer_count_differing_from_config_names_the_extra_layer(tmp_path, vocab):
-  folder = _hf_folder(tmp_path, vocab)
-  config = json.loads((folder / "config.json").read_text())
-  config["num_hidden_layers"] = 1
-  (folder / "config.json").write_text(json.dumps(config))
-  with pytest.raises(ConversionError, match=r"unexpected.*bert\.encoder\.layer\.1\..*"
-                     r"Layer indices involved: \[1\]"):
-    convert.convert_checkpoint(str(folder), str(tmp_path / "out"))
+  _edit_hf_folder(folder, **edit)
+  _assert_conversion_fails_writing_nothing(folder, tmp_path, match)
 
 
 def test_bert_tf_checkpoint_with_wrong_config_is_an_error(tmp_path, vocab):

@@ -1,10 +1,7 @@
 """The sentence_prediction task: config, loss, metrics, predictions, training."""
 
-import os
-
 import numpy as np
 import pytest
-import keras
 import tensorflow as tf
 
 import finetuning_helpers as helpers
@@ -103,23 +100,13 @@ def _synthetic_tsv(path, rng, n):
 
 
 def test_learns_whether_a_sentence_contains_a_token(tmp_path):
-  keras.utils.set_random_seed(0)
-  rng = np.random.default_rng(0)
-  vocab = helpers.write_vocab(tmp_path / "vocab.txt")
-  data = dict(format="tsv")
-  experiment = helpers.tiny_experiment(
-      {"name": "sentence_prediction", "text_a_column": "sentence", "num_classes": 2},
-      dict(data, input_path=_synthetic_tsv(tmp_path / "train.tsv", rng, 256)),
-      dict(data, input_path=_synthetic_tsv(tmp_path / "dev.tsv", rng, 64)),
-      steps=60, learning_rate=3e-3, vocab_file=vocab)
-  trainer = Trainer(experiment, str(tmp_path / "model"))
-  trainer.train()
-  metrics = trainer.evaluate()
+  metrics, predictions = helpers.learn_synthetic_task(
+      tmp_path, {"name": "sentence_prediction", "text_a_column": "sentence",
+                 "num_classes": 2}, "tsv", _synthetic_tsv, ("train.tsv", "dev.tsv"), 60,
+      "sentence_prediction_predictions.tsv")
   assert metrics["accuracy"] > 0.9
   # The evaluation also wrote GLUE-style predictions: a header, then one row per example.
-  predictions = os.path.join(trainer.predictions_dir(60), "sentence_prediction_predictions.tsv")
-  with open(predictions, encoding="utf-8") as f:
-    rows = f.read().splitlines()
+  rows = predictions.splitlines()
   assert rows[0] == "index\tprediction" and len(rows) == 65
   assert [row.split("\t")[0] for row in rows[1:]] == [str(i) for i in range(64)]
 

@@ -1,10 +1,7 @@
 """The tagging task: loss on first pieces, conlleval metrics, predictions, training."""
 
-import os
-
 import numpy as np
 import pytest
-import keras
 import tensorflow as tf
 
 import finetuning_helpers as helpers
@@ -102,22 +99,11 @@ def _synthetic_conll(path, rng, n):
 
 
 def test_learns_to_tag_a_word_set(tmp_path):
-  keras.utils.set_random_seed(0)
-  rng = np.random.default_rng(0)
-  vocab = helpers.write_vocab(tmp_path / "vocab.txt")
-  data = dict(format="conll")
-  experiment = helpers.tiny_experiment(
-      {"name": "tagging", "label_names": LABELS},
-      dict(data, input_path=_synthetic_conll(tmp_path / "train.txt", rng, 256)),
-      dict(data, input_path=_synthetic_conll(tmp_path / "dev.txt", rng, 64)),
-      steps=40, learning_rate=3e-3, vocab_file=vocab)
-  trainer = Trainer(experiment, str(tmp_path / "model"))
-  trainer.train()
-  metrics = trainer.evaluate()
+  metrics, predictions = helpers.learn_synthetic_task(
+      tmp_path, {"name": "tagging", "label_names": LABELS}, "conll", _synthetic_conll,
+      ("train.txt", "dev.txt"), 40, "tagging_predictions.txt")
   assert metrics["f1"] > 0.9
   # The evaluation also wrote "word gold predicted" lines, a blank line after each sentence.
-  predictions = os.path.join(trainer.predictions_dir(40), "tagging_predictions.txt")
-  with open(predictions, encoding="utf-8") as f:
-    sentences = f.read().strip("\n").split("\n\n")
+  sentences = predictions.strip("\n").split("\n\n")
   assert len(sentences) == 64
   assert all(len(line.split(" ")) == 3 for s in sentences for line in s.split("\n"))
