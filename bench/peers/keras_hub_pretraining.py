@@ -45,33 +45,18 @@ def main():
             "segment_ids": batch["input_type_ids"],
             "mask_positions": batch["masked_lm_positions"]}
 
-  @tf.function
-  def train_step():
-    with tf.GradientTape() as tape:
-      backbone_inputs = {k: inputs[k] for k in ("token_ids", "padding_mask", "segment_ids")}
-      outputs = backbone(backbone_inputs, training=True)
-      mlm_logits = masked_lm.masked_lm_head(outputs["sequence_output"],
-                                            mask_positions=inputs["mask_positions"])
-      nsp_logits = next_sentence(outputs["pooled_output"])
-      per_position = keras.losses.sparse_categorical_crossentropy(
-          batch["masked_lm_ids"], mlm_logits, from_logits=True)
-      weights = batch["masked_lm_weights"]
-      mlm_loss = tf.reduce_sum(per_position * weights) / (tf.reduce_sum(weights) + 1e-5)
-      nsp_loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
-          batch["next_sentence_labels"], nsp_logits, from_logits=True))
-      loss = mlm_loss + nsp_loss
-    grads = tape.gradient(loss, variables)
-    optimizer.apply_gradients(zip(grads, variables))
-    return loss
+  def loss_fn():
+    backbone_inputs = {k: inputs[k] for k in ("token_ids", "padding_mask", "segment_ids")}
+    outputs = backbone(backbone_inputs, training=True)
+    mlm_logits = masked_lm.masked_lm_head(outputs["sequence_output"],
+                                          mask_positions=inputs["mask_positions"])
+    nsp_logits = next_sentence(outputs["pooled_output"])
+    return protocol.tf_pretraining_loss(tf, keras.losses, batch, mlm_logits, nsp_logits)
 
-  def step():
-    float(train_step())
-
-  params = sum(int(tf.size(v)) for v in variables)
-  protocol.serve(step, warmup_steps=2, info={
+  protocol.serve_tf_training(tf, loss_fn, variables, optimizer, info={
       **thread_info,
       "framework": f"keras_hub {keras_hub.__version__} (Keras {keras.__version__}, "
-                   f"TF {tf.__version__})", "params": params})
+                   f"TF {tf.__version__})"})
 
 
 if __name__ == "__main__":

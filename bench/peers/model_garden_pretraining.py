@@ -44,30 +44,16 @@ def main():
   pretrainer(inputs)
   variables = pretrainer.trainable_variables
 
-  @tf.function
-  def train_step():
-    with tf.GradientTape() as tape:
-      outputs = pretrainer(inputs, training=True)
-      per_position = tf_keras.losses.sparse_categorical_crossentropy(
-          batch["masked_lm_ids"], tf.cast(outputs["mlm_logits"], tf.float32),
-          from_logits=True)
-      weights = batch["masked_lm_weights"]
-      mlm_loss = tf.reduce_sum(per_position * weights) / (tf.reduce_sum(weights) + 1e-5)
-      nsp_loss = tf.reduce_mean(tf_keras.losses.sparse_categorical_crossentropy(
-          batch["next_sentence_labels"], outputs["next_sentence"], from_logits=True))
-      loss = mlm_loss + nsp_loss
-    grads = tape.gradient(loss, variables)
-    optimizer.apply_gradients(zip(grads, variables))
-    return loss
+  def loss_fn():
+    outputs = pretrainer(inputs, training=True)
+    return protocol.tf_pretraining_loss(tf, tf_keras.losses, batch,
+                                        tf.cast(outputs["mlm_logits"], tf.float32),
+                                        outputs["next_sentence"])
 
-  def step():
-    float(train_step())
-
-  params = sum(int(tf.size(v)) for v in variables)
-  protocol.serve(step, warmup_steps=2, info={
+  protocol.serve_tf_training(tf, loss_fn, variables, optimizer, info={
       **thread_info,
       "framework": f"Model Garden (tf-models-official, tf_keras {tf_keras.__version__}, "
-                   f"TF {tf.__version__})", "params": params})
+                   f"TF {tf.__version__})"})
 
 
 if __name__ == "__main__":

@@ -129,6 +129,45 @@ def pretraining_batch(batch_size, seq_length, max_predictions, vocab_size=VOCAB_
   }
 
 
+def tf_pretraining_loss(tf, losses, batch, mlm_logits, nsp_logits):
+  """The original release's pretraining loss, for the TensorFlow peers: the masked-LM
+  cross-entropy averaged over the weighted positions plus the next-sentence one.
+
+  Args:
+    tf: the tensorflow module; losses: the peer's Keras losses module (keras.losses or
+      tf_keras.losses), both passed in so that this module imports neither.
+    batch: a pretraining_batch as tensors.
+    mlm_logits: float32 [B, P, V]; nsp_logits: [B, 2].
+  """
+  per_position = losses.sparse_categorical_crossentropy(
+      batch["masked_lm_ids"], mlm_logits, from_logits=True)
+  weights = batch["masked_lm_weights"]
+  mlm_loss = tf.reduce_sum(per_position * weights) / (tf.reduce_sum(weights) + 1e-5)
+  nsp_loss = tf.reduce_mean(losses.sparse_categorical_crossentropy(
+      batch["next_sentence_labels"], nsp_logits, from_logits=True))
+  return mlm_loss + nsp_loss
+
+
+def serve_tf_training(tf, loss_fn, variables, optimizer, info):
+  """Serves (see serve) a TensorFlow peer's training step: a tf.function taking the
+  gradient of loss_fn() with a GradientTape and applying it with `optimizer`; READY
+  says `info` and the parameter count of `variables`."""
+
+  @tf.function
+  def train_step():
+    with tf.GradientTape() as tape:
+      loss = loss_fn()
+    grads = tape.gradient(loss, variables)
+    optimizer.apply_gradients(zip(grads, variables))
+    return loss
+
+  def step():
+    float(train_step())
+
+  serve(step, warmup_steps=2,
+        info={**info, "params": sum(int(tf.size(v)) for v in variables)})
+
+
 def peak_rss_mb():
   """This process's peak resident memory in MiB (ru_maxrss is KiB on Linux)."""
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
