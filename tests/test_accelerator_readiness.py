@@ -4,14 +4,27 @@ dropout masks that differ between replicas, static shapes under XLA, one optimiz
 launch per replica, no per-step work on the host, one input pipeline per worker,
 collective all-reduce, and a float16 overflow that skips the step."""
 
+import json
+import os
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf import configs
+from bert_tf import constants
 from bert_tf import layers
+from bert_tf.data import batching
+from bert_tf.kernels import tensorflow_cpu as fusion
+from bert_tf.tasks.pretraining import PretrainingTask
 from bert_tf.training.trainer import Trainer
 import trainer_helpers
+import xla_compiles_main
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 _MATMULS = ("MatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum")
 
@@ -109,3 +122,203 @@ def test_the_optimizer_update_is_one_compiled_launch_per_replica_without_a_condi
   assert written == [3 * len(trainer.model.trainable_variables)] * 2
   # A skipped step is a select inside those loops, not a conditional.
   assert not [node.name for node in nodes if node.op in ("If", "StatelessIf")]
+
+
+def _dropout_experiment(strategy, steps=3, **sections):
+  encoder = dict(trainer_helpers.TINY_ENCODER, dropout_rate=0.1, attention_dropout_rate=0.1)
+  return trainer_helpers.tiny_experiment(strategy=strategy, steps=steps,
+                                         model=dict(encoder=encoder), **sections)
+
+
+def test_each_replica_draws_its_own_dropout_masks_and_a_run_repeats_bit_exactly(tmp_path):
+  _two_cpus()
+  trainer = Trainer(_dropout_experiment("mirrored"), str(tmp_path / "masks"),
+                    log_fn=lambda _: None)
+  trainer.initialize()
+  strategy = trainer.strategy
+  block = trainer.model.encoder.transformer_layers[0]
+
+  @tf.function
+  def masks():
+    def replica_masks():
+      ones = tf.ones([4, 64])
+      # The reference layers' Keras Dropout and the CPU path's 16-bit masks.
+      return (block.output_dropout(ones, training=True),
+              fusion.keep_bits(block.attention_dropout, ones, True)[0])
+    return strategy.run(replica_masks)
+
+  for per_replica in masks():
+    first, second = strategy.experimental_local_results(per_replica)
+    assert not np.array_equal(first.numpy(), second.numpy())
+
+  runs = []
+  for name in ("first", "second"):
+    keras.backend.clear_session()
+    run = Trainer(_dropout_experiment("mirrored"), str(tmp_path / name),
+                  log_fn=lambda _: None)
+    run.train()
+    runs.append(trainer_helpers.weights_of(run.model))
+  trainer_helpers.assert_weights_close(*runs, atol=0, rtol=0)
+  # The resumed run: tests/test_resume.py (mirrored, with dropout) ends bit-identical.
+
+
+def test_pad_to_length_bucket_pads_each_token_feature_to_the_next_bound():
+  batch = {
+      "input_word_ids": tf.ones([2, 5], tf.int32),
+      "input_mask": tf.ones([2, 5], tf.int32),
+      "input_type_ids": tf.ones([2, 5], tf.int32),
+      "label_ids": tf.ones([2, 5], tf.int32),  # tagging: one label per token
+      "example_index": tf.constant([3, 4], tf.int32),
+  }
+  padded = batching.pad_to_length_bucket(batch, [4, 8, 16])
+  assert padded["input_word_ids"].shape == [2, 8]
+  np.testing.assert_array_equal(padded["input_mask"].numpy()[:, 5:], 0)
+  np.testing.assert_array_equal(padded["label_ids"].numpy()[:, 5:], constants.IGNORE_LABEL)
+  np.testing.assert_array_equal(padded["example_index"].numpy(), [3, 4])
+  # Multiple choice [B, C, T]; a length at a bound stays; one bound gives a static shape.
+  choices = {key: tf.ones([2, 3, 8], tf.int32) for key in constants.ENCODER_INPUTS}
+  assert batching.pad_to_length_bucket(choices, [8, 16])["input_mask"].shape == [2, 3, 8]
+
+  @tf.function(input_signature=[tf.TensorSpec([2, None], tf.int32)])
+  def traced(ids):
+    return batching.pad_to_length_bucket({"input_word_ids": ids}, [16])["input_word_ids"]
+
+  assert traced.get_concrete_function().output_shapes.as_list() == [2, 16]
+
+
+def test_pack_examples_is_refused_where_the_step_compiles_once_per_shape(tmp_path):
+  experiment = xla_compiles_main.sentence_prediction_experiment(
+      str(tmp_path), jit_compile=True).override(
+          {"train_data": {"length_buckets": [], "pack_examples": True}})
+  with pytest.raises(configs.ConfigError, match="pack_examples"):
+    Trainer(experiment, str(tmp_path / "model"), log_fn=lambda _: None)
+
+
+@pytest.mark.slow  # XLA compilation of three step shapes, in a process of its own.
+def test_a_jit_compiled_fine_tuning_run_compiles_its_step_once_per_length_bucket(tmp_path):
+  output = tmp_path / "compiles.json"
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  env.pop("XLA_FLAGS", None)
+  result = subprocess.run([sys.executable, os.path.join(_HERE, "xla_compiles_main.py"),
+                           str(tmp_path), str(output)], env=env, capture_output=True,
+                          text=True, timeout=900, check=False)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  counts = json.loads(output.read_text())
+  bounds = len(xla_compiles_main.LENGTH_BUCKETS) + 1
+  # The batches vary in length more than the buckets do; the step compiles per bucket.
+  assert len(counts["lengths"]) > bounds, counts
+  assert 1 <= counts["compilations"] <= bounds, counts
+
+
+def _host_ops_per_step(trainer, monkeypatch):
+  """The ops of the training loop's body that are not made by strategy.run: what the
+  host runs for every step."""
+  strategy = trainer.strategy
+  run = strategy.run
+  bodies = []  # [(graph, names of the ops strategy.run made in it)]
+
+  def recording_run(fn, args=(), kwargs=None, options=None):
+    graph = tf.compat.v1.get_default_graph()
+    before = {op.name for op in graph.get_operations()}
+    result = run(fn, args=args, kwargs=kwargs, options=options)
+    bodies.append((graph, {op.name for op in graph.get_operations()} - before))
+    return result
+
+  monkeypatch.setattr(strategy, "run", recording_run)
+  trainer.train_loop_concrete_function()
+  assert len(bodies) == 1
+  graph, made_by_run = bodies[0]
+  return [op for op in graph.get_operations() if op.name not in made_by_run]
+
+
+@pytest.mark.parametrize("strategy", ["one_device", "mirrored"])
+def test_the_host_loop_only_reads_the_input_and_launches_each_step(tmp_path, monkeypatch,
+                                                                  strategy):
+  if strategy == "mirrored":
+    _two_cpus()
+  trainer = Trainer(trainer_helpers.tiny_experiment(strategy=strategy), str(tmp_path),
+                    log_fn=lambda _: None)
+  trainer.initialize()
+  host_ops = _host_ops_per_step(trainer, monkeypatch)
+  assert any(op.type == "IteratorGetNext" for op in host_ops)
+  # No variable read or write (the step counter, running totals) and no float
+  # arithmetic on the host per step: on a TPU each would be a round trip.
+  per_step = sorted(f"{op.type} {op.name}" for op in host_ops
+                    if "Variable" in op.type or
+                    (op.type not in ("Identity", "IteratorGetNext") and
+                     any(t.dtype.is_floating for t in op.outputs)))
+  assert not per_step, per_step
+
+
+class _Float16OverflowTask(PretrainingTask):
+  """Pretraining whose second batch overflows float16 in the forward pass: its
+  masked-LM logits are multiplied by 65000, twice, in float16."""
+
+  def build_inputs(self, data_config, input_context=None):
+    def flag(index, batch):
+      return dict(batch, overflow=tf.cast(index == 1, tf.float16))
+    return super().build_inputs(data_config, input_context).enumerate().map(flag)
+
+  def compute_loss(self, features, outputs, global_batch_size, **normalizers):
+    factor = 1.0 + 65000.0 * features["overflow"]
+    logits = tf.cast(outputs[constants.MLM_LOGITS], tf.float16) * factor * factor
+    return super().compute_loss(features, dict(outputs, **{constants.MLM_LOGITS: logits}),
+                                global_batch_size, **normalizers)
+
+
+def test_a_float16_overflow_in_the_forward_pass_skips_the_step_and_halves_the_scale(
+    tmp_path):
+  experiment = trainer_helpers.tiny_experiment(
+      steps=3, optimizer=dict(warmup_steps=0),
+      trainer=dict(steps_per_loop=1, summary_interval=1, log_interval=1,
+                   checkpoint_interval=3),
+      runtime=dict(mixed_precision_dtype="mixed_float16"))
+  trainer = Trainer(experiment, str(tmp_path), task=_Float16OverflowTask(experiment),
+                    log_fn=lambda _: None)
+  scale = float(trainer.loss_scale.scale.numpy())
+  trainer.train(train_steps=1)
+  before = trainer_helpers.weights_of(trainer.model)
+  slots = [v.numpy() for v in trainer.optimizer.variables]
+  trainer.train(train_steps=2)  # the overflowing batch: no NonFiniteLossError
+  assert int(trainer.step.numpy()) == 2
+  assert float(trainer.loss_scale.scale.numpy()) == scale / 2
+  trainer_helpers.assert_weights_close(trainer_helpers.weights_of(trainer.model), before,
+                                       atol=0, rtol=0)
+  for old, new in zip(slots, trainer.optimizer.variables):
+    np.testing.assert_array_equal(new.numpy(), old)
+  report = trainer.train(train_steps=3)  # the next batch trains again
+  assert np.isfinite(report["loss"])
+  assert not np.array_equal(trainer.model.trainable_variables[0].numpy(),
+                            before[trainer.model.trainable_variables[0].path])
+
+
+def test_several_trainers_in_one_process_train_and_evaluate_with_collective_all_reduce(
+    tmp_path):
+  _two_cpus()
+  trainers = []
+  for i, encoder in enumerate((trainer_helpers.TINY_ENCODER,
+                               dict(trainer_helpers.TINY_ENCODER, hidden_size=16))):
+    keras.backend.clear_session()
+    experiment = trainer_helpers.tiny_experiment(strategy="mirrored", steps=2,
+                                                 model=dict(encoder=encoder))
+    trainer = Trainer(experiment, str(tmp_path / str(i)), log_fn=lambda _: None)
+    trainer.train()
+    assert trainer.evaluate()["num_examples"] == 32
+    trainers.append(trainer)
+  # TensorFlow's collective all-reduce, the ops MirroredStrategy runs between GPUs
+  # (NCCL) and here between logical CPU devices (ring).
+  for trainer in trainers:
+    graph_def = trainer.train_loop_concrete_function().graph.as_graph_def()
+    ops = {node.op for node in _graph_nodes(graph_def)}
+    assert "CollectiveReduceV2" in ops
+  assert trainers[0].strategy is trainers[1].strategy
+
+
+def test_mirrored_training_reads_one_input_pipeline_and_checkpoints_one_iterator(tmp_path):
+  _two_cpus()
+  trainer = Trainer(trainer_helpers.tiny_experiment(strategy="mirrored", steps=2),
+                    str(tmp_path), log_fn=lambda _: None)
+  trainer.train()
+  keys = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path))
+                                  ).get_variable_to_shape_map()
+  assert {key.split("/")[1] for key in keys if key.startswith("iterator/")} == {"0"}

@@ -14,18 +14,27 @@ One training step, per replica:
      micro-batches and replicas is the gradient of the global batch's loss);
   3. all-reduces gradients, losses and metric sums in one collective;
   4. unscales (mixed_float16), checks finiteness, clips to the global norm and applies
-     the update, or keeps every variable as it was when the loss or the gradients are
-     not finite.
-The host raises NonFiniteLossError after a loop whose loss was not finite, before any
-checkpoint is written, so the last checkpoint on disk holds the last good weights.
+     the update and counts the step (one compiled launch), or keeps every variable as
+     it was when the loss or the gradients are not finite;
+  5. adds its outputs to the loop's running totals, a variable on the replica.
+Per step the host only reads the input and launches the step; it reads the totals once
+per loop. It raises NonFiniteLossError after a loop whose loss was not finite, before
+any checkpoint is written, so the last checkpoint on disk holds the last good weights;
+under mixed_float16 a non-finite loss is a float16 overflow that skips the step and
+halves the loss scale, and stops training only at the smallest scale.
+
+Each replica draws its own dropout masks (`_seed_each_replica`). Where the step is
+compiled once per shape (XLA, TPU), batches cut to their longest example are padded to
+the length buckets instead.
 
 What a checkpoint holds, so that a resumed run continues the uninterrupted one: the
 model's items, the optimizer, the step, the random state (the state of every Keras
 SeedGenerator, which the dropout masks draw from) and, under OneDevice and Mirrored
 strategies, the training input iterator (shuffle buffers, file positions, the dynamic
-masking's random stream). Restoring the iterator reads no consumed data. Where
-tf.distribute offers no checkpointable iterator (MultiWorkerMirrored, TPU) and for
-checkpoints without one, the input position is found by skipping the consumed batches.
+masking's random stream) of the worker's one input pipeline. Restoring the iterator
+reads no consumed data. Where tf.distribute offers no checkpointable iterator
+(MultiWorkerMirrored, TPU) and for checkpoints without one, the input position is
+found by skipping the consumed batches.
 
 SIGTERM (a preemption notice) makes `train` save a checkpoint at the end of the
 current loop of at most trainer.steps_per_loop steps and return; a rerun resumes there.
