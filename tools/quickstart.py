@@ -8,7 +8,9 @@ Every stage runs the command a user would type, printed before it runs:
   2. learns an uncased WordPiece vocab from the training documents (tools/build_vocab.py);
   3. creates masked-LM / next-sentence TFRecords (tools/create_pretraining_data.py);
   4. pretrains a BERT-tiny-shaped model with MirroredStrategy over two logical CPU
-     devices, evaluating on the held-out documents (tools/train.py);
+     devices, evaluating on the held-out documents (tools/train.py); with
+     --backend=jax, the same model and settings on JAX, data parallel over two host
+     devices (XLA_FLAGS=--xla_force_host_platform_device_count=2);
   5. compares the held-out masked-LM accuracy with the unigram baseline (always predict
      the token most often masked in training) and fails if it is not at least
      --min_baseline_ratio times higher;
@@ -51,6 +53,10 @@ _VOCAB_SIZE = flags.DEFINE_integer(
     "times, so this small corpus yields about a thousand.")
 _DUPE_FACTOR = flags.DEFINE_integer("dupe_factor", 10,
                                     "Masking passes over the training documents.")
+_BACKEND = flags.DEFINE_enum(
+    "backend", "tensorflow", ["tensorflow", "jax"],
+    "The Keras backend of the pretraining stage (tools/train.py --backend); every other "
+    "stage is the same.")
 _MIN_RATIO = flags.DEFINE_float(
     "min_baseline_ratio", 2.0, "Fail unless the held-out masked-LM accuracy is at least this "
     "many times the unigram baseline's.")
@@ -73,12 +79,14 @@ def _stage(number: int, title: str) -> None:
   print(f"\n[{number}/{_STAGES}] {title}", flush=True)
 
 
-def _run(argv, capture: bool = False) -> str:
-  """Runs a command, showing its output without TensorFlow's start-up noise."""
+def _run(argv, capture: bool = False, env_updates=None) -> str:
+  """Runs a command (with env_updates added to the environment), showing its output
+  without TensorFlow's start-up noise."""
   shown = [os.path.relpath(a, _ROOT) if a.startswith(_ROOT + os.sep) else a for a in argv]
   shown[0] = "python"
-  print("$ " + " ".join(shlex.quote(a) for a in shown), flush=True)
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in (env_updates or {}).items())
+  print("$ " + prefix + " ".join(shlex.quote(a) for a in shown), flush=True)
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env_updates or {}))
   process = subprocess.Popen(argv, cwd=_ROOT, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, errors="replace")
   lines = []
@@ -165,7 +173,12 @@ def main(argv):
   _run([python, tool("create_pretraining_data.py"), f"--input_file={paths['heldout.txt']}",
         f"--output={heldout_data}", "--dupe_factor=2", "--num_shards=1", *data_flags])
 
-  _stage(4, "Pretraining with MirroredStrategy over two logical CPU devices")
+  env_updates = None
+  if _BACKEND.value == "jax":
+    _stage(4, "Pretraining on JAX, data parallel over two host devices")
+    env_updates = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+  else:
+    _stage(4, "Pretraining with MirroredStrategy over two logical CPU devices")
   overrides = ",".join([
       f"model.encoder.vocab_size={vocab_size}",
       f"train_data.input_path={train_data}-*.tfrecord",
@@ -174,10 +187,12 @@ def main(argv):
       f"trainer.train_steps={_TRAIN_STEPS.value}",
       f"trainer.checkpoint_interval={max(_TRAIN_STEPS.value // 2, 1)}",
       f"trainer.validation_interval={max(_TRAIN_STEPS.value // 2, 1)}",
-  ])
+  ] + (["runtime.distribution_strategy=one_device", "runtime.num_cpu_devices=0"]
+       if _BACKEND.value == "jax" else []))
   _run([python, tool("train.py"), f"--experiment={_EXPERIMENT}",
         f"--model_dir={paths['model']}", "--mode=train_and_eval",
-        f"--params_override={overrides}"])
+        f"--backend={_BACKEND.value}", f"--params_override={overrides}"],
+       env_updates=env_updates)
 
   _stage(5, "Comparing the held-out masked-LM accuracy with input-blind baselines")
   with _native_stderr_silenced():
