@@ -235,7 +235,8 @@ def test_data_parallel_on_two_devices_and_two_processes_match_one_device(tmp_pat
   port = 23000 + os.getpid() % 2000
   processes = [subprocess.Popen(
       [sys.executable, TRAIN_TOOL, f"--experiment={one}", "--backend=jax",
-       f"--model_dir={tmp_path / 'hosts'}"], cwd=ROOT, stdout=subprocess.PIPE,
+       "--mode=train_and_eval", f"--model_dir={tmp_path / 'hosts'}"], cwd=ROOT,
+      stdout=subprocess.PIPE,
       stderr=subprocess.STDOUT, text=True,
       env=_env(KERAS_DISTRIBUTION_JOB_ADDRESSES=f"127.0.0.1:{port}",
                KERAS_DISTRIBUTION_NUM_PROCESSES="2", KERAS_DISTRIBUTION_PROCESS_ID=str(i)))
@@ -243,6 +244,10 @@ def test_data_parallel_on_two_devices_and_two_processes_match_one_device(tmp_pat
   outputs = [p.communicate(timeout=900)[0] for p in processes]
   assert [p.returncode for p in processes] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
   assert "Keras backend jax: 2 cpu device(s) in 2 process(es)" in outputs[0]
+  # Each process evaluates the whole eval input on its own device: the same metrics.
+  evaluations = [[line for line in output.splitlines() if line.startswith("Evaluation")]
+                 for output in outputs]
+  assert len(evaluations[0]) == 1 and evaluations[0] == evaluations[1]
   reference = _arrays(tmp_path / "one" / "run" / "ckpt-4.h5")
   for run in (tmp_path / "two" / "run", tmp_path / "hosts"):
     got = _arrays(run / "ckpt-4.h5")

@@ -88,8 +88,14 @@ def _start_jax(runtime: configs.RuntimeConfig) -> None:
   (runtime.num_cpu_devices), before JAX computes anything."""
   import jax  # pylint: disable=g-import-not-at-top
   import keras  # pylint: disable=g-import-not-at-top
-  if runtime.num_cpu_devices > 1:
-    jax.config.update("jax_num_cpu_devices", runtime.num_cpu_devices)
+  if runtime.num_cpu_devices > 1 and jax.config.jax_num_cpu_devices != runtime.num_cpu_devices:
+    try:
+      jax.config.update("jax_num_cpu_devices", runtime.num_cpu_devices)
+    except RuntimeError:
+      raise configs.ConfigError(
+          f"runtime.num_cpu_devices={runtime.num_cpu_devices}: JAX has set up its devices "
+          f"already ({jax.device_count()}); start a new process (or set "
+          "XLA_FLAGS=--xla_force_host_platform_device_count=N before JAX starts)") from None
   if int(os.environ.get(_NUM_PROCESSES, "1") or 1) > 1 and not jax.distributed.is_initialized():
     # gloo gives JAX's CPU backend cross-process collectives (no effect on GPUs/TPUs).
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
