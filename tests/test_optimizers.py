@@ -90,12 +90,17 @@ def test_lamb_scales_decayed_updates_by_the_trust_ratio_and_not_excluded_ones():
   np.testing.assert_allclose(gamma.numpy(), [3.0, 4.0] - 0.01 * adam, rtol=1e-5)
 
 
-def test_should_apply_false_leaves_variables_and_slots_unchanged():
-  opt, (kernel,) = _make([("dense/kernel", [1.0, 2.0])], "adamw")
-  opt.apply_gradients([tf.constant([np.nan, 1.0])], [kernel], step=0, should_apply=False)
-  np.testing.assert_array_equal(kernel.numpy(), [1.0, 2.0])
-  for slot in opt.slots["dense/kernel"].values():
-    np.testing.assert_array_equal(slot.numpy(), [0.0, 0.0])
+@pytest.mark.parametrize("algorithm", ["adamw", "lamb", "sgd"])
+def test_should_apply_false_leaves_variables_and_slots_unchanged(algorithm):
+  opt, (kernel,) = _make([("dense/kernel", [1.0, 2.0])], algorithm)
+  opt.apply_gradients([tf.constant([0.5, 1.0])], [kernel], step=0)
+  before = [kernel.numpy()] + [slot.numpy() for slot in opt.slots["dense/kernel"].values()]
+  # A non-finite gradient makes the clipping scale non-finite too.
+  opt.apply_gradients([tf.constant([np.nan, np.inf])], [kernel], step=1, should_apply=False,
+                      gradient_scale=tf.constant(np.nan))
+  after = [kernel.numpy()] + [slot.numpy() for slot in opt.slots["dense/kernel"].values()]
+  for old, new in zip(before, after):
+    np.testing.assert_array_equal(new, old)
 
 
 @pytest.mark.parametrize("algorithm", ["adamw", "lamb", "sgd"])
