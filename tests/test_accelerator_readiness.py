@@ -186,6 +186,48 @@ def test_pad_to_length_bucket_pads_each_token_feature_to_the_next_bound():
   assert traced.get_concrete_function().output_shapes.as_list() == [2, 16]
 
 
+def _lengths(dataset, batches):
+  return {int(batch[constants.INPUT_WORD_IDS].shape[-1]) for batch in dataset.take(batches)}
+
+
+def _fake_tpu(monkeypatch):
+  """Makes the trainer take OneDeviceStrategy for a TPUStrategy (its checks and input
+  padding; the step still runs on the CPU)."""
+  monkeypatch.setattr(tf.distribute, "TPUStrategy", tf.distribute.OneDeviceStrategy)
+
+
+@pytest.mark.parametrize("where", ["jit_compile", "tpu"])
+def test_under_xla_and_on_a_tpu_training_batches_come_in_the_bucket_lengths_only(
+    tmp_path, monkeypatch, where):
+  if where == "tpu":
+    _fake_tpu(monkeypatch)
+  experiment = xla_compiles_main.sentence_prediction_experiment(
+      str(tmp_path), jit_compile=where == "jit_compile")
+  trainer = Trainer(experiment, str(tmp_path / "model"), log_fn=lambda _: None)
+  assert trainer.pads_to_length_buckets
+  context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                                       num_replicas_in_sync=1)
+  bounds = {*xla_compiles_main.LENGTH_BUCKETS, xla_compiles_main.SEQ_LENGTH}
+  unpadded = _lengths(trainer.task.build_inputs(experiment.train_data, context), 20)
+  assert len(unpadded) > len(bounds)
+  assert _lengths(trainer.build_inputs(experiment.train_data, context), 20) <= bounds
+  # On a TPU the evaluation batches too (the step runs there).
+  evaluated = _lengths(trainer.build_inputs(experiment.eval_data, context), 8)
+  assert (evaluated <= bounds) == (where == "tpu")
+
+
+@pytest.mark.parametrize("override,match", [
+    ({"train_data": {"length_buckets": [], "pack_examples": True}}, "pack_examples"),
+    ({"train_data": {"drop_remainder": False}}, "drop_remainder")])
+def test_a_tpu_refuses_training_inputs_whose_shapes_vary(tmp_path, monkeypatch, override,
+                                                         match):
+  _fake_tpu(monkeypatch)
+  experiment = xla_compiles_main.sentence_prediction_experiment(
+      str(tmp_path), jit_compile=False).override(override)
+  with pytest.raises(configs.ConfigError, match=match):
+    Trainer(experiment, str(tmp_path / "model"), log_fn=lambda _: None)
+
+
 def test_pack_examples_is_refused_where_the_step_compiles_once_per_shape(tmp_path):
   experiment = xla_compiles_main.sentence_prediction_experiment(
       str(tmp_path), jit_compile=True).override(

@@ -211,11 +211,11 @@ class Trainer:
           f"{where} compiles the step once per shape, and train_data.pack_examples makes "
           "the number of rows vary from batch to batch: use train_data.length_buckets")
 
-  def _build_inputs(self, data_config: configs.DataConfig,
-                    input_context: tf.distribute.InputContext) -> tf.data.Dataset:
-    """The task's per-replica batches; with `pads_to_length_buckets` (training, or any
-    input on a TPU), those cut to their longest example padded to the next of
-    data_config.length_buckets and seq_length."""
+  def build_inputs(self, data_config: configs.DataConfig,
+                   input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+    """The batches the trainer reads: the task's per-replica batches; with
+    `pads_to_length_buckets` (training, or any input on a TPU), those cut to their
+    longest example padded to the next of data_config.length_buckets and seq_length."""
     dataset = self.task.build_inputs(data_config, input_context)
     if not (self._is_tpu or (self.pads_to_length_buckets and data_config.is_training)):
       return dataset
@@ -235,7 +235,7 @@ class Trainer:
         order, this is the very position an uninterrupted run would be at).
     """
     def dataset_fn(input_context):
-      dataset = self._build_inputs(data_config, input_context)
+      dataset = self.build_inputs(data_config, input_context)
       if skip_steps:
         per_pipeline = (input_context.num_replicas_in_sync //
                         input_context.num_input_pipelines)
@@ -255,7 +255,7 @@ class Trainer:
     replicas = self.strategy.num_replicas_in_sync
     context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
                                          num_replicas_in_sync=replicas)
-    dataset = self._build_inputs(data_config, context)
+    dataset = self.build_inputs(data_config, context)
     if skip_steps:
       dataset = dataset.skip(skip_steps * replicas)
     return iter(dataset)
