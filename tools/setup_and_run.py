@@ -3,6 +3,7 @@
   python3 tools/setup_and_run.py quickstart   # the main job on embedded data
   python3 tools/setup_and_run.py test         # the default test suite
   python3 tools/setup_and_run.py test -m slow # extra arguments go to pytest
+  (tests run in one pytest-xdist worker per core, at most 4, unless -n is given)
 
 Needs nothing but Python 3.10+: the environment is created in .venv/ and reinstalled
 only when setup.py changes or a command needs more extras than are installed (the tests
@@ -50,6 +51,15 @@ def ensure_environment(extras) -> None:
   STAMP.write_text(" ".join([digest, *extras]))
 
 
+def _parallel_workers(pytest_args) -> list:
+  """pytest-xdist's `-n N` with one worker per core (at most 4: each worker holds its
+  own TensorFlow), unless the arguments choose (`-n`, `--numprocesses`, `-p no:xdist`)."""
+  if any(a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist"
+         for a in pytest_args):
+    return []
+  return ["-n", str(max(1, min(os.cpu_count() or 1, 4)))]
+
+
 def main(argv) -> int:
   if len(argv) < 2 or argv[1] not in ("quickstart", "test"):
     print(__doc__)
@@ -59,7 +69,7 @@ def main(argv) -> int:
   if argv[1] == "quickstart":
     command = [_python(), str(ROOT / "tools" / "quickstart.py"), *argv[2:]]
   else:
-    command = [_python(), "-m", "pytest", *argv[2:]]
+    command = [_python(), "-m", "pytest", *_parallel_workers(argv[2:]), *argv[2:]]
   return subprocess.call(command, cwd=ROOT, env=env)
 
 

@@ -9,7 +9,7 @@ from safetensors.numpy import load_file, save_file
 from bert_tf.checkpoints import reading, writing
 from test_checkpoint_convert import tiny_model, write_vocab, TINY
 
-TOOL = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools",
+TOOL = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools",
                     "convert_checkpoint.py")
 
 

@@ -21,7 +21,7 @@ from bert_tf.training.trainer import Trainer
 
 import trainer_helpers
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _TOOL = os.path.join(_ROOT, "tools", "train.py")
 
 

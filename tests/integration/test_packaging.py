@@ -17,7 +17,7 @@ import zipfile
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 TOOLS = ROOT / "tools"
 # Tools without a console command: the checkout's own set-up, a reference generator that
 # needs torch in a separate environment, and the quickstart, which runs the other tools

@@ -17,7 +17,7 @@ from bert_tf.training import experiments
 
 import trainer_helpers
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _TOOL = os.path.join(_ROOT, "tools", "train.py")
 _SIZES = ("tiny", "mini", "small", "medium", "base", "large")
 

@@ -19,7 +19,7 @@ from bert_tf import constants
 from bert_tf.data import tfrecords
 from bert_tf.utils import errors
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @contextlib.contextmanager
