@@ -125,6 +125,7 @@ def _finish(procs, timeout=400):
   return outputs
 
 
+@pytest.mark.integration  # two worker processes
 def test_two_multi_worker_processes_train_and_agree_on_loss_and_weights(tmp_path):
   ports = ",".join(str(p) for p in _free_ports(2))
   model_dir = str(tmp_path / "model")
