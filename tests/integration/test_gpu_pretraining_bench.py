@@ -13,7 +13,15 @@ import textwrap
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
+from absl import flags  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+_FLAGS_BEFORE = set(flags.FLAGS)
 import gpu_pretraining  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+# Only its functions are used here: its absl flags would clash with the tools' flags
+# (--output, ...) that other tests of this process define.
+for _name in set(flags.FLAGS) - _FLAGS_BEFORE:
+  delattr(flags.FLAGS, _name)
 
 from bert_tf import configs  # pylint: disable=g-import-not-at-top,wrong-import-position
 
