@@ -159,7 +159,8 @@ def test_each_replica_draws_its_own_dropout_masks_and_a_run_repeats_bit_exactly(
     run.train()
     runs.append(trainer_helpers.weights_of(run.model))
   trainer_helpers.assert_weights_close(*runs, atol=0, rtol=0)
-  # The resumed run: tests/integration/test_resume.py (mirrored, with dropout) ends bit-identical.
+  # Resumed, a mirrored run with dropout ends bit-identical too
+  # (tests/integration/test_resume.py).
 
 
 def test_pad_to_length_bucket_pads_each_token_feature_to_the_next_bound():
