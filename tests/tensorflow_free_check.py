@@ -1,21 +1,28 @@
 """Run as a script with KERAS_BACKEND=jax: builds every bert_tf model, computes its
-loss and trains one step with TensorFlow unimportable, then prints one JSON line
-{model: {"loss": float, "changed": bool}} (tests/test_backend_neutral_core.py)."""
+loss and trains one jit-compiled step with TensorFlow unimportable, then prints one
+JSON line {model: {"loss": float, "changed": bool}} (tests/test_backend_neutral_core.py).
+
+The losses and labels are the cross-backend harness's (tests/backend_worker.py: each
+family's loss from bert_tf.losses); the step is bert_tf.training.jax_step's, with
+Keras's AdamW and the project's schedule.
+"""
 
 import json
+import os
 import sys
 
 sys.modules["tensorflow"] = None  # any import of TensorFlow now fails
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras  # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+import backend_worker  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf import configs  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf import constants  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf import kernels  # pylint: disable=g-import-not-at-top,wrong-import-position
-from bert_tf import losses  # pylint: disable=g-import-not-at-top,wrong-import-position
-from bert_tf.metrics import sums  # pylint: disable=g-import-not-at-top,wrong-import-position
-from bert_tf.models import lora  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.models import BertEncoder, BertPretrainer  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.models import lora  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.models.bert_classifier import BertClassifier  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.models.bert_multiple_choice import BertMultipleChoice  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.models.bert_span_labeler import BertSpanLabeler  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -24,7 +31,6 @@ from bert_tf.training import jax_step  # pylint: disable=g-import-not-at-top,wro
 from bert_tf.training.schedules import WarmupPolynomialDecay  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 B, T, P, V, C = 4, 12, 3, 64, 3
-rng = np.random.default_rng(0)
 
 
 def encoder():
@@ -33,86 +39,57 @@ def encoder():
                      intermediate_size=32, max_position_embeddings=T)
 
 
-def encoder_inputs(shape=(B, T)):
+def with_lora(model):
+  lora.enable(model, rank=2)
+  return model
+
+
+# name -> (model family in backend_worker.LOSSES, model builder, choices per example,
+# classes of its logits).
+CASES = {
+    "encoder": ("encoder", encoder, None, 0),
+    "pretrainer": ("pretraining", lambda: BertPretrainer(encoder()), None, V),
+    "classifier": ("classification", lambda: BertClassifier(encoder(), C), None, C),
+    "regression": ("regression", lambda: BertClassifier(encoder(), 1), None, 1),
+    "span_labeler": ("span", lambda: BertSpanLabeler(encoder()), None, 0),
+    "token_classifier": ("tagging", lambda: BertTokenClassifier(encoder(), C), None, C),
+    "multiple_choice": ("multiple_choice", lambda: BertMultipleChoice(encoder(), 2), 2, 2),
+    "lora_classifier": ("classification",
+                        lambda: with_lora(BertClassifier(encoder(), C)), None, C),
+}
+
+
+def model_inputs(model, choices, rng):
+  """A batch of every input the model takes: [B, T] (or [B, choices, T]) int32."""
+  shape = (B, T) if choices is None else (B, choices, T)
   mask = np.ones(shape, np.int32)
   mask[..., -3:] = 0
-  return {constants.INPUT_WORD_IDS: rng.integers(1, V, shape).astype(np.int32),
-          constants.INPUT_MASK: mask,
-          constants.INPUT_TYPE_IDS: (np.arange(T) >= T // 2).astype(np.int32)
-                                    * np.ones(shape, np.int32)}
+  inputs = {constants.INPUT_WORD_IDS: rng.integers(1, V, shape).astype(np.int32),
+            constants.INPUT_MASK: mask,
+            constants.INPUT_TYPE_IDS: np.broadcast_to(
+                (np.arange(T) >= T // 2).astype(np.int32), shape).copy()}
+  if constants.MASKED_LM_POSITIONS in [x.name for x in model.inputs]:
+    inputs[constants.MASKED_LM_POSITIONS] = rng.integers(1, T - 3, (B, P)).astype(np.int32)
+  return inputs
 
 
-def pretraining_case():
-  batch = encoder_inputs()
-  batch[constants.MASKED_LM_POSITIONS] = rng.integers(1, T - 3, (B, P)).astype(np.int32)
-  batch[constants.MASKED_LM_IDS] = rng.integers(1, V, (B, P)).astype(np.int32)
-  batch[constants.MASKED_LM_WEIGHTS] = np.ones((B, P), np.float32)
-  batch[constants.NEXT_SENTENCE_LABELS] = rng.integers(0, 2, (B, 1)).astype(np.int32)
-  inputs = (*constants.ENCODER_INPUTS, constants.MASKED_LM_POSITIONS)
-  return (BertPretrainer(encoder()), batch, inputs,
-          lambda b, out: losses.pretraining_loss(b, out, global_batch_size=B))
-
-
-def classifier_case(regression=False):
-  batch = encoder_inputs()
-  if regression:
-    labels = rng.uniform(0, 5, (B,)).astype(np.float32)
-  else:
-    labels = rng.integers(0, C, (B,)).astype(np.int32)
-  batch[constants.LABEL_IDS] = labels
-  model = BertClassifier(encoder(), 1 if regression else C)
-  return (model, batch, constants.ENCODER_INPUTS, lambda b, out: {"loss": losses.global_mean(
-      losses.classification_loss(b[constants.LABEL_IDS], out["logits"], regression), B)})
-
-
-def span_case():
-  batch = encoder_inputs()
-  batch["start_positions"] = rng.integers(0, T, (B,)).astype(np.int32)
-  batch["end_positions"] = rng.integers(0, T, (B,)).astype(np.int32)
-
-  def loss(b, out):
-    start, end = losses.span_losses(b["start_positions"], b["end_positions"],
-                                    out["start_logits"], out["end_logits"])
-    return {"loss": losses.global_mean(start + end, B) / 2.0}
-  return BertSpanLabeler(encoder()), batch, constants.ENCODER_INPUTS, loss
-
-
-def tagger_case():
-  batch = encoder_inputs()
-  batch[constants.LABEL_IDS] = rng.integers(0, C, (B, T)).astype(np.int32)
-  weights = batch[constants.INPUT_MASK].astype(np.float32)
-
-  def loss(b, out):
-    return {"loss": losses.global_mean(losses.token_classification_loss(
-        b[constants.LABEL_IDS], out["logits"], weights), B)}
-  return BertTokenClassifier(encoder(), C), batch, constants.ENCODER_INPUTS, loss
-
-
-def multiple_choice_case():
-  batch = encoder_inputs((B, 2, T))
-  batch[constants.LABEL_IDS] = rng.integers(0, 2, (B,)).astype(np.int32)
-  return (BertMultipleChoice(encoder(), 2), batch, constants.ENCODER_INPUTS,
-          lambda b, out: {"loss": losses.global_mean(
-              losses.classification_loss(b[constants.LABEL_IDS], out["logits"]), B)})
-
-
-def lora_case():
-  model, batch, inputs, loss = classifier_case()
-  lora.enable(model, rank=2)
-  return model, batch, inputs, loss
-
-
-def train_one_step(model, batch, input_names, loss_fn):
+def train_one_step(name):
   """One jit-compiled AdamW step; its loss is the loss at the initial weights."""
+  family, build, choices, classes = CASES[name]
+  model = build()
+  inputs = model_inputs(model, choices, np.random.default_rng(0))
+  # make_labels reads the number of classes off the outputs' last axis.
+  shapes = {"logits": np.empty((1, classes)), constants.MLM_LOGITS: np.empty((1, classes))}
+  batch = {**inputs, **backend_worker.make_labels(family, inputs, shapes)}
   optimizer = keras.optimizers.AdamW(
       WarmupPolynomialDecay(1e-3, warmup_steps=0, decay_steps=10), weight_decay=0.01,
       global_clipnorm=1.0)
   before = [np.asarray(v.value) for v in model.trainable_variables]
-  state = jax_step.state_from(model, optimizer)
   step = jax_step.make_train_step(
-      model, optimizer, lambda b, out, _: loss_fn(b, out),
-      inputs_fn=lambda b: {name: b[name] for name in input_names})
-  state, logs = step(state, batch)
+      model, optimizer,
+      lambda b, out, _: {"loss": backend_worker.LOSSES[family](b, out)},
+      inputs_fn=lambda b: {k: b[k] for k in inputs})
+  state, logs = step(jax_step.state_from(model, optimizer), batch)
   jax_step.write_back(state, model, optimizer)
   changed = any(not np.array_equal(a, np.asarray(v.value))
                 for a, v in zip(before, model.trainable_variables))
@@ -121,21 +98,8 @@ def train_one_step(model, batch, input_names, loss_fn):
 
 def main():
   assert keras.backend.backend() == "jax", keras.backend.backend()
-  assert kernels.for_runtime(__import__("bert_tf.configs").configs.RuntimeConfig()) is None
-  cases = {"encoder": None, "pretrainer": pretraining_case, "classifier": classifier_case,
-           "regression": lambda: classifier_case(regression=True), "span_labeler": span_case,
-           "token_classifier": tagger_case, "multiple_choice": multiple_choice_case,
-           "lora_classifier": lora_case}
-  results = {}
-  for name, case in cases.items():
-    if case is None:  # the bare encoder: its outputs, and the accuracy sums over them
-      out = encoder()(encoder_inputs(), training=False)
-      correct, count = sums.accuracy_sums(out["pooled_output"], np.zeros((B,), np.int32))
-      assert float(count) == B and 0 <= float(correct) <= B
-      results[name] = {"loss": float(np.mean(np.asarray(out["pooled_output"]))),
-                       "changed": True}
-      continue
-    results[name] = train_one_step(*case())
+  assert kernels.for_runtime(configs.RuntimeConfig()) is None
+  results = {name: train_one_step(name) for name in CASES}
   assert sys.modules["tensorflow"] is None
   print(json.dumps(results))
 
