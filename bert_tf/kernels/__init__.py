@@ -25,8 +25,6 @@ import keras
 
 from bert_tf import configs
 
-TENSORFLOW_CPU = "tensorflow_cpu"
-
 
 def tensorflow_sees_accelerators() -> bool:
   """Whether TensorFlow has a GPU or TPU to place the model on."""
@@ -59,11 +57,3 @@ def tensorflow_cpu_kernels():
   from bert_tf.kernels import tensorflow_cpu as module  # pylint: disable=g-import-not-at-top
   return module.KERNELS
 
-
-def named(name: Optional[str]):
-  """The speed path called `name` ("tensorflow_cpu"), or None for None or ""."""
-  if not name:
-    return None
-  if name == TENSORFLOW_CPU:
-    return tensorflow_cpu_kernels()
-  raise ValueError(f"Unknown kernels '{name}'; known: {TENSORFLOW_CPU}")

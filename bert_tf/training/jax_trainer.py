@@ -123,6 +123,7 @@ class JaxTrainer:
     self.preempted = False
     self.restore_input_iterator = True
     self._train_step = None
+    self._eval_step = None
     self._iterator = None
     self._stop_signal = None
 
@@ -325,8 +326,11 @@ class JaxTrainer:
     devices = jax.local_devices()
     mesh = Mesh(np.array(devices), ("batch",))
     state = self._local_state(mesh)
-    eval_step = jax_step.make_eval_step(self.model, self.task.eval_outputs,
-                                        self.task.model_inputs)
+    if self._eval_step is None:  # one compilation per batch shape for the whole run
+      self._eval_step = jax_step.make_eval_step(self.model, self.task.eval_outputs,
+                                                self.task.model_inputs)
+    eval_step = self._eval_step
+    sharding = NamedSharding(mesh, PartitionSpec("batch"))
     gathered: Dict[str, list] = {}
     dataset = self.task.build_inputs(self.experiment.eval_data)
     for i, batch in enumerate(dataset):
@@ -336,7 +340,6 @@ class JaxTrainer:
       rows = len(next(iter(batch.values())))
       # Every device takes the same number of rows: the last batch is padded.
       padded = -rows % len(devices)
-      sharding = NamedSharding(mesh, PartitionSpec("batch"))
       batch = {k: jax.device_put(np.concatenate([v, np.repeat(v[:1], padded, axis=0)])
                                  if padded else v, sharding) for k, v in batch.items()}
       for key, value in eval_step(state, batch).items():
