@@ -123,6 +123,7 @@ class Task(abc.ABC):
     label_names: class or tag names in id order (instances may set them from the
       config); empty for tasks without named labels.
     regression: whether the label is a float score rather than a class id.
+    progress_metrics: the training report's values the console progress line shows.
   """
 
   name: str = ""
@@ -132,6 +133,7 @@ class Task(abc.ABC):
   export_kind: str = ""
   label_names: Tuple[str, ...] = ()
   regression: bool = False
+  progress_metrics: Tuple[str, ...] = ("loss",)
 
   def __init__(self, experiment: configs.ExperimentConfig):
     self.experiment = experiment

@@ -41,6 +41,7 @@ class PretrainingTask(base.Task):
 
   input_formats = (base.DUMMY, base.TFRECORD)
   export_kind = "fill_mask"
+  progress_metrics = ("loss", "masked_lm_accuracy")
 
   def build_model(self) -> BertPretrainer:
     """A BertPretrainer in the runtime's dtype policy (variables stay float32)."""

@@ -22,9 +22,6 @@ the first process writes the summaries and predictions.
 
 import math
 import os
-import signal
-import threading
-import time
 from typing import Dict, Optional
 
 import jax
@@ -40,7 +37,7 @@ from bert_tf.checkpoints import portable
 from bert_tf.tasks import base as task_base
 from bert_tf.training import jax_step
 from bert_tf.training import keras_optimizers
-from bert_tf.training import reports
+from bert_tf.training import host_loop
 from bert_tf.training import trainer as tf_trainer
 from bert_tf.training.portable_saver import PortableSaver
 from bert_tf.training.summaries import SummaryWriter
@@ -220,68 +217,41 @@ class JaxTrainer:
     global_batch = self.experiment.train_data.global_batch_size
     writer = SummaryWriter(self.model_dir, "train", enabled=self.is_chief)
     progress = StepLogger(total, global_batch, start_step=self.step, log_fn=self._log)
-    intervals = [config.summary_interval, config.log_interval, config.checkpoint_interval]
-    if evaluate_every:
-      intervals.append(config.validation_interval)
     self._log(f"Training {self.task.name} from step {self.step} to {total} on JAX "
               f"({self.num_devices} device(s), {self.num_processes} process(es)), global "
               f"batch {global_batch}")
-    summary_window, log_window = reports.Window(), reports.Window()
-    last_report: Dict[str, float] = {}
-    first_call = True
-    self.preempted = False
+
+    def run_steps(num_steps):
+      totals = None
+      for _ in range(num_steps):
+        batch = jax_step.shard_batch(_host_batch(next(iterator)))
+        self.state, logs = step_fn(self.state, batch)
+        totals = logs if totals is None else jax.tree_util.tree_map(jnp.add, totals, logs)
+      totals = {key: float(value) for key, value in totals.items()}
+      self.step += num_steps
+      if not math.isfinite(totals["loss"]):
+        raise tf_trainer.NonFiniteLossError(
+            f"The training loss became NaN or Inf within steps {self.step - num_steps + 1}"
+            f"..{self.step}; stopping. No checkpoint was written after them; the latest "
+            f"good checkpoint is {self.saver.latest()}")
+      return totals, self.step
+
+    def stop(step):
+      path = portable.path_for_step(self.model_dir, step)
+      if not os.path.exists(path):
+        path = self.save()
+      return (f"Received SIGTERM: saved checkpoint {path} at step {step}; stopping. "
+              "Rerun the same command to resume.")
+
+    hooks = host_loop.LoopHooks(run_steps=run_steps, save=self.save, evaluate=self.evaluate,
+                                stop_requested=self._stop_requested, stop=stop)
     self._stop_signal = None
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-      previous = signal.signal(signal.SIGTERM,
-                               lambda signum, frame: setattr(self, "_stop_signal", signum))
     try:
-      while self.step < total:
-        boundary = min([total] + [(self.step // i + 1) * i for i in intervals])
-        num_steps = min(config.steps_per_loop, boundary - self.step)
-        start = time.time()
-        totals = None
-        for _ in range(num_steps):
-          batch = jax_step.shard_batch(_host_batch(next(iterator)))
-          self.state, logs = step_fn(self.state, batch)
-          totals = logs if totals is None else jax.tree_util.tree_map(jnp.add, totals, logs)
-        totals = {key: float(value) for key, value in totals.items()}
-        seconds = None if first_call else time.time() - start
-        first_call = False
-        self.step += num_steps
-        if not math.isfinite(totals["loss"]):
-          raise tf_trainer.NonFiniteLossError(
-              f"The training loss became NaN or Inf within steps {self.step - num_steps + 1}"
-              f"..{self.step}; stopping. No checkpoint was written after them; the latest "
-              f"good checkpoint is {self.saver.latest()}")
-        summary_window.add(totals, num_steps, seconds)
-        log_window.add(totals, num_steps, seconds)
-        if self.step % config.summary_interval == 0 or self.step == total:
-          last_report = reports.report(summary_window, global_batch)
-          writer.write(last_report, self.step)
-          summary_window = reports.Window()
-        if self.step % config.log_interval == 0 or self.step == total:
-          report = reports.report(log_window, global_batch)
-          shown = {k: report[k] for k in ("loss", "masked_lm_accuracy") if k in report}
-          rate = (log_window.timed_steps / log_window.seconds) if log_window.seconds else None
-          progress.log(self.step, shown, steps_per_second=rate)
-          log_window = reports.Window()
-        if self.step % config.checkpoint_interval == 0 or self.step == total:
-          self._log(f"Saved checkpoint {self.save()}")
-        if evaluate_every and (self.step % config.validation_interval == 0 or
-                               self.step == total):
-          last_report.update({f"eval/{k}": v for k, v in self.evaluate().items()})
-        if self.step < total and self._stop_requested():
-          path = portable.path_for_step(self.model_dir, self.step)
-          if not os.path.exists(path):
-            path = self.save()
-          self.preempted = True
-          self._log(f"Received SIGTERM: saved checkpoint {path} at step {self.step}; "
-                    "stopping. Rerun the same command to resume.")
-          break
+      with host_loop.sigterm_recorded(lambda signum: setattr(self, "_stop_signal", signum)):
+        last_report, self.preempted = host_loop.train_loops(
+            config, self.step, total, global_batch, evaluate_every, hooks, writer, progress,
+            self.task.progress_metrics, self._log)
     finally:
-      if previous is not None:
-        signal.signal(signal.SIGTERM, previous)
       writer.close()
     self.sync_model()
     return last_report

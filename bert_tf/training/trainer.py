@@ -42,12 +42,9 @@ Under MultiWorkerMirroredStrategy the workers first agree (an all-reduce of thei
 flags at every loop boundary), so that all save the same step and stop together.
 """
 
-import contextlib
 import logging
 import os
 import signal
-import threading
-import time
 from typing import Dict, List, Optional
 
 import keras
@@ -63,7 +60,7 @@ from bert_tf.data import tfrecords
 from bert_tf.tasks import base as task_base
 from bert_tf.training import checkpoints
 from bert_tf.training import experiments
-from bert_tf.training import reports
+from bert_tf.training import host_loop
 from bert_tf.training import strategies
 from bert_tf.training.loss_scale import DynamicLossScale
 from bert_tf.training.optimizers import build_optimizer
@@ -556,11 +553,6 @@ class Trainer:
     return self.train_loop_function.get_concrete_function(
         self._ensure_train_iterator(), tf.TensorSpec([], tf.int32))
 
-  # ----- metrics -----
-  @staticmethod
-  def _report(window: reports.Window, global_batch: int) -> Dict[str, float]:
-    return reports.report(window, global_batch)
-
   # ----- training -----
   def train(self, train_steps: Optional[int] = None, evaluate_every: bool = False
             ) -> Dict[str, float]:
@@ -595,57 +587,16 @@ class Trainer:
     global_batch = self.experiment.train_data.global_batch_size
     step = int(self.step.numpy())
     progress = StepLogger(total, global_batch, start_step=step, log_fn=self._log)
-    intervals = [config.summary_interval, config.log_interval, config.checkpoint_interval]
-    if evaluate_every:
-      intervals.append(config.validation_interval)
     self._log(f"Training {self.task.name} from step {step} to {total} with "
               f"{type(self.strategy).__name__} ({self.strategy.num_replicas_in_sync} "
               f"replicas), global batch {global_batch}")
-    self.preempted = False
-    with self._sigterm_stops_training():
-      return self._train_loops(step, total, evaluate_every, iterator, loop, writer,
-                               progress, intervals)
 
-  def _check_inputs(self, section: str) -> None:
-    check_inputs(self.experiment, self.task, section, self._log)
-
-  @contextlib.contextmanager
-  def _sigterm_stops_training(self):
-    """Within it, SIGTERM sets self._stop_signal instead of ending the process.
-
-    Only the main thread may install signal handlers; elsewhere SIGTERM keeps its
-    action. Under MultiWorkerMirroredStrategy the workers agree on the step to stop at
-    (see `_stop_requested`).
-    """
-    self._stop_signal = None
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-      previous = signal.signal(
-          signal.SIGTERM, lambda signum, frame: setattr(self, "_stop_signal", signum))
-    try:
-      yield
-    finally:
-      if previous is not None:
-        signal.signal(signal.SIGTERM, previous)
-
-  def _train_loops(self, step, total, evaluate_every, iterator, loop, writer, progress,
-                   intervals) -> Dict[str, float]:
-    config = self.experiment.trainer
-    global_batch = self.experiment.train_data.global_batch_size
-    summary_window, log_window = reports.Window(), reports.Window()
-    last_report: Dict[str, float] = {}
-    first_call = True
-    while step < total:
-      boundary = min([total] + [(step // i + 1) * i for i in intervals])
-      num_steps = min(config.steps_per_loop, boundary - step)
-      start = time.time()
+    def run_steps(num_steps):
       try:
         totals = loop(iterator, tf.constant(num_steps, tf.int32))
         totals = {k: float(v) for k, v in totals.items()}
       except tf.errors.DataLossError as e:
         raise self._stop_on_corrupt_input(e) from e
-      seconds = None if first_call else time.time() - start
-      first_call = False
       step = int(self.step.numpy())
       if totals["non_finite_loss_steps"] > 0:
         raise NonFiniteLossError(
@@ -653,36 +604,30 @@ class Trainer:
             f"{step}; stopping. The weights were not updated on those steps and no "
             f"checkpoint was written after them; the latest good checkpoint is "
             f"{self._saver.latest()}")
-      summary_window.add(totals, num_steps, seconds)
-      log_window.add(totals, num_steps, seconds)
-      if step % config.summary_interval == 0 or step == total:
-        last_report = self._report(summary_window, global_batch)
-        writer.write(last_report, step)
-        summary_window = reports.Window()
-      if step % config.log_interval == 0 or step == total:
-        report = self._report(log_window, global_batch)
-        shown = {k: report[k] for k in ("loss", "masked_lm_accuracy") if k in report}
-        rate = (log_window.timed_steps / log_window.seconds) if log_window.seconds else None
-        progress.log(step, shown, steps_per_second=rate)
-        log_window = reports.Window()
-      if step % config.checkpoint_interval == 0 or step == total:
-        path = self._save()
-        self._log(f"Saved checkpoint {path}")
-      if evaluate_every and (step % config.validation_interval == 0 or step == total):
-        eval_metrics = self.evaluate()
-        last_report.update({f"eval/{k}": v for k, v in eval_metrics.items()})
-      if step < total and self._stop_requested():
-        path = self._checkpoint_now()
-        self.preempted = True
-        received = (f"Received {signal.Signals(self._stop_signal).name}"
-                    if self._stop_signal is not None else "Another worker received SIGTERM")
-        self._log(f"{received}: saved checkpoint {path} at step {step}; stopping. Rerun "
-                  f"the same command to resume.")
-        if not last_report:
-          last_report = self._report(summary_window, global_batch)
-        break
-    writer.close()
+      return totals, step
+
+    def stop(step):
+      path = self._checkpoint_now()
+      received = (f"Received {signal.Signals(self._stop_signal).name}"
+                  if self._stop_signal is not None else "Another worker received SIGTERM")
+      return (f"{received}: saved checkpoint {path} at step {step}; stopping. Rerun the "
+              "same command to resume.")
+
+    hooks = host_loop.LoopHooks(run_steps=run_steps, save=self._save,
+                                evaluate=self.evaluate,
+                                stop_requested=self._stop_requested, stop=stop)
+    self._stop_signal = None
+    try:
+      with host_loop.sigterm_recorded(lambda signum: setattr(self, "_stop_signal", signum)):
+        last_report, self.preempted = host_loop.train_loops(
+            config, step, total, global_batch, evaluate_every, hooks, writer, progress,
+            self.task.progress_metrics, self._log)
+    finally:
+      writer.close()
     return last_report
+
+  def _check_inputs(self, section: str) -> None:
+    check_inputs(self.experiment, self.task, section, self._log)
 
   def _stop_requested(self) -> bool:
     """Whether training stops at this loop boundary: this process received SIGTERM
