@@ -21,16 +21,9 @@ the timed steps (each step synchronized; the first step, which compiles, is repo
 apart as `first step s`, and --warmup_steps more are left out), sequences/s = batch /
 median step, and MFU = model FLOPs/s / the dense bf16 matmul rate the same run measured
 on the same device (the best median over --matmul_shapes, in jax and in torch, the
-higher of the two). Model FLOPs per training sequence (model_flops_per_sequence) count
-the matmuls only, 3x the forward pass (forward, and backward for the activations and
-for the weights):
-
-  3 x [ L*T*(8H^2 + 4HI) + 4*L*T^2*H + P*(2H^2 + 2HV) + 2H^2 ]
-
-for L layers of width H and intermediate width I, T tokens, P masked positions and
-vocabulary V: 6 x the matmul parameters of the blocks x T, the attention scores and
-context (4T^2H per layer forward), the masked-LM transform and decoder at the P
-positions, and the pooler. Both sides are credited with these FLOPs, whatever they
+higher of the two). Model FLOPs per training sequence are bench/flops.py's: the
+matmuls only, 3x the forward pass, the masked-LM head at the masked positions and the
+pooler included. Both sides are credited with these FLOPs, whatever they
 compute beyond them (Hugging Face's stock forward, --hf_mlm=all, runs the masked-LM
 head at all T positions) or save (ours computes the last block only at [CLS] and the
 masked positions).
@@ -38,7 +31,7 @@ masked positions).
   python bench/gpu_pretraining.py                                     # on a GPU machine
   python bench/gpu_pretraining.py --sizes=tiny --seqs=128 --batch_sizes=128:4 \\
       --sides=ours,hf_eager --precision=float32 --device=cpu --steps=3   # on a CPU
-  python bench/gpu_pretraining.py --from_results=RUN.jsonl --write_readme
+  python bench/gpu_pretraining.py --from_results=RUN.jsonl[,RUN2.jsonl] --write_readme
 
 bench/gpu_run.sh runs it on a GPU machine that has jax, torch and transformers but no
 TensorFlow or keras (bench/README.md, "GPU pretraining step").
@@ -61,6 +54,7 @@ sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)),
                 os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
 
 import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+import flops  # pylint: disable=g-import-not-at-top,wrong-import-position
 import stats  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -95,9 +89,11 @@ flags.DEFINE_string("output", os.path.join(common.RESULTS_DIR, "gpu_pretraining.
                     "JSON-lines file of the run (rewritten): one line for the run, one "
                     "per matmul measurement, one per configuration.")
 flags.DEFINE_string("worker_logs", common.LOG_DIR, "Where each worker's stderr goes.")
-flags.DEFINE_string("from_results", "", "Time nothing: print the table of this "
-                    "JSON-lines file of an earlier run (with --write_readme, into "
-                    "bench/README.md).")
+flags.DEFINE_list("from_results", [], "Time nothing: print the table of these "
+                  "JSON-lines files of earlier runs (with --write_readme, into "
+                  "bench/README.md). A configuration measured in several keeps the "
+                  "last run's figure; one skipped or failed there keeps an earlier "
+                  "run's.")
 flags.DEFINE_bool("write_readme", False, "Rebuild the gpu_pretraining section of "
                   "bench/README.md from the run.")
 
@@ -109,18 +105,10 @@ MIN_WORKER_S = 30
 
 
 def model_flops_per_sequence(config, seq_length: int, predictions: int) -> float:
-  """Training FLOPs of one sequence (the module docstring's formula).
-
-  Args:
-    config: a bert_tf.configs.EncoderConfig.
-    seq_length: T.
-    predictions: P, masked positions per sequence.
-  """
-  layers, hidden = config.num_layers, config.hidden_size
-  blocks = seq_length * layers * (8 * hidden**2 + 4 * hidden * config.intermediate_size)
-  attention = 4 * layers * seq_length**2 * hidden
-  heads = predictions * (2 * hidden**2 + 2 * hidden * config.vocab_size) + 2 * hidden**2
-  return 3.0 * (blocks + attention + heads)
+  """Training FLOPs of one sequence of a bert_tf.configs.EncoderConfig (bench/flops.py)."""
+  return flops.pretraining_flops_per_sequence(
+      config.num_layers, config.hidden_size, config.intermediate_size, config.vocab_size,
+      seq_length, predictions)
 
 
 def seq_pairs(entries) -> list:
@@ -291,10 +279,10 @@ def measure() -> None:
              "precision": FLAGS.precision, "matmul_flops_per_second": matmul_rate,
              "command": reproduce_command(size, seq, batch, predictions, side), **result}
     if result["status"] == "ok":
-      flops = model_flops_per_sequence(configs.EncoderConfig.from_size(size), seq,
+      sequence_flops = model_flops_per_sequence(configs.EncoderConfig.from_size(size), seq,
                                        predictions)
-      entry.update(model_flops_per_sequence=flops,
-                   **figures(result, batch, seq, flops, matmul_rate))
+      entry.update(model_flops_per_sequence=sequence_flops,
+                   **figures(result, batch, seq, sequence_flops, matmul_rate))
       print(f"  {size} {seq}x{batch} {SYSTEMS[side]}: {entry['median_step_ms']:.1f} ms "
             f"[{entry['q1_step_ms']:.1f}-{entry['q3_step_ms']:.1f}], "
             f"{entry['sequences_per_second']:.1f} seq/s, MFU {100 * entry['mfu']:.1f}%, "
@@ -313,11 +301,49 @@ def read_records(path: str) -> list:
     return [json.loads(line) for line in f if line.strip()]
 
 
-def report(records: list) -> str:
-  """The markdown table of a run's records, with its notes and each row's command."""
+def configuration(record: dict) -> tuple:
+  return (record["size"], record["seq_length"], record["batch_size"],
+          record["predictions"], record["side"])
+
+
+def merge_steps(runs: list) -> list:
+  """The step records of several runs, one per configuration in first-seen order: the
+  last run's where it is ok, else the last ok one, else the last one."""
+  chosen = {}
+  for records in runs:
+    for r in records:
+      if r["record"] != "step":
+        continue
+      key = configuration(r)
+      if key not in chosen or r["status"] == "ok" or chosen[key]["status"] != "ok":
+        chosen[key] = r
+  return list(chosen.values())
+
+
+def run_note(records: list, used: list) -> str:
+  """One run's line under the table: when, its command, device, precision and its
+  MFU denominator; `used` are its step records that made it into the table."""
   run = next(r for r in records if r["record"] == "run")
   matmul = [r for r in records if r["record"] == "matmul" and r["status"] == "ok"]
-  steps = [r for r in records if r["record"] == "step"]
+  devices = sorted({r["device"] for r in used + matmul if r.get("device")})
+  rate = run.get("matmul_flops_per_second", float("nan"))
+  head = ("at the masked positions only" if run["hf_mlm"] == "gathered"
+          else "at every position")
+  return (f"Run of {run['date']} ({len([r for r in used if r['status'] == 'ok'])} rows): "
+          f"`{run['command']}`; device {', '.join(devices) or 'unknown'}; "
+          f"{run['precision']}; Hugging Face's masked-LM head {head}. MFU denominator: " +
+          ", ".join(f"{r['framework']} {r['flops_per_second'] / 1e12:.2f} TFLOP/s"
+                    for r in matmul) +
+          f" (dense {run['precision']} matmul, best median over shapes; used: "
+          f"{rate / 1e12:.2f} TFLOP/s).")
+
+
+def report(runs: list) -> str:
+  """The markdown table of one or more runs' records (each run a list of records, as
+  read_records gives), with the runs' notes and each row's command."""
+  steps = merge_steps(runs)
+  matmul = [r for records in runs for r in records
+            if r["record"] == "matmul" and r["status"] == "ok"]
   ours = {(r["size"], r["seq_length"], r["batch_size"]): r["sequences_per_second"]
           for r in steps if r["side"] == "ours" and r["status"] == "ok"}
   rows, commands = [], []
@@ -338,16 +364,12 @@ def report(records: list) -> str:
           else ""])
     failure = "" if r["status"] == "ok" else f" ({r['status']}: {r['error']})"
     commands.append(f"- {r['size']} {shape}, {r['system']}: `{r['command']}`{failure}")
-  devices = sorted({r["device"] for r in steps + matmul if r.get("device")})
-  rate = run.get("matmul_flops_per_second", float("nan"))
-  head = ("at the masked positions only" if run["hf_mlm"] == "gathered"
-          else "at every position")
-  notes = [f"Run of {run['date']}: `{run['command']}`; device {', '.join(devices) or 'unknown'}; "
-           f"{run['precision']}; Hugging Face's masked-LM head {head}."]
-  notes.append("MFU denominator: " + ", ".join(
-      f"{r['framework']} {r['flops_per_second'] / 1e12:.2f} TFLOP/s" for r in matmul) +
-      f" (dense {run['precision']} matmul, best median over shapes; used: "
-      f"{rate / 1e12:.2f} TFLOP/s).")
+  notes = []
+  for records in runs:
+    notes.append(run_note(records, used=[r for r in steps if r in records]))
+  if len(runs) > 1:
+    notes.append("Each row's MFU divides by its own run's matmul rate; each run started "
+                 "its own machine.")
   frameworks = sorted({r["framework"] for r in steps if r.get("framework")})
   if frameworks:
     notes.append("Frameworks: " + "; ".join(frameworks) + ".")
@@ -363,7 +385,7 @@ def main(argv):
     common.require_readme_section(SECTION)
   if not FLAGS.from_results:
     measure()
-  table = report(read_records(FLAGS.from_results or FLAGS.output))
+  table = report([read_records(path) for path in FLAGS.from_results or [FLAGS.output]])
   print("\n" + table, flush=True)
   if FLAGS.write_readme:
     common.update_readme_section(SECTION, table)

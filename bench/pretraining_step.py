@@ -30,6 +30,7 @@ from absl import flags
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+import flops  # pylint: disable=g-import-not-at-top,wrong-import-position
 import driver  # pylint: disable=g-import-not-at-top,wrong-import-position
 import peer_envs  # pylint: disable=g-import-not-at-top,wrong-import-position
 import stats  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -133,17 +134,12 @@ PEER_SCRIPTS = {
 
 
 def model_flops_per_sequence(size, seq_length, predictions, vocab_size=30522):
-  """Training FLOPs of one sequence (3x the forward matmul FLOPs; the embedding
-  lookups, LayerNorms and softmaxes are not counted)."""
+  """Training FLOPs of one sequence of a bench/peers/protocol.py size (bench/flops.py)."""
   sys.path.insert(0, os.path.join(common.BENCH_DIR, "peers"))
   import protocol  # pylint: disable=g-import-not-at-top
   layers, hidden, _, intermediate = protocol.size_args(size)
-  per_token_layer = 2 * (4 * hidden * hidden + 2 * hidden * intermediate)
-  attention = 2 * 2 * seq_length * hidden  # scores and context, per token per layer
-  encoder = seq_length * layers * (per_token_layer + attention)
-  mlm = predictions * 2 * (hidden * hidden + hidden * vocab_size)
-  pooler = 2 * hidden * hidden
-  return 3 * (encoder + mlm + pooler)
+  return flops.pretraining_flops_per_sequence(layers, hidden, intermediate, vocab_size,
+                                              seq_length, predictions)
 
 
 def worker_env():
@@ -187,13 +183,13 @@ def run_config(name, peers):
     groups = [[specs[0], spec] for spec in specs[1:]]
   else:
     groups = [specs]
-  flops = model_flops_per_sequence(size, seq, predictions)
+  sequence_flops = model_flops_per_sequence(size, seq, predictions)
 
   def rates(rounds):
     summary = stats.step_summary(rounds)
     step = summary["median_step_seconds"]
     return {"sequences_per_second": batch / step, "tokens_per_second": batch * seq / step,
-            "model_gflops_per_second": flops * batch / step / 1e9, **summary}
+            "model_gflops_per_second": sequence_flops * batch / step / 1e9, **summary}
 
   results, rounds_of_record, ours_rounds, ours_cpu_rounds, ours_peak = {}, [], [], [], 0.0
   for group in groups:
