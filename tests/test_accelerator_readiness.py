@@ -211,9 +211,9 @@ def test_under_xla_and_on_a_tpu_training_batches_come_in_the_bucket_lengths_only
   bounds = {*xla_compiles_main.LENGTH_BUCKETS, xla_compiles_main.SEQ_LENGTH}
   unpadded = _lengths(trainer.task.build_inputs(experiment.train_data, context), 20)
   assert len(unpadded) > len(bounds)
-  assert _lengths(trainer.build_inputs(experiment.train_data, context), 20) <= bounds
+  assert _lengths(trainer.inputs.build_inputs(experiment.train_data, context), 20) <= bounds
   # On a TPU the evaluation batches too (the step runs there).
-  evaluated = _lengths(trainer.build_inputs(experiment.eval_data, context), 8)
+  evaluated = _lengths(trainer.inputs.build_inputs(experiment.eval_data, context), 8)
   assert (evaluated <= bounds) == (where == "tpu")
 
 

@@ -10,7 +10,7 @@ import tensorflow as tf
 from bert_tf import constants
 from bert_tf.tasks.pretraining import PretrainingTask
 from bert_tf.training import summaries
-from bert_tf.training.trainer import NonFiniteLossError
+from bert_tf.training.host_loop import NonFiniteLossError
 from bert_tf.utils import errors
 from bert_tf.training.trainer import Trainer
 

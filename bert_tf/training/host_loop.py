@@ -16,6 +16,13 @@ from typing import Callable, Dict, Sequence, Tuple
 
 from bert_tf import configs
 from bert_tf.training import reports
+from bert_tf.utils import errors
+
+
+class NonFiniteLossError(errors.UserError, FloatingPointError):
+  """The training loss became NaN or Inf (a setting to change, such as the learning rate,
+  so the tools report it in one line). A trainer's run_steps raises it before any
+  checkpoint of the bad steps is written."""
 
 
 @dataclasses.dataclass

@@ -35,10 +35,12 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from bert_tf import configs
 from bert_tf.checkpoints import portable
 from bert_tf.tasks import base as task_base
+from bert_tf.training import evaluation
+from bert_tf.training import host_loop
 from bert_tf.training import jax_step
 from bert_tf.training import keras_optimizers
-from bert_tf.training import host_loop
-from bert_tf.training import trainer as tf_trainer
+from bert_tf.training import params_check
+from bert_tf.training import tf_input
 from bert_tf.training.portable_saver import PortableSaver
 from bert_tf.training.summaries import SummaryWriter
 from bert_tf.utils import errors
@@ -211,7 +213,7 @@ class JaxTrainer:
     config = self.experiment.trainer
     total = config.train_steps if train_steps is None else train_steps
     self.initialize()
-    tf_trainer.check_inputs(self.experiment, self.task, "train_data", self._log)
+    tf_input.check_inputs(self.experiment, self.task, "train_data", self._log)
     iterator = self._train_iterator()
     step_fn = self._step_fn()
     global_batch = self.experiment.train_data.global_batch_size
@@ -230,7 +232,7 @@ class JaxTrainer:
       totals = {key: float(value) for key, value in totals.items()}
       self.step += num_steps
       if not math.isfinite(totals["loss"]):
-        raise tf_trainer.NonFiniteLossError(
+        raise host_loop.NonFiniteLossError(
             f"The training loss became NaN or Inf within steps {self.step - num_steps + 1}"
             f"..{self.step}; stopping. No checkpoint was written after them; the latest "
             f"good checkpoint is {self.saver.latest()}")
@@ -292,7 +294,7 @@ class JaxTrainer:
     """
     self.initialize()
     steps = self.experiment.trainer.validation_steps if steps is None else steps
-    tf_trainer.check_inputs(self.experiment, self.task, "eval_data", self._log)
+    tf_input.check_inputs(self.experiment, self.task, "eval_data", self._log)
     devices = jax.local_devices()
     mesh = Mesh(np.array(devices), ("batch",))
     state = self._local_state(mesh)
@@ -314,22 +316,8 @@ class JaxTrainer:
                                  if padded else v, sharding) for k, v in batch.items()}
       for key, value in eval_step(state, batch).items():
         gathered.setdefault(key, []).append(np.asarray(value)[:rows])
-    if not gathered:
-      raise errors.InputError("The evaluation input (eval_data) yielded no batch")
-    values = {k: np.concatenate(v) for k, v in gathered.items()}
-    metrics = self.task.reduce_eval(values)
-    writer = SummaryWriter(self.model_dir, "eval", enabled=self.is_chief)
-    writer.write(metrics, self.step)
-    writer.close()
-    self._log(f"Evaluation at step {self.step}: "
-              + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
-    if self.is_chief:
-      written = self.task.write_predictions(
-          values, os.path.join(self.model_dir, tf_trainer.PREDICTIONS_DIR,
-                               f"step_{self.step}"))
-      if written:
-        self._log(f"Wrote predictions {written}")
-    return metrics
+    return evaluation.report(self.task, gathered, self.model_dir, self.step,
+                             self.is_chief, self._log)
 
 
 def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: str = "train",
@@ -338,7 +326,7 @@ def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: s
   checkpoint, saves params.yaml there (first process) and runs `mode`."""
   if mode not in ("train", "eval", "train_and_eval"):
     raise ValueError(f"mode must be train, eval or train_and_eval, got '{mode}'")
-  differing = tf_trainer.check_params_match(experiment, model_dir, replace=replace_params)
+  differing = params_check.check_params_match(experiment, model_dir, replace=replace_params)
   trainer = JaxTrainer(experiment, model_dir, log_fn=log_fn)
   trainer.restore_input_iterator = not any(k.startswith("train_data.") for k in differing)
   if mode == "eval" and trainer.saver.latest() is None:
@@ -346,7 +334,7 @@ def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: s
   trainer.initialize()
   if trainer.is_chief:
     files.make_dirs(model_dir)
-    experiment.save(os.path.join(model_dir, tf_trainer.PARAMS_FILE))
+    experiment.save(os.path.join(model_dir, params_check.PARAMS_FILE))
   if mode == "eval":
     return trainer.evaluate()
   return trainer.train(evaluate_every=(mode == "train_and_eval"))

@@ -124,3 +124,23 @@ def worker_id() -> int:
   """This process's task index in TF_CONFIG (0 without one)."""
   tf_config = json.loads(os.environ.get("TF_CONFIG", "{}") or "{}")
   return int(tf_config.get("task", {}).get("index", 0))
+
+
+def any_worker_flag(strategy: tf.distribute.Strategy):
+  """A function flag -> whether any worker's flag is set: under
+  MultiWorkerMirroredStrategy a sum of the workers' flags (one scalar all-reduce, which
+  every worker must call at the same point), elsewhere the flag itself."""
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return bool
+
+  @tf.function
+  def any_worker_sets(flag):
+    def replica_fn(replica_flag):
+      # The identity places the value on the replica's device, which the collective
+      # needs to know.
+      return tf.distribute.get_replica_context().all_reduce(
+          tf.distribute.ReduceOp.SUM, tf.identity(replica_flag))
+    per_replica = strategy.run(replica_fn, args=(flag,))
+    return strategy.experimental_local_results(per_replica)[0]
+
+  return lambda flag: float(any_worker_sets(tf.constant(float(flag)))) > 0

@@ -1,0 +1,184 @@
+"""The TensorFlow trainer's input: the task's batches placed on the strategy's
+replicas, and the training iterator whose position a checkpoint holds.
+
+Under OneDeviceStrategy and MirroredStrategy the worker has one input pipeline, a plain
+tf.data iterator of per-replica batches that the loop hands to the replicas itself
+(`next_batch`): its state (shuffle buffers, file positions, the dynamic masking's random
+stream) is a checkpoint item, and restoring it reads no consumed data. Where
+tf.distribute offers no checkpointable iterator (MultiWorkerMirrored, TPU) and for
+checkpoints without one, the input position is found by skipping the consumed batches.
+"""
+
+from typing import Callable, Optional
+
+import tensorflow as tf
+
+from bert_tf import configs
+from bert_tf import constants
+from bert_tf.data import batching
+from bert_tf.data import tfrecords
+from bert_tf.tasks import base as task_base
+from bert_tf.utils import errors
+
+
+class TrainerInput:
+  """The training and evaluation input of one Trainer.
+
+  Args:
+    strategy: the trainer's tf.distribute strategy.
+    task: the task whose build_inputs gives the per-replica batches.
+    pads_to_length_buckets: whether training batches are padded to fixed lengths (the
+      step compiles once per shape); evaluation batches are too on a TPU.
+    log_fn: receives each console line.
+  """
+
+  def __init__(self, strategy: tf.distribute.Strategy, task: task_base.Task,
+               pads_to_length_buckets: bool, log_fn: Callable[[str], None]):
+    self.strategy = strategy
+    self.task = task
+    self.pads_to_length_buckets = pads_to_length_buckets
+    self._is_tpu = isinstance(strategy, tf.distribute.TPUStrategy)
+    self._log = log_fn
+
+  @property
+  def iterator_checkpointable(self) -> bool:
+    """Whether the training input iterator is saved in checkpoints.
+
+    tf.distribute's iterators are no trackable objects in TF 2.21, but plain tf.data
+    iterators are: under OneDeviceStrategy and MirroredStrategy the worker's one input
+    pipeline is a plain tf.data iterator whose elements the loop hands to the replicas
+    itself (`next_batch`).
+    """
+    return isinstance(self.strategy, (tf.distribute.OneDeviceStrategy,
+                                      tf.distribute.MirroredStrategy))
+
+  def build_inputs(self, data_config: configs.DataConfig,
+                   input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+    """The batches the trainer reads: the task's per-replica batches; with
+    `pads_to_length_buckets` (training, or any input on a TPU), those cut to their
+    longest example padded to the next of data_config.length_buckets and seq_length."""
+    dataset = self.task.build_inputs(data_config, input_context)
+    if not (self._is_tpu or (self.pads_to_length_buckets and data_config.is_training)):
+      return dataset
+    spec = dataset.element_spec.get(constants.INPUT_WORD_IDS)
+    if spec is None or spec.shape[-1] is not None:
+      return dataset
+    bounds = [*data_config.active_length_buckets(), data_config.seq_length]
+    return dataset.map(lambda batch: batching.pad_to_length_bucket(batch, bounds))
+
+  def element_spec(self, data_config: configs.DataConfig):
+    """The structure of one replica's batch, [per-replica batch, ...] per feature."""
+    replicas = self.strategy.num_replicas_in_sync
+    context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                                         num_replicas_in_sync=replicas)
+    return self.task.build_inputs(data_config, context).element_spec
+
+  def distribute(self, data_config: configs.DataConfig, skip_steps: int = 0):
+    """The tf.distribute dataset: one input pipeline per worker, prefetching to the
+    devices (the replicas' batches on a TPU).
+
+    Args:
+      skip_steps: global steps whose batches are skipped (resuming without a
+        checkpointed iterator: with a deterministic input, fixed files, shuffle seed and
+        order, this is the very position an uninterrupted run would be at).
+    """
+    def dataset_fn(input_context):
+      dataset = self.build_inputs(data_config, input_context)
+      if skip_steps:
+        per_pipeline = (input_context.num_replicas_in_sync //
+                        input_context.num_input_pipelines)
+        dataset = dataset.skip(skip_steps * per_pipeline)
+      return dataset
+
+    options = None
+    if self._is_tpu:
+      options = tf.distribute.InputOptions(experimental_fetch_to_device=True)
+    return self.strategy.distribute_datasets_from_function(dataset_fn, options)
+
+  def worker_input(self, data_config: configs.DataConfig, skip_steps: int = 0):
+    """The worker's one training input pipeline as a plain (checkpointable) tf.data
+    iterator of per-replica batches, one element per replica and step, under
+    OneDeviceStrategy and MirroredStrategy: one shuffle buffer and one iterator state
+    for all the worker's replicas."""
+    replicas = self.strategy.num_replicas_in_sync
+    context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                                         num_replicas_in_sync=replicas)
+    dataset = self.build_inputs(data_config, context)
+    if skip_steps:
+      dataset = dataset.skip(skip_steps * replicas)
+    return iter(dataset)
+
+  def next_batch(self, iterator):
+    """The next step's batch (in the training loop): from the worker's tf.data iterator
+    (`worker_input`), the next element for each replica, copied to the replica's
+    device as soon as it is read; from a tf.distribute iterator, its next batch."""
+    if not isinstance(iterator, tf.data.Iterator):
+      return next(iterator)
+    devices = self.strategy.extended.worker_devices
+    batches = [next(iterator) for _ in devices]
+
+    def on_device(context):
+      replica = context.replica_id_in_sync_group
+      with tf.device(devices[replica]):
+        return tf.nest.map_structure(tf.identity, batches[replica])
+
+    return self.strategy.experimental_distribute_values_from_function(on_device)
+
+  def training_iterator(self, data_config: configs.DataConfig, step: int,
+                        restored_from: Optional[str], restore_iterator: bool = True):
+    """The training iterator at global step `step`: restored from the checkpoint at
+    `restored_from` where it holds one of this input (and `restore_iterator`), else
+    positioned by skipping the `step` consumed batches. A plain tf.data iterator where
+    `iterator_checkpointable` (the caller adds it to its checkpoint), else a
+    tf.distribute one."""
+    if not self.iterator_checkpointable:
+      if step:
+        self._log(f"{type(self.strategy).__name__} has no checkpointable input "
+                  f"iterator: skipped the {step} consumed batches")
+      return iter(self.distribute(data_config, skip_steps=step))
+    iterator = self.worker_input(data_config)
+    saved = 0
+    if restored_from is not None and restore_iterator:
+      saved = saved_iterator_count(restored_from)
+    if saved and saved != 1:
+      self._log(f"{restored_from} holds {saved} input iterators (one per replica, "
+                f"as written by an older version), this run has one")
+      saved = 0
+    if saved:
+      try:
+        status = tf.train.Checkpoint(iterator=[iterator]).read(restored_from)
+        status.assert_existing_objects_matched()
+        status.expect_partial()
+      except (AssertionError, ValueError, tf.errors.OpError) as e:
+        # E.g. the state of a pipeline of another structure.
+        self._log(f"Cannot restore the input iterator from {restored_from} "
+                  f"({type(e).__name__}: {str(e).splitlines()[0]})")
+        saved = 0
+    if not saved and step:
+      iterator = self.worker_input(data_config, step)
+      self._log(f"No input iterator restored from {restored_from}: skipped the "
+                f"{step} consumed batches")
+    return iterator
+
+
+def saved_iterator_count(prefix: str) -> int:
+  """How many replicas' input iterators the checkpoint at `prefix` holds (0: none)."""
+  keys = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+  return len({key.split("/")[1] for key in keys if key.startswith("iterator/")})
+
+
+def check_inputs(experiment: configs.ExperimentConfig, task: task_base.Task, section: str,
+                 log_fn) -> None:
+  """Checks the experiment's `section` (train_data or eval_data): every record's
+  checksums first with validate_inputs, then task.check_inputs. Its user errors are
+  prefixed with the section, as the data config does not know it."""
+  data_config = getattr(experiment, section)
+  try:
+    if data_config.validate_inputs and data_config.format == task_base.TFRECORD:
+      count = tfrecords.validate_record_files(data_config.input_path,
+                                              data_config.compression_type)
+      log_fn(f"{section}: every record of {count} file(s) read with valid checksums")
+    task.check_inputs(data_config)
+  except errors.UserError as e:
+    e.args = (f"{section}: {e}",)
+    raise
