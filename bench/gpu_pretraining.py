@@ -342,8 +342,6 @@ def report(runs: list) -> str:
   """The markdown table of one or more runs' records (each run a list of records, as
   read_records gives), with the runs' notes and each row's command."""
   steps = merge_steps(runs)
-  matmul = [r for records in runs for r in records
-            if r["record"] == "matmul" and r["status"] == "ok"]
   ours = {(r["size"], r["seq_length"], r["batch_size"]): r["sequences_per_second"]
           for r in steps if r["side"] == "ours" and r["status"] == "ok"}
   rows, commands = [], []

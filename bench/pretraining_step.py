@@ -37,7 +37,7 @@ import stats  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("configs", ["mini", "small", "base"],
-                  f"Configurations to run, among: mini, small, base, base512.")
+                  "Configurations to run, among: mini, small, base, base512.")
 flags.DEFINE_list("peers", ["model_garden", "keras_hub", "hf"],
                   "Peers to compare against (empty for ours alone).")
 flags.DEFINE_integer("rounds", 5, "Interleaved rounds (at least 5 for figures of "

@@ -14,7 +14,7 @@ TensorFlow trainer (bert_tf.training.trainer), with JAX doing the computation:
     TensorFlow trainer's task.init_checkpoint and this trainer's resume read them.
 A killed run resumes at its last checkpoint with its weights, optimizer, step, random
 state and input position; on CPU the resumed run is bit-identical to an uninterrupted
-one (tests/test_jax_trainer.py).
+one (tests/training/test_jax_trainer.py).
 
 Evaluation runs on every process over the whole eval input, on its local devices, and
 the first process writes the summaries and predictions.
@@ -39,12 +39,10 @@ from bert_tf.training import evaluation
 from bert_tf.training import host_loop
 from bert_tf.training import jax_step
 from bert_tf.training import keras_optimizers
-from bert_tf.training import params_check
+from bert_tf.training import runs
 from bert_tf.training import tf_input
 from bert_tf.training.portable_saver import PortableSaver
 from bert_tf.training.summaries import SummaryWriter
-from bert_tf.utils import errors
-from bert_tf.utils import files
 from bert_tf.utils.progress import StepLogger
 
 
@@ -324,17 +322,7 @@ def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: s
                    log_fn=None, replace_params: bool = False) -> Dict[str, float]:
   """bert_tf.training.trainer.run_experiment on the JAX backend: restores model_dir's
   checkpoint, saves params.yaml there (first process) and runs `mode`."""
-  if mode not in ("train", "eval", "train_and_eval"):
-    raise ValueError(f"mode must be train, eval or train_and_eval, got '{mode}'")
-  differing = params_check.check_params_match(experiment, model_dir, replace=replace_params)
-  trainer = JaxTrainer(experiment, model_dir, log_fn=log_fn)
-  trainer.restore_input_iterator = not any(k.startswith("train_data.") for k in differing)
-  if mode == "eval" and trainer.saver.latest() is None:
-    raise errors.MissingInputError(f"--mode=eval needs a checkpoint in {model_dir}")
-  trainer.initialize()
-  if trainer.is_chief:
-    files.make_dirs(model_dir)
-    experiment.save(os.path.join(model_dir, params_check.PARAMS_FILE))
-  if mode == "eval":
-    return trainer.evaluate()
-  return trainer.train(evaluate_every=(mode == "train_and_eval"))
+  return runs.run_in_model_dir(
+      experiment, model_dir, mode, replace_params,
+      make_trainer=lambda: JaxTrainer(experiment, model_dir, log_fn=log_fn),
+      has_checkpoint=lambda trainer: trainer.saver.latest() is not None)

@@ -6,8 +6,8 @@ code under OneDevice, Mirrored, MultiWorkerMirrored and TPU strategies.
 
 Its parts: the input and its checkpointed position (tf_input), the step and its loop of
 several steps per call (tf_step), the host loop with its intervals, reports and SIGTERM
-(host_loop, shared with the JAX trainer), evaluation (evaluation) and the params.yaml
-check (params_check). `Trainer` holds the model, optimizer and checkpoint and joins them.
+(host_loop, shared with the JAX trainer), evaluation (evaluation) and the run in its
+model_dir (runs). `Trainer` holds the model, optimizer and checkpoint and joins them.
 
 After a loop whose loss was not finite it raises NonFiniteLossError before any
 checkpoint is written, so the last checkpoint on disk holds the last good weights;
@@ -28,7 +28,6 @@ flags at every loop boundary), so that all save the same step and stop together.
 """
 
 import logging
-import os
 import signal
 from typing import Dict, Optional
 
@@ -41,7 +40,7 @@ from bert_tf.checkpoints import trackables
 from bert_tf.tasks import base as task_base
 from bert_tf.training import checkpoints
 from bert_tf.training import host_loop
-from bert_tf.training import params_check
+from bert_tf.training import runs
 from bert_tf.training import strategies
 from bert_tf.training import evaluation
 from bert_tf.training import tf_input
@@ -49,7 +48,6 @@ from bert_tf.training import tf_step
 from bert_tf.training.loss_scale import DynamicLossScale
 from bert_tf.training.optimizers import build_optimizer
 from bert_tf.utils import errors
-from bert_tf.utils import files
 from bert_tf.utils.progress import StepLogger
 from bert_tf.training.summaries import SummaryWriter
 
@@ -365,11 +363,9 @@ class Trainer:
 def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: str = "train",
                    strategy: Optional[tf.distribute.Strategy] = None,
                    log_fn=None, replace_params: bool = False) -> Dict[str, float]:
-  """Restores model_dir's checkpoint, saves params.yaml there (chief only) and runs `mode`.
-
-  params.yaml is written only once the configuration is accepted and the restore
-  succeeded; an existing one that fixes other shapes is an error (see
-  `params_check.check_params_match`) unless replace_params.
+  """Trains and/or evaluates `experiment` in model_dir with the TensorFlow trainer
+  (bert_tf.training.runs.run_in_model_dir: params.yaml checked and saved, the latest
+  checkpoint resumed).
 
   Args:
     mode: "train", "eval" (the latest checkpoint in model_dir) or "train_and_eval".
@@ -378,19 +374,7 @@ def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: s
   Returns:
     the final metrics (training report and/or evaluation metrics).
   """
-  if mode not in ("train", "eval", "train_and_eval"):
-    raise ValueError(f"mode must be train, eval or train_and_eval, got '{mode}'")
-  differing = params_check.check_params_match(experiment, model_dir,
-                                              replace=replace_params)
-  trainer = Trainer(experiment, model_dir, strategy=strategy, log_fn=log_fn)
-  # The checkpointed input iterator holds batches of the old data shapes.
-  trainer.restore_input_iterator = not any(k.startswith("train_data.") for k in differing)
-  if mode == "eval" and tf.train.latest_checkpoint(model_dir) is None:
-    raise errors.MissingInputError(f"--mode=eval needs a checkpoint in {model_dir}")
-  trainer.initialize()
-  if trainer.is_chief:
-    files.make_dirs(model_dir)
-    experiment.save(os.path.join(model_dir, params_check.PARAMS_FILE))
-  if mode == "eval":
-    return trainer.evaluate()
-  return trainer.train(evaluate_every=(mode == "train_and_eval"))
+  return runs.run_in_model_dir(
+      experiment, model_dir, mode, replace_params,
+      make_trainer=lambda: Trainer(experiment, model_dir, strategy=strategy, log_fn=log_fn),
+      has_checkpoint=lambda _: tf.train.latest_checkpoint(model_dir) is not None)

@@ -1,15 +1,20 @@
-"""A model_dir's params.yaml: the configuration a run saves there, and the check that a
-resumed run keeps the entries that fix its variables' and data's shapes."""
+"""A training run in its model_dir, for the trainers of every backend: params.yaml (the
+configuration a run saves there, and the check that a resumed run keeps the entries
+that fix its variables' and data's shapes) and the order of a run (`run_in_model_dir`).
+"""
 
 import os
-from typing import Dict, List
+from typing import Callable, Dict, List
 
 import tensorflow as tf
 
 from bert_tf import configs
 from bert_tf.training import experiments
+from bert_tf.utils import errors
+from bert_tf.utils import files
 
 PARAMS_FILE = "params.yaml"
+MODES = ("train", "eval", "train_and_eval")
 # params.yaml entries that fix the shapes of the checkpointed variables or of the data
 # the input position counts: a resumed run must not change them.
 _SHAPE_KEYS = ("model.", "task.", "train_data.seq_length",
@@ -59,3 +64,39 @@ def check_params_match(experiment: configs.ExperimentConfig, model_dir: str,
         f"shapes ({shown}). Use another model_dir, or pass replace_params (tools/train.py "
         f"--replace_params) to replace {PARAMS_FILE}.")
   return differing
+
+
+def run_in_model_dir(experiment: configs.ExperimentConfig, model_dir: str, mode: str,
+                     replace_params: bool, make_trainer: Callable,
+                     has_checkpoint: Callable) -> Dict[str, float]:
+  """Checks params.yaml, builds the trainer, restores model_dir's checkpoint, saves
+  params.yaml there (chief only) and runs `mode`.
+
+  params.yaml is written only once the configuration is accepted and the restore
+  succeeded; an existing one that fixes other shapes is an error (`check_params_match`)
+  unless replace_params.
+
+  Args:
+    mode: "train", "eval" (the latest checkpoint in model_dir) or "train_and_eval".
+    make_trainer: () -> a trainer (bert_tf.training.trainer.Trainer or
+      jax_trainer.JaxTrainer).
+    has_checkpoint: trainer -> whether model_dir holds a checkpoint to evaluate.
+
+  Returns:
+    the final metrics (training report and/or evaluation metrics).
+  """
+  if mode not in MODES:
+    raise ValueError(f"mode must be train, eval or train_and_eval, got '{mode}'")
+  differing = check_params_match(experiment, model_dir, replace=replace_params)
+  trainer = make_trainer()
+  # The checkpointed input iterator holds batches of the old data shapes.
+  trainer.restore_input_iterator = not any(k.startswith("train_data.") for k in differing)
+  if mode == "eval" and not has_checkpoint(trainer):
+    raise errors.MissingInputError(f"--mode=eval needs a checkpoint in {model_dir}")
+  trainer.initialize()
+  if trainer.is_chief:
+    files.make_dirs(model_dir)
+    experiment.save(os.path.join(model_dir, PARAMS_FILE))
+  if mode == "eval":
+    return trainer.evaluate()
+  return trainer.train(evaluate_every=(mode == "train_and_eval"))
