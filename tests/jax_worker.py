@@ -1,4 +1,4 @@
-"""The JAX side of tests/test_jax_trainer.py, run as `KERAS_BACKEND=jax python
+"""The JAX side of tests/training/test_jax_trainer.py, run as `KERAS_BACKEND=jax python
 tests/jax_worker.py COMMAND ARGS...` (Keras fixes its backend per process, and the
 pytest process runs TensorFlow). Each command prints one line `RESULT <json>` last.
 

@@ -4,7 +4,7 @@
 
 Trains a tiny pretraining model on dummy data for a few steps (STEPS: that many, one
 per loop, with a progress line each, and no checkpoint before the end) and writes this
-worker's final loss and weights to OUTPUT.npz (tests/test_strategies.py compares the
+worker's final loss and weights to OUTPUT.npz (tests/training/test_strategies.py compares the
 workers).
 """
 

@@ -1,6 +1,6 @@
 """Run as a script with KERAS_BACKEND=jax: builds every bert_tf model, computes its
 loss and trains one jit-compiled step with TensorFlow unimportable, then prints one
-JSON line {model: {"loss": float, "changed": bool}} (tests/test_backend_neutral_core.py).
+JSON line {model: {"loss": float, "changed": bool}} (tests/backends/test_backend_neutral_core.py).
 
 The losses and labels are the cross-backend harness's (tests/backend_worker.py: each
 family's loss from bert_tf.losses); the step is bert_tf.training.jax_step's, with

@@ -4,7 +4,7 @@ Runs `transformers.BertModel` (PyTorch, CPU, float32, eager attention) on a few 
 sentences tokenized by `transformers.BertTokenizer` from the model's own vocab.txt, and
 stores the token ids, masks, texts and the reference sequence_output / pooled_output in
 `<output_dir>/reference.npz`, with `provenance.json` naming the versions and the weights'
-SHA-256. tests/test_checkpoint_minilm.py converts the same weights with bert_tf and
+SHA-256. tests/checkpoints/test_checkpoint_minilm.py converts the same weights with bert_tf and
 compares against this file, so the tests themselves never need torch.
 
 torch and transformers are not dependencies of bert_tf: run this in a separate environment.

@@ -4,7 +4,7 @@ The trainer sums gradients across replicas itself (it needs the summed gradients
 global-norm clipping and the finiteness check) and then calls
 `Optimizer.apply_gradients` with gradients that are identical on every replica.
 A Keras optimizer would all-reduce them a second time: Keras 3's `apply_gradients`
-called inside `strategy.run` sums the gradients across replicas (tests/test_optimizers.py
+called inside `strategy.run` sums the gradients across replicas (tests/training/test_optimizers.py
 checks this), so it fits a loop that hands it per-replica gradients and clips nothing
 globally, which is not ours.
 
@@ -144,7 +144,7 @@ class Optimizer(tf.Module):
     # Resource handles, not variables: in replica context a distributed variable's
     # handle is this replica's copy, and a compiled function handed the variables
     # themselves gave same-shaped variables wrong updates under MirroredStrategy
-    # (tests/test_optimizers.py).
+    # (tests/training/test_optimizers.py).
     handles, dtypes, decays = [], [], []
     for variable in variables:
       slots = self.slots[variable_path(variable)]

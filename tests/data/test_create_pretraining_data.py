@@ -22,10 +22,11 @@ from bert_tf.data import pretraining_inputs
 from bert_tf.data import pretraining_plan
 from bert_tf.data import pretraining_reader
 from bert_tf.data import pretraining_summary
+import paths
 
 SETTINGS = pretraining_format.PretrainingDataSettings(max_seq_length=128,
                                                       max_predictions_per_seq=20, dupe_factor=2)
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = paths.ROOT
 
 
 @pytest.fixture(scope="module")

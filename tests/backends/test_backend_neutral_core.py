@@ -10,8 +10,9 @@ import os
 import pathlib
 import subprocess
 import sys
+import paths
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(paths.ROOT)
 MODELS = ("encoder", "pretrainer", "classifier", "regression", "span_labeler",
           "token_classifier", "multiple_choice", "lora_classifier")
 

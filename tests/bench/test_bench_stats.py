@@ -6,9 +6,9 @@ import os
 import sys
 
 import pytest
+import paths
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                "bench"))
+sys.path.insert(0, paths.BENCH_DIR)
 
 import machine_load  # pylint: disable=g-import-not-at-top,wrong-import-position
 import stats  # pylint: disable=g-import-not-at-top,wrong-import-position

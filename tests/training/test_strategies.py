@@ -17,8 +17,9 @@ from bert_tf.training import strategies
 from bert_tf.training.trainer import Trainer
 
 import trainer_helpers
+import paths
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+_HERE = paths.TESTS_DIR
 
 
 def _two_cpus():

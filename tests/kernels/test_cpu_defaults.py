@@ -12,9 +12,10 @@ import sys
 import pytest
 
 from bert_tf import cpu_kernels
+import paths
 
 _X86 = platform.machine().lower() in ("x86_64", "amd64")
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ROOT = paths.ROOT
 
 # Runs `startup` (Python source), then imports TensorFlow, and reports what changed in
 # os.environ and the variable's value at the moment TensorFlow was first imported.

@@ -23,12 +23,13 @@ from bert_tf.data import pretraining_chunks  # pylint: disable=g-import-not-at-t
 from bert_tf.data import pretraining_format  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.data import pretraining_instances as pi  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.data import pretraining_plan  # pylint: disable=g-import-not-at-top,wrong-import-position
+import paths
 
 SETTINGS = pretraining_format.PretrainingDataSettings(max_seq_length=128,
                                                       max_predictions_per_seq=20, dupe_factor=2)
 CHUNK_MB = 0.02
 IN_MEMORY = ["--direct_running_mode=in_memory"]
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = paths.ROOT
 # Counts that are a function of the instances, so equal between the two paths.
 _SAME_KEYS = ("instances", "tokens", "non_special_tokens", "masked_tokens", "documents",
               "sentences", "lines", "input_bytes", "chunks", "max_token_id",

@@ -13,10 +13,11 @@ import tensorflow as tf
 from bert_tf import constants
 from bert_tf import feature_extraction as fe
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
+import paths
 
 VOCAB = [*constants.SPECIAL_TOKENS, "the", "cat", "sat", "on", "mat", "a", "dog", "ran",
          ".", "##s"]
-ROOT = os.path.join(os.path.dirname(__file__), "..")
+ROOT = paths.ROOT
 
 
 @pytest.fixture

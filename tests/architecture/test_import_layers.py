@@ -11,8 +11,9 @@ import pathlib
 import sys
 
 import pytest
+import paths
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(paths.ROOT)
 PACKAGE = ROOT / "bert_tf"
 
 # Bottom to top. A module belongs to the first entry that is it or a package above it.

@@ -17,8 +17,9 @@ from bert_tf import constants
 from bert_tf.text import normalization
 from bert_tf.text import serving_ops
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
+import paths
 
-TEXT_DIR = pathlib.Path(__file__).parent / "testdata" / "text"
+TEXT_DIR = pathlib.Path(paths.TESTDATA) / "text"
 SUFFIXES = ["##ing", "##ed", "##er", "##s", "##ly", "##ers", "##ion"]
 STEMS = ["walk", "run", "swim", "teach", "paint", "play", "fish", "garden"]
 

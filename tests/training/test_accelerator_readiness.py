@@ -23,8 +23,9 @@ from bert_tf.tasks.pretraining import PretrainingTask
 from bert_tf.training.trainer import Trainer
 import trainer_helpers
 import xla_compiles_main
+import paths
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+_HERE = paths.TESTS_DIR
 
 _MATMULS = ("MatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum")
 

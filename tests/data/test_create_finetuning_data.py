@@ -14,8 +14,9 @@ from bert_tf import constants
 from bert_tf.data import featurizers
 from bert_tf.data import tfrecords
 from bert_tf.tasks import base
+import paths
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = paths.ROOT
 
 
 def _experiment(tmp_path, task, fmt, text, name):
