@@ -20,41 +20,11 @@ from bert_tf import constants
 from bert_tf.checkpoints import (bert_config, convert, google_tf1, huggingface, reading,
                                  variables, writing)
 from bert_tf.checkpoints.files import ConversionError
-from bert_tf.configs import EncoderConfig
 from bert_tf.models import BertEncoder, BertPretrainer
 
-# Distinct sizes everywhere, so that a tensor in the wrong slot cannot fit by chance.
-TINY = EncoderConfig(vocab_size=99, hidden_size=32, num_layers=2, num_attention_heads=4,
-                     intermediate_size=48, max_position_embeddings=130, type_vocab_size=2,
-                     dropout_rate=0.0, attention_dropout_rate=0.0)
+from checkpoint_helpers import TINY, tiny_model, write_vocab
+
 PARITY_ATOL = 1e-4
-
-
-def _randomize(model, seed=0):
-  rng = np.random.default_rng(seed)
-  for variable in model.weights:
-    shape = tuple(variable.shape)
-    if variable.path.endswith("gamma"):
-      value = 1.0 + 0.2 * rng.standard_normal(shape)
-    elif len(shape) == 1:
-      value = 0.1 * rng.standard_normal(shape)
-    else:
-      value = 0.3 * rng.standard_normal(shape)
-    variable.assign(value.astype(np.float32))
-
-
-def tiny_model(heads=True, nsp=True, seed=0):
-  encoder = BertEncoder.from_config_object(TINY)
-  model = BertPretrainer(encoder, use_next_sentence_label=nsp) if heads else encoder
-  _randomize(model, seed)
-  return model
-
-
-def write_vocab(path, size):
-  tokens = list(constants.SPECIAL_TOKENS) + [f"tok{i}" for i in range(size - 5)]
-  with open(path, "w", encoding="utf-8") as f:
-    f.write("\n".join(tokens) + "\n")
-  return str(path)
 
 
 def batch():

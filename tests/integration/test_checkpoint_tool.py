@@ -7,7 +7,7 @@ import sys
 from safetensors.numpy import load_file, save_file
 
 from bert_tf.checkpoints import reading, writing
-from test_checkpoint_convert import tiny_model, write_vocab, TINY
+from checkpoint_helpers import TINY, tiny_model, write_vocab
 
 TOOL = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools",
                     "convert_checkpoint.py")
