@@ -329,7 +329,8 @@ def run_note(records: list, used: list) -> str:
   rate = run.get("matmul_flops_per_second", float("nan"))
   head = ("at the masked positions only" if run["hf_mlm"] == "gathered"
           else "at every position")
-  return (f"Run of {run['date']} ({len([r for r in used if r['status'] == 'ok'])} rows): "
+  rows = sum(r["status"] == "ok" for r in used)
+  return (f"Run of {run['date']} ({rows} row{'' if rows == 1 else 's'}): "
           f"`{run['command']}`; device {', '.join(devices) or 'unknown'}; "
           f"{run['precision']}; Hugging Face's masked-LM head {head}. MFU denominator: " +
           ", ".join(f"{r['framework']} {r['flops_per_second'] / 1e12:.2f} TFLOP/s"

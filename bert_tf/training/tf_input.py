@@ -66,12 +66,15 @@ class TrainerInput:
     bounds = [*data_config.active_length_buckets(), data_config.seq_length]
     return dataset.map(lambda batch: batching.pad_to_length_bucket(batch, bounds))
 
+  def _one_pipeline_context(self) -> tf.distribute.InputContext:
+    """The input context of the worker's one pipeline for all its replicas."""
+    return tf.distribute.InputContext(
+        num_input_pipelines=1, input_pipeline_id=0,
+        num_replicas_in_sync=self.strategy.num_replicas_in_sync)
+
   def element_spec(self, data_config: configs.DataConfig):
     """The structure of one replica's batch, [per-replica batch, ...] per feature."""
-    replicas = self.strategy.num_replicas_in_sync
-    context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
-                                         num_replicas_in_sync=replicas)
-    return self.task.build_inputs(data_config, context).element_spec
+    return self.task.build_inputs(data_config, self._one_pipeline_context()).element_spec
 
   def distribute(self, data_config: configs.DataConfig, skip_steps: int = 0):
     """The tf.distribute dataset: one input pipeline per worker, prefetching to the
@@ -100,12 +103,9 @@ class TrainerInput:
     iterator of per-replica batches, one element per replica and step, under
     OneDeviceStrategy and MirroredStrategy: one shuffle buffer and one iterator state
     for all the worker's replicas."""
-    replicas = self.strategy.num_replicas_in_sync
-    context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
-                                         num_replicas_in_sync=replicas)
-    dataset = self.build_inputs(data_config, context)
+    dataset = self.build_inputs(data_config, self._one_pipeline_context())
     if skip_steps:
-      dataset = dataset.skip(skip_steps * replicas)
+      dataset = dataset.skip(skip_steps * self.strategy.num_replicas_in_sync)
     return iter(dataset)
 
   def next_batch(self, iterator):

@@ -78,7 +78,7 @@ def test_a_later_run_fills_what_an_earlier_run_skipped():
   assert rows[2].endswith("| 0.25x |")  # ours 1,000 seq/s over the second run's 4,000
   assert "measure hf_compile (day 2)" in table
   assert "Run of day 1 (2 rows): `first`" in table
-  assert "Run of day 2 (1 rows): `second`" in table
+  assert "Run of day 2 (1 row): `second`" in table
 
 
 def test_a_later_skip_keeps_the_earlier_figure():
