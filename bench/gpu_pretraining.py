@@ -3,7 +3,7 @@ Hugging Face BertForPreTraining in torch (eager and torch.compile), with no Tens
 
 Ours is BertPretrainer over BertEncoder (the reference layers), the loss
 bert_tf.losses.pretraining_loss and Keras AdamW with the project's schedule, weight decay
-and global-norm clipping, compiled by bert_tf.training.jax_step. Hugging Face's is
+and global-norm clipping, compiled by bert_tf.training.jax_engine.step. Hugging Face's is
 BertForPreTraining of the same size with SDPA attention, bf16 autocast, fused
 torch.optim.AdamW and clipping (bench/gpu_pretraining_worker.py has both). Both train on
 the same synthetic batch of the real shapes: seq 128 with 20 masked positions, seq 512

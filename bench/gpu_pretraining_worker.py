@@ -4,7 +4,7 @@
   --side=matmul_jax, matmul_torch   the device's dense matmul rate (FLOP/s) in jax or
                                     torch, the denominator of the MFU column
   --side=ours                       bert_tf's JAX training step
-                                    (bert_tf.training.jax_step over BertPretrainer)
+                                    (bert_tf.training.jax_engine.step over BertPretrainer)
   --side=hf_eager, hf_compile       Hugging Face BertForPreTraining in torch, eager or
                                     under torch.compile
 
@@ -225,7 +225,7 @@ def ours_step(args) -> dict:
   layers, kernels=None) in Keras's mixed_bfloat16 policy, bert_tf.losses.pretraining_loss,
   Keras AdamW with the project's schedule, weight decay and global-norm clipping
   (bert_tf.configs.OptimizerConfig's defaults), compiled by
-  bert_tf.training.jax_step.make_train_step (state donated)."""
+  bert_tf.training.jax_engine.step.make_train_step (state donated)."""
   os.environ["KERAS_BACKEND"] = "jax"
   import jax  # pylint: disable=g-import-not-at-top
   import keras  # pylint: disable=g-import-not-at-top
@@ -233,7 +233,7 @@ def ours_step(args) -> dict:
   from bert_tf import constants  # pylint: disable=g-import-not-at-top
   from bert_tf import losses  # pylint: disable=g-import-not-at-top
   from bert_tf.models import BertEncoder, BertPretrainer  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import jax_step  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.jax_engine import step as jax_step  # pylint: disable=g-import-not-at-top
   from bert_tf.training import keras_optimizers  # pylint: disable=g-import-not-at-top
   policy = "mixed_bfloat16" if args.precision == "bf16" else "float32"
   config = configs.EncoderConfig.from_size(args.size)

@@ -93,9 +93,9 @@ def main():
            "buckets": task.build_inputs,
            "packed": task.build_inputs,
            "max_length": lambda cfg, ctx: padded_inputs(task, cfg, ctx)}[args.batching]
-  iterator = iter(trainer.strategy.distribute_datasets_from_function(
+  iterator = iter(trainer.engine.strategy.distribute_datasets_from_function(
       lambda ctx: build(data_config, ctx)))
-  loop = trainer.train_loop_function
+  loop = trainer.engine.train_loop_function
   one = tf.constant(1, tf.int32)
 
   def step():

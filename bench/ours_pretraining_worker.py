@@ -26,12 +26,12 @@ def build_trainer(size, batch_size, seq_length, predictions, steps_per_loop, jit
   """A Trainer for pretraining whose input repeats one protocol batch (or dataset_fn).
 
   Returns:
-    (trainer, iterator): call trainer.train_loop_function(iterator, n) to run n steps.
+    (trainer, iterator): call trainer.engine.train_loop_function(iterator, n) to run n steps.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf import configs  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.pretraining import PretrainingTask, PretrainingTaskConfig  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import strategies  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.tf_engine import strategies  # pylint: disable=g-import-not-at-top
   from bert_tf.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
 
   batch = protocol.pretraining_batch(batch_size, seq_length, predictions,
@@ -80,7 +80,7 @@ def build_trainer(size, batch_size, seq_length, predictions, steps_per_loop, jit
   task = InMemoryPretrainingTask(experiment)
   trainer = Trainer(experiment, model_dir=tempfile.mkdtemp(prefix="bert_tf_bench_"), task=task)
   data_config = experiment.train_data
-  dataset = trainer.strategy.distribute_datasets_from_function(
+  dataset = trainer.engine.strategy.distribute_datasets_from_function(
       lambda ctx: task.build_inputs(data_config, ctx))
   return trainer, iter(dataset)
 
@@ -179,7 +179,7 @@ def main():
                                     fused_kernels=bool(args.fused_kernels),
                                     sparse_last_layer=bool(args.sparse_last_layer))
   apply_model_flags(args, trainer)
-  loop = trainer.train_loop_function
+  loop = trainer.engine.train_loop_function
   n = tf.constant(args.steps_per_loop, tf.int32)
 
   def step():

@@ -23,7 +23,7 @@ def main(argv):
   sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
   import numpy as np  # pylint: disable=g-import-not-at-top
   import trainer_helpers  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import strategies  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.tf_engine import strategies  # pylint: disable=g-import-not-at-top
   from bert_tf.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
 
   trainer_config = dict(steps_per_loop=2)
@@ -39,8 +39,8 @@ def main(argv):
   trainer = Trainer(experiment, model_dir, log_fn=lambda line: print(line, flush=True))
   report = trainer.train()
   weights = trainer_helpers.weights_of(trainer.model)
-  np.savez(output, loss=report["loss"], step=int(trainer.step.numpy()),
-           replicas=trainer.strategy.num_replicas_in_sync,
+  np.savez(output, loss=report["loss"], step=trainer.step,
+           replicas=trainer.engine.strategy.num_replicas_in_sync,
            **{k.replace("/", "."): v for k, v in weights.items()})
   print(f"worker {index} done: loss {report['loss']:.6f}", flush=True)
 

@@ -3,7 +3,7 @@ loss and trains one jit-compiled step with TensorFlow unimportable, then prints 
 JSON line {model: {"loss": float, "changed": bool}} (tests/backends/test_backend_neutral_core.py).
 
 The losses and labels are the cross-backend harness's (tests/backend_worker.py: each
-family's loss from bert_tf.losses); the step is bert_tf.training.jax_step's, with
+family's loss from bert_tf.losses); the step is bert_tf.training.jax_engine.step's, with
 Keras's AdamW and the project's schedule.
 """
 
@@ -27,7 +27,7 @@ from bert_tf.models.bert_classifier import BertClassifier  # pylint: disable=g-i
 from bert_tf.models.bert_multiple_choice import BertMultipleChoice  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.models.bert_span_labeler import BertSpanLabeler  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.models.bert_token_classifier import BertTokenClassifier  # pylint: disable=g-import-not-at-top,wrong-import-position
-from bert_tf.training import jax_step  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.training.jax_engine import step as jax_step  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.training.schedules import WarmupPolynomialDecay  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 B, T, P, V, C = 4, 12, 3, 64, 3

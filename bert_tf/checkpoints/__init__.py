@@ -1,14 +1,26 @@
-"""Checkpoint conversion between bert_tf, the original Google TF1 release and Hugging Face.
+"""Checkpoints: the trainer's portable format, restoring a model's items, and conversion
+between bert_tf, the original Google TF1 release and Hugging Face.
 
 `convert_checkpoint(input_path, output_dir, input_format="auto", output_format="bert_tf")`
 does a whole conversion; `read_checkpoint` gives a bert_tf model from any format and
 `save_checkpoint` writes one in any format. The names of every weight in the three
-formats are one table, `name_map.TABLE`.
+formats are one table, `name_map.TABLE`. Conversion imports TensorFlow, so its names are
+imported on first use: `bert_tf.checkpoints.portable` and `.restore` load without it.
 """
 
-from bert_tf.checkpoints.convert import ConversionSummary, convert_checkpoint
-from bert_tf.checkpoints.files import FORMATS, ConversionError
-from bert_tf.checkpoints.reading import LoadedCheckpoint, detect_format, read_checkpoint
-from bert_tf.checkpoints.variables import build_model, model_arrays
-from bert_tf.checkpoints.writing import (save_bert_tf, save_checkpoint, save_google_tf1,
-                                         save_huggingface)
+import importlib
+
+_EXPORTS = {
+    "ConversionSummary": "convert", "convert_checkpoint": "convert",
+    "FORMATS": "files", "ConversionError": "files",
+    "LoadedCheckpoint": "reading", "detect_format": "reading", "read_checkpoint": "reading",
+    "build_model": "variables", "model_arrays": "variables",
+    "save_bert_tf": "writing", "save_checkpoint": "writing", "save_google_tf1": "writing",
+    "save_huggingface": "writing",
+}
+
+
+def __getattr__(name):
+  if name not in _EXPORTS:
+    raise AttributeError(f"module 'bert_tf.checkpoints' has no attribute '{name}'")
+  return getattr(importlib.import_module(f"bert_tf.checkpoints.{_EXPORTS[name]}"), name)

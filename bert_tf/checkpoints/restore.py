@@ -1,34 +1,26 @@
-"""Restoring a model's checkpoint items by object.
+"""Restoring a model's checkpoint items by object, from either checkpoint format.
 
-Every checkpoint bert_tf writes is a tf.train.Checkpoint whose root children are the
-model's `checkpoint_items` by name (`encoder`, `masked_lm`, `next_sentence`, heads),
-plus `optimizer`, `step`, `random_state` and `iterator` for trainer checkpoints.
+A checkpoint's root children are the model's `checkpoint_items` by name (`encoder`,
+`masked_lm`, `next_sentence`, heads), plus `optimizer`, `step`, `random_state` and
+the input position for trainer checkpoints. Two formats hold them:
+  - portable checkpoints (`ckpt-N.h5`, bert_tf.checkpoints.portable), which the trainer
+    writes on every engine; reading them needs no TensorFlow;
+  - TensorFlow checkpoints (`ckpt-N.index`, bert_tf.checkpoints.tf_checkpoints), written
+    by the converter and by older versions of the trainer; on Keras backends other than
+    TensorFlow they are read by walking their object graph.
 
-A directory resolves to its newest checkpoint that reads in full: a damaged one (a
-file cut short by a kill during a write, a lost shard) is skipped with a warning that
-names it, its bad file and the checkpoint used instead.
-
-Portable checkpoints (`ckpt-N.h5`, bert_tf.checkpoints.portable, written by the trainer
-of any Keras backend) are read the same way: a path may be one, and a directory's
-newest checkpoint, TensorFlow's or portable (the higher step), is used. On Keras
-backends other than TensorFlow, TensorFlow checkpoints are read by walking their object
-graph (bert_tf.checkpoints.object_graph).
+A directory resolves to its newest checkpoint that reads in full (the higher step where
+it holds both formats): a damaged one (a file cut short by a kill during a write, a
+lost shard) is skipped with a warning that names it, its bad file and the checkpoint
+used instead.
 """
 
 import logging
-from typing import Dict, List, Mapping, Optional, Sequence
+import os
+from typing import Dict, Mapping, Optional, Sequence
 
-import keras
-import tensorflow as tf
-
-from bert_tf.checkpoints import object_graph
 from bert_tf.checkpoints import portable
-from bert_tf.checkpoints import trackables
 from bert_tf.utils import errors
-
-# What reading a damaged checkpoint raises: the C++ reader's errors, and IndexError or
-# ValueError from the Python side of a truncated index or data file.
-_READ_ERRORS = (tf.errors.OpError, IndexError, ValueError)
 
 
 class UnreadableCheckpointError(errors.UserError, OSError):
@@ -43,63 +35,7 @@ class CheckpointItemsError(errors.UserError, KeyError):
     return str(self.args[0])  # KeyError would quote it.
 
 
-def checkpoint_candidates(directory: str) -> List[str]:
-  """The prefixes the directory's `checkpoint` file lists, newest first."""
-  state = tf.train.get_checkpoint_state(directory)
-  if state is None:
-    return []
-  paths = list(state.all_model_checkpoint_paths)
-  if state.model_checkpoint_path and state.model_checkpoint_path not in paths:
-    paths.append(state.model_checkpoint_path)
-  # get_checkpoint_state has already joined relative entries onto `directory` (so a moved
-  # directory still works); joining again would break a relative `directory`.
-  return list(reversed(paths))
-
-
-def check_readable(prefix: str) -> None:
-  """Reads the index and every tensor of the checkpoint at `prefix`.
-
-  Raises:
-    UnreadableCheckpointError: naming the checkpoint and the file that fails.
-  """
-  index = prefix + ".index"
-  if not tf.io.gfile.exists(index):
-    raise UnreadableCheckpointError(f"Checkpoint {prefix} is unreadable: {index} is missing")
-  try:
-    reader = tf.train.load_checkpoint(prefix)
-    dtypes = reader.get_variable_to_dtype_map()
-  except _READ_ERRORS as e:
-    raise UnreadableCheckpointError(
-        f"Checkpoint {prefix} is unreadable: {index}: {type(e).__name__}: {e}") from None
-  try:
-    for key, dtype in dtypes.items():
-      if dtype == tf.variant:
-        # Iterator states: the reader cannot hand them to numpy, the restore op reads them.
-        tf.raw_ops.RestoreV2(prefix=prefix, tensor_names=[key], shape_and_slices=[""],
-                             dtypes=[dtype])
-      else:
-        reader.get_tensor(key)
-  except _READ_ERRORS as e:
-    data_files = sorted(tf.io.gfile.glob(prefix + ".data-*")) or [prefix + ".data-*"]
-    raise UnreadableCheckpointError(
-        f"Checkpoint {prefix} is unreadable: {', '.join(data_files)} (reading {key}): "
-        f"{type(e).__name__}: {e}") from None
-
-
-def newest_readable_checkpoint(directory: str) -> Optional[str]:
-  """The newest checkpoint in `directory` that reads in full, or None when it holds none.
-
-  Every newer damaged checkpoint is skipped with a warning naming it, its bad file and
-  the checkpoint used instead.
-
-  Raises:
-    UnreadableCheckpointError: the directory lists checkpoints but none reads (the
-      message names each one's bad file).
-  """
-  return _newest_readable(directory, checkpoint_candidates(directory), check_readable)
-
-
-def _newest_readable(directory: str, candidates, check) -> Optional[str]:
+def newest_readable(directory: str, candidates, check) -> Optional[str]:
   """The first of `candidates` (newest first) that `check` reads, warning about each
   damaged one skipped."""
   problems = []
@@ -129,22 +65,54 @@ def _step_in_name(prefix: str) -> int:
 def newest_readable_portable(directory: str) -> Optional[str]:
   """The newest portable checkpoint in `directory` that reads in full, or None;
   damaged newer ones are skipped with a warning, as for TensorFlow checkpoints."""
-  return _newest_readable(directory, portable.checkpoints_in(directory),
+  return newest_readable(directory, portable.checkpoints_in(directory),
                           portable.check_readable)
+
+
+def _tf_format():
+  """bert_tf.checkpoints.tf_checkpoints (imports TensorFlow)."""
+  from bert_tf.checkpoints import tf_checkpoints  # pylint: disable=g-import-not-at-top
+  return tf_checkpoints
+
+
+def _tensorflow_installed() -> bool:
+  try:
+    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+  except ImportError:
+    return False
+  return True
+
+
+def _has_legacy_index(directory: str) -> bool:
+  return os.path.isdir(directory) and any(
+      name.endswith(".index") or name == "checkpoint" for name in os.listdir(directory))
 
 
 def resolve_checkpoint(path: str) -> str:
   """Returns a checkpoint prefix (or portable checkpoint file) from a prefix, a
-  portable file or a directory (its newest readable checkpoint of either kind, see
-  `newest_readable_checkpoint`; the higher step where it holds both).
+  portable file or a directory (its newest readable checkpoint of either kind; the
+  higher step where it holds both).
 
   Raises:
     FileNotFoundError: naming `path` when it holds no checkpoint.
     UnreadableCheckpointError: the directory's checkpoints are all damaged.
   """
-  if tf.io.gfile.isdir(path):
+  if portable.is_portable(path):
+    return path
+  local_directory = os.path.isdir(path)
+  if local_directory and not (_has_legacy_index(path) and _tensorflow_installed()):
+    found = newest_readable_portable(path)
+    if found is None:
+      raise errors.MissingInputError(f"No checkpoint in directory {path}")
+    return found
+  if not _tensorflow_installed():
+    raise errors.MissingInputError(
+        f"No portable checkpoint at {path} (a file ckpt-N.h5, or a directory holding "
+        "one); reading a TensorFlow checkpoint needs tensorflow")
+  tf_format = _tf_format()
+  if local_directory or tf_format.is_directory(path):
     found, problems = [], []
-    for find in (newest_readable_checkpoint, newest_readable_portable):
+    for find in (tf_format.newest_readable_checkpoint, newest_readable_portable):
       try:
         prefix = find(path)
       except UnreadableCheckpointError as e:
@@ -157,9 +125,7 @@ def resolve_checkpoint(path: str) -> str:
     if not found:
       raise errors.MissingInputError(f"No checkpoint in directory {path}")
     return max(found, key=_step_in_name)
-  if portable.is_portable(path):
-    return path
-  if not tf.io.gfile.exists(path + ".index"):
+  if not tf_format.exists(path):
     raise errors.MissingInputError(f"No checkpoint at {path} (expected {path}.index)")
   return path
 
@@ -168,21 +134,16 @@ def checkpoint_children(prefix: str) -> set:
   """Names of the root children of the checkpoint at `prefix`."""
   if portable.is_portable(prefix):
     return portable.item_names(prefix)
-  reader = tf.train.load_checkpoint(prefix)
-  names = set()
-  for key in reader.get_variable_to_shape_map():
-    first = key.split("/", 1)[0]
-    if first not in ("_CHECKPOINTABLE_OBJECT_GRAPH", "save_counter"):
-      names.add(first)
-  return names
+  return _tf_format().children(prefix)
 
 
-def restore_items(path: str, checkpoint_items: Mapping[str, tf.Module],
+def restore_items(path: str, checkpoint_items: Mapping[str, object],
                   items: Sequence[str] = ("encoder",)) -> Dict[str, str]:
   """Restores the named `checkpoint_items` by object from a checkpoint.
 
   Args:
-    path: a checkpoint prefix, or a directory whose latest checkpoint is used.
+    path: a checkpoint prefix or portable file, or a directory whose latest checkpoint
+      is used.
     checkpoint_items: the model's {name: trackable}, e.g. model.checkpoint_items.
     items: the names to restore.
 
@@ -193,7 +154,8 @@ def restore_items(path: str, checkpoint_items: Mapping[str, tf.Module],
     FileNotFoundError: no checkpoint at `path`.
     CheckpointItemsError: an item the model or the checkpoint lacks (the message names
       both sets).
-    AssertionError: a variable of a restored item has no value in the checkpoint.
+    AssertionError or PortableCheckpointError: a variable of a restored item has no
+      value in the checkpoint, or one of another shape.
   """
   prefix = resolve_checkpoint(path)
   if portable.is_portable(prefix):
@@ -214,26 +176,4 @@ def restore_items(path: str, checkpoint_items: Mapping[str, tf.Module],
     if not checkpoint_items[name].variables:
       raise ValueError(f"Checkpoint item '{name}' has no variables yet; build the model "
                        f"before restoring")
-  if keras.backend.backend() != "tensorflow":
-    # tf.train.Checkpoint restores TensorFlow trackables only.
-    counts = object_graph.assign_items(prefix, {name: checkpoint_items[name] for name in items})
-    for name in items:
-      logging.info("Restored %s (%d variables) from %s", name, counts[name], prefix)
-    return {name: prefix for name in items}
-  checkpoint = tf.train.Checkpoint(**trackables.as_trackables(
-      {name: checkpoint_items[name] for name in items}))
-  try:
-    status = checkpoint.read(prefix)
-  except _READ_ERRORS:
-    check_readable(prefix)  # Raises naming the damaged file.
-    raise
-  try:
-    status.assert_existing_objects_matched()
-  except AssertionError as e:
-    raise AssertionError(f"Checkpoint {prefix} does not cover every variable of "
-                         f"{list(items)}: {e}") from None
-  status.expect_partial()
-  for name in items:
-    logging.info("Restored %s (%d variables) from %s", name,
-                 len(checkpoint_items[name].variables), prefix)
-  return {name: prefix for name in items}
+  return _tf_format().restore_items(prefix, checkpoint_items, items)

@@ -1,1 +1,8 @@
-"""training."""
+"""Training: one trainer over two engines.
+
+Shared by both engines (this folder): the Trainer and its run (trainer, runs,
+host_loop, reports, evaluation, summaries), the checkpoint format (checkpointing), the
+optimizer maths and schedules (optimizers, schedules), the engine interface (engine),
+experiments and the choice of backend (experiments, backends). Each engine's own:
+tf_engine/ (TensorFlow) and jax_engine/ (JAX; imports no TensorFlow).
+"""

@@ -10,7 +10,8 @@ the backend in use in params.yaml.
 On JAX, KERAS_DISTRIBUTION_NUM_PROCESSES > 1 (with KERAS_DISTRIBUTION_JOB_ADDRESSES,
 the coordinator's host:port, and KERAS_DISTRIBUTION_PROCESS_ID) starts
 `jax.distributed` (Keras's `keras.distribution.initialize`) before the first
-computation; on CPUs its collectives go through gloo.
+computation (bert_tf.training.jax_engine.devices); on CPUs its collectives go through
+gloo.
 """
 
 import os
@@ -21,9 +22,6 @@ import yaml
 
 from bert_tf import configs
 from bert_tf.training import experiments
-
-_NUM_PROCESSES = "KERAS_DISTRIBUTION_NUM_PROCESSES"
-
 
 def requested_backend(experiment: Optional[str] = None, config_files: Sequence[str] = (),
                       params_override: Optional[str] = None,
@@ -83,25 +81,13 @@ def describe_devices() -> str:
   return f"Keras backend {backend}"
 
 
-def _start_jax(runtime: configs.RuntimeConfig) -> None:
-  """jax.distributed from Keras's KERAS_DISTRIBUTION_* variables, and a CPU split
-  (runtime.num_cpu_devices), before JAX computes anything."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import keras  # pylint: disable=g-import-not-at-top
-  if runtime.num_cpu_devices > 1 and jax.config.jax_num_cpu_devices != runtime.num_cpu_devices:
-    try:
-      jax.config.update("jax_num_cpu_devices", runtime.num_cpu_devices)
-    except RuntimeError:
-      raise configs.ConfigError(
-          f"runtime.num_cpu_devices={runtime.num_cpu_devices}: JAX has set up its devices "
-          f"already ({jax.device_count()}); start a new process (or set "
-          "XLA_FLAGS=--xla_force_host_platform_device_count=N before JAX starts)") from None
-  if int(os.environ.get(_NUM_PROCESSES, "1") or 1) > 1 and not jax.distributed.is_initialized():
-    # gloo gives JAX's CPU backend cross-process collectives (no effect on GPUs/TPUs).
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    keras.distribution.initialize()
-  # tf.data runs in this process too: keep TensorFlow off the accelerators JAX uses.
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+def _keep_tensorflow_off_accelerators() -> None:
+  """Where TensorFlow is installed (a tf.data input runs in this process), keeps it off
+  the accelerators JAX uses."""
+  try:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return
   try:
     tf.config.set_visible_devices([], "GPU")
   except RuntimeError:
@@ -110,14 +96,13 @@ def _start_jax(runtime: configs.RuntimeConfig) -> None:
 
 def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: str = "train",
                    log_fn=None, replace_params: bool = False) -> Dict[str, float]:
-  """Runs `mode` of the experiment with the trainer of Keras's backend (TensorFlow:
-  bert_tf.training.trainer under the runtime's strategy; JAX:
-  bert_tf.training.jax_trainer), after a first log line naming the backend and its
+  """Runs `mode` of the experiment with the one Trainer (bert_tf.training.trainer) on
+  the engine of Keras's backend, after a first log line naming the backend and its
   devices. params.yaml records the backend in use.
 
   Raises:
     ConfigError: runtime.backend names another backend than Keras runs on, or a
-      setting the backend does not have (a tf.distribute strategy on JAX).
+      setting the engine does not have (TPUStrategy on JAX).
   """
   import keras  # pylint: disable=g-import-not-at-top
   log = log_fn or print
@@ -130,18 +115,17 @@ def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: s
         "tools/train.py)")
   experiment = experiment.override({"runtime": {"backend": loaded}})
   if loaded == "jax":
-    from bert_tf.training import jax_trainer  # pylint: disable=g-import-not-at-top
-    jax_trainer.check_runtime(experiment.runtime)
-    _start_jax(experiment.runtime)
-    log(describe_devices())
-    return jax_trainer.run_experiment(experiment, model_dir, mode, log_fn=log,
-                                      replace_params=replace_params)
-  if loaded != "tensorflow":
+    from bert_tf.training.jax_engine import devices  # pylint: disable=g-import-not-at-top
+    devices.check_runtime(experiment.runtime)
+    devices.start(experiment.runtime)
+    _keep_tensorflow_off_accelerators()
+  elif loaded == "tensorflow":
+    from bert_tf.training.tf_engine import strategies  # pylint: disable=g-import-not-at-top
+    strategies.configure_runtime(experiment.runtime)
+  else:
     raise configs.ConfigError(f"Training runs on the tensorflow and jax backends; Keras "
                               f"runs on '{loaded}'")
-  from bert_tf.training import strategies  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import trainer  # pylint: disable=g-import-not-at-top
-  strategies.configure_runtime(experiment.runtime)
   log(describe_devices())
+  from bert_tf.training import trainer  # pylint: disable=g-import-not-at-top
   return trainer.run_experiment(experiment, model_dir, mode, log_fn=log,
                                 replace_params=replace_params)

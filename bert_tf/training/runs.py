@@ -6,8 +6,6 @@ that fix its variables' and data's shapes) and the order of a run (`run_in_model
 import os
 from typing import Callable, Dict, List
 
-import tensorflow as tf
-
 from bert_tf import configs
 from bert_tf.training import experiments
 from bert_tf.utils import errors
@@ -47,7 +45,7 @@ def check_params_match(experiment: configs.ExperimentConfig, model_dir: str,
     the differing entries (with `replace`, which raises nothing).
   """
   path = os.path.join(model_dir, PARAMS_FILE)
-  if not tf.io.gfile.exists(path):
+  if not os.path.exists(path):
     return []
   # Parsed, not read raw: entries a newer version added come back with their defaults.
   old = _flat(experiments.experiment_from_yaml(path).as_dict())
@@ -67,20 +65,18 @@ def check_params_match(experiment: configs.ExperimentConfig, model_dir: str,
 
 
 def run_in_model_dir(experiment: configs.ExperimentConfig, model_dir: str, mode: str,
-                     replace_params: bool, make_trainer: Callable,
-                     has_checkpoint: Callable) -> Dict[str, float]:
-  """Checks params.yaml, builds the trainer, restores model_dir's checkpoint, saves
-  params.yaml there (chief only) and runs `mode`.
+                     replace_params: bool, make_trainer: Callable) -> Dict[str, float]:
+  """Checks params.yaml, builds the trainer, restores model_dir's checkpoint, checks the
+  input, saves params.yaml there (chief only) and runs `mode`.
 
-  params.yaml is written only once the configuration is accepted and the restore
-  succeeded; an existing one that fixes other shapes is an error (`check_params_match`)
-  unless replace_params.
+  params.yaml is written only once the configuration and the input are accepted and the
+  restore succeeded, so that a run refused for its input leaves none behind; an
+  existing one that fixes other shapes is an error (`check_params_match`) unless
+  replace_params.
 
   Args:
     mode: "train", "eval" (the latest checkpoint in model_dir) or "train_and_eval".
-    make_trainer: () -> a trainer (bert_tf.training.trainer.Trainer or
-      jax_trainer.JaxTrainer).
-    has_checkpoint: trainer -> whether model_dir holds a checkpoint to evaluate.
+    make_trainer: () -> a bert_tf.training.trainer.Trainer.
 
   Returns:
     the final metrics (training report and/or evaluation metrics).
@@ -89,11 +85,14 @@ def run_in_model_dir(experiment: configs.ExperimentConfig, model_dir: str, mode:
     raise ValueError(f"mode must be train, eval or train_and_eval, got '{mode}'")
   differing = check_params_match(experiment, model_dir, replace=replace_params)
   trainer = make_trainer()
-  # The checkpointed input iterator holds batches of the old data shapes.
-  trainer.restore_input_iterator = not any(k.startswith("train_data.") for k in differing)
-  if mode == "eval" and not has_checkpoint(trainer):
+  # The saved input position is one of batches of the old data shapes.
+  trainer.restore_input_position = not any(k.startswith("train_data.") for k in differing)
+  if mode == "eval" and trainer.checkpoints.latest() is None:
     raise errors.MissingInputError(f"--mode=eval needs a checkpoint in {model_dir}")
   trainer.initialize()
+  for section in {"train": ["train_data"], "eval": ["eval_data"],
+                  "train_and_eval": ["train_data", "eval_data"]}[mode]:
+    trainer.check_inputs(section)
   if trainer.is_chief:
     files.make_dirs(model_dir)
     experiment.save(os.path.join(model_dir, PARAMS_FILE))

@@ -1,14 +1,22 @@
-"""TensorBoard scalars under model_dir/train and model_dir/eval.
+"""TensorBoard scalars under model_dir/train and model_dir/eval, for every engine.
 
-Written with tf.summary.write and the scalars plugin's metadata, so that logging
-needs no `tensorboard` package at training time (TensorBoard reads them as scalars).
+Written with the `tensorboard` package's event writer and protos (no TensorFlow): each
+scalar is a float32 tensor summary with the scalars plugin's metadata, the form
+`tf.summary.scalar` writes, so TensorBoard shows them as scalars.
 """
 
+import glob
 import os
+import time
 from typing import Mapping
 
-import tensorflow as tf
-from tensorflow.core.framework import summary_pb2
+from tensorboard.backend.event_processing import event_file_loader
+from tensorboard.compat.proto import event_pb2
+from tensorboard.compat.proto import summary_pb2
+from tensorboard.compat.proto import tensor_pb2
+from tensorboard.compat.proto import types_pb2
+from tensorboard.summary.writer import event_file_writer
+from tensorboard.util import tensor_util
 
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
     plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
@@ -19,31 +27,38 @@ class SummaryWriter:
 
   def __init__(self, model_dir: str, phase: str, enabled: bool = True):
     self.directory = os.path.join(model_dir, phase)
+    self._writer = None
     if enabled:
-      self._writer = tf.summary.create_file_writer(self.directory)
-    else:
-      self._writer = tf.summary.create_noop_writer()
+      os.makedirs(self.directory, exist_ok=True)
+      self._writer = event_file_writer.EventFileWriter(self.directory)
 
   def write(self, scalars: Mapping[str, float], step: int) -> None:
     """Writes each {name: value} as a float32 scalar at `step`, then flushes."""
-    with self._writer.as_default(step=step):
-      for name, value in scalars.items():
-        tf.summary.write(name, tf.constant(float(value), tf.float32),
-                         metadata=_SCALAR_METADATA)
+    if self._writer is None:
+      return
+    values = [summary_pb2.Summary.Value(
+        tag=name, metadata=_SCALAR_METADATA,
+        tensor=tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT, float_val=[float(value)]))
+              for name, value in scalars.items()]
+    self._writer.add_event(event_pb2.Event(wall_time=time.time(), step=int(step),
+                                           summary=summary_pb2.Summary(value=values)))
     self._writer.flush()
 
   def close(self) -> None:
-    self._writer.close()
+    if self._writer is not None:
+      self._writer.close()
 
 
 def read_scalars(directory: str) -> dict:
   """{tag: [(step, value), ...]} from the event files in `directory` (for tests and
-  scripts; needs no tensorboard package)."""
+  scripts)."""
   out = {}
-  for path in sorted(tf.io.gfile.glob(os.path.join(directory, "events.out.tfevents.*"))):
-    for record in tf.data.TFRecordDataset(path):
-      event = tf.compat.v1.Event.FromString(record.numpy())
+  for path in sorted(glob.glob(os.path.join(glob.escape(directory), "events.out.tfevents.*"))):
+    for event in event_file_loader.EventFileLoader(path).Load():
       for value in event.summary.value:
-        scalar = tf.make_ndarray(value.tensor) if value.HasField("tensor") else value.simple_value
+        if value.HasField("tensor"):
+          scalar = tensor_util.make_ndarray(value.tensor)
+        else:
+          scalar = value.simple_value
         out.setdefault(value.tag, []).append((event.step, float(scalar)))
   return out

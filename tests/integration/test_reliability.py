@@ -52,7 +52,7 @@ def test_damaged_latest_checkpoint_is_named_and_training_and_export_use_the_one_
     trainer = Trainer(experiment, model_dir, log_fn=lambda _: None)
     trainer.initialize()
   assert trainer.restored_from == os.path.join(model_dir, "ckpt-2")
-  assert int(trainer.step.numpy()) == 2
+  assert trainer.step == 2
   warning = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
   assert damaged in warning and os.path.join(model_dir, "ckpt-2") in warning
 

@@ -291,7 +291,7 @@ def test_the_trainer_builds_its_model_with_runtime_fused_kernels(tmp_path, fused
   block = trainer.model.encoder.transformer_layers[0]
   assert block.kernels is expected and block.attention.kernels is expected
   # On a CPU the step is not XLA-compiled unless asked for.
-  assert trainer.jit_compile is False
+  assert trainer.engine.jit_compile is False
 
 
 def test_where_tensorflow_sees_a_gpu_the_cpu_kernels_are_off_and_the_step_is_compiled(
@@ -309,10 +309,10 @@ def test_where_tensorflow_sees_a_gpu_the_cpu_kernels_are_off_and_the_step_is_com
   assert kernels.tensorflow_sees_accelerators()
   trainer = Trainer(trainer_helpers.tiny_experiment(), model_dir=str(tmp_path))
   assert trainer.model.encoder.kernels is None
-  assert trainer.jit_compile is True
+  assert trainer.engine.jit_compile is True
   # An explicit setting wins over the device.
   forced = trainer_helpers.tiny_experiment().override(
       {"runtime": {"fused_kernels": True, "jit_compile": False}})
   trainer = Trainer(forced, model_dir=str(tmp_path / "forced"))
   assert trainer.model.encoder.kernels is fusion.KERNELS
-  assert trainer.jit_compile is False
+  assert trainer.engine.jit_compile is False

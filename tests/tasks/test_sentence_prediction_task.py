@@ -122,7 +122,7 @@ def test_evaluation_of_batches_of_many_lengths_does_not_trace_once_per_length(tm
       data, vocab_file=vocab).override({"eval_data": {"global_batch_size": 1}})
   trainer = Trainer(experiment, str(tmp_path / "model"), log_fn=lambda _: None)
   trainer.evaluate()
-  assert trainer.eval_step_function.experimental_get_tracing_count() <= 2
+  assert trainer.engine.eval_step_function.experimental_get_tracing_count() <= 2
 
 
 def test_init_checkpoint_restores_the_encoder_and_leaves_the_head(tmp_path):

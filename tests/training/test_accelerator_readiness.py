@@ -59,7 +59,7 @@ def test_every_matmul_of_a_mixed_precision_training_step_runs_in_the_compute_dty
     tmp_path, precision, compute_dtype, fused_kernels):
   trainer = _mixed_precision_trainer(tmp_path, precision, fused_kernels)
   trainer.initialize()
-  graph_def = trainer.train_loop_concrete_function().graph.as_graph_def()
+  graph_def = trainer.engine.train_loop_concrete_function().graph.as_graph_def()
   matmuls = [node for node in _graph_nodes(graph_def) if node.op in _MATMULS]
   # Forward and backward of Q, K, V, attention, output, FFN, pooler and heads.
   assert len(matmuls) > 20
@@ -107,7 +107,7 @@ def test_the_optimizer_update_is_one_compiled_launch_per_replica_without_a_condi
   trainer = Trainer(trainer_helpers.tiny_experiment(strategy="mirrored"), str(tmp_path),
                     log_fn=lambda _: None)
   trainer.initialize()
-  graph_def = trainer.train_loop_concrete_function().graph.as_graph_def()
+  graph_def = trainer.engine.train_loop_concrete_function().graph.as_graph_def()
   functions = {f.signature.name: f for f in graph_def.library.function}
   nodes = _graph_nodes(graph_def)
   # Compiled launches that write variables: the optimizer's updates.
@@ -116,7 +116,7 @@ def test_the_optimizer_update_is_one_compiled_launch_per_replica_without_a_condi
              and node.attr["_XlaMustCompile"].b
              and any(n.op == "AssignVariableOp"
                      for n in functions[node.attr["f"].func.name].node_def)]
-  assert len(updates) == trainer.strategy.num_replicas_in_sync == 2
+  assert len(updates) == trainer.engine.strategy.num_replicas_in_sync == 2
   # Each writes every trainable variable and its two Adam slots.
   written = [sum(n.op == "AssignVariableOp"
                  for n in functions[node.attr["f"].func.name].node_def) for node in updates]
@@ -136,7 +136,7 @@ def test_each_replica_draws_its_own_dropout_masks_and_a_run_repeats_bit_exactly(
   trainer = Trainer(_dropout_experiment("mirrored"), str(tmp_path / "masks"),
                     log_fn=lambda _: None)
   trainer.initialize()
-  strategy = trainer.strategy
+  strategy = trainer.engine.strategy
   block = trainer.model.encoder.transformer_layers[0]
 
   @tf.function
@@ -206,15 +206,15 @@ def test_under_xla_and_on_a_tpu_training_batches_come_in_the_bucket_lengths_only
   experiment = xla_compiles_main.sentence_prediction_experiment(
       str(tmp_path), jit_compile=where == "jit_compile")
   trainer = Trainer(experiment, str(tmp_path / "model"), log_fn=lambda _: None)
-  assert trainer.pads_to_length_buckets
+  assert trainer.engine.pads_to_length_buckets
   context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
                                        num_replicas_in_sync=1)
   bounds = {*xla_compiles_main.LENGTH_BUCKETS, xla_compiles_main.SEQ_LENGTH}
   unpadded = _lengths(trainer.task.build_inputs(experiment.train_data, context), 20)
   assert len(unpadded) > len(bounds)
-  assert _lengths(trainer.inputs.build_inputs(experiment.train_data, context), 20) <= bounds
+  assert _lengths(trainer.engine.inputs.build_inputs(experiment.train_data, context), 20) <= bounds
   # On a TPU the evaluation batches too (the step runs there).
-  evaluated = _lengths(trainer.inputs.build_inputs(experiment.eval_data, context), 8)
+  evaluated = _lengths(trainer.engine.inputs.build_inputs(experiment.eval_data, context), 8)
   assert (evaluated <= bounds) == (where == "tpu")
 
 
@@ -257,7 +257,7 @@ def test_a_jit_compiled_fine_tuning_run_compiles_its_step_once_per_length_bucket
 def _host_ops_per_step(trainer, monkeypatch):
   """The ops of the training loop's body that are not made by strategy.run: what the
   host runs for every step."""
-  strategy = trainer.strategy
+  strategy = trainer.engine.strategy
   run = strategy.run
   bodies = []  # [(graph, names of the ops strategy.run made in it)]
 
@@ -269,7 +269,7 @@ def _host_ops_per_step(trainer, monkeypatch):
     return result
 
   monkeypatch.setattr(strategy, "run", recording_run)
-  trainer.train_loop_concrete_function()
+  trainer.engine.train_loop_concrete_function()
   assert len(bodies) == 1
   graph, made_by_run = bodies[0]
   return [op for op in graph.get_operations() if op.name not in made_by_run]
@@ -319,13 +319,13 @@ def test_a_float16_overflow_in_the_forward_pass_skips_the_step_and_halves_the_sc
       runtime=dict(mixed_precision_dtype="mixed_float16"))
   trainer = Trainer(experiment, str(tmp_path), task=_Float16OverflowTask(experiment),
                     log_fn=lambda _: None)
-  scale = float(trainer.loss_scale.scale.numpy())
+  scale = float(trainer.engine.loss_scale.scale.numpy())
   trainer.train(train_steps=1)
   before = trainer_helpers.weights_of(trainer.model)
   slots = [v.numpy() for v in trainer.optimizer.variables]
   trainer.train(train_steps=2)  # the overflowing batch: no NonFiniteLossError
-  assert int(trainer.step.numpy()) == 2
-  assert float(trainer.loss_scale.scale.numpy()) == scale / 2
+  assert trainer.step == 2
+  assert float(trainer.engine.loss_scale.scale.numpy()) == scale / 2
   trainer_helpers.assert_weights_close(trainer_helpers.weights_of(trainer.model), before,
                                        atol=0, rtol=0)
   for old, new in zip(slots, trainer.optimizer.variables):
@@ -352,10 +352,10 @@ def test_several_trainers_in_one_process_train_and_evaluate_with_collective_all_
   # TensorFlow's collective all-reduce, the ops MirroredStrategy runs between GPUs
   # (NCCL) and here between logical CPU devices (ring).
   for trainer in trainers:
-    graph_def = trainer.train_loop_concrete_function().graph.as_graph_def()
+    graph_def = trainer.engine.train_loop_concrete_function().graph.as_graph_def()
     ops = {node.op for node in _graph_nodes(graph_def)}
     assert "CollectiveReduceV2" in ops
-  assert trainers[0].strategy is trainers[1].strategy
+  assert trainers[0].engine.strategy is trainers[1].engine.strategy
 
 
 def test_mirrored_training_reads_one_input_pipeline_and_checkpoints_one_iterator(tmp_path):
@@ -363,6 +363,6 @@ def test_mirrored_training_reads_one_input_pipeline_and_checkpoints_one_iterator
   trainer = Trainer(trainer_helpers.tiny_experiment(strategy="mirrored", steps=2),
                     str(tmp_path), log_fn=lambda _: None)
   trainer.train()
-  keys = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path))
+  keys = tf.train.load_checkpoint(str(tmp_path / "ckpt-2.input")
                                   ).get_variable_to_shape_map()
   assert {key.split("/")[1] for key in keys if key.startswith("iterator/")} == {"0"}

@@ -7,9 +7,11 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.checkpoints import restore
+from bert_tf.checkpoints import tf_checkpoints
 from bert_tf.utils import errors
 from bert_tf.models import BertEncoder
 from bert_tf.models import BertPretrainer
+from bert_tf.training.tf_engine import legacy_checkpoints
 from bert_tf.training.trainer import Trainer
 
 import trainer_helpers
@@ -74,11 +76,15 @@ def test_trainer_saves_every_n_steps_keeps_the_last_k_and_follows_the_convention
       steps=10, trainer=dict(steps_per_loop=2, checkpoint_interval=2, max_to_keep=2))
   trainer = Trainer(experiment, str(tmp_path), log_fn=lambda _: None)
   trainer.train()
-  state = tf.train.get_checkpoint_state(str(tmp_path))
-  assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == ["ckpt-8",
-                                                                             "ckpt-10"]
-  children = restore.checkpoint_children(state.model_checkpoint_path)
-  assert {"encoder", "masked_lm", "next_sentence", "optimizer", "step"} <= children
+  # The portable format on every engine, each checkpoint with its input position.
+  assert sorted(p for p in os.listdir(tmp_path) if p.startswith("ckpt-")) == [
+      "ckpt-10.h5", "ckpt-10.input.data-00000-of-00001", "ckpt-10.input.index",
+      "ckpt-8.h5", "ckpt-8.input.data-00000-of-00001", "ckpt-8.input.index"]
+  assert sorted(p for p in os.listdir(tmp_path) if p.endswith(".h5")) == ["ckpt-10.h5",
+                                                                          "ckpt-8.h5"]
+  children = restore.checkpoint_children(str(tmp_path / "ckpt-10.h5"))
+  assert {"encoder", "masked_lm", "next_sentence", "optimizer", "step",
+          "iterator"} <= children
   # A trainer checkpoint warm-starts a fresh model's encoder.
   fresh = _pretrainer(5)
   restore.restore_items(str(tmp_path), fresh.checkpoint_items)
@@ -105,7 +111,32 @@ def test_a_checkpoint_directory_given_as_a_relative_path_resolves(tmp_path, monk
   tf.train.CheckpointManager(tf.train.Checkpoint(encoder=source.encoder),
                              str(tmp_path / "runs" / "a"), max_to_keep=2).save()
   monkeypatch.chdir(tmp_path)
-  assert restore.checkpoint_candidates(os.path.join("runs", "a")) == [
+  assert tf_checkpoints.checkpoint_candidates(os.path.join("runs", "a")) == [
       os.path.join("runs", "a", "ckpt-1")]
   assert restore.resolve_checkpoint(os.path.join("runs", "a")) == os.path.join(
       "runs", "a", "ckpt-1")
+
+
+def test_a_tensorflow_trainer_checkpoint_of_an_older_version_resumes_in_the_portable_format(
+    tmp_path):
+  experiment = trainer_helpers.tiny_experiment(steps=6)
+  older = Trainer(experiment, str(tmp_path / "older"), log_fn=lambda _: None)
+  older.train(train_steps=4)
+  engine = older.engine
+  # The trainer checkpoint older versions wrote: a tf.train.Checkpoint of these items.
+  items = legacy_checkpoints.trainer_items(engine.model, engine.optimizer,
+                                           engine.step_variable, None, engine.random_state())
+  model_dir = tmp_path / "run"
+  tf.train.CheckpointManager(tf.train.Checkpoint(**items), str(model_dir), max_to_keep=2,
+                             step_counter=engine.step_variable).save(checkpoint_number=4)
+  lines = []
+  resumed = Trainer(experiment, str(model_dir), log_fn=lines.append)
+  resumed.train()
+  assert resumed.restored_from == str(model_dir / "ckpt-4") and resumed.step == 6
+  assert os.path.exists(model_dir / "ckpt-6.h5")
+  straight = Trainer(experiment, str(tmp_path / "straight"), log_fn=lambda _: None)
+  straight.train()
+  # The optimizer state came along: the resumed run continues the uninterrupted one.
+  trainer_helpers.assert_weights_close(trainer_helpers.weights_of(straight.model),
+                                       trainer_helpers.weights_of(resumed.model),
+                                       atol=1e-6, rtol=1e-5)

@@ -1,7 +1,8 @@
-"""Training on JAX (bert_tf.training.jax_trainer) through tools/train.py, and what the
-TensorFlow side reads from it: the exporter and the TensorFlow trainer's warm start.
+"""Training on the JAX engine (bert_tf.training.jax_engine) through tools/train.py, and
+what the TensorFlow side reads from it: the exporter and the TensorFlow engine's warm
+start.
 
-JAX runs in subprocesses (tests/jax_worker.py, tools/train.py --backend=jax): this
+JAX runs in subprocesses (tests/engine_worker.py, tools/train.py --backend=jax): this
 process imported Keras with the TensorFlow backend.
 """
 
@@ -25,13 +26,12 @@ from bert_tf.export import exporter
 from bert_tf.export import fill_mask_serving
 from bert_tf.training import backends
 from bert_tf.training import experiments
-from bert_tf.training import jax_trainer
-from bert_tf.training import trainer as tf_trainer
+from bert_tf.training import trainer as trainer_lib
 import paths
 
 ROOT = paths.ROOT
 TRAIN_TOOL = os.path.join(ROOT, "tools", "train.py")
-WORKER = os.path.join(ROOT, "tests", "jax_worker.py")
+WORKER = os.path.join(ROOT, "tests", "engine_worker.py")
 TEXTS = ["the [MASK] sat on the mat .", "hello [MASK] , who [MASK] in paris ?", "no mask"]
 
 
@@ -50,7 +50,7 @@ def _run(args, env, timeout=900):
 
 
 def _worker(*args, timeout=900):
-  """Runs a tests/jax_worker.py command on JAX; returns its RESULT."""
+  """Runs a tests/engine_worker.py command on JAX; returns its RESULT."""
   result = _run([WORKER, *map(str, args)], _env(KERAS_BACKEND="jax"), timeout)
   line = [l for l in result.stdout.splitlines() if l.startswith("RESULT ")][-1]
   return json.loads(line[len("RESULT "):])
@@ -127,7 +127,7 @@ def test_tensorflow_trainer_warm_starts_its_encoder_from_a_jax_run(jax_run, tmp_
   model_dir, _ = jax_run
   config = experiments.experiment_from_yaml(os.path.join(model_dir, "params.yaml")).override(
       {"task": {"init_checkpoint": model_dir}, "runtime": {"backend": ""}})
-  trainer = tf_trainer.Trainer(config, str(tmp_path / "tf_run"), log_fn=lambda line: None)
+  trainer = trainer_lib.Trainer(config, str(tmp_path / "tf_run"), log_fn=lambda line: None)
   trainer.initialize()
   assert trainer.initialized_from == {"encoder": os.path.join(model_dir, "ckpt-4.h5")}
   saved = _arrays(os.path.join(model_dir, "ckpt-4.h5"))
@@ -159,16 +159,25 @@ def test_resumed_jax_run_is_bit_identical_and_accumulation_equals_one_batch(tmp_
   assert result["accumulated_weights"] < 1e-6
 
 
-def test_settings_the_jax_trainer_does_not_have_are_one_line_config_errors():
-  config = trainer_helpers.tiny_experiment(strategy="mirrored")
-  with pytest.raises(configs.ConfigError, match="tf.distribute strategy"):
-    jax_trainer.check_runtime(config.runtime)
-  with pytest.raises(configs.ConfigError, match="fused CPU kernels"):
-    jax_trainer.check_runtime(config.override({"runtime": {
-        "distribution_strategy": "one_device", "fused_kernels": True}}).runtime)
+def test_the_same_yaml_runs_on_jax_and_tpu_strategy_is_a_one_line_error(tmp_path):
+  # The shipped experiments say mirrored: on JAX, data parallel over the local devices.
+  config = _pretraining_yaml(tmp_path, steps=2, distribution_strategy="mirrored",
+                             num_cpu_devices=2)
+  stdout = _run([TRAIN_TOOL, f"--experiment={config}", "--backend=jax",
+                 f"--model_dir={tmp_path / 'run'}"], _env()).stdout
+  assert stdout.splitlines()[0] == "Keras backend jax: 2 cpu device(s) in 1 process(es)"
+  assert "with JAX (2 cpu device(s), 1 process(es))" in stdout
+  tpu = subprocess.run([sys.executable, TRAIN_TOOL, f"--experiment={config}",
+                        "--backend=jax", "--distribution_strategy=tpu",
+                        f"--model_dir={tmp_path / 'tpu'}"], env=_env(), capture_output=True,
+                       text=True, timeout=600, cwd=ROOT)
+  assert tpu.returncode == 1
+  assert tpu.stderr.strip().splitlines()[-1].startswith(
+      "train: error: runtime.distribution_strategy=tpu is TensorFlow's TPUStrategy")
   # This process's Keras runs on TensorFlow.
   with pytest.raises(configs.ConfigError, match="KERAS_BACKEND=jax"):
-    backends.run_experiment(config.override({"runtime": {"backend": "jax"}}), "unused")
+    backends.run_experiment(trainer_helpers.tiny_experiment().override(
+        {"runtime": {"backend": "jax"}}), "unused")
 
 
 def test_backend_is_read_from_the_yaml_overrides_and_flag_without_keras(tmp_path):
@@ -226,7 +235,10 @@ def test_sigkilled_jax_run_resumes_at_its_last_checkpoint_bit_identically(tmp_pa
 def test_data_parallel_on_two_devices_and_two_processes_match_one_device(tmp_path):
   # Without dropout: the processes read the global batch's rows in another order.
   one = _pretraining_yaml(tmp_path / "one", dropout=0.0)
-  two = _pretraining_yaml(tmp_path / "two", dropout=0.0, num_cpu_devices=2)
+  two = _pretraining_yaml(tmp_path / "two", dropout=0.0, num_cpu_devices=2,
+                          distribution_strategy="mirrored")
+  hosts = _pretraining_yaml(tmp_path / "hosts_config", dropout=0.0,
+                            distribution_strategy="multi_worker_mirrored")
   _run([TRAIN_TOOL, f"--experiment={one}", "--backend=jax",
         f"--model_dir={tmp_path / 'one' / 'run'}"], _env())
   stdout = _run([TRAIN_TOOL, f"--experiment={two}", "--backend=jax",
@@ -235,7 +247,7 @@ def test_data_parallel_on_two_devices_and_two_processes_match_one_device(tmp_pat
   # Two processes of one device each on 127.0.0.1, jax.distributed over gloo.
   port = 23000 + os.getpid() % 2000
   processes = [subprocess.Popen(
-      [sys.executable, TRAIN_TOOL, f"--experiment={one}", "--backend=jax",
+      [sys.executable, TRAIN_TOOL, f"--experiment={hosts}", "--backend=jax",
        "--mode=train_and_eval", f"--model_dir={tmp_path / 'hosts'}"], cwd=ROOT,
       stdout=subprocess.PIPE,
       stderr=subprocess.STDOUT, text=True,

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import configs
-from bert_tf.training import strategies
+from bert_tf.training.tf_engine import strategies
 from bert_tf.training.trainer import Trainer
 
 import trainer_helpers
@@ -83,7 +83,7 @@ def test_mirrored_on_two_cpus_follows_the_one_device_loss_trajectory(tmp_path):
   _two_cpus()
   single, single_trainer = _per_step_losses(tmp_path, "one", "one_device")
   mirrored, mirrored_trainer = _per_step_losses(tmp_path, "mirrored", "mirrored")
-  assert mirrored_trainer.strategy.num_replicas_in_sync == 2
+  assert mirrored_trainer.engine.strategy.num_replicas_in_sync == 2
   np.testing.assert_allclose(mirrored, single, rtol=1e-5)
   assert single[2] != single[0]
   trainer_helpers.assert_weights_close(trainer_helpers.weights_of(single_trainer.model),

@@ -1,17 +1,13 @@
-"""Tests of the training loop: gradient accumulation, non-finite losses, summaries,
-progress lines, resuming, and the constraints a TPU puts on the step."""
+"""Tests of the TensorFlow engine's training loop: gradient accumulation, summaries,
+evaluation under MirroredStrategy, and the constraints a TPU puts on the step. The
+policies every engine shares (resume, non-finite loss, corrupt input) are in
+test_trainer_policies.py."""
 
 import os
 
-import numpy as np
 import pytest
-import tensorflow as tf
 
-from bert_tf import constants
-from bert_tf.tasks.pretraining import PretrainingTask
 from bert_tf.training import summaries
-from bert_tf.training.host_loop import NonFiniteLossError
-from bert_tf.utils import errors
 from bert_tf.training.trainer import Trainer
 
 import trainer_helpers
@@ -36,59 +32,6 @@ def test_gradient_accumulation_of_4_micro_batches_of_8_equals_one_batch_of_32(tm
                                        atol=2e-6, rtol=1e-4)
 
 
-class _NanAfterTask(PretrainingTask):
-  """Dummy inputs whose masked_lm_weights become NaN from the 5th batch on."""
-
-  def build_inputs(self, data_config, input_context=None):
-    def poison(index, batch):
-      batch = dict(batch)
-      weights = batch[constants.MASKED_LM_WEIGHTS]
-      batch[constants.MASKED_LM_WEIGHTS] = tf.where(index >= 4, weights * np.nan, weights)
-      return batch
-    return super().build_inputs(data_config, input_context).enumerate().map(poison)
-
-
-def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(tmp_path):
-  experiment = trainer_helpers.tiny_experiment(steps=8, optimizer=dict(warmup_steps=0))
-  trainer = Trainer(experiment, str(tmp_path), task=_NanAfterTask(experiment),
-                    log_fn=lambda _: None)
-  with pytest.raises(NonFiniteLossError, match="NaN or Inf within steps 5..6") as raised:
-    trainer.train()
-  # Reported by the tools in one line that names the good checkpoint.
-  assert errors.user_message(raised.value).endswith("ckpt-4")
-  latest = tf.train.latest_checkpoint(str(tmp_path))
-  assert latest.endswith("ckpt-4")
-  reader = tf.train.load_checkpoint(latest)
-  for key, dtype in reader.get_variable_to_dtype_map().items():
-    if dtype == tf.variant:
-      continue  # The input iterator's state.
-    value = reader.get_tensor(key)
-    if np.issubdtype(np.asarray(value).dtype, np.floating):
-      assert np.all(np.isfinite(value)), key
-  # The poisoned steps changed nothing: the weights in memory are the checkpoint's.
-  restored = Trainer(experiment, str(tmp_path), log_fn=lambda _: None)
-  restored.initialize()
-  assert int(restored.step.numpy()) == 4
-  trainer_helpers.assert_weights_close(trainer_helpers.weights_of(trainer.model),
-                                       trainer_helpers.weights_of(restored.model),
-                                       atol=0, rtol=0)
-
-
-def test_resumed_run_matches_an_uninterrupted_one(tmp_path):
-  straight = _train(tmp_path, "straight", steps=6)
-  experiment = trainer_helpers.tiny_experiment(steps=6)
-  model_dir = os.path.join(str(tmp_path), "resumed")
-  first = Trainer(experiment, model_dir, log_fn=lambda _: None)
-  first.train(train_steps=4)
-  second = Trainer(experiment, model_dir, log_fn=lambda _: None)
-  second.train()
-  assert second.restored_from.endswith("ckpt-4")
-  assert int(second.step.numpy()) == 6
-  trainer_helpers.assert_weights_close(trainer_helpers.weights_of(straight.model),
-                                       trainer_helpers.weights_of(second.model),
-                                       atol=1e-7, rtol=1e-6)
-
-
 def test_scalars_are_written_under_train_and_eval(tmp_path):
   trainer = _train(tmp_path, "run", steps=6, trainer=dict(summary_interval=2))
   trainer.evaluate()
@@ -106,7 +49,7 @@ def test_scalars_are_written_under_train_and_eval(tmp_path):
 def test_evaluation_under_mirrored_strategy_gathers_every_replicas_examples(tmp_path):
   experiment = trainer_helpers.tiny_experiment(strategy="mirrored", steps=0)
   trainer = Trainer(experiment, str(tmp_path), log_fn=lambda _: None)
-  if trainer.strategy.num_replicas_in_sync < 2:
+  if trainer.engine.strategy.num_replicas_in_sync < 2:
     pytest.skip("needs two logical CPU devices")
   metrics = trainer.evaluate()
   assert metrics["num_examples"] == 32  # 4 dummy evaluation batches of 8
@@ -122,8 +65,8 @@ def _graph_nodes(concrete):
 
 def test_train_step_traces_once_with_static_shapes_and_no_python_ops(tmp_path):
   trainer = _train(tmp_path, "run", steps=6, trainer=dict(steps_per_loop=2))
-  assert trainer.train_loop_function.experimental_get_tracing_count() == 1
-  nodes = _graph_nodes(trainer.train_loop_concrete_function())
+  assert trainer.engine.train_loop_function.experimental_get_tracing_count() == 1
+  nodes = _graph_nodes(trainer.engine.train_loop_concrete_function())
   op_types = {node.op for node in nodes}
   assert not op_types & {"PyFunc", "PyFuncStateless", "EagerPyFunc"}
   shapes = [node.attr["output_shapes"] for node in nodes

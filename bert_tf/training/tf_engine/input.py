@@ -1,4 +1,4 @@
-"""The TensorFlow trainer's input: the task's batches placed on the strategy's
+"""The TensorFlow engine's input: the task's batches placed on the strategy's
 replicas, and the training iterator whose position a checkpoint holds.
 
 Under OneDeviceStrategy and MirroredStrategy the worker has one input pipeline, a plain
@@ -15,8 +15,8 @@ import tensorflow as tf
 
 from bert_tf import configs
 from bert_tf import constants
+from bert_tf.checkpoints import portable
 from bert_tf.data import batching
-from bert_tf.data import tfrecords
 from bert_tf.tasks import base as task_base
 from bert_tf.utils import errors
 
@@ -60,11 +60,7 @@ class TrainerInput:
     dataset = self.task.build_inputs(data_config, input_context)
     if not (self._is_tpu or (self.pads_to_length_buckets and data_config.is_training)):
       return dataset
-    spec = dataset.element_spec.get(constants.INPUT_WORD_IDS)
-    if spec is None or spec.shape[-1] is not None:
-      return dataset
-    bounds = [*data_config.active_length_buckets(), data_config.seq_length]
-    return dataset.map(lambda batch: batching.pad_to_length_bucket(batch, bounds))
+    return padded_to_length_buckets(dataset, data_config)
 
   def _one_pipeline_context(self) -> tf.distribute.InputContext:
     """The input context of the worker's one pipeline for all its replicas."""
@@ -125,40 +121,77 @@ class TrainerInput:
     return self.strategy.experimental_distribute_values_from_function(on_device)
 
   def training_iterator(self, data_config: configs.DataConfig, step: int,
-                        restored_from: Optional[str], restore_iterator: bool = True):
-    """The training iterator at global step `step`: restored from the checkpoint at
-    `restored_from` where it holds one of this input (and `restore_iterator`), else
-    positioned by skipping the `step` consumed batches. A plain tf.data iterator where
-    `iterator_checkpointable` (the caller adds it to its checkpoint), else a
-    tf.distribute one."""
+                        checkpoint: Optional[str], restore_iterator: bool = True):
+    """The training iterator at global step `step`: restored from the position saved
+    with `checkpoint` (see `position_prefix`) where it holds one of this input (and
+    `restore_iterator`), else positioned by skipping the `step` consumed batches. A plain
+    tf.data iterator where `iterator_checkpointable`, else a tf.distribute one."""
     if not self.iterator_checkpointable:
       if step:
         self._log(f"{type(self.strategy).__name__} has no checkpointable input "
                   f"iterator: skipped the {step} consumed batches")
       return iter(self.distribute(data_config, skip_steps=step))
     iterator = self.worker_input(data_config)
-    saved = 0
-    if restored_from is not None and restore_iterator:
-      saved = saved_iterator_count(restored_from)
-    if saved and saved != 1:
-      self._log(f"{restored_from} holds {saved} input iterators (one per replica, "
-                f"as written by an older version), this run has one")
-      saved = 0
-    if saved:
-      try:
-        status = tf.train.Checkpoint(iterator=[iterator]).read(restored_from)
-        status.assert_existing_objects_matched()
-        status.expect_partial()
-      except (AssertionError, ValueError, tf.errors.OpError) as e:
-        # E.g. the state of a pipeline of another structure.
-        self._log(f"Cannot restore the input iterator from {restored_from} "
-                  f"({type(e).__name__}: {str(e).splitlines()[0]})")
-        saved = 0
-    if not saved and step:
+    restored = False
+    if checkpoint is not None and restore_iterator:
+      restored = restore_position(iterator, checkpoint, log_fn=self._log)
+    if not restored and step:
       iterator = self.worker_input(data_config, step)
-      self._log(f"No input iterator restored from {restored_from}: skipped the "
+      self._log(f"No input iterator restored from {checkpoint}: skipped the "
                 f"{step} consumed batches")
     return iterator
+
+
+def padded_to_length_buckets(dataset: tf.data.Dataset, data_config: configs.DataConfig
+                             ) -> tf.data.Dataset:
+  """Batches cut to their longest example, padded to the next of
+  data_config.length_buckets and seq_length (others unchanged)."""
+  spec = dataset.element_spec.get(constants.INPUT_WORD_IDS)
+  if spec is None or spec.shape[-1] is not None:
+    return dataset
+  bounds = [*data_config.active_length_buckets(), data_config.seq_length]
+  return dataset.map(lambda batch: batching.pad_to_length_bucket(batch, bounds))
+
+
+def position_prefix(checkpoint: str, process: int = 0) -> str:
+  """The TensorFlow checkpoint holding a tf.data iterator's position for `checkpoint`:
+  the file beside a portable `ckpt-N.h5` (portable.input_prefix), or a TensorFlow
+  trainer checkpoint of an older version itself."""
+  if checkpoint.endswith(portable.SUFFIX):
+    return portable.input_prefix(checkpoint, process)
+  return checkpoint
+
+
+def save_position(iterator: tf.data.Iterator, checkpoint: str, process: int = 0) -> None:
+  """Writes the iterator's state beside `checkpoint` (see position_prefix)."""
+  tf.train.Checkpoint(iterator=[iterator]).write(position_prefix(checkpoint, process))
+
+
+def restore_position(iterator: tf.data.Iterator, checkpoint: str, process: int = 0,
+                     log_fn=None) -> bool:
+  """Restores the iterator's state saved with `checkpoint`; False (with a log line
+  where one was saved) when there is none or it is the state of another pipeline or
+  of one iterator per replica (older versions)."""
+  prefix = position_prefix(checkpoint, process)
+  if not tf.io.gfile.exists(prefix + ".index"):
+    return False
+  saved = saved_iterator_count(prefix)
+  if saved != 1:
+    if saved and log_fn:
+      log_fn(f"{prefix} holds {saved} input iterators (one per replica, as written by an "
+             "older version), this run has one")
+    return False
+  try:
+    status = tf.train.Checkpoint(iterator=[iterator]).read(prefix)
+    status.assert_existing_objects_matched()
+    status.expect_partial()
+  except (AssertionError, ValueError, tf.errors.OpError) as e:
+    # E.g. the state of a pipeline of another structure.
+    if log_fn:
+      log_fn(f"Cannot restore the input iterator from {prefix} "
+             f"({type(e).__name__}: {str(e).splitlines()[0]})")
+    return False
+  return True
 
 
 def saved_iterator_count(prefix: str) -> int:
@@ -167,18 +200,17 @@ def saved_iterator_count(prefix: str) -> int:
   return len({key.split("/")[1] for key in keys if key.startswith("iterator/")})
 
 
-def check_inputs(experiment: configs.ExperimentConfig, task: task_base.Task, section: str,
-                 log_fn) -> None:
-  """Checks the experiment's `section` (train_data or eval_data): every record's
-  checksums first with validate_inputs, then task.check_inputs. Its user errors are
-  prefixed with the section, as the data config does not know it."""
-  data_config = getattr(experiment, section)
-  try:
-    if data_config.validate_inputs and data_config.format == task_base.TFRECORD:
-      count = tfrecords.validate_record_files(data_config.input_path,
-                                              data_config.compression_type)
-      log_fn(f"{section}: every record of {count} file(s) read with valid checksums")
-    task.check_inputs(data_config)
-  except errors.UserError as e:
-    e.args = (f"{section}: {e}",)
-    raise
+def corrupt_input_error(task: task_base.Task, error: Exception,
+                        data_config: configs.DataConfig) -> Optional[Exception]:
+  """For a tf.errors.DataLossError of a tf.data input: the task's error naming each
+  corrupt file and the offset it breaks at (the files are read again to find them), or
+  an InputError with TensorFlow's message where every file reads in full when read
+  again; None for any other error."""
+  if not isinstance(error, tf.errors.DataLossError):
+    return None
+  explained = task.explain_input_error(error, data_config)
+  if explained is error or not isinstance(explained, errors.UserError):
+    section = "train_data" if data_config.is_training else "eval_data"
+    return errors.InputError(f"{' '.join(error.message.split())} (every file of "
+                             f"{section}.input_path reads in full when read again)")
+  return explained

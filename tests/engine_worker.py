@@ -1,5 +1,5 @@
-"""The JAX side of tests/training/test_jax_trainer.py, run as `KERAS_BACKEND=jax python
-tests/jax_worker.py COMMAND ARGS...` (Keras fixes its backend per process, and the
+"""Trainings of the tests on either engine, run as `KERAS_BACKEND=jax|tensorflow python
+tests/engine_worker.py COMMAND ARGS...` (Keras fixes its backend per process, and the
 pytest process runs TensorFlow). Each command prints one line `RESULT <json>` last.
 
   train CONFIG_YAML MODEL_DIR MODE      bert_tf.training.backends.run_experiment
@@ -8,6 +8,8 @@ pytest process runs TensorFlow). Each command prints one line `RESULT <json>` la
                                         micro-batches; the largest differences
   fill_mask MODEL_DIR TEXTS_JSON OUT    the trained model's top-k answers at each [MASK]
   weights CHECKPOINT OUT                a checkpoint's encoder weights, restored on JAX
+  policies OUT_DIR RECORDS_DIR          the trainer's policies (policy_scenarios.py) on
+                                        this engine
 """
 
 import json
@@ -20,6 +22,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import finetuning_helpers  # pylint: disable=g-import-not-at-top
+import policy_scenarios  # pylint: disable=g-import-not-at-top
 import trainer_helpers  # pylint: disable=g-import-not-at-top
 from bert_tf import constants  # pylint: disable=g-import-not-at-top
 from bert_tf.checkpoints import restore  # pylint: disable=g-import-not-at-top
@@ -163,4 +166,4 @@ def weights(checkpoint: str, out_path: str) -> dict:
 if __name__ == "__main__":
   command, args = sys.argv[1], sys.argv[2:]
   _result({"train": train, "kinds": kinds, "resume": resume, "fill_mask": fill_mask,
-           "weights": weights}[command](*args))
+           "weights": weights, "policies": policy_scenarios.run_all}[command](*args))

@@ -24,7 +24,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.tasks import base as task_base
-from bert_tf.training.loss_scale import DynamicLossScale
+from bert_tf.training.tf_engine.loss_scale import DynamicLossScale
 
 # Keras names the state variable of every SeedGenerator so.
 SEED_STATE_NAME = "seed_generator_state"

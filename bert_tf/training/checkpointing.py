@@ -1,0 +1,108 @@
+"""A training run's checkpoints: one format on every engine, saved every N steps, the
+last K kept, the newest readable one resumed.
+
+The format is the portable one (bert_tf.checkpoints.portable): `ckpt-N.h5`, HDF5
+written with h5py, holding the model's checkpoint items, the optimizer's state, the
+step and the dropout random state. It needs no TensorFlow, so the JAX engine reads and
+writes it where TensorFlow is absent, and a run stopped on one engine resumes on the
+other. Each process's input position is a file of its engine's input beside it
+(`ckpt-N.input...`), written before the .h5, so that a `ckpt-N.h5` on disk comes with
+its positions; a run that finds no position of its own input skips the consumed
+batches instead.
+
+Model directories of older versions hold TensorFlow checkpoints (`ckpt-N.index`); the
+TensorFlow engine resumes from them (`Engine.restore_legacy`) and from then on writes
+the portable format.
+"""
+
+import glob
+import os
+import re
+from typing import Optional
+
+import keras
+
+from bert_tf.checkpoints import portable
+from bert_tf.checkpoints import restore
+from bert_tf.training import engine as engine_lib
+
+_LEGACY_INDEX = re.compile(r"^ckpt-(\d+)\.index$")
+
+
+def newest_legacy_checkpoint(model_dir: str) -> Optional[str]:
+  """The prefix of the highest-step TensorFlow checkpoint in model_dir (by name), or
+  None."""
+  if not os.path.isdir(model_dir):
+    return None
+  steps = [int(m.group(1)) for m in map(_LEGACY_INDEX.match, os.listdir(model_dir)) if m]
+  return os.path.join(model_dir, f"ckpt-{max(steps)}") if steps else None
+
+
+def step_of(checkpoint: str) -> int:
+  """N of `ckpt-N.h5` or of a TensorFlow prefix `ckpt-N`."""
+  name = os.path.basename(checkpoint)
+  if name.endswith(portable.SUFFIX):
+    name = name[:-len(portable.SUFFIX)]
+  return int(name.rsplit("-", 1)[-1])
+
+
+class CheckpointSaver:
+  """Writes, finds and restores the checkpoints of one model_dir for an engine.
+
+  Args:
+    model_dir: where the checkpoints go.
+    max_to_keep: how many of the newest checkpoints are kept.
+    engine: the run's engine (its variables, input position and processes).
+  """
+
+  def __init__(self, model_dir: str, max_to_keep: int, engine: engine_lib.Engine):
+    self.model_dir = model_dir
+    self.max_to_keep = max_to_keep
+    self.engine = engine
+
+  def latest(self) -> Optional[str]:
+    """The checkpoint to resume from: the newest readable `ckpt-N.h5` (damaged newer
+    ones are skipped with a warning naming them), or a TensorFlow checkpoint of an
+    older version where its step is higher; None when model_dir holds neither."""
+    found = restore.newest_readable_portable(self.model_dir)
+    legacy = newest_legacy_checkpoint(self.model_dir)
+    if legacy and (found is None or step_of(legacy) > step_of(found)):
+      return self.engine.legacy_checkpoint(self.model_dir) or found
+    return found
+
+  def restore(self, checkpoint: str) -> int:
+    """Restores the model's items, optimizer, step and random state from
+    `checkpoint` (see `latest`); returns its step."""
+    if not checkpoint.endswith(portable.SUFFIX):
+      step = self.engine.restore_legacy(checkpoint)
+    else:
+      model = self.engine.model
+      portable.restore_items(checkpoint, model.trained_items, tuple(model.trained_items))
+      step = portable.restore_trainer_state(checkpoint, self.engine.optimizer_variables(),
+                                            self.engine.random_state())
+    self.engine.set_step(step)
+    return step
+
+  def save(self) -> str:
+    """Writes the checkpoint of the engine's current step (every process's input
+    position, then the .h5 on the chief); returns its path."""
+    engine = self.engine
+    step = engine.step
+    path = portable.path_for_step(self.model_dir, step)
+    engine.sync_to_model()
+    os.makedirs(self.model_dir, exist_ok=True)
+    engine.save_input_position(path)
+    engine.barrier(f"input positions of step {step}")
+    if engine.is_chief:
+      portable.save(path, engine.model.trained_items, engine.optimizer_variables(),
+                    step=step, random_state=engine.random_state(),
+                    backend=keras.backend.backend())
+      self._delete_old()
+    engine.barrier(f"checkpoint of step {step}")
+    return path
+
+  def _delete_old(self) -> None:
+    for path in portable.checkpoints_in(self.model_dir)[self.max_to_keep:]:
+      os.remove(path)
+      for sidecar in glob.glob(glob.escape(portable.input_prefix(path)) + "*"):
+        os.remove(sidecar)

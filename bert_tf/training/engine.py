@@ -1,0 +1,216 @@
+"""What the one Trainer (bert_tf.training.trainer) asks of the backend that computes.
+
+The Trainer owns a run: its loops, intervals, reports, summaries, checkpoints, the
+response to SIGTERM, a non-finite loss or a corrupt input, and params.yaml. An engine
+owns the computation: the model and optimizer on its devices, the training and
+evaluation steps, the input placed on the devices, and the collectives between
+processes. Two engines implement this interface:
+
+  bert_tf.training.tf_engine.TensorFlowEngine   tf.distribute strategies (one device,
+                                                Mirrored, MultiWorkerMirrored, TPU),
+                                                tf.function steps, the TF CPU kernels;
+  bert_tf.training.jax_engine.JaxEngine         one device or data parallel over the
+                                                local devices or every process's
+                                                (jax.distributed), jit steps; imports
+                                                no TensorFlow.
+
+Both build the same model (task.build_tuned_model), apply the same optimizer maths
+(bert_tf.training.optimizers) and hand the Trainer the same variables to checkpoint,
+so that a checkpoint written under one engine resumes under the other.
+
+The training step's totals, summed over the steps of one loop, hold the task's losses
+and metric sums plus:
+  gradient_norm           the global norm before clipping;
+  learning_rate           of the update;
+  skipped_steps           steps whose loss or gradients were not finite (weights and
+                          optimizer state left as they were);
+  non_finite_loss_steps   steps whose loss was not finite where no dynamic loss scale
+                          could recover (the Trainer stops on them);
+  loss_scale              under mixed_float16.
+"""
+
+import abc
+from typing import Dict, List, Optional, Sequence
+
+from bert_tf import configs
+from bert_tf.tasks import base as task_base
+from bert_tf.utils import errors
+
+
+class Engine(abc.ABC):
+  """The computation of one training run on one backend.
+
+  Args:
+    experiment: the resolved ExperimentConfig.
+    task: the task (its model, inputs, losses and metrics).
+    log_fn: receives each console line.
+
+  Attributes set by `build`: model (the task's Keras model) and optimizer.
+  """
+
+  name = ""
+
+  def __init__(self, experiment: configs.ExperimentConfig, task: task_base.Task, log_fn):
+    self.experiment = experiment
+    self.task = task
+    self._log = log_fn
+    self.model = None
+    self.optimizer = None
+
+  # ----- where it runs -----
+  @property
+  @abc.abstractmethod
+  def num_replicas(self) -> int:
+    """The data-parallel replicas (devices) that share each global batch."""
+
+  @property
+  def process_index(self) -> int:
+    return 0
+
+  @property
+  def process_count(self) -> int:
+    return 1
+
+  @property
+  def is_chief(self) -> bool:
+    """Whether this process writes checkpoints, summaries and predictions."""
+    return self.process_index == 0
+
+  @abc.abstractmethod
+  def describe(self) -> str:
+    """How it runs, for the first training line ("MirroredStrategy (2 replicas)")."""
+
+  # ----- model, optimizer, step -----
+  @abc.abstractmethod
+  def build(self) -> None:
+    """Builds model and optimizer (seeded with runtime.seed) on the engine's devices."""
+
+  @property
+  @abc.abstractmethod
+  def step(self) -> int:
+    """Optimizer updates so far (the global step)."""
+
+  @abc.abstractmethod
+  def set_step(self, step: int) -> None:
+    """Sets the global step (after a restore)."""
+
+  @abc.abstractmethod
+  def optimizer_variables(self) -> List:
+    """The optimizer's state, in the order a checkpoint stores it."""
+
+  def random_state(self) -> List:
+    """The state variables of the model's dropout SeedGenerators, in model order."""
+    return [v for v in self.model.variables if v.name == SEED_STATE_NAME]
+
+  def sync_to_model(self) -> None:
+    """Makes the model's and optimizer's variables hold the trained values (before
+    they are read: saving, calling the model eagerly)."""
+
+  def legacy_checkpoint(self, model_dir: str) -> Optional[str]:
+    """The newest readable TensorFlow checkpoint (written by an older version) in
+    model_dir, or None; for engines that cannot read one, a one-line error."""
+    raise errors.UserError(
+        f"{model_dir} holds TensorFlow checkpoints (ckpt-N.index) of an older version: "
+        "resume it once on the TensorFlow engine (runtime.backend=tensorflow), which "
+        "continues in the portable format (ckpt-N.h5) that every engine reads")
+
+  def restore_legacy(self, prefix: str) -> int:
+    """Restores a TensorFlow checkpoint of an older version; returns its step."""
+    raise NotImplementedError
+
+  def after_restore(self) -> None:
+    """Called once the variables hold their initial or restored values."""
+
+  # ----- input -----
+  @property
+  def pads_to_length_buckets(self) -> bool:
+    """Whether training batches are padded to fixed lengths (seq_length or the length
+    buckets) rather than to their longest example: where the step compiles once per
+    shape."""
+    return True
+
+  @abc.abstractmethod
+  def start_training_input(self, step: int, checkpoint: Optional[str],
+                           restore_position: bool) -> None:
+    """Builds the training input at global step `step`: at the position saved beside
+    `checkpoint` where it holds one of this input (and restore_position), else by
+    skipping the `step` consumed batches (with a log line saying so)."""
+
+  @abc.abstractmethod
+  def save_input_position(self, checkpoint: str) -> None:
+    """Writes this process's training input position beside `checkpoint` (no-op where
+    the input has none)."""
+
+  def input_position_files(self, checkpoint: str) -> List[str]:
+    """The files save_input_position writes beside `checkpoint` (for deleting them)."""
+    return []
+
+  # ----- steps -----
+  @abc.abstractmethod
+  def run_steps(self, num_steps: int) -> Dict[str, float]:
+    """Runs num_steps training steps; returns the sums of their outputs (the task's
+    losses and metric sums and the keys listed in this module's docstring).
+
+    Raises:
+      the input's read error when it met a corrupt record (see corrupt_input_error).
+    """
+
+  @abc.abstractmethod
+  def corrupt_input_error(self, error: Exception, data_config: configs.DataConfig
+                          ) -> Optional[Exception]:
+    """The error to report when `error`, raised by run_steps or evaluate_outputs,
+    means a corrupt input record (naming the file and offset where it can), else None."""
+
+  @abc.abstractmethod
+  def evaluate_outputs(self, data_config: configs.DataConfig, steps: int
+                       ) -> Dict[str, List]:
+    """The task's eval outputs of the first `steps` batches of `data_config` (0: all),
+    as {output: [one NumPy array per batch, over the whole global batch]}."""
+
+  # ----- processes -----
+  def any_process(self, flag: bool) -> bool:
+    """Whether any process's flag is set (every process calls it at the same point)."""
+    return flag
+
+  def barrier(self, name: str) -> None:
+    """Returns once every process has arrived here."""
+
+
+# Keras names the state variable of every SeedGenerator so.
+SEED_STATE_NAME = "seed_generator_state"
+
+
+def check_batch_sizes(data_config: configs.DataConfig, replicas: int,
+                      accumulation_steps: int) -> None:
+  """Raises ConfigError unless the global batch splits into `replicas` equal shares,
+  each into `accumulation_steps` equal micro-batches."""
+  batch = data_config.global_batch_size
+  if batch % replicas:
+    raise configs.ConfigError(f"train_data.global_batch_size ({batch}) must be divisible "
+                              f"by the number of replicas ({replicas})")
+  per_replica = batch // replicas
+  if per_replica % accumulation_steps:
+    raise configs.ConfigError(
+        f"The per-replica batch ({per_replica} = train_data.global_batch_size {batch} / "
+        f"{replicas} replicas) must be divisible by trainer.gradient_accumulation_steps "
+        f"({accumulation_steps})")
+
+
+def build_engine(experiment: configs.ExperimentConfig, task: task_base.Task, log_fn,
+                 **engine_args) -> Engine:
+  """The engine of the Keras backend in use (tensorflow or jax).
+
+  Raises:
+    ConfigError: another backend, or a runtime setting the engine does not have.
+  """
+  import keras  # pylint: disable=g-import-not-at-top
+  backend = keras.backend.backend()
+  if backend == "jax":
+    from bert_tf.training.jax_engine import engine  # pylint: disable=g-import-not-at-top
+    return engine.JaxEngine(experiment, task, log_fn, **engine_args)
+  if backend == "tensorflow":
+    from bert_tf.training.tf_engine import engine  # pylint: disable=g-import-not-at-top
+    return engine.TensorFlowEngine(experiment, task, log_fn, **engine_args)
+  raise configs.ConfigError(f"Training runs on the tensorflow and jax backends; Keras "
+                            f"runs on '{backend}'")
+

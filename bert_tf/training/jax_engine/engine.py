@@ -1,0 +1,193 @@
+"""The JAX engine (KERAS_BACKEND=jax): jit-compiled steps on one device, or data
+parallel over the local devices or every process's (jax.distributed).
+
+  - the step is bert_tf.training.jax_engine.step's: `model.stateless_call`, the task's
+    loss, `jax.value_and_grad` and the optimizer's stateless update, jit-compiled, its
+    state donated;
+  - runtime.distribution_strategy keeps its meaning (bert_tf.training.jax_engine.devices):
+    one_device, mirrored (every local device), multi_worker_mirrored (every device of
+    every process); each process reads its 1/P share of the global batch, and the loss
+    denominators (task.loss_normalizers) are sums over the global batch;
+  - the input (bert_tf.training.jax_engine.input) is padded to fixed lengths (the
+    length buckets), so that the step compiles once per bucket.
+
+Evaluation runs on every process over the whole eval input, on its local devices, and
+the first process writes the summaries and predictions.
+"""
+
+import math
+from typing import Dict, List, Optional
+
+import jax
+import jax.numpy as jnp
+import keras
+import numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from bert_tf import configs
+from bert_tf.training import engine as engine_lib
+from bert_tf.training import keras_optimizers
+from bert_tf.training.jax_engine import devices as devices_lib
+from bert_tf.training.jax_engine import input as input_lib
+from bert_tf.training.jax_engine import step as step_lib
+
+
+class JaxEngine(engine_lib.Engine):
+  """Trains on the JAX backend.
+
+  Attributes: devices (the data-parallel devices), model, optimizer, state
+  (step.TrainState once the run starts; the model's variables hold it only after
+  `sync_to_model`).
+  """
+
+  name = "jax"
+
+  def __init__(self, experiment: configs.ExperimentConfig, task, log_fn):
+    super().__init__(experiment, task, log_fn)
+    devices_lib.check_runtime(experiment.runtime)
+    self.devices = devices_lib.data_parallel_devices(experiment.runtime)
+    devices_lib.set_distribution(self.devices)
+    self.state = None
+    self._step = 0
+    self._train_step = None
+    self._eval_step = None
+    self._input = None
+
+  # ----- where it runs -----
+  @property
+  def num_replicas(self) -> int:
+    return len(self.devices)
+
+  @property
+  def process_index(self) -> int:
+    return jax.process_index()
+
+  @property
+  def process_count(self) -> int:
+    return jax.process_count()
+
+  def describe(self) -> str:
+    kinds = "/".join(sorted({d.platform for d in self.devices}))
+    return (f"JAX ({len(self.devices)} {kinds} device(s), {self.process_count} "
+            f"process(es))")
+
+  # ----- model, optimizer, step -----
+  def build(self) -> None:
+    experiment = self.experiment
+    keras.utils.set_random_seed(experiment.runtime.seed)
+    self.model = self.task.build_tuned_model()
+    self.optimizer = keras_optimizers.build_keras_optimizer(
+        experiment.optimizer, experiment.trainer.train_steps,
+        self.model.trainable_variables, experiment.trainer.gradient_accumulation_steps,
+        experiment.runtime.mixed_precision_dtype, experiment.runtime.loss_scale)
+
+  @property
+  def step(self) -> int:
+    return self._step
+
+  def set_step(self, step: int) -> None:
+    self._step = int(step)
+
+  def optimizer_variables(self) -> List:
+    return list(self.optimizer.variables)
+
+  def sync_to_model(self) -> None:
+    if self.state is not None:
+      step_lib.write_back(self.state, self.model, self.optimizer)
+
+  def after_restore(self) -> None:
+    self.state = step_lib.state_from(self.model, self.optimizer)
+
+  # ----- input -----
+  def start_training_input(self, step: int, checkpoint: Optional[str],
+                           restore_position: bool) -> None:
+    self._input = input_lib.training_input(
+        self.task, self.experiment.train_data, self.process_index, self.process_count,
+        self.experiment.runtime.seed, step, checkpoint if restore_position else None,
+        self._log)
+
+  def save_input_position(self, checkpoint: str) -> None:
+    if self._input is not None:
+      self._input.save_position(checkpoint, self.process_index)
+
+  # ----- steps -----
+  def _loss_fn(self, batch, outputs, normalizers):
+    """The task's losses and metric sums of one micro-batch, flat."""
+    values = dict(self.task.compute_loss(
+        batch, outputs, self.experiment.train_data.global_batch_size, **normalizers))
+    for name, (numerator, denominator) in self.task.train_metrics(batch, outputs).items():
+      values[f"{name}/numerator"] = numerator
+      values[f"{name}/denominator"] = denominator
+    return values
+
+  def _step_fn(self):
+    if self._train_step is None:
+      self._train_step = step_lib.make_train_step(
+          self.model, self.optimizer, self._loss_fn,
+          normalizers_fn=self.task.loss_normalizers, inputs_fn=self.task.model_inputs)
+    return self._train_step
+
+  def run_steps(self, num_steps: int) -> Dict[str, float]:
+    step_fn = self._step_fn()
+    totals = None
+    for _ in range(num_steps):
+      batch = step_lib.shard_batch(self._input.next_batch())
+      self.state, logs = step_fn(self.state, batch)
+      totals = logs if totals is None else jax.tree_util.tree_map(jnp.add, totals, logs)
+      self._step += 1
+    totals = {key: float(value) for key, value in totals.items()}
+    totals.setdefault("non_finite_loss_steps", 0.0 if math.isfinite(totals["loss"]) else 1.0)
+    return totals
+
+  def corrupt_input_error(self, error: Exception, data_config: configs.DataConfig
+                          ) -> Optional[Exception]:
+    return input_lib.corrupt_input_error(self.task, error, data_config)
+
+  # ----- evaluation -----
+  def _local_state(self, mesh: Mesh):
+    """The state's model values, replicated over this process's devices."""
+    replicated = NamedSharding(mesh, PartitionSpec())
+
+    def local(x):
+      if not x.is_fully_addressable:
+        x = x.addressable_shards[0].data
+      return jax.device_put(x, replicated)
+
+    return step_lib.TrainState(tuple(map(local, self.state.trainable)),
+                               tuple(map(local, self.state.non_trainable)), ())
+
+  def evaluate_outputs(self, data_config: configs.DataConfig, steps: int
+                       ) -> Dict[str, List]:
+    local_devices = [d for d in self.devices if d.process_index == self.process_index]
+    mesh = Mesh(np.array(local_devices), ("batch",))
+    if self.state is None:
+      self.after_restore()
+    state = self._local_state(mesh)
+    if self._eval_step is None:  # one compilation per batch shape for the whole run
+      self._eval_step = step_lib.make_eval_step(self.model, self.task.eval_outputs,
+                                                self.task.model_inputs)
+    sharding = NamedSharding(mesh, PartitionSpec("batch"))
+    gathered: Dict[str, list] = {}
+    for i, batch in enumerate(input_lib.evaluation_batches(self.task, data_config)):
+      if steps and i >= steps:
+        break
+      rows = len(next(iter(batch.values())))
+      # Every device takes the same number of rows: the last batch is padded.
+      padded = -rows % len(local_devices)
+      batch = {k: jax.device_put(np.concatenate([v, np.repeat(v[:1], padded, axis=0)])
+                                 if padded else v, sharding) for k, v in batch.items()}
+      for key, value in self._eval_step(state, batch).items():
+        gathered.setdefault(key, []).append(np.asarray(value)[:rows])
+    return gathered
+
+  # ----- processes -----
+  def any_process(self, flag: bool) -> bool:
+    if self.process_count == 1:
+      return flag
+    local = np.asarray([flag], np.int32)
+    return bool(np.any(multihost_utils.process_allgather(local)))
+
+  def barrier(self, name: str) -> None:
+    if self.process_count > 1:
+      multihost_utils.sync_global_devices(name)
