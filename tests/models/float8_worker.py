@@ -1,15 +1,20 @@
-"""The JAX side of tests/models/test_float8.py, run as `KERAS_BACKEND=jax python
-tests/models/float8_worker.py COMMAND OUT_DIR` (the pytest process runs Keras on
-TensorFlow). Each command prints one line `RESULT <json>` last.
+"""The JAX side of the float8 tests (tests/models/test_float8.py,
+tests/integration/test_float8_pretraining.py), run as `KERAS_BACKEND=jax python
+tests/models/float8_worker.py COMMAND OUT_DIR [ARGS]` (`run` below; the pytest process
+runs Keras on TensorFlow). Each command prints one line `RESULT <json>` last.
 
   convert      a tiny BertPretrainer's layers after float8.enable, and two training
                steps' effect on the scaling state
   checkpoints  a float8 pretraining run (tools' trainer, 2 steps) restored into a plain
                model, and a plain run's checkpoint warm-starting a float8 model
+  quickstart   the quickstart's pretraining (its experiment, on the quickstart's data in
+               OUT_DIR: vocab.txt, data/train-*, data/heldout-*) in mixed_bfloat16,
+               without and with float8, STEPS steps each; their training losses
 """
 
 import json
 import os
+import subprocess
 import sys
 
 import keras
@@ -26,6 +31,19 @@ from bert_tf.models import float8  # pylint: disable=g-import-not-at-top,wrong-i
 
 SCALING = ("inputs_scale", "inputs_amax_history", "kernel_scale", "kernel_amax_history",
            "outputs_grad_scale", "outputs_grad_amax_history")
+
+
+def run(command: str, *args, timeout: int = 600):
+  """Runs a command of this script on JAX in a subprocess; returns its RESULT."""
+  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+  env.update(KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2")
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  result = subprocess.run([sys.executable, os.path.abspath(__file__), command,
+                           *map(str, args)], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=root, check=False)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  line = [l for l in result.stdout.splitlines() if l.startswith("RESULT ")][-1]
+  return json.loads(line[len("RESULT "):])
 
 
 def _dense_layers(model):
@@ -125,6 +143,32 @@ def checkpoints(out_dir: str) -> dict:
               runs["float8"]).items() if p.endswith("amax_history")))}
 
 
+def quickstart(out_dir: str, steps: str) -> dict:
+  """Trains the quickstart's experiment as tools/quickstart.py --backend=jax does (one
+  device), in mixed_bfloat16, twice: plain and with runtime.float8_training."""
+  from bert_tf.training import backends  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import summaries  # pylint: disable=g-import-not-at-top
+  with open(os.path.join(out_dir, "vocab.txt"), encoding="utf-8") as f:
+    vocab_size = sum(1 for _ in f)
+  losses_by_run = {}
+  for name, float8_training in (("bfloat16", False), ("float8", True)):
+    keras.backend.clear_session()
+    experiment = experiments.resolve_experiment("pretraining_quickstart", params_override=[
+        f"model.encoder.vocab_size={vocab_size}",
+        f"train_data.input_path={out_dir}/data/train-*.tfrecord",
+        f"eval_data.input_path={out_dir}/data/heldout-*.tfrecord",
+        f"tokenizer.vocab_file={out_dir}/vocab.txt", f"trainer.train_steps={steps}",
+        f"trainer.checkpoint_interval={steps}", "trainer.summary_interval=50",
+        "trainer.steps_per_loop=50", "runtime.distribution_strategy=one_device",
+        "runtime.num_cpu_devices=0", "runtime.mixed_precision_dtype=mixed_bfloat16",
+        f"runtime.float8_training={str(float8_training).lower()}"])
+    model_dir = os.path.join(out_dir, name)
+    backends.run_experiment(experiment, model_dir, "train")
+    losses_by_run[name] = summaries.read_scalars(os.path.join(model_dir, "train"))["loss"]
+  return losses_by_run
+
+
 def _stored_encoder(path):
   import h5py  # pylint: disable=g-import-not-at-top
   out = {}
@@ -135,6 +179,6 @@ def _stored_encoder(path):
 
 
 if __name__ == "__main__":
-  command, directory = sys.argv[1], sys.argv[2]
-  print("RESULT " + json.dumps({"convert": convert, "checkpoints": checkpoints}[command](
-      directory)), flush=True)
+  command, args = sys.argv[1], sys.argv[2:]
+  print("RESULT " + json.dumps({"convert": convert, "checkpoints": checkpoints,
+                                "quickstart": quickstart}[command](*args)), flush=True)

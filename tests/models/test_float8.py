@@ -5,32 +5,22 @@ The JAX side runs in a subprocess (tests/models/float8_worker.py): this process 
 Keras on TensorFlow.
 """
 
-import json
 import os
-import subprocess
 import sys
 
 import pytest
 
 import trainer_helpers
 from bert_tf import configs
+from bert_tf.export import exporter
 from bert_tf.tasks import base
-import paths
 
-WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "float8_worker.py")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import float8_worker  # pylint: disable=g-import-not-at-top,wrong-import-position
+
 BLOCK_PROJECTIONS = ("attention/query", "attention/key", "attention/value",
                      "attention/output", "intermediate", "output")
-
-
-def _worker(command, out_dir):
-  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-  env.update(KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2")
-  result = subprocess.run([sys.executable, WORKER, command, str(out_dir)], env=env,
-                          capture_output=True, text=True, timeout=600, cwd=paths.ROOT,
-                          check=False)
-  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-  line = [l for l in result.stdout.splitlines() if l.startswith("RESULT ")][-1]
-  return json.loads(line[len("RESULT "):])
 
 
 def test_float8_training_is_off_by_default_and_set_by_an_override():
@@ -54,8 +44,16 @@ def test_tensorflow_backend_refuses_float8_training_in_one_line():
   assert "\n" not in message
 
 
+def test_exports_build_the_plain_model_of_a_float8_run():
+  experiment = exporter.load_experiment(
+      trainer_helpers.tiny_experiment(runtime={"float8_training": True}))
+  assert experiment.runtime.float8_training is False
+  model = base.get_task(experiment).build_tuned_model()
+  assert {w.path.rsplit("/", 1)[-1] for w in model.weights}.isdisjoint({"inputs_scale"})
+
+
 def test_float8_converts_every_block_projection_and_trains_their_scales(tmp_path):
-  result = _worker("convert", tmp_path)
+  result = float8_worker.run("convert", tmp_path)
   float8 = sorted(path for path, mode in result["dense"].items() if mode == "float8")
   assert float8 == sorted(f"transformer_layer_{i}/{p}" for i in range(2)
                           for p in BLOCK_PROJECTIONS)
@@ -81,7 +79,7 @@ def test_float8_converts_every_block_projection_and_trains_their_scales(tmp_path
 @pytest.mark.slow  # Two trainings and three models built on JAX, in one subprocess.
 def test_float8_checkpoints_load_into_plain_models_and_plain_ones_warm_start_float8(
     tmp_path):
-  result = _worker("checkpoints", tmp_path)
+  result = float8_worker.run("checkpoints", tmp_path)
   # A float8 run's encoder: the plain model's variables, the same values, plus the six
   # scaling variables of each of the 12 converted layers.
   assert result["float8_into_plain"] == 0.0
