@@ -1,35 +1,56 @@
 """Pretraining-step throughput on one accelerator: bert_tf's JAX training step against
-Hugging Face BertForPreTraining in torch (eager and torch.compile), with no TensorFlow.
+Hugging Face BertForPreTraining in torch (eager and torch.compile), with no TensorFlow,
+and where each step's device time goes.
 
 Ours is BertPretrainer over BertEncoder (the reference layers), the loss
-bert_tf.losses.pretraining_loss and Keras AdamW with the project's schedule, weight decay
-and global-norm clipping, compiled by bert_tf.training.jax_engine.step. Hugging Face's is
+bert_tf.losses.pretraining_loss and Keras AdamW with the project's schedule, weight
+decay and global-norm clipping, compiled by bert_tf.training.jax_engine.step. Hugging Face's is
 BertForPreTraining of the same size with SDPA attention, bf16 autocast, fused
-torch.optim.AdamW and clipping (bench/gpu_pretraining_worker.py has both). Both train on
-the same synthetic batch of the real shapes: seq 128 with 20 masked positions, seq 512
-with 76.
+torch.optim.AdamW and clipping (bench/gpu_pretraining_worker.py and
+bench/gpu_pretraining_hf.py). Both train on the same synthetic batch of the real shapes:
+seq 128 with 20 masked positions, seq 512 with 76.
 
 Every configuration, and the matmul-rate measurement, runs in a process of its own with
 a timeout, one after the other: jax and torch never hold the device's memory at once,
 and a failed compile or a timeout costs one figure, not the run. Each finished
 configuration is appended to --output (JSON lines) at once, so a run cut short keeps
-what it measured. At the end the run prints a table and, under it, the command that
-reproduces each figure.
+what it measured. At the end the run prints its tables (bench/gpu_report.py) and, under
+them, the command that reproduces each figure.
 
-Figures: per configuration the median step time with its quartiles and min/max over
-the timed steps (each step synchronized; the first step, which compiles, is reported
-apart as `first step s`, and --warmup_steps more are left out), sequences/s = batch /
-median step, and MFU = model FLOPs/s / the dense bf16 matmul rate the same run measured
-on the same device (the best median over --matmul_shapes, in jax and in torch, the
-higher of the two). Model FLOPs per training sequence are bench/flops.py's: the
-matmuls only, 3x the forward pass, the masked-LM head at the masked positions and the
-pooler included. Both sides are credited with these FLOPs, whatever they
-compute beyond them (Hugging Face's stock forward, --hf_mlm=all, runs the masked-LM
-head at all T positions) or save (ours computes the last block only at [CLS] and the
-masked positions).
+Figures, per configuration: the first step, which compiles, apart (`first step s`),
+then --warmup_steps untimed, then two protocols. Synced: each of --steps steps is waited
+for before its clock stops: the median step with its quartiles. Back to back: --steps
+steps dispatched and waited for once, as a training loop runs them (which hides the
+host's launch work behind the device's), in --back_to_back_rounds rounds: the median
+round's step. Sequences/s = batch / step, and MFU = model FLOPs/s / the dense matmul
+rate the same run measured on the same device (--precision's dtype; the best median
+over --matmul_shapes, in jax and in torch, the higher of the two), so that a run's MFU
+never divides by another machine's rate. Model FLOPs per training sequence are
+bench/flops.py's: the matmuls only, 3x the forward pass, the masked-LM head at the
+masked positions and the pooler included. Every side and variant is credited with these
+FLOPs, whatever it computes beyond them (Hugging Face's stock forward, --hf_mlm=all,
+runs the masked-LM head at all T positions) or saves (ours computes the last block only
+at [CLS] and the masked positions), and float8 variants too: their MFU stays against the
+bf16 rate.
+
+--profile records --profile_steps more steps under each framework's profiler and
+reports the device time per step by kernel category and the largest kernels
+(bench/kernel_profile.py); the traces stay in --profile_dir.
+
+--variant A/Bs settings in the same run: NAME=SETTING[;SETTING...], each SETTING one of
+  section.key=value    a bert_tf config override (model.encoder.* and optimizer.* reach
+                       both sides, runtime.* ours: its speed path, float8, ...)
+  env:NAME=VALUE       an environment variable of the variant's worker processes
+  xla:--flag=value     appended to the variant's XLA_FLAGS
+Each variant runs for every --variant_sides side after that side's base configuration:
+
+  python bench/gpu_pretraining.py --sizes=large --seqs=128 --profile \
+      --variant='fp8=runtime.float8_training=true' \
+      --variant='nodrop=model.encoder.dropout_rate=0;model.encoder.attention_dropout_rate=0' \
+      --variant='nocmdbuf=xla:--xla_gpu_enable_command_buffer='
 
   python bench/gpu_pretraining.py                                     # on a GPU machine
-  python bench/gpu_pretraining.py --sizes=tiny --seqs=128 --batch_sizes=128:4 \\
+  python bench/gpu_pretraining.py --sizes=tiny --seqs=128 --batch_sizes=128:4 \
       --sides=ours,hf_eager --precision=float32 --device=cpu --steps=3   # on a CPU
   python bench/gpu_pretraining.py --from_results=RUN.jsonl[,RUN2.jsonl] --write_readme
 
@@ -42,6 +63,7 @@ import json
 import os
 import shlex
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -55,6 +77,9 @@ sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)),
 
 import common  # pylint: disable=g-import-not-at-top,wrong-import-position
 import flops  # pylint: disable=g-import-not-at-top,wrong-import-position
+import gpu_report  # pylint: disable=g-import-not-at-top,wrong-import-position
+import gpu_variants  # pylint: disable=g-import-not-at-top,wrong-import-position
+import kernel_profile  # pylint: disable=g-import-not-at-top,wrong-import-position
 import stats  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -81,6 +106,19 @@ flags.DEFINE_enum("device", "gpu", ["gpu", "cpu", "any"], "gpu: every worker fai
 flags.DEFINE_enum("hf_mlm", "gathered", ["gathered", "all"], "Hugging Face's masked-LM "
                   "head: at the masked positions only, as ours (gathered), or the stock "
                   "BertForPreTraining forward with labels, over all positions (all).")
+flags.DEFINE_integer("back_to_back_rounds", 3, "Rounds of --steps steps dispatched back "
+                     "to back and waited for once.")
+flags.DEFINE_multi_string("variant", [], "NAME=SETTING[;SETTING...]: a configuration to "
+                          "A/B against the base one (module docstring): config overrides "
+                          "key.sub=value, env:NAME=VALUE, xla:--flag=value.")
+flags.DEFINE_list("variant_sides", ["ours"], "The sides each --variant runs for.")
+flags.DEFINE_bool("base", True, "Time each side in its base configuration too (without "
+                  "variants).")
+flags.DEFINE_bool("profile", False, "Profile --profile_steps more steps of every "
+                  "configuration: device time by kernel category, largest kernels.")
+flags.DEFINE_integer("profile_steps", 3, "Steps each profile records, back to back.")
+flags.DEFINE_string("profile_dir", os.path.join(common.LOG_DIR, "gpu_profiles"),
+                    "Where the profiles' traces go, one folder per configuration.")
 flags.DEFINE_integer("timeout_s", 300, "Longest run of one worker process, seconds.")
 flags.DEFINE_integer("time_budget_s", 0, "Whole-run limit, seconds (0: none): a worker "
                      "gets at most what is left, and none starts with under 30 s left "
@@ -122,27 +160,47 @@ def seq_pairs(entries) -> list:
   return pairs
 
 
-def plan() -> list:
-  """The configurations of the run, in order: (size, seq, batch, predictions, side).
+def variants() -> list:
+  """The --variant settings, parsed and checked (gpu_variants.parse)."""
+  try:
+    return gpu_variants.parse(FLAGS.variant)
+  except ValueError as e:
+    raise app.UsageError(str(e)) from None
 
-  Sequence length outermost, then side (in --sides order), then size and batch: a run
-  cut short by --time_budget_s loses the last sides of the longest sequences first
-  (torch.compile, by default, whose compilation takes longest)."""
+
+def plan() -> list:
+  """The configurations of the run, in order: (size, seq, batch, predictions, side,
+  Variant).
+
+  Sequence length outermost, then side (in --sides order), then size and batch, then
+  the base configuration and each variant of that side: a run cut short by
+  --time_budget_s loses the last sides of the longest sequences first (torch.compile,
+  by default, whose compilation takes longest)."""
   batches = seq_pairs(FLAGS.batch_sizes)
   predictions = dict(seq_pairs(FLAGS.predictions))
-  unknown = set(FLAGS.sides) - set(SYSTEMS)
+  unknown = set(FLAGS.sides + FLAGS.variant_sides) - set(SYSTEMS)
   if unknown:
     raise app.UsageError(f"--sides: unknown {sorted(unknown)}; known: {list(SYSTEMS)}")
+  extra = variants()
+  peers = [side for side in FLAGS.variant_sides if side != "ours"]
+  for variant in extra:
+    if peers and variant.runtime_overrides():
+      raise app.UsageError(f"--variant '{variant.spec}': {variant.runtime_overrides()} are "
+                           f"bert_tf's runtime settings; leave {peers} out of "
+                           "--variant_sides")
   configurations = []
   for seq in (int(s) for s in FLAGS.seqs):
     seq_batches = [b for s, b in batches if s == seq]
     if not seq_batches:
       raise app.UsageError(f"--batch_sizes has no batch for seq {seq}")
     for side in FLAGS.sides:
+      side_variants = ([gpu_variants.Variant()] if FLAGS.base else []) + (
+          extra if side in FLAGS.variant_sides else [])
       for size in FLAGS.sizes:
         for batch in seq_batches:
-          configurations.append((size, seq, batch,
-                                 predictions.get(seq, round(0.15 * seq)), side))
+          for variant in side_variants:
+            configurations.append((size, seq, batch,
+                                   predictions.get(seq, round(0.15 * seq)), side, variant))
   return configurations
 
 
@@ -151,17 +209,22 @@ def common_arguments() -> list:
   return ["--precision", FLAGS.precision, "--device", FLAGS.device]
 
 
-def reproduce_command(size: str, seq: int, batch: int, predictions: int,
-                      side: str) -> str:
+def reproduce_command(size: str, seq: int, batch: int, predictions: int, side: str,
+                      variant: gpu_variants.Variant = gpu_variants.Variant()) -> str:
   """The command that measures one configuration again, with the matmul rate its MFU
   divides by."""
   args = [f"--sizes={size}", f"--seqs={seq}", f"--batch_sizes={seq}:{batch}",
           f"--predictions={seq}:{predictions}", f"--sides={side}",
           f"--steps={FLAGS.steps}", f"--warmup_steps={FLAGS.warmup_steps}",
+          f"--back_to_back_rounds={FLAGS.back_to_back_rounds}",
           f"--precision={FLAGS.precision}", f"--device={FLAGS.device}",
           f"--matmul={','.join(FLAGS.matmul)}", f"--matmul_shapes={FLAGS.matmul_shapes}"]
   if side.startswith("hf_") and FLAGS.hf_mlm != "gathered":
     args.append(f"--hf_mlm={FLAGS.hf_mlm}")
+  if variant.name:
+    args += ["--nobase", f"--variant={variant.spec}", f"--variant_sides={side}"]
+  if FLAGS.profile:
+    args += ["--profile", f"--profile_steps={FLAGS.profile_steps}"]
   return "python bench/gpu_pretraining.py " + " ".join(shlex.quote(a) for a in args)
 
 
@@ -182,9 +245,10 @@ class Run:
       f.write(json.dumps(entry, sort_keys=True) + "\n")
     return entry
 
-  def work(self, name: str, args: list) -> dict:
-    """Runs bench/gpu_pretraining_worker.py with `args`; returns its RESULT, or
-    {"status": "failed" | "timeout" | "skipped", "error": ...}."""
+  def work(self, name: str, args: list,
+           variant: gpu_variants.Variant = gpu_variants.Variant()) -> dict:
+    """Runs bench/gpu_pretraining_worker.py with `args` in `variant`'s environment;
+    returns its RESULT, or {"status": "failed" | "timeout" | "skipped", "error": ...}."""
     timeout = self.timeout_s
     if self.deadline is not None:
       timeout = min(timeout, int(self.deadline - time.monotonic()))
@@ -198,7 +262,8 @@ class Run:
       # A session of its own, so that a timeout also ends the processes the worker
       # started (torch.compile's compile workers) and nothing keeps the device busy.
       process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True,
-                                 cwd=common.REPO_ROOT, start_new_session=True)
+                                 cwd=common.REPO_ROOT, start_new_session=True,
+                                 env=variant.environment(os.environ))
       try:
         stdout, _ = process.communicate(timeout=timeout)
       except subprocess.TimeoutExpired:
@@ -236,146 +301,97 @@ def measure_matmul(run: Run) -> float:
   return max(rates, default=float("nan"))
 
 
+def encoder_of(size: str, variant: gpu_variants.Variant):
+  """The bert_tf.configs.EncoderConfig a configuration trains (the worker's)."""
+  from bert_tf import configs  # pylint: disable=g-import-not-at-top
+  experiment = configs.ExperimentConfig().override({"model": {"encoder": {"size": size}}})
+  return experiment.override(list(variant.overrides)).model.encoder
+
+
 def figures(result: dict, batch: int, seq: int, flops_per_sequence: float,
             matmul_rate: float) -> dict:
-  """The derived figures of a worker's step times (seconds)."""
+  """The derived figures of a worker's step times (seconds): synced (the median step
+  with its spread) and back to back (the median round)."""
   spread = stats.median_spread(result["step_seconds"])
   step = spread["median"]
   model_rate = flops_per_sequence * batch / step
+  back = statistics.median(result["back_to_back_step_seconds"])
   return {"median_step_ms": 1e3 * step, "q1_step_ms": 1e3 * spread["q1"],
           "q3_step_ms": 1e3 * spread["q3"], "min_step_ms": 1e3 * spread["min"],
           "max_step_ms": 1e3 * spread["max"], "sequences_per_second": batch / step,
           "tokens_per_second": batch * seq / step, "model_flops_per_second": model_rate,
-          "mfu": model_rate / matmul_rate}
+          "mfu": model_rate / matmul_rate, "back_to_back_step_ms": 1e3 * back,
+          "back_to_back_sequences_per_second": batch / back,
+          "back_to_back_mfu": flops_per_sequence * batch / back / matmul_rate}
+
+
+def worker_arguments(size, seq, batch, predictions, side, variant, name) -> list:
+  """The worker's arguments for one configuration."""
+  args = ["--side", side, "--size", size, "--batch_size", str(batch), "--seq_length",
+          str(seq), "--predictions", str(predictions), "--steps", str(FLAGS.steps),
+          "--warmup_steps", str(FLAGS.warmup_steps), "--hf_mlm", FLAGS.hf_mlm,
+          "--back_to_back_rounds", str(FLAGS.back_to_back_rounds), *common_arguments()]
+  for override in variant.overrides:
+    args += ["--override", override]
+  if FLAGS.profile:
+    args += ["--profile_dir", os.path.join(FLAGS.profile_dir, name), "--profile_steps",
+             str(FLAGS.profile_steps)]
+  return args
+
+
+def progress_line(size, seq, batch, label, entry) -> str:
+  """A finished configuration's line of the run's output."""
+  if entry["status"] != "ok":
+    return f"  {size} {seq}x{batch} {label}: {entry['status']}: {entry['error']}"
+  line = (f"  {size} {seq}x{batch} {label}: synced {entry['median_step_ms']:.1f} ms "
+          f"[{entry['q1_step_ms']:.1f}-{entry['q3_step_ms']:.1f}], "
+          f"{entry['sequences_per_second']:.1f} seq/s, MFU {100 * entry['mfu']:.1f}%; "
+          f"back to back {entry['back_to_back_step_ms']:.1f} ms, "
+          f"{entry['back_to_back_sequences_per_second']:.1f} seq/s, MFU "
+          f"{100 * entry['back_to_back_mfu']:.1f}%; first step {entry['first_step_s']:.1f} s,"
+          f" loss {entry['loss_first']:.3f} -> {entry['loss_last']:.3f}")
+  if entry.get("profile"):
+    line += "\n" + "\n".join("    " + l for l in kernel_profile.table(
+        entry["profile"]).splitlines())
+  if entry.get("tensorflow_loaded"):
+    line += "\n  warning: TensorFlow was imported by this configuration's worker"
+  return line
 
 
 def measure() -> None:
   """Times every configuration of the plan, writing its records to --output."""
-  from bert_tf import configs  # pylint: disable=g-import-not-at-top
   configurations = plan()
   run = Run(FLAGS.output, FLAGS.worker_logs, FLAGS.timeout_s, FLAGS.time_budget_s)
   # The command without the places this machine wrote to.
   command = " ".join(a for a in common.command_line().split(" ")
-                     if not a.startswith(("--output=", "--worker_logs=")))
+                     if not a.startswith(("--output=", "--worker_logs=", "--profile_dir=")))
   header = {"record": "run", "command": command,
             "date": datetime.datetime.now(datetime.timezone.utc).strftime(
                 "%Y-%m-%d %H:%M UTC"),
             "host": common.machine_description(), "precision": FLAGS.precision,
             "hf_mlm": FLAGS.hf_mlm}
   print(f"{len(configurations)} configurations, {FLAGS.steps} timed steps each "
-        f"(after the first and {FLAGS.warmup_steps} warm-up steps); "
-        f"results to {FLAGS.output}", flush=True)
+        f"(after the first and {FLAGS.warmup_steps} warm-up steps), then "
+        f"{FLAGS.back_to_back_rounds} rounds back to back; results to {FLAGS.output}",
+        flush=True)
   matmul_rate = measure_matmul(run)
   run.record({**header, "matmul_flops_per_second": matmul_rate})
-  for size, seq, batch, predictions, side in configurations:
-    name = f"{size}_{seq}x{batch}_{side}"
-    result = run.work(name, [
-        "--side", side, "--size", size, "--batch_size", str(batch), "--seq_length",
-        str(seq), "--predictions", str(predictions), "--steps", str(FLAGS.steps),
-        "--warmup_steps", str(FLAGS.warmup_steps), "--hf_mlm", FLAGS.hf_mlm,
-        *common_arguments()])
+  for size, seq, batch, predictions, side, variant in configurations:
+    name = f"{size}_{seq}x{batch}_{side}" + (f"_{variant.name}" if variant.name else "")
+    result = run.work(name, worker_arguments(size, seq, batch, predictions, side, variant,
+                                             name), variant)
     entry = {"record": "step", "side": side, "system": SYSTEMS[side], "size": size,
              "seq_length": seq, "batch_size": batch, "predictions": predictions,
+             "variant": variant.name, "variant_spec": variant.spec,
              "precision": FLAGS.precision, "matmul_flops_per_second": matmul_rate,
-             "command": reproduce_command(size, seq, batch, predictions, side), **result}
+             "command": reproduce_command(size, seq, batch, predictions, side, variant),
+             **result}
     if result["status"] == "ok":
-      sequence_flops = model_flops_per_sequence(configs.EncoderConfig.from_size(size), seq,
-                                       predictions)
+      sequence_flops = model_flops_per_sequence(encoder_of(size, variant), seq, predictions)
       entry.update(model_flops_per_sequence=sequence_flops,
                    **figures(result, batch, seq, sequence_flops, matmul_rate))
-      print(f"  {size} {seq}x{batch} {SYSTEMS[side]}: {entry['median_step_ms']:.1f} ms "
-            f"[{entry['q1_step_ms']:.1f}-{entry['q3_step_ms']:.1f}], "
-            f"{entry['sequences_per_second']:.1f} seq/s, MFU {100 * entry['mfu']:.1f}%, "
-            f"first step {result['first_step_s']:.1f} s, loss {result['loss_first']:.3f}"
-            f" -> {result['loss_last']:.3f}", flush=True)
-      if result.get("tensorflow_loaded"):
-        print(f"  warning: TensorFlow was imported by {name}", flush=True)
-    else:
-      print(f"  {size} {seq}x{batch} {SYSTEMS[side]}: {result['status']}: "
-            f"{result['error']}", flush=True)
+    print(progress_line(size, seq, batch, gpu_report.system(entry), entry), flush=True)
     run.record(entry)
-
-
-def read_records(path: str) -> list:
-  with open(path) as f:
-    return [json.loads(line) for line in f if line.strip()]
-
-
-def configuration(record: dict) -> tuple:
-  return (record["size"], record["seq_length"], record["batch_size"],
-          record["predictions"], record["side"])
-
-
-def merge_steps(runs: list) -> list:
-  """The step records of several runs, one per configuration in first-seen order: the
-  last run's where it is ok, else the last ok one, else the last one."""
-  chosen = {}
-  for records in runs:
-    for r in records:
-      if r["record"] != "step":
-        continue
-      key = configuration(r)
-      if key not in chosen or r["status"] == "ok" or chosen[key]["status"] != "ok":
-        chosen[key] = r
-  return list(chosen.values())
-
-
-def run_note(records: list, used: list) -> str:
-  """One run's line under the table: when, its command, device, precision and its
-  MFU denominator; `used` are its step records that made it into the table."""
-  run = next(r for r in records if r["record"] == "run")
-  matmul = [r for r in records if r["record"] == "matmul" and r["status"] == "ok"]
-  devices = sorted({r["device"] for r in used + matmul if r.get("device")})
-  rate = run.get("matmul_flops_per_second", float("nan"))
-  head = ("at the masked positions only" if run["hf_mlm"] == "gathered"
-          else "at every position")
-  rows = sum(r["status"] == "ok" for r in used)
-  return (f"Run of {run['date']} ({rows} row{'' if rows == 1 else 's'}): "
-          f"`{run['command']}`; device {', '.join(devices) or 'unknown'}; "
-          f"{run['precision']}; Hugging Face's masked-LM head {head}. MFU denominator: " +
-          ", ".join(f"{r['framework']} {r['flops_per_second'] / 1e12:.2f} TFLOP/s"
-                    for r in matmul) +
-          f" (dense {run['precision']} matmul, best median over shapes; used: "
-          f"{rate / 1e12:.2f} TFLOP/s).")
-
-
-def report(runs: list) -> str:
-  """The markdown table of one or more runs' records (each run a list of records, as
-  read_records gives), with the runs' notes and each row's command."""
-  steps = merge_steps(runs)
-  ours = {(r["size"], r["seq_length"], r["batch_size"]): r["sequences_per_second"]
-          for r in steps if r["side"] == "ours" and r["status"] == "ok"}
-  rows, commands = [], []
-  for r in steps:
-    shape = f"{r['seq_length']} x {r['batch_size']} (P {r['predictions']})"
-    if r["status"] != "ok":
-      rows.append([r["size"], shape, r["system"], r["status"], "", "", "", "", "", ""])
-    else:
-      base = ours.get((r["size"], r["seq_length"], r["batch_size"]))
-      memory = r.get("peak_memory_mb")
-      rows.append([
-          r["size"], shape, r["system"],
-          f"{r['median_step_ms']:.1f} [{r['q1_step_ms']:.1f}-{r['q3_step_ms']:.1f}]",
-          f"{r['min_step_ms']:.1f}-{r['max_step_ms']:.1f}",
-          f"{r['sequences_per_second']:,.1f}", f"{100 * r['mfu']:.1f}%",
-          f"{r['first_step_s']:.1f}", f"{memory:,.0f}" if memory else "n/a",
-          f"{base / r['sequences_per_second']:.2f}x" if base and r["side"] != "ours"
-          else ""])
-    failure = "" if r["status"] == "ok" else f" ({r['status']}: {r['error']})"
-    commands.append(f"- {r['size']} {shape}, {r['system']}: `{r['command']}`{failure}")
-  notes = []
-  for records in runs:
-    notes.append(run_note(records, used=[r for r in steps if r in records]))
-  if len(runs) > 1:
-    notes.append("Each row's MFU divides by its own run's matmul rate; each run started "
-                 "its own machine.")
-  frameworks = sorted({r["framework"] for r in steps if r.get("framework")})
-  if frameworks:
-    notes.append("Frameworks: " + "; ".join(frameworks) + ".")
-  header = ["size", "seq x batch", "system", "median step ms [IQR]", "min-max ms",
-            "seq/s", "MFU", "first step s", "peak MiB", "ours/this"]
-  return (common.markdown_table(header, rows) + "\n\n" + "\n\n".join(notes) + "\n\n" +
-          "\n".join(commands))
 
 
 def main(argv):
@@ -384,7 +400,8 @@ def main(argv):
     common.require_readme_section(SECTION)
   if not FLAGS.from_results:
     measure()
-  table = report([read_records(path) for path in FLAGS.from_results or [FLAGS.output]])
+  table = gpu_report.report([gpu_report.read_records(path)
+                             for path in FLAGS.from_results or [FLAGS.output]])
   print("\n" + table, flush=True)
   if FLAGS.write_readme:
     common.update_readme_section(SECTION, table)

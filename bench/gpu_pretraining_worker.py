@@ -6,24 +6,34 @@
   --side=ours                       bert_tf's JAX training step
                                     (bert_tf.training.jax_engine.step over BertPretrainer)
   --side=hf_eager, hf_compile       Hugging Face BertForPreTraining in torch, eager or
-                                    under torch.compile
+                                    under torch.compile (bench/gpu_pretraining_hf.py)
 
 The driver starts one worker per configuration, so that jax and torch never hold the
 accelerator's memory at once and a failed compile loses one figure, not the run.
 Nothing here imports TensorFlow (the GPU machines have none): at import this module
 needs only the standard library and numpy; each side imports its own framework.
 
-Every step is synchronized before its clock stops (jax: block_until_ready; torch:
-cuda.synchronize), so each step has its own time: the spread comes from them. The
-first step (tracing, compilation, autotuning, allocation) is timed apart, then
---warmup_steps more run untimed.
+Both training sides build from one bert_tf ExperimentConfig: the --size's encoder, the
+optimizer's defaults, the --precision as runtime.mixed_precision_dtype, then each
+--override (`model.encoder.dropout_rate=0`, `runtime.float8_training=true`, ...).
+Hugging Face's step reads its model.encoder and optimizer sections; ours reads those
+and the runtime section (its speed path, bert_tf.kernels.for_runtime, and float8).
+
+Timing: the first step (tracing, compilation, autotuning, allocation) is timed apart,
+then --warmup_steps more run untimed. Synced: each of --steps steps is waited for
+(jax: block_until_ready; torch: cuda.synchronize) before its clock stops, so each step
+has its own time and the spread comes from them. Back to back: --steps steps are
+dispatched one after the other and waited for once, as a training loop runs them,
+in --back_to_back_rounds rounds; a round's time / --steps is its step time. With
+--profile_dir, --profile_steps more steps run back to back under the framework's
+profiler, and the result carries their device time by category and largest kernels
+(bench/kernel_profile.py).
 """
 
 import argparse
 import json
 import math
 import os
-import platform
 import statistics
 import sys
 import time
@@ -31,13 +41,16 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import gpu_devices  # pylint: disable=g-import-not-at-top,wrong-import-position
+import kernel_profile  # pylint: disable=g-import-not-at-top,wrong-import-position
 import protocol  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 SIDES = ("matmul_jax", "matmul_torch", "ours", "hf_eager", "hf_compile")
-# Both sides take the optimizer's settings from bert_tf.configs.OptimizerConfig's
-# defaults (those of the original BERT: AdamW at 1e-4 after 10,000 warm-up steps, decay
-# 0.01, clipping at 1.0); the linear decay ends at the original's last step.
+# Both sides take the optimizer's settings from the experiment's optimizer section
+# (by default those of the original BERT: AdamW at 1e-4 after 10,000 warm-up steps,
+# decay 0.01, clipping at 1.0); the linear decay ends at the original's last step.
 DECAY_STEPS = 1_000_000
+POLICIES = {"bf16": "mixed_bfloat16", "float32": "float32"}
 
 
 def argument_parser() -> argparse.ArgumentParser:
@@ -63,6 +76,15 @@ def argument_parser() -> argparse.ArgumentParser:
                       help="gathered: the masked-LM head of BertForPreTraining at the "
                       "masked positions only, as ours; all: the stock forward with "
                       "labels, which runs the head at every position.")
+  parser.add_argument("--override", action="append", default=[],
+                      help="A dotted bert_tf config override, key.sub=value (repeatable): "
+                      "model.encoder.* and optimizer.* for both sides, runtime.* for "
+                      "ours.")
+  parser.add_argument("--back_to_back_rounds", type=int, default=3,
+                      help="Rounds of --steps steps dispatched back to back.")
+  parser.add_argument("--profile_dir", default="",
+                      help="Profile --profile_steps more steps, writing the trace here.")
+  parser.add_argument("--profile_steps", type=int, default=3)
   parser.add_argument("--matmul_shapes", default="8192x8192x8192",
                       help="Comma-separated MxKxN shapes of the matmul sides.")
   parser.add_argument("--matmul_seconds", type=float, default=0.2,
@@ -110,6 +132,19 @@ def time_steps(step, sync, warmup_steps: int, steps: int):
           "loss_last": float(loss)}
 
 
+def back_to_back(step, sync, steps: int, rounds: int) -> list:
+  """Seconds per step of `rounds` rounds, each `steps` calls of `step` followed by one
+  `sync()`."""
+  seconds = []
+  for _ in range(rounds):
+    start = time.perf_counter()
+    for _ in range(steps):
+      step()
+    sync()
+    seconds.append((time.perf_counter() - start) / steps)
+  return seconds
+
+
 def repeat_rate(run, sync, flops: float, seconds: float, rounds: int):
   """Median and best FLOP/s of `run` (one product of `flops` FLOPs), timed in `rounds`
   rounds of back-to-back calls lasting about `seconds` each, after one untimed call."""
@@ -119,13 +154,7 @@ def repeat_rate(run, sync, flops: float, seconds: float, rounds: int):
   run()
   sync()
   reps = max(1, math.ceil(seconds / max(time.perf_counter() - start, 1e-9)))
-  rates = []
-  for _ in range(rounds):
-    start = time.perf_counter()
-    for _ in range(reps):
-      run()
-    sync()
-    rates.append(flops * reps / (time.perf_counter() - start))
+  rates = [flops / call for call in back_to_back(run, sync, reps, rounds)]
   return statistics.median(rates), max(rates)
 
 
@@ -148,14 +177,14 @@ def matmul_jax(args) -> dict:
     per_shape[f"{m}x{k}x{n}"] = repeat_rate(run, lambda: out[0].block_until_ready(),
                                             2.0 * m * k * n, args.matmul_seconds,
                                             args.matmul_rounds)
-  return {"framework": f"jax {jax.__version__}", "device": jax_device_name(jax),
-          **rate_summary(per_shape)}
+  return {"framework": f"jax {jax.__version__}",
+          "device": gpu_devices.jax_device_name(jax), **rate_summary(per_shape)}
 
 
 def matmul_torch(args) -> dict:
   """bf16 (or float32) torch.matmul products on CUDA when there is a GPU, else the CPU."""
   import torch  # pylint: disable=g-import-not-at-top
-  device, sync = torch_device(torch, args.device)
+  device, sync = gpu_devices.torch_device(torch, args.device)
   dtype = torch.bfloat16 if args.precision == "bf16" else torch.float32
   generator = torch.Generator(device=device).manual_seed(0)
   per_shape = {}
@@ -166,8 +195,8 @@ def matmul_torch(args) -> dict:
       per_shape[f"{m}x{k}x{n}"] = repeat_rate(lambda: torch.matmul(a, b), sync,
                                               2.0 * m * k * n, args.matmul_seconds,
                                               args.matmul_rounds)
-  return {"framework": f"torch {torch.__version__}", "device": torch_device_name(torch),
-          **rate_summary(per_shape)}
+  return {"framework": f"torch {torch.__version__}",
+          "device": gpu_devices.torch_device_name(torch), **rate_summary(per_shape)}
 
 
 def rate_summary(per_shape) -> dict:
@@ -179,69 +208,50 @@ def rate_summary(per_shape) -> dict:
 
 
 # --------------------------------------------------------------------------------------
-# Devices.
-
-def jax_device_name(jax) -> str:
-  device = jax.devices()[0]
-  if device.platform == "cpu":
-    return cpu_name()
-  return f"{device.device_kind} ({device.platform})"
-
-
-def torch_device(torch, wanted: str):
-  """("cuda" or "cpu", a function that waits for the device); `wanted` is --device."""
-  if torch.cuda.is_available():
-    return "cuda", torch.cuda.synchronize
-  if wanted == "gpu":
-    raise RuntimeError("--device=gpu: torch sees no CUDA device")
-  return "cpu", lambda: None
-
-
-def torch_device_name(torch) -> str:
-  if torch.cuda.is_available():
-    return f"{torch.cuda.get_device_name()} (cuda)"
-  return cpu_name()
-
-
-def cpu_name() -> str:
-  """'AMD EPYC ... (cpu, 2 cores)' from /proc/cpuinfo."""
-  name = platform.processor() or "unknown CPU"
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("model name"):
-          name = line.split(":", 1)[1].strip()
-          break
-  except OSError:
-    pass
-  return f"{name} (cpu, {os.cpu_count()} cores)"
-
-
-# --------------------------------------------------------------------------------------
 # bert_tf on JAX.
 
-def ours_step(args) -> dict:
-  """Times bert_tf's JAX training step: BertPretrainer over BertEncoder (the reference
-  layers, kernels=None) in Keras's mixed_bfloat16 policy, bert_tf.losses.pretraining_loss,
-  Keras AdamW with the project's schedule, weight decay and global-norm clipping
-  (bert_tf.configs.OptimizerConfig's defaults), compiled by
-  bert_tf.training.jax_engine.step.make_train_step (state donated)."""
+def experiment_of(args):
+  """The bert_tf ExperimentConfig both training sides build from (module docstring).
+
+  Raises:
+    ConfigError: an override that is no config field, or one of
+      runtime.mixed_precision_dtype (set by --precision).
+  """
+  from bert_tf import configs  # pylint: disable=g-import-not-at-top
+  base = configs.ExperimentConfig().override({
+      "model": {"encoder": {"size": args.size}},
+      "runtime": {"backend": "jax", "mixed_precision_dtype": POLICIES[args.precision]}})
+  experiment = base.override(args.override)
+  if experiment.runtime.mixed_precision_dtype != base.runtime.mixed_precision_dtype:
+    raise configs.ConfigError("runtime.mixed_precision_dtype is --precision's")
+  return experiment
+
+
+def ours_step(args, experiment) -> gpu_devices.Side:
+  """bert_tf's JAX training step, as the JAX trainer builds it for pretraining:
+  BertPretrainer over BertEncoder in the runtime's dtype policy with its speed path
+  (bert_tf.kernels.for_runtime; the reference layers by default), float8 projections
+  with runtime.float8_training, bert_tf.losses.pretraining_loss, Keras AdamW with the
+  project's schedule, weight-decay exclusions (by variable path) and global-norm
+  clipping, compiled by bert_tf.training.jax_engine.step.make_train_step (state donated)."""
   os.environ["KERAS_BACKEND"] = "jax"
   import jax  # pylint: disable=g-import-not-at-top
   import keras  # pylint: disable=g-import-not-at-top
-  from bert_tf import configs  # pylint: disable=g-import-not-at-top
   from bert_tf import constants  # pylint: disable=g-import-not-at-top
+  from bert_tf import kernels  # pylint: disable=g-import-not-at-top
   from bert_tf import losses  # pylint: disable=g-import-not-at-top
-  from bert_tf.models import BertEncoder, BertPretrainer  # pylint: disable=g-import-not-at-top
+  from bert_tf.models import BertEncoder, BertPretrainer, float8  # pylint: disable=g-import-not-at-top
   from bert_tf.training.jax_engine import step as jax_step  # pylint: disable=g-import-not-at-top
   from bert_tf.training import keras_optimizers  # pylint: disable=g-import-not-at-top
-  policy = "mixed_bfloat16" if args.precision == "bf16" else "float32"
-  config = configs.EncoderConfig.from_size(args.size)
-  model = BertPretrainer(BertEncoder.from_config_object(config, dtype=policy))
-  # The JAX trainer's optimizer: Keras AdamW with the project's schedule, weight-decay
-  # exclusions (by variable path) and global-norm clipping.
+  runtime = experiment.runtime
+  config = experiment.model.encoder
+  model = BertPretrainer(BertEncoder.from_config_object(
+      config, dtype=keras.DTypePolicy(runtime.mixed_precision_dtype),
+      kernels=kernels.for_runtime(runtime)))
+  if runtime.float8_training:
+    float8.enable(model)
   optimizer = keras_optimizers.build_keras_optimizer(
-      configs.OptimizerConfig(), DECAY_STEPS, model.trainable_variables)
+      experiment.optimizer, DECAY_STEPS, model.trainable_variables)
   input_names = (*constants.ENCODER_INPUTS, constants.MASKED_LM_POSITIONS)
   step_fn = jax_step.make_train_step(
       model, optimizer, lambda batch, outputs, _: losses.pretraining_loss(batch, outputs),
@@ -253,102 +263,19 @@ def ours_step(args) -> dict:
     state[0], logs = step_fn(state[0], batch)
     return logs["loss"]
 
-  timing = time_steps(step, lambda: jax.block_until_ready(state[0]), args.warmup_steps,
-                      args.steps)
-  memory = jax.devices()[0].memory_stats() or {}
-  return {**timing, "framework": f"bert_tf on keras {keras.__version__}, "
-                                 f"jax {jax.__version__}",
-          "device": jax_device_name(jax),
-          "params": sum(int(math.prod(v.shape)) for v in model.trainable_variables),
-          "peak_memory_mb": (memory["peak_bytes_in_use"] / 2**20
-                             if "peak_bytes_in_use" in memory else None)}
+  def peak_memory_mb():
+    memory = jax.devices()[0].memory_stats() or {}
+    return memory["peak_bytes_in_use"] / 2**20 if "peak_bytes_in_use" in memory else None
 
-
-# --------------------------------------------------------------------------------------
-# Hugging Face transformers.
-
-def hf_step(args, compiled: bool) -> dict:
-  """Times BertForPreTraining of the same size as ours: SDPA attention, bf16 autocast,
-  fused AdamW (no decay on biases and LayerNorm), global-norm clipping, the linear
-  warm-up/decay schedule; with `compiled`, the forward and loss under torch.compile
-  (its backward compiled with it)."""
-  import torch  # pylint: disable=g-import-not-at-top
-  import transformers  # pylint: disable=g-import-not-at-top
-  from bert_tf import configs  # pylint: disable=g-import-not-at-top
-  device, sync = torch_device(torch, args.device)
-  torch.manual_seed(0)
-  config = configs.EncoderConfig.from_size(args.size)
-  settings = configs.OptimizerConfig()
-  model = transformers.BertForPreTraining(transformers.BertConfig(
-      vocab_size=config.vocab_size, hidden_size=config.hidden_size,
-      num_hidden_layers=config.num_layers, num_attention_heads=config.num_attention_heads,
-      intermediate_size=config.intermediate_size, hidden_act=config.hidden_activation,
-      hidden_dropout_prob=config.dropout_rate,
-      attention_probs_dropout_prob=config.attention_dropout_rate,
-      max_position_embeddings=config.max_position_embeddings,
-      type_vocab_size=config.type_vocab_size, initializer_range=config.initializer_range,
-      layer_norm_eps=config.layer_norm_epsilon, attn_implementation="sdpa")).to(device)
-  model.train()
-  decay, no_decay = [], []
-  for name, param in model.named_parameters():
-    excluded = any(p in name for p in settings.exclude_from_weight_decay)
-    (no_decay if excluded else decay).append(param)
-  optimizer = torch.optim.AdamW(
-      [{"params": decay, "weight_decay": settings.weight_decay_rate},
-       {"params": no_decay, "weight_decay": 0.0}], lr=settings.learning_rate,
-      betas=(settings.beta_1, settings.beta_2), eps=settings.epsilon, fused=True)
-  schedule = transformers.get_linear_schedule_with_warmup(
-      optimizer, settings.warmup_steps, DECAY_STEPS)
-
-  batch = {name: torch.from_numpy(value).long().to(device)
-           for name, value in synthetic_batch(args, config.vocab_size).items()}
-  weights = batch["masked_lm_weights"].float()
-  # The stock forward's labels: the original ids at the masked positions, -100 elsewhere.
-  labels = torch.full_like(batch["input_word_ids"], -100).scatter_(
-      1, batch["masked_lm_positions"], batch["masked_lm_ids"])
-  bf16 = args.precision == "bf16"
-
-  def forward_loss():
-    with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
-      if args.hf_mlm == "all":
-        return model(input_ids=batch["input_word_ids"], attention_mask=batch["input_mask"],
-                     token_type_ids=batch["input_type_ids"], labels=labels,
-                     next_sentence_label=batch["next_sentence_labels"]).loss
-      sequence, pooled = model.bert(input_ids=batch["input_word_ids"],
-                                    attention_mask=batch["input_mask"],
-                                    token_type_ids=batch["input_type_ids"],
-                                    return_dict=False)[:2]
-      positions = batch["masked_lm_positions"]
-      gathered = torch.gather(sequence, 1,
-                              positions[:, :, None].expand(-1, -1, sequence.shape[-1]))
-      mlm_logits = model.cls.predictions(gathered).float()
-      nsp_logits = model.cls.seq_relationship(pooled).float()
-    per_position = torch.nn.functional.cross_entropy(
-        mlm_logits.flatten(0, 1), batch["masked_lm_ids"].flatten(), reduction="none")
-    mlm = (per_position * weights.flatten()).sum() / (weights.sum() + 1e-5)
-    return mlm + torch.nn.functional.cross_entropy(nsp_logits,
-                                                   batch["next_sentence_labels"])
-
-  loss_fn = torch.compile(forward_loss) if compiled else forward_loss
-
-  def step():
-    loss = loss_fn()
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), settings.global_clipnorm)
-    optimizer.step()
-    schedule.step()
-    optimizer.zero_grad(set_to_none=True)
-    return loss.detach()
-
-  if device == "cuda":
-    torch.cuda.reset_peak_memory_stats()
-  timing = time_steps(step, sync, args.warmup_steps, args.steps)
-  return {**timing,
-          "framework": f"transformers {transformers.__version__}, torch {torch.__version__}",
-          "device": torch_device_name(torch),
-          "params": sum(p.numel() for p in model.parameters()),
-          "peak_memory_mb": (torch.cuda.max_memory_allocated() / 2**20
-                             if device == "cuda" else None)}
+  # Float8 scaling state is overwritten, not trained: the params are the weights.
+  weights = [v for v in model.trainable_variables
+             if not getattr(v, "overwrite_with_gradient", False)]
+  return gpu_devices.Side(
+      step, lambda: jax.block_until_ready(state[0]),
+      {"framework": f"bert_tf on keras {keras.__version__}, jax {jax.__version__}",
+       "device": gpu_devices.jax_device_name(jax),
+       "params": sum(int(math.prod(v.shape)) for v in weights)},
+      peak_memory_mb, kernel_profile.capture_jax)
 
 
 def synthetic_batch(args, vocab_size: int) -> dict:
@@ -360,26 +287,40 @@ def synthetic_batch(args, vocab_size: int) -> dict:
 
 # --------------------------------------------------------------------------------------
 
-def select_device(device: str) -> None:
-  """Points jax and torch at the --device asked for, before either is imported."""
-  if device == "cpu":
-    os.environ["JAX_PLATFORMS"] = "cpu"
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""
-  elif device == "gpu":
-    os.environ["JAX_PLATFORMS"] = "cuda"  # jax raises when it finds no CUDA device.
+def train_side(args) -> dict:
+  """Builds --side's training step, times it synced and back to back, and profiles it
+  with --profile_dir."""
+  experiment = experiment_of(args)
+  batch = synthetic_batch(args, experiment.model.encoder.vocab_size)
+  if args.side == "ours":
+    side = ours_step(args, experiment)
+  else:
+    import gpu_pretraining_hf  # pylint: disable=g-import-not-at-top
+    side = gpu_pretraining_hf.hf_step(args, experiment, batch, DECAY_STEPS,
+                                      compiled=args.side == "hf_compile")
+  result = time_steps(side.step, side.sync, args.warmup_steps, args.steps)
+  result["back_to_back_step_seconds"] = back_to_back(side.step, side.sync, args.steps,
+                                                     args.back_to_back_rounds)
+  result.update(side.info, peak_memory_mb=side.peak_memory_mb(),
+                xla_flags=os.environ.get("XLA_FLAGS", ""))
+  if args.profile_dir:
+    path, seconds = side.capture(side.step, side.sync, args.profile_steps,
+                                 args.profile_dir)
+    result["profile"] = dict(kernel_profile.summarize(kernel_profile.read_trace(path),
+                                                      args.profile_steps),
+                             trace=path, wall_ms_per_step=1e3 * seconds)
+  return result
 
 
 def main(argv=None) -> None:
   args = argument_parser().parse_args(argv)
-  select_device(args.device)
+  gpu_devices.select_device(args.device)
   if args.side == "matmul_jax":
     result = matmul_jax(args)
   elif args.side == "matmul_torch":
     result = matmul_torch(args)
-  elif args.side == "ours":
-    result = ours_step(args)
   else:
-    result = hf_step(args, compiled=args.side == "hf_compile")
+    result = train_side(args)
   result["tensorflow_loaded"] = tensorflow_loaded()
   sys.stdout.write("RESULT " + json.dumps(result) + "\n")
   sys.stdout.flush()

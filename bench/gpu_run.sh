@@ -6,11 +6,21 @@
 # /tmp/site, outside the machine's own packages.
 #
 #   OUT=/path/to/results bash bench/gpu_run.sh [more flags for bench/gpu_pretraining.py]
+#   OUT=/path/to/results PLAN=profile bash bench/gpu_run.sh
 #
-# Writes four files to $OUT (the device machines return at most eight): machine.txt
-# (GPU, driver, versions), gpu_pretraining.jsonl (the run's records), gpu_pretraining.txt
-# (its printed progress, table and commands) and worker_logs.txt (the end of every
-# worker's stderr). The whole run stays within $BUDGET seconds (default 480) plus a
+# PLAN picks the flags the run starts from (flags after the script come after them):
+#   record    the default plan: base and large, seq 128 and 512, ours, HF eager and HF
+#             torch.compile (the figures of record)
+#   profile   BERT-large, seq 128, batch 64, 10 timed steps, every configuration
+#             profiled (device time by kernel category, largest kernels): ours, then
+#             its A/B variants (float8 projections, no dropout, XLA command buffers
+#             off), then HF torch.compile, then HF eager (the first the budget drops)
+#
+# Writes to $OUT (the device machines return at most eight files): machine.txt (GPU,
+# driver, versions), gpu_pretraining.jsonl (the run's records), gpu_pretraining.txt
+# (its printed progress, tables and commands), worker_logs.txt (the end of every
+# worker's stderr) and, with --profile, traces.tar.gz (the profilers' traces, when
+# under $TRACE_MB MiB). The whole run stays within $BUDGET seconds (default 480) plus a
 # minute: the configurations that do not fit are recorded as skipped. 480 s leaves a
 # few of a 15-minute device lease for the machine's start and the transfers.
 set -u
@@ -18,8 +28,21 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/bert_tf_gpu}
 WHEELS=${WHEELS:-.whl}
 BUDGET=${BUDGET:-480}
+PLAN=${PLAN:-record}
+TRACE_MB=${TRACE_MB:-40}
 PYTHON=${PYTHON:-python3}
 LOGS=$(mktemp -d)
+TRACES=$(mktemp -d)
+case "$PLAN" in
+  record) PLAN_FLAGS=() ;;
+  profile)
+    PLAN_FLAGS=(--sizes=large --seqs=128 --batch_sizes=128:64 --steps=10 --profile
+                --sides=ours,hf_compile,hf_eager
+                "--variant=fp8=runtime.float8_training=true"
+                "--variant=nodrop=model.encoder.dropout_rate=0;model.encoder.attention_dropout_rate=0"
+                "--variant=nocmdbuf=xla:--xla_gpu_enable_command_buffer=") ;;
+  *) echo "PLAN must be record or profile, got '$PLAN'" >&2; exit 2 ;;
+esac
 mkdir -p "$OUT"
 # The frameworks' versions are in every worker's record; here the GPU, and whether
 # TensorFlow is absent as expected.
@@ -33,10 +56,17 @@ cat "$OUT/machine.txt"
   --target /tmp/site "$WHEELS"/*.whl || exit 1
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
 timeout $((BUDGET + 60)) "$PYTHON" bench/gpu_pretraining.py --time_budget_s="$BUDGET" \
-  --output="$OUT/gpu_pretraining.jsonl" --worker_logs="$LOGS" "$@" 2>&1 |
-  tee "$OUT/gpu_pretraining.txt"
+  --output="$OUT/gpu_pretraining.jsonl" --worker_logs="$LOGS" --profile_dir="$TRACES" \
+  "${PLAN_FLAGS[@]}" "$@" 2>&1 | tee "$OUT/gpu_pretraining.txt"
 status=${PIPESTATUS[0]}
 for log in "$LOGS"/*.log; do
   [ -e "$log" ] && { echo "== $(basename "$log")"; tail -n 40 "$log"; }
 done >"$OUT/worker_logs.txt"
+if [ -n "$(ls -A "$TRACES")" ]; then
+  tar -czf "$OUT/traces.tar.gz" -C "$TRACES" .
+  if [ "$(du -m "$OUT/traces.tar.gz" | cut -f1)" -gt "$TRACE_MB" ]; then
+    echo "traces.tar.gz over $TRACE_MB MiB: left out (the summaries are in the records)"
+    rm "$OUT/traces.tar.gz"
+  fi
+fi
 exit "$status"

@@ -211,6 +211,11 @@ class RuntimeConfig(Config):
   deterministic: bool = False
   # Collective implementation for multi-worker: auto, ring, nccl.
   all_reduce_alg: str = "auto"
+  # Trains the encoder's block projections (query, key, value, attention output,
+  # intermediate, output) in Keras's float8 mode with delayed scaling
+  # (bert_tf.models.float8): float8 GEMMs on GPUs that have them. JAX backend only;
+  # the embeddings, heads and the tied masked-LM output layer keep the dtype policy.
+  float8_training: bool = False
 
   def validate(self):
     require(self.backend in BACKENDS,
@@ -311,6 +316,9 @@ class ExperimentConfig(Config):
       require(data.seq_length <= encoder.max_position_embeddings,
               f"{section}.seq_length ({data.seq_length}) exceeds "
               f"model.encoder.max_position_embeddings ({encoder.max_position_embeddings})")
+    require(not (self.runtime.float8_training and self.model.lora_rank),
+            "runtime.float8_training does not combine with model.lora_rank (Keras's "
+            "float8 Dense has no LoRA path)")
     require(not (self.train_data.pack_examples and
                  self.trainer.gradient_accumulation_steps > 1),
             "train_data.pack_examples does not split into micro-batches: set "

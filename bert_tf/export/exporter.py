@@ -186,8 +186,10 @@ def load_experiment(config) -> configs.ExperimentConfig:
   """An ExperimentConfig from itself or a YAML path, in float32 for serving."""
   if isinstance(config, str):
     config = experiments.experiment_from_yaml(config)
-  # Serving computes in float32 whatever precision training used; weights are float32.
-  return config.override({"runtime": {"mixed_precision_dtype": "float32"}})
+  # Serving computes in float32 whatever precision training used; weights are float32
+  # (a float8 run's too: its scaling state stays behind in the checkpoint).
+  return config.override({"runtime": {"mixed_precision_dtype": "float32",
+                                      "float8_training": False}})
 
 
 def model_from_checkpoint(experiment: configs.ExperimentConfig, checkpoint: str):

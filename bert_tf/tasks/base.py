@@ -45,6 +45,7 @@ from bert_tf import configs
 from bert_tf import constants
 from bert_tf import kernels as kernels_lib
 from bert_tf.checkpoints import restore
+from bert_tf.models import float8
 from bert_tf.models import lora
 from bert_tf.models.bert_encoder import BertEncoder
 
@@ -169,7 +170,10 @@ class Task(abc.ABC):
     restored from task.init_checkpoint, frozen, with low-rank adapters
     (bert_tf.models.lora). The model the trainer trains and the exporter restores:
     with adapters, `trained_items` holds only what trains, and the encoder always
-    comes from task.init_checkpoint, on a resumed run too."""
+    comes from task.init_checkpoint, on a resumed run too. With
+    runtime.float8_training the block projections train in float8
+    (bert_tf.models.float8), converted after the warm start from task.init_checkpoint,
+    which `initialize` then reports."""
     model = self.build_model()
     settings = self.experiment.model
     if settings.lora_rank:
@@ -179,6 +183,13 @@ class Task(abc.ABC):
       restore.restore_items(self.config.init_checkpoint, model.checkpoint_items,
                             items=("encoder",))
       lora.enable(model, settings.lora_rank, settings.lora_targets, settings.lora_alpha)
+    if self.experiment.runtime.float8_training:
+      # Checkpoints of plain models hold no float8 scaling state: restore into the
+      # plain layers, then convert them.
+      float8.check_supported(model)
+      restored = self.initialize(model)
+      float8.enable(model)
+      object.__setattr__(model, "initialized_when_built", restored)
     return model
 
   def model_inputs(self, features: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
@@ -201,6 +212,8 @@ class Task(abc.ABC):
     if not path or getattr(model, "lora_adapters", None) is not None:
       # A LoRA model's encoder was restored when it was built (build_tuned_model).
       return {}
+    if hasattr(model, "initialized_when_built"):
+      return dict(model.initialized_when_built)
     restored = restore.restore_items(path, model.checkpoint_items,
                                      items=self.init_checkpoint_items())
     for item in restored:
