@@ -8,6 +8,8 @@ pytest process runs TensorFlow). Each command prints one line `RESULT <json>` la
                                         micro-batches; the largest differences
   fill_mask MODEL_DIR TEXTS_JSON OUT    the trained model's top-k answers at each [MASK]
   weights CHECKPOINT OUT                a checkpoint's encoder weights, restored on JAX
+  compilations OUT_DIR                  fine-tuning from TSV with length buckets: how
+                                        often the JAX step compiles
   policies OUT_DIR RECORDS_DIR          the trainer's policies (policy_scenarios.py) on
                                         this engine
 """
@@ -74,6 +76,28 @@ def kinds(out_dir: str) -> dict:
                                      "train_and_eval")
     results[name] = {k: float(v) for k, v in report.items()}
   return results
+
+
+def compilations(out_dir: str) -> dict:
+  """20 steps of sentence classification from a TSV of sentences of 1-30 pieces, batches
+  padded to the length buckets 8, 16 and seq_length 32."""
+  from bert_tf.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  vocab = finetuning_helpers.write_vocab(os.path.join(out_dir, "vocab.txt"))
+  rng = np.random.default_rng(0)
+  words = list(finetuning_helpers.WORDS[:10])
+  lines = ["sentence\tlabel"] + [
+      f"{' '.join(rng.choice(words, size=rng.integers(1, 31)))}\t{i % 2}" for i in range(160)]
+  path = os.path.join(out_dir, "train.tsv")
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\n".join(lines) + "\n")
+  experiment = finetuning_helpers.tiny_experiment(
+      {"name": "sentence_prediction", "text_a_column": "sentence", "num_classes": 2},
+      {"format": "tsv", "input_path": path, "length_buckets": [8, 16]}, steps=20,
+      seq_length=32, vocab_file=vocab)
+  trainer = trainer_lib.Trainer(experiment, os.path.join(out_dir, "run"),
+                                log_fn=lambda _: None)
+  trainer.train()
+  return {"steps": trainer.step, "step_traces": trainer.engine.step_traces}
 
 
 def _arrays(path: str) -> dict:
@@ -166,4 +190,4 @@ def weights(checkpoint: str, out_path: str) -> dict:
 if __name__ == "__main__":
   command, args = sys.argv[1], sys.argv[2:]
   _result({"train": train, "kinds": kinds, "resume": resume, "fill_mask": fill_mask,
-           "weights": weights, "policies": policy_scenarios.run_all}[command](*args))
+           "weights": weights, "compilations": compilations, "policies": policy_scenarios.run_all}[command](*args))

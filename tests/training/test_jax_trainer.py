@@ -180,6 +180,13 @@ def test_the_same_yaml_runs_on_jax_and_tpu_strategy_is_a_one_line_error(tmp_path
         {"runtime": {"backend": "jax"}}), "unused")
 
 
+def test_fine_tuning_from_tsv_compiles_the_jax_step_once_per_length_bucket(tmp_path):
+  result = _worker("compilations", tmp_path)
+  assert result["steps"] == 20
+  # Sentences of 1-30 pieces, batches padded to 8, 16 or 32: at most three shapes.
+  assert 1 <= result["step_traces"] <= 3
+
+
 def test_backend_is_read_from_the_yaml_overrides_and_flag_without_keras(tmp_path):
   path = tmp_path / "e.yaml"
   path.write_text("runtime:\n  backend: jax\n")

@@ -38,7 +38,8 @@ class JaxEngine(engine_lib.Engine):
 
   Attributes: devices (the data-parallel devices), model, optimizer, state
   (step.TrainState once the run starts; the model's variables hold it only after
-  `sync_to_model`).
+  `sync_to_model`), step_traces (how often the training step was traced, i.e.
+  compiled: once per batch shape).
   """
 
   name = "jax"
@@ -49,6 +50,7 @@ class JaxEngine(engine_lib.Engine):
     self.devices = devices_lib.data_parallel_devices(experiment.runtime)
     devices_lib.set_distribution(self.devices)
     self.state = None
+    self.step_traces = 0
     self._step = 0
     self._train_step = None
     self._eval_step = None
@@ -113,7 +115,9 @@ class JaxEngine(engine_lib.Engine):
 
   # ----- steps -----
   def _loss_fn(self, batch, outputs, normalizers):
-    """The task's losses and metric sums of one micro-batch, flat."""
+    """The task's losses and metric sums of one micro-batch, flat. Runs in Python once
+    per trace of the step."""
+    self.step_traces += 1
     values = dict(self.task.compute_loss(
         batch, outputs, self.experiment.train_data.global_batch_size, **normalizers))
     for name, (numerator, denominator) in self.task.train_metrics(batch, outputs).items():
