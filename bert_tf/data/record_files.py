@@ -95,9 +95,10 @@ def _local_copy(path: str, compression_type: str):
       out.close()
       _not_a_stream(path, compression_type, e)
   if decompressor is not None and not decompressor.eof:
+    size = out.tell()
     out.close()
-    raise CorruptRecordError(f"Corrupt TFRecord file(s): {path} at byte offset "
-                             f"{out.tell()} (truncated {compression_type} stream)")
+    raise CorruptRecordError(f"Corrupt TFRecord file(s): {path} at byte offset {size} "
+                             f"(truncated {compression_type} stream)")
   return out
 
 

@@ -1,0 +1,74 @@
+"""TFRecords of every kind the tools write, made small for the host-input tests (they
+need TensorFlow to write; the TensorFlow-free reader reads them)."""
+
+import os
+from typing import Dict
+
+import numpy as np
+
+import pretraining_fixtures as fx
+from bert_tf import constants
+from bert_tf.data import dummy
+from bert_tf.data import record_specs
+from bert_tf.data import squad
+
+SEQ, PRED = 32, 5
+FINETUNING_SEQ, CHOICES = 16, 3
+# name -> (kind, regression)
+FINETUNING_KINDS = {
+    "sentence": (record_specs.SENTENCE, False),
+    "regression": (record_specs.SENTENCE, True),
+    "tagging": (record_specs.TAGGING, False),
+    "multiple_choice": (record_specs.MULTIPLE_CHOICE, False),
+}
+
+
+def write_pretraining_files(directory, num_files: int = 3, gzip: bool = False):
+  """Pretraining shards data-0000i-of-0000n.tfrecord[.gz]; returns (paths, counts)."""
+  paths, counts = [], []
+  suffix = ".tfrecord.gz" if gzip else ".tfrecord"
+  for i in range(num_files):
+    path = os.path.join(str(directory), f"data-{i:05d}-of-{num_files:05d}{suffix}")
+    counts.append(fx.write_record_file(path, num_documents=12, seed=i, gzip=gzip))
+    paths.append(path)
+  return paths, counts
+
+
+def finetuning_examples(name: str, num_examples: int = 40) -> Dict[str, np.ndarray]:
+  """Synthetic examples of kind `name` padded to FINETUNING_SEQ, numbered in order."""
+  kind, regression = FINETUNING_KINDS[name]
+  examples = dummy.finetuning_examples(kind, num_examples // 4, FINETUNING_SEQ, 50, 5,
+                                       num_choices=CHOICES, regression=regression, seed=7)
+  examples[constants.EXAMPLE_INDEX] = np.arange(num_examples, dtype=np.int32)
+  return examples
+
+
+def write_finetuning_file(directory, name: str, num_examples: int = 40) -> str:
+  """The records tools/create_finetuning_data.py writes for examples of kind `name`."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf.data import tfrecords  # pylint: disable=g-import-not-at-top
+  kind, regression = FINETUNING_KINDS[name]
+  path = os.path.join(str(directory), f"{name}.tfrecord")
+  ds = tf.data.Dataset.from_tensor_slices(finetuning_examples(name, num_examples))
+  tfrecords.write_finetuning_tfrecord(ds, path, kind, FINETUNING_SEQ, {},
+                                      regression=regression)
+  return path
+
+
+def write_squad_file(directory, labelled: bool = True, num_examples: int = 20) -> str:
+  """SQuAD window records as the original release writes them (evaluation files
+  without the labels)."""
+  from bert_tf.data import tfrecords  # pylint: disable=g-import-not-at-top
+  arrays = dummy.span_arrays(num_examples, FINETUNING_SEQ, 50)
+  names = {constants.INPUT_WORD_IDS: constants.TFRECORD_INPUT_IDS,
+           constants.INPUT_MASK: constants.TFRECORD_INPUT_MASK,
+           constants.INPUT_TYPE_IDS: constants.TFRECORD_SEGMENT_IDS}
+  labels = (squad.START_POSITIONS, squad.END_POSITIONS, squad.IS_IMPOSSIBLE)
+  records = []
+  for i in range(num_examples):
+    records.append(tfrecords.serialize_example({
+        names.get(key, key): value[i] for key, value in arrays.items()
+        if labelled or key not in labels}))
+  path = os.path.join(str(directory), f"squad_{'train' if labelled else 'eval'}.tfrecord")
+  tfrecords.write_records(path, records)
+  return path
