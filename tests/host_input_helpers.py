@@ -14,6 +14,7 @@ from bert_tf.data import squad
 
 SEQ, PRED = 32, 5
 FINETUNING_SEQ, CHOICES = 16, 3
+SHORT_EXAMPLES, SHORT_LENGTH = 12, 4
 # name -> (kind, regression)
 FINETUNING_KINDS = {
     "sentence": (record_specs.SENTENCE, False),
@@ -40,6 +41,12 @@ def finetuning_examples(name: str, num_examples: int = 40) -> Dict[str, np.ndarr
   examples = dummy.finetuning_examples(kind, num_examples // 4, FINETUNING_SEQ, 50, 5,
                                        num_choices=CHOICES, regression=regression, seed=7)
   examples[constants.EXAMPLE_INDEX] = np.arange(num_examples, dtype=np.int32)
+  # The first SHORT_EXAMPLES are cut to SHORT_LENGTH tokens, so that length buckets
+  # below seq_length hold whole batches.
+  for key in constants.ENCODER_INPUTS:
+    examples[key][:SHORT_EXAMPLES, ..., SHORT_LENGTH:] = 0
+  if kind == record_specs.TAGGING:
+    examples[constants.LABEL_IDS][:SHORT_EXAMPLES, SHORT_LENGTH:] = constants.IGNORE_LABEL
   return examples
 
 
