@@ -79,3 +79,36 @@ def write_squad_file(directory, labelled: bool = True, num_examples: int = 20) -
   path = os.path.join(str(directory), f"squad_{'train' if labelled else 'eval'}.tfrecord")
   tfrecords.write_records(path, records)
   return path
+
+
+def task_experiments(files: Dict[str, str]) -> Dict[str, dict]:
+  """{case: experiment dict} reading `files` ({"pretraining": comma-separated shards,
+  finetuning kind names, "squad"}) for evaluation, in file order, and every task's
+  dummy input."""
+  encoder = dict(vocab_size=64, hidden_size=16, num_layers=1, num_attention_heads=2,
+                 intermediate_size=32, max_position_embeddings=64)
+
+  def experiment(task, data, **extra):
+    data = dict(dict(global_batch_size=6, seq_length=FINETUNING_SEQ, is_training=False,
+                     drop_remainder=False, cycle_length=1, deterministic=True), **data)
+    return dict(dict(task=task, model=dict(encoder=encoder), train_data=data,
+                     eval_data=data, runtime=dict(seed=5)), **extra)
+
+  tasks = {
+      "sentence": dict(name="sentence_prediction", num_classes=5),
+      "regression": dict(name="sentence_prediction", num_classes=1),
+      "tagging": dict(name="tagging", label_names=[f"T{i}" for i in range(5)]),
+      "multiple_choice": dict(name="multiple_choice", num_choices=CHOICES),
+  }
+  cases = {"pretraining": experiment(
+      dict(name="pretraining"), dict(input_path=files["pretraining"], seq_length=SEQ,
+                                     max_predictions_per_seq=PRED))}
+  cases["pretraining_dummy"] = experiment(
+      dict(name="pretraining"), dict(format="dummy", seq_length=SEQ,
+                                     max_predictions_per_seq=PRED))
+  for name, task in tasks.items():
+    cases[name] = experiment(task, dict(input_path=files[name], length_buckets=[4, 8]))
+    cases[f"{name}_dummy"] = experiment(task, dict(format="dummy"))
+  cases["squad"] = experiment(dict(name="squad"), dict(input_path=files["squad"]))
+  cases["squad_dummy"] = experiment(dict(name="squad"), dict(format="dummy"))
+  return cases
