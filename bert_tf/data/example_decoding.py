@@ -76,6 +76,15 @@ def _where(where: Optional[Sequence[str]], row: int) -> str:
   return where[row] if where is not None else f"record {row} of the batch"
 
 
+def _default_feature(feature: record_specs.RecordFeature):
+  """A Feature message holding the feature's default values."""
+  value = example_class()().features.feature[feature.name]
+  values = getattr(value, "int64_list" if feature.dtype == record_specs.INT64
+                   else "float_list").value
+  values.extend([feature.default] * feature.size)
+  return value
+
+
 def decode_examples(records: Sequence[bytes], spec: record_specs.RecordSpec,
                     where: Optional[Sequence[str]] = None) -> Dict[str, np.ndarray]:
   """Decodes serialized Examples into a batch, as bert_tf.data.tfrecords.parse_records.
@@ -103,28 +112,26 @@ def decode_examples(records: Sequence[bytes], spec: record_specs.RecordSpec,
   batch = {}
   for feature in spec:
     kind = "int64_list" if feature.dtype == record_specs.INT64 else "float_list"
-    default = None if feature.default is None else [feature.default] * feature.size
-    values = []
-    for row, features in enumerate(maps):
-      if feature.name not in features:
-        if default is None:
-          raise ExampleFormatError(f"{_where(where, row)}: the record lacks feature "
-                                   f"'{feature.name}'")
-        values.append(default)
-        continue
-      value = features[feature.name]
-      found = value.WhichOneof("kind")
-      listed = getattr(value, kind).value
-      if found != kind or len(listed) != feature.size:
-        held = (f"{len(listed)} value(s)" if found == kind else
-                f"a {found or 'empty feature'}")
-        raise ExampleFormatError(
-            f"{_where(where, row)}: feature '{feature.name}' holds {held}; expected "
-            f"{feature.size} {feature.dtype} value(s)")
-      values.append(listed)
+    size = feature.size
+    values = [features.get(feature.name) for features in maps]
+    if any(value is None for value in values):
+      if feature.default is None:
+        row = next(i for i, value in enumerate(values) if value is None)
+        raise ExampleFormatError(f"{_where(where, row)}: the record lacks feature "
+                                 f"'{feature.name}'")
+      values = [value if value is not None else _default_feature(feature)
+                for value in values]
+    lists = [getattr(value, kind).value for value in values]
+    sizes = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    if np.any(sizes != size):
+      row = int(np.flatnonzero(sizes != size)[0])
+      found = values[row].WhichOneof("kind")
+      held = f"{sizes[row]} value(s)" if found == kind else f"a {found or 'empty feature'}"
+      raise ExampleFormatError(f"{_where(where, row)}: feature '{feature.name}' holds "
+                               f"{held}; expected {size} {feature.dtype} value(s)")
     dtype = np.int64 if feature.dtype == record_specs.INT64 else np.float32
-    array = np.fromiter(itertools.chain.from_iterable(values), dtype=dtype,
-                        count=len(maps) * feature.size)
+    array = np.fromiter(itertools.chain.from_iterable(lists), dtype=dtype,
+                        count=len(lists) * size)
     batch[feature.key] = array.astype(feature.batch_dtype, copy=False).reshape(
-        (len(maps), *feature.shape))
+        (len(lists), *feature.shape))
   return batch
