@@ -7,8 +7,8 @@ A task wires a model to its inputs, loss and metrics. The trainer calls, in orde
   model = task.build_tuned_model()
   task.initialize(model)                       # from task.init_checkpoint, if set
   task.check_inputs(data_config)               # before the first step
-  dataset = task.build_inputs(data_config, input_context)    # tf.data, or without
-  batches = task.host_inputs(data_config, process_index, process_count)  # TensorFlow
+  dataset = task.build_inputs(data_config, input_context)      # tf.data; or, with
+  batches = task.host_inputs(data_config, process_index, process_count)  # no TF, NumPy
   # inside strategy.run, per replica:
   normalizers = task.loss_normalizers(features)  # summed over the global batch
   outputs = model(task.model_inputs(features), training=True)
@@ -46,6 +46,7 @@ from bert_tf import configs
 from bert_tf import constants
 from bert_tf import kernels as kernels_lib
 from bert_tf.data import host_pipeline
+from bert_tf.data import record_files
 from bert_tf.models import lora
 from bert_tf.models.bert_encoder import BertEncoder
 
@@ -354,7 +355,6 @@ class Task(abc.ABC):
     if data_config.format != TFRECORD:
       return error
     from bert_tf.data import tfrecords  # pylint: disable=g-import-not-at-top
-    from bert_tf.data import record_files  # pylint: disable=g-import-not-at-top
     bad = tfrecords.find_corrupt_records(data_config.input_path,
                                          data_config.compression_type)
     return record_files.corrupt_records_error(bad) if bad else error
