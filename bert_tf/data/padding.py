@@ -31,6 +31,21 @@ def padding_values(kind: str, regression: bool = False) -> Dict[str, object]:
   return values
 
 
+def pad_example(features: Mapping[str, np.ndarray], kind: str, seq_length: int,
+                regression: bool = False) -> Dict[str, np.ndarray]:
+  """One featurized example (bert_tf.data.featurizers) with its token features ([T_i]
+  or [C, T_i]; tagging labels [T_i]) padded to seq_length by `padding_values`."""
+  pads = padding_values(kind, regression)
+  out = {}
+  for key, value in features.items():
+    value = np.asarray(value)
+    if key in constants.ENCODER_INPUTS or (kind == TAGGING and key == constants.LABEL_IDS):
+      width = [(0, 0)] * (value.ndim - 1) + [(0, seq_length - value.shape[-1])]
+      value = np.pad(value, width, constant_values=pads[key])
+    out[key] = value
+  return out
+
+
 def token_axis_keys(batch: Mapping[str, object]) -> List[str]:
   """The features of a batch whose last axis is the token axis: the encoder inputs and,
   for tagging, the per-token label_ids [B, T]."""

@@ -15,11 +15,10 @@ from typing import Dict, Iterable, Mapping, Optional
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import constants
+from bert_tf.data import padding
 from bert_tf.data import record_files
 from bert_tf.data import record_specs
 from bert_tf.data.batching import trim_to_longest
-from bert_tf.data.padding import padding_values
 from bert_tf.utils import files
 from bert_tf.utils import progress as progress_lib
 
@@ -163,16 +162,9 @@ def record_dataset(input_path: str, field: str = "input_path", is_training: bool
 def _padded_record(features: Mapping[str, np.ndarray], kind: str, seq_length: int,
                    regression: bool) -> bytes:
   """One featurized example, padded to seq_length, as a serialized record."""
-  pads = padding_values(kind, regression)
   names = {f.key: f.name for f in record_specs.finetuning_spec(kind, seq_length, regression)}
-  record = {}
-  for key, value in features.items():
-    value = np.asarray(value)
-    if key in constants.ENCODER_INPUTS or (kind == record_specs.TAGGING and key == constants.LABEL_IDS):
-      width = [(0, 0)] * (value.ndim - 1) + [(0, seq_length - value.shape[-1])]
-      value = np.pad(value, width, constant_values=pads[key])
-    record[names[key]] = value
-  return serialize_example(record)
+  return serialize_example({names[key]: value for key, value in padding.pad_example(
+      features, kind, seq_length, regression).items()})
 
 
 def write_finetuning_tfrecord(ds: tf.data.Dataset, path: str, kind: str, seq_length: int,

@@ -173,15 +173,10 @@ class FeatureTask(base.Task):
     if data_config.pack_examples:
       raise configs.ConfigError(f"{base.section_name(data_config)}.pack_examples: the host "
                                 "input does not pack examples; use length_buckets")
-    ds = self.featurize(self.read_examples(data_config), data_config)
-    # The token axis is the one of unknown length.
-    shapes = {key: spec.shape[:-1].concatenate([data_config.seq_length])
-              if spec.shape.rank and spec.shape[-1] is None else spec.shape
-              for key, spec in ds.element_spec.items()}
-    values = padding.padding_values(self.feature_kind, self.regression)
-    padded = ds.padded_batch(1 << 30, padded_shapes=shapes, padding_values={
-        key: np.asarray(values[key], spec.dtype.as_numpy_dtype)
-        for key, spec in ds.element_spec.items()})
-    arrays = next(padded.as_numpy_iterator())
+    examples = [padding.pad_example(features, self.feature_kind, data_config.seq_length,
+                                    self.regression)
+                for features in self.featurize(self.read_examples(data_config),
+                                               data_config).as_numpy_iterator()]
+    arrays = {key: np.stack([e[key] for e in examples]) for key in examples[0]}
     return host_pipeline.array_batches(arrays, batch_size, self._to_bucket(data_config),
                                        **order)

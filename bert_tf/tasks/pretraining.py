@@ -115,6 +115,9 @@ class PretrainingTask(base.Task):
     Raises:
       ConfigError: dynamic_masking, which draws masks in tf.data only.
     """
+    # bert_tf.data.masking draws masks with TensorFlow ops inside tf.data (stateless
+    # seeds, so the iterator checkpoints and runs on TPU hosts); sharing it with NumPy
+    # would take tf.numpy_function there or a second implementation here.
     if data_config.dynamic_masking:
       raise configs.ConfigError(
           f"{base.section_name(data_config)}.dynamic_masking: masks are drawn on the fly "

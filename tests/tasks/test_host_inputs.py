@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 
+import finetuning_helpers
 import host_input_helpers as helpers
 import paths
 from bert_tf import configs
@@ -70,3 +71,27 @@ def test_host_batches_without_tensorflow_equal_the_tf_data_batches(tensorflow_fr
         np.testing.assert_array_equal(arrays[f"{case}/{i}/{key}"], value.numpy(),
                                       err_msg=f"{case} batch {i} {key}")
       assert {k.split("/")[2] for k in arrays if k.startswith(f"{case}/{i}/")} == set(batch)
+
+
+def test_with_tensorflow_raw_task_files_featurize_into_the_tf_data_batches(tmp_path):
+  vocab = finetuning_helpers.write_vocab(tmp_path / "vocab.txt")
+  rows = ["the cat sat on the mat", "a dog", "john lives in paris", "good movie",
+          "the red green blue home runs", "no", "yes a man walks home", "bad"]
+  path = tmp_path / "train.tsv"
+  path.write_text("text\tlabel\n" + "".join(f"{text}\t{i % 2}\n"
+                                            for i, text in enumerate(rows)))
+  data = {"format": "tsv", "input_path": str(path), "length_buckets": [4, 8]}
+  experiment = finetuning_helpers.tiny_experiment(
+      {"name": "sentence_prediction", "num_classes": 2}, data, vocab_file=vocab)
+  task = base.get_task(experiment)
+  eval_data = experiment.eval_data.replace(global_batch_size=3)
+  bounds = padding.bucket_bounds(eval_data)
+  theirs = [{k: v.numpy() for k, v in batching.pad_to_length_bucket(batch, bounds).items()}
+            for batch in task.build_inputs(eval_data)]
+  ours = list(task.host_inputs(eval_data))
+  assert len(ours) == len(theirs) == 3
+  for a, b in zip(ours, theirs):
+    assert set(a) == set(b)
+    for key in b:
+      np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+  assert {b[constants.INPUT_WORD_IDS].shape[-1] for b in ours} <= set(bounds)
