@@ -30,10 +30,7 @@ import common  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 common.define_data_dir_flag()
-flags.DEFINE_string("input_file", None, "Text in the tool's input format; default "
-                    "DATA_DIR/wikitext2_raw/wikitext2_valid_test.bertfmt.txt.")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocab; default "
-                    "DATA_DIR/bert_vocab/uncased/vocab.txt.")
+common.define_corpus_flags()
 flags.DEFINE_float("corpus_mb", 1.0, "The first MB of --input_file made into records.")
 flags.DEFINE_integer("dupe_factor", 2, "create_pretraining_data's --dupe_factor.")
 flags.DEFINE_integer("num_shards", 4, "TFRecord files written.")
@@ -169,10 +166,7 @@ def main(argv):
       sys.modules["tensorflow"] = None  # The host input runs without TensorFlow.
     print(json.dumps(run_worker(FLAGS.worker, FLAGS.records)))
     return
-  FLAGS.input_file = FLAGS.input_file or common.data_path(
-      "wikitext2_raw", "wikitext2_valid_test.bertfmt.txt")
-  FLAGS.vocab_file = FLAGS.vocab_file or common.data_path("bert_vocab", "uncased",
-                                                          "vocab.txt")
+  common.resolve_corpus_flags()
   if FLAGS.write_readme:
     common.require_readme_section(_SECTION)
   load_before = common.load_average()
