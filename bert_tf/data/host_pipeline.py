@@ -36,7 +36,7 @@ class HostBatches:
   """Batches (dicts of NumPy arrays) with a checkpointable position.
 
   Iterate it, or call next(); `get_state()` / `set_state(state)` save and restore the
-  position; `close()` stops its reader threads. Built by `index_batches`,
+  position, `seek(n)` skips to batch n unread; `close()` stops its reader threads. Built by `index_batches`,
   `record_batches` or `array_batches`.
 
   Attributes:
@@ -65,6 +65,11 @@ class HostBatches:
   def __next__(self) -> Batch:
     return next(self._iterator)
 
+  def seek(self, batches_read: int) -> None:
+    """Positions the input after its first `batches_read` batches without reading them
+    (a run resumed at a step whose checkpoint holds no input position)."""
+    grain.experimental.set_next_index(self._iterator, int(batches_read))
+
   def close(self) -> None:
     """Stops the reader threads (an evaluation that stops early)."""
     self._iterator.close()
@@ -87,7 +92,7 @@ class HostBatches:
     if differs:
       raise InputStateError(f"The saved input position was taken with {', '.join(differs)}; "
                             "it cannot be restored into this input")
-    grain.experimental.set_next_index(self._iterator, int(state["batches_read"]))
+    self.seek(int(state["batches_read"]))
 
 
 def index_batches(num_rows: int, batch_size: int, load: Callable[[np.ndarray], Batch], *,

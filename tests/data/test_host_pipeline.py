@@ -137,6 +137,19 @@ def test_a_restored_position_reads_the_batches_an_uninterrupted_run_reads(shards
   _assert_same_batches(_batches(resumed, 4), uninterrupted[steps:])
 
 
+def test_seek_skips_to_a_batch_without_reading_the_ones_before(shards):
+  paths, _ = shards
+  uninterrupted = _batches(_training(paths), 7)
+  resumed = _training(paths)
+  resumed.seek(5)
+  _assert_same_batches(_batches(resumed, 2), uninterrupted[5:])
+
+
+def test_the_bucket_of_a_length_is_the_smallest_bound_that_holds_it():
+  np.testing.assert_array_equal(padding.bucket_lengths([4, 8, 16]),
+                                [4] * 5 + [8] * 4 + [16] * 8)
+
+
 def test_a_position_restores_under_another_process_count_at_the_same_global_batch(shards):
   paths, _ = shards
   two = [_training(paths, 4, process_index=i, process_count=2) for i in range(2)]
