@@ -14,9 +14,9 @@ same global batch size (batch n is rows [n * G, (n + 1) * G) of the global order
 the processes share them). Importing and running this module needs no TensorFlow.
 """
 
+import functools
 from typing import Callable, Dict, Mapping, Optional, Sequence
 
-import grain
 import numpy as np
 
 from bert_tf import configs
@@ -30,6 +30,17 @@ Batch = Dict[str, np.ndarray]
 
 class InputStateError(errors.UserError, ValueError):
   """A saved input position that does not belong to this input."""
+
+
+@functools.lru_cache(maxsize=None)
+def _grain():
+  # Imported on first use: grain is the `jax` extra's, and the tasks import this module.
+  try:
+    import grain  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    raise errors.InputError("The host input (TensorFlow-free) needs grain: pip install "
+                            "'bert_tf[jax]'") from None
+  return grain
 
 
 class HostBatches:
@@ -46,7 +57,7 @@ class HostBatches:
     num_batches: this process's batches in one pass; None when the input repeats.
   """
 
-  def __init__(self, dataset: grain.MapDataset, batch_size: int, process_count: int,
+  def __init__(self, dataset, batch_size: int, process_count: int,
                num_rows: int, identity: Mapping[str, object], repeat: bool,
                num_threads: int, prefetch_batches: int):
     self.batch_size = batch_size
@@ -55,7 +66,7 @@ class HostBatches:
     self.num_batches = None if repeat else len(dataset)
     self._identity = dict(identity, global_batch_size=self.global_batch_size,
                           num_rows=num_rows)
-    options = grain.ReadOptions(num_threads=num_threads,
+    options = _grain().ReadOptions(num_threads=num_threads,
                                 prefetch_buffer_size=prefetch_batches)
     self._iterator = iter(dataset.to_iter_dataset(options))
 
@@ -68,7 +79,7 @@ class HostBatches:
   def seek(self, batches_read: int) -> None:
     """Positions the input after its first `batches_read` batches without reading them
     (a run resumed at a step whose checkpoint holds no input position)."""
-    grain.experimental.set_next_index(self._iterator, int(batches_read))
+    _grain().experimental.set_next_index(self._iterator, int(batches_read))
 
   def close(self) -> None:
     """Stops the reader threads (an evaluation that stops early)."""
@@ -78,7 +89,7 @@ class HostBatches:
     """{"batches_read": the batches this iterator has returned, and what identifies the
     input (rows, global batch size, seed, shuffle)}; JSON-able."""
     return dict(self._identity,
-                batches_read=grain.experimental.get_next_index(self._iterator))
+                batches_read=_grain().experimental.get_next_index(self._iterator))
 
   def set_state(self, state: Mapping[str, object]) -> None:
     """Moves to the position `get_state` returned (of this input, any process count).
@@ -116,7 +127,7 @@ def index_batches(num_rows: int, batch_size: int, load: Callable[[np.ndarray], B
     raise ValueError(f"process_index {process_index} is not in [0, {process_count})")
   if num_rows == 0:
     raise errors.InputError("The input holds no rows")
-  dataset = grain.MapDataset.range(num_rows)
+  dataset = _grain().MapDataset.range(num_rows)
   if shuffle:
     dataset = dataset.shuffle(seed=seed)
   if repeat:

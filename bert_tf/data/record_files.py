@@ -13,7 +13,7 @@ an unnamed temporary file; local uncompressed files are memory-mapped. Remote fi
 (gs://, ...) are read through `tf.io.gfile` and so need TensorFlow.
 
 `RecordSource` is a random-access source (len, [i]) over the records of many files, in
-file order, as grain's MapDataset takes it. Needs the `google-crc32c` package.
+file order, as grain's MapDataset takes it. The checksums are google-crc32c's.
 """
 
 import functools
@@ -55,7 +55,7 @@ def _crc32c():
     import google_crc32c  # pylint: disable=g-import-not-at-top
   except ImportError:
     raise errors.InputError("Reading TFRecords without TensorFlow needs the google-crc32c "
-                            "package (pip install 'bert_tf[jax]')") from None
+                            "package (pip install google-crc32c)") from None
   return google_crc32c.value
 
 
