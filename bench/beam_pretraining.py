@@ -30,9 +30,7 @@ import common  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 common.define_data_dir_flag()
-flags.DEFINE_string("input_file", None, "Text in the tool's input format; default "
-                    "DATA_DIR/wikitext2_raw/wikitext2_valid_test.bertfmt.txt.")
-flags.DEFINE_string("vocab_file", None, "Default DATA_DIR/bert_vocab/uncased/vocab.txt.")
+common.define_corpus_flags()
 flags.DEFINE_string("repeats", "1,2,4", "Corpus sizes, in copies of the input.")
 flags.DEFINE_string("workers", "1,2", "Worker counts of the speed runs (on the corpus of "
                     "--repeat copies); the memory runs (--repeats) use 1 worker.")
@@ -126,10 +124,7 @@ def _run(path, workers, corpus, out):
 
 def main(argv):
   del argv
-  FLAGS.input_file = FLAGS.input_file or common.data_path(
-      "wikitext2_raw", "wikitext2_valid_test.bertfmt.txt")
-  FLAGS.vocab_file = FLAGS.vocab_file or common.data_path("bert_vocab", "uncased",
-                                                          "vocab.txt")
+  common.resolve_corpus_flags()
   with open(FLAGS.input_file, encoding="utf-8") as f:
     text = f.read().rstrip("\n") + "\n\n"
   results = []

@@ -50,6 +50,23 @@ def define_data_dir_flag() -> flags.FlagHolder:
       f"wikitext2_raw/, bert_vocab/); default ${DATA_DIR_VARIABLE}.")
 
 
+def define_corpus_flags() -> None:
+  """Defines --input_file and --vocab_file, the text and vocab of the benchmarks that make
+  pretraining data (defaults under --data_dir: see resolve_corpus_flags)."""
+  flags.DEFINE_string("input_file", None, "Text in the tool's input format; default "
+                      "DATA_DIR/wikitext2_raw/wikitext2_valid_test.bertfmt.txt.")
+  flags.DEFINE_string("vocab_file", None, "WordPiece vocab; default "
+                      "DATA_DIR/bert_vocab/uncased/vocab.txt.")
+
+
+def resolve_corpus_flags() -> None:
+  """Sets --input_file and --vocab_file left empty to their files under --data_dir."""
+  values = flags.FLAGS
+  values.input_file = values.input_file or data_path("wikitext2_raw",
+                                                     "wikitext2_valid_test.bertfmt.txt")
+  values.vocab_file = values.vocab_file or data_path("bert_vocab", "uncased", "vocab.txt")
+
+
 def require_flags(*names: str) -> None:
   """Raises app.UsageError naming the first of the flags `names` left empty."""
   for name in names:

@@ -34,10 +34,7 @@ import common  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 common.define_data_dir_flag()
-flags.DEFINE_string("input_file", None, "Text in the tool's input format; default "
-                    "DATA_DIR/wikitext2_raw/wikitext2_valid_test.bertfmt.txt.")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocab; default "
-                    "DATA_DIR/bert_vocab/uncased/vocab.txt.")
+common.define_corpus_flags()
 flags.DEFINE_integer("repeat", 10, "Copies of the input concatenated into the corpus.")
 flags.DEFINE_string("workers", "1,2", "Comma-separated worker counts to measure.")
 flags.DEFINE_integer("runs", 2, "Rounds; every worker count runs once per round.")
@@ -214,10 +211,7 @@ def _markdown(payload):
 
 def main(argv):
   del argv
-  if not FLAGS.input_file:
-    FLAGS.input_file = common.data_path("wikitext2_raw", "wikitext2_valid_test.bertfmt.txt")
-  if not FLAGS.vocab_file:
-    FLAGS.vocab_file = common.data_path("bert_vocab", "uncased", "vocab.txt")
+  common.resolve_corpus_flags()
   worker_counts = [int(w) for w in FLAGS.workers.split(",")]
   with tempfile.TemporaryDirectory() as tmp:
     corpus = os.path.join(tmp, "corpus.txt")

@@ -14,7 +14,9 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import constants
-from bert_tf.data import pretraining_reader
+from bert_tf.data import pretraining_files
+from bert_tf.data import record_specs
+from bert_tf.data import tfrecords
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,20 +46,21 @@ def count_labels(input_path: str, compression_type: str = "",
     compression_type: "", "GZIP" or "ZLIB".
     batch_size: records parsed per batch.
   """
-  info = pretraining_reader.inspect_pretraining_files(input_path, compression_type)
-  spec = pretraining_reader.feature_spec(info.seq_length, info.max_predictions_per_seq)
-  spec = {name: spec[name] for name in (constants.TFRECORD_MASKED_LM_IDS,
-                                        constants.TFRECORD_MASKED_LM_WEIGHTS,
-                                        constants.TFRECORD_NEXT_SENTENCE_LABELS)}
+  info = pretraining_files.inspect_pretraining_files(input_path, compression_type)
+  spec = tuple(f for f in record_specs.pretraining_spec(info.seq_length,
+                                                        info.max_predictions_per_seq)
+               if f.key in (constants.MASKED_LM_IDS, constants.MASKED_LM_WEIGHTS,
+                            constants.NEXT_SENTENCE_LABELS))
   dataset = tf.data.TFRecordDataset(info.files, compression_type=compression_type)
-  dataset = dataset.batch(batch_size).map(lambda records: tf.io.parse_example(records, spec))
+  dataset = dataset.batch(batch_size).map(lambda records: tfrecords.parse_records(records,
+                                                                                  spec))
   masked: Counter = collections.Counter()
   labels: Counter = collections.Counter()
   for batch in dataset.as_numpy_iterator():
-    ids = batch[constants.TFRECORD_MASKED_LM_IDS]
-    weights = batch[constants.TFRECORD_MASKED_LM_WEIGHTS]
+    ids = batch[constants.MASKED_LM_IDS]
+    weights = batch[constants.MASKED_LM_WEIGHTS]
     masked.update(ids[weights > 0].tolist())
-    labels.update(np.ravel(batch[constants.TFRECORD_NEXT_SENTENCE_LABELS]).tolist())
+    labels.update(np.ravel(batch[constants.NEXT_SENTENCE_LABELS]).tolist())
   return LabelCounts(masked_tokens=masked, next_sentence_labels=labels)
 
 

@@ -8,33 +8,17 @@ int32 [B]; tagging batches also window_index int32 [B].
 
 from typing import Dict, Optional, Sequence
 
-import numpy as np
 import tensorflow as tf
 
 from bert_tf import constants
 from bert_tf.data import example_packing
-from bert_tf.data.featurizers import TAGGING
-
-
-def padding_values(kind: str, regression: bool = False) -> Dict[str, object]:
-  """The value each feature is padded with."""
-  values = {
-      constants.INPUT_WORD_IDS: 0,
-      constants.INPUT_MASK: 0,
-      constants.INPUT_TYPE_IDS: 0,
-      constants.LABEL_IDS: (constants.IGNORE_LABEL if kind == TAGGING else
-                  (np.float32(0) if regression else np.int32(0))),
-      constants.EXAMPLE_INDEX: np.int32(0),
-  }
-  if kind == TAGGING:
-    values[constants.WINDOW_INDEX] = np.int32(0)
-  return values
+from bert_tf.data import padding
 
 
 def batch_examples(ds: tf.data.Dataset, kind: str, batch_size: int, drop_remainder: bool,
                    regression: bool = False) -> tf.data.Dataset:
   """Pads each batch to its longest example (dynamic padding)."""
-  values = padding_values(kind, regression)
+  values = padding.padding_values(kind, regression)
   values = {k: tf.constant(v, ds.element_spec[k].dtype) for k, v in values.items()}
   return ds.padded_batch(batch_size, padding_values=values, drop_remainder=drop_remainder)
 
@@ -44,24 +28,17 @@ def trim_to_longest(batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
   length = tf.reduce_max(tf.reduce_sum(batch[constants.INPUT_MASK], axis=-1))
   length = tf.maximum(length, 1)
   out = dict(batch)
-  for key in _length_axis_features(batch):
+  for key in padding.token_axis_keys(batch):
     out[key] = batch[key][..., :length]
   return out
-
-
-def _length_axis_features(batch: Dict[str, tf.Tensor]):
-  """The features whose last axis is the token axis: the encoder inputs and, for
-  tagging, the per-token label_ids [B, T]."""
-  return [key for key, value in batch.items()
-          if key in constants.ENCODER_INPUTS or (key == constants.LABEL_IDS and
-                                                 value.shape.rank == 2)]
 
 
 def pad_to_length_bucket(batch: Dict[str, tf.Tensor],
                          bounds: Sequence[int]) -> Dict[str, tf.Tensor]:
   """Pads a batch cut to its longest example (last axis) up to the smallest of `bounds`
-  that holds it, so that batches come in len(bounds) lengths only: what XLA and TPUs,
-  which compile once per shape, need from batches padded to their longest example.
+  that holds it (bert_tf.data.padding.bucket_lengths), so that batches come in
+  len(bounds) lengths only: what XLA and TPUs, which compile once per shape, need from
+  batches padded to their longest example.
 
   Args:
     batch: as this module describes it (token features [B, T] or [B, C, T]).
@@ -71,18 +48,15 @@ def pad_to_length_bucket(batch: Dict[str, tf.Tensor],
     the batch with each token feature's last axis one of `bounds` (static where
     there is one bound), padded with 0 (label_ids of tagging: IGNORE_LABEL).
   """
-  keys = _length_axis_features(batch)
   length = tf.shape(batch[constants.INPUT_WORD_IDS])[-1]
-  bounds_tensor = tf.constant(list(bounds), tf.int32)
-  index = tf.minimum(tf.searchsorted(bounds_tensor, [length], side="left")[0],
-                     len(bounds) - 1)
-  target = bounds_tensor[index]
+  lengths = tf.constant(padding.bucket_lengths(bounds))
+  target = tf.gather(lengths, tf.minimum(length, lengths.shape[0] - 1))
   out = dict(batch)
-  for key in keys:
+  for key in padding.token_axis_keys(batch):
     value = batch[key]
-    fill = constants.IGNORE_LABEL if key == constants.LABEL_IDS else 0
     paddings = [[0, 0]] * (value.shape.rank - 1) + [[0, target - length]]
-    padded = tf.pad(value, paddings, constant_values=tf.cast(fill, value.dtype))
+    padded = tf.pad(value, paddings, constant_values=tf.cast(padding.token_fill(key),
+                                                             value.dtype))
     # The padded length is one of `bounds`; the shape says none other, so that a step
     # traced from these batches sees a known length where there is only one bound.
     shape = value.shape.as_list()
@@ -109,7 +83,7 @@ def bucket_examples(ds: tf.data.Dataset, kind: str, batch_size: int,
     boundaries: increasing upper bounds of the buckets, in tokens; the last bucket takes
       every longer example.
   """
-  values = padding_values(kind, regression)
+  values = padding.padding_values(kind, regression)
   values = {k: tf.constant(v, ds.element_spec[k].dtype) for k, v in values.items()}
   return ds.bucket_by_sequence_length(
       lambda features: tf.shape(features[constants.INPUT_WORD_IDS])[-1],

@@ -11,8 +11,6 @@ from __future__ import annotations
 import dataclasses
 from typing import List, Optional, Sequence
 
-import tensorflow as tf
-
 from bert_tf.data.glue import GlueFormatError
 
 DOCSTART = "-DOCSTART-"
@@ -55,6 +53,7 @@ def read_conll(path: str, label_names: Sequence[str] = ()) -> List[TaggingExampl
     GlueFormatError: naming the file and line of a malformed tag or a line whose
       column count differs from the file's first token line.
   """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   if not tf.io.gfile.exists(path):
     raise FileNotFoundError(f"Data file not found: {path}")
   with tf.io.gfile.GFile(path, "rb") as f:

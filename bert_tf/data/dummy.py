@@ -1,68 +1,74 @@
 """Synthetic batches of every task's structure, for tests and smoke runs without data.
 
 The inputs are well formed (ids above the special tokens' 0-4 inside each example's
-length, padding 0 after it); the labels are random but valid for their task.
+length, padding 0 after it); the labels are random but valid for their task. They are
+drawn in NumPy (importing this module needs no TensorFlow) and served by tf.data or by
+the host input (bert_tf.data.host_pipeline) alike.
 """
 
 from typing import Dict, Tuple
 
 import numpy as np
-import tensorflow as tf
 
 from bert_tf import constants
 from bert_tf.data import squad
-from bert_tf.data.featurizers import MULTIPLE_CHOICE, TAGGING
+from bert_tf.data.record_specs import MULTIPLE_CHOICE, TAGGING
 
 
-def dummy_pretraining_batch(batch_size: int, seq_length: int, max_predictions: int,
-                            vocab_size: int, seed: int = 0):
-  """One batch of well-formed pretraining features.
+def pretraining_arrays(batch_size: int, seq_length: int, max_predictions: int,
+                       vocab_size: int, seed: int = 0) -> Dict[str, np.ndarray]:
+  """One batch of well-formed pretraining features, as NumPy arrays.
 
   Every example has a random length in [seq_length // 2, seq_length], two segments,
   and `max_predictions // 2` or more real masked positions among its non-special
   tokens (ids 0..4 are left to the special tokens).
 
   Returns:
-    dict of tensors: input_word_ids, input_mask, input_type_ids (int32 [B, T]),
-    masked_lm_positions, masked_lm_ids (int32 [B, P]), masked_lm_weights (float32
-    [B, P]), next_sentence_labels (int32 [B]).
+    input_word_ids, input_mask, input_type_ids int32 [B, T]; masked_lm_positions,
+    masked_lm_ids int32 [B, P]; masked_lm_weights float32 [B, P]; next_sentence_labels
+    int32 [B].
   """
-  g = tf.random.Generator.from_seed(seed)
-  lengths = g.uniform([batch_size], seq_length // 2, seq_length + 1, dtype=tf.int32)
-  positions = tf.range(seq_length)[None, :]
-  input_mask = tf.cast(positions < lengths[:, None], tf.int32)
-  word_ids = g.uniform([batch_size, seq_length], 5, vocab_size, dtype=tf.int32) * input_mask
-  split = lengths // 2
-  type_ids = tf.cast(positions >= split[:, None], tf.int32) * input_mask
+  rng = np.random.default_rng(seed)
+  word_ids, input_mask, lengths = _random_tokens(rng, [batch_size], seq_length, vocab_size,
+                                                 seq_length // 2)
+  positions = np.arange(seq_length)[None, :]
+  type_ids = ((positions >= (lengths // 2)[:, None]) * input_mask).astype(np.int32)
   # Masked positions: distinct, sorted, inside each sequence (skipping [CLS] at 0).
-  scores = g.uniform([batch_size, seq_length])
-  scores = tf.where((positions > 0) & (positions < lengths[:, None] - 1), scores, -1.0)
-  top = tf.sort(tf.math.top_k(scores, k=max_predictions).indices, axis=-1)
-  num_real = tf.maximum(max_predictions // 2,
-                        g.uniform([batch_size], 0, max_predictions + 1, dtype=tf.int32))
-  weights = tf.cast(tf.range(max_predictions)[None, :] < num_real[:, None], tf.float32)
-  masked_ids = tf.gather(word_ids, top, batch_dims=1)
-  masked_positions = top * tf.cast(weights, tf.int32)
-  masked_ids = masked_ids * tf.cast(weights, tf.int32)
+  scores = rng.uniform(size=[batch_size, seq_length])
+  scores = np.where((positions > 0) & (positions < lengths[:, None] - 1), scores, -1.0)
+  top = np.sort(np.argsort(-scores, axis=-1, kind="stable")[:, :max_predictions], axis=-1)
+  num_real = np.maximum(max_predictions // 2,
+                        rng.integers(0, max_predictions + 1, size=[batch_size]))
+  weights = (np.arange(max_predictions)[None, :] < num_real[:, None]).astype(np.float32)
+  real = weights.astype(np.int32)
   return {
       constants.INPUT_WORD_IDS: word_ids,
       constants.INPUT_MASK: input_mask,
       constants.INPUT_TYPE_IDS: type_ids,
-      constants.MASKED_LM_POSITIONS: masked_positions,
-      constants.MASKED_LM_IDS: masked_ids,
+      constants.MASKED_LM_POSITIONS: (top * real).astype(np.int32),
+      constants.MASKED_LM_IDS: np.take_along_axis(word_ids, top, axis=1) * real,
       constants.MASKED_LM_WEIGHTS: weights,
-      constants.NEXT_SENTENCE_LABELS: g.uniform([batch_size], 0, 2, dtype=tf.int32),
+      constants.NEXT_SENTENCE_LABELS: rng.integers(0, 2, size=[batch_size]).astype(
+          np.int32),
   }
 
 
-def dummy_pretraining_dataset(batch_size: int, seq_length: int, max_predictions: int,
-                              vocab_size: int, num_distinct_batches: int = 4,
-                              seed: int = 0) -> tf.data.Dataset:
-  """An endless dataset cycling over `num_distinct_batches` synthetic batches."""
-  batches = [dummy_pretraining_batch(batch_size, seq_length, max_predictions, vocab_size,
-                                     seed + i) for i in range(num_distinct_batches)]
-  stacked = {k: tf.stack([b[k] for b in batches]) for k in batches[0]}
-  return tf.data.Dataset.from_tensor_slices(stacked).repeat()
+def dummy_pretraining_batch(batch_size: int, seq_length: int, max_predictions: int,
+                            vocab_size: int, seed: int = 0):
+  """`pretraining_arrays` as a dict of tensors."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return {k: tf.constant(v) for k, v in pretraining_arrays(
+      batch_size, seq_length, max_predictions, vocab_size, seed).items()}
+
+
+def pretraining_examples(batch_size: int, seq_length: int, max_predictions: int,
+                         vocab_size: int, num_distinct_batches: int = 4,
+                         seed: int = 0) -> Dict[str, np.ndarray]:
+  """`num_distinct_batches` synthetic batches (seeds seed, seed + 1, ...) as one set of
+  examples: arrays [num_distinct_batches * batch_size, ...]."""
+  batches = [pretraining_arrays(batch_size, seq_length, max_predictions, vocab_size,
+                                seed + i) for i in range(num_distinct_batches)]
+  return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
 
 
 def _random_tokens(rng: np.random.Generator, shape, seq_length: int, vocab_size: int,
@@ -75,18 +81,20 @@ def _random_tokens(rng: np.random.Generator, shape, seq_length: int, vocab_size:
   return ids, mask, lengths
 
 
-def finetuning_dataset(kind: str, batch_size: int, seq_length: int, vocab_size: int,
-                       num_classes: int, num_choices: int = 1, regression: bool = False,
-                       seed: int = 0, num_distinct_batches: int = 4) -> tf.data.Dataset:
-  """Endless synthetic batches of the structure `kind`'s real batches have.
+def finetuning_examples(kind: str, batch_size: int, seq_length: int, vocab_size: int,
+                        num_classes: int, num_choices: int = 1, regression: bool = False,
+                        seed: int = 0, num_distinct_batches: int = 4
+                        ) -> Dict[str, np.ndarray]:
+  """`num_distinct_batches` synthetic batches of the structure `kind`'s real batches
+  have, as one set of examples.
 
   Args:
-    kind: one of `bert_tf.data.featurizers.KINDS`.
+    kind: one of `bert_tf.data.record_specs.KINDS`.
     num_classes: classes (or tags) the labels are drawn from.
 
   Returns:
-    A dataset cycling over `num_distinct_batches` batches as `bert_tf.data.batching`
-    describes them, padded to seq_length.
+    arrays [num_distinct_batches * batch_size, ...] as `bert_tf.data.batching`
+    describes batches, padded to seq_length; example_index counts within each batch.
   """
   rng = np.random.default_rng(seed)
   shape = [batch_size, num_choices] if kind == MULTIPLE_CHOICE else [batch_size]
@@ -113,8 +121,18 @@ def finetuning_dataset(kind: str, batch_size: int, seq_length: int, vocab_size: 
     if kind == TAGGING:
       batch[constants.WINDOW_INDEX] = np.zeros([batch_size], np.int32)
     batches.append(batch)
-  stacked = {k: np.stack([b[k] for b in batches]) for k in batches[0]}
-  return tf.data.Dataset.from_tensor_slices(stacked).repeat()
+  return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+
+
+def finetuning_dataset(kind: str, batch_size: int, seq_length: int, vocab_size: int,
+                       num_classes: int, num_choices: int = 1, regression: bool = False,
+                       seed: int = 0, num_distinct_batches: int = 4):
+  """An endless tf.data.Dataset cycling over the batches of `finetuning_examples`."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  examples = finetuning_examples(kind, batch_size, seq_length, vocab_size, num_classes,
+                                 num_choices, regression, seed, num_distinct_batches)
+  return tf.data.Dataset.from_tensor_slices(examples).batch(
+      batch_size, drop_remainder=True).repeat()
 
 
 def span_arrays(num_examples: int, seq_length: int, vocab_size: int, seed: int = 0

@@ -23,11 +23,6 @@ from bert_tf.text import packing
 from bert_tf.text import windows
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
 
-# The kinds of feature structure, one per featurizer.
-SENTENCE = "sentence"
-TAGGING = "tagging"
-MULTIPLE_CHOICE = "multiple_choice"
-KINDS = (SENTENCE, TAGGING, MULTIPLE_CHOICE)
 
 _FEATURIZE_BATCH = 256
 

@@ -18,8 +18,6 @@ import io
 import logging
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-import tensorflow as tf
-
 from bert_tf.utils import errors
 
 
@@ -91,6 +89,7 @@ GLUE_TASKS["mnli_mismatched"] = GLUE_TASKS["mnli"]
 
 
 def _read_lines(path: str) -> List[str]:
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   if not tf.io.gfile.exists(path):
     raise FileNotFoundError(f"Data file not found: {path}")
   with tf.io.gfile.GFile(path, "rb") as f:
@@ -200,6 +199,7 @@ def read_labelled_table(path: str, text_a_column: str = "text", text_b_column: s
   Raises:
     GlueFormatError: naming the file and line of a malformed row.
   """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   if path.endswith(".csv"):
     with tf.io.gfile.GFile(path, "rb") as f:
       text = f.read().decode("utf-8-sig")

@@ -13,8 +13,6 @@ import json
 import logging
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-import tensorflow as tf
-
 from bert_tf.utils import errors
 
 # Model-input names of the span labels (TFRecord features carry the same names).
@@ -108,6 +106,7 @@ def load_squad_json(path: str) -> List[Mapping]:
     SquadFormatError: naming the file and the line/column of a JSON syntax error, or
       the missing top-level field.
   """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   with tf.io.gfile.GFile(path, "r") as f:
     text = f.read()
   try:

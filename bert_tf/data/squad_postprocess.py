@@ -22,7 +22,6 @@ import unicodedata
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
-import tensorflow as tf
 
 from bert_tf.data.squad import SquadExample, SquadFeatures
 from bert_tf.utils import files
@@ -318,7 +317,7 @@ def write_prediction_files(result: SquadPredictions, output_dir: str,
   Returns:
     {file kind: path} of the files written.
   """
-  tf.io.gfile.makedirs(output_dir)
+  files.make_dirs(output_dir)
   paths = {"predictions": os.path.join(output_dir, "predictions.json"),
            "nbest_predictions": os.path.join(output_dir, "nbest_predictions.json")}
   write_json_atomic(dict(predictions if predictions is not None else result.predictions),

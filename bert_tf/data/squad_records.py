@@ -8,6 +8,7 @@ from typing import Dict, Optional, Sequence
 import tensorflow as tf
 
 from bert_tf import constants
+from bert_tf.data import record_specs
 from bert_tf.data import squad_features
 from bert_tf.data import tfrecords
 from bert_tf.data.squad import (END_POSITIONS, IS_IMPOSSIBLE, START_POSITIONS, UNIQUE_IDS,
@@ -77,23 +78,10 @@ def write_squad_tfrecords(input_file: str, output_file: str, tokenizer, *,
 
 
 def decode_record(record: tf.Tensor, seq_length: int) -> Dict[str, tf.Tensor]:
-  """Parses one serialized record into model inputs and labels (int32).
-
-  Records without labels (the original release's evaluation files) get 0 labels.
-  """
-  spec = {
-      UNIQUE_IDS: tf.io.FixedLenFeature([], tf.int64),
-      constants.TFRECORD_INPUT_IDS: tf.io.FixedLenFeature([seq_length], tf.int64),
-      constants.TFRECORD_INPUT_MASK: tf.io.FixedLenFeature([seq_length], tf.int64),
-      constants.TFRECORD_SEGMENT_IDS: tf.io.FixedLenFeature([seq_length], tf.int64),
-  }
-  for name in (START_POSITIONS, END_POSITIONS, IS_IMPOSSIBLE):
-    spec[name] = tf.io.FixedLenFeature([], tf.int64, default_value=0)
-  parsed = tf.io.parse_single_example(record, spec)
-  out = {}
-  for name, value in parsed.items():
-    out[constants.TFRECORD_TO_MODEL_INPUT.get(name, name)] = tf.cast(value, tf.int32)
-  return out
+  """Parses one serialized record into model inputs and labels (int32,
+  bert_tf.data.record_specs.squad_spec): records without labels (the original release's
+  evaluation files) get 0 labels."""
+  return tfrecords.parse_records(record, record_specs.squad_spec(seq_length))
 
 
 def tfrecord_dataset(input_path: str, seq_length: int) -> tf.data.Dataset:

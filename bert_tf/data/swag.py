@@ -12,8 +12,6 @@ import dataclasses
 import io
 from typing import List, Optional
 
-import tensorflow as tf
-
 from bert_tf.data.glue import GlueFormatError
 
 NUM_SWAG_CHOICES = 4
@@ -39,6 +37,7 @@ def read_swag(path: str, num_choices: int = NUM_SWAG_CHOICES) -> List[MultipleCh
     GlueFormatError: naming the file and line of a missing column, a row of the wrong
       width or a label that is not one of 0..num_choices-1.
   """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   if not tf.io.gfile.exists(path):
     raise FileNotFoundError(f"Data file not found: {path}")
   with tf.io.gfile.GFile(path, "rb") as f:

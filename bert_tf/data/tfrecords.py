@@ -15,10 +15,10 @@ from typing import Dict, Iterable, Mapping, Optional
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import constants
-from bert_tf.data.batching import padding_values, trim_to_longest
-from bert_tf.data.featurizers import MULTIPLE_CHOICE, TAGGING
-from bert_tf.utils import errors
+from bert_tf.data import padding
+from bert_tf.data import record_files
+from bert_tf.data import record_specs
+from bert_tf.data.batching import trim_to_longest
 from bert_tf.utils import files
 from bert_tf.utils import progress as progress_lib
 
@@ -29,10 +29,6 @@ from bert_tf.utils import progress as progress_lib
 _RECORD_OFFSET = re.compile(r"(corrupted|truncated) record at (\d+)")
 # The op and function names TensorFlow wraps its messages in.
 _TF_MESSAGE_NOISE = re.compile(r"\{\{[^}]*\}\}|\[Op:[^\]]*\]|\bname:\s*$")
-
-
-class CorruptRecordError(errors.UserError, ValueError):
-  """A TFRecord file whose framing or checksums do not hold; names the file and offset."""
 
 
 def check_record_file(path: str, compression_type: str = "") -> Optional[str]:
@@ -56,36 +52,46 @@ def check_record_file(path: str, compression_type: str = "") -> Optional[str]:
 
 def find_corrupt_records(input_path: str, compression_type: str = "",
                          field: str = "input_path") -> Dict[str, str]:
-  """{file: what `check_record_file` says} for every file of `input_path` that fails."""
-  bad = {}
-  for path in files.expand_patterns(input_path, field=field):
-    problem = check_record_file(path, compression_type)
-    if problem:
-      bad[path] = problem
-  return bad
-
-
-def corrupt_records_error(bad: Mapping[str, str]) -> CorruptRecordError:
-  """The error naming each corrupt file of `find_corrupt_records` and where it breaks."""
-  details = "; ".join(f"{path} at {problem}" for path, problem in bad.items())
-  return CorruptRecordError(f"Corrupt TFRecord file(s): {details}")
+  """{file: what `check_record_file` says} for every file of `input_path` that fails
+  (bert_tf.data.record_files.find_corrupt_records with TensorFlow's reader)."""
+  return record_files.find_corrupt_records(input_path, compression_type, field,
+                                           check_record_file)
 
 
 def validate_record_files(input_path: str, compression_type: str = "",
                           field: str = "input_path") -> int:
-  """Checks every record's CRCs in every file before any is used.
-
-  Returns:
-    the number of files checked.
+  """bert_tf.data.record_files.validate_record_files with TensorFlow's reader: checks
+  every record's CRCs in every file; returns the number of files.
 
   Raises:
     CorruptRecordError: naming each corrupt file and the byte offset it breaks at.
   """
-  paths = files.expand_patterns(input_path, field=field)
-  bad = find_corrupt_records(",".join(paths), compression_type, field)
-  if bad:
-    raise corrupt_records_error(bad)
-  return len(paths)
+  return record_files.validate_record_files(input_path, compression_type, field,
+                                            check_record_file)
+
+
+def parse_records(serialized: tf.Tensor, spec: record_specs.RecordSpec
+                  ) -> Dict[str, tf.Tensor]:
+  """Parses serialized Examples by a record spec (bert_tf.data.record_specs).
+
+  Args:
+    serialized: scalar or [B] tf.string records.
+    spec: the features to read.
+
+  Returns:
+    {feature key: int32 (int64 features) or float32 tensor [*shape] or [B, *shape]}.
+  """
+  parse_spec = {}
+  for feature in spec:
+    dtype = tf.int64 if feature.dtype == record_specs.INT64 else tf.float32
+    parse_spec[feature.name] = tf.io.FixedLenFeature(list(feature.shape), dtype,
+                                                     default_value=feature.default)
+  if serialized.shape.rank == 0:
+    parsed = tf.io.parse_single_example(serialized, parse_spec)
+  else:
+    parsed = tf.io.parse_example(serialized, parse_spec)
+  return {feature.key: tf.cast(parsed[feature.name], feature.batch_dtype)
+          for feature in spec}
 
 
 def serialize_example(features: Mapping[str, np.ndarray]) -> bytes:
@@ -152,29 +158,13 @@ def record_dataset(input_path: str, field: str = "input_path", is_training: bool
 # --------------------------------------------------------------------------------------
 # The fine-tuning tasks' records.
 
-# Batch feature name -> record feature name.
-_FINETUNING_RECORD_NAMES = {
-    constants.INPUT_WORD_IDS: constants.TFRECORD_INPUT_IDS,
-    constants.INPUT_MASK: constants.TFRECORD_INPUT_MASK,
-    constants.INPUT_TYPE_IDS: constants.TFRECORD_SEGMENT_IDS,
-    constants.LABEL_IDS: constants.LABEL_IDS,
-    constants.EXAMPLE_INDEX: constants.EXAMPLE_INDEX,
-    constants.WINDOW_INDEX: constants.WINDOW_INDEX,
-}
-
 
 def _padded_record(features: Mapping[str, np.ndarray], kind: str, seq_length: int,
                    regression: bool) -> bytes:
   """One featurized example, padded to seq_length, as a serialized record."""
-  pads = padding_values(kind, regression)
-  record = {}
-  for key, value in features.items():
-    value = np.asarray(value)
-    if key in constants.ENCODER_INPUTS or (kind == TAGGING and key == constants.LABEL_IDS):
-      width = [(0, 0)] * (value.ndim - 1) + [(0, seq_length - value.shape[-1])]
-      value = np.pad(value, width, constant_values=pads[key])
-    record[_FINETUNING_RECORD_NAMES[key]] = value
-  return serialize_example(record)
+  names = {f.key: f.name for f in record_specs.finetuning_spec(kind, seq_length, regression)}
+  return serialize_example({names[key]: value for key, value in padding.pad_example(
+      features, kind, seq_length, regression).items()})
 
 
 def write_finetuning_tfrecord(ds: tf.data.Dataset, path: str, kind: str, seq_length: int,
@@ -188,7 +178,7 @@ def write_finetuning_tfrecord(ds: tf.data.Dataset, path: str, kind: str, seq_len
   Args:
     ds: the output of a `bert_tf.data.featurizers` featurizer.
     path: the output TFRecord path.
-    kind: one of `bert_tf.data.featurizers.KINDS`.
+    kind: one of `bert_tf.data.record_specs.KINDS`.
     seq_length: every sequence is padded to this length.
     metadata: task facts to record (label names, source files, ...).
     regression: labels are float scores.
@@ -217,7 +207,7 @@ def read_finetuning_tfrecords(input_path: str, kind: str, seq_length: int, batch
 
   Args:
     input_path: comma-separated file globs.
-    kind: one of `bert_tf.data.featurizers.KINDS`.
+    kind: one of `bert_tf.data.record_specs.KINDS`.
     seq_length: the length the records were padded to.
     batch_size: examples per batch (per replica).
     is_training: shuffle and repeat.
@@ -228,30 +218,10 @@ def read_finetuning_tfrecords(input_path: str, kind: str, seq_length: int, batch
   Returns:
     Batches as `bert_tf.data.batching` describes them.
   """
-  width = seq_length * (num_choices if kind == MULTIPLE_CHOICE else 1)
-  spec = {
-      constants.TFRECORD_INPUT_IDS: tf.io.FixedLenFeature([width], tf.int64),
-      constants.TFRECORD_INPUT_MASK: tf.io.FixedLenFeature([width], tf.int64),
-      constants.TFRECORD_SEGMENT_IDS: tf.io.FixedLenFeature([width], tf.int64),
-      constants.LABEL_IDS: tf.io.FixedLenFeature([seq_length] if kind == TAGGING else [],
-                                                 tf.float32 if regression else tf.int64),
-      constants.EXAMPLE_INDEX: tf.io.FixedLenFeature([], tf.int64, default_value=0),
-  }
-  if kind == TAGGING:
-    spec[constants.WINDOW_INDEX] = tf.io.FixedLenFeature([], tf.int64, default_value=0)
-  names = {k: v for k, v in _FINETUNING_RECORD_NAMES.items() if v in spec}
+  spec = record_specs.finetuning_spec(kind, seq_length, regression, num_choices)
 
   def decode(record):
-    parsed = tf.io.parse_single_example(record, spec)
-    out = {}
-    for model_name, name in names.items():
-      value = parsed[name]
-      if value.dtype == tf.int64:
-        value = tf.cast(value, tf.int32)
-      if kind == MULTIPLE_CHOICE and model_name in constants.ENCODER_INPUTS:
-        value = tf.reshape(value, [num_choices, seq_length])
-      out[model_name] = value
-    return out
+    return parse_records(record, spec)
 
   section = "train_data" if is_training else "eval_data"
   ds = record_dataset(input_path, f"{section}.input_path", is_training, input_context)

@@ -7,7 +7,8 @@ A task wires a model to its inputs, loss and metrics. The trainer calls, in orde
   model = task.build_tuned_model()
   task.initialize(model)                       # from task.init_checkpoint, if set
   task.check_inputs(data_config)               # before the first step
-  dataset = task.build_inputs(data_config, input_context)
+  dataset = task.build_inputs(data_config, input_context)      # tf.data; or, with
+  batches = task.host_inputs(data_config, process_index, process_count)  # no TF, NumPy
   # inside strategy.run, per replica:
   normalizers = task.loss_normalizers(features)  # summed over the global batch
   outputs = model(task.model_inputs(features), training=True)
@@ -27,7 +28,8 @@ Metrics are computed from decomposable sums during training and from gathered
 per-example values at evaluation, so that they are exact under any strategy.
 
 A task is one module of this package: a TaskConfig subclass and a Task subclass
-decorated with `register_task(name, config_cls)`.
+decorated with `register_task(name, config_cls)`. Importing the tasks needs no
+TensorFlow: it is imported where a tf.data input, raw text or an export needs it.
 """
 
 from __future__ import annotations
@@ -35,19 +37,23 @@ from __future__ import annotations
 import abc
 import functools
 import logging
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Tuple
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf import kernels as kernels_lib
 from bert_tf.checkpoints import restore
+from bert_tf.data import host_pipeline
+from bert_tf.data import record_files
 from bert_tf.models import float8
 from bert_tf.models import lora
 from bert_tf.models.bert_encoder import BertEncoder
+
+if TYPE_CHECKING:
+  import tensorflow as tf  # pylint: disable=g-bad-import-order
 
 _TASKS: Dict[str, type] = {}
 
@@ -109,6 +115,23 @@ def get_task(experiment: configs.ExperimentConfig) -> "Task":
     raise configs.ConfigError(f"train_data.pack_examples: task '{name}' does not read "
                               "packed batches")
   return cls(experiment)
+
+
+def section_name(data_config: configs.DataConfig) -> str:
+  """The experiment section a data config is, for error messages."""
+  return "train_data" if data_config.is_training else "eval_data"
+
+
+def require_tensorflow_text(data_config: configs.DataConfig) -> None:
+  """Raises ConfigError, naming the section, where raw task files cannot be featurized:
+  tokenizing them needs tensorflow-text (and TensorFlow)."""
+  try:
+    import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
+  except ImportError:
+    raise configs.ConfigError(
+        f"{section_name(data_config)}.format '{data_config.format}': reading raw task "
+        "files needs tensorflow-text: featurize them with tools/create_finetuning_data.py "
+        "first and read format tfrecord") from None
 
 
 class Task(abc.ABC):
@@ -180,6 +203,7 @@ class Task(abc.ABC):
       if not self.config.init_checkpoint:
         raise configs.ConfigError("model.lora_rank: LoRA fine-tunes a pretrained encoder; "
                                   "set task.init_checkpoint")
+      from bert_tf.checkpoints import restore  # pylint: disable=g-import-not-at-top
       restore.restore_items(self.config.init_checkpoint, model.checkpoint_items,
                             items=("encoder",))
       lora.enable(model, settings.lora_rank, settings.lora_targets, settings.lora_alpha)
@@ -245,10 +269,65 @@ class Task(abc.ABC):
       return self.tfrecord_inputs(data_config, input_context)
     return self.raw_inputs(data_config, input_context)
 
+  def host_inputs(self, data_config: configs.DataConfig, process_index: int = 0,
+                  process_count: int = 1, seed: Optional[int] = None,
+                  **read_options) -> host_pipeline.HostBatches:
+    """This process's batches as NumPy arrays, read without TensorFlow, with a
+    checkpointable position (bert_tf.data.host_pipeline).
+
+    The same features, dtypes and names as build_inputs' batches; token features of
+    fine-tuning batches are padded to data_config's length buckets (seq_length without
+    them), so that a step compiled once per shape compiles once per bucket.
+
+    Args:
+      data_config: the data section; its global batch is shared by the processes.
+      process_index, process_count: this process among those reading the input.
+      seed: of the training shuffle; default runtime.seed.
+      **read_options: host_pipeline.index_batches' num_threads, prefetch_batches.
+
+    Returns:
+      HostBatches: next() gives {feature: int32/float32 [global_batch/process_count,
+      ...]}; get_state() / set_state() save and restore the position.
+
+    Raises:
+      ConfigError: a format the task does not read, or one that needs TensorFlow where
+        it is not installed, naming the data section.
+    """
+    self.check_format(data_config)
+    batch_size, order = host_pipeline.data_order(
+        data_config, process_index, process_count,
+        self.experiment.runtime.seed if seed is None else seed)
+    order.update(read_options)
+    if data_config.format == DUMMY:
+      return self.dummy_host_inputs(data_config, batch_size, order)
+    if data_config.format == TFRECORD:
+      return self.tfrecord_host_inputs(data_config, batch_size, order)
+    require_tensorflow_text(data_config)
+    return self.raw_host_inputs(data_config, batch_size, order)
+
+  def dummy_host_inputs(self, data_config: configs.DataConfig, batch_size: int,
+                        order: Dict[str, Any]) -> host_pipeline.HostBatches:
+    """Synthetic host batches (format "dummy"): `batch_size` rows each, ordered by
+    `order` (host_pipeline.index_batches' arguments)."""
+    raise NotImplementedError(f"Task '{self.name}' has no synthetic host input")
+
+  def tfrecord_host_inputs(self, data_config: configs.DataConfig, batch_size: int,
+                           order: Dict[str, Any]) -> host_pipeline.HostBatches:
+    """Host batches of this task's TFRecords (format "tfrecord")."""
+    raise NotImplementedError(f"Task '{self.name}' reads no TFRecords")
+
+  def raw_host_inputs(self, data_config: configs.DataConfig, batch_size: int,
+                      order: Dict[str, Any]) -> host_pipeline.HostBatches:
+    """Host batches of raw task files, featurized in memory (needs TensorFlow)."""
+    raise configs.ConfigError(
+        f"{section_name(data_config)}.format '{data_config.format}': task '{self.name}' "
+        "reads raw files only through tf.data; featurize them with "
+        "tools/create_finetuning_data.py and read format tfrecord")
+
   def check_format(self, data_config: configs.DataConfig) -> None:
     """Raises ConfigError, naming the data section, for a format outside input_formats
     (or pack_examples with a format that is not raw files)."""
-    section = "train_data" if data_config.is_training else "eval_data"
+    section = section_name(data_config)
     fmt = data_config.format
     if fmt not in self.input_formats:
       raise configs.ConfigError(
@@ -291,7 +370,7 @@ class Task(abc.ABC):
     from bert_tf.data import tfrecords  # pylint: disable=g-import-not-at-top
     bad = tfrecords.find_corrupt_records(data_config.input_path,
                                          data_config.compression_type)
-    return tfrecords.corrupt_records_error(bad) if bad else error
+    return record_files.corrupt_records_error(bad) if bad else error
 
   # ----- loss and metrics -----
   def loss_normalizers(self, features) -> Dict[str, tf.Tensor]:

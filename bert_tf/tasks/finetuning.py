@@ -7,18 +7,24 @@ batches of its `feature_kind` from here, and TFRecords of its raw files from
 `write_tfrecord` (tools/create_finetuning_data.py).
 """
 
-from typing import Any, Callable, Dict, Iterable, Optional
+from __future__ import annotations
 
-import tensorflow as tf
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Optional
+
+import numpy as np
 
 from bert_tf import configs
-from bert_tf.data import batching
 from bert_tf.data import dummy
-from bert_tf.data import featurizers
-from bert_tf.data import tfrecords
+from bert_tf.data import host_pipeline
+from bert_tf.data import padding
+from bert_tf.data import record_specs
 from bert_tf.tasks import base
 from bert_tf.utils import files
 from bert_tf.utils import progress
+
+if TYPE_CHECKING:
+  import tensorflow as tf  # pylint: disable=g-bad-import-order
+  from bert_tf.data import featurizers  # pylint: disable=g-bad-import-order
 
 
 class FeatureTask(base.Task):
@@ -28,7 +34,7 @@ class FeatureTask(base.Task):
   `num_outputs`; multiple-choice tasks also set `num_choices`.
   """
 
-  # One of bert_tf.data.featurizers.KINDS.
+  # One of bert_tf.data.record_specs.KINDS.
   feature_kind: str = ""
   # Sequences per example ([B, C, T] inputs when above 1).
   num_choices: int = 1
@@ -58,6 +64,7 @@ class FeatureTask(base.Task):
 
   def piece_tokenizer(self) -> featurizers.PieceTokenizer:
     """The tokenizer of the experiment's tokenizer section, for `featurize`."""
+    from bert_tf.data import featurizers  # pylint: disable=g-import-not-at-top,redefined-outer-name
     return featurizers.PieceTokenizer(self.experiment.tokenizer.vocab_file,
                                       self.experiment.tokenizer.lower_case)
 
@@ -81,9 +88,8 @@ class FeatureTask(base.Task):
     """
     self.check_format(data_config)
     if data_config.format in base.PREPARED_FORMATS:
-      section = "train_data" if data_config.is_training else "eval_data"
       raise configs.ConfigError(
-          f"{section}.format is '{data_config.format}'; set it to the task files' format "
+          f"{base.section_name(data_config)}.format is '{data_config.format}'; set it to the task files' format "
           f"({', '.join(f for f in self.input_formats if f not in base.PREPARED_FORMATS)})")
     examples = self.read_examples(data_config)
     metadata = dict(self.tfrecord_metadata(), input_path=data_config.input_path,
@@ -92,6 +98,7 @@ class FeatureTask(base.Task):
                     lower_case=self.experiment.tokenizer.lower_case)
     bar = progress.Progress(self.name, total=len(examples), unit="examples",
                             interval=progress_interval)
+    from bert_tf.data import tfrecords  # pylint: disable=g-import-not-at-top
     count = tfrecords.write_finetuning_tfrecord(
         self.featurize(examples, data_config), output_path, self.feature_kind,
         data_config.seq_length, metadata, regression=self.regression, progress=bar)
@@ -102,6 +109,7 @@ class FeatureTask(base.Task):
   def dummy_inputs(self, data_config: configs.DataConfig,
                    input_context: Optional[tf.distribute.InputContext] = None
                    ) -> tf.data.Dataset:
+    from bert_tf.data import batching  # pylint: disable=g-import-not-at-top
     return dummy.finetuning_dataset(
         self.feature_kind, batching.batch_size_for(data_config.global_batch_size, input_context),
         data_config.seq_length, self.experiment.model.encoder.vocab_size, self.num_outputs(),
@@ -111,6 +119,8 @@ class FeatureTask(base.Task):
   def tfrecord_inputs(self, data_config: configs.DataConfig,
                       input_context: Optional[tf.distribute.InputContext] = None
                       ) -> tf.data.Dataset:
+    from bert_tf.data import batching  # pylint: disable=g-import-not-at-top
+    from bert_tf.data import tfrecords  # pylint: disable=g-import-not-at-top
     return tfrecords.read_finetuning_tfrecords(
         data_config.input_path, self.feature_kind, data_config.seq_length,
         batching.batch_size_for(data_config.global_batch_size, input_context),
@@ -121,6 +131,7 @@ class FeatureTask(base.Task):
   def raw_inputs(self, data_config: configs.DataConfig,
                  input_context: Optional[tf.distribute.InputContext] = None
                  ) -> tf.data.Dataset:
+    from bert_tf.data import batching  # pylint: disable=g-import-not-at-top
     ds = self.featurize(self.read_examples(data_config), data_config)
     batch_size = batching.batch_size_for(data_config.global_batch_size, input_context)
     return batching.finish_raw_dataset(
@@ -128,3 +139,44 @@ class FeatureTask(base.Task):
         data_config.shuffle_buffer_size, self.experiment.runtime.seed, input_context,
         length_buckets=data_config.active_length_buckets(),
         pack_to_length=data_config.seq_length if data_config.pack_examples else 0)
+
+  # ----- host input (no TensorFlow) -----
+  def _to_bucket(self, data_config: configs.DataConfig):
+    """Pads a host batch to its length bucket (bert_tf.data.padding)."""
+    lengths = padding.bucket_lengths(padding.bucket_bounds(data_config))
+    return lambda batch: padding.pad_batch_to_bucket(batch, lengths)
+
+  def dummy_host_inputs(self, data_config, batch_size, order):
+    """finetuning_dataset's synthetic batches (drawn for the global batch), in order."""
+    examples = dummy.finetuning_examples(
+        self.feature_kind, data_config.global_batch_size, data_config.seq_length,
+        self.experiment.model.encoder.vocab_size, self.num_outputs(),
+        num_choices=self.num_choices, regression=self.regression,
+        seed=self.experiment.runtime.seed)
+    return host_pipeline.array_batches(examples, batch_size, self._to_bucket(data_config),
+                                       **dict(order, shuffle=False))
+
+  def tfrecord_host_inputs(self, data_config, batch_size, order):
+    """Host batches of the records tools/create_finetuning_data.py writes
+    (record_specs.finetuning_spec), padded to their length bucket."""
+    paths = files.expand_patterns(data_config.input_path,
+                                  field=f"{base.section_name(data_config)}.input_path")
+    spec = record_specs.finetuning_spec(self.feature_kind, data_config.seq_length,
+                                        self.regression, self.num_choices)
+    return host_pipeline.record_batches(
+        paths, spec, batch_size, compression_type=data_config.compression_type,
+        finish=self._to_bucket(data_config), **order)
+
+  def raw_host_inputs(self, data_config, batch_size, order):
+    """The raw files featurized in memory (tf.data, once), padded to seq_length, as
+    host batches padded to their length bucket."""
+    if data_config.pack_examples:
+      raise configs.ConfigError(f"{base.section_name(data_config)}.pack_examples: the host "
+                                "input does not pack examples; use length_buckets")
+    examples = [padding.pad_example(features, self.feature_kind, data_config.seq_length,
+                                    self.regression)
+                for features in self.featurize(self.read_examples(data_config),
+                                               data_config).as_numpy_iterator()]
+    arrays = {key: np.stack([e[key] for e in examples]) for key in examples[0]}
+    return host_pipeline.array_batches(arrays, batch_size, self._to_bucket(data_config),
+                                       **order)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import numpy as np
-import tensorflow as tf
 
 from bert_tf import configs
 from bert_tf import constants
-from bert_tf.data import featurizers
+from bert_tf.data import record_specs
 from bert_tf.utils import files
 from bert_tf.data import swag
 from bert_tf import losses
@@ -21,6 +20,10 @@ from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.models.bert_multiple_choice import BertMultipleChoice
 from bert_tf.tasks import base
 from bert_tf.tasks import finetuning
+
+if TYPE_CHECKING:
+  import tensorflow as tf  # pylint: disable=g-bad-import-order
+  from bert_tf.data import featurizers  # pylint: disable=g-bad-import-order
 
 
 @dataclasses.dataclass
@@ -43,7 +46,7 @@ class MultipleChoiceTask(finetuning.FeatureTask):
   """Cross-entropy over the choices' scores; accuracy."""
 
   input_formats = (base.DUMMY, base.TFRECORD, "swag_csv")
-  feature_kind = featurizers.MULTIPLE_CHOICE
+  feature_kind = record_specs.MULTIPLE_CHOICE
   export_kind = "multiple_choice"
 
   def __init__(self, experiment):
@@ -63,6 +66,7 @@ class MultipleChoiceTask(finetuning.FeatureTask):
 
   def featurize(self, examples, data_config, tokenizer: Optional[featurizers.PieceTokenizer] = None):
     tokenizer = tokenizer or self.piece_tokenizer()
+    from bert_tf.data import featurizers  # pylint: disable=g-import-not-at-top,redefined-outer-name
     return featurizers.multiple_choice_dataset(examples, tokenizer, data_config.seq_length,
                                       self.config.num_choices)
 

@@ -1,24 +1,29 @@
 """Masked-LM plus next-sentence pretraining of BERT."""
 
+from __future__ import annotations
+
 import dataclasses
-from typing import Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Optional, Tuple
 
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf import losses
 from bert_tf.data import dummy
-from bert_tf.data import pretraining_reader
+from bert_tf.data import host_pipeline
+from bert_tf.data import pretraining_files
+from bert_tf.data import record_specs
 from bert_tf.metrics import sums
 from bert_tf.models import BertPretrainer
 from bert_tf.tasks import base
 
+if TYPE_CHECKING:
+  import tensorflow as tf  # pylint: disable=g-bad-import-order
+
 # Distinct synthetic batches a "dummy" evaluation input holds (training repeats forever).
 DUMMY_EVAL_BATCHES = 4
-
 
 
 @dataclasses.dataclass
@@ -57,6 +62,7 @@ class PretrainingTask(base.Task):
                       ) -> tf.data.Dataset:
     """Per-replica batches of pretraining TFRecords
     (bert_tf.data.pretraining_reader.build_pretraining_dataset)."""
+    from bert_tf.data import pretraining_reader  # pylint: disable=g-import-not-at-top
     return pretraining_reader.build_pretraining_dataset(
         data_config, input_context, vocab_file=self.experiment.tokenizer.vocab_file)
 
@@ -70,30 +76,58 @@ class PretrainingTask(base.Task):
     """
     if data_config.format != base.TFRECORD:
       return
-    info = pretraining_reader.inspect_pretraining_files(data_config.input_path,
-                                                        data_config.compression_type)
+    info = pretraining_files.inspect_pretraining_files(data_config.input_path,
+                                                       data_config.compression_type)
     info.check_config(data_config, self.experiment.model.encoder.vocab_size)
+
+  def _dummy_examples(self, data_config: configs.DataConfig):
+    """DUMMY_EVAL_BATCHES global batches of synthetic examples (keys as
+    bert_tf.data.dummy gives them); training and evaluation draw different ones."""
+    return dummy.pretraining_examples(
+        data_config.global_batch_size, data_config.seq_length,
+        data_config.max_predictions_per_seq, self.experiment.model.encoder.vocab_size,
+        num_distinct_batches=DUMMY_EVAL_BATCHES, seed=0 if data_config.is_training else 1000)
 
   def dummy_inputs(self, data_config: configs.DataConfig,
                    input_context: Optional[tf.distribute.InputContext] = None
                    ) -> tf.data.Dataset:
-    """Synthetic examples (keys as bert_tf.data.dummy gives them), endless for
-    training and DUMMY_EVAL_BATCHES global batches for evaluation; each input
-    pipeline reads its own shard of them."""
+    """The synthetic examples, endless for training and DUMMY_EVAL_BATCHES global
+    batches for evaluation; each input pipeline reads its own shard of them."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top,redefined-outer-name
     global_batch = data_config.global_batch_size
     batch = (input_context.get_per_replica_batch_size(global_batch)
              if input_context else global_batch)
-    vocab_size = self.experiment.model.encoder.vocab_size
-    examples = dummy.dummy_pretraining_dataset(
-        global_batch, data_config.seq_length, data_config.max_predictions_per_seq,
-        vocab_size, num_distinct_batches=DUMMY_EVAL_BATCHES,
-        seed=0 if data_config.is_training else 1000).unbatch()
-    if not data_config.is_training:
-      examples = examples.take(DUMMY_EVAL_BATCHES * global_batch)
+    examples = tf.data.Dataset.from_tensor_slices(self._dummy_examples(data_config))
+    examples = examples.repeat() if data_config.is_training else examples
     if input_context and input_context.num_input_pipelines > 1:
       examples = examples.shard(input_context.num_input_pipelines,
                                 input_context.input_pipeline_id)
     return examples.batch(batch, drop_remainder=data_config.drop_remainder)
+
+  def dummy_host_inputs(self, data_config, batch_size, order):
+    """The synthetic examples of dummy_inputs as host batches, in order."""
+    return host_pipeline.array_batches(self._dummy_examples(data_config), batch_size,
+                                       **dict(order, shuffle=False))
+
+  def tfrecord_host_inputs(self, data_config, batch_size, order):
+    """Host batches of pretraining TFRecords (record_specs.pretraining_spec).
+
+    Raises:
+      ConfigError: dynamic_masking, which draws masks in tf.data only.
+    """
+    # bert_tf.data.masking draws masks with TensorFlow ops inside tf.data (stateless
+    # seeds, so the iterator checkpoints and runs on TPU hosts); sharing it with NumPy
+    # would take tf.numpy_function there or a second implementation here.
+    if data_config.dynamic_masking:
+      raise configs.ConfigError(
+          f"{base.section_name(data_config)}.dynamic_masking: masks are drawn on the fly "
+          "in the tf.data input only; read files masked by tools/create_pretraining_data.py "
+          "(dynamic_masking: false) or train with TensorFlow")
+    return host_pipeline.record_batches(
+        pretraining_files.list_record_files(data_config.input_path),
+        record_specs.pretraining_spec(data_config.seq_length,
+                                      data_config.max_predictions_per_seq),
+        batch_size, compression_type=data_config.compression_type, **order)
 
   # ----- loss and metrics -----
   def loss_normalizers(self, features) -> Dict[str, object]:

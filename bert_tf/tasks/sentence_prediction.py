@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 from bert_tf import configs
 from bert_tf import constants
-from bert_tf.data import featurizers
+from bert_tf.data import record_specs
 from bert_tf.utils import files
 from bert_tf.data import glue
 from bert_tf import losses
@@ -21,6 +20,10 @@ from bert_tf.metrics import sums
 from bert_tf.models.bert_classifier import LOGITS, BertClassifier
 from bert_tf.tasks import base
 from bert_tf.tasks import finetuning
+
+if TYPE_CHECKING:
+  import tensorflow as tf  # pylint: disable=g-bad-import-order
+  from bert_tf.data import featurizers  # pylint: disable=g-bad-import-order
 
 
 @dataclasses.dataclass
@@ -93,7 +96,7 @@ class SentencePredictionTask(finetuning.FeatureTask):
   """[CLS] vector -> dropout -> dense; cross-entropy, or squared error for regression."""
 
   input_formats = (base.DUMMY, base.TFRECORD, "tsv", "csv", "tfds")
-  feature_kind = featurizers.SENTENCE
+  feature_kind = record_specs.SENTENCE
   packs_examples = True
   export_kind = "classifier"
 
@@ -146,6 +149,7 @@ class SentencePredictionTask(finetuning.FeatureTask):
                 tokenizer: Optional[featurizers.PieceTokenizer] = None) -> tf.data.Dataset:
     """Unbatched features of examples (see featurizers.sentence_dataset)."""
     tokenizer = tokenizer or self.piece_tokenizer()
+    from bert_tf.data import featurizers  # pylint: disable=g-import-not-at-top,redefined-outer-name
     return featurizers.sentence_dataset(examples, tokenizer, data_config.seq_length,
                                self.label_ids(examples), self.regression)
 

@@ -12,24 +12,25 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import numpy as np
-import tensorflow as tf
 
 from bert_tf import configs
 from bert_tf.data import dummy
+from bert_tf.data import host_pipeline
+from bert_tf.data import record_specs
 from bert_tf.data import squad as squad_data
-from bert_tf.data import squad_features
 from bert_tf.data import squad_postprocess
-from bert_tf.data import squad_records
 from bert_tf import losses
 from bert_tf.metrics import squad as squad_metrics
 from bert_tf.metrics import sums
 from bert_tf.models.bert_span_labeler import END_LOGITS, START_LOGITS, BertSpanLabeler
 from bert_tf.tasks import base
-from bert_tf.text import vocab as vocab_lib
-from bert_tf.text.tokenizer import BertWordPieceTokenizer
+from bert_tf.utils import files
+
+if TYPE_CHECKING:
+  import tensorflow as tf  # pylint: disable=g-bad-import-order
 
 
 @dataclasses.dataclass
@@ -81,6 +82,10 @@ class SquadTask(base.Task):
 
   # ----- data -----
   def _tokenize_fn(self):
+    # pylint: disable=g-import-not-at-top
+    from bert_tf.data import squad_features
+    from bert_tf.text.tokenizer import BertWordPieceTokenizer
+    # pylint: enable=g-import-not-at-top
     settings = self.experiment.tokenizer
     if not settings.vocab_file:
       raise configs.ConfigError("Reading SQuAD JSON needs tokenizer.vocab_file")
@@ -104,6 +109,10 @@ class SquadTask(base.Task):
     examples, num_skipped = squad_data.read_squad_examples(
         path, is_training=is_training,
         version_2_with_negative=self.config.version_2_with_negative)
+    # pylint: disable=g-import-not-at-top
+    from bert_tf.data import squad_features
+    from bert_tf.text import vocab as vocab_lib
+    # pylint: enable=g-import-not-at-top
     tokenize_fn = self._tokenize_fn()
     vocab_list = vocab_lib.load_vocab(self.experiment.tokenizer.vocab_file)
     features = squad_features.convert_examples_to_features(
@@ -131,27 +140,16 @@ class SquadTask(base.Task):
     return self.create_features(path, data_config or self.experiment.eval_data,
                                 is_training=False)
 
-  def dummy_inputs(self, data_config: configs.DataConfig,
-                   input_context: Optional[tf.distribute.InputContext] = None
-                   ) -> tf.data.Dataset:
-    """Synthetic windows, batched like real ones (see _batch)."""
+  def _dummy_arrays(self, data_config: configs.DataConfig):
     num = max(4 * data_config.global_batch_size, 64) if data_config.is_training else (
         2 * data_config.global_batch_size)
-    dataset = tf.data.Dataset.from_tensor_slices(dummy.span_arrays(
-        num, data_config.seq_length, self.experiment.model.encoder.vocab_size))
-    return self._batch(dataset, data_config, input_context, shuffle=False)
+    return dummy.span_arrays(num, data_config.seq_length,
+                             self.experiment.model.encoder.vocab_size)
 
-  def tfrecord_inputs(self, data_config: configs.DataConfig,
-                      input_context: Optional[tf.distribute.InputContext] = None
-                      ) -> tf.data.Dataset:
-    """Windows written by bert_tf.data.squad_records.write_squad_tfrecords."""
-    dataset = squad_records.tfrecord_dataset(data_config.input_path, data_config.seq_length)
-    return self._batch(dataset, data_config, input_context)
-
-  def raw_inputs(self, data_config: configs.DataConfig,
-                 input_context: Optional[tf.distribute.InputContext] = None
-                 ) -> tf.data.Dataset:
-    """Windows of the questions of a SQuAD JSON file (format squad_json)."""
+  def _window_arrays(self, data_config: configs.DataConfig):
+    """The windows of the questions of a SQuAD JSON file (format squad_json), as
+    squad_features.features_to_arrays gives them."""
+    from bert_tf.data import squad_features  # pylint: disable=g-import-not-at-top
     if data_config.is_training:
       _, features = self.create_features(data_config.input_path, data_config,
                                          is_training=True)
@@ -159,7 +157,30 @@ class SquadTask(base.Task):
       features = self.eval_set(data_config.input_path, data_config)[1]
     if not features:
       raise ValueError(f"{data_config.input_path}: no SQuAD questions to read")
-    dataset = tf.data.Dataset.from_tensor_slices(squad_features.features_to_arrays(features))
+    return squad_features.features_to_arrays(features)
+
+  def dummy_inputs(self, data_config: configs.DataConfig,
+                   input_context: Optional[tf.distribute.InputContext] = None
+                   ) -> tf.data.Dataset:
+    """Synthetic windows, batched like real ones (see _batch)."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top,redefined-outer-name
+    dataset = tf.data.Dataset.from_tensor_slices(self._dummy_arrays(data_config))
+    return self._batch(dataset, data_config, input_context, shuffle=False)
+
+  def tfrecord_inputs(self, data_config: configs.DataConfig,
+                      input_context: Optional[tf.distribute.InputContext] = None
+                      ) -> tf.data.Dataset:
+    """Windows written by bert_tf.data.squad_records.write_squad_tfrecords."""
+    from bert_tf.data import squad_records  # pylint: disable=g-import-not-at-top
+    dataset = squad_records.tfrecord_dataset(data_config.input_path, data_config.seq_length)
+    return self._batch(dataset, data_config, input_context)
+
+  def raw_inputs(self, data_config: configs.DataConfig,
+                 input_context: Optional[tf.distribute.InputContext] = None
+                 ) -> tf.data.Dataset:
+    """Windows of the questions of a SQuAD JSON file (format squad_json)."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top,redefined-outer-name
+    dataset = tf.data.Dataset.from_tensor_slices(self._window_arrays(data_config))
     return self._batch(dataset, data_config, input_context)
 
   def _batch(self, dataset: tf.data.Dataset, data_config: configs.DataConfig,
@@ -168,6 +189,7 @@ class SquadTask(base.Task):
     """Batches of input_word_ids, input_mask, input_type_ids [B, T] and unique_ids,
     start_positions, end_positions, is_impossible [B], all int32: sharded per input
     pipeline, and for training shuffled (unless `shuffle` is off) and repeated."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top,redefined-outer-name
     batch_size = data_config.global_batch_size
     if input_context is not None:
       batch_size = input_context.get_per_replica_batch_size(batch_size)
@@ -181,6 +203,26 @@ class SquadTask(base.Task):
       dataset = dataset.repeat()
     dataset = dataset.batch(batch_size, drop_remainder=data_config.drop_remainder)
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+  # ----- host input (no TensorFlow) -----
+  def dummy_host_inputs(self, data_config, batch_size, order):
+    """dummy_inputs' synthetic windows, in order."""
+    return host_pipeline.array_batches(self._dummy_arrays(data_config), batch_size,
+                                       **dict(order, shuffle=False))
+
+  def tfrecord_host_inputs(self, data_config, batch_size, order):
+    """Windows of the original release's SQuAD records (record_specs.squad_spec)."""
+    paths = files.expand_patterns(data_config.input_path,
+                                  field=f"{base.section_name(data_config)}.input_path")
+    return host_pipeline.record_batches(
+        paths, record_specs.squad_spec(data_config.seq_length), batch_size,
+        compression_type=data_config.compression_type, **order)
+
+  def raw_host_inputs(self, data_config, batch_size, order):
+    """The windows of a SQuAD JSON file, created in memory (tokenized by
+    tensorflow-text)."""
+    return host_pipeline.array_batches(self._window_arrays(data_config), batch_size,
+                                       **order)
 
   # ----- loss and metrics -----
   def compute_loss(self, features, outputs, global_batch_size: int) -> Dict[str, tf.Tensor]:

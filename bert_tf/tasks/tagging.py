@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 from bert_tf import configs
 from bert_tf.data import conll
 from bert_tf import constants
-from bert_tf.data import featurizers
+from bert_tf.data import record_specs
 from bert_tf.utils import files
 from bert_tf import losses
 from bert_tf.metrics import sums
@@ -22,6 +21,10 @@ from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.models.bert_token_classifier import BertTokenClassifier
 from bert_tf.tasks import base
 from bert_tf.tasks import finetuning
+
+if TYPE_CHECKING:
+  import tensorflow as tf  # pylint: disable=g-bad-import-order
+  from bert_tf.data import featurizers  # pylint: disable=g-bad-import-order
 
 
 @dataclasses.dataclass
@@ -54,7 +57,7 @@ class TaggingTask(finetuning.FeatureTask):
   window where the word has the most context."""
 
   input_formats = (base.DUMMY, base.TFRECORD, "conll")
-  feature_kind = featurizers.TAGGING
+  feature_kind = record_specs.TAGGING
   export_kind = "tagging"
 
   def __init__(self, experiment):
@@ -74,6 +77,7 @@ class TaggingTask(finetuning.FeatureTask):
 
   def featurize(self, examples, data_config, tokenizer: Optional[featurizers.PieceTokenizer] = None):
     tokenizer = tokenizer or self.piece_tokenizer()
+    from bert_tf.data import featurizers  # pylint: disable=g-import-not-at-top,redefined-outer-name
     return featurizers.tagging_dataset(examples, tokenizer, data_config.seq_length,
                                        self.label_names, self.config.window_stride)
 

@@ -8,6 +8,7 @@ system.
 """
 
 import contextlib
+import glob as glob_lib
 import os
 import uuid
 from typing import Iterable, Iterator, List, Sequence, Union
@@ -38,24 +39,38 @@ def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_pat
     FileNotFoundError: naming `field` and the glob, when a glob matches nothing or no
       glob is given.
   """
-  gfile = _gfile()
   if isinstance(patterns, str):
     patterns = [patterns]
   globs = [g.strip() for p in patterns for g in (p or "").split(",") if g.strip()]
   if not globs:
     raise errors.MissingInputError(f"{field}: no input file given")
+  try:
+    gfile = _gfile()
+    glob_files, isdir = gfile.glob, gfile.isdir
+  except ImportError:
+    # Without TensorFlow (the JAX engine's input): the local file system only.
+    glob_files, isdir = _local_glob(field), os.path.isdir
   files, seen = [], set()
   for glob in globs:
-    matches = sorted(gfile.glob(glob))
+    matches = sorted(glob_files(glob))
     if not matches:
       raise errors.MissingInputError(f"{field}: no file matches {glob}")
     for path in matches:
-      if path not in seen and not gfile.isdir(path):
+      if path not in seen and not isdir(path):
         seen.add(path)
         files.append(path)
   if not files:
     raise errors.MissingInputError(f"{field}: {', '.join(globs)} match only directories")
   return files
+
+
+def _local_glob(field: str):
+  def glob_files(pattern: str) -> List[str]:
+    if "://" in pattern:
+      raise errors.MissingInputError(f"{field}: {pattern} is not on the local file system; "
+                                     "reading it needs TensorFlow (tf.io.gfile)")
+    return glob_lib.glob(pattern)
+  return glob_files
 
 
 def make_dirs(directory: str) -> None:

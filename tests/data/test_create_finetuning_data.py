@@ -11,7 +11,7 @@ import tensorflow as tf
 
 import finetuning_helpers as helpers
 from bert_tf import constants
-from bert_tf.data import featurizers
+from bert_tf.data import record_specs
 from bert_tf.data import tfrecords
 from bert_tf.tasks import base
 import paths
@@ -70,7 +70,7 @@ def test_interrupted_writing_leaves_no_output(tmp_path):
   ds = tf.data.Dataset.from_generator(
       broken, output_signature={constants.INPUT_WORD_IDS: tf.TensorSpec([None], tf.int32)})
   with pytest.raises(Exception, match="interrupted"):
-    tfrecords.write_finetuning_tfrecord(ds, str(tmp_path / "out.tfrecord"), featurizers.SENTENCE, 8, {})
+    tfrecords.write_finetuning_tfrecord(ds, str(tmp_path / "out.tfrecord"), record_specs.SENTENCE, 8, {})
   assert os.listdir(tmp_path) == []
 
 

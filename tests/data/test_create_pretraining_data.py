@@ -17,6 +17,7 @@ from bert_tf import constants
 from bert_tf.data import create_pretraining_data as cpd
 from bert_tf.data import example_encoding
 from bert_tf.data import pretraining_chunks
+from bert_tf.data import pretraining_files
 from bert_tf.data import pretraining_format
 from bert_tf.data import pretraining_inputs
 from bert_tf.data import pretraining_plan
@@ -139,7 +140,7 @@ def test_written_files_parse_with_the_reader(created):
   batch = next(iter(pretraining_reader.build_pretraining_dataset(config)))
   assert batch[constants.INPUT_WORD_IDS].shape == (16, 128)
   assert batch[constants.MASKED_LM_WEIGHTS].dtype == tf.float32
-  info = pretraining_reader.inspect_pretraining_files(out + "-*.tfrecord")
+  info = pretraining_files.inspect_pretraining_files(out + "-*.tfrecord")
   assert (info.seq_length, info.max_predictions_per_seq) == (128, 20)
   assert info.vocab_size == len(fx.VOCAB) and info.summary["instances"] == summary["instances"]
 

@@ -11,8 +11,10 @@ import pretraining_fixtures as fx
 import trainer_helpers
 from bert_tf import configs
 from bert_tf import constants
+from bert_tf.data import pretraining_files
 from bert_tf.data import pretraining_format
 from bert_tf.data import pretraining_reader as reader
+from bert_tf.data import record_files
 from bert_tf.data import tfrecords
 from bert_tf.tasks import base as task_base
 
@@ -100,7 +102,7 @@ def test_gzip_files_read_with_compression_type(files):
 
 @pytest.mark.parametrize("input_path", ["", "/nonexistent/dir/pretrain-*.tfrecord"])
 def test_missing_or_empty_glob_is_an_error_naming_it(input_path):
-  with pytest.raises(reader.PretrainingInputError,
+  with pytest.raises(pretraining_files.PretrainingInputError,
                      match="input_path: no input file given" if not input_path else "nonexistent"):
     reader.build_pretraining_dataset(_config(input_path))
 
@@ -118,26 +120,26 @@ def test_corrupt_record_error_is_explained_with_the_file_name(files, tmp_path):
       pass
   explained = task_base.get_task(trainer_helpers.tiny_experiment()).explain_input_error(
       info.value, config)
-  assert isinstance(explained, tfrecords.CorruptRecordError)
+  assert isinstance(explained, record_files.CorruptRecordError)
   assert "bad.tfrecord at byte offset" in str(explained)
   assert files["paths"][1] not in str(explained)
 
 
 def test_inspect_reports_lengths_and_largest_id_and_checks_the_config(files, tmp_path):
-  info = reader.inspect_pretraining_files(os.path.join(files["dir"], "data-*.tfrecord"))
+  info = pretraining_files.inspect_pretraining_files(os.path.join(files["dir"], "data-*.tfrecord"))
   assert (info.seq_length, info.max_predictions_per_seq) == (SEQ, PRED)
   assert info.summary is None and info.vocab_size is None
   assert 0 < info.max_token_id < len(fx.VOCAB)
   info.check_config(_config("x"), vocab_size=len(fx.VOCAB))
-  with pytest.raises(reader.PretrainingInputError, match="seq_length is 64"):
+  with pytest.raises(pretraining_files.PretrainingInputError, match="seq_length is 64"):
     info.check_config(_config("x", seq_length=64), vocab_size=len(fx.VOCAB))
   # With a summary beside the files, its vocab size and largest id count.
   with open(pretraining_format.summary_path_for_record_file(files["paths"][0]), "w") as f:
     json.dump({"vocab_size": 30522, "max_token_id": 30000}, f)
   try:
-    info = reader.inspect_pretraining_files(files["paths"][0])
+    info = pretraining_files.inspect_pretraining_files(files["paths"][0])
     assert info.vocab_size == 30522 and info.max_token_id == 30000
-    with pytest.raises(reader.PretrainingInputError, match="vocab_size 100 is too small"):
+    with pytest.raises(pretraining_files.PretrainingInputError, match="vocab_size 100 is too small"):
       info.check_config(_config("x"), vocab_size=100)
   finally:
     os.remove(pretraining_format.summary_path_for_record_file(files["paths"][0]))
@@ -146,8 +148,8 @@ def test_inspect_reports_lengths_and_largest_id_and_checks_the_config(files, tmp
 def test_inspect_of_an_empty_file_is_an_error_naming_it(tmp_path):
   path = str(tmp_path / "empty.tfrecord")
   open(path, "wb").close()
-  with pytest.raises(reader.PretrainingInputError, match="empty.tfrecord"):
-    reader.inspect_pretraining_files(path)
+  with pytest.raises(pretraining_files.PretrainingInputError, match="empty.tfrecord"):
+    pretraining_files.inspect_pretraining_files(path)
 
 
 def test_iterator_checkpoint_resumes_at_the_same_batch_with_whole_word_dynamic_masking(files, tmp_path):

@@ -14,6 +14,7 @@ import tensorflow as tf
 import yaml
 
 from bert_tf.checkpoints import restore
+from bert_tf.data import record_files
 from bert_tf.data import tfrecords
 from bert_tf.export import exporter
 from bert_tf.training import runs
@@ -194,7 +195,7 @@ def test_corrupt_record_mid_training_saves_the_last_finished_step_and_names_file
   # Batches of 8: record 8 * 5 + 3 breaks the sixth batch, after five finished steps.
   offset = _corrupt_record(path, 8 * 5 + 3)
   model_dir = str(tmp_path / "run")
-  with pytest.raises(tfrecords.CorruptRecordError) as info:
+  with pytest.raises(record_files.CorruptRecordError) as info:
     trainer_lib.run_experiment(experiment, model_dir, log_fn=lambda _: None)
   message = str(info.value)
   assert f"{path} at byte offset {offset} (corrupted record)" in message
@@ -215,7 +216,7 @@ def test_validate_inputs_fails_before_training_naming_file_and_offset(tmp_path):
   experiment = _record_experiment(path, steps=10, validate_inputs=True)
   offset = _corrupt_record(path, len(_record_offsets(path)) - 2)
   model_dir = str(tmp_path / "run")
-  with pytest.raises(tfrecords.CorruptRecordError,
+  with pytest.raises(record_files.CorruptRecordError,
                      match=f"train_data: .*{path} at byte offset {offset}"):
     trainer_lib.run_experiment(experiment, model_dir, log_fn=lambda _: None)
   assert tf.train.latest_checkpoint(model_dir) is None
@@ -230,5 +231,5 @@ def test_validate_inputs_passes_intact_files_and_checks_gzip_ones(tmp_path):
   assert tfrecords.validate_record_files(packed, "GZIP") == 1
   with open(packed, "r+b") as f:
     f.truncate(os.path.getsize(packed) - 20)
-  with pytest.raises(tfrecords.CorruptRecordError, match="b.tfrecord.gz"):
+  with pytest.raises(record_files.CorruptRecordError, match="b.tfrecord.gz"):
     tfrecords.validate_record_files(packed, "GZIP")

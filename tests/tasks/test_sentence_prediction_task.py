@@ -8,7 +8,7 @@ import finetuning_helpers as helpers
 from bert_tf import configs
 from bert_tf.data import batching
 from bert_tf import constants
-from bert_tf.data import featurizers
+from bert_tf.data import record_specs
 from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.tasks import base
 from bert_tf.training.trainer import Trainer
@@ -186,7 +186,7 @@ def test_packed_batches_give_each_example_its_unpacked_logits_and_loss(tmp_path)
   assert packed[constants.INPUT_WORD_IDS].shape[0] < 8
   plain = next(iter(batching.batch_examples(
       task.featurize(task.read_examples(experiment.eval_data), experiment.eval_data),
-      featurizers.SENTENCE, 8, drop_remainder=True)))
+      record_specs.SENTENCE, 8, drop_remainder=True)))
   np.testing.assert_array_equal(packed[constants.EXAMPLE_INDEX], plain[constants.EXAMPLE_INDEX])
   packed_out = model(task.model_inputs(packed), training=False)
   plain_out = model(task.model_inputs(plain), training=False)

@@ -1,0 +1,114 @@
+"""TFRecords of every kind the tools write, made small for the host-input tests (they
+need TensorFlow to write; the TensorFlow-free reader reads them)."""
+
+import os
+from typing import Dict
+
+import numpy as np
+
+import pretraining_fixtures as fx
+from bert_tf import constants
+from bert_tf.data import dummy
+from bert_tf.data import record_specs
+from bert_tf.data import squad
+
+SEQ, PRED = 32, 5
+FINETUNING_SEQ, CHOICES = 16, 3
+SHORT_EXAMPLES, SHORT_LENGTH = 12, 4
+# name -> (kind, regression)
+FINETUNING_KINDS = {
+    "sentence": (record_specs.SENTENCE, False),
+    "regression": (record_specs.SENTENCE, True),
+    "tagging": (record_specs.TAGGING, False),
+    "multiple_choice": (record_specs.MULTIPLE_CHOICE, False),
+}
+
+
+def write_pretraining_files(directory, num_files: int = 3, gzip: bool = False):
+  """Pretraining shards data-0000i-of-0000n.tfrecord[.gz]; returns (paths, counts)."""
+  paths, counts = [], []
+  suffix = ".tfrecord.gz" if gzip else ".tfrecord"
+  for i in range(num_files):
+    path = os.path.join(str(directory), f"data-{i:05d}-of-{num_files:05d}{suffix}")
+    counts.append(fx.write_record_file(path, num_documents=12, seed=i, gzip=gzip))
+    paths.append(path)
+  return paths, counts
+
+
+def finetuning_examples(name: str, num_examples: int = 40) -> Dict[str, np.ndarray]:
+  """Synthetic examples of kind `name` padded to FINETUNING_SEQ, numbered in order."""
+  kind, regression = FINETUNING_KINDS[name]
+  examples = dummy.finetuning_examples(kind, num_examples // 4, FINETUNING_SEQ, 50, 5,
+                                       num_choices=CHOICES, regression=regression, seed=7)
+  examples[constants.EXAMPLE_INDEX] = np.arange(num_examples, dtype=np.int32)
+  # The first SHORT_EXAMPLES are cut to SHORT_LENGTH tokens, so that length buckets
+  # below seq_length hold whole batches.
+  for key in constants.ENCODER_INPUTS:
+    examples[key][:SHORT_EXAMPLES, ..., SHORT_LENGTH:] = 0
+  if kind == record_specs.TAGGING:
+    examples[constants.LABEL_IDS][:SHORT_EXAMPLES, SHORT_LENGTH:] = constants.IGNORE_LABEL
+  return examples
+
+
+def write_finetuning_file(directory, name: str, num_examples: int = 40) -> str:
+  """The records tools/create_finetuning_data.py writes for examples of kind `name`."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf.data import tfrecords  # pylint: disable=g-import-not-at-top
+  kind, regression = FINETUNING_KINDS[name]
+  path = os.path.join(str(directory), f"{name}.tfrecord")
+  ds = tf.data.Dataset.from_tensor_slices(finetuning_examples(name, num_examples))
+  tfrecords.write_finetuning_tfrecord(ds, path, kind, FINETUNING_SEQ, {},
+                                      regression=regression)
+  return path
+
+
+def write_squad_file(directory, labelled: bool = True, num_examples: int = 20) -> str:
+  """SQuAD window records as the original release writes them (evaluation files
+  without the labels)."""
+  from bert_tf.data import tfrecords  # pylint: disable=g-import-not-at-top
+  arrays = dummy.span_arrays(num_examples, FINETUNING_SEQ, 50)
+  names = {constants.INPUT_WORD_IDS: constants.TFRECORD_INPUT_IDS,
+           constants.INPUT_MASK: constants.TFRECORD_INPUT_MASK,
+           constants.INPUT_TYPE_IDS: constants.TFRECORD_SEGMENT_IDS}
+  labels = (squad.START_POSITIONS, squad.END_POSITIONS, squad.IS_IMPOSSIBLE)
+  records = []
+  for i in range(num_examples):
+    records.append(tfrecords.serialize_example({
+        names.get(key, key): value[i] for key, value in arrays.items()
+        if labelled or key not in labels}))
+  path = os.path.join(str(directory), f"squad_{'train' if labelled else 'eval'}.tfrecord")
+  tfrecords.write_records(path, records)
+  return path
+
+
+def task_experiments(files: Dict[str, str]) -> Dict[str, dict]:
+  """{case: experiment dict} reading `files` ({"pretraining": comma-separated shards,
+  finetuning kind names, "squad"}) for evaluation, in file order, and every task's
+  dummy input."""
+  encoder = dict(vocab_size=64, hidden_size=16, num_layers=1, num_attention_heads=2,
+                 intermediate_size=32, max_position_embeddings=64)
+
+  def experiment(task, data, **extra):
+    data = dict(dict(global_batch_size=6, seq_length=FINETUNING_SEQ, is_training=False,
+                     drop_remainder=False, cycle_length=1, deterministic=True), **data)
+    return dict(dict(task=task, model=dict(encoder=encoder), train_data=data,
+                     eval_data=data, runtime=dict(seed=5)), **extra)
+
+  tasks = {
+      "sentence": dict(name="sentence_prediction", num_classes=5),
+      "regression": dict(name="sentence_prediction", num_classes=1),
+      "tagging": dict(name="tagging", label_names=[f"T{i}" for i in range(5)]),
+      "multiple_choice": dict(name="multiple_choice", num_choices=CHOICES),
+  }
+  cases = {"pretraining": experiment(
+      dict(name="pretraining"), dict(input_path=files["pretraining"], seq_length=SEQ,
+                                     max_predictions_per_seq=PRED))}
+  cases["pretraining_dummy"] = experiment(
+      dict(name="pretraining"), dict(format="dummy", seq_length=SEQ,
+                                     max_predictions_per_seq=PRED))
+  for name, task in tasks.items():
+    cases[name] = experiment(task, dict(input_path=files[name], length_buckets=[4, 8]))
+    cases[f"{name}_dummy"] = experiment(task, dict(format="dummy"))
+  cases["squad"] = experiment(dict(name="squad"), dict(input_path=files["squad"]))
+  cases["squad_dummy"] = experiment(dict(name="squad"), dict(format="dummy"))
+  return cases

@@ -1,0 +1,80 @@
+"""Run as a script with TensorFlow made unimportable: imports every task, reads each
+case of host_input_helpers.task_experiments through task.host_inputs (TFRecords the
+parent test wrote, and the dummy inputs), saves a position and restores it in a fresh
+input, checks the pretraining files, and checks the one-line errors of what needs
+TensorFlow (raw task files, dynamic masking). Writes the first batches of each case to
+OUT_DIR/batches.npz and prints one JSON line of findings
+(tests/tasks/test_host_inputs.py).
+
+  python tests/host_input_tf_free_check.py FILES_JSON OUT_DIR
+"""
+
+import json
+import os
+import sys
+
+sys.modules["tensorflow"] = None  # any import of TensorFlow now fails
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+import host_input_helpers  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf import configs  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.tasks import base  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+BATCHES = 2
+
+
+def experiment(data):
+  return configs.ExperimentConfig.from_dict(data, task_configs=base.task_configs())
+
+
+def error_of(fn):
+  try:
+    fn()
+  except configs.ConfigError as e:
+    return str(e)
+  return None
+
+
+def main():
+  with open(sys.argv[1], encoding="utf-8") as f:
+    files = json.load(f)
+  out_dir = sys.argv[2]
+  arrays, found = {}, {}
+  for case, data in host_input_helpers.task_experiments(files).items():
+    exp = experiment(data)
+    task = base.get_task(exp)
+    task.check_inputs(exp.eval_data)
+    batches = task.host_inputs(exp.eval_data)
+    for i in range(BATCHES):
+      for key, value in next(batches).items():
+        arrays[f"{case}/{i}/{key}"] = value
+    training = task.host_inputs(exp.replace(train_data=exp.train_data.replace(
+        is_training=True, drop_remainder=True)).train_data, process_index=1,
+                                process_count=2, num_threads=2)
+    for _ in range(3):
+      next(training)
+    state = json.loads(json.dumps(training.get_state()))
+    expected = next(training)
+    resumed = task.host_inputs(exp.replace(train_data=exp.train_data.replace(
+        is_training=True, drop_remainder=True)).train_data, process_index=1,
+                               process_count=2)
+    resumed.set_state(state)
+    got = next(resumed)
+    found[case] = {"restored": all(np.array_equal(got[k], expected[k]) for k in expected),
+                   "rows": int(len(expected[next(iter(expected))]))}
+  pretraining = experiment(host_input_helpers.task_experiments(files)["pretraining"])
+  task = base.get_task(pretraining)
+  found["dynamic_masking"] = error_of(lambda: task.host_inputs(
+      pretraining.train_data.replace(dynamic_masking=True, is_training=True)))
+  sentence = experiment(host_input_helpers.task_experiments(files)["sentence"])
+  found["tsv"] = error_of(lambda: base.get_task(sentence).host_inputs(
+      sentence.train_data.replace(format="tsv", is_training=True)))
+  found["tensorflow"] = sys.modules["tensorflow"] is None
+  np.savez(os.path.join(out_dir, "batches.npz"), **arrays)
+  print(json.dumps(found))
+
+
+if __name__ == "__main__":
+  main()

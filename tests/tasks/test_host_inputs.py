@@ -1,0 +1,97 @@
+"""Every task's host input (task.host_inputs) without TensorFlow: the tasks import with
+TensorFlow unimportable, read their TFRecords and dummy inputs into the batches the
+tf.data inputs give, restore a saved position, and refuse in one line what needs
+TensorFlow. Runs tests/host_input_tf_free_check.py in a subprocess, since this process
+has TensorFlow."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import finetuning_helpers
+import host_input_helpers as helpers
+import paths
+from bert_tf import configs
+from bert_tf import constants
+from bert_tf.data import batching
+from bert_tf.data import padding
+from bert_tf.tasks import base
+
+
+@pytest.fixture(scope="module")
+def tensorflow_free_run(tmp_path_factory):
+  directory = tmp_path_factory.mktemp("host_inputs")
+  shards, _ = helpers.write_pretraining_files(directory)
+  files = {"pretraining": ",".join(shards),
+           "squad": helpers.write_squad_file(directory)}
+  for name in helpers.FINETUNING_KINDS:
+    files[name] = helpers.write_finetuning_file(directory, name)
+  files_json = str(directory / "files.json")
+  with open(files_json, "w", encoding="utf-8") as f:
+    json.dump(files, f)
+  env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=paths.ROOT)
+  result = subprocess.run(
+      [sys.executable, os.path.join(paths.ROOT, "tests", "host_input_tf_free_check.py"),
+       files_json, str(directory)], env=env, capture_output=True, text=True, timeout=600,
+      check=False)
+  assert result.returncode == 0, result.stderr[-4000:]
+  found = json.loads(result.stdout.strip().splitlines()[-1])
+  return files, found, dict(np.load(str(directory / "batches.npz")))
+
+
+def test_every_task_reads_and_restores_its_host_input_without_tensorflow(
+    tensorflow_free_run):
+  files, found, _ = tensorflow_free_run
+  assert found.pop("tensorflow") is True
+  errors = {key: found.pop(key) for key in ("dynamic_masking", "tsv")}
+  assert set(found) == set(helpers.task_experiments(files))
+  for case, values in found.items():
+    assert values == {"restored": True, "rows": 3}, case
+  assert errors["dynamic_masking"].startswith("train_data.dynamic_masking: ")
+  assert errors["tsv"] == (
+      "train_data.format 'tsv': reading raw task files needs tensorflow-text: featurize "
+      "them with tools/create_finetuning_data.py first and read format tfrecord")
+
+
+def test_host_batches_without_tensorflow_equal_the_tf_data_batches(tensorflow_free_run):
+  files, _, arrays = tensorflow_free_run
+  for case, data in helpers.task_experiments(files).items():
+    experiment = configs.ExperimentConfig.from_dict(data, task_configs=base.task_configs())
+    task = base.get_task(experiment)
+    dataset = task.build_inputs(experiment.eval_data)
+    if constants.LABEL_IDS in dataset.element_spec:  # Fine-tuning: padded to buckets.
+      bounds = padding.bucket_bounds(experiment.eval_data)
+      dataset = dataset.map(lambda batch, b=bounds: batching.pad_to_length_bucket(batch, b))
+    for i, batch in enumerate(dataset.take(2)):
+      for key, value in batch.items():
+        np.testing.assert_array_equal(arrays[f"{case}/{i}/{key}"], value.numpy(),
+                                      err_msg=f"{case} batch {i} {key}")
+      assert {k.split("/")[2] for k in arrays if k.startswith(f"{case}/{i}/")} == set(batch)
+
+
+def test_with_tensorflow_raw_task_files_featurize_into_the_tf_data_batches(tmp_path):
+  vocab = finetuning_helpers.write_vocab(tmp_path / "vocab.txt")
+  rows = ["the cat sat on the mat", "a dog", "john lives in paris", "good movie",
+          "the red green blue home runs", "no", "yes a man walks home", "bad"]
+  path = tmp_path / "train.tsv"
+  path.write_text("text\tlabel\n" + "".join(f"{text}\t{i % 2}\n"
+                                            for i, text in enumerate(rows)))
+  data = {"format": "tsv", "input_path": str(path), "length_buckets": [4, 8]}
+  experiment = finetuning_helpers.tiny_experiment(
+      {"name": "sentence_prediction", "num_classes": 2}, data, vocab_file=vocab)
+  task = base.get_task(experiment)
+  eval_data = experiment.eval_data.replace(global_batch_size=3)
+  bounds = padding.bucket_bounds(eval_data)
+  theirs = [{k: v.numpy() for k, v in batching.pad_to_length_bucket(batch, bounds).items()}
+            for batch in task.build_inputs(eval_data)]
+  ours = list(task.host_inputs(eval_data))
+  assert len(ours) == len(theirs) == 3
+  for a, b in zip(ours, theirs):
+    assert set(a) == set(b)
+    for key in b:
+      np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+  assert {b[constants.INPUT_WORD_IDS].shape[-1] for b in ours} <= set(bounds)
