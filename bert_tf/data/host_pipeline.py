@@ -193,7 +193,9 @@ def data_order(data_config, process_index: int = 0, process_count: int = 1,
                seed: int = 0):
   """(this process's batch size, `index_batches`'s order arguments) of a data section
   (bert_tf.configs.DataConfig): training shuffles by `seed` and repeats, evaluation
-  reads one pass in order; drop_remainder as the section sets it.
+  reads one pass in order; drop_remainder as the section sets it. A
+  shuffle_buffer_size of 0 or 1 reads training rows in file order too, as tf.data's
+  buffer of one does.
 
   Raises:
     ConfigError: a global batch that the processes cannot share evenly.
@@ -204,6 +206,7 @@ def data_order(data_config, process_index: int = 0, process_count: int = 1,
     raise configs.ConfigError(f"{section}.global_batch_size ({batch}) must be divisible "
                               f"by the number of processes ({process_count})")
   return batch // process_count, dict(
-      shuffle=data_config.is_training, repeat=data_config.is_training, seed=seed,
+      shuffle=data_config.is_training and data_config.shuffle_buffer_size > 1,
+      repeat=data_config.is_training, seed=seed,
       process_index=process_index, process_count=process_count,
       drop_remainder=data_config.drop_remainder)

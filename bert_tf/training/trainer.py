@@ -25,6 +25,7 @@ import signal
 from typing import Dict, Optional
 
 from bert_tf import configs
+from bert_tf.data import record_files
 from bert_tf.tasks import base as task_base
 from bert_tf.training import checkpointing
 from bert_tf.training import engine as engine_lib
@@ -123,8 +124,7 @@ class Trainer:
     data_config = getattr(self.experiment, section)
     try:
       if data_config.validate_inputs and data_config.format == task_base.TFRECORD:
-        from bert_tf.data import tfrecords  # pylint: disable=g-import-not-at-top
-        count = tfrecords.validate_record_files(data_config.input_path,
+        count = record_files.validate_record_files(data_config.input_path,
                                                     data_config.compression_type)
         self._log(f"{section}: every record of {count} file(s) read with valid checksums")
       self.task.check_inputs(data_config)

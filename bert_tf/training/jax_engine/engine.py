@@ -106,8 +106,7 @@ class JaxEngine(engine_lib.Engine):
                            restore_position: bool) -> None:
     self._input = input_lib.training_input(
         self.task, self.experiment.train_data, self.process_index, self.process_count,
-        self.experiment.runtime.seed, step, checkpoint if restore_position else None,
-        self._log)
+        step, checkpoint if restore_position else None, self._log)
 
   def save_input_position(self, checkpoint: str) -> None:
     if self._input is not None:

@@ -2,21 +2,73 @@
 batch, padded to fixed lengths (the length buckets) so that the jit-compiled step
 compiles once per bucket, with a position saved beside each checkpoint.
 
-Batches come from the task's tf.data input (TensorFlow runs on the host only, off the
-accelerators JAX uses), its position a tf.data iterator state beside the checkpoint.
+Batches come from the task's host input (task.host_inputs, bert_tf.data.host_pipeline):
+TFRecords read without TensorFlow, or raw task files featurized once where
+tensorflow-text is installed. Its position is a small JSON file beside the checkpoint
+(`ckpt-N.input[-P].json`). Two settings only tf.data has (dynamic masking, packed
+examples) take the task's tf.data input instead, which needs TensorFlow; its position
+is a tf.data iterator state (bert_tf.training.tf_engine.input).
+
+A checkpoint without a position of this input (written by the other engine, or by
+another input) resumes by skipping the consumed batches: with the same files, seed and
+order, the very batches an uninterrupted run would read next.
 """
 
+import json
+import os
 from typing import Callable, Dict, Iterator, Optional
 
 import numpy as np
 
 from bert_tf import configs
+from bert_tf.checkpoints import portable
+from bert_tf.data import host_pipeline
+from bert_tf.data import record_files
 from bert_tf.tasks import base as task_base
+
+POSITION_SUFFIX = ".json"
+
+
+def needs_tf_data(data_config: configs.DataConfig) -> bool:
+  """Whether the section uses settings only the tf.data input has."""
+  return bool(data_config.dynamic_masking or data_config.pack_examples)
+
+
+def position_path(checkpoint: str, process_index: int) -> str:
+  """`ckpt-N.input[-P].json` beside the portable checkpoint `ckpt-N.h5`."""
+  return portable.input_prefix(checkpoint, process_index) + POSITION_SUFFIX
+
+
+class HostInput:
+  """This process's training batches from task.host_inputs."""
+
+  def __init__(self, task: task_base.Task, data_config: configs.DataConfig,
+               process_index: int, process_count: int, step: int,
+               checkpoint: Optional[str], log_fn: Callable[[str], None]):
+    self._batches = task.host_inputs(data_config, process_index, process_count)
+    saved = position_path(checkpoint, process_index) if checkpoint else None
+    if saved and os.path.exists(saved):
+      with open(saved, encoding="utf-8") as f:
+        self._batches.set_state(json.load(f))
+    elif step:
+      self._batches.seek(step)
+      log_fn(f"No input position of this input saved with {checkpoint}: skipped the "
+             f"{step} consumed batches")
+
+  def next_batch(self) -> Dict[str, np.ndarray]:
+    return next(self._batches)
+
+  def save_position(self, checkpoint: str, process_index: int) -> None:
+    path = position_path(checkpoint, process_index)
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", encoding="utf-8") as f:
+      json.dump(self._batches.get_state(), f)
+    os.replace(temporary, path)
 
 
 def host_batch(batch) -> Dict[str, np.ndarray]:
-  """A batch as NumPy arrays JAX takes: 64-bit values as 32-bit (JAX computes in 32
-  bits), non-numeric features (strings) left out."""
+  """A tf.data batch as NumPy arrays JAX takes: 64-bit values as 32-bit (JAX computes
+  in 32 bits), non-numeric features (strings) left out."""
   out = {}
   for key, value in batch.items():
     array = value.numpy() if hasattr(value, "numpy") else np.asarray(value)
@@ -31,7 +83,8 @@ def host_batch(batch) -> Dict[str, np.ndarray]:
 
 
 class TfDataInput:
-  """This process's training batches from the task's tf.data input."""
+  """This process's training batches from the task's tf.data input (dynamic masking,
+  packed examples)."""
 
   def __init__(self, task: task_base.Task, data_config: configs.DataConfig,
                process_index: int, process_count: int, step: int,
@@ -60,27 +113,36 @@ class TfDataInput:
 
 
 def training_input(task: task_base.Task, data_config: configs.DataConfig,
-                   process_index: int, process_count: int, seed: int, step: int,
+                   process_index: int, process_count: int, step: int,
                    checkpoint: Optional[str], log_fn: Callable[[str], None]):
   """This process's training input at global step `step`, at the position saved with
-  `checkpoint` where it holds one, else after skipping the consumed batches."""
-  del seed
-  return TfDataInput(task, data_config, process_index, process_count, step, checkpoint,
-                     log_fn)
+  `checkpoint` where it holds one of this input, else after skipping the consumed
+  batches."""
+  make = TfDataInput if needs_tf_data(data_config) else HostInput
+  return make(task, data_config, process_index, process_count, step, checkpoint, log_fn)
 
 
 def evaluation_batches(task: task_base.Task, data_config: configs.DataConfig
                        ) -> Iterator[Dict[str, np.ndarray]]:
-  """The whole evaluation input, every batch, as NumPy arrays."""
-  for batch in task.build_inputs(data_config):
-    yield host_batch(batch)
+  """The whole evaluation input, every batch, as NumPy arrays (this process reads all
+  of it)."""
+  if needs_tf_data(data_config):
+    for batch in task.build_inputs(data_config):
+      yield host_batch(batch)
+    return
+  batches = task.host_inputs(data_config)
+  try:
+    yield from batches
+  finally:
+    batches.close()
 
 
 def corrupt_input_error(task: task_base.Task, error: Exception,
                         data_config: configs.DataConfig) -> Optional[Exception]:
   """The error naming the corrupt record that `error` met, or None."""
-  import sys  # pylint: disable=g-import-not-at-top
-  if "tensorflow" not in sys.modules or sys.modules["tensorflow"] is None:
-    return None
-  from bert_tf.training.tf_engine import input as tf_input  # pylint: disable=g-import-not-at-top
-  return tf_input.corrupt_input_error(task, error, data_config)
+  if isinstance(error, record_files.CorruptRecordError):
+    return error
+  if needs_tf_data(data_config):
+    from bert_tf.training.tf_engine import input as tf_input  # pylint: disable=g-import-not-at-top
+    return tf_input.corrupt_input_error(task, error, data_config)
+  return None
