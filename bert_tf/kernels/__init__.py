@@ -19,10 +19,6 @@ Which one an experiment uses is `runtime.fused_kernels`: true, false, or unset
 no GPU or TPU, the reference path everywhere else).
 """
 
-from typing import Optional
-
-import keras
-
 from bert_tf import configs
 
 
@@ -38,6 +34,7 @@ def for_runtime(runtime: configs.RuntimeConfig):
   Raises:
     ConfigError: runtime.fused_kernels is true on a backend other than TensorFlow.
   """
+  import keras  # pylint: disable=g-import-not-at-top
   on_tensorflow = keras.backend.backend() == "tensorflow"
   wanted = runtime.fused_kernels
   if wanted is None:
