@@ -328,10 +328,11 @@ def embeddings(layer, summed, training):
   return dropout(layer.dropout, tf.cast(normalized, layer.compute_dtype), training)
 
 
-def attention_context(layer, probs, value, training):
-  """SelfAttention's dropout of the attention probabilities [B, N, Q, T] and their
-  weighted sum of the values [B, N, T, D]: float [B, Q, H]."""
-  return layer.merge_heads(keras.ops.matmul(dropout(layer.dropout, probs, training), value))
+def attention(layer, query, key, value, attention_bias, training):
+  """SelfAttention between its projections: query [B, Q, N, D], key and value
+  [B, T, N, D] -> float [B, Q, H], the probabilities dropped with a `keep_bits` mask."""
+  probs = dropout(layer.dropout, layer.probabilities(query, key, attention_bias), training)
+  return layer.weighted_values(probs, value)
 
 
 def transformer_block(block, hidden_states, queries, attention_bias, training):
@@ -427,7 +428,7 @@ class TensorFlowCpuKernels:
 
   name = "tensorflow_cpu"
   embeddings = staticmethod(embeddings)
-  attention_context = staticmethod(attention_context)
+  attention = staticmethod(attention)
   transformer_block = staticmethod(transformer_block)
   masked_lm_head = staticmethod(masked_lm_head)
   classification_head = staticmethod(classification_head)

@@ -29,7 +29,7 @@ def _scatter_adds(kernels: str):
   return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("kernels", ["reference"])
+@pytest.mark.parametrize("kernels", ["reference", "jax_gpu"])
 def test_the_jax_training_step_scatters_no_gradient_into_a_small_table(kernels):
   scatters = _scatter_adds(kernels)
   # The parser sees the scatters that must be there: the word table's gradient (100
