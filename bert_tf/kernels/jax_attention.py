@@ -106,13 +106,12 @@ def _scores(q, k, bias, scale):
 
 
 def _forward_kernel(keys_ref, q_ref, k_ref, v_ref, bias_ref, o_ref, lse_ref, *, rate,
-                    block_k):
+                    block_k, heads, queries):
   batch, head, block = pl.program_id(0), pl.program_id(1), pl.program_id(2)
   q = q_ref[...]
   block_q, length = q.shape[0], k_ref.shape[0]
   scale = 1.0 / math.sqrt(q.shape[1])
   rows = block * block_q + jnp.arange(block_q)
-  heads, queries = pl.num_programs(1), pl.num_programs(2) * block_q
 
   def step(j, carry):
     acc, top, total = carry
@@ -144,10 +143,11 @@ def _probabilities(q, k, bias, lse, scale):
 
 
 def _key_value_grad_kernel(keys_ref, q_ref, k_ref, v_ref, bias_ref, do_ref, lse_ref,
-                           delta_ref, dk_ref, dv_ref, *, rate, block_q, queries):
+                           delta_ref, dk_ref, dv_ref, *, rate, block_q, heads, queries,
+                           length):
   batch, head, block = pl.program_id(0), pl.program_id(1), pl.program_id(2)
   k, v = k_ref[...], v_ref[...]
-  block_k, length = k.shape[0], pl.num_programs(2) * k.shape[0]
+  block_k = k.shape[0]
   scale = 1.0 / math.sqrt(k.shape[1])
   cols = block * block_k + jnp.arange(block_k)
   per_query_bias = bias_ref.shape[0] > 1
@@ -162,7 +162,7 @@ def _key_value_grad_kernel(keys_ref, q_ref, k_ref, v_ref, bias_ref, do_ref, lse_
                              preferred_element_type=jnp.float32)
     if rate > 0:
       keep = _keep(keys_ref, batch, head, i * block_q + jnp.arange(block_q), cols,
-                   pl.num_programs(1), queries, length, rate)
+                   heads, queries, length, rate)
       scaled = 1.0 / (1.0 - rate)
       dropped = jnp.where(keep, p * scaled, 0.0)
       dp = jnp.where(keep, dp * scaled, 0.0)
@@ -182,7 +182,7 @@ def _key_value_grad_kernel(keys_ref, q_ref, k_ref, v_ref, bias_ref, do_ref, lse_
 
 
 def _query_grad_kernel(keys_ref, q_ref, k_ref, v_ref, bias_ref, do_ref, lse_ref, delta_ref,
-                       dq_ref, *, rate, block_k):
+                       dq_ref, *, rate, block_k, heads, queries):
   batch, head, block = pl.program_id(0), pl.program_id(1), pl.program_id(2)
   q, do = q_ref[...], do_ref[...]
   block_q, length = q.shape[0], k_ref.shape[0]
@@ -198,7 +198,7 @@ def _query_grad_kernel(keys_ref, q_ref, k_ref, v_ref, bias_ref, do_ref, lse_ref,
                              preferred_element_type=jnp.float32)
     if rate > 0:
       keep = _keep(keys_ref, batch, head, rows, j * block_k + jnp.arange(block_k),
-                   pl.num_programs(1), pl.num_programs(2) * block_q, length, rate)
+                   heads, queries, length, rate)
       dp = jnp.where(keep, dp * (1.0 / (1.0 - rate)), 0.0)
     ds = p * (dp - delta[:, None])
     return dq + jax.lax.dot_general(ds.astype(k.dtype), k, (((1,), (0,)), ((), ())),
@@ -239,7 +239,8 @@ def _forward(config, query, key, value, bias, keys):
                pl.BlockSpec((None, None, block_q), lambda b, n, i: (b, n, i))]
   out_shape = [jax.ShapeDtypeStruct(query.shape, value.dtype),
                jax.ShapeDtypeStruct((batch, heads, queries), jnp.float32)]
-  kernel = functools.partial(_forward_kernel, rate=config.rate, block_k=block_k)
+  kernel = functools.partial(_forward_kernel, rate=config.rate, block_k=block_k,
+                             heads=heads, queries=queries)
   return _call(kernel, (batch, heads, queries // block_q), in_specs, out_specs, out_shape,
                config, (keys, query, key, value, bias))
 
@@ -261,7 +262,7 @@ def _backward(config, residuals, d_out):
               _head_block(block_k)(length, d), bias_spec, _head_block(None)(queries, d),
               all_rows, all_rows]
   kernel = functools.partial(_key_value_grad_kernel, rate=config.rate, block_q=block_q,
-                             queries=queries)
+                             heads=heads, queries=queries, length=length)
   d_key, d_value = _call(
       kernel, (batch, heads, length // block_k), in_specs,
       [_head_block(block_k)(length, d), _head_block(block_k)(length, d)],
@@ -275,7 +276,8 @@ def _backward(config, residuals, d_out):
   in_specs = [keys_spec, _head_block(block_q)(queries, d), _head_block(None)(length, d),
               _head_block(None)(length, d), bias_spec, _head_block(block_q)(queries, d),
               rows_spec, rows_spec]
-  kernel = functools.partial(_query_grad_kernel, rate=config.rate, block_k=block_k)
+  kernel = functools.partial(_query_grad_kernel, rate=config.rate, block_k=block_k,
+                             heads=heads, queries=queries)
   d_query = _call(kernel, (batch, heads, queries // block_q), in_specs,
                   _head_block(block_q)(queries, d),
                   jax.ShapeDtypeStruct(query.shape, query.dtype), config,

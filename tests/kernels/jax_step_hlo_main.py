@@ -1,14 +1,16 @@
 """Run as a script with KERAS_BACKEND=jax (JAX_PLATFORMS=cpu): lowers the jit-compiled
 JAX training step of a tiny BertPretrainer, built as bench/gpu_pretraining_worker.py
 builds it (mixed_bfloat16, Keras AdamW with the project's schedule,
-bert_tf.training.jax_step.make_train_step), and prints one JSON line: every scatter
-with an add combiner in its StableHLO text, as {"operand": [dims], "rows": int,
-"updates": int} (tests/kernels/test_jax_step_hlo.py).
+bert_tf.training.jax_step.make_train_step), and prints one JSON line
+(tests/kernels/test_jax_step_hlo.py): "scatter_adds", every scatter with an add
+combiner in its StableHLO text, as {"operand": [dims], "rows": int, "updates": int},
+and "kernels", the names of the Triton kernels it calls.
 
   python tests/kernels/jax_step_hlo_main.py [KERNELS]
 
-KERNELS: "reference" (default, kernels=None) or "jax_gpu" (the JAX GPU speed path,
-its Pallas kernels in interpret mode).
+KERNELS: "reference" (default, kernels=None), "jax_gpu" (the JAX GPU speed path, its
+Pallas kernels in interpret mode) or "jax_gpu_cuda" (the same, lowered for CUDA
+without a GPU, its Pallas kernels through the Triton lowering).
 """
 
 import json
@@ -65,8 +67,9 @@ def scatter_adds(text: str):
   return found
 
 
-def lowered_step_text(kernels=None) -> str:
-  """The StableHLO text of the tiny pretrainer's jitted training step."""
+def lowered_step_text(kernels=None, platform=None) -> str:
+  """The StableHLO text of the tiny pretrainer's jitted training step, lowered for
+  `platform` ("cuda"; default the local one)."""
   keras.utils.set_random_seed(0)
   config = configs.EncoderConfig(**ENCODER)
   model = BertPretrainer(BertEncoder.from_config_object(config, dtype="mixed_bfloat16",
@@ -78,7 +81,12 @@ def lowered_step_text(kernels=None) -> str:
       model, optimizer, lambda batch, outputs, _: losses.pretraining_loss(batch, outputs),
       inputs_fn=lambda batch: {name: batch[name] for name in names})
   state = jax_step.state_from(model, optimizer)
-  return step.lower(state, synthetic_batch()).as_text()
+  if platform is None:
+    return step.lower(state, synthetic_batch()).as_text()
+  from jax import export  # pylint: disable=g-import-not-at-top
+  triton = export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")
+  return export.export(step, platforms=[platform], disabled_checks=[triton])(
+      state, synthetic_batch()).mlir_module()
 
 
 def synthetic_batch():
@@ -101,11 +109,15 @@ def synthetic_batch():
 
 
 def main(argv):
-  kernels = None
-  if len(argv) > 1 and argv[1] == "jax_gpu":
+  kernels, platform = None, None
+  which = argv[1] if len(argv) > 1 else "reference"
+  if which.startswith("jax_gpu"):
     from bert_tf.kernels import jax_gpu  # pylint: disable=g-import-not-at-top
-    kernels = jax_gpu.JaxGpuKernels(attention="pallas", interpret=True)
-  print(json.dumps(scatter_adds(lowered_step_text(kernels))), flush=True)
+    platform = "cuda" if which == "jax_gpu_cuda" else None
+    kernels = jax_gpu.JaxGpuKernels(attention="pallas", interpret=platform is None)
+  text = lowered_step_text(kernels, platform)
+  print(json.dumps({"scatter_adds": scatter_adds(text),
+                    "kernels": re.findall(r'name = "(_\w+_kernel)"', text)}), flush=True)
 
 
 if __name__ == "__main__":

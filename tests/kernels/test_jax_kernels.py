@@ -4,6 +4,7 @@ kernels in interpret mode). Tolerances: float32 outputs and gradients 1e-5 absol
 bfloat16 2% of the largest value."""
 
 import math
+import re
 
 import jax
 import jax.numpy as jnp
@@ -126,3 +127,29 @@ def test_flash_attention_takes_lengths_of_whole_blocks_and_power_of_two_heads(
   k = jax.ShapeDtypeStruct((2, length, 4, head_size), jnp.bfloat16)
   bias = jax.ShapeDtypeStruct((2, 1, 1, length), jnp.float32)
   assert jax_attention.flash_supported(q, k, bias) == supported
+
+
+@pytest.mark.parametrize("length,per_query_bias,dtype,rate", [
+    (128, False, jnp.bfloat16, 0.1), (512, True, jnp.float32, 0.0)])
+def test_the_attention_kernels_lower_to_triton_for_cuda_with_no_head_transposes(
+    length, per_query_bias, dtype, rate):
+  # Lowering for CUDA runs Pallas's Triton lowering here, without a GPU: what it does not
+  # take (an op, a block shape that is not a power of two) fails now, not on the GPU.
+  from jax import export  # pylint: disable=g-import-not-at-top
+  heads = jax.ShapeDtypeStruct((2, length, 4, 64), dtype)
+  bias = jax.ShapeDtypeStruct((2, 1, length if per_query_bias else 1, length), jnp.float32)
+  seed = jax.ShapeDtypeStruct((2,), jnp.uint32)
+
+  def value_and_grads(q, k, v, bias, seed):
+    loss = lambda q, k, v: jnp.sum(
+        jax_attention.flash_attention(q, k, v, bias, rate, seed).astype(jnp.float32))
+    return jax.value_and_grad(loss, argnums=(0, 1, 2))(q, k, v)
+
+  exported = export.export(
+      jax.jit(value_and_grads), platforms=["cuda"],
+      disabled_checks=[export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")])(
+          heads, heads, heads, bias, seed)
+  text = exported.mlir_module()
+  assert re.findall(r'name = "(\w+)"', text) == [
+      "_forward_kernel", "_key_value_grad_kernel", "_query_grad_kernel"]
+  assert "stablehlo.transpose" not in text
