@@ -78,6 +78,13 @@ def for_runtime(runtime: configs.RuntimeConfig):
   return tensorflow_cpu_kernels()
 
 
+def dense_computes_itself(dense) -> bool:
+  """Whether the keras.layers.Dense `dense` must compute through its own call, not as a
+  product with its kernel: a quantized layer has no float kernel, and a LoRA layer adds
+  its adapters' product."""
+  return bool(dense.lora_enabled or dense.quantization_mode)
+
+
 def tensorflow_cpu_kernels():
   """The TensorFlow CPU speed path (imports TensorFlow)."""
   from bert_tf.kernels import tensorflow_cpu as module  # pylint: disable=g-import-not-at-top

@@ -35,6 +35,7 @@ import numpy as np
 from jax.experimental import pallas as pl
 
 from bert_tf.kernels import jax_dropout
+from bert_tf.kernels import jax_pallas
 
 # Block edges: at most 64 rows of queries or keys per step (a [64, 64] float32 score
 # block and the [64, D] accumulators fit a program's registers at D = 64), at least 16
@@ -101,12 +102,13 @@ def _keep(keys_ref, batch, head, rows, cols, heads, queries, length, rate):
 
 def _scores(q, k, bias, scale):
   """[BQ, D] x [BK, D] -> float32 [BQ, BK] scaled scores plus bias [1 or BQ, BK]."""
-  s = jax.lax.dot_general(q, k, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
+  s = jax.lax.dot_general(q, k, (((1,), (1,)), ((), ())),
+                          preferred_element_type=jnp.float32)
   return s * scale + bias
 
 
-def _forward_kernel(keys_ref, q_ref, k_ref, v_ref, bias_ref, o_ref, lse_ref, *, rate,
-                    block_k, heads, queries):
+def _attention_forward_kernel(keys_ref, q_ref, k_ref, v_ref, bias_ref, o_ref, lse_ref, *,
+                              rate, block_k, heads, queries):
   batch, head, block = pl.program_id(0), pl.program_id(1), pl.program_id(2)
   q = q_ref[...]
   block_q, length = q.shape[0], k_ref.shape[0]
@@ -142,9 +144,9 @@ def _probabilities(q, k, bias, lse, scale):
   return jnp.exp(_scores(q, k, bias, scale) - lse[:, None])
 
 
-def _key_value_grad_kernel(keys_ref, q_ref, k_ref, v_ref, bias_ref, do_ref, lse_ref,
-                           delta_ref, dk_ref, dv_ref, *, rate, block_q, heads, queries,
-                           length):
+def _attention_key_value_kernel(keys_ref, q_ref, k_ref, v_ref, bias_ref, do_ref, lse_ref,
+                                delta_ref, dk_ref, dv_ref, *, rate, block_q, heads,
+                                queries, length):
   batch, head, block = pl.program_id(0), pl.program_id(1), pl.program_id(2)
   k, v = k_ref[...], v_ref[...]
   block_k = k.shape[0]
@@ -181,8 +183,8 @@ def _key_value_grad_kernel(keys_ref, q_ref, k_ref, v_ref, bias_ref, do_ref, lse_
   dv_ref[...] = dv.astype(dv_ref.dtype)
 
 
-def _query_grad_kernel(keys_ref, q_ref, k_ref, v_ref, bias_ref, do_ref, lse_ref, delta_ref,
-                       dq_ref, *, rate, block_k, heads, queries):
+def _attention_query_kernel(keys_ref, q_ref, k_ref, v_ref, bias_ref, do_ref, lse_ref,
+                            delta_ref, dq_ref, *, rate, block_k, heads, queries):
   batch, head, block = pl.program_id(0), pl.program_id(1), pl.program_id(2)
   q, do = q_ref[...], do_ref[...]
   block_q, length = q.shape[0], k_ref.shape[0]
@@ -208,41 +210,46 @@ def _query_grad_kernel(keys_ref, q_ref, k_ref, v_ref, bias_ref, do_ref, lse_ref,
   dq_ref[...] = (dq * scale).astype(dq_ref.dtype)
 
 
-def _call(kernel, grid, in_specs, out_specs, out_shape, config, args):
-  params = {}
-  if not config.interpret:
-    from jax.experimental.pallas import triton as plgpu  # pylint: disable=g-import-not-at-top
-    params["compiler_params"] = plgpu.CompilerParams(num_warps=4, num_stages=2)
-  return pl.pallas_call(kernel, grid=grid, in_specs=in_specs, out_specs=out_specs,
-                        out_shape=out_shape, interpret=config.interpret, **params)(*args)
+_KEYS = pl.BlockSpec((2,), lambda b, n, i: (0,))
 
 
-def _head_block(rows):
-  """The BlockSpec of `rows` positions of one head of a [B, L, N, D] array, the block
-  index along L given by the grid's third axis (None: all L rows, block 0)."""
+def _heads(rows, length, d):
+  """The BlockSpec of one head of a [B, L, N, D] array: `rows` rows at block i of the
+  grid's third axis, or all `length` rows when rows is None."""
   if rows is None:
-    return lambda length, d: pl.BlockSpec((None, length, None, d),
-                                          lambda b, n, i: (b, 0, n, 0))
-  return lambda length, d: pl.BlockSpec((None, rows, None, d), lambda b, n, i: (b, i, n, 0))
+    return pl.BlockSpec((None, length, None, d), lambda b, n, i: (b, 0, n, 0))
+  return pl.BlockSpec((None, rows, None, d), lambda b, n, i: (b, i, n, 0))
+
+
+def _bias(per_query, rows, cols, along_keys):
+  """The BlockSpec of the [B, 1 or Q, T] bias: `rows` query rows (1 without a
+  per-query bias) by `cols` keys, at block i of the grid's third axis along the keys
+  (`along_keys`) or along the queries."""
+  shape = (None, rows if per_query else 1, cols)
+  if along_keys:
+    return pl.BlockSpec(shape, lambda b, n, i: (b, 0, i))
+  return pl.BlockSpec(shape, lambda b, n, i: (b, i if per_query else 0, 0))
+
+
+def _rows(rows):
+  """The BlockSpec of `rows` entries of a [B, N, Q] array of per-query statistics."""
+  return pl.BlockSpec((None, None, rows), lambda b, n, i: (b, n, i))
 
 
 def _forward(config, query, key, value, bias, keys):
   batch, queries, heads, d = query.shape
   length = key.shape[1]
   block_q, block_k = _block(queries), _block(length)
-  bias_rows = block_q if bias.shape[1] > 1 else 1
-  bias_index = (lambda b, n, i: (b, i, 0)) if bias.shape[1] > 1 else (lambda b, n, i: (b, 0, 0))
-  in_specs = [pl.BlockSpec((2,), lambda b, n, i: (0,)),
-              _head_block(block_q)(queries, d), _head_block(None)(length, d),
-              _head_block(None)(length, d), pl.BlockSpec((None, bias_rows, length), bias_index)]
-  out_specs = [_head_block(block_q)(queries, d),
-               pl.BlockSpec((None, None, block_q), lambda b, n, i: (b, n, i))]
-  out_shape = [jax.ShapeDtypeStruct(query.shape, value.dtype),
-               jax.ShapeDtypeStruct((batch, heads, queries), jnp.float32)]
-  kernel = functools.partial(_forward_kernel, rate=config.rate, block_k=block_k,
+  kernel = functools.partial(_attention_forward_kernel, rate=config.rate, block_k=block_k,
                              heads=heads, queries=queries)
-  return _call(kernel, (batch, heads, queries // block_q), in_specs, out_specs, out_shape,
-               config, (keys, query, key, value, bias))
+  return jax_pallas.call(
+      kernel, (batch, heads, queries // block_q),
+      [_KEYS, _heads(block_q, queries, d), _heads(None, length, d),
+       _heads(None, length, d), _bias(bias.shape[1] > 1, block_q, length, False)],
+      [_heads(block_q, queries, d), _rows(block_q)],
+      [jax.ShapeDtypeStruct(query.shape, value.dtype),
+       jax.ShapeDtypeStruct((batch, heads, queries), jnp.float32)],
+      (keys, query, key, value, bias), config.interpret)
 
 
 def _backward(config, residuals, d_out):
@@ -250,38 +257,32 @@ def _backward(config, residuals, d_out):
   batch, queries, heads, d = query.shape
   length = key.shape[1]
   block_q, block_k = _block(queries), _block(length)
+  per_query = bias.shape[1] > 1
   d_out = d_out.astype(out.dtype)
   delta = jnp.einsum("bqnd,bqnd->bnq", out.astype(jnp.float32), d_out.astype(jnp.float32))
-  per_query = bias.shape[1] > 1
-  keys_spec = pl.BlockSpec((2,), lambda b, n, i: (0,))
+  args = (keys, query, key, value, bias, d_out, lse, delta)
+
+  kernel = functools.partial(_attention_key_value_kernel, rate=config.rate,
+                             block_q=block_q, heads=heads, queries=queries, length=length)
   all_rows = pl.BlockSpec((None, None, queries), lambda b, n, i: (b, n, 0))
-
-  bias_spec = pl.BlockSpec((None, queries if per_query else 1, block_k),
-                           lambda b, n, j: (b, 0, j))
-  in_specs = [keys_spec, _head_block(None)(queries, d), _head_block(block_k)(length, d),
-              _head_block(block_k)(length, d), bias_spec, _head_block(None)(queries, d),
-              all_rows, all_rows]
-  kernel = functools.partial(_key_value_grad_kernel, rate=config.rate, block_q=block_q,
-                             heads=heads, queries=queries, length=length)
-  d_key, d_value = _call(
-      kernel, (batch, heads, length // block_k), in_specs,
-      [_head_block(block_k)(length, d), _head_block(block_k)(length, d)],
+  d_key, d_value = jax_pallas.call(
+      kernel, (batch, heads, length // block_k),
+      [_KEYS, _heads(None, queries, d), _heads(block_k, length, d),
+       _heads(block_k, length, d), _bias(per_query, queries, block_k, True),
+       _heads(None, queries, d), all_rows, all_rows],
+      [_heads(block_k, length, d), _heads(block_k, length, d)],
       [jax.ShapeDtypeStruct(key.shape, key.dtype),
-       jax.ShapeDtypeStruct(value.shape, value.dtype)],
-      config, (keys, query, key, value, bias, d_out, lse, delta))
+       jax.ShapeDtypeStruct(value.shape, value.dtype)], args, config.interpret)
 
-  rows_spec = pl.BlockSpec((None, None, block_q), lambda b, n, i: (b, n, i))
-  bias_spec = pl.BlockSpec((None, block_q if per_query else 1, length),
-                           (lambda b, n, i: (b, i, 0)) if per_query else (lambda b, n, i: (b, 0, 0)))
-  in_specs = [keys_spec, _head_block(block_q)(queries, d), _head_block(None)(length, d),
-              _head_block(None)(length, d), bias_spec, _head_block(block_q)(queries, d),
-              rows_spec, rows_spec]
-  kernel = functools.partial(_query_grad_kernel, rate=config.rate, block_k=block_k,
+  kernel = functools.partial(_attention_query_kernel, rate=config.rate, block_k=block_k,
                              heads=heads, queries=queries)
-  d_query = _call(kernel, (batch, heads, queries // block_q), in_specs,
-                  _head_block(block_q)(queries, d),
-                  jax.ShapeDtypeStruct(query.shape, query.dtype), config,
-                  (keys, query, key, value, bias, d_out, lse, delta))
+  d_query = jax_pallas.call(
+      kernel, (batch, heads, queries // block_q),
+      [_KEYS, _heads(block_q, queries, d), _heads(None, length, d),
+       _heads(None, length, d), _bias(per_query, block_q, length, False),
+       _heads(block_q, queries, d), _rows(block_q), _rows(block_q)],
+      _heads(block_q, queries, d), jax.ShapeDtypeStruct(query.shape, query.dtype), args,
+      config.interpret)
   return d_query, d_key, d_value
 
 

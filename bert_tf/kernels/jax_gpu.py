@@ -12,12 +12,13 @@ same checkpoints, the same function up to rounding and dropout masks.
 - Dropout masks from a counter-based hash instead of threefry
   (bert_tf.kernels.jax_dropout), keyed by each Dropout layer's Keras seed state, so
   checkpoints and resumed runs keep working: `dropout_generator`.
-- Residual + dropout + LayerNorm stay XLA's: the dense layer's bias add, the hash mask
-  (an iota and integer mixing), the residual add and the float32 cast are element-wise
-  producers of the LayerNorm's row reductions, which XLA's GPU fusion folds into the
-  reduction kernel and the normalizing loop after it; no mask or sum is written out.
-  A hand-written kernel could save at most one read of the [B*T, H] rows per
-  LayerNorm and direction.
+- Residual + dropout + LayerNorm (bert_tf.kernels.jax_layer_norm), `layer_norm`:
+  "xla" (default) leaves them to XLA, which fuses the bias add, the hash mask and the
+  residual sum into the LayerNorm's reductions but re-reads the rows for each of them
+  and keeps the float32 sum and the mask for the backward; "pallas" runs the block's
+  two LayerNorms as one kernel forward and one backward each, reading each row once.
+  Which is faster is for the GPU benchmark to say (bench/README.md); until then the
+  default is the path XLA compiles on every device.
 """
 
 import functools
@@ -25,14 +26,18 @@ import logging
 
 import jax
 import jax.numpy as jnp
+import keras
 import numpy as np
 from keras import ops
 
+from bert_tf import kernels as kernels_lib
 from bert_tf import losses
 from bert_tf.kernels import jax_attention
 from bert_tf.kernels import jax_dropout
+from bert_tf.kernels import jax_layer_norm
 
 ATTENTION = ("auto", "pallas", "xla")
+LAYER_NORM = ("xla", "pallas")
 
 
 @functools.lru_cache(maxsize=None)
@@ -76,16 +81,20 @@ class JaxGpuKernels:
       elsewhere), "pallas" (the kernel wherever it takes the shapes) or "xla".
     dropout_generator: the masks of every dropout but the attention probabilities'
       (jax_dropout.GENERATORS; "threefry" is Keras's own). The probabilities are
-      dropped by the hash in either attention form.
+      dropped by the hash in either attention form, and so are the block's two
+      residual dropouts with layer_norm="pallas".
+    layer_norm: "xla" or "pallas", the end of each half of a block (see above).
     interpret: run the Pallas kernels in Pallas's interpreter (for CPUs and tests).
   """
 
   name = "jax_gpu"
 
   def __init__(self, attention: str = "auto", dropout_generator: str = "hash",
-               interpret: bool = False):
+               layer_norm: str = "xla", interpret: bool = False):
     if attention not in ATTENTION:
       raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
+    if layer_norm not in LAYER_NORM:
+      raise ValueError(f"layer_norm must be one of {LAYER_NORM}, got {layer_norm!r}")
     if dropout_generator not in jax_dropout.GENERATORS:
       raise ValueError(f"dropout_generator must be one of {jax_dropout.GENERATORS}, got "
                        f"{dropout_generator!r}")
@@ -94,6 +103,7 @@ class JaxGpuKernels:
       attention = "pallas" if (interpret or on_gpu and pallas_attention_works()) else "xla"
     self.attention_implementation = attention
     self.dropout_generator = dropout_generator
+    self.layer_norm_implementation = layer_norm
     self.interpret = interpret
 
   def dropout(self, layer, x, training):
@@ -120,9 +130,35 @@ class JaxGpuKernels:
     return jnp.reshape(out, out.shape[:2] + (layer.hidden_size,))
 
   def transformer_block(self, block, hidden_states, queries, attention_bias, training):
-    """TransformerBlock's computation with this path's attention and dropout masks."""
-    return block.sublayers(hidden_states, queries, attention_bias, training,
-                           dropout=self.dropout)
+    """TransformerBlock's computation with this path's attention, dropout masks and
+    LayerNorms."""
+    if self.layer_norm_implementation == "xla":
+      return block.sublayers(hidden_states, queries, attention_bias, training,
+                             dropout=self.dropout)
+    context = block.attention.context(hidden_states, attention_bias, training=training,
+                                      query_states=queries)
+    out1 = self._add_and_norm(context, queries, block.attention.output_dense,
+                              block.attention_dropout, block.attention_layer_norm, training)
+    return self._add_and_norm(block.intermediate(out1), out1, block.output_dense,
+                              block.output_dropout, block.output_layer_norm, training)
+
+  def _add_and_norm(self, inputs, residual, dense, dropout, norm, training):
+    """norm(residual + dropout(dense(inputs))) with the fused kernel: inputs [B, Q, I],
+    residual [B, Q, H] -> [B, Q, H] in residual's dtype. A dense layer that computes
+    itself (quantized, LoRA) or has an activation adds its bias itself."""
+    plain = not kernels_lib.dense_computes_itself(dense) and dense.activation in (
+        None, keras.activations.linear) and dense.use_bias
+    projected = ops.matmul(inputs, dense.kernel) if plain else dense(inputs)
+    rate = dropout.rate if training else 0.0
+    seed = dropout.seed_generator.next() if rate > 0 else None
+
+    # The LayerNorm's parameters read as float32 (Keras never autocasts them), the bias
+    # as the Dense layer reads it (in the compute dtype).
+    bias = (ops.convert_to_tensor(dense.bias) if plain
+            else jnp.zeros((projected.shape[-1],), projected.dtype))
+    return jax_layer_norm.residual_layer_norm(
+        projected, bias, residual, ops.convert_to_tensor(norm.gamma),
+        ops.convert_to_tensor(norm.beta), norm.epsilon, rate, seed, interpret=self.interpret)
 
   def masked_lm_head(self, head, hidden):
     """MaskedLMHead after the gather: logits [B, P, V] in its compute dtype."""
@@ -137,4 +173,4 @@ class JaxGpuKernels:
   def __repr__(self):
     return (f"bert_tf.kernels.jax_gpu.JaxGpuKernels(attention="
             f"{self.attention_implementation!r}, dropout_generator="
-            f"{self.dropout_generator!r})")
+            f"{self.dropout_generator!r}, layer_norm={self.layer_norm_implementation!r})")

@@ -38,6 +38,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf import constants
+from bert_tf import kernels as kernels_lib
 from bert_tf import losses
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
@@ -292,16 +293,10 @@ def _normalized(layer, x):
   return layer(x)
 
 
-def _own_call(dense) -> bool:
-  """Whether the keras.layers.Dense `dense` must compute through its own call: a
-  quantized layer has no float kernel, and a LoRA layer adds its adapters' product."""
-  return bool(dense.lora_enabled or dense.quantization_mode)
-
-
 def _dense(layer, inputs, exact_gelu: bool):
   """The keras.layers.Dense `layer` applied to inputs [..., I]; `exact_gelu` says that
   its activation is the exact GELU, which then joins the bias in one XLA function."""
-  if _own_call(layer):
+  if kernels_lib.dense_computes_itself(layer):
     return layer(inputs)
   inputs = _autocast(layer, inputs)
   kernel = tf.cast(layer.kernel, layer.compute_dtype)
@@ -369,7 +364,7 @@ def _project_add_and_norm(inputs, residual, dense, dropout_layer, layer_norm_lay
 
   A quantized or LoRA `dense` computes its output, bias included, through its own
   call; the fused function then adds a zero bias."""
-  if _own_call(dense):
+  if kernels_lib.dense_computes_itself(dense):
     projected = dense(inputs)
     bias = tf.zeros([dense.units], projected.dtype)
   else:

@@ -4,9 +4,10 @@ interpret mode) against the same model built without it, and prints one JSON lin
 figures that tests/kernels/test_jax_gpu.py asserts on:
 
   reference_vs_kernels   dropout off: the largest output and gradient differences
-                         between the reference layers and the speed path
-  pallas_vs_xla          dropout on: the same between the Pallas and the XLA attention
-                         (which draw the same masks)
+                         between the reference layers and the speed path (Pallas
+                         attention and LayerNorms)
+  pallas_vs_xla          dropout on: the same between the speed path with its Pallas
+                         kernels and with XLA ops (which draw the same masks)
   dropout                dropout on: whether two steps from the same state agree, and
                          two successive steps differ; the seed states advanced
   for_runtime            what kernels.for_runtime returns on a JAX CPU and a (pretended)
@@ -30,6 +31,11 @@ from bert_tf.models import BertEncoder, BertPretrainer
 BATCH, LENGTH, PREDICTIONS = 3, 16, 3
 ENCODER = dict(vocab_size=100, hidden_size=32, num_layers=2, num_attention_heads=2,
                intermediate_size=64, max_position_embeddings=64)
+
+
+def _fused_kernels():
+  """The speed path with both Pallas kernels, interpreted."""
+  return jax_gpu.JaxGpuKernels(attention="pallas", layer_norm="pallas", interpret=True)
 
 
 def _model(kernels_=None, dropout=0.0):
@@ -89,7 +95,7 @@ def _largest_differences(a, b):
 def reference_vs_kernels():
   batch = _batch()
   reference = _model()
-  fused = _model(jax_gpu.JaxGpuKernels(attention="pallas", interpret=True))
+  fused = _model(_fused_kernels())
   out = {}
   for sparse in (True, False):
     out[f"sparse_last_layer={sparse}"] = _largest_differences(
@@ -99,7 +105,7 @@ def reference_vs_kernels():
 
 def pallas_vs_xla():
   batch = _batch()
-  pallas = _model(jax_gpu.JaxGpuKernels(attention="pallas", interpret=True), dropout=0.1)
+  pallas = _model(_fused_kernels(), dropout=0.1)
   xla = _model(jax_gpu.JaxGpuKernels(attention="xla"), dropout=0.1)
   return _largest_differences(_loss_and_grads(pallas, batch, False),
                               _loss_and_grads(xla, batch, False))
@@ -107,7 +113,7 @@ def pallas_vs_xla():
 
 def dropout():
   batch = _batch()
-  model = _model(jax_gpu.JaxGpuKernels(attention="pallas", interpret=True), dropout=0.1)
+  model = _model(_fused_kernels(), dropout=0.1)
   state = [v.value for v in model.non_trainable_variables]
   first = _loss_and_grads(model, batch, False, state)
   again = _loss_and_grads(model, batch, False, state)

@@ -114,7 +114,8 @@ def main(argv):
   if which.startswith("jax_gpu"):
     from bert_tf.kernels import jax_gpu  # pylint: disable=g-import-not-at-top
     platform = "cuda" if which == "jax_gpu_cuda" else None
-    kernels = jax_gpu.JaxGpuKernels(attention="pallas", interpret=platform is None)
+    kernels = jax_gpu.JaxGpuKernels(attention="pallas", layer_norm="pallas",
+                                    interpret=platform is None)
   text = lowered_step_text(kernels, platform)
   print(json.dumps({"scatter_adds": scatter_adds(text),
                     "kernels": re.findall(r'name = "(_\w+_kernel)"', text)}), flush=True)

@@ -1,6 +1,7 @@
 """The JAX GPU speed path (bert_tf.kernels.jax_gpu) on a tiny BertPretrainer, its Pallas
-kernels in interpret mode: the same loss, logits and gradients as the reference layers
-(dropout off), the same as its XLA attention form (dropout on: the same masks), masks
+kernels (attention, LayerNorms) in interpret mode: the same loss, logits and gradients
+as the reference layers (dropout off), the same as with XLA ops in place of the kernels
+(dropout on: the same masks), masks
 reproducible from the seed state and new at every step, and chosen by for_runtime
 where JAX runs on a GPU.
 
@@ -43,7 +44,7 @@ def test_the_speed_path_computes_what_the_reference_layers_compute(figures,
   _assert_close(figures["reference_vs_kernels"][f"sparse_last_layer={sparse_last_layer}"])
 
 
-def test_the_pallas_attention_equals_its_xla_form_with_dropout(figures):
+def test_the_pallas_kernels_equal_their_xla_form_with_dropout(figures):
   _assert_close(figures["pallas_vs_xla"])
 
 

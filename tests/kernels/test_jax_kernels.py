@@ -1,8 +1,11 @@
 """The JAX speed path's pieces as functions of arrays (no Keras): dropout masks
-(bert_tf.kernels.jax_dropout) and attention (bert_tf.kernels.jax_attention; the Pallas
-kernels in interpret mode). Tolerances: float32 outputs and gradients 1e-5 absolute;
-bfloat16 2% of the largest value."""
+(bert_tf.kernels.jax_dropout), attention (bert_tf.kernels.jax_attention) and the
+residual LayerNorm (bert_tf.kernels.jax_layer_norm), the Pallas kernels in interpret
+mode against the same maths as XLA ops, and lowered for CUDA through Pallas's Triton
+lowering (no GPU needed). Tolerances: float32 outputs and gradients 1e-5 absolute (LayerNorm
+gradients 1e-5 relative to their largest value); bfloat16 2% of the largest value."""
 
+import functools
 import math
 import re
 
@@ -13,6 +16,7 @@ import pytest
 
 from bert_tf.kernels import jax_attention
 from bert_tf.kernels import jax_dropout
+from bert_tf.kernels import jax_layer_norm
 
 SHAPE = (8, 64, 128)  # 65,536 elements
 SEED = np.array([1234, 0], np.uint32)
@@ -129,27 +133,86 @@ def test_flash_attention_takes_lengths_of_whole_blocks_and_power_of_two_heads(
   assert jax_attention.flash_supported(q, k, bias) == supported
 
 
+def _lowered_for_cuda(function, *shapes):
+  """The StableHLO text of jit(function) lowered for CUDA, Pallas kernels included."""
+  from jax import export  # pylint: disable=g-import-not-at-top
+  triton = export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")
+  return export.export(jax.jit(function), platforms=["cuda"],
+                       disabled_checks=[triton])(*shapes).mlir_module()
+
+
 @pytest.mark.parametrize("length,per_query_bias,dtype,rate", [
     (128, False, jnp.bfloat16, 0.1), (512, True, jnp.float32, 0.0)])
 def test_the_attention_kernels_lower_to_triton_for_cuda_with_no_head_transposes(
     length, per_query_bias, dtype, rate):
   # Lowering for CUDA runs Pallas's Triton lowering here, without a GPU: what it does not
   # take (an op, a block shape that is not a power of two) fails now, not on the GPU.
-  from jax import export  # pylint: disable=g-import-not-at-top
   heads = jax.ShapeDtypeStruct((2, length, 4, 64), dtype)
   bias = jax.ShapeDtypeStruct((2, 1, length if per_query_bias else 1, length), jnp.float32)
-  seed = jax.ShapeDtypeStruct((2,), jnp.uint32)
 
   def value_and_grads(q, k, v, bias, seed):
     loss = lambda q, k, v: jnp.sum(
         jax_attention.flash_attention(q, k, v, bias, rate, seed).astype(jnp.float32))
     return jax.value_and_grad(loss, argnums=(0, 1, 2))(q, k, v)
 
-  exported = export.export(
-      jax.jit(value_and_grads), platforms=["cuda"],
-      disabled_checks=[export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")])(
-          heads, heads, heads, bias, seed)
-  text = exported.mlir_module()
+  text = _lowered_for_cuda(value_and_grads, heads, heads, heads, bias,
+                           jax.ShapeDtypeStruct((2,), jnp.uint32))
   assert re.findall(r'name = "(\w+)"', text) == [
-      "_forward_kernel", "_key_value_grad_kernel", "_query_grad_kernel"]
+      "_attention_forward_kernel", "_attention_key_value_kernel", "_attention_query_kernel"]
   assert "stablehlo.transpose" not in text
+
+
+def _layer_norm_inputs(width, dtype):
+  rng = np.random.default_rng(2)
+  rows = lambda: jnp.asarray(rng.normal(size=(3, 8, width)), dtype)
+  x, residual, d_out = rows(), rows(), rows().astype(jnp.float32)
+  bias = jnp.asarray(rng.normal(size=(width,)), dtype)
+  gamma, beta = (jnp.asarray(rng.normal(size=(width,)), jnp.float32) for _ in range(2))
+  return (x, bias, residual, gamma, beta), d_out
+
+
+def _layer_norm_value_and_grads(function, inputs, d_out, rate):
+  def loss(*inputs):
+    out = function(*inputs, 1e-12, rate, jnp.asarray(SEED))
+    return jnp.sum(out.astype(jnp.float32) * d_out), out
+  (_, out), grads = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2, 3, 4),
+                                               has_aux=True))(*inputs)
+  return [np.asarray(t, np.float32) for t in (out, *grads)]
+
+
+def test_xla_residual_layer_norm_is_layer_norm_of_the_residual_plus_x_plus_bias():
+  (x, bias, residual, gamma, beta), _ = _layer_norm_inputs(32, jnp.float32)
+  total = np.asarray(residual) + np.asarray(x) + np.asarray(bias)
+  mean, var = total.mean(-1, keepdims=True), total.var(-1, keepdims=True)
+  expected = (total - mean) / np.sqrt(var + 1e-12) * np.asarray(gamma) + np.asarray(beta)
+  np.testing.assert_allclose(jax_layer_norm.xla_residual_layer_norm(
+      x, bias, residual, gamma, beta, 1e-12), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("width", [32, 24])  # 24: columns padded to 32 and masked
+@pytest.mark.parametrize("rate", [0.0, 0.1])
+def test_the_fused_layer_norm_equals_its_xla_form_in_value_and_gradients(width, rate):
+  inputs, d_out = _layer_norm_inputs(width, jnp.float32)
+  fused = _layer_norm_value_and_grads(
+      functools.partial(jax_layer_norm.residual_layer_norm, interpret=True), inputs, d_out,
+      rate)
+  plain = _layer_norm_value_and_grads(jax_layer_norm.xla_residual_layer_norm, inputs,
+                                      d_out, rate)
+  for a, b in zip(fused, plain):
+    np.testing.assert_allclose(a, b, atol=1e-5 * max(1.0, np.abs(b).max()))
+
+
+@pytest.mark.parametrize("width", [768, 1024])
+def test_the_layer_norm_kernels_lower_to_triton_for_cuda(width):
+  rows = jax.ShapeDtypeStruct((64, 128, width), jnp.bfloat16)
+  vector = jax.ShapeDtypeStruct((width,), jnp.float32)
+
+  def value_and_grads(x, bias, residual, gamma, beta, seed):
+    loss = lambda *a: jnp.sum(jax_layer_norm.residual_layer_norm(
+        *a, 1e-12, 0.1, seed).astype(jnp.float32))
+    return jax.value_and_grad(loss, argnums=(0, 1, 2, 3, 4))(x, bias, residual, gamma, beta)
+
+  text = _lowered_for_cuda(value_and_grads, rows, vector, rows, vector, vector,
+                           jax.ShapeDtypeStruct((2,), jnp.uint32))
+  assert re.findall(r'name = "(\w+)"', text) == [
+      "_layer_norm_forward_kernel", "_layer_norm_backward_kernel"]
