@@ -8,9 +8,9 @@ and "kernels", the names of the Triton kernels it calls.
 
   python tests/kernels/jax_step_hlo_main.py [KERNELS]
 
-KERNELS: "reference" (default, kernels=None), "jax_gpu" (the JAX GPU speed path, its
-Pallas kernels in interpret mode) or "jax_gpu_cuda" (the same, lowered for CUDA
-without a GPU, its Pallas kernels through the Triton lowering).
+KERNELS: "reference" (default, kernels=None), "jax_gpu" (the JAX GPU speed path with
+its Pallas kernels, interpreted) or "jax_gpu_cuda" (the same lowered for CUDA, without
+a GPU: the kernels go through Pallas's Triton lowering).
 """
 
 import json
