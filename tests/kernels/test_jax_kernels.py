@@ -216,3 +216,11 @@ def test_the_layer_norm_kernels_lower_to_triton_for_cuda(width):
                            jax.ShapeDtypeStruct((2,), jnp.uint32))
   assert re.findall(r'name = "(\w+)"', text) == [
       "_layer_norm_forward_kernel", "_layer_norm_backward_kernel"]
+
+
+def test_where_the_attention_kernel_does_not_compile_the_xla_form_is_used(caplog):
+  from bert_tf.kernels import jax_gpu  # pylint: disable=g-import-not-at-top
+  # Here (a CPU) Pallas compiles only in interpret mode: the check fails, and says why.
+  assert not jax_gpu.pallas_attention_works()
+  assert "attention runs as XLA ops" in caplog.text
+  assert jax_gpu.JaxGpuKernels().attention_implementation == "xla"
