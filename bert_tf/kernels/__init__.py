@@ -4,24 +4,29 @@ when it is built.
 The layers (bert_tf.layers) compute as the paper reads, with keras.ops, on every Keras
 backend. A model built with `kernels=K` (BertEncoder and the heads pass it down to every
 layer) hands some of its layers' calls to K instead: the same variables and
-checkpoints, the same results to rounding. `kernels=None` is the reference path. A
-speed path is an object with these methods (each receives the calling layer):
+checkpoints, the same results to rounding (and other dropout masks). `kernels=None` is
+the reference path. A speed path is an object with these methods (each receives the
+calling layer):
 
   embeddings(layer, summed, training)            BertEmbeddings after the sum
-  attention_context(layer, probs, value, training)  SelfAttention's dropout and P.V
+  attention(layer, query, key, value, attention_bias, training)
+                                                 SelfAttention between its projections:
+                                                 the heads as [B, T, N, D] (split by a
+                                                 reshape, not transposed) -> [B, Q, H]
   transformer_block(block, hidden_states, queries, attention_bias, training)
   masked_lm_head(head, hidden)                   MaskedLMHead after the gather
   classification_head(head, pooled, training)    ClassificationHead
   pretraining_loss(features, outputs, mlm_weight_sum, global_batch_size)
 
-Which one an experiment uses is `runtime.fused_kernels`: true, false, or unset
-(auto: the TensorFlow CPU path where the model runs on TensorFlow and TensorFlow sees
-no GPU or TPU, the reference path everywhere else).
+The paths: `tensorflow_cpu` (TensorFlow on CPUs) and `jax_gpu` (JAX on GPUs: fused
+attention with dropout, cheaper dropout masks). Which one an experiment uses is
+`runtime.fused_kernels`: true, false, or unset (auto: the TensorFlow CPU path where the
+model runs on TensorFlow and TensorFlow sees no GPU or TPU, the JAX GPU path where it
+runs on JAX and JAX on a GPU, the reference path everywhere else).
+
+Imports neither Keras nor a framework at load (bert_tf.kernels.xla_flags runs before
+Keras chooses its backend).
 """
-
-from typing import Optional
-
-import keras
 
 from bert_tf import configs
 
@@ -32,14 +37,35 @@ def tensorflow_sees_accelerators() -> bool:
   return bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
 
 
+def jax_platform() -> str:
+  """The platform of JAX's default device: "cpu", "gpu" or "tpu"."""
+  import jax  # pylint: disable=g-import-not-at-top
+  return jax.default_backend()
+
+
 def for_runtime(runtime: configs.RuntimeConfig):
   """The speed path for an experiment's runtime section, or None (the reference path).
 
   Raises:
-    ConfigError: runtime.fused_kernels is true on a backend other than TensorFlow.
+    ConfigError: runtime.fused_kernels is true where no speed path applies: TensorFlow
+      with a GPU or TPU is not refused (the CPU path runs there), JAX other than on a
+      GPU and the other Keras backends are.
   """
-  on_tensorflow = keras.backend.backend() == "tensorflow"
+  import keras  # pylint: disable=g-import-not-at-top
+  backend = keras.backend.backend()
   wanted = runtime.fused_kernels
+  if backend == "jax":
+    platform = jax_platform()
+    if wanted is None:
+      wanted = platform == "gpu"
+    if not wanted:
+      return None
+    if platform != "gpu":
+      raise configs.ConfigError(
+          f"runtime.fused_kernels: the JAX kernels are for GPUs; JAX runs on {platform} "
+          "here, with the reference layers (leave it unset)")
+    return jax_gpu_kernels()
+  on_tensorflow = backend == "tensorflow"
   if wanted is None:
     wanted = on_tensorflow and runtime.distribution_strategy != "tpu" and not (
         runtime.num_gpus or tensorflow_sees_accelerators())
@@ -47,9 +73,16 @@ def for_runtime(runtime: configs.RuntimeConfig):
     return None
   if not on_tensorflow:
     raise configs.ConfigError(
-        "runtime.fused_kernels: the fused CPU kernels are TensorFlow's; the "
-        f"{keras.backend.backend()} backend runs the reference layers (leave it unset)")
+        "runtime.fused_kernels: the fused kernels are TensorFlow's (CPU) and JAX's "
+        f"(GPU); the {backend} backend runs the reference layers (leave it unset)")
   return tensorflow_cpu_kernels()
+
+
+def dense_computes_itself(dense) -> bool:
+  """Whether the keras.layers.Dense `dense` must compute through its own call, not as a
+  product with its kernel: a quantized layer has no float kernel, and a LoRA layer adds
+  its adapters' product."""
+  return bool(dense.lora_enabled or dense.quantization_mode)
 
 
 def tensorflow_cpu_kernels():
@@ -57,3 +90,8 @@ def tensorflow_cpu_kernels():
   from bert_tf.kernels import tensorflow_cpu as module  # pylint: disable=g-import-not-at-top
   return module.KERNELS
 
+
+def jax_gpu_kernels(**settings):
+  """The JAX GPU speed path (imports JAX); `settings` as jax_gpu.JaxGpuKernels takes."""
+  from bert_tf.kernels import jax_gpu  # pylint: disable=g-import-not-at-top
+  return jax_gpu.JaxGpuKernels(**settings)

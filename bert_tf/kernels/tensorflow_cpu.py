@@ -38,6 +38,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf import constants
+from bert_tf import kernels as kernels_lib
 from bert_tf import losses
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
@@ -292,16 +293,10 @@ def _normalized(layer, x):
   return layer(x)
 
 
-def _own_call(dense) -> bool:
-  """Whether the keras.layers.Dense `dense` must compute through its own call: a
-  quantized layer has no float kernel, and a LoRA layer adds its adapters' product."""
-  return bool(dense.lora_enabled or dense.quantization_mode)
-
-
 def _dense(layer, inputs, exact_gelu: bool):
   """The keras.layers.Dense `layer` applied to inputs [..., I]; `exact_gelu` says that
   its activation is the exact GELU, which then joins the bias in one XLA function."""
-  if _own_call(layer):
+  if kernels_lib.dense_computes_itself(layer):
     return layer(inputs)
   inputs = _autocast(layer, inputs)
   kernel = tf.cast(layer.kernel, layer.compute_dtype)
@@ -328,10 +323,11 @@ def embeddings(layer, summed, training):
   return dropout(layer.dropout, tf.cast(normalized, layer.compute_dtype), training)
 
 
-def attention_context(layer, probs, value, training):
-  """SelfAttention's dropout of the attention probabilities [B, N, Q, T] and their
-  weighted sum of the values [B, N, T, D]: float [B, Q, H]."""
-  return layer.merge_heads(keras.ops.matmul(dropout(layer.dropout, probs, training), value))
+def attention(layer, query, key, value, attention_bias, training):
+  """SelfAttention between its projections: query [B, Q, N, D], key and value
+  [B, T, N, D] -> float [B, Q, H], the probabilities dropped with a `keep_bits` mask."""
+  probs = dropout(layer.dropout, layer.probabilities(query, key, attention_bias), training)
+  return layer.weighted_values(probs, value)
 
 
 def transformer_block(block, hidden_states, queries, attention_bias, training):
@@ -368,7 +364,7 @@ def _project_add_and_norm(inputs, residual, dense, dropout_layer, layer_norm_lay
 
   A quantized or LoRA `dense` computes its output, bias included, through its own
   call; the fused function then adds a zero bias."""
-  if _own_call(dense):
+  if kernels_lib.dense_computes_itself(dense):
     projected = dense(inputs)
     bias = tf.zeros([dense.units], projected.dtype)
   else:
@@ -427,7 +423,7 @@ class TensorFlowCpuKernels:
 
   name = "tensorflow_cpu"
   embeddings = staticmethod(embeddings)
-  attention_context = staticmethod(attention_context)
+  attention = staticmethod(attention)
   transformer_block = staticmethod(transformer_block)
   masked_lm_head = staticmethod(masked_lm_head)
   classification_head = staticmethod(classification_head)

@@ -67,6 +67,10 @@ class MaskedLMHead(keras.layers.Layer):
       hidden = gather_positions(sequence_output, masked_lm_positions)
     if self.kernels is not None:
       return self.kernels.masked_lm_head(self, hidden)
+    return self.logits(hidden)
+
+  def logits(self, hidden):
+    """The vocabulary logits [B, P, V] (compute dtype) of the gathered float [B, P, H]."""
     hidden = self.transform(hidden)
     hidden = ops.cast(self.transform_layer_norm(ops.cast(hidden, "float32")),
                       self.compute_dtype)

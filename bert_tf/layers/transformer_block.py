@@ -80,15 +80,25 @@ class TransformerBlock(keras.layers.Layer):
     if self.kernels is not None:
       return self.kernels.transformer_block(self, hidden_states, queries, attention_bias,
                                             training)
+    return self.sublayers(hidden_states, queries, attention_bias, training)
+
+  def sublayers(self, hidden_states, queries, attention_bias, training=None, dropout=None):
+    """The block's computation given its queries [B, Q, H] (hidden_states, or their rows
+    at the query positions): float [B, Q, H] in the compute dtype.
+
+    `dropout(layer, x, training)` applies each of the two keras.layers.Dropout of the
+    block to x; default the layer's own call. A speed path passes its own masks.
+    """
+    dropout = dropout or (lambda layer, x, training: layer(x, training=training))
     # LayerNorm statistics and the residual sums in float32 under mixed precision.
     attended = self.attention(hidden_states, attention_bias, training=training,
                               query_states=queries)
-    attended = self.attention_dropout(attended, training=training)
+    attended = dropout(self.attention_dropout, attended, training)
     out1 = self.attention_layer_norm(
         ops.cast(queries, "float32") + ops.cast(attended, "float32"))
     out1 = ops.cast(out1, self.compute_dtype)
     ffn = self.output_dense(self.intermediate(out1))
-    ffn = self.output_dropout(ffn, training=training)
+    ffn = dropout(self.output_dropout, ffn, training)
     out = self.output_layer_norm(ops.cast(out1, "float32") + ops.cast(ffn, "float32"))
     return ops.cast(out, self.compute_dtype)
 

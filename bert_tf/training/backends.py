@@ -21,6 +21,7 @@ from typing import Dict, Optional, Sequence
 import yaml
 
 from bert_tf import configs
+from bert_tf.kernels import xla_flags
 from bert_tf.training import experiments
 
 def requested_backend(experiment: Optional[str] = None, config_files: Sequence[str] = (),
@@ -45,7 +46,8 @@ def requested_backend(experiment: Optional[str] = None, config_files: Sequence[s
 
 
 def select(backend: str) -> None:
-  """Makes `backend` Keras's backend ("" leaves KERAS_BACKEND or Keras's default).
+  """Makes `backend` Keras's backend ("" leaves KERAS_BACKEND or Keras's default). For
+  the JAX engine, adds its XLA defaults to XLA_FLAGS (bert_tf.kernels.xla_flags).
 
   Raises:
     ConfigError: an unknown backend, or Keras already imported with another one.
@@ -53,6 +55,8 @@ def select(backend: str) -> None:
   if backend not in configs.BACKENDS:
     raise configs.ConfigError(f"runtime.backend must be one of "
                               f"{', '.join(b for b in configs.BACKENDS if b)}, got '{backend}'")
+  if (backend or os.environ.get("KERAS_BACKEND")) == "jax":
+    xla_flags.apply_jax_defaults()
   if not backend:
     return
   if "keras" in sys.modules:

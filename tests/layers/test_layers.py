@@ -25,6 +25,39 @@ def test_embeddings_sum_word_position_type_then_layer_norm():
   np.testing.assert_allclose(out, (summed - mean) / np.sqrt(var + 1e-12), atol=1e-5)
 
 
+@pytest.mark.parametrize("rows", [2, 16, 17])
+def test_lookup_rows_equals_a_gather_in_value_and_gradient(rows):
+  # At most ONE_HOT_MAX_ROWS rows: a one-hot product, whose gradient is a matmul, not a
+  # scatter-add; above: the gather itself.
+  tf.random.set_seed(0)
+  table = tf.random.normal([rows, 8])
+  ids = tf.random.uniform([3, 5], 0, rows, tf.int32)
+  upstream = tf.random.normal([3, 5, 8])
+
+  def value_and_gradient(lookup):
+    with tf.GradientTape() as tape:
+      tape.watch(table)
+      rows_out = lookup(table, ids)
+    gradient = tape.gradient(rows_out, table, output_gradients=upstream)
+    return rows_out.numpy(), tf.convert_to_tensor(gradient).numpy()
+
+  looked_up, gradient = value_and_gradient(layers.embeddings.lookup_rows)
+  gathered, expected_gradient = value_and_gradient(lambda t, i: tf.gather(t, i))
+  assert (rows <= layers.embeddings.ONE_HOT_MAX_ROWS) == (rows < 17)
+  np.testing.assert_allclose(looked_up, gathered, rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(gradient, expected_gradient, rtol=1e-6, atol=1e-6)
+
+
+def test_token_type_rows_keep_their_variable_and_take_the_compute_dtype():
+  keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  layer = layers.BertEmbeddings(vocab_size=10, hidden_size=8, max_position_embeddings=6,
+                                dropout_rate=0.0)
+  out = layer(tf.constant([[1, 2, 3]]), tf.constant([[0, 1, 1]]))
+  assert out.dtype == tf.bfloat16
+  assert layer.token_type_embeddings.path == "bert_embeddings/token_type_embeddings"
+  assert layer.token_type_embeddings.dtype == "float32"
+
+
 def test_self_attention_matches_reference_definition_and_ignores_masked_keys():
   keras.utils.set_random_seed(0)
   layer = layers.SelfAttention(num_heads=2, hidden_size=8, attention_dropout_rate=0.0)

@@ -1,0 +1,176 @@
+"""The JAX GPU speed path of the encoder and its heads (imports JAX, no TensorFlow).
+
+A model built with `kernels=JaxGpuKernels()` (bert_tf.kernels.for_runtime chooses it
+where Keras runs on JAX and JAX on a GPU) hands these calls over: same variables,
+same checkpoints, the same function up to rounding and dropout masks.
+
+- Attention (bert_tf.kernels.jax_attention): between the projections, the heads stay
+  in the [B, T, N, D] layout the projections produce, and scores, softmax, dropout and
+  the weighted sum run as one Pallas kernel forward and two backward, the [B, N, T, T]
+  probabilities never written out; shapes the kernel does not take (the last block's
+  few query positions) run the same maths as XLA ops.
+- Dropout masks from a counter-based hash instead of threefry
+  (bert_tf.kernels.jax_dropout), keyed by each Dropout layer's Keras seed state, so
+  checkpoints and resumed runs keep working: `dropout_generator`.
+- Residual + dropout + LayerNorm (bert_tf.kernels.jax_layer_norm), `layer_norm`:
+  "xla" (default) leaves them to XLA, which fuses the bias add, the hash mask and the
+  residual sum into the LayerNorm's reductions but re-reads the rows for each of them
+  and keeps the float32 sum and the mask for the backward; "pallas" runs the block's
+  two LayerNorms as one kernel forward and one backward each, reading each row once.
+  Which is faster is for the GPU benchmark to say (bench/README.md); until then the
+  default is the path XLA compiles on every device.
+"""
+
+import functools
+import logging
+
+import jax
+import jax.numpy as jnp
+import keras
+import numpy as np
+from keras import ops
+
+from bert_tf import kernels as kernels_lib
+from bert_tf import losses
+from bert_tf.kernels import jax_attention
+from bert_tf.kernels import jax_dropout
+from bert_tf.kernels import jax_layer_norm
+
+ATTENTION = ("auto", "pallas", "xla")
+LAYER_NORM = ("xla", "pallas")
+
+
+@functools.lru_cache(maxsize=None)
+def pallas_attention_works() -> bool:
+  """Whether the Pallas attention compiles on JAX's default device and agrees with the
+  XLA form there, forward and backward, with dropout (bfloat16, B=2, T=64, N=2, D=64).
+  Logs why not."""
+  rng = np.random.default_rng(0)
+  q, k, v, d_out = (jnp.asarray(rng.normal(size=(2, 64, 2, 64)), jnp.bfloat16)
+                    for _ in range(4))
+  bias = jnp.asarray(np.where(rng.random((2, 1, 1, 64)) < 0.2, -10000.0, 0.0), jnp.float32)
+  seed = jnp.asarray([1, 2], jnp.uint32)
+
+  def value_and_grads(attend):
+    loss = lambda *qkv: jnp.sum(attend(*qkv, bias, 0.1, seed).astype(jnp.float32) * d_out)
+    return jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))(q, k, v)
+
+  try:
+    fused = value_and_grads(jax_attention.flash_attention)
+    plain = value_and_grads(jax_attention.xla_attention)
+  except Exception as error:  # pylint: disable=broad-except
+    logging.warning("bert_tf: the Pallas attention kernel does not compile here (%s); "
+                    "attention runs as XLA ops", error)
+    return False
+  for a, b in zip(jax.tree_util.tree_leaves(fused), jax.tree_util.tree_leaves(plain)):
+    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    if not np.allclose(a, b, rtol=5e-2, atol=5e-2 * max(1.0, float(np.abs(b).max()))):
+      logging.warning("bert_tf: the Pallas attention kernel disagrees with XLA here "
+                      "(max difference %g); attention runs as XLA ops",
+                      float(np.abs(a - b).max()))
+      return False
+  return True
+
+
+class JaxGpuKernels:
+  """The hooks a model built with these kernels calls (bert_tf.kernels).
+
+  Args:
+    attention: "auto" (the Pallas kernel where JAX runs on a GPU and the kernel
+      compiles and agrees with XLA there, checked once per process; XLA ops
+      elsewhere), "pallas" (the kernel wherever it takes the shapes) or "xla".
+    dropout_generator: the masks of every dropout but the attention probabilities'
+      (jax_dropout.GENERATORS; "threefry" is Keras's own). The probabilities are
+      dropped by the hash in either attention form, and so are the block's two
+      residual dropouts with layer_norm="pallas".
+    layer_norm: "xla" or "pallas", the end of each half of a block (see above).
+    interpret: run the Pallas kernels in Pallas's interpreter (for CPUs and tests).
+  """
+
+  name = "jax_gpu"
+
+  def __init__(self, attention: str = "auto", dropout_generator: str = "hash",
+               layer_norm: str = "xla", interpret: bool = False):
+    if attention not in ATTENTION:
+      raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
+    if layer_norm not in LAYER_NORM:
+      raise ValueError(f"layer_norm must be one of {LAYER_NORM}, got {layer_norm!r}")
+    if dropout_generator not in jax_dropout.GENERATORS:
+      raise ValueError(f"dropout_generator must be one of {jax_dropout.GENERATORS}, got "
+                       f"{dropout_generator!r}")
+    if attention == "auto":
+      on_gpu = jax.default_backend() == "gpu"
+      attention = "pallas" if (interpret or on_gpu and pallas_attention_works()) else "xla"
+    self.attention_implementation = attention
+    self.dropout_generator = dropout_generator
+    self.layer_norm_implementation = layer_norm
+    self.interpret = interpret
+
+  def dropout(self, layer, x, training):
+    """The keras.layers.Dropout `layer` applied to x with this path's masks."""
+    return jax_dropout.dropout(layer, x, training, self.dropout_generator)
+
+  def embeddings(self, layer, summed, training):
+    """BertEmbeddings' LayerNorm and dropout of the float32 [B, T, H] embedding sum."""
+    normalized = layer.layer_norm(summed)
+    return self.dropout(layer.dropout, ops.cast(normalized, layer.compute_dtype), training)
+
+  def attention(self, layer, query, key, value, attention_bias, training):
+    """SelfAttention between its projections: query [B, Q, N, D], key and value
+    [B, T, N, D], attention_bias float32 [B, 1, 1 or Q, T] -> [B, Q, H]."""
+    rate = layer.dropout.rate if training else 0.0
+    seed = layer.dropout.seed_generator.next() if rate > 0 else None
+    bias = attention_bias
+    if (self.attention_implementation == "pallas"
+        and jax_attention.flash_supported(query, key, bias)):
+      out = jax_attention.flash_attention(query, key, value, bias, rate, seed,
+                                          interpret=self.interpret)
+    else:
+      out = jax_attention.xla_attention(query, key, value, bias, rate, seed)
+    return jnp.reshape(out, out.shape[:2] + (layer.hidden_size,))
+
+  def transformer_block(self, block, hidden_states, queries, attention_bias, training):
+    """TransformerBlock's computation with this path's attention, dropout masks and
+    LayerNorms."""
+    if self.layer_norm_implementation == "xla":
+      return block.sublayers(hidden_states, queries, attention_bias, training,
+                             dropout=self.dropout)
+    context = block.attention.context(hidden_states, attention_bias, training=training,
+                                      query_states=queries)
+    out1 = self._add_and_norm(context, queries, block.attention.output_dense,
+                              block.attention_dropout, block.attention_layer_norm, training)
+    return self._add_and_norm(block.intermediate(out1), out1, block.output_dense,
+                              block.output_dropout, block.output_layer_norm, training)
+
+  def _add_and_norm(self, inputs, residual, dense, dropout, norm, training):
+    """norm(residual + dropout(dense(inputs))) with the fused kernel: inputs [B, Q, I],
+    residual [B, Q, H] -> [B, Q, H] in residual's dtype. A dense layer that computes
+    itself (quantized, LoRA) or has an activation adds its bias itself."""
+    plain = not kernels_lib.dense_computes_itself(dense) and dense.activation in (
+        None, keras.activations.linear) and dense.use_bias
+    projected = ops.matmul(inputs, dense.kernel) if plain else dense(inputs)
+    rate = dropout.rate if training else 0.0
+    seed = dropout.seed_generator.next() if rate > 0 else None
+
+    # The LayerNorm's parameters read as float32 (Keras never autocasts them), the bias
+    # as the Dense layer reads it (in the compute dtype).
+    bias = (ops.convert_to_tensor(dense.bias) if plain
+            else jnp.zeros((projected.shape[-1],), projected.dtype))
+    return jax_layer_norm.residual_layer_norm(
+        projected, bias, residual, ops.convert_to_tensor(norm.gamma),
+        ops.convert_to_tensor(norm.beta), norm.epsilon, rate, seed, interpret=self.interpret)
+
+  def masked_lm_head(self, head, hidden):
+    """MaskedLMHead after the gather: logits [B, P, V] in its compute dtype."""
+    return head.logits(hidden)
+
+  def classification_head(self, head, pooled, training):
+    """ClassificationHead's dropout and dense layer over pooled [B, H]."""
+    return head.dense(self.dropout(head.dropout, pooled, training))
+
+  pretraining_loss = staticmethod(losses.pretraining_loss)
+
+  def __repr__(self):
+    return (f"bert_tf.kernels.jax_gpu.JaxGpuKernels(attention="
+            f"{self.attention_implementation!r}, dropout_generator="
+            f"{self.dropout_generator!r}, layer_norm={self.layer_norm_implementation!r})")
