@@ -12,9 +12,13 @@
 #   record    the default plan: base and large, seq 128 and 512, ours, HF eager and HF
 #             torch.compile (the figures of record)
 #   profile   BERT-large, seq 128, batch 64, 10 timed steps, every configuration
-#             profiled (device time by kernel category, largest kernels): ours, then
-#             its A/B variants (float8 projections, no dropout, XLA command buffers
-#             off), then HF torch.compile, then HF eager (the first the budget drops)
+#             profiled (device time by kernel category, largest kernels): ours (the
+#             JAX engine's defaults: the GPU kernels, command buffers off), then its
+#             A/B variants (the reference layers, XLA attention, XLA's command
+#             buffers, float8 projections, no dropout), then HF torch.compile, then
+#             HF eager (the first the budget drops). More variants go after the
+#             script, e.g. "--variant=threefry=runtime.gpu_dropout_generator=threefry"
+#             "--variant=pallas_ln=runtime.gpu_layer_norm=pallas"
 #
 # Writes to $OUT (the device machines return at most eight files): machine.txt (GPU,
 # driver, versions), gpu_pretraining.jsonl (the run's records), gpu_pretraining.txt
@@ -38,9 +42,11 @@ case "$PLAN" in
   profile)
     PLAN_FLAGS=(--sizes=large --seqs=128 --batch_sizes=128:64 --steps=10 --profile
                 --sides=ours,hf_compile,hf_eager
+                "--variant=reference=runtime.fused_kernels=false"
+                "--variant=xla_attention=runtime.gpu_attention=xla"
+                "--variant=cmdbuf=xla:--xla_gpu_enable_command_buffer=+FUSION"
                 "--variant=fp8=runtime.float8_training=true"
-                "--variant=nodrop=model.encoder.dropout_rate=0;model.encoder.attention_dropout_rate=0"
-                "--variant=nocmdbuf=xla:--xla_gpu_enable_command_buffer=") ;;
+                "--variant=nodrop=model.encoder.dropout_rate=0;model.encoder.attention_dropout_rate=0") ;;
   *) echo "PLAN must be record or profile, got '$PLAN'" >&2; exit 2 ;;
 esac
 mkdir -p "$OUT"

@@ -10,6 +10,7 @@ pytest process runs TensorFlow). Each command prints one line `RESULT <json>` la
   weights CHECKPOINT OUT                a checkpoint's encoder weights, restored on JAX
   compilations OUT_DIR                  fine-tuning from TSV with length buckets: how
                                         often the JAX step compiles
+  train_to RECORDS MODEL_DIR STEPS ...  trains each model dir to its step in turn
   policies OUT_DIR RECORDS_DIR          the trainer's policies (policy_scenarios.py) on
                                         this engine
 """
@@ -190,4 +191,4 @@ def weights(checkpoint: str, out_path: str) -> dict:
 if __name__ == "__main__":
   command, args = sys.argv[1], sys.argv[2:]
   _result({"train": train, "kinds": kinds, "resume": resume, "fill_mask": fill_mask,
-           "weights": weights, "compilations": compilations, "policies": policy_scenarios.run_all}[command](*args))
+           "weights": weights, "compilations": compilations, "train_to": policy_scenarios.train_to, "policies": policy_scenarios.run_all}[command](*args))

@@ -26,6 +26,8 @@ RECORDS = 96
 NAN_FROM_RECORD = 32
 # The record whose bytes are damaged: inside the 7th batch.
 CORRUPT_RECORD = 52
+# The length of the runs that move between engines.
+MOVE_STEPS = 8
 
 
 def write_records(path: str, nan_from: int = RECORDS, corrupt: int = -1) -> int:
@@ -70,7 +72,7 @@ def _experiment(records: str, steps: int, dropout: float = 0.0, **trainer):
       steps=steps, train_data=data, eval_data=dict(data, is_training=False),
       optimizer=dict(warmup_steps=0),
       model=dict(encoder=dict(dropout_rate=dropout, attention_dropout_rate=dropout)),
-      trainer=dict(steps_per_loop=2, checkpoint_interval=2, **trainer)))
+      trainer=dict(dict(steps_per_loop=2, checkpoint_interval=2), **trainer)))
 
 
 def _run(experiment, model_dir, steps=None):
@@ -145,6 +147,18 @@ def corrupt_record(out_dir: str, records: str) -> dict:
           "user_error": errors.user_message(error) is not None,
           "checkpoints": sorted(os.path.basename(p) for p in glob.glob(
               os.path.join(model_dir, "ckpt-*.h5")))}
+
+
+def train_to(records: str, *runs: str) -> dict:
+  """Trains each MODEL_DIR STEPS pair of `runs` in turn (resuming from what the model
+  dir holds, whichever engine wrote it) on the clean records, without dropout, reading
+  in file order, a summary every step; returns {model_dir: the step reached}."""
+  reached = {}
+  for model_dir, steps in zip(runs[::2], runs[1::2]):
+    experiment = _experiment(records, MOVE_STEPS, summary_interval=1, log_interval=1,
+                             steps_per_loop=1)
+    reached[model_dir] = _run(experiment, model_dir, steps=int(steps)).step
+  return reached
 
 
 def run_all(out_dir: str, records_dir: str) -> dict:

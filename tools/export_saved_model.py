@@ -74,7 +74,7 @@ def main(argv):
   from bert_tf.export import serving_ops_check  # pylint: disable=g-import-not-at-top
   from bert_tf.checkpoints import restore  # pylint: disable=g-import-not-at-top
   # A missing checkpoint is named as such, not as the params.yaml missing beside it.
-  restore.resolve_checkpoint(FLAGS.checkpoint)
+  checkpoint = restore.resolve_checkpoint(FLAGS.checkpoint)
   config_path = FLAGS.config
   if not config_path:
     base = FLAGS.checkpoint if os.path.isdir(FLAGS.checkpoint) else os.path.dirname(
@@ -90,7 +90,8 @@ def main(argv):
   vocab_file = FLAGS.vocab_file or experiment.tokenizer.vocab_file
   if not vocab_file:
     raise app.UsageError("No vocab: pass --vocab_file or set tokenizer.vocab_file in the config")
-  model = exporter.model_from_checkpoint(experiment, FLAGS.checkpoint)
+  model = exporter.model_from_checkpoint(experiment, checkpoint)
+  print(f"      restored {checkpoint}", flush=True)
   if FLAGS.quantize:
     exporter.quantize(model, FLAGS.quantize)
   _done(start)
@@ -118,7 +119,8 @@ def main(argv):
         seq_length=module.seq_length, pretrainer=model if is_pretrainer else None)
     _done(start)
   inputs = ", ".join(module.text_inputs)
-  print(f"Exported {type(module).__name__} to {path} (serving_default({inputs}), "
+  print(f"Exported {type(module).__name__} of {checkpoint} to {path} "
+        f"(serving_default({inputs}), "
         f"serve_token_ids, serve_examples; seq_length {module.seq_length}; {len(ops)} op types, "
         f"all allowlisted: {not serving_ops_check.unexpected_ops(path)})"
         + (f"; hub pair: {hub_paths['preprocessor']}, {hub_paths['encoder']}" if hub_paths

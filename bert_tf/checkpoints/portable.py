@@ -222,6 +222,16 @@ def item_names(path: str) -> set:
   return names
 
 
+def item_shapes(path: str, item: str) -> Dict[str, tuple]:
+  """{variable path: shape} of one item of the checkpoint at `path` ({} without it)."""
+  shapes = {}
+  with _open(path) as f:
+    if item in f["items"]:
+      f["items"][item].visititems(lambda name, node: shapes.__setitem__(name, node.shape)
+                                  if isinstance(node, h5py.Dataset) else None)
+  return shapes
+
+
 def _assign(variable, value: np.ndarray, where: str) -> None:
   if tuple(variable.shape) != tuple(value.shape):
     raise PortableCheckpointError(f"{where}: shape {tuple(value.shape)} in the checkpoint, "

@@ -17,6 +17,7 @@ used instead.
 
 import logging
 import os
+import re
 from typing import Dict, Mapping, Optional, Sequence
 
 from bert_tf.checkpoints import portable
@@ -67,6 +68,40 @@ def newest_readable_portable(directory: str) -> Optional[str]:
   damaged newer ones are skipped with a warning, as for TensorFlow checkpoints."""
   return newest_readable(directory, portable.checkpoints_in(directory),
                           portable.check_readable)
+
+
+class CheckpointSizeError(errors.UserError, ValueError):
+  """A checkpoint's encoder differs in size from the model's (layers, hidden size,
+  vocab); the message names both."""
+
+
+def _encoder_size(shapes: Mapping[str, Sequence[int]]) -> Dict[str, int]:
+  """{"layers", "hidden size", "vocab"} from {variable name: shape} of an encoder (any
+  naming that keeps `word_embeddings` and `query` kernels in its names)."""
+  size = {"layers": sum(1 for name in shapes if re.search(r"query/_?kernel", name))}
+  for name, shape in shapes.items():
+    if "word_embeddings" in name and "scale" not in name and len(shape) == 2:
+      size.update({"hidden size": int(shape[1]), "vocab": int(shape[0])})
+  return size
+
+
+def encoder_size_difference(prefix: str, encoder) -> str:
+  """How the encoder in the checkpoint at `prefix` differs in size from `encoder` ("2
+  layers, hidden size 128 in the checkpoint; 12 layers, hidden size 768 in the model"),
+  or "" when it does not."""
+  if portable.is_portable(prefix):
+    stored = portable.item_shapes(prefix, "encoder")
+  else:
+    stored = _tf_format().item_shapes(prefix, "encoder")
+  theirs = _encoder_size(stored)
+  ours = _encoder_size({v.path: tuple(v.shape) for v in encoder.variables})
+  keys = [k for k in ("layers", "hidden size", "vocab") if theirs.get(k) != ours.get(k)]
+  if not keys:
+    return ""
+  def show(size):
+    return ", ".join(f"{size.get(k)} {k}" if k == "layers" else f"{k} {size.get(k)}"
+                     for k in keys)
+  return f"{show(theirs)} in the checkpoint; {show(ours)} in the model"
 
 
 def _tf_format():
@@ -158,6 +193,20 @@ def restore_items(path: str, checkpoint_items: Mapping[str, object],
       value in the checkpoint, or one of another shape.
   """
   prefix = resolve_checkpoint(path)
+  try:
+    return _restore_items(prefix, checkpoint_items, items)
+  except (AssertionError, ValueError) as e:
+    if "encoder" in items and "encoder" in checkpoint_items:
+      differs = encoder_size_difference(prefix, checkpoint_items["encoder"])
+      if differs:
+        raise CheckpointSizeError(f"Checkpoint {prefix} holds an encoder of another size "
+                                  f"than the model's: {differs}. Set model.encoder to the "
+                                  "checkpoint's size.") from e
+    raise
+
+
+def _restore_items(prefix: str, checkpoint_items: Mapping[str, object],
+                   items: Sequence[str]) -> Dict[str, str]:
   if portable.is_portable(prefix):
     restored = portable.restore_items(prefix, checkpoint_items, items)
     for name in items:

@@ -126,6 +126,12 @@ def children(prefix: str) -> set:
   return names
 
 
+def item_shapes(prefix: str, item: str) -> Dict[str, List[int]]:
+  """{checkpoint key: shape} of the variables under root child `item`."""
+  shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+  return {key: shape for key, shape in shapes.items() if key.startswith(item + "/")}
+
+
 def restore_items(prefix: str, checkpoint_items: Mapping[str, object],
                   items: Sequence[str]) -> Dict[str, str]:
   """Restores the named items (already checked to exist on both sides) from the

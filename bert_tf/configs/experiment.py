@@ -182,6 +182,10 @@ STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 # "" leaves the choice to Keras (KERAS_BACKEND, default tensorflow).
 BACKENDS = ("", "tensorflow", "jax")
+# The JAX GPU speed path's implementations (bert_tf.kernels.jax_gpu).
+GPU_ATTENTION = ("auto", "pallas", "xla")
+GPU_DROPOUT_GENERATORS = ("hash", "philox", "threefry")
+GPU_LAYER_NORM = ("xla", "pallas")
 
 
 @dataclasses.dataclass
@@ -202,10 +206,18 @@ class RuntimeConfig(Config):
   # XLA-compiles the training step. Unset: on where TensorFlow runs the step on a GPU
   # or TPU, off on CPUs (where the fused kernels do better).
   jit_compile: Optional[bool] = None
-  # The TensorFlow CPU speed path (bert_tf.kernels.tensorflow_cpu): the same variables
-  # and results, computed faster on CPU. Unset: on where the model runs on TensorFlow on
-  # a CPU, off on GPUs, TPUs and other Keras backends. False: the reference layers.
+  # The speed paths (bert_tf.kernels): the same variables and results, computed faster:
+  # TensorFlow's on CPUs (tensorflow_cpu), JAX's on GPUs (jax_gpu: fused attention with
+  # dropout, cheaper dropout masks). Unset: on where the model runs on TensorFlow on a
+  # CPU or on JAX on a GPU, off elsewhere. False: the reference layers.
   fused_kernels: Optional[bool] = None
+  # The JAX GPU path's choices: attention auto (the Pallas kernel where it compiles and
+  # agrees with XLA on this GPU), pallas or xla; dropout masks from a hash of each
+  # element's index (hash), XLA's philox or Keras's threefry; the residual, dropout and
+  # LayerNorm as XLA fuses them (xla) or one Pallas kernel (pallas).
+  gpu_attention: str = "auto"
+  gpu_dropout_generator: str = "hash"
+  gpu_layer_norm: str = "xla"
   seed: int = 42
   # Deterministic kernels (tf.config.experimental.enable_op_determinism).
   deterministic: bool = False
@@ -218,6 +230,11 @@ class RuntimeConfig(Config):
   float8_training: bool = False
 
   def validate(self):
+    for name, allowed in (("gpu_attention", GPU_ATTENTION),
+                          ("gpu_dropout_generator", GPU_DROPOUT_GENERATORS),
+                          ("gpu_layer_norm", GPU_LAYER_NORM)):
+      require(getattr(self, name) in allowed,
+              f"{name} must be one of {', '.join(allowed)}, got '{getattr(self, name)}'")
     require(self.backend in BACKENDS,
             f"backend must be one of {BACKENDS}, got '{self.backend}'")
     require(self.distribution_strategy in STRATEGIES,

@@ -64,7 +64,9 @@ def for_runtime(runtime: configs.RuntimeConfig):
       raise configs.ConfigError(
           f"runtime.fused_kernels: the JAX kernels are for GPUs; JAX runs on {platform} "
           "here, with the reference layers (leave it unset)")
-    return jax_gpu_kernels()
+    return jax_gpu_kernels(attention=runtime.gpu_attention,
+                           dropout_generator=runtime.gpu_dropout_generator,
+                           layer_norm=runtime.gpu_layer_norm)
   on_tensorflow = backend == "tensorflow"
   if wanted is None:
     wanted = on_tensorflow and runtime.distribution_strategy != "tpu" and not (

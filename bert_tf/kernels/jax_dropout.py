@@ -30,7 +30,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-GENERATORS = ("hash", "philox", "threefry")
+from bert_tf import configs
+
+GENERATORS = configs.GPU_DROPOUT_GENERATORS
 
 # MurmurHash3's 32-bit finalizer constants, and a golden-ratio odd multiplier.
 _MIX_1 = np.uint32(0x85EBCA6B)

@@ -30,14 +30,15 @@ import keras
 import numpy as np
 from keras import ops
 
+from bert_tf import configs
 from bert_tf import kernels as kernels_lib
 from bert_tf import losses
 from bert_tf.kernels import jax_attention
 from bert_tf.kernels import jax_dropout
 from bert_tf.kernels import jax_layer_norm
 
-ATTENTION = ("auto", "pallas", "xla")
-LAYER_NORM = ("xla", "pallas")
+ATTENTION = configs.GPU_ATTENTION
+LAYER_NORM = configs.GPU_LAYER_NORM
 
 
 @functools.lru_cache(maxsize=None)

@@ -359,6 +359,12 @@ class Task(abc.ABC):
     """Fails before training when the input does not fit the config (default: no
     check). Raises an error naming the mismatch."""
 
+  def settings_from_inputs(self, data_config: configs.DataConfig) -> Dict[str, Any]:
+    """Settings the input files fix that the configuration leaves unset, as nested
+    overrides of the experiment (recorded in the run's params.yaml, so that the exporter
+    finds them there); default none."""
+    return {}
+
   def explain_input_error(self, error: Exception, data_config: configs.DataConfig
                           ) -> Exception:
     """The error to raise for a tf.errors.DataLossError of the input pipeline: for

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Dict, Optional, Tuple
+import os
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 import numpy as np
 from keras import ops
@@ -79,6 +80,21 @@ class PretrainingTask(base.Task):
     info = pretraining_files.inspect_pretraining_files(data_config.input_path,
                                                        data_config.compression_type)
     info.check_config(data_config, self.experiment.model.encoder.vocab_size)
+
+  def settings_from_inputs(self, data_config: configs.DataConfig) -> Dict[str, Any]:
+    """The WordPiece vocab (and its casing) the TFRecords were made with, from the JSON
+    summary tools/create_pretraining_data.py writes beside them, where tokenizer.vocab_file
+    is unset and that vocab is still there."""
+    if data_config.format != base.TFRECORD or self.experiment.tokenizer.vocab_file:
+      return {}
+    summary = pretraining_files.inspect_pretraining_files(
+        data_config.input_path, data_config.compression_type).summary or {}
+    vocab_file = summary.get("vocab_file")
+    if not vocab_file or not os.path.exists(vocab_file):
+      return {}
+    lower_case = summary.get("settings", {}).get("do_lower_case",
+                                                  self.experiment.tokenizer.lower_case)
+    return {"tokenizer": {"vocab_file": vocab_file, "lower_case": bool(lower_case)}}
 
   def _dummy_examples(self, data_config: configs.DataConfig):
     """DUMMY_EVAL_BATCHES global batches of synthetic examples (keys as

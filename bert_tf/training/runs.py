@@ -72,7 +72,8 @@ def run_in_model_dir(experiment: configs.ExperimentConfig, model_dir: str, mode:
   params.yaml is written only once the configuration and the input are accepted and the
   restore succeeded, so that a run refused for its input leaves none behind; an
   existing one that fixes other shapes is an error (`check_params_match`) unless
-  replace_params.
+  replace_params. It records what the input files fix and the configuration left unset
+  (task.settings_from_inputs: the vocab pretraining data was made with).
 
   Args:
     mode: "train", "eval" (the latest checkpoint in model_dir) or "train_and_eval".
@@ -90,12 +91,16 @@ def run_in_model_dir(experiment: configs.ExperimentConfig, model_dir: str, mode:
   if mode == "eval" and trainer.checkpoints.latest() is None:
     raise errors.MissingInputError(f"--mode=eval needs a checkpoint in {model_dir}")
   trainer.initialize()
+  recorded = experiment
   for section in {"train": ["train_data"], "eval": ["eval_data"],
                   "train_and_eval": ["train_data", "eval_data"]}[mode]:
     trainer.check_inputs(section)
+    inferred = trainer.task.settings_from_inputs(getattr(experiment, section))
+    if inferred:
+      recorded = recorded.override(inferred)
   if trainer.is_chief:
     files.make_dirs(model_dir)
-    experiment.save(os.path.join(model_dir, PARAMS_FILE))
+    recorded.save(os.path.join(model_dir, PARAMS_FILE))
   if mode == "eval":
     return trainer.evaluate()
   return trainer.train(evaluate_every=(mode == "train_and_eval"))

@@ -10,6 +10,7 @@ system.
 import contextlib
 import glob as glob_lib
 import os
+import sys
 import uuid
 from typing import Iterable, Iterator, List, Sequence, Union
 
@@ -74,22 +75,30 @@ def _local_glob(field: str):
 
 
 def make_dirs(directory: str) -> None:
-  """Creates `directory` and its parents (any `tf.io.gfile` file system).
+  """Creates `directory` and its parents (any `tf.io.gfile` file system; the local one
+  where TensorFlow is not installed).
 
   Raises:
     OutputPathError: naming the directory and why it cannot be made: a file in the
       way (named), no permission, a read-only file system.
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   try:
-    tf.io.gfile.makedirs(directory)
-  except (OSError, tf.errors.OpError) as e:
+    gfile = _gfile()
+    failures = (OSError, sys.modules["tensorflow"].errors.OpError)
+  except ImportError:
+    gfile, failures = None, (OSError,)
+  makedirs = gfile.makedirs if gfile else lambda d: os.makedirs(d, exist_ok=True)
+  exists = gfile.exists if gfile else os.path.exists
+  isdir = gfile.isdir if gfile else os.path.isdir
+  try:
+    makedirs(directory)
+  except failures as e:
     reason = getattr(e, "strerror", None) or getattr(e, "message", None) or str(e)
     blocking = directory
-    while blocking and not tf.io.gfile.exists(blocking):
+    while blocking and not exists(blocking):
       parent = os.path.dirname(blocking)
       blocking = parent if parent != blocking else ""
-    if blocking and not tf.io.gfile.isdir(blocking):
+    if blocking and not isdir(blocking):
       reason = f"{blocking} is a file, not a directory"
     raise errors.OutputPathError(f"Cannot create the output directory {directory}: "
                                  f"{reason}") from None

@@ -30,7 +30,10 @@ def test_export_tool_writes_next_version_and_request_tool_body_is_accepted(tmp_p
   os.makedirs(export_dir / "4")
   out = _tool("export_saved_model.py", f"--checkpoint={model_dir}",
               f"--export_dir={export_dir}", "--top_k=2")
-  assert f"Exported FillMaskServing to {export_dir / '5'}" in out.stdout
+  # The directory's newest checkpoint, named where it is restored and in the summary.
+  checkpoint = str(model_dir / "ckpt-1")
+  assert f"restored {checkpoint}\n" in out.stdout
+  assert f"Exported FillMaskServing of {checkpoint} to {export_dir / '5'}" in out.stdout
   assert "all allowlisted: True" in out.stdout
   body_path = tmp_path / "request.json"
   _tool("make_serving_request.py", "--signature=serve_examples", "--format=inputs",

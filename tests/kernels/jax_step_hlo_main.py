@@ -25,7 +25,7 @@ from bert_tf import configs
 from bert_tf import constants
 from bert_tf import losses
 from bert_tf.models import BertEncoder, BertPretrainer
-from bert_tf.training import jax_step
+from bert_tf.training.jax_engine import step as jax_step
 from bert_tf.training import keras_optimizers
 
 BATCH, LENGTH, PREDICTIONS = 4, 16, 4

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import restore
 from bert_tf.checkpoints import tf_checkpoints
 from bert_tf.utils import errors
@@ -140,3 +141,19 @@ def test_a_tensorflow_trainer_checkpoint_of_an_older_version_resumes_in_the_port
   trainer_helpers.assert_weights_close(trainer_helpers.weights_of(straight.model),
                                        trainer_helpers.weights_of(resumed.model),
                                        atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("file_format", ["tensorflow", "portable"])
+def test_an_encoder_of_another_size_is_an_error_naming_both_sizes(tmp_path, file_format):
+  source = _pretrainer(1)
+  if file_format == "portable":
+    path = portable.save(str(tmp_path / "ckpt-1.h5"), source.checkpoint_items)
+  else:
+    path = _save(source, tmp_path)
+  wider = _pretrainer(2, hidden_size=48, num_layers=3)
+  with pytest.raises(restore.CheckpointSizeError) as raised:
+    restore.restore_items(path, wider.checkpoint_items)
+  assert errors.user_message(raised.value) == (
+      f"Checkpoint {path} holds an encoder of another size than the model's: 2 layers, "
+      "hidden size 32 in the checkpoint; 3 layers, hidden size 48 in the model. Set "
+      "model.encoder to the checkpoint's size.")
