@@ -4,8 +4,7 @@ pytest process runs TensorFlow). Each command prints one line `RESULT <json>` la
 
   train CONFIG_YAML MODEL_DIR MODE      bert_tf.training.backends.run_experiment
   kinds OUT_DIR                         every experiment kind, 2 steps + evaluation
-  resume OUT_DIR                        4 steps at once, 2 + 2 resumed, and with 2
-                                        micro-batches; the largest differences
+  accumulation OUT_DIR                  2 micro-batches against one batch
   fill_mask MODEL_DIR TEXTS_JSON OUT    the trained model's top-k answers at each [MASK]
   weights CHECKPOINT OUT                a checkpoint's encoder weights, restored on JAX
   compilations OUT_DIR                  fine-tuning from TSV with length buckets: how
@@ -101,46 +100,20 @@ def compilations(out_dir: str) -> dict:
   return {"steps": trainer.step, "step_traces": trainer.engine.step_traces}
 
 
-def _arrays(path: str) -> dict:
-  """{name: array} of every array in a portable checkpoint."""
-  import h5py  # pylint: disable=g-import-not-at-top
-  out = {}
-  with h5py.File(path, "r") as f:
-    f.visititems(lambda name, node: out.__setitem__(name, node[()])
-                 if isinstance(node, h5py.Dataset) else None)
-  return out
-
-
-def _largest_difference(a: dict, b: dict, prefix: str = "") -> float:
-  """The largest absolute difference between the arrays named prefix... of a and b."""
-  a = {k: v for k, v in a.items() if k.startswith(prefix)}
-  b = {k: v for k, v in b.items() if k.startswith(prefix)}
-  assert a.keys() == b.keys(), sorted(set(a) ^ set(b))
-  return max(float(np.max(np.abs(a[k].astype(np.float64) - b[k].astype(np.float64))))
-             for k in a)
-
-
-def resume(out_dir: str) -> dict:
-  """Trains 4 steps with dropout at once (a) and as 2 steps then a resumed run to 4
-  (b), each a fresh trainer as a new process would build it; and 4 steps of batch 8
-  as 2 accumulated micro-batches of 4 without dropout (c) against one batch (d)."""
-  def run(name, steps, dropout=0.1, accumulation=1):
+def accumulation(out_dir: str) -> dict:
+  """4 steps of batch 8 as 2 accumulated micro-batches of 4 (a) and as one batch (b),
+  without dropout; the largest difference of their weights."""
+  def run(name, accumulation_steps):
     data = trainer_helpers.tiny_experiment_dict(
-        steps=steps, trainer={"checkpoint_interval": 2, "gradient_accumulation_steps":
-                              accumulation},
-        model={"encoder": {"dropout_rate": dropout, "attention_dropout_rate": dropout}})
+        steps=4, trainer={"checkpoint_interval": 4,
+                          "gradient_accumulation_steps": accumulation_steps})
     keras.backend.clear_session()
     backends.run_experiment(experiments.experiment_from_dict(data),
                             os.path.join(out_dir, name), "train")
-    return os.path.join(out_dir, name, "ckpt-4.h5")
+    return policy_scenarios.arrays(os.path.join(out_dir, name, "ckpt-4.h5"))
 
-  uninterrupted = _arrays(run("a", 4))
-  run("b", 2)
-  resumed = _arrays(run("b", 4))
-  accumulated = _arrays(run("c", 4, dropout=0.0, accumulation=2))
-  whole = _arrays(run("d", 4, dropout=0.0))
-  return {"resumed": _largest_difference(uninterrupted, resumed),
-          "accumulated_weights": _largest_difference(accumulated, whole, "items/")}
+  return {"accumulated_weights": policy_scenarios.largest_difference(
+      run("a", 2), run("b", 1), "items/")}
 
 
 def fill_mask(model_dir: str, texts_path: str, out_path: str) -> dict:
@@ -190,5 +163,5 @@ def weights(checkpoint: str, out_path: str) -> dict:
 
 if __name__ == "__main__":
   command, args = sys.argv[1], sys.argv[2:]
-  _result({"train": train, "kinds": kinds, "resume": resume, "fill_mask": fill_mask,
+  _result({"train": train, "kinds": kinds, "accumulation": accumulation, "fill_mask": fill_mask,
            "weights": weights, "compilations": compilations, "train_to": policy_scenarios.train_to, "policies": policy_scenarios.run_all}[command](*args))

@@ -92,7 +92,10 @@ def arrays(path: str) -> dict:
   return out
 
 
-def largest_difference(a: dict, b: dict) -> float:
+def largest_difference(a: dict, b: dict, prefix: str = "") -> float:
+  """The largest absolute difference between the arrays named prefix... of a and b."""
+  a = {k: v for k, v in a.items() if k.startswith(prefix)}
+  b = {k: v for k, v in b.items() if k.startswith(prefix)}
   assert a.keys() == b.keys(), sorted(set(a) ^ set(b))
   return max(float(np.max(np.abs(a[k].astype(np.float64) - b[k].astype(np.float64))))
              for k in a)

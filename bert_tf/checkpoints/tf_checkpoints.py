@@ -64,36 +64,6 @@ def check_readable(prefix: str) -> None:
         f"{type(e).__name__}: {e}") from None
 
 
-def check_readable(prefix: str) -> None:
-  """Reads the index and every tensor of the checkpoint at `prefix`.
-
-  Raises:
-    UnreadableCheckpointError: naming the checkpoint and the file that fails.
-  """
-  index = prefix + ".index"
-  if not tf.io.gfile.exists(index):
-    raise UnreadableCheckpointError(f"Checkpoint {prefix} is unreadable: {index} is missing")
-  try:
-    reader = tf.train.load_checkpoint(prefix)
-    dtypes = reader.get_variable_to_dtype_map()
-  except _READ_ERRORS as e:
-    raise UnreadableCheckpointError(
-        f"Checkpoint {prefix} is unreadable: {index}: {type(e).__name__}: {e}") from None
-  try:
-    for key, dtype in dtypes.items():
-      if dtype == tf.variant:
-        # Iterator states: the reader cannot hand them to numpy, the restore op reads them.
-        tf.raw_ops.RestoreV2(prefix=prefix, tensor_names=[key], shape_and_slices=[""],
-                             dtypes=[dtype])
-      else:
-        reader.get_tensor(key)
-  except _READ_ERRORS as e:
-    data_files = sorted(tf.io.gfile.glob(prefix + ".data-*")) or [prefix + ".data-*"]
-    raise UnreadableCheckpointError(
-        f"Checkpoint {prefix} is unreadable: {', '.join(data_files)} (reading {key}): "
-        f"{type(e).__name__}: {e}") from None
-
-
 def newest_readable_checkpoint(directory: str) -> Optional[str]:
   """The newest checkpoint in `directory` that reads in full, or None when it holds none.
 

@@ -28,7 +28,11 @@ def lookup_rows(table, ids):
   rows, width = table.shape
   if rows > ONE_HOT_MAX_ROWS:
     return ops.take(table, ids, axis=0)
-  one_hot = ops.one_hot(ops.reshape(ids, (-1,)), rows, dtype=table.dtype)
+  # The one-hot rows as a comparison with 0..R-1 (Equal and Cast, ops every serving
+  # runtime has; XLA lowers it as it lowers one_hot).
+  flat = ops.reshape(ids, (-1, 1))
+  one_hot = ops.cast(ops.equal(flat, ops.arange(rows, dtype=flat.dtype)[None]),
+                     table.dtype)
   return ops.reshape(ops.matmul(one_hot, table),
                      tuple(ops.shape(ids)) + (width,))
 
