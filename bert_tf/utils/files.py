@@ -10,6 +10,7 @@ system.
 import contextlib
 import glob as glob_lib
 import os
+import shutil
 import sys
 import uuid
 from typing import Iterable, Iterator, List, Sequence, Union
@@ -17,11 +18,39 @@ from typing import Iterable, Iterator, List, Sequence, Union
 from bert_tf.utils import errors
 
 
+class _LocalFiles:
+  """The part of tf.io.gfile this module uses, on the local file system (where
+  TensorFlow is not installed: the JAX engine's machines)."""
+
+  glob = staticmethod(glob_lib.glob)
+  isdir = staticmethod(os.path.isdir)
+  exists = staticmethod(os.path.exists)
+  remove = staticmethod(os.remove)
+  rmtree = staticmethod(shutil.rmtree)
+  GFile = staticmethod(open)  # pylint: disable=invalid-name
+
+  @staticmethod
+  def makedirs(directory: str) -> None:
+    os.makedirs(directory, exist_ok=True)
+
+  @staticmethod
+  def rename(source: str, target: str, overwrite: bool = False) -> None:
+    if not overwrite and os.path.exists(target):
+      raise FileExistsError(target)
+    os.replace(source, target)
+
+
 def _gfile():
-  # Imported on first use: modules that only name files (the corpus writer, the
-  # quickstart's driver) load without TensorFlow.
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  """tf.io.gfile (local and remote file systems), or the local file system where
+  TensorFlow is not installed. Imported on first use: modules that only name files
+  load without TensorFlow."""
+  try:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return _LocalFiles
   return tf.io.gfile
+
+
 
 
 def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_path"
@@ -45,12 +74,10 @@ def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_pat
   globs = [g.strip() for p in patterns for g in (p or "").split(",") if g.strip()]
   if not globs:
     raise errors.MissingInputError(f"{field}: no input file given")
-  try:
-    gfile = _gfile()
-    glob_files, isdir = gfile.glob, gfile.isdir
-  except ImportError:
-    # Without TensorFlow (the JAX engine's input): the local file system only.
-    glob_files, isdir = _local_glob(field), os.path.isdir
+  gfile = _gfile()
+  glob_files, isdir = gfile.glob, gfile.isdir
+  if gfile is _LocalFiles:
+    glob_files = _local_glob(field)
   files, seen = [], set()
   for glob in globs:
     matches = sorted(glob_files(glob))
@@ -82,16 +109,12 @@ def make_dirs(directory: str) -> None:
     OutputPathError: naming the directory and why it cannot be made: a file in the
       way (named), no permission, a read-only file system.
   """
+  gfile = _gfile()
+  failures = (OSError,) if gfile is _LocalFiles else (
+      OSError, sys.modules["tensorflow"].errors.OpError)
+  exists, isdir = gfile.exists, gfile.isdir
   try:
-    gfile = _gfile()
-    failures = (OSError, sys.modules["tensorflow"].errors.OpError)
-  except ImportError:
-    gfile, failures = None, (OSError,)
-  makedirs = gfile.makedirs if gfile else lambda d: os.makedirs(d, exist_ok=True)
-  exists = gfile.exists if gfile else os.path.exists
-  isdir = gfile.isdir if gfile else os.path.isdir
-  try:
-    makedirs(directory)
+    gfile.makedirs(directory)
   except failures as e:
     reason = getattr(e, "strerror", None) or getattr(e, "message", None) or str(e)
     blocking = directory
