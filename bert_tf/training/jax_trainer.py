@@ -3,9 +3,10 @@
 The same experiments, tasks, tf.data inputs, reports and checkpoints as the
 TensorFlow trainer (bert_tf.training.trainer), with JAX doing the computation:
   - the step is bert_tf.training.jax_step's: `model.stateless_call`, the task's loss,
-    `jax.value_and_grad` and the Keras optimizer's `stateless_apply` (AdamW, Lamb or
-    SGD with the project's schedule, weight-decay exclusions, global-norm clipping and
-    gradient accumulation: bert_tf.training.keras_optimizers), jit-compiled;
+    `jax.value_and_grad`, gradient accumulation, and the update rule the TensorFlow
+    trainer applies (bert_tf.training.stateless_optimizer: AdamW, LAMB or SGD with the
+    project's schedule, weight-decay exclusions, global-norm clipping, non-finite steps
+    skipped, the dynamic loss scale), jit-compiled;
   - data parallel over every device of every process (`keras.distribution.DataParallel`;
     across hosts after `jax.distributed` is initialized, bert_tf.training.backends):
     each process reads its 1/P share of the global batch from its own tf.data pipeline,
@@ -20,7 +21,6 @@ Evaluation runs on every process over the whole eval input, on its local devices
 the first process writes the summaries and predictions.
 """
 
-import math
 import os
 from typing import Dict, Optional
 
@@ -38,8 +38,8 @@ from bert_tf.tasks import base as task_base
 from bert_tf.training import evaluation
 from bert_tf.training import host_loop
 from bert_tf.training import jax_step
-from bert_tf.training import keras_optimizers
 from bert_tf.training import runs
+from bert_tf.training import stateless_optimizer
 from bert_tf.training import tf_input
 from bert_tf.training.portable_saver import PortableSaver
 from bert_tf.training.summaries import SummaryWriter
@@ -106,10 +106,10 @@ class JaxTrainer:
     keras.utils.set_random_seed(experiment.runtime.seed)
     self.task = task or task_base.get_task(experiment)
     self.model = self.task.build_tuned_model()
-    self.optimizer = keras_optimizers.build_keras_optimizer(
+    self.optimizer = stateless_optimizer.build_stateless_optimizer(
         experiment.optimizer, experiment.trainer.train_steps,
-        self.model.trainable_variables, self.accumulation_steps,
-        experiment.runtime.mixed_precision_dtype, experiment.runtime.loss_scale)
+        self.model.trainable_variables, experiment.runtime.mixed_precision_dtype,
+        experiment.runtime.loss_scale)
     barrier = multihost_utils.sync_global_devices if self.num_processes > 1 else None
     self.saver = PortableSaver(model_dir, experiment.trainer.max_to_keep,
                                self.process_index, barrier)
@@ -145,7 +145,7 @@ class JaxTrainer:
     latest = self.saver.latest()
     if latest:
       portable.restore_items(latest, self.model.trained_items, tuple(self.model.trained_items))
-      self.step = portable.restore_trainer_state(latest, self.optimizer.variables,
+      self.step = portable.restore_trainer_state(latest, self.optimizer.state_variables(),
                                                  self._random_state())
       self.restored_from = latest
       self._log(f"Resumed from {latest} at step {self.step}")
@@ -191,7 +191,8 @@ class JaxTrainer:
     if self._train_step is None:
       self._train_step = jax_step.make_train_step(
           self.model, self.optimizer, self._loss_fn,
-          normalizers_fn=self.task.loss_normalizers, inputs_fn=self.task.model_inputs)
+          normalizers_fn=self.task.loss_normalizers, inputs_fn=self.task.model_inputs,
+          accumulation_steps=self.accumulation_steps)
     return self._train_step
 
   # ----- training -----
@@ -229,7 +230,7 @@ class JaxTrainer:
         totals = logs if totals is None else jax.tree_util.tree_map(jnp.add, totals, logs)
       totals = {key: float(value) for key, value in totals.items()}
       self.step += num_steps
-      if not math.isfinite(totals["loss"]):
+      if totals["non_finite_loss_steps"] > 0:
         raise host_loop.NonFiniteLossError(
             f"The training loss became NaN or Inf within steps {self.step - num_steps + 1}"
             f"..{self.step}; stopping. No checkpoint was written after them; the latest "
@@ -266,7 +267,8 @@ class JaxTrainer:
   def save(self) -> str:
     """Writes the checkpoint of the current step; returns its path."""
     self.sync_model()
-    return self.saver.save(self.step, self.model.trained_items, self.optimizer.variables,
+    return self.saver.save(self.step, self.model.trained_items,
+                           self.optimizer.state_variables(),
                            self._random_state(), iterator=self._iterator,
                            backend=keras.backend.backend())
 

@@ -39,8 +39,9 @@ class PortableSaver:
     """The newest readable portable checkpoint in model_dir, or None."""
     return restore.newest_readable_portable(self.model_dir)
 
-  def save(self, step: int, items: Mapping[str, object], optimizer_variables: Sequence,
-           random_state: Sequence, iterator=None, backend: str = "") -> str:
+  def save(self, step: int, items: Mapping[str, object],
+           optimizer_state: Mapping[str, object], random_state: Sequence, iterator=None,
+           backend: str = "") -> str:
     """Writes the checkpoint of `step` (and this process's iterator); returns its path."""
     path = portable.path_for_step(self.model_dir, step)
     os.makedirs(self.model_dir, exist_ok=True)
@@ -49,7 +50,7 @@ class PortableSaver:
           portable.input_prefix(path, self.process_index))
     self._barrier(f"iterators of step {step}")
     if self.process_index == 0:
-      portable.save(path, items, optimizer_variables, step=step, random_state=random_state,
+      portable.save(path, items, optimizer_state, step=step, random_state=random_state,
                     backend=backend)
       self._delete_old()
     self._barrier(f"checkpoint of step {step}")

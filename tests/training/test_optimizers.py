@@ -12,6 +12,7 @@ from bert_tf.models import BertPretrainer
 from bert_tf.training import optimizers
 from bert_tf.training import strategies
 from bert_tf.training.trainer import Trainer
+from bert_tf.training.update_rule import UpdateRule
 
 import finetuning_helpers
 import trainer_helpers
@@ -27,9 +28,9 @@ def _make(paths_values, algorithm, lr=0.1, wd=0.01):
     with keras.name_scope(path.rsplit("/", 1)[0]):
       keras_vars.append(keras.Variable(np.array(value, np.float32),
                                        name=path.rsplit("/", 1)[1]))
-  opt = optimizers.Optimizer(algorithm, _constant(lr), weight_decay_rate=wd,
-                             exclude_from_weight_decay=["layer_norm", "bias"],
-                             beta_1=0.9, beta_2=0.999, epsilon=1e-6)
+  opt = optimizers.Optimizer(UpdateRule(algorithm, _constant(lr), weight_decay_rate=wd,
+                                        exclude_from_weight_decay=["layer_norm", "bias"],
+                                        beta_1=0.9, beta_2=0.999, epsilon=1e-6))
   opt.build(keras_vars)
   return opt, keras_vars
 
@@ -138,7 +139,7 @@ def test_checkpoint_saves_and_restores_after_the_update_functions_exist(tmp_path
 
 def test_unknown_algorithm_is_an_error():
   with pytest.raises(ValueError, match="algorithm"):
-    optimizers.Optimizer("adagrad", _constant(0.1))
+    UpdateRule("adagrad", _constant(0.1))
 
 
 def _mirrored():
@@ -174,7 +175,7 @@ def test_optimizer_applies_already_reduced_gradients_once_under_mirrored_strateg
   with strategy.scope():
     with keras.name_scope("dense"):
       var = keras.Variable(np.array([1.0, 1.0], np.float32), name="kernel")
-    opt = optimizers.Optimizer("sgd", _constant(0.5))
+    opt = optimizers.Optimizer(UpdateRule("sgd", _constant(0.5)))
     opt.build([var])
 
   @tf.function
