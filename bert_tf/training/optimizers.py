@@ -20,9 +20,9 @@ of its predicate on a GPU. A skipped (non-finite) step is the same launch with e
 change multiplied by zero, so that nothing leaves the device.
 
 State: the moments are tf.Variables tracked as `slots[<variable path>][<m|v>]` (so
-TensorFlow checkpoints name them `optimizer/slots/<path>/m`), the update count is the
-trainer's step; `state_variables` names them as the portable checkpoint does
-(update_rule's layout).
+TensorFlow checkpoints key them `optimizer/slots/<path, / written .S>/m`), the update
+count is the trainer's step, the loss scale a DynamicLossScale's; `state_variables`
+names them all as the JAX engine does (update_rule's layout), for portable checkpoints.
 """
 
 from typing import Dict, Iterable, List, Sequence, Tuple
@@ -30,6 +30,7 @@ from typing import Dict, Iterable, List, Sequence, Tuple
 import tensorflow as tf
 
 from bert_tf import configs
+from bert_tf import constants
 from bert_tf.training.update_rule import UpdateRule, build_update_rule, slot_name
 
 def variable_path(variable) -> str:
@@ -86,11 +87,17 @@ class Optimizer(tf.Module):
     """Whether `variable` gets weight decay (and, for LAMB, the trust ratio)."""
     return self.rule.decays(variable_path(variable))
 
-  def state_variables(self) -> Dict[str, tf.Variable]:
-    """{portable checkpoint name (`m/<variable path>`): slot} of every slot; the count
-    is the trainer's step."""
-    return {slot_name(name, path): slot for path, slots in self.slots.items()
-            for name, slot in slots.items()}
+  def state_variables(self, step: tf.Variable, loss_scale=None) -> Dict[str, tf.Variable]:
+    """The optimizer state under the names both engines use (update_rule's layout), for
+    portable checkpoints: every slot (`m/<variable path>`), the trainer's `step` as the
+    update count and, under mixed_float16, the DynamicLossScale's variables."""
+    state = {constants.OPTIMIZER_COUNT: step}
+    state.update({slot_name(name, path): slot for path, slots in self.slots.items()
+                  for name, slot in slots.items()})
+    if loss_scale is not None:
+      state[constants.LOSS_SCALE] = loss_scale.scale
+      state[constants.LOSS_SCALE_GOOD_STEPS] = loss_scale.good_steps
+    return state
 
   def build(self, variables: Iterable) -> None:
     """Creates the slots of `variables`; call under the strategy's scope."""

@@ -56,8 +56,8 @@ class StatelessOptimizer:
     paths = [variable.path for variable in trainable_variables]
     if len(set(paths)) != len(paths):
       raise ValueError("Two trainable variables share a path")
-    state = [(constants.OPTIMIZER_COUNT, keras.Variable(0, dtype="int32", trainable=False,
-                                             name="count"))]
+    state = [(constants.OPTIMIZER_COUNT,
+              keras.Variable(0, dtype="int32", trainable=False, name="count"))]
     for slot in self.rule.slot_names:
       for variable, path in zip(trainable_variables, paths):
         state.append((update_rule.slot_name(slot, path), keras.Variable(
@@ -80,10 +80,6 @@ class StatelessOptimizer:
 
   def _named(self, values: Sequence) -> Dict[str, object]:
     return dict(zip(self.state_names, values))
-
-  def learning_rate(self, values: Sequence):
-    """The rate of the next update, from the state's `values` (float32 scalar)."""
-    return self.rule.step_values(values[0])[0]
 
   def loss_scale(self, values: Sequence):
     """The loss scale in the state's `values` (float32 scalar), or None."""

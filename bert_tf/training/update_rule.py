@@ -28,8 +28,8 @@ the names; the portable checkpoint's `optimizer/` group stores them):
   loss_scale/scale            float32 scalar, under mixed_float16
   loss_scale/good_steps       int scalar: finite steps since the scale last changed.
 The TensorFlow engine keeps the count in the trainer's `step` variable and the loss
-scale in a DynamicLossScale; its TensorFlow checkpoints name the moments
-`optimizer/slots/<path>/m` (tf.Module tracking), as they always did.
+scale in a DynamicLossScale; its TensorFlow checkpoints key the moments
+`optimizer/slots/<path, / written .S>/m` (tf.Module tracking), as they always did.
 """
 
 from typing import Callable, Sequence, Tuple

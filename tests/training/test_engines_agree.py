@@ -78,8 +78,9 @@ def reference(algorithm, beta_1=0.9, beta_2=0.999, epsilon=1e-6):
 
 
 def _tensorflow_engine(algorithm):
-  """[{path: weights after step i}] and the slots after each step, from the TensorFlow
-  engine's optimizer driven as its step drives it (tf_step.TrainStep.replica_step)."""
+  """[{path: weights after step i}] and [{name: optimizer state after step i}], from
+  the TensorFlow engine's optimizer driven as its step drives it
+  (tf_step.TrainStep.replica_step)."""
   variables = []
   for path, value in VARIABLES.items():
     scope, name = path.rsplit("/", 1)
@@ -89,17 +90,18 @@ def _tensorflow_engine(algorithm):
                     weight_decay_rate=WEIGHT_DECAY, exclude_from_weight_decay=EXCLUDE)
   optimizer = optimizers.Optimizer(rule)
   optimizer.build(variables)
-  weights, slots = [], []
-  for step, grads in enumerate(STEPS):
+  counter = tf.Variable(0, dtype=tf.int64)
+  weights, states = [], []
+  for grads in STEPS:
     grads = [tf.constant(np.nan if g is None else g, tf.float32) * tf.ones(v.shape)
              for g, v in zip(grads.values(), variables)]
     _, scale, finite = update_rule.gradient_scale(tf.linalg.global_norm(grads),
                                                   tf.constant(1.0), None, CLIPNORM)
-    optimizer.apply_gradients(grads, variables, step, should_apply=finite,
-                              gradient_scale=scale)
+    optimizer.apply_gradients(grads, variables, counter.read_value(), should_apply=finite,
+                              gradient_scale=scale, step_counter=counter)
     weights.append({v.path: v.numpy() for v in variables})
-    slots.append({k: s.numpy() for k, s in optimizer.state_variables().items()})
-  return weights, slots
+    states.append({k: s.numpy() for k, s in optimizer.state_variables(counter).items()})
+  return weights, states
 
 
 def _env(backend):
@@ -123,15 +125,17 @@ def _finish(process, timeout=900):
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_tensorflow_engine_matches_the_formulas_clips_and_skips_a_non_finite_step(algorithm):
-  weights, slots = _tensorflow_engine(algorithm)
+  weights, states = _tensorflow_engine(algorithm)
   for got, want in zip(weights, reference(algorithm)):
     for path in VARIABLES:
       np.testing.assert_allclose(got[path], want[path], rtol=1e-5, atol=1e-6, err_msg=path)
   # The skipped step leaves every weight and slot as it was, to the bit.
   for path in VARIABLES:
     np.testing.assert_array_equal(weights[2][path], weights[1][path])
-  for name in slots[1]:
-    np.testing.assert_array_equal(slots[2][name], slots[1][name])
+  for name in states[1]:
+    if name != "count":  # Which counts the skipped step.
+      np.testing.assert_array_equal(states[2][name], states[1][name])
+  assert [int(state["count"]) for state in states] == [1, 2, 3, 4]
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +146,7 @@ def jax_updates(tmp_path_factory):
   case.write_text(json.dumps({
       "variables": VARIABLES, "steps": STEPS, "learning_rate": LEARNING_RATE,
       "weight_decay_rate": WEIGHT_DECAY, "exclude": EXCLUDE, "global_clipnorm": CLIPNORM,
-      "algorithms": ALGORITHMS}))
+      "algorithms": ALGORITHMS, "loss_scale": {"initial_scale": 8.0, "growth_interval": 2}}))
   assert _finish(_start("jax", "updates", case, directory / "out.npz")) == {"backend": "jax"}
   return dict(np.load(directory / "out.npz"))
 
@@ -169,9 +173,23 @@ def test_jax_engine_matches_the_formulas_clips_and_skips_a_non_finite_step(algor
                                     jax_updates[key.replace("/2/", "/1/", 1)], err_msg=key)
 
 
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_jax_engine_under_a_dynamic_loss_scale_applies_the_unscaled_update(algorithm,
+                                                                          jax_updates):
+  """Gradients times the scale, removed before clipping: the same weights; the scale
+  doubles after 2 finite steps and halves at the skipped one."""
+  for step, want in enumerate(reference(algorithm)):
+    for path in VARIABLES:
+      np.testing.assert_allclose(jax_updates[f"{algorithm}_scaled/{step}/weights/{path}"],
+                                 want[path], rtol=1e-5, atol=1e-6, err_msg=path)
+  assert [float(jax_updates[f"{algorithm}_scaled/{step}/logs/loss_scale"])
+          for step in range(4)] == [8.0, 8.0, 16.0, 8.0]
+  assert float(jax_updates[f"{algorithm}_scaled/3/state/loss_scale/scale"]) == 8.0
+
+
 def test_both_engines_keep_the_same_state_names_and_values(jax_updates):
-  _, slots = _tensorflow_engine("adamw")
-  for name, value in slots[-1].items():
+  _, states = _tensorflow_engine("adamw")
+  for name, value in states[-1].items():
     np.testing.assert_allclose(jax_updates[f"adamw/3/state/{name}"], value, rtol=1e-5,
                                atol=1e-7, err_msg=name)
 
@@ -201,30 +219,66 @@ def _experiment_yaml(directory, steps):
   return experiment, path
 
 
-def test_tensorflow_and_jax_trainers_train_the_same_20_steps(tmp_path):
+STEPS_TRAINED, HANDOFF_STEP = 20, 10
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+  """Each engine's trainer, 20 steps from the same initial weights, writing its trainer
+  checkpoint at step 10: (folder, initial weights {`weights/<path>`: array})."""
+  directory = tmp_path_factory.mktemp("engines")
+  experiment, config = _experiment_yaml(directory, STEPS_TRAINED)
+  keras.utils.set_random_seed(experiment.runtime.seed)
+  model = task_base.get_task(experiment).build_tuned_model()
+  init = portable.save(str(directory / "init.h5"), model.trained_items)
+  runs = {backend: _start(backend, "train", config, init, directory / f"{backend}.npz",
+                          STEPS_TRAINED, HANDOFF_STEP, directory / f"{backend}-10.h5")
+          for backend in ("tensorflow", "jax")}
+  for backend, process in runs.items():
+    assert _finish(process) == {"backend": backend}
+  return directory, {f"weights/{v.path}": v.numpy() for v in model.trainable_variables}
+
+
+def _assert_same_training(got, want, initial):
+  """Per-step losses within 1e-5 relative, weights within 1e-6 (see below)."""
+  np.testing.assert_allclose(got["loss"], want["loss"][-len(got["loss"]):], rtol=1e-5)
+  assert sorted(got.files) == sorted(want.files) == sorted(["loss", *initial])
+  for key in initial:
+    np.testing.assert_allclose(got[key], want[key], rtol=0, atol=1e-6, err_msg=key)
+
+
+def test_tensorflow_and_jax_trainers_train_the_same_20_steps(trained):
   """Same weights, same batches, dropout off, float32: the engines differ only in how
   their compilers order and fuse float32 operations (~1e-7 relative per operation).
   AdamW divides each gradient by its own root mean square, so a relative gradient
   difference d moves a weight by about d * lr per step: over 20 steps at lr <= 1e-3
-  and d ~ 1e-5, 2e-7. The tolerances (losses 1e-5 relative, weights 1e-6) leave room
-  for another CPU's kernels and are hundreds of times smaller than what training
-  changes (losses fall by ~0.4, weights move by up to ~1e-2); a difference in the
-  maths (epsilon before bias correction, a schedule off by one step, decay on another
-  set of variables) fails them."""
-  steps = 20
-  experiment, config = _experiment_yaml(tmp_path, steps)
-  keras.utils.set_random_seed(experiment.runtime.seed)
-  model = task_base.get_task(experiment).build_tuned_model()
-  init = portable.save(str(tmp_path / "init.h5"), model.trained_items)
-  runs = {backend: _start(backend, "train", config, init, tmp_path / f"{backend}.npz",
-                          steps) for backend in ("tensorflow", "jax")}
-  for backend, process in runs.items():
-    assert _finish(process) == {"backend": backend}
-  tf_run, jax_run = (np.load(tmp_path / f"{b}.npz") for b in ("tensorflow", "jax"))
+  and d ~ 1e-5, 2e-7 (measured: 1.3e-8 at most, losses 2e-7 relative apart). The
+  tolerances (losses 1e-5 relative, weights 1e-6) leave room for another CPU's kernels
+  and are thousands of times smaller than what training changes (losses fall by ~0.4,
+  weights move by up to ~1e-2); a difference in the maths (epsilon before bias
+  correction, a schedule off by one step, decay on another set of variables) fails
+  them."""
+  directory, initial = trained
+  tf_run, jax_run = (np.load(directory / f"{b}.npz") for b in ("tensorflow", "jax"))
+  assert len(tf_run["loss"]) == STEPS_TRAINED
   assert tf_run["loss"][-1] < tf_run["loss"][0] - 0.2  # It learns.
-  np.testing.assert_allclose(jax_run["loss"], tf_run["loss"], rtol=1e-5)
-  initial = {f"weights/{v.path}": v.numpy() for v in model.trainable_variables}
-  assert sorted(jax_run.files) == sorted(tf_run.files) == sorted(["loss", *initial])
   assert max(np.max(np.abs(tf_run[k] - initial[k])) for k in initial) > 5e-3  # They move.
-  for key in initial:
-    np.testing.assert_allclose(jax_run[key], tf_run[key], rtol=0, atol=1e-6, err_msg=key)
+  _assert_same_training(jax_run, tf_run, initial)
+
+
+def test_a_run_moves_between_engines_with_its_optimizer_state(trained):
+  """Steps 11-20 on JAX from the TensorFlow trainer's checkpoint of step 10, and on
+  TensorFlow from the JAX trainer's, train as either engine does alone: the moments,
+  the count (schedule and bias correction) and the weights carry over by name."""
+  directory, initial = trained
+  config = str(directory / "experiment.yaml")
+  runs = {(first, then): _start(then, "train", config, directory / f"{first}-10.h5",
+                                directory / f"{first}-{then}.npz", STEPS_TRAINED)
+          for first, then in (("tensorflow", "jax"), ("jax", "tensorflow"))}
+  for (_, then), process in runs.items():
+    assert _finish(process) == {"backend": then}
+  tf_run = np.load(directory / "tensorflow.npz")
+  for first, then in runs:
+    resumed = np.load(directory / f"{first}-{then}.npz")
+    assert len(resumed["loss"]) == STEPS_TRAINED - HANDOFF_STEP
+    _assert_same_training(resumed, tf_run, initial)
