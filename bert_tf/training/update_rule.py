@@ -40,9 +40,6 @@ from bert_tf import configs
 from bert_tf import constants
 from bert_tf.training.schedules import WarmupPolynomialDecay
 
-ALGORITHMS = ("adamw", "lamb", "sgd")
-
-
 def slot_name(slot: str, variable_path: str) -> str:
   """The state's name of a variable's slot: `m/<variable path>`."""
   return f"{slot}/{variable_path}"
@@ -95,8 +92,8 @@ class UpdateRule:
   def __init__(self, algorithm: str, learning_rate: Callable, weight_decay_rate: float = 0.0,
                exclude_from_weight_decay: Sequence[str] = (), beta_1: float = 0.9,
                beta_2: float = 0.999, epsilon: float = 1e-6):
-    if algorithm not in ALGORITHMS:
-      raise ValueError(f"algorithm must be one of {ALGORITHMS}, got '{algorithm}'")
+    if algorithm not in configs.OPTIMIZERS:
+      raise ValueError(f"algorithm must be one of {configs.OPTIMIZERS}, got '{algorithm}'")
     self.algorithm = algorithm
     self.learning_rate = learning_rate
     self.weight_decay_rate = float(weight_decay_rate)
