@@ -2,9 +2,10 @@
 Hugging Face BertForPreTraining in torch (eager and torch.compile), with no TensorFlow,
 and where each step's device time goes.
 
-Ours is BertPretrainer over BertEncoder (the reference layers), the loss
-bert_tf.losses.pretraining_loss and Keras AdamW with the project's schedule, weight
-decay and global-norm clipping, compiled by bert_tf.training.jax_engine.step. Hugging Face's is
+Ours is BertPretrainer over BertEncoder (with the JAX engine's speed path where it runs on
+a GPU), the loss bert_tf.losses.pretraining_loss and the project's AdamW
+(bert_tf.training.update_rule) with its schedule, weight decay and global-norm clipping,
+compiled by bert_tf.training.jax_engine.step. Hugging Face's is
 BertForPreTraining of the same size with SDPA attention, bf16 autocast, fused
 torch.optim.AdamW and clipping (bench/gpu_pretraining_worker.py and
 bench/gpu_pretraining_hf.py). Both train on the same synthetic batch of the real shapes:

@@ -230,10 +230,11 @@ def experiment_of(args):
 def ours_step(args, experiment) -> gpu_devices.Side:
   """bert_tf's JAX training step, as the JAX trainer builds it for pretraining:
   BertPretrainer over BertEncoder in the runtime's dtype policy with its speed path
-  (bert_tf.kernels.for_runtime; the reference layers by default), float8 projections
-  with runtime.float8_training, bert_tf.losses.pretraining_loss, Keras AdamW with the
-  project's schedule, weight-decay exclusions (by variable path) and global-norm
-  clipping, compiled by bert_tf.training.jax_engine.step.make_train_step (state donated)."""
+  (bert_tf.kernels.for_runtime: the JAX GPU kernels on a GPU), float8 projections
+  with runtime.float8_training, bert_tf.losses.pretraining_loss, the project's AdamW
+  (bert_tf.training.update_rule) with its schedule, weight-decay exclusions (by variable
+  path) and global-norm clipping, compiled by
+  bert_tf.training.jax_engine.step.make_train_step (state donated)."""
   os.environ["KERAS_BACKEND"] = "jax"
   import jax  # pylint: disable=g-import-not-at-top
   import keras  # pylint: disable=g-import-not-at-top
@@ -242,7 +243,7 @@ def ours_step(args, experiment) -> gpu_devices.Side:
   from bert_tf import losses  # pylint: disable=g-import-not-at-top
   from bert_tf.models import BertEncoder, BertPretrainer, float8  # pylint: disable=g-import-not-at-top
   from bert_tf.training.jax_engine import step as jax_step  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import keras_optimizers  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import stateless_optimizer  # pylint: disable=g-import-not-at-top
   runtime = experiment.runtime
   config = experiment.model.encoder
   model = BertPretrainer(BertEncoder.from_config_object(
@@ -250,7 +251,7 @@ def ours_step(args, experiment) -> gpu_devices.Side:
       kernels=kernels.for_runtime(runtime)))
   if runtime.float8_training:
     float8.enable(model)
-  optimizer = keras_optimizers.build_keras_optimizer(
+  optimizer = stateless_optimizer.build_stateless_optimizer(
       experiment.optimizer, DECAY_STEPS, model.trainable_variables)
   input_names = (*constants.ENCODER_INPUTS, constants.MASKED_LM_POSITIONS)
   step_fn = jax_step.make_train_step(

@@ -63,6 +63,15 @@ TFRECORD_TO_MODEL_INPUT = {
     TFRECORD_NEXT_SENTENCE_LABELS: NEXT_SENTENCE_LABELS,
 }
 
+# The optimizer state's names, the same on both engines (bert_tf.training.update_rule)
+# and in the portable checkpoint's `optimizer/` group: the update count, each trainable
+# variable's slots as `<slot>/<variable path>` (Adam's moments `m` and `v`), and the
+# dynamic loss scale with its count of finite steps in a row.
+OPTIMIZER_COUNT = "count"
+ADAM_SLOTS = ("m", "v")
+LOSS_SCALE = "loss_scale/scale"
+LOSS_SCALE_GOOD_STEPS = "loss_scale/good_steps"
+
 # Special WordPiece tokens. Their ids are always looked up in the vocab.
 PAD_TOKEN = "[PAD]"
 UNK_TOKEN = "[UNK]"

@@ -4,7 +4,7 @@ JSON line {model: {"loss": float, "changed": bool}} (tests/backends/test_backend
 
 The losses and labels are the cross-backend harness's (tests/backend_worker.py: each
 family's loss from bert_tf.losses); the step is bert_tf.training.jax_engine.step's, with
-Keras's AdamW and the project's schedule.
+the JAX engine's AdamW (bert_tf.training.stateless_optimizer) and the project's schedule.
 """
 
 import json
@@ -28,7 +28,7 @@ from bert_tf.models.bert_multiple_choice import BertMultipleChoice  # pylint: di
 from bert_tf.models.bert_span_labeler import BertSpanLabeler  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.models.bert_token_classifier import BertTokenClassifier  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.training.jax_engine import step as jax_step  # pylint: disable=g-import-not-at-top,wrong-import-position
-from bert_tf.training.schedules import WarmupPolynomialDecay  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.training import stateless_optimizer  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 B, T, P, V, C = 4, 12, 3, 64, 3
 
@@ -81,9 +81,9 @@ def train_one_step(name):
   # make_labels reads the number of classes off the outputs' last axis.
   shapes = {"logits": np.empty((1, classes)), constants.MLM_LOGITS: np.empty((1, classes))}
   batch = {**inputs, **backend_worker.make_labels(family, inputs, shapes)}
-  optimizer = keras.optimizers.AdamW(
-      WarmupPolynomialDecay(1e-3, warmup_steps=0, decay_steps=10), weight_decay=0.01,
-      global_clipnorm=1.0)
+  optimizer = stateless_optimizer.build_stateless_optimizer(
+      configs.OptimizerConfig(learning_rate=1e-3, warmup_steps=0), 10,
+      model.trainable_variables)
   before = [np.asarray(v.value) for v in model.trainable_variables]
   step = jax_step.make_train_step(
       model, optimizer,

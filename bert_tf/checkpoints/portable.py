@@ -5,8 +5,12 @@ A file `ckpt-N.h5` holds:
   items/<item>/<variable path>   each `checkpoint_items` entry's variables, keyed by
                                  item name and Keras `variable.path` (the same on every
                                  backend), without the dropout seed states;
-  optimizer/<i>                  a trainer's optimizer variables in order (attribute
-                                 `path`), restored only by the same kind of optimizer;
+  optimizer/<name>               a trainer's optimizer state by name, the same on every
+                                 backend (bert_tf.constants names it,
+                                 bert_tf.training.update_rule describes it): `count`,
+                                 `m/<variable path>`, `v/<variable path>`,
+                                 `loss_scale/scale`, `loss_scale/good_steps`; restored
+                                 only by an optimizer with the same names;
   random_state/<i>               the model's SeedGenerator states in variable order;
   attributes                     format, version, step, and the writing backend.
 A trainer keeps its input iterator beside it, in a TensorFlow checkpoint
@@ -15,6 +19,10 @@ A trainer keeps its input iterator beside it, in a TensorFlow checkpoint
 Files are written under a temporary name and renamed, so a reader never sees a
 half-written checkpoint. Reading asserts what TensorFlow checkpoints assert: every
 variable of a restored item is found with the same shape, and errors name the file.
+
+Version 1 files held Keras optimizers' variables in order (`optimizer/<i>`, attribute
+`path`: `adam_w/<variable path with _>_momentum`, `loss_scale_optimizer/dynamic_scale`);
+their moments, loss scale and step restore into the version 2 names.
 """
 
 import os
@@ -25,15 +33,20 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 import h5py
 import numpy as np
 
+from bert_tf import constants
 from bert_tf.utils import errors
 
 FORMAT = "bert_tf.portable"
-VERSION = 1
+VERSION = 2
 SUFFIX = ".h5"
 INPUT_SUFFIX = ".input"
 # Keras names the state variable of every SeedGenerator so.
 SEED_STATE_NAME = "seed_generator_state"
 _NAME = re.compile(r"^ckpt-(\d+)\.h5$")
+# Version 1 files (Keras optimizer variables): the end of the Keras variable's path.
+_KERAS_NAMES = {constants.LOSS_SCALE: "dynamic_scale",
+                constants.LOSS_SCALE_GOOD_STEPS: "step_counter"}
+_KERAS_SLOTS = dict(zip(constants.ADAM_SLOTS, ("momentum", "velocity")))
 
 
 class PortableCheckpointError(errors.UserError, ValueError):
@@ -134,14 +147,16 @@ def _write(group, name: str, value, **attrs) -> None:
     dataset.attrs[key] = attr
 
 
-def save(path: str, items: Mapping[str, object], optimizer_variables: Sequence = (),
+def save(path: str, items: Mapping[str, object],
+         optimizer_state: Optional[Mapping[str, object]] = None,
          step: Optional[int] = None, random_state: Sequence = (),
          backend: str = "") -> str:
   """Writes a portable checkpoint to `path` (under a temporary name, then renamed).
 
   Args:
     items: {item name: object with `.variables`} (a model's checkpoint_items).
-    optimizer_variables: the optimizer's variables, in its order.
+    optimizer_state: {name: variable or array} of the optimizer's state (the names of
+      this module's docstring).
     step: the trainer's step (None for a model-only checkpoint).
     random_state: SeedGenerator state variables, in the model's order.
     backend: the Keras backend that wrote it (for the record).
@@ -165,8 +180,8 @@ def save(path: str, items: Mapping[str, object], optimizer_variables: Sequence =
         for variable_path, variable in item_variables(item).items():
           _write(item_group, variable_path, host_value(variable))
       optimizer = f.create_group("optimizer")
-      for i, variable in enumerate(optimizer_variables):
-        _write(optimizer, f"{i:05d}", host_value(variable), path=_path(variable))
+      for name, variable in (optimizer_state or {}).items():
+        _write(optimizer, name, host_value(variable))
       seeds = f.create_group("random_state")
       for i, variable in enumerate(random_state):
         _write(seeds, f"{i:05d}", host_value(variable))
@@ -236,7 +251,9 @@ def _assign(variable, value: np.ndarray, where: str) -> None:
   if tuple(variable.shape) != tuple(value.shape):
     raise PortableCheckpointError(f"{where}: shape {tuple(value.shape)} in the checkpoint, "
                                   f"{tuple(variable.shape)} in the model")
-  variable.assign(value)
+  dtype = getattr(variable.dtype, "as_numpy_dtype", variable.dtype)
+  variable.assign(np.asarray(value).astype(dtype) if np.asarray(value).dtype.kind in "biu"
+                  else value)
 
 
 def restore_items(path: str, checkpoint_items: Mapping[str, object],
@@ -278,31 +295,68 @@ def restore_items(path: str, checkpoint_items: Mapping[str, object],
   return {name: path for name in items}
 
 
-def restore_trainer_state(path: str, optimizer_variables: Sequence = (),
+def _datasets(group) -> Dict[str, object]:
+  """{name relative to `group`: dataset} of every dataset under it."""
+  out = {}
+  group.visititems(lambda name, node: out.__setitem__(name, node)
+                   if isinstance(node, h5py.Dataset) else None)
+  return out
+
+
+def _keras_optimizer_state(f, wanted: Iterable[str]) -> Dict[str, object]:
+  """A version 1 file's optimizer variables under the version 2 names of `wanted`
+  (those it holds): the moments of a variable by Keras's slot names, the count from
+  the step (the trainer's step is the update count)."""
+  by_suffix = {}
+  for key in f["optimizer"]:
+    dataset = f["optimizer"][key]
+    by_suffix[str(dataset.attrs.get("path", "")).split("/", 1)[-1]] = dataset
+  out = {}
+  for name in wanted:
+    if name == constants.OPTIMIZER_COUNT:
+      out[name] = np.asarray(f.attrs["step"], np.int64)
+      continue
+    slot, _, variable_path = name.partition("/")
+    suffix = _KERAS_NAMES.get(name) or (
+        f"{variable_path.replace('/', '_')}_{_KERAS_SLOTS[slot]}" if slot in _KERAS_SLOTS
+        else None)
+    if suffix in by_suffix:
+      out[name] = by_suffix[suffix]
+  return out
+
+
+def restore_trainer_state(path: str, optimizer_state: Optional[Mapping[str, object]] = None,
                           random_state: Sequence = ()) -> int:
-  """Assigns the optimizer variables and SeedGenerator states saved in a trainer
-  checkpoint; returns its step.
+  """Assigns the optimizer state and SeedGenerator states saved in a trainer checkpoint;
+  returns its step.
+
+  Args:
+    optimizer_state: {name: variable} of the optimizer (this module's docstring).
 
   Raises:
-    PortableCheckpointError: the checkpoint holds no step, or an optimizer of another
-      kind (its variables differ in number, path or shape), naming the file.
+    PortableCheckpointError: the checkpoint holds no step, or the state of another
+      optimizer (other names or shapes), naming the file.
   """
+  optimizer_state = dict(optimizer_state or {})
   with _open(path) as f:
     if "step" not in f.attrs:
       raise PortableCheckpointError(f"Checkpoint {path} is no trainer checkpoint (no step)")
-    saved = [f["optimizer"][key] for key in sorted(f["optimizer"])]
-    paths = [str(d.attrs.get("path", "")) for d in saved]
-    wanted = [_path(v) for v in optimizer_variables]
-    if paths != wanted:
-      first = next((i for i, (a, b) in enumerate(zip(paths, wanted)) if a != b),
-                   min(len(paths), len(wanted)))
+    if int(f.attrs.get("version", 1)) < 2:
+      saved = _keras_optimizer_state(f, optimizer_state)
+      lacking, extra = sorted(set(optimizer_state) - set(saved)), []
+    else:
+      saved = _datasets(f["optimizer"])
+      lacking = sorted(set(optimizer_state) - set(saved))
+      extra = sorted(set(saved) - set(optimizer_state))
+    if lacking or extra:
       raise PortableCheckpointError(
-          f"Checkpoint {path} holds the state of another optimizer ({len(paths)} "
-          f"variables, this run's has {len(wanted)}; the first that differs: "
-          f"{paths[first] if first < len(paths) else '-'} vs "
-          f"{wanted[first] if first < len(wanted) else '-'})")
-    for dataset, variable in zip(saved, optimizer_variables):
-      _assign(variable, _from_file(dataset), f"{path}: optimizer/{_path(variable)}")
+          f"Checkpoint {path} holds the state of another optimizer ({len(saved)} "
+          f"arrays, this run's has {len(optimizer_state)}; the checkpoint lacks "
+          f"{lacking[:3] or '-'}, and holds {extra[:3] or '-'} beyond it)")
+    for name, variable in optimizer_state.items():
+      value = saved[name]
+      _assign(variable, value if isinstance(value, np.ndarray) else _from_file(value),
+              f"{path}: optimizer/{name}")
     seeds = [f["random_state"][key] for key in sorted(f["random_state"])]
     if seeds and len(seeds) != len(random_state):
       raise PortableCheckpointError(f"Checkpoint {path} holds {len(seeds)} random states, "

@@ -78,7 +78,7 @@ class CheckpointSaver:
     else:
       model = self.engine.model
       portable.restore_items(checkpoint, model.trained_items, tuple(model.trained_items))
-      step = portable.restore_trainer_state(checkpoint, self.engine.optimizer_variables(),
+      step = portable.restore_trainer_state(checkpoint, self.engine.optimizer_state(),
                                             self.engine.random_state())
     self.engine.set_step(step)
     return step
@@ -94,7 +94,7 @@ class CheckpointSaver:
     engine.save_input_position(path)
     engine.barrier(f"input positions of step {step}")
     if engine.is_chief:
-      portable.save(path, engine.model.trained_items, engine.optimizer_variables(),
+      portable.save(path, engine.model.trained_items, engine.optimizer_state(),
                     step=step, random_state=engine.random_state(),
                     backend=keras.backend.backend())
       self._delete_old()

@@ -15,8 +15,9 @@ processes. Two engines implement this interface:
                                                 no TensorFlow.
 
 Both build the same model (task.build_tuned_model), apply the same optimizer maths
-(bert_tf.training.optimizers) and hand the Trainer the same variables to checkpoint,
-so that a checkpoint written under one engine resumes under the other.
+(bert_tf.training.update_rule) and hand the Trainer the same variables to checkpoint,
+under the same names, so that a checkpoint written under one engine resumes under the
+other.
 
 The training step's totals, summed over the steps of one loop, hold the task's losses
 and metric sums plus:
@@ -95,8 +96,9 @@ class Engine(abc.ABC):
     """Sets the global step (after a restore)."""
 
   @abc.abstractmethod
-  def optimizer_variables(self) -> List:
-    """The optimizer's state, in the order a checkpoint stores it."""
+  def optimizer_state(self) -> Dict[str, object]:
+    """{name: variable} of the optimizer's state under the names both engines use
+    (bert_tf.training.update_rule), which a checkpoint stores."""
 
   def random_state(self) -> List:
     """The state variables of the model's dropout SeedGenerators, in model order."""

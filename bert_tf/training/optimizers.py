@@ -1,4 +1,6 @@
-"""AdamW, LAMB and SGD with decoupled weight decay, for a loop that all-reduces itself.
+"""The TensorFlow engine's optimizer: the update rule both engines share
+(bert_tf.training.update_rule: AdamW, LAMB, SGD) applied in place, in one XLA launch,
+by a loop that all-reduces itself.
 
 The trainer sums gradients across replicas itself (it needs the summed gradients for
 global-norm clipping and the finiteness check) and then calls
@@ -8,10 +10,6 @@ called inside `strategy.run` sums the gradients across replicas (tests/training/
 checks this), so it fits a loop that hands it per-replica gradients and clips nothing
 globally, which is not ours.
 
-Which variables are decayed is decided by the variable's path (`embeddings/layer_norm/
-gamma`, `transformer_layer_0/attention/query/bias`), not its short name, so that
-"layer_norm" in the exclusion list excludes every LayerNorm's gamma and beta.
-
 The whole update of every variable (gradient scaling, moments, bias correction, decay,
 the writes, in place) is one XLA-compiled function per replica and step: unfused,
 TensorFlow runs about fifteen element-wise kernels per variable, each a full pass over
@@ -20,18 +18,20 @@ launch per variable, each behind its own `tf.cond`, is some two hundred launches
 conditionals per replica and step at BERT-base, each conditional a device-to-host read
 of its predicate on a GPU. A skipped (non-finite) step is the same launch with every
 change multiplied by zero, so that nothing leaves the device.
+
+State: the moments are tf.Variables tracked as `slots[<variable path>][<m|v>]` (so
+TensorFlow checkpoints key them `optimizer/slots/<path, / written .S>/m`), the update
+count is the trainer's step, the loss scale a DynamicLossScale's; `state_variables`
+names them all as the JAX engine does (update_rule's layout), for portable checkpoints.
 """
 
-from typing import Callable, Dict, Iterable, List, Sequence, Tuple
+from typing import Dict, Iterable, List, Sequence, Tuple
 
 import tensorflow as tf
 
 from bert_tf import configs
-from bert_tf.training.keras_optimizers import uses_weight_decay
-from bert_tf.training.schedules import WarmupPolynomialDecay
-
-ALGORITHMS = ("adamw", "lamb", "sgd")
-
+from bert_tf import constants
+from bert_tf.training.update_rule import UpdateRule, build_update_rule, slot_name
 
 def variable_path(variable) -> str:
   """The variable's path in its model (`embeddings/layer_norm/gamma`)."""
@@ -50,33 +50,20 @@ def _tf_variable(variable):
 
 
 class Optimizer(tf.Module):
-  """A first-order optimizer with decoupled weight decay and a step-indexed schedule.
+  """An UpdateRule's optimizer on tf.distribute: slots mirrored like the variables,
+  the update of every variable one compiled launch per replica.
 
-  Algorithms:
-    adamw: Adam with bias correction; update = m^/(sqrt(v^)+eps) + wd * w.
-    lamb:  the same update scaled per variable by the trust ratio ||w|| / ||update||
-           (1 where either norm is 0, and for variables excluded from weight decay).
-    sgd:   update = g + wd * w.
-  All: w <- w - lr(step) * update (* trust ratio).
+  Args:
+    rule: the update rule (algorithm, schedule, weight decay, Adam's constants).
+    jit_compile: XLA-compile the update (False on a TPU, which compiles the whole step).
 
   Slots (`m`, `v`) are created by `build` under the strategy's scope, mirrored like
   the variables, and tracked by variable path so that checkpoints name them.
   """
 
-  def __init__(self, algorithm: str, learning_rate: Callable, weight_decay_rate: float = 0.0,
-               exclude_from_weight_decay: Sequence[str] = (), beta_1: float = 0.9,
-               beta_2: float = 0.999, epsilon: float = 1e-6, jit_compile: bool = True,
-               name: str = "optimizer"):
+  def __init__(self, rule: UpdateRule, jit_compile: bool = True, name: str = "optimizer"):
     super().__init__(name=name)
-    if algorithm not in ALGORITHMS:
-      raise ValueError(f"algorithm must be one of {ALGORITHMS}, got '{algorithm}'")
-    self.algorithm = algorithm
-    self.learning_rate = learning_rate
-    self.weight_decay_rate = float(weight_decay_rate)
-    self.exclude_from_weight_decay = tuple(exclude_from_weight_decay)
-    self.beta_1 = float(beta_1)
-    self.beta_2 = float(beta_2)
-    self.epsilon = float(epsilon)
+    self.rule = rule
     self.jit_compile = bool(jit_compile)
     self.slots: Dict[str, Dict[str, tf.Variable]] = {}
     self._built = False
@@ -85,13 +72,32 @@ class Optimizer(tf.Module):
     object.__setattr__(self, "_update_fns", {})
 
   @property
+  def algorithm(self) -> str:
+    return self.rule.algorithm
+
+  def learning_rate(self, step) -> tf.Tensor:
+    """The rate of the update after `step` updates (float32 scalar)."""
+    return tf.cast(self.rule.learning_rate(step), tf.float32)
+
+  @property
   def slot_names(self) -> List[str]:
-    return [] if self.algorithm == "sgd" else ["m", "v"]
+    return list(self.rule.slot_names)
 
   def decays(self, variable) -> bool:
     """Whether `variable` gets weight decay (and, for LAMB, the trust ratio)."""
-    return self.weight_decay_rate > 0 and uses_weight_decay(
-        variable_path(variable), self.exclude_from_weight_decay)
+    return self.rule.decays(variable_path(variable))
+
+  def state_variables(self, step: tf.Variable, loss_scale=None) -> Dict[str, tf.Variable]:
+    """The optimizer state under the names both engines use (update_rule's layout), for
+    portable checkpoints: every slot (`m/<variable path>`), the trainer's `step` as the
+    update count and, under mixed_float16, the DynamicLossScale's variables."""
+    state = {constants.OPTIMIZER_COUNT: step}
+    state.update({slot_name(name, path): slot for path, slots in self.slots.items()
+                  for name, slot in slots.items()})
+    if loss_scale is not None:
+      state[constants.LOSS_SCALE] = loss_scale.scale
+      state[constants.LOSS_SCALE_GOOD_STEPS] = loss_scale.good_steps
+    return state
 
   def build(self, variables: Iterable) -> None:
     """Creates the slots of `variables`; call under the strategy's scope."""
@@ -136,8 +142,7 @@ class Optimizer(tf.Module):
     """
     if not self._built:
       raise RuntimeError("Optimizer.build(variables) must run before apply_gradients")
-    lr = tf.cast(self.learning_rate(step), tf.float32)
-    t = tf.cast(step, tf.float32) + 1.0
+    lr, t = self.rule.step_values(step)
     should_apply = tf.convert_to_tensor(should_apply, tf.bool)
     scale = tf.constant(1.0) if gradient_scale is None else tf.cast(gradient_scale,
                                                                       tf.float32)
@@ -178,8 +183,8 @@ class Optimizer(tf.Module):
           owned = handles[i * per_variable:(i + 1) * per_variable]
           values = [tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype) for handle, dtype
                     in zip(owned, dtypes[i * per_variable:(i + 1) * per_variable])]
-          new = self._new_values(values[0], grad, lr, t, scale, *values[1:], decay=decay,
-                                 should_apply=should_apply)
+          new = self.rule.new_values(values[0], grad, values[1:], lr, t, scale,
+                                     should_apply, decay)
           for handle, value in zip(owned, new):
             tf.raw_ops.AssignVariableOp(resource=handle, value=value)
 
@@ -188,51 +193,11 @@ class Optimizer(tf.Module):
       self._update_fns[key] = write_new_values
     return self._update_fns[key]
 
-  def _new_values(self, var, grad, lr, t, scale, *slots, decay: bool, should_apply=True):
-    """(new var, *new slots) as tensors, from the current values; where should_apply
-    is False, the current values.
-
-    A skipped step is arithmetic, not a choice between new and old values: its
-    gradient is taken as zero and every change multiplied by zero, which leaves each
-    value as it was. XLA then updates in place as on an applied step; a select of the
-    old values (or a conditional) made it write copies, at 1.7 times the update's CPU
-    time (BERT-mini, 78 variables).
-    """
-    applied = tf.cast(should_apply, tf.float32)
-    # After the scale, which a non-finite gradient norm makes non-finite too.
-    grad = tf.where(should_apply, tf.cast(grad, tf.float32) * scale, 0.0)
-    new_slots = []
-    if self.algorithm == "sgd":
-      update = grad
-    else:
-      m, v = slots
-      new_m = m + applied * (1.0 - self.beta_1) * (grad - m)
-      new_v = v + applied * (1.0 - self.beta_2) * (tf.square(grad) - v)
-      m_hat = new_m / (1.0 - tf.pow(self.beta_1, t))
-      v_hat = new_v / (1.0 - tf.pow(self.beta_2, t))
-      update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
-      new_slots = [new_m, new_v]
-    if decay:
-      update += self.weight_decay_rate * var
-    if self.algorithm == "lamb" and decay:
-      w_norm = tf.norm(var)
-      u_norm = tf.norm(update)
-      ratio = tf.where((w_norm > 0) & (u_norm > 0), w_norm / tf.maximum(u_norm, 1e-30), 1.0)
-      update *= ratio
-    return (var - (applied * lr) * update, *new_slots)
-
 
 def build_optimizer(config: configs.OptimizerConfig, train_steps: int,
                     jit_compile: bool = True) -> Optimizer:
-  """The optimizer and schedule an OptimizerConfig describes.
+  """The optimizer an OptimizerConfig describes (update_rule.build_update_rule).
 
-  decay_steps 0 means train_steps: the rate reaches end_learning_rate at the last step.
   jit_compile: XLA-compile the update (False on a TPU, which compiles the whole step).
   """
-  decay_steps = config.decay_steps or train_steps
-  schedule = WarmupPolynomialDecay(config.learning_rate, config.warmup_steps, decay_steps,
-                                   config.end_learning_rate, config.power)
-  return Optimizer(config.type, schedule, weight_decay_rate=config.weight_decay_rate,
-                   exclude_from_weight_decay=config.exclude_from_weight_decay,
-                   beta_1=config.beta_1, beta_2=config.beta_2, epsilon=config.epsilon,
-                   jit_compile=jit_compile)
+  return Optimizer(build_update_rule(config, train_steps), jit_compile=jit_compile)

@@ -1,7 +1,7 @@
 """The model core imports no TensorFlow: with KERAS_BACKEND=jax and TensorFlow made
 unimportable, every model builds, computes its loss (bert_tf.losses) and trains one
-jit-compiled step (bert_tf.training.jax_engine.step with Keras's AdamW and the project's
-schedule). Runs tests/tensorflow_free_check.py in a subprocess, since this process
+jit-compiled step (bert_tf.training.jax_engine.step with the JAX engine's AdamW and the
+project's schedule). Runs tests/tensorflow_free_check.py in a subprocess, since this process
 has Keras on TensorFlow."""
 
 import json

@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 import harness
+from bert_tf import constants
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import restore
 from bert_tf.models import BertPretrainer
@@ -67,15 +68,58 @@ def test_a_checkpoint_that_does_not_fit_the_model_is_an_error_naming_the_file(tm
     restore.restore_items(path, deeper.checkpoint_items, ("encoder",))
 
 
-def test_trainer_state_needs_the_same_optimizer(tmp_path):
+def _slots(model, names=("m", "v")):
+  """{`<slot>/<variable path>`: variable} shaped like the model's weights, and a count."""
+  state = {constants.OPTIMIZER_COUNT: keras.Variable(0, dtype="int64")}
+  for name in names:
+    for variable in model.trainable_variables:
+      state[f"{name}/{variable.path}"] = keras.Variable(np.full(variable.shape, 0.5))
+  return state
+
+
+def test_optimizer_state_round_trips_by_name_and_needs_the_same_names(tmp_path):
   model = _pretrainer(1)
-  optimizer = keras.optimizers.AdamW(1e-3)
-  optimizer.build(model.trainable_variables)
-  path = portable.save(str(tmp_path / "ckpt-7.h5"), model.checkpoint_items,
-                       optimizer.variables, step=7)
-  assert portable.restore_trainer_state(path, optimizer.variables) == 7
-  other = keras.optimizers.SGD(1e-3, momentum=0.9)
-  other.build(model.trainable_variables)
+  saved = _slots(model)
+  path = portable.save(str(tmp_path / "ckpt-7.h5"), model.checkpoint_items, saved, step=7)
+  with h5py.File(path, "r") as f:
+    assert "optimizer/m/embeddings/word_embeddings" in f
+  restored = _slots(model)
+  for variable in restored.values():
+    variable.assign(np.zeros(variable.shape))
+  assert portable.restore_trainer_state(path, restored) == 7
+  for name, variable in saved.items():
+    np.testing.assert_array_equal(restored[name].numpy(), variable.numpy(), err_msg=name)
   with pytest.raises(portable.PortableCheckpointError, match="another optimizer"):
-    portable.restore_trainer_state(path, other.variables)
+    portable.restore_trainer_state(path, _slots(model, names=()))  # SGD: a count alone
   assert not os.path.exists(portable.input_prefix(path) + ".index")
+
+
+def test_optimizer_state_of_a_version_1_file_of_keras_variables_restores(tmp_path):
+  """Version 1 held Keras AdamW's variables in order; their moments, loss scale and the
+  step restore under the version 2 names."""
+  model = _pretrainer(1)
+  optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.AdamW(1e-3))
+  optimizer.build(model.trainable_variables)
+  for i, variable in enumerate(optimizer.variables):
+    variable.assign(np.full(variable.shape, i + 1).astype(variable.dtype))
+  path = str(tmp_path / "ckpt-9.h5")
+  portable.save(path, model.checkpoint_items, step=9)
+  with h5py.File(path, "r+") as f:
+    f.attrs["version"] = 1
+    for i, variable in enumerate(optimizer.variables):
+      f["optimizer"].create_dataset(f"{i:05d}", data=variable.numpy()).attrs["path"] = (
+          variable.path)
+  wanted = _slots(model)
+  wanted[constants.LOSS_SCALE] = keras.Variable(1.0)
+  wanted[constants.LOSS_SCALE_GOOD_STEPS] = keras.Variable(0, dtype="int64")
+  assert portable.restore_trainer_state(path, wanted) == 9
+  by_path = {v.path.split("/", 1)[1]: v.numpy() for v in optimizer.variables}
+  assert int(wanted[constants.OPTIMIZER_COUNT].numpy()) == 9
+  assert float(wanted[constants.LOSS_SCALE].numpy()) == by_path["dynamic_scale"]
+  assert int(wanted[constants.LOSS_SCALE_GOOD_STEPS].numpy()) == by_path["step_counter"]
+  for variable in model.trainable_variables:
+    keras_name = variable.path.replace("/", "_")
+    np.testing.assert_array_equal(wanted[f"m/{variable.path}"].numpy(),
+                                  by_path[f"{keras_name}_momentum"])
+    np.testing.assert_array_equal(wanted[f"v/{variable.path}"].numpy(),
+                                  by_path[f"{keras_name}_velocity"])

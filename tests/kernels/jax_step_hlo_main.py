@@ -1,7 +1,7 @@
 """Run as a script with KERAS_BACKEND=jax (JAX_PLATFORMS=cpu): lowers the jit-compiled
 JAX training step of a tiny BertPretrainer, built as bench/gpu_pretraining_worker.py
-builds it (mixed_bfloat16, Keras AdamW with the project's schedule,
-bert_tf.training.jax_step.make_train_step), and prints one JSON line
+builds it (mixed_bfloat16, the project's AdamW with its schedule,
+bert_tf.training.jax_engine.step.make_train_step), and prints one JSON line
 (tests/kernels/test_jax_step_hlo.py): "scatter_adds", every scatter with an add
 combiner in its StableHLO text, as {"operand": [dims], "rows": int, "updates": int},
 and "kernels", the names of the Triton kernels it calls.
@@ -26,7 +26,7 @@ from bert_tf import constants
 from bert_tf import losses
 from bert_tf.models import BertEncoder, BertPretrainer
 from bert_tf.training.jax_engine import step as jax_step
-from bert_tf.training import keras_optimizers
+from bert_tf.training import stateless_optimizer
 
 BATCH, LENGTH, PREDICTIONS = 4, 16, 4
 ENCODER = dict(vocab_size=100, hidden_size=32, num_layers=2, num_attention_heads=2,
@@ -74,7 +74,7 @@ def lowered_step_text(kernels=None, platform=None) -> str:
   config = configs.EncoderConfig(**ENCODER)
   model = BertPretrainer(BertEncoder.from_config_object(config, dtype="mixed_bfloat16",
                                                         kernels=kernels))
-  optimizer = keras_optimizers.build_keras_optimizer(
+  optimizer = stateless_optimizer.build_stateless_optimizer(
       configs.OptimizerConfig(), 1000, model.trainable_variables)
   names = (*constants.ENCODER_INPUTS, constants.MASKED_LM_POSITIONS)
   step = jax_step.make_train_step(

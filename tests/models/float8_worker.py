@@ -56,13 +56,13 @@ def convert(out_dir: str) -> dict:
   at learning rate 0, after which the scales follow the first amax history)."""
   del out_dir
   from bert_tf.training.jax_engine import step as jax_step  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import keras_optimizers  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import stateless_optimizer  # pylint: disable=g-import-not-at-top
   encoder_config = configs.EncoderConfig(**trainer_helpers.TINY_ENCODER)
   model = BertPretrainer(BertEncoder.from_config_object(
       encoder_config, dtype=keras.DTypePolicy("mixed_bfloat16")))
   before = len(model.trainable_variables)
   converted = float8.enable(model)
-  optimizer = keras_optimizers.build_keras_optimizer(
+  optimizer = stateless_optimizer.build_stateless_optimizer(
       configs.OptimizerConfig(learning_rate=1e-3, warmup_steps=1), 10,
       model.trainable_variables)
   names = (*constants.ENCODER_INPUTS, constants.MASKED_LM_POSITIONS)

@@ -15,7 +15,6 @@ Evaluation runs on every process over the whole eval input, on its local devices
 the first process writes the summaries and predictions.
 """
 
-import math
 from typing import Dict, List, Optional
 
 import jax
@@ -27,7 +26,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from bert_tf import configs
 from bert_tf.training import engine as engine_lib
-from bert_tf.training import keras_optimizers
+from bert_tf.training import stateless_optimizer
 from bert_tf.training.jax_engine import devices as devices_lib
 from bert_tf.training.jax_engine import input as input_lib
 from bert_tf.training.jax_engine import step as step_lib
@@ -79,10 +78,10 @@ class JaxEngine(engine_lib.Engine):
     experiment = self.experiment
     keras.utils.set_random_seed(experiment.runtime.seed)
     self.model = self.task.build_tuned_model()
-    self.optimizer = keras_optimizers.build_keras_optimizer(
+    self.optimizer = stateless_optimizer.build_stateless_optimizer(
         experiment.optimizer, experiment.trainer.train_steps,
-        self.model.trainable_variables, experiment.trainer.gradient_accumulation_steps,
-        experiment.runtime.mixed_precision_dtype, experiment.runtime.loss_scale)
+        self.model.trainable_variables, experiment.runtime.mixed_precision_dtype,
+        experiment.runtime.loss_scale)
 
   @property
   def step(self) -> int:
@@ -91,8 +90,8 @@ class JaxEngine(engine_lib.Engine):
   def set_step(self, step: int) -> None:
     self._step = int(step)
 
-  def optimizer_variables(self) -> List:
-    return list(self.optimizer.variables)
+  def optimizer_state(self) -> Dict[str, object]:
+    return self.optimizer.state_variables()
 
   def sync_to_model(self) -> None:
     if self.state is not None:
@@ -128,7 +127,8 @@ class JaxEngine(engine_lib.Engine):
     if self._train_step is None:
       self._train_step = step_lib.make_train_step(
           self.model, self.optimizer, self._loss_fn,
-          normalizers_fn=self.task.loss_normalizers, inputs_fn=self.task.model_inputs)
+          normalizers_fn=self.task.loss_normalizers, inputs_fn=self.task.model_inputs,
+          accumulation_steps=self.experiment.trainer.gradient_accumulation_steps)
     return self._train_step
 
   def run_steps(self, num_steps: int) -> Dict[str, float]:
@@ -139,9 +139,7 @@ class JaxEngine(engine_lib.Engine):
       self.state, logs = step_fn(self.state, batch)
       totals = logs if totals is None else jax.tree_util.tree_map(jnp.add, totals, logs)
       self._step += 1
-    totals = {key: float(value) for key, value in totals.items()}
-    totals.setdefault("non_finite_loss_steps", 0.0 if math.isfinite(totals["loss"]) else 1.0)
-    return totals
+    return {key: float(value) for key, value in totals.items()}
 
   def corrupt_input_error(self, error: Exception, data_config: configs.DataConfig
                           ) -> Optional[Exception]:

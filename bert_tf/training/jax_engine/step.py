@@ -3,22 +3,25 @@
 Task-free and TensorFlow-free (it imports only jax and keras), so that a program on a
 machine with nothing but JAX and Keras can train a bert_tf model:
 
+  optimizer = stateless_optimizer.build_stateless_optimizer(config, steps, variables)
   state = jax_step.state_from(model, optimizer)
   step = jax_step.make_train_step(model, optimizer, loss_fn)
   for batch in batches:                     # dicts of numpy arrays, the global batch
     state, logs = step(state, jax_step.shard_batch(batch))
   jax_step.write_back(state, model, optimizer)
 
-One call of `step` is one optimizer update on one global batch:
+One call of `step` is one optimizer update on one global batch, as the TensorFlow
+engine's step (bert_tf.training.tf_step) makes it:
   1. `normalizers_fn(batch)` sums loss denominators over the whole (global) batch;
-  2. with `optimizer.gradient_accumulation_steps = N` the batch is split into N
-     micro-batches (rows i, i + N, i + 2N, ... form micro-batch i, so that every
-     device's shard contributes equally to each) and the Keras optimizer accumulates
-     their gradients itself, updating the weights at the last one; otherwise the whole
-     batch is one micro-batch;
-  3. each micro-batch runs `model.stateless_call(..., training=True)`, the loss, and
-     `jax.value_and_grad`; `optimizer.stateless_apply` then clips to the global norm
-     (the optimizer's `global_clipnorm`) and updates.
+  2. with `accumulation_steps = N` the batch is split into N micro-batches (rows i,
+     i + N, i + 2N, ... form micro-batch i, so that every device's shard contributes
+     equally to each); otherwise the whole batch is one micro-batch;
+  3. each micro-batch runs `model.stateless_call(..., training=True)`, the loss (times
+     the loss scale under mixed_float16) and `jax.value_and_grad`; the gradients are
+     summed over the micro-batches (each loss is its share of the global batch's);
+  4. the optimizer (bert_tf.training.stateless_optimizer) removes the loss scale, clips
+     to the global norm and updates, or skips the step where the gradients or the loss
+     are not finite.
 The state's buffers are donated: the arrays passed in are invalid after the call.
 
 Under a `keras.distribution` (DataParallel) the state keeps the shardings its arrays
@@ -43,7 +46,7 @@ class TrainState(NamedTuple):
 
   trainable: model.trainable_variables' values, in that order.
   non_trainable: model.non_trainable_variables' values (dropout seed states, ...).
-  optimizer: optimizer.variables' values (iterations, moments, accumulators, ...).
+  optimizer: optimizer.variables' values (the update count, moments, loss scale).
   """
 
   trainable: Tuple[jax.Array, ...]
@@ -51,7 +54,7 @@ class TrainState(NamedTuple):
   optimizer: Tuple[jax.Array, ...]
 
 
-def state_from(model: keras.Model, optimizer: keras.optimizers.Optimizer) -> TrainState:
+def state_from(model: keras.Model, optimizer) -> TrainState:
   """The current values of `model`'s and `optimizer`'s variables.
 
   Builds the optimizer over model.trainable_variables when it is not built yet.
@@ -63,8 +66,7 @@ def state_from(model: keras.Model, optimizer: keras.optimizers.Optimizer) -> Tra
                     tuple(v.value for v in optimizer.variables))
 
 
-def write_back(state: TrainState, model: keras.Model,
-               optimizer: Optional[keras.optimizers.Optimizer] = None) -> None:
+def write_back(state: TrainState, model: keras.Model, optimizer=None) -> None:
   """Assigns `state`'s values to the model's (and optimizer's) variables, e.g. before
   saving a checkpoint or calling the model eagerly."""
   pairs = list(zip(model.trainable_variables, state.trainable))
@@ -93,8 +95,8 @@ def _micro_batches(batch: Batch, num: int) -> Batch:
   """[B, ...] -> [num, B // num, ...], micro-batch i holding rows i, i + num, ..."""
   def split(x):
     if x.shape[0] % num:
-      raise ValueError(f"The batch ({x.shape[0]} rows) is not divisible by the "
-                       f"optimizer's gradient_accumulation_steps ({num})")
+      raise ValueError(f"The batch ({x.shape[0]} rows) is not divisible by "
+                       f"trainer.gradient_accumulation_steps ({num})")
     return jnp.swapaxes(jnp.reshape(x, (x.shape[0] // num, num) + x.shape[1:]), 0, 1)
   return {key: split(value) for key, value in batch.items()}
 
@@ -107,18 +109,16 @@ def _state_shardings(model, optimizer):
   return jax.tree_util.tree_map(lambda x: x.sharding, state)
 
 
-def make_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer,
-                    loss_fn: LossFn,
+def make_train_step(model: keras.Model, optimizer, loss_fn: LossFn,
                     normalizers_fn: Optional[Callable[[Batch], Dict[str, jax.Array]]] = None,
                     inputs_fn: Optional[Callable[[Batch], object]] = None,
-                    jit: bool = True):
+                    accumulation_steps: int = 1, jit: bool = True):
   """The training step `step(state, batch) -> (state, logs)`.
 
   Args:
     model: a built Keras model (its variables define the state's order).
-    optimizer: a Keras optimizer (AdamW, Lamb, ... or a LossScaleOptimizer around
-      one), with its own global_clipnorm, weight decay, schedule and
-      gradient_accumulation_steps.
+    optimizer: a built bert_tf.training.stateless_optimizer.StatelessOptimizer over
+      model.trainable_variables (its rule, global_clipnorm and loss scale).
     loss_fn: (micro-batch, outputs, normalizers) -> {name: float32 scalar}; "loss" is
       minimized. Values must add up over micro-batches: divide by the global
       batch's denominators (normalizers, the global batch size), not the
@@ -126,66 +126,48 @@ def make_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer,
     normalizers_fn: batch -> {name: float32 scalar} sums over the whole global batch
       (e.g. the masked-LM weight sum), passed to loss_fn; default none.
     inputs_fn: batch -> the model's inputs; default the batch itself.
+    accumulation_steps: micro-batches per step (trainer.gradient_accumulation_steps).
     jit: compile with jax.jit (state donated); False runs eagerly (for debugging).
 
   Returns:
     step(state: TrainState, batch: {name: [B, ...] array}) -> (TrainState, logs):
-    logs are float32 scalars: loss_fn's values summed over the micro-batches,
-    "learning_rate" (of this update) and, without gradient accumulation,
-    "gradient_norm" (the global norm before clipping).
+    logs are float32 scalars: loss_fn's values summed over the micro-batches, and the
+    optimizer's gradient_norm (before clipping), learning_rate (of this update),
+    skipped_steps, non_finite_loss_steps (and loss_scale under mixed_float16).
   """
-  inner = getattr(optimizer, "inner_optimizer", optimizer)
-  accumulation = inner.gradient_accumulation_steps or 1
-  scales_loss = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
   inputs_fn = inputs_fn or (lambda batch: batch)
 
-  def scaled_loss(trainable, non_trainable, optimizer_values, batch, normalizers):
+  def scaled_loss(trainable, non_trainable, loss_scale, batch, normalizers):
     outputs, non_trainable = model.stateless_call(trainable, non_trainable,
                                                   inputs_fn(batch), training=True)
     values = {k: jnp.asarray(v, jnp.float32) for k, v in
               loss_fn(batch, outputs, normalizers).items()}
-    # Keras averages accumulated gradients; each micro-batch's loss is its share of
-    # the global batch's, so N times it makes the average the global gradient.
-    loss = values["loss"] * accumulation if accumulation > 1 else values["loss"]
-    if scales_loss:
-      mapping = list(zip(optimizer.variables, optimizer_values))
-      with keras.StatelessScope(state_mapping=mapping):
-        loss = optimizer.scale_loss(loss)
+    loss = values["loss"] if loss_scale is None else values["loss"] * loss_scale
     return loss, (values, non_trainable)
 
   grad_fn = jax.value_and_grad(scaled_loss, has_aux=True)
 
-  def micro_step(state: TrainState, batch, normalizers):
-    (_, (values, non_trainable)), grads = grad_fn(
-        state.trainable, state.non_trainable, state.optimizer, batch, normalizers)
-    trainable, optimizer_values = optimizer.stateless_apply(
-        list(state.optimizer), list(grads), list(state.trainable))
-    return TrainState(tuple(trainable), tuple(non_trainable),
-                      tuple(optimizer_values)), values, grads
-
-  def current(state: TrainState, read):
-    """read() of the optimizer with its variables holding `state`'s values."""
-    mapping = list(zip(optimizer.variables, state.optimizer))
-    with keras.StatelessScope(state_mapping=mapping):
-      return jnp.asarray(read(), jnp.float32)
-
   def step(state: TrainState, batch: Batch):
     normalizers = normalizers_fn(batch) if normalizers_fn else {}
-    logs = {"learning_rate": current(state, lambda: inner.learning_rate)}
-    if accumulation == 1:
-      loss_scale = current(state, lambda: optimizer.dynamic_scale) if scales_loss else None
-      state, values, grads = micro_step(state, batch, normalizers)
-      norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.astype(jnp.float32)))
-                          for g in jax.tree_util.tree_leaves(grads)))
-      logs["gradient_norm"] = norm if loss_scale is None else norm / loss_scale
+    loss_scale = optimizer.loss_scale(state.optimizer)
+    if accumulation_steps == 1:
+      (_, (values, non_trainable)), grads = grad_fn(
+          state.trainable, state.non_trainable, loss_scale, batch, normalizers)
     else:
       def body(carry, micro):
-        carry, values, _ = micro_step(carry, micro, normalizers)
-        return carry, values
-      state, values = jax.lax.scan(body, state, _micro_batches(batch, accumulation))
+        non_trainable, summed = carry
+        (_, (values, non_trainable)), grads = grad_fn(
+            state.trainable, non_trainable, loss_scale, micro, normalizers)
+        return (tuple(non_trainable), [a + g for a, g in zip(summed, grads)]), values
+
+      zeros = [jnp.zeros(v.shape, v.dtype) for v in state.trainable]
+      (non_trainable, grads), values = jax.lax.scan(
+          body, (state.non_trainable, zeros), _micro_batches(batch, accumulation_steps))
       values = {k: jnp.sum(v) for k, v in values.items()}
+    trainable, optimizer_values, logs = optimizer.apply(
+        state.optimizer, state.trainable, grads, values["loss"])
     logs.update(values)
-    return state, logs
+    return TrainState(tuple(trainable), tuple(non_trainable), tuple(optimizer_values)), logs
 
   if not jit:
     return step

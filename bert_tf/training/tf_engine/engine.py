@@ -131,12 +131,8 @@ class TensorFlowEngine(engine_lib.Engine):
   def set_step(self, step: int) -> None:
     self.step_variable.assign(step)
 
-  def optimizer_variables(self) -> List:
-    slots = self.optimizer.slots
-    variables = [slots[path][name] for path in slots for name in self.optimizer.slot_names]
-    if self.loss_scale is not None:
-      variables += [self.loss_scale.scale, self.loss_scale.good_steps]
-    return variables
+  def optimizer_state(self) -> Dict[str, object]:
+    return self.optimizer.state_variables(self.step_variable, self.loss_scale)
 
   def legacy_checkpoint(self, model_dir: str) -> Optional[str]:
     return legacy_checkpoints.newest_readable(model_dir)

@@ -24,6 +24,8 @@ import keras
 import tensorflow as tf
 
 from bert_tf.tasks import base as task_base
+from bert_tf.training import loss_scale_rule
+from bert_tf.training import update_rule
 from bert_tf.training.tf_engine.loss_scale import DynamicLossScale
 
 # Keras names the state variable of every SeedGenerator so.
@@ -169,17 +171,8 @@ class TrainStep:
     # Unscaling and clipping are one factor that the optimizer applies inside its fused
     # update, and a NaN or Inf anywhere in the gradients makes their norm non-finite:
     # no separate pass over the gradients for either.
-    grad_norm = tf.linalg.global_norm(grads)
-    gradient_scale = tf.constant(1.0)
-    if scale is not None:
-      gradient_scale = 1.0 / scale
-      grad_norm = grad_norm / scale
-    grads_finite = tf.math.is_finite(grad_norm)
-    loss_finite = tf.math.is_finite(losses["loss"])
-    clip = self.global_clipnorm
-    if clip > 0:
-      gradient_scale *= clip / tf.maximum(grad_norm, clip)
-    step_finite = grads_finite & loss_finite
+    grad_norm, gradient_scale, step_finite = update_rule.gradient_scale(
+        tf.linalg.global_norm(grads), losses["loss"], scale, self.global_clipnorm)
     step = self.step.read_value()
     # The step counter advances in the optimizer's own launch: the update and the count
     # are never seen apart, not even when a read error ends the loop mid-way.
@@ -191,12 +184,9 @@ class TrainStep:
       out[f"{name}/denominator"] = denominator
     out["gradient_norm"] = grad_norm
     out["learning_rate"] = tf.cast(self.optimizer.learning_rate(step), tf.float32)
-    # Under a dynamic float16 loss scale a non-finite loss is an overflow like a
-    # non-finite gradient: the step is skipped and the scale halved. Training stops on
-    # it only where the scale cannot go lower (fixed, or at its minimum) or without one.
-    stops = tf.logical_not(loss_finite)
-    if self.loss_scale is not None:
-      stops &= tf.logical_not(self.loss_scale.can_lower(scale))
+    stops = loss_scale_rule.stops_training(
+        tf.math.is_finite(losses["loss"]),
+        None if self.loss_scale is None else self.loss_scale.rule, scale)
     out["non_finite_loss_steps"] = tf.cast(stops, tf.float32)
     out["skipped_steps"] = 1.0 - tf.cast(step_finite, tf.float32)
     if self.loss_scale is not None:
