@@ -1,10 +1,13 @@
 """A run moves between engines: a checkpoint written on TensorFlow resumes on JAX and
-one written on JAX resumes on TensorFlow, continuing the trajectory of a run that
-stayed on one engine (dropout off, input in file order).
+one written on JAX resumes on TensorFlow, continuing the trajectory of the run that
+stayed on the first engine (dropout off, input in file order).
 
 The two engines compute the same maths in different orders (XLA on JAX, TensorFlow's
-kernels), so float32 runs agree to rounding, not bit for bit: over 8 steps of a tiny
-BERT at learning rate 1e-3 their losses stay within 1e-4 and their weights within 1e-4.
+kernels), so float32 runs agree to rounding, not bit for bit: over the 4 steps after the
+move (a tiny BERT at learning rate 1e-3) the losses stay within 1e-4 of the unmoved
+run's and the weights within 1e-4 (tests/training/test_engines_agree.py has the same
+bound over 20 steps from one initialization). Each engine initializes the model from
+its own random stream, so the runs are compared with the first engine's.
 """
 
 import json
@@ -54,20 +57,17 @@ def runs(tmp_path_factory):
   return dirs
 
 
-@pytest.mark.parametrize("moved, first, second", [("tf_then_jax", "tf", "jax"),
-                                                  ("jax_then_tf", "jax", "tf")])
-def test_a_run_resumes_on_the_other_engine_and_follows_its_trajectory(runs, moved, first,
-                                                                      second):
+@pytest.mark.parametrize("moved, first", [("tf_then_jax", "tf"), ("jax_then_tf", "jax")])
+def test_a_run_resumes_on_the_other_engine_and_follows_its_trajectory(runs, moved, first):
   losses = _losses(runs[moved])
   assert len(losses) == STEPS
   # The first half is the first engine's own run, step for step.
   np.testing.assert_array_equal(losses[:HALF], _losses(runs[first])[:HALF])
-  # After the move: within rounding of either engine's uninterrupted run.
-  for reference in (first, second):
-    np.testing.assert_allclose(losses, _losses(runs[reference]), atol=TOLERANCE, rtol=0)
-  moved_weights = policy_scenarios.arrays(os.path.join(runs[moved], f"ckpt-{STEPS}.h5"))
-  for reference in (first, second):
-    straight = policy_scenarios.arrays(os.path.join(runs[reference], f"ckpt-{STEPS}.h5"))
-    items = {k: v for k, v in straight.items() if k.startswith("items/")}
-    assert policy_scenarios.largest_difference(
-        items, {k: moved_weights[k] for k in items}) < TOLERANCE
+  # After the move: within rounding of the run that stayed on the first engine.
+  straight = _losses(runs[first])
+  np.testing.assert_allclose(losses, straight, atol=TOLERANCE, rtol=0)
+  assert losses[-1] != straight[HALF - 1]  # it trained on
+  assert policy_scenarios.largest_difference(
+      policy_scenarios.arrays(os.path.join(runs[moved], f"ckpt-{STEPS}.h5")),
+      policy_scenarios.arrays(os.path.join(runs[first], f"ckpt-{STEPS}.h5")),
+      "items/") < TOLERANCE
