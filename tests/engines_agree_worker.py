@@ -2,12 +2,10 @@
 `KERAS_BACKEND=tensorflow|jax python tests/engines_agree_worker.py COMMAND ARGS...` (Keras
 fixes its backend per process). Each command prints one line `RESULT <json>` last.
 
-  train CONFIG_YAML START_H5 OUT_NPZ STEPS [HANDOFF_AT HANDOFF_H5]
-      the engine's trainer from a portable checkpoint (initial weights, or either
-      engine's trainer checkpoint) to STEPS, one step per loop; OUT_NPZ holds `loss`
-      (of the steps run) and `weights/<variable path>` after the last step; writes its
-      trainer checkpoint (weights, optimizer state by name, step) to HANDOFF_H5 after
-      step HANDOFF_AT
+  train CONFIG_YAML START_H5 OUT_NPZ STEPS
+      the engine's trainer from the weights of a portable checkpoint to STEPS, one step
+      per loop; OUT_NPZ holds `loss` (of the steps run) and `weights/<variable path>`
+      after the last step
   updates CASE_JSON OUT_NPZ                 the JAX engine's optimizer
       (bert_tf.training.stateless_optimizer) through the steps of CASE_JSON; OUT_NPZ
       holds `<algorithm>/<step>/weights|state|logs/<name>` after each step
@@ -36,39 +34,17 @@ def _trainer(experiment, model_dir):
   return trainer_lib.Trainer(experiment, model_dir, log_fn=lambda line: None)
 
 
-def _optimizer_state(trainer) -> dict:
-  """{name: variable} of the trainer's optimizer state, the names both engines use."""
-  return trainer.engine.optimizer_state()
-
-
-def _seed_states(model) -> list:
-  return [v for v in model.variables if v.name == portable.SEED_STATE_NAME]
-
-
-def train(config_path: str, start: str, out_path: str, steps: str, handoff_at: str = "0",
-          handoff: str = "") -> dict:
-  """Trains to `steps` one step per loop, from `start`: a portable checkpoint of weights
-  (initial ones) or of a trainer (either engine's: weights, optimizer state, step).
-  With `handoff`, writes this trainer's checkpoint there after step `handoff_at`."""
+def train(config_path: str, start: str, out_path: str, steps: str) -> dict:
+  """Trains to `steps` one step per loop, from the weights of the portable checkpoint
+  `start`."""
   experiment = experiments.experiment_from_yaml(config_path)
   with tempfile.TemporaryDirectory() as model_dir:
     trainer = _trainer(experiment, model_dir)
     trainer.initialize()
     model = trainer.model
     portable.restore_items(start, model.trained_items, tuple(model.trained_items))
-    first = 1
-    if "step" in portable.item_names(start):
-      first = 1 + portable.restore_trainer_state(start, _optimizer_state(trainer),
-                                                 _seed_states(model))
-      trainer.engine.set_step(first - 1)
     trainer.engine.after_restore()
-    losses = []
-    for step in range(first, int(steps) + 1):
-      losses.append(trainer.train(train_steps=step)["loss"])
-      if handoff and step == int(handoff_at):
-        trainer.engine.sync_to_model()
-        portable.save(handoff, model.trained_items, _optimizer_state(trainer), step=step,
-                      random_state=_seed_states(model))
+    losses = [trainer.train(train_steps=step)["loss"] for step in range(1, int(steps) + 1)]
     trainer.engine.sync_to_model()
     arrays = {f"weights/{v.path}": keras.ops.convert_to_numpy(v)
               for v in model.trainable_variables}

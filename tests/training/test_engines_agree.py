@@ -219,20 +219,21 @@ def _experiment_yaml(directory, steps):
   return experiment, path
 
 
-STEPS_TRAINED, HANDOFF_STEP = 20, 10
+STEPS_TRAINED = 20
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-  """Each engine's trainer, 20 steps from the same initial weights, writing its trainer
-  checkpoint at step 10: (folder, initial weights {`weights/<path>`: array})."""
+  """Each engine's trainer, 20 steps from the same initial weights: (folder, initial
+  weights {`weights/<path>`: array}). (A run that moves between engines through the
+  trainer's own checkpoints: tests/training/test_engine_move.py.)"""
   directory = tmp_path_factory.mktemp("engines")
   experiment, config = _experiment_yaml(directory, STEPS_TRAINED)
   keras.utils.set_random_seed(experiment.runtime.seed)
   model = task_base.get_task(experiment).build_tuned_model()
   init = portable.save(str(directory / "init.h5"), model.trained_items)
   runs = {backend: _start(backend, "train", config, init, directory / f"{backend}.npz",
-                          STEPS_TRAINED, HANDOFF_STEP, directory / f"{backend}-10.h5")
+                          STEPS_TRAINED)
           for backend in ("tensorflow", "jax")}
   for backend, process in runs.items():
     assert _finish(process) == {"backend": backend}
@@ -264,21 +265,3 @@ def test_tensorflow_and_jax_trainers_train_the_same_20_steps(trained):
   assert tf_run["loss"][-1] < tf_run["loss"][0] - 0.2  # It learns.
   assert max(np.max(np.abs(tf_run[k] - initial[k])) for k in initial) > 5e-3  # They move.
   _assert_same_training(jax_run, tf_run, initial)
-
-
-def test_a_run_moves_between_engines_with_its_optimizer_state(trained):
-  """Steps 11-20 on JAX from the TensorFlow trainer's checkpoint of step 10, and on
-  TensorFlow from the JAX trainer's, train as either engine does alone: the moments,
-  the count (schedule and bias correction) and the weights carry over by name."""
-  directory, initial = trained
-  config = str(directory / "experiment.yaml")
-  runs = {(first, then): _start(then, "train", config, directory / f"{first}-10.h5",
-                                directory / f"{first}-{then}.npz", STEPS_TRAINED)
-          for first, then in (("tensorflow", "jax"), ("jax", "tensorflow"))}
-  for (_, then), process in runs.items():
-    assert _finish(process) == {"backend": then}
-  tf_run = np.load(directory / "tensorflow.npz")
-  for first, then in runs:
-    resumed = np.load(directory / f"{first}-{then}.npz")
-    assert len(resumed["loss"]) == STEPS_TRAINED - HANDOFF_STEP
-    _assert_same_training(resumed, tf_run, initial)
