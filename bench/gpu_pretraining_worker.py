@@ -243,7 +243,7 @@ def ours_step(args, experiment) -> gpu_devices.Side:
   from bert_tf import losses  # pylint: disable=g-import-not-at-top
   from bert_tf.models import BertEncoder, BertPretrainer, float8  # pylint: disable=g-import-not-at-top
   from bert_tf.training.jax_engine import step as jax_step  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import stateless_optimizer  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.jax_engine import optimizer as stateless_optimizer  # pylint: disable=g-import-not-at-top
   runtime = experiment.runtime
   config = experiment.model.encoder
   model = BertPretrainer(BertEncoder.from_config_object(

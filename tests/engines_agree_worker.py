@@ -7,7 +7,7 @@ fixes its backend per process). Each command prints one line `RESULT <json>` las
       per loop; OUT_NPZ holds `loss` (of the steps run) and `weights/<variable path>`
       after the last step
   updates CASE_JSON OUT_NPZ                 the JAX engine's optimizer
-      (bert_tf.training.stateless_optimizer) through the steps of CASE_JSON; OUT_NPZ
+      (bert_tf.training.jax_engine.optimizer) through the steps of CASE_JSON; OUT_NPZ
       holds `<algorithm>/<step>/weights|state|logs/<name>` after each step
 """
 
@@ -63,7 +63,7 @@ def updates(case_path: str, out_path: str) -> dict:
   import jax  # pylint: disable=g-import-not-at-top
   from bert_tf.training.loss_scale_rule import LossScaleRule  # pylint: disable=g-import-not-at-top
   from bert_tf.training.schedules import WarmupPolynomialDecay  # pylint: disable=g-import-not-at-top
-  from bert_tf.training.stateless_optimizer import StatelessOptimizer  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.jax_engine.optimizer import StatelessOptimizer  # pylint: disable=g-import-not-at-top
   from bert_tf.training.update_rule import UpdateRule  # pylint: disable=g-import-not-at-top
   with open(case_path, encoding="utf-8") as f:
     case = json.load(f)

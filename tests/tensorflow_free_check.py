@@ -4,7 +4,7 @@ JSON line {model: {"loss": float, "changed": bool}} (tests/backends/test_backend
 
 The losses and labels are the cross-backend harness's (tests/backend_worker.py: each
 family's loss from bert_tf.losses); the step is bert_tf.training.jax_engine.step's, with
-the JAX engine's AdamW (bert_tf.training.stateless_optimizer) and the project's schedule.
+the JAX engine's AdamW (bert_tf.training.jax_engine.optimizer) and the project's schedule.
 """
 
 import json
@@ -28,7 +28,7 @@ from bert_tf.models.bert_multiple_choice import BertMultipleChoice  # pylint: di
 from bert_tf.models.bert_span_labeler import BertSpanLabeler  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.models.bert_token_classifier import BertTokenClassifier  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.training.jax_engine import step as jax_step  # pylint: disable=g-import-not-at-top,wrong-import-position
-from bert_tf.training import stateless_optimizer  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.training.jax_engine import optimizer as stateless_optimizer  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 B, T, P, V, C = 4, 12, 3, 64, 3
 

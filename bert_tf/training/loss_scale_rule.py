@@ -1,6 +1,6 @@
 """Dynamic loss scaling for mixed_float16, as one rule both engines run (keras.ops; the
 TensorFlow engine's DynamicLossScale, bert_tf.training.tf_engine.loss_scale, and the
-JAX engine's optimizer, bert_tf.training.stateless_optimizer, keep its state). Imports no TensorFlow.
+JAX engine's optimizer, bert_tf.training.jax_engine.optimizer, keep its state). Imports no TensorFlow.
 
 The loss is multiplied by the scale before the backward pass and the gradients divided
 by it. A step whose loss or gradients are not finite (a float16 overflow in the forward

@@ -1,7 +1,7 @@
 """The one definition of the project's optimizers, AdamW, LAMB and SGD, shared by both
 engines: written with keras.ops, it runs as TensorFlow ops inside the TensorFlow
-engine's fused update (bert_tf.training.optimizers) and as jax.numpy inside the JAX
-engine's jit-compiled step (bert_tf.training.stateless_optimizer). Imports no TensorFlow.
+engine's fused update (bert_tf.training.tf_engine.optimizer) and as jax.numpy inside the JAX
+engine's jit-compiled step (bert_tf.training.jax_engine.optimizer). Imports no TensorFlow.
 
 The maths, as the Adam and LAMB papers and the original BERT release define them, at
 the optimizer's update count `step` (updates taken before this one, skipped ones

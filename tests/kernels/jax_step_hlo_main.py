@@ -26,7 +26,7 @@ from bert_tf import constants
 from bert_tf import losses
 from bert_tf.models import BertEncoder, BertPretrainer
 from bert_tf.training.jax_engine import step as jax_step
-from bert_tf.training import stateless_optimizer
+from bert_tf.training.jax_engine import optimizer as stateless_optimizer
 
 BATCH, LENGTH, PREDICTIONS = 4, 16, 4
 ENCODER = dict(vocab_size=100, hidden_size=32, num_layers=2, num_attention_heads=2,

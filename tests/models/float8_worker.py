@@ -56,7 +56,7 @@ def convert(out_dir: str) -> dict:
   at learning rate 0, after which the scales follow the first amax history)."""
   del out_dir
   from bert_tf.training.jax_engine import step as jax_step  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import stateless_optimizer  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.jax_engine import optimizer as stateless_optimizer  # pylint: disable=g-import-not-at-top
   encoder_config = configs.EncoderConfig(**trainer_helpers.TINY_ENCODER)
   model = BertPretrainer(BertEncoder.from_config_object(
       encoder_config, dtype=keras.DTypePolicy("mixed_bfloat16")))

@@ -1,5 +1,5 @@
 """The two engines run one optimizer: the TensorFlow engine's fused update
-(bert_tf.training.optimizers) and the JAX engine's (bert_tf.training.stateless_optimizer)
+(bert_tf.training.tf_engine.optimizer) and the JAX engine's (bert_tf.training.jax_engine.optimizer)
 against a NumPy transcription of the papers' formulas, and both trainers training the
 same model from the same weights to the same losses and weights.
 
@@ -23,7 +23,7 @@ import trainer_helpers
 from bert_tf.checkpoints import portable
 from bert_tf.tasks import base as task_base
 from bert_tf.training import experiments
-from bert_tf.training import optimizers
+from bert_tf.training.tf_engine import optimizer as optimizers
 from bert_tf.training import update_rule
 from bert_tf.training.tf_engine.loss_scale import DynamicLossScale
 from bert_tf.training.update_rule import UpdateRule

@@ -10,7 +10,7 @@ import tensorflow as tf
 from bert_tf import configs
 from bert_tf.models import BertEncoder
 from bert_tf.models import BertPretrainer
-from bert_tf.training import optimizers
+from bert_tf.training.tf_engine import optimizer as optimizers
 from bert_tf.training.tf_engine import strategies
 from bert_tf.training.trainer import Trainer
 from bert_tf.training.update_rule import UpdateRule

@@ -26,7 +26,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from bert_tf import configs
 from bert_tf.training import engine as engine_lib
-from bert_tf.training import stateless_optimizer
+from bert_tf.training.jax_engine import optimizer as stateless_optimizer
 from bert_tf.training.jax_engine import devices as devices_lib
 from bert_tf.training.jax_engine import input as input_lib
 from bert_tf.training.jax_engine import step as step_lib

@@ -19,7 +19,7 @@ engine's step (bert_tf.training.tf_step) makes it:
   3. each micro-batch runs `model.stateless_call(..., training=True)`, the loss (times
      the loss scale under mixed_float16) and `jax.value_and_grad`; the gradients are
      summed over the micro-batches (each loss is its share of the global batch's);
-  4. the optimizer (bert_tf.training.stateless_optimizer) removes the loss scale, clips
+  4. the optimizer (bert_tf.training.jax_engine.optimizer) removes the loss scale, clips
      to the global norm and updates, or skips the step where the gradients or the loss
      are not finite.
 The state's buffers are donated: the arrays passed in are invalid after the call.
@@ -117,7 +117,7 @@ def make_train_step(model: keras.Model, optimizer, loss_fn: LossFn,
 
   Args:
     model: a built Keras model (its variables define the state's order).
-    optimizer: a built bert_tf.training.stateless_optimizer.StatelessOptimizer over
+    optimizer: a built bert_tf.training.jax_engine.optimizer.StatelessOptimizer over
       model.trainable_variables (its rule, global_clipnorm and loss scale).
     loss_fn: (micro-batch, outputs, normalizers) -> {name: float32 scalar}; "loss" is
       minimized. Values must add up over micro-batches: divide by the global

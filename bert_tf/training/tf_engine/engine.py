@@ -24,7 +24,7 @@ import tensorflow as tf
 from bert_tf import configs
 from bert_tf import kernels
 from bert_tf.training import engine as engine_lib
-from bert_tf.training.optimizers import build_optimizer
+from bert_tf.training.tf_engine.optimizer import build_optimizer
 from bert_tf.training.tf_engine import evaluation
 from bert_tf.training.tf_engine import input as input_lib
 from bert_tf.training.tf_engine import legacy_checkpoints

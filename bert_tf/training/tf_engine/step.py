@@ -86,7 +86,7 @@ class TrainStep:
     strategy: the tf.distribute strategy the step runs under.
     model: the task's model.
     task: its losses, metrics and loss normalizers.
-    optimizer: a bert_tf.training.optimizers optimizer (fused, masked update).
+    optimizer: a bert_tf.training.tf_engine.optimizer optimizer (fused, masked update).
     step: the int64 step variable, advanced in the optimizer's launch.
     loss_scale: a DynamicLossScale under mixed_float16, else None.
     global_batch_size: the training batch the losses average over.
