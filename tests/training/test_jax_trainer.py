@@ -49,9 +49,9 @@ def _run(args, env, timeout=900):
   return result
 
 
-def _worker(*args, timeout=900):
-  """Runs a tests/engine_worker.py command on JAX; returns its RESULT."""
-  result = _run([WORKER, *map(str, args)], _env(KERAS_BACKEND="jax"), timeout)
+def _worker(*args, timeout=900, backend="jax"):
+  """Runs a tests/engine_worker.py command on `backend`; returns its RESULT."""
+  result = _run([WORKER, *map(str, args)], _env(KERAS_BACKEND=backend), timeout)
   line = [l for l in result.stdout.splitlines() if l.startswith("RESULT ")][-1]
   return json.loads(line[len("RESULT "):])
 
@@ -199,8 +199,9 @@ def test_backend_is_read_from_the_yaml_overrides_and_flag_without_keras(tmp_path
 
 
 @pytest.mark.slow
-def test_every_experiment_kind_trains_and_evaluates_on_jax(tmp_path):
-  results = _worker("kinds", tmp_path)
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_every_experiment_kind_trains_and_evaluates_on_either_engine(tmp_path, backend):
+  results = _worker("kinds", tmp_path, backend=backend)
   assert sorted(results) == sorted(["pretraining", "glue_mrpc", "squad_v1.1", "squad_v2.0",
                                     "ner", "swag", "distillation"])
   for name, report in results.items():
