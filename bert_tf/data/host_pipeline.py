@@ -14,7 +14,6 @@ same global batch size (batch n is rows [n * G, (n + 1) * G) of the global order
 the processes share them). Importing and running this module needs no TensorFlow.
 """
 
-import functools
 from typing import Callable, Dict, Mapping, Optional, Sequence
 
 import numpy as np
@@ -24,6 +23,7 @@ from bert_tf.data import example_decoding
 from bert_tf.data import record_files
 from bert_tf.data import record_specs
 from bert_tf.utils import errors
+from bert_tf.utils import optional
 
 Batch = Dict[str, np.ndarray]
 
@@ -32,15 +32,10 @@ class InputStateError(errors.UserError, ValueError):
   """A saved input position that does not belong to this input."""
 
 
-@functools.lru_cache(maxsize=None)
 def _grain():
   # Imported on first use: grain is the `jax` extra's, and the tasks import this module.
-  try:
-    import grain  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    raise errors.InputError("The host input (TensorFlow-free) needs grain: pip install "
-                            "'bert_tf[jax]'") from None
-  return grain
+  return optional.module("grain", "The host input (TensorFlow-free)",
+                         "pip install 'bert_tf[jax]'")
 
 
 class HostBatches:

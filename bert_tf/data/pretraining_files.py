@@ -28,10 +28,7 @@ class PretrainingInputError(errors.UserError, ValueError):
 
 def list_record_files(input_path: str) -> List[str]:
   """Expands comma-separated globs (see `bert_tf.utils.files.expand_patterns`)."""
-  try:
-    return files.expand_patterns(input_path, field="input_path")
-  except FileNotFoundError as e:
-    raise PretrainingInputError(str(e)) from None
+  return files.expand_patterns(input_path, field="input_path", error=PretrainingInputError)
 
 
 @dataclasses.dataclass

@@ -25,10 +25,7 @@ _TEXT_CHECK_BLOCK = 4 << 20
 
 def list_input_files(input_file: str) -> List[str]:
   """Expands comma-separated globs (see `bert_tf.utils.files.expand_patterns`)."""
-  try:
-    return files_lib.expand_patterns(input_file, field="--input_file")
-  except FileNotFoundError as e:
-    raise PretrainingDataError(str(e)) from None
+  return files_lib.expand_patterns(input_file, field="--input_file", error=PretrainingDataError)
 
 
 @dataclasses.dataclass

@@ -16,7 +16,6 @@ an unnamed temporary file; local uncompressed files are memory-mapped. Remote fi
 file order, as grain's MapDataset takes it. The checksums are google-crc32c's.
 """
 
-import functools
 import mmap
 import struct
 import tempfile
@@ -27,6 +26,7 @@ import numpy as np
 
 from bert_tf.data import pretraining_inputs
 from bert_tf.utils import errors
+from bert_tf.utils import optional
 from bert_tf.utils import files
 
 _HEADER = struct.Struct("<QI")
@@ -49,14 +49,9 @@ def corrupt_records_error(bad: Mapping[str, str]) -> CorruptRecordError:
   return CorruptRecordError(f"Corrupt TFRecord file(s): {details}")
 
 
-@functools.lru_cache(maxsize=None)
 def _crc32c():
-  try:
-    import google_crc32c  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    raise errors.InputError("Reading TFRecords without TensorFlow needs the google-crc32c "
-                            "package (pip install google-crc32c)") from None
-  return google_crc32c.value
+  return optional.module("google_crc32c", "Reading TFRecords without TensorFlow",
+                         "pip install google-crc32c").value
 
 
 def masked_crc32c(data: bytes) -> int:

@@ -17,13 +17,9 @@ from bert_tf import constants
 from bert_tf.data.squad import END_POSITIONS, IS_IMPOSSIBLE, START_POSITIONS, UNIQUE_IDS
 
 # The kinds of fine-tuning feature structure, one per featurizer (bert_tf.data.featurizers).
-SENTENCE = "sentence"
-TAGGING = "tagging"
-MULTIPLE_CHOICE = "multiple_choice"
-KINDS = (SENTENCE, TAGGING, MULTIPLE_CHOICE)
-
-INT64 = "int64"
-FLOAT32 = "float32"
+KINDS = SENTENCE, TAGGING, MULTIPLE_CHOICE = ("sentence", "tagging", "multiple_choice")
+# The dtypes of features in the records.
+INT64, FLOAT32 = "int64", "float32"
 
 
 @dataclasses.dataclass(frozen=True)

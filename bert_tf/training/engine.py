@@ -55,8 +55,7 @@ class Engine(abc.ABC):
     self.experiment = experiment
     self.task = task
     self._log = log_fn
-    self.model = None
-    self.optimizer = None
+    self.model = self.optimizer = None
 
   # ----- where it runs -----
   @property

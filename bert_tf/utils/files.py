@@ -53,27 +53,28 @@ def _gfile():
 
 
 
-def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_path"
-                    ) -> List[str]:
+def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_path",
+                    error: type = errors.MissingInputError) -> List[str]:
   """The files that comma-separated globs name.
 
   Args:
     patterns: a string of comma-separated globs, or a list of such strings.
     field: the setting or flag the patterns came from, for error messages.
+    error: the UserError class raised when nothing matches (a reader's own).
 
   Returns:
     The matching files (directories left out): each glob's matches sorted, the
     globs in the order given, each file once.
 
   Raises:
-    FileNotFoundError: naming `field` and the glob, when a glob matches nothing or no
-      glob is given.
+    `error` (by default MissingInputError, a FileNotFoundError): naming `field` and the
+      glob, when a glob matches nothing or no glob is given.
   """
   if isinstance(patterns, str):
     patterns = [patterns]
   globs = [g.strip() for p in patterns for g in (p or "").split(",") if g.strip()]
   if not globs:
-    raise errors.MissingInputError(f"{field}: no input file given")
+    raise error(f"{field}: no input file given")
   gfile = _gfile()
   glob_files, isdir = gfile.glob, gfile.isdir
   if gfile is _LocalFiles:
@@ -82,13 +83,13 @@ def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_pat
   for glob in globs:
     matches = sorted(glob_files(glob))
     if not matches:
-      raise errors.MissingInputError(f"{field}: no file matches {glob}")
+      raise error(f"{field}: no file matches {glob}")
     for path in matches:
       if path not in seen and not isdir(path):
         seen.add(path)
         files.append(path)
   if not files:
-    raise errors.MissingInputError(f"{field}: {', '.join(globs)} match only directories")
+    raise error(f"{field}: {', '.join(globs)} match only directories")
   return files
 
 

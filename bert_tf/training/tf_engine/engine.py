@@ -55,12 +55,9 @@ class TensorFlowEngine(engine_lib.Engine):
     self.inputs = input_lib.TrainerInput(self.strategy, task, self.pads_to_length_buckets,
                                          log_fn)
     self._any_worker_stops = strategies.any_worker_flag(self.strategy)
-    self.step_variable = None
-    self.loss_scale = None
-    self._train_step = None
-    self._train_loop_fn = None
-    self._eval_step_fn = None
-    self._iterator = None
+    # Made by build, or on first use.
+    self.step_variable = self.loss_scale = self._train_step = None
+    self._train_loop_fn = self._eval_step_fn = self._iterator = None
 
   # ----- where it runs -----
   @property
