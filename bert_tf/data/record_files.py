@@ -20,7 +20,7 @@ import mmap
 import struct
 import tempfile
 import zlib
-from typing import Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence
+from typing import Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -44,7 +44,7 @@ class CorruptRecordError(errors.UserError, ValueError):
 
 def corrupt_records_error(bad: Mapping[str, str]) -> CorruptRecordError:
   """The error naming each corrupt file and where it breaks ({file: "byte offset N
-  (corrupted record)"}, as `bert_tf.data.tfrecords.find_corrupt_records` gives)."""
+  (corrupted record)"}, as `find_corrupt_records` gives)."""
   details = "; ".join(f"{path} at {problem}" for path, problem in bad.items())
   return CorruptRecordError(f"Corrupt TFRecord file(s): {details}")
 
@@ -239,7 +239,7 @@ def check_records(path: str, compression_type: str = "") -> Optional[str]:
 
   Returns:
     None when the whole file reads; else "byte offset N (corrupted record)" or
-    "(truncated record)", as bert_tf.data.tfrecords.check_record_file says it.
+    "(truncated record)", the offset TensorFlow's record reader names.
   """
   try:
     records = RecordFile(path, compression_type)
@@ -254,23 +254,19 @@ def check_records(path: str, compression_type: str = "") -> Optional[str]:
 
 
 def find_corrupt_records(input_path: str, compression_type: str = "",
-                         field: str = "input_path",
-                         check_file: Callable[[str, str], Optional[str]] = check_records
-                         ) -> Dict[str, str]:
-  """{file: what `check_file(file, compression_type)` says} for every file of the
-  comma-separated globs `input_path` that fails."""
+                         field: str = "input_path") -> Dict[str, str]:
+  """{file: what `check_records` says} for every file of the comma-separated globs
+  `input_path` that fails."""
   bad = {}
   for path in files.expand_patterns(input_path, field=field):
-    problem = check_file(path, compression_type)
+    problem = check_records(path, compression_type)
     if problem:
       bad[path] = problem
   return bad
 
 
 def validate_record_files(input_path: str, compression_type: str = "",
-                          field: str = "input_path",
-                          check_file: Callable[[str, str], Optional[str]] = check_records
-                          ) -> int:
+                          field: str = "input_path") -> int:
   """Checks every record's CRCs in every file before any is used.
 
   Returns:
@@ -280,7 +276,7 @@ def validate_record_files(input_path: str, compression_type: str = "",
     CorruptRecordError: naming each corrupt file and the byte offset it breaks at.
   """
   paths = files.expand_patterns(input_path, field=field)
-  bad = find_corrupt_records(",".join(paths), compression_type, field, check_file)
+  bad = find_corrupt_records(",".join(paths), compression_type, field)
   if bad:
     raise corrupt_records_error(bad)
   return len(paths)

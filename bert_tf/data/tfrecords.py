@@ -23,53 +23,6 @@ from bert_tf.utils import files
 from bert_tf.utils import progress as progress_lib
 
 
-# TensorFlow's record reader says "corrupted record at N" or "truncated record at N",
-# N the byte offset (in the uncompressed stream) of the part that failed: the record's
-# length header, or its data 12 bytes further on.
-_RECORD_OFFSET = re.compile(r"(corrupted|truncated) record at (\d+)")
-# The op and function names TensorFlow wraps its messages in.
-_TF_MESSAGE_NOISE = re.compile(r"\{\{[^}]*\}\}|\[Op:[^\]]*\]|\bname:\s*$")
-
-
-def check_record_file(path: str, compression_type: str = "") -> Optional[str]:
-  """Reads every record of a TFRecord file, checking the length and data CRCs.
-
-  Returns:
-    None when the whole file reads; else "byte offset N (corrupted record)" or
-    "(truncated record)", or TensorFlow's message where it names no offset.
-  """
-  dataset = tf.data.TFRecordDataset(path, compression_type=compression_type)
-  try:
-    # Batched and reduced inside TensorFlow: no Python work per record.
-    dataset.batch(4096).reduce(np.int64(0), lambda n, batch: n + tf.size(
-        batch, out_type=tf.int64))
-  except tf.errors.OpError as e:
-    message = " ".join(_TF_MESSAGE_NOISE.sub("", e.message).split())
-    found = _RECORD_OFFSET.search(message)
-    return f"byte offset {found.group(2)} ({found.group(1)} record)" if found else message
-  return None
-
-
-def find_corrupt_records(input_path: str, compression_type: str = "",
-                         field: str = "input_path") -> Dict[str, str]:
-  """{file: what `check_record_file` says} for every file of `input_path` that fails
-  (bert_tf.data.record_files.find_corrupt_records with TensorFlow's reader)."""
-  return record_files.find_corrupt_records(input_path, compression_type, field,
-                                           check_record_file)
-
-
-def validate_record_files(input_path: str, compression_type: str = "",
-                          field: str = "input_path") -> int:
-  """bert_tf.data.record_files.validate_record_files with TensorFlow's reader: checks
-  every record's CRCs in every file; returns the number of files.
-
-  Raises:
-    CorruptRecordError: naming each corrupt file and the byte offset it breaks at.
-  """
-  return record_files.validate_record_files(input_path, compression_type, field,
-                                            check_record_file)
-
-
 def parse_records(serialized: tf.Tensor, spec: record_specs.RecordSpec
                   ) -> Dict[str, tf.Tensor]:
   """Parses serialized Examples by a record spec (bert_tf.data.record_specs).

@@ -37,6 +37,7 @@ from __future__ import annotations
 import abc
 import functools
 import logging
+import types
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Tuple
 
 import keras
@@ -61,6 +62,20 @@ DUMMY = "dummy"
 TFRECORD = "tfrecord"
 # Formats read from files already featurized (or synthetic); the others are raw files.
 PREPARED_FORMATS = (DUMMY, TFRECORD)
+
+
+def tf_data() -> types.SimpleNamespace:
+  """bert_tf's TensorFlow input modules, imported on first use so that the tasks import,
+  and the JAX engine runs, without TensorFlow: the tf.data pipelines (batching,
+  featurizers, pretraining_reader, squad_features, squad_records, tfds_glue, tfrecords)
+  and tensorflow-text's tokenizer and vocab (`tokenizer`, `vocab`)."""
+  from bert_tf.data import (batching, featurizers, pretraining_reader, squad_features,  # pylint: disable=g-import-not-at-top
+                            squad_records, tfds_glue, tfrecords)
+  from bert_tf.text import tokenizer, vocab  # pylint: disable=g-import-not-at-top
+  return types.SimpleNamespace(
+      batching=batching, featurizers=featurizers, pretraining_reader=pretraining_reader,
+      squad_features=squad_features, squad_records=squad_records, tfds_glue=tfds_glue,
+      tfrecords=tfrecords, tokenizer=tokenizer, vocab=vocab)
 
 
 def register_task(name: str, config_cls: type) -> Callable[[type], type]:
@@ -203,7 +218,6 @@ class Task(abc.ABC):
       if not self.config.init_checkpoint:
         raise configs.ConfigError("model.lora_rank: LoRA fine-tunes a pretrained encoder; "
                                   "set task.init_checkpoint")
-      from bert_tf.checkpoints import restore  # pylint: disable=g-import-not-at-top
       restore.restore_items(self.config.init_checkpoint, model.checkpoint_items,
                             items=("encoder",))
       lora.enable(model, settings.lora_rank, settings.lora_targets, settings.lora_alpha)
@@ -373,9 +387,8 @@ class Task(abc.ABC):
     reads, the error itself."""
     if data_config.format != TFRECORD:
       return error
-    from bert_tf.data import tfrecords  # pylint: disable=g-import-not-at-top
-    bad = tfrecords.find_corrupt_records(data_config.input_path,
-                                         data_config.compression_type)
+    bad = record_files.find_corrupt_records(data_config.input_path,
+                                            data_config.compression_type)
     return record_files.corrupt_records_error(bad) if bad else error
 
   # ----- loss and metrics -----

@@ -25,6 +25,7 @@ import dataclasses
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf import losses
+from bert_tf.checkpoints import restore
 from bert_tf.models.bert_classifier import LOGITS, BertClassifier
 from bert_tf.tasks import base
 from bert_tf.tasks import sentence_prediction
@@ -72,7 +73,6 @@ class DistillationTask(sentence_prediction.SentencePredictionTask):
     if not self.config.teacher_checkpoint:
       raise configs.ConfigError("task.teacher_checkpoint: distillation needs the teacher's "
                                 "checkpoint")
-    from bert_tf.checkpoints import restore  # pylint: disable=g-import-not-at-top
     teacher = BertClassifier(self.build_encoder(self.config.teacher_encoder,
                                                 name="teacher_encoder"),
                              self.num_classes, dropout_rate=0.0, name="teacher")

@@ -64,7 +64,7 @@ class FeatureTask(base.Task):
 
   def piece_tokenizer(self) -> featurizers.PieceTokenizer:
     """The tokenizer of the experiment's tokenizer section, for `featurize`."""
-    from bert_tf.data import featurizers  # pylint: disable=g-import-not-at-top,redefined-outer-name
+    featurizers = base.tf_data().featurizers
     return featurizers.PieceTokenizer(self.experiment.tokenizer.vocab_file,
                                       self.experiment.tokenizer.lower_case)
 
@@ -98,7 +98,7 @@ class FeatureTask(base.Task):
                     lower_case=self.experiment.tokenizer.lower_case)
     bar = progress.Progress(self.name, total=len(examples), unit="examples",
                             interval=progress_interval)
-    from bert_tf.data import tfrecords  # pylint: disable=g-import-not-at-top
+    tfrecords = base.tf_data().tfrecords
     count = tfrecords.write_finetuning_tfrecord(
         self.featurize(examples, data_config), output_path, self.feature_kind,
         data_config.seq_length, metadata, regression=self.regression, progress=bar)
@@ -109,7 +109,7 @@ class FeatureTask(base.Task):
   def dummy_inputs(self, data_config: configs.DataConfig,
                    input_context: Optional[tf.distribute.InputContext] = None
                    ) -> tf.data.Dataset:
-    from bert_tf.data import batching  # pylint: disable=g-import-not-at-top
+    batching = base.tf_data().batching
     return dummy.finetuning_dataset(
         self.feature_kind, batching.batch_size_for(data_config.global_batch_size, input_context),
         data_config.seq_length, self.experiment.model.encoder.vocab_size, self.num_outputs(),
@@ -119,8 +119,8 @@ class FeatureTask(base.Task):
   def tfrecord_inputs(self, data_config: configs.DataConfig,
                       input_context: Optional[tf.distribute.InputContext] = None
                       ) -> tf.data.Dataset:
-    from bert_tf.data import batching  # pylint: disable=g-import-not-at-top
-    from bert_tf.data import tfrecords  # pylint: disable=g-import-not-at-top
+    batching = base.tf_data().batching
+    tfrecords = base.tf_data().tfrecords
     return tfrecords.read_finetuning_tfrecords(
         data_config.input_path, self.feature_kind, data_config.seq_length,
         batching.batch_size_for(data_config.global_batch_size, input_context),
@@ -131,7 +131,7 @@ class FeatureTask(base.Task):
   def raw_inputs(self, data_config: configs.DataConfig,
                  input_context: Optional[tf.distribute.InputContext] = None
                  ) -> tf.data.Dataset:
-    from bert_tf.data import batching  # pylint: disable=g-import-not-at-top
+    batching = base.tf_data().batching
     ds = self.featurize(self.read_examples(data_config), data_config)
     batch_size = batching.batch_size_for(data_config.global_batch_size, input_context)
     return batching.finish_raw_dataset(

@@ -66,7 +66,7 @@ class MultipleChoiceTask(finetuning.FeatureTask):
 
   def featurize(self, examples, data_config, tokenizer: Optional[featurizers.PieceTokenizer] = None):
     tokenizer = tokenizer or self.piece_tokenizer()
-    from bert_tf.data import featurizers  # pylint: disable=g-import-not-at-top,redefined-outer-name
+    featurizers = base.tf_data().featurizers
     return featurizers.multiple_choice_dataset(examples, tokenizer, data_config.seq_length,
                                       self.config.num_choices)
 

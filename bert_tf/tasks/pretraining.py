@@ -63,7 +63,7 @@ class PretrainingTask(base.Task):
                       ) -> tf.data.Dataset:
     """Per-replica batches of pretraining TFRecords
     (bert_tf.data.pretraining_reader.build_pretraining_dataset)."""
-    from bert_tf.data import pretraining_reader  # pylint: disable=g-import-not-at-top
+    pretraining_reader = base.tf_data().pretraining_reader
     return pretraining_reader.build_pretraining_dataset(
         data_config, input_context, vocab_file=self.experiment.tokenizer.vocab_file)
 

@@ -118,7 +118,7 @@ class SentencePredictionTask(finetuning.FeatureTask):
     """Reads every file of data_config (format tsv, csv or tfds) as SentenceExamples."""
     c = self.config
     if data_config.format == "tfds":
-      from bert_tf.data import tfds_glue  # pylint: disable=g-import-not-at-top
+      tfds_glue = base.tf_data().tfds_glue
       return tfds_glue.read_tfds_glue(data_config.tfds_name, data_config.tfds_split,
                                       data_config.tfds_data_dir)
     examples = []
@@ -149,7 +149,7 @@ class SentencePredictionTask(finetuning.FeatureTask):
                 tokenizer: Optional[featurizers.PieceTokenizer] = None) -> tf.data.Dataset:
     """Unbatched features of examples (see featurizers.sentence_dataset)."""
     tokenizer = tokenizer or self.piece_tokenizer()
-    from bert_tf.data import featurizers  # pylint: disable=g-import-not-at-top,redefined-outer-name
+    featurizers = base.tf_data().featurizers
     return featurizers.sentence_dataset(examples, tokenizer, data_config.seq_length,
                                self.label_ids(examples), self.regression)
 

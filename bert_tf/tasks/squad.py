@@ -83,8 +83,8 @@ class SquadTask(base.Task):
   # ----- data -----
   def _tokenize_fn(self):
     # pylint: disable=g-import-not-at-top
-    from bert_tf.data import squad_features
-    from bert_tf.text.tokenizer import BertWordPieceTokenizer
+    squad_features = base.tf_data().squad_features
+    BertWordPieceTokenizer = base.tf_data().tokenizer.BertWordPieceTokenizer
     # pylint: enable=g-import-not-at-top
     settings = self.experiment.tokenizer
     if not settings.vocab_file:
@@ -110,8 +110,8 @@ class SquadTask(base.Task):
         path, is_training=is_training,
         version_2_with_negative=self.config.version_2_with_negative)
     # pylint: disable=g-import-not-at-top
-    from bert_tf.data import squad_features
-    from bert_tf.text import vocab as vocab_lib
+    squad_features = base.tf_data().squad_features
+    vocab_lib = base.tf_data().vocab
     # pylint: enable=g-import-not-at-top
     tokenize_fn = self._tokenize_fn()
     vocab_list = vocab_lib.load_vocab(self.experiment.tokenizer.vocab_file)
@@ -149,7 +149,7 @@ class SquadTask(base.Task):
   def _window_arrays(self, data_config: configs.DataConfig):
     """The windows of the questions of a SQuAD JSON file (format squad_json), as
     squad_features.features_to_arrays gives them."""
-    from bert_tf.data import squad_features  # pylint: disable=g-import-not-at-top
+    squad_features = base.tf_data().squad_features
     if data_config.is_training:
       _, features = self.create_features(data_config.input_path, data_config,
                                          is_training=True)
@@ -171,7 +171,7 @@ class SquadTask(base.Task):
                       input_context: Optional[tf.distribute.InputContext] = None
                       ) -> tf.data.Dataset:
     """Windows written by bert_tf.data.squad_records.write_squad_tfrecords."""
-    from bert_tf.data import squad_records  # pylint: disable=g-import-not-at-top
+    squad_records = base.tf_data().squad_records
     dataset = squad_records.tfrecord_dataset(data_config.input_path, data_config.seq_length)
     return self._batch(dataset, data_config, input_context)
 

@@ -77,7 +77,7 @@ class TaggingTask(finetuning.FeatureTask):
 
   def featurize(self, examples, data_config, tokenizer: Optional[featurizers.PieceTokenizer] = None):
     tokenizer = tokenizer or self.piece_tokenizer()
-    from bert_tf.data import featurizers  # pylint: disable=g-import-not-at-top,redefined-outer-name
+    featurizers = base.tf_data().featurizers
     return featurizers.tagging_dataset(examples, tokenizer, data_config.seq_length,
                                        self.label_names, self.config.window_stride)
 

@@ -15,7 +15,6 @@ import yaml
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import restore
 from bert_tf.data import record_files
-from bert_tf.data import tfrecords
 from bert_tf.export import exporter
 from bert_tf.training import runs
 from bert_tf.training import trainer as trainer_lib
@@ -207,9 +206,9 @@ def test_validate_inputs_passes_intact_files_and_checks_gzip_ones(tmp_path):
   plain, packed = str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord.gz")
   fx.write_record_file(plain, num_documents=5)
   fx.write_record_file(packed, num_documents=5, gzip=True)
-  assert tfrecords.validate_record_files(plain) == 1
-  assert tfrecords.validate_record_files(packed, "GZIP") == 1
+  assert record_files.validate_record_files(plain) == 1
+  assert record_files.validate_record_files(packed, "GZIP") == 1
   with open(packed, "r+b") as f:
     f.truncate(os.path.getsize(packed) - 20)
   with pytest.raises(record_files.CorruptRecordError, match="b.tfrecord.gz"):
-    tfrecords.validate_record_files(packed, "GZIP")
+    record_files.validate_record_files(packed, "GZIP")
