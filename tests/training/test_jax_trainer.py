@@ -177,6 +177,27 @@ def test_the_same_yaml_runs_on_jax_and_tpu_strategy_is_a_one_line_error(tmp_path
         {"runtime": {"backend": "jax"}}), "unused")
 
 
+def test_dynamic_masking_on_jax_reads_through_tf_data_and_resumes_its_iterator(tmp_path):
+  import pretraining_fixtures as fx  # pylint: disable=g-import-not-at-top
+  records = str(tmp_path / "pretrain.tfrecord")
+  fx.write_record_file(records, num_documents=40)
+  data = {"format": "tfrecord", "input_path": records, "global_batch_size": 8,
+          "seq_length": 32, "max_predictions_per_seq": 5, "dynamic_masking": True}
+  config = experiments.experiment_from_dict(trainer_helpers.tiny_experiment_dict(
+      steps=2, seq=32, predictions=5, train_data=data,
+      tokenizer={"vocab_file": fx.write_vocab(tmp_path)},
+      model={"encoder": {"vocab_size": len(fx.VOCAB)}}))
+  path = str(tmp_path / "experiment.yaml")
+  config.save(path)
+  model_dir = str(tmp_path / "run")
+  assert np.isfinite(_worker("train", path, model_dir, "train")["loss"])
+  # Its position is the tf.data iterator's state beside the checkpoint.
+  assert os.path.exists(os.path.join(model_dir, "ckpt-2.input.index"))
+  config.override({"trainer": {"train_steps": 4}}).save(path)
+  _worker("train", path, model_dir, "train")
+  assert os.path.exists(os.path.join(model_dir, "ckpt-4.h5"))
+
+
 def test_fine_tuning_from_tsv_compiles_the_jax_step_once_per_length_bucket(tmp_path):
   result = _worker("compilations", tmp_path)
   assert result["steps"] == 20

@@ -89,14 +89,11 @@ class TfDataInput:
   def __init__(self, task: task_base.Task, data_config: configs.DataConfig,
                process_index: int, process_count: int, step: int,
                checkpoint: Optional[str], log_fn: Callable[[str], None]):
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    from bert_tf.training.tf_engine import input as tf_input  # pylint: disable=g-import-not-at-top
-    self._tf_input = tf_input
-    context = tf.distribute.InputContext(num_input_pipelines=process_count,
-                                         input_pipeline_id=process_index,
-                                         num_replicas_in_sync=process_count)
-    dataset = tf_input.padded_to_length_buckets(task.build_inputs(data_config, context),
-                                                data_config)
+    tf_input = self._tf_input = _tf_input()
+    dataset = tf_input.padded_to_length_buckets(
+        task.build_inputs(data_config, tf_input.process_context(process_index,
+                                                                 process_count)),
+        data_config)
     iterator = iter(dataset)
     if step and not (checkpoint and tf_input.restore_position(
         iterator, checkpoint, process_index, log_fn=log_fn)):
@@ -143,6 +140,12 @@ def corrupt_input_error(task: task_base.Task, error: Exception,
   if isinstance(error, record_files.CorruptRecordError):
     return error
   if needs_tf_data(data_config):
-    from bert_tf.training.tf_engine import input as tf_input  # pylint: disable=g-import-not-at-top
-    return tf_input.corrupt_input_error(task, error, data_config)
+    return _tf_input().corrupt_input_error(task, error, data_config)
   return None
+
+
+def _tf_input():
+  """The TensorFlow engine's input module (imports TensorFlow), for the settings only
+  tf.data has."""
+  from bert_tf.training.tf_engine import input as tf_input  # pylint: disable=g-import-not-at-top
+  return tf_input
