@@ -10,6 +10,7 @@ pytest process runs TensorFlow). Each command prints one line `RESULT <json>` la
   compilations OUT_DIR                  fine-tuning from TSV with length buckets: how
                                         often the JAX step compiles
   train_to RECORDS MODEL_DIR STEPS ...  trains each model dir to its step in turn
+  initial_weights SEED OUT              a tiny pretrainer's weights as built with SEED
   policies OUT_DIR RECORDS_DIR          the trainer's policies (policy_scenarios.py) on
                                         this engine
 """
@@ -76,6 +77,17 @@ def kinds(out_dir: str) -> dict:
                                      "train_and_eval")
     results[name] = {k: float(v) for k, v in report.items()}
   return results
+
+
+def initial_weights(seed: str, out_path: str) -> dict:
+  """Saves {variable path: value} of a tiny BertPretrainer built after
+  keras.utils.set_random_seed(seed)."""
+  from bert_tf.models import BertEncoder, BertPretrainer  # pylint: disable=g-import-not-at-top
+  keras.utils.set_random_seed(int(seed))
+  model = BertPretrainer(BertEncoder(**trainer_helpers.TINY_ENCODER))
+  np.savez(out_path, **{v.path: keras.ops.convert_to_numpy(v) for v in model.variables
+                        if v.trainable})
+  return {"backend": keras.backend.backend()}
 
 
 def compilations(out_dir: str) -> dict:
@@ -164,4 +176,4 @@ def weights(checkpoint: str, out_path: str) -> dict:
 if __name__ == "__main__":
   command, args = sys.argv[1], sys.argv[2:]
   _result({"train": train, "kinds": kinds, "accumulation": accumulation, "fill_mask": fill_mask,
-           "weights": weights, "compilations": compilations, "train_to": policy_scenarios.train_to, "policies": policy_scenarios.run_all}[command](*args))
+           "weights": weights, "compilations": compilations, "initial_weights": initial_weights, "train_to": policy_scenarios.train_to, "policies": policy_scenarios.run_all}[command](*args))

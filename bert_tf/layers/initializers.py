@@ -1,11 +1,38 @@
 """The weight initializer every BERT variable uses, and the activations by name."""
 
 import keras
+import numpy as np
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class TruncatedNormal(keras.initializers.Initializer):
+  """The original release's initializer: normal values with the given standard
+  deviation, those beyond two deviations drawn again.
+
+  Drawn with NumPy's global generator (which keras.utils.set_random_seed seeds), not the
+  backend's: the same seed gives the same weights on every Keras backend, so a run on
+  the TensorFlow engine and its twin on the JAX engine start from identical models.
+  """
+
+  def __init__(self, stddev: float = 0.02):
+    self.stddev = float(stddev)
+
+  def __call__(self, shape, dtype=None):
+    values = np.random.standard_normal(shape)
+    outside = np.abs(values) > 2.0
+    while outside.any():
+      values[outside] = np.random.standard_normal(int(outside.sum()))
+      outside = np.abs(values) > 2.0
+    return keras.ops.convert_to_tensor(values * self.stddev,
+                                       dtype=dtype or keras.config.floatx())
+
+  def get_config(self):
+    return {"stddev": self.stddev}
 
 
 def bert_initializer(stddev: float = 0.02) -> keras.initializers.Initializer:
   """Truncated normal with the given standard deviation, as the original release."""
-  return keras.initializers.TruncatedNormal(stddev=stddev)
+  return TruncatedNormal(stddev=stddev)
 
 
 def activation_fn(name: str):

@@ -6,8 +6,8 @@ The two engines compute the same maths in different orders (XLA on JAX, TensorFl
 kernels), so float32 runs agree to rounding, not bit for bit: after the move the losses
 stay within 1e-5 (relative) of the unmoved run's and the weights within 1e-6, the
 bounds tests/training/test_engines_agree.py states for 20 steps from one
-initialization. Each engine initializes the model from its own random stream, so the
-moved run is compared with the run that stayed on the first engine.
+initialization. The same seed builds the same model on both engines (the initializer
+draws with NumPy), so the runs that stay on either engine agree as well.
 """
 
 import json
@@ -27,12 +27,12 @@ HALF = STEPS // 2
 LOSS_RTOL, WEIGHT_ATOL = 1e-5, 1e-6
 
 
-def _worker(backend, records, *runs):
+def _worker(backend, command, *args):
   env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "XLA_FLAGS")}
   env.update(KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2")
   result = subprocess.run(
-      [sys.executable, os.path.join(paths.ROOT, "tests", "engine_worker.py"), "train_to",
-       records, *map(str, runs)], env=env, capture_output=True, text=True, timeout=900,
+      [sys.executable, os.path.join(paths.ROOT, "tests", "engine_worker.py"), command,
+       *map(str, args)], env=env, capture_output=True, text=True, timeout=900,
       cwd=paths.ROOT)
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
   line = [l for l in result.stdout.splitlines() if l.startswith("RESULT ")][-1]
@@ -50,10 +50,10 @@ def runs(tmp_path_factory):
   records = str(directory / "clean.tfrecord")
   policy_scenarios.write_records(records)
   dirs = {name: str(directory / name) for name in ("tf", "jax", "tf_then_jax", "jax_then_tf")}
-  _worker("tensorflow", records, dirs["tf"], STEPS, dirs["tf_then_jax"], HALF)
-  _worker("jax", records, dirs["jax"], STEPS, dirs["jax_then_tf"], HALF,
+  _worker("tensorflow", "train_to", records, dirs["tf"], STEPS, dirs["tf_then_jax"], HALF)
+  _worker("jax", "train_to", records, dirs["jax"], STEPS, dirs["jax_then_tf"], HALF,
           dirs["tf_then_jax"], STEPS)
-  _worker("tensorflow", records, dirs["jax_then_tf"], STEPS)
+  _worker("tensorflow", "train_to", records, dirs["jax_then_tf"], STEPS)
   return dirs
 
 
@@ -63,11 +63,22 @@ def test_a_run_resumes_on_the_other_engine_and_follows_its_trajectory(runs, move
   assert len(losses) == STEPS
   # The first half is the first engine's own run, step for step.
   np.testing.assert_array_equal(losses[:HALF], _losses(runs[first])[:HALF])
-  # After the move: within rounding of the run that stayed on the first engine.
-  straight = _losses(runs[first])
-  np.testing.assert_allclose(losses, straight, rtol=LOSS_RTOL)
-  assert losses[-1] != straight[HALF - 1]  # it trained on
-  assert policy_scenarios.largest_difference(
-      policy_scenarios.arrays(os.path.join(runs[moved], f"ckpt-{STEPS}.h5")),
-      policy_scenarios.arrays(os.path.join(runs[first], f"ckpt-{STEPS}.h5")),
-      "items/") < WEIGHT_ATOL
+  # After the move: within rounding of the runs that stayed on either engine.
+  moved_weights = policy_scenarios.arrays(os.path.join(runs[moved], f"ckpt-{STEPS}.h5"))
+  for reference in ("tf", "jax"):
+    straight = _losses(runs[reference])
+    np.testing.assert_allclose(losses, straight, rtol=LOSS_RTOL)
+    assert policy_scenarios.largest_difference(
+        moved_weights,
+        policy_scenarios.arrays(os.path.join(runs[reference], f"ckpt-{STEPS}.h5")),
+        "items/") < WEIGHT_ATOL
+  assert losses[-1] != losses[HALF - 1]  # it trained on
+
+
+def test_the_same_seed_builds_the_same_model_on_both_engines(tmp_path):
+  for backend in ("tensorflow", "jax"):
+    _worker(backend, "initial_weights", 7, tmp_path / f"{backend}.npz")
+  on_tf, on_jax = (np.load(tmp_path / f"{b}.npz") for b in ("tensorflow", "jax"))
+  assert sorted(on_tf.files) == sorted(on_jax.files) and len(on_tf.files) > 40
+  for key in on_tf.files:
+    np.testing.assert_array_equal(on_tf[key], on_jax[key], err_msg=key)
