@@ -1,6 +1,7 @@
 """The squad task: model, loss, a training step on dummy input, warm start, evaluation
 files, and a tiny end-to-end run that learns a synthetic span task."""
 
+import dataclasses
 import json
 import os
 
@@ -146,7 +147,9 @@ def test_tiny_model_learns_synthetic_span_task_well_above_chance(tmp_path):
                      is_training=False, drop_remainder=False),
       task={"max_answer_length": 4}, steps=300, lr=3e-3, vocab_file=str(vocab),
       vocab_size=len(SYNTH_VOCAB))
-  keras.utils.set_random_seed(0)
+  # The trainer initializes from runtime.seed: seeds 0-3 reach 98-100 exact match; one
+  # in five or so of other seeds stays lower (this tiny model sometimes locks on early).
+  exp = dataclasses.replace(exp, runtime=dataclasses.replace(exp.runtime, seed=0))
   trainer = Trainer(exp, str(tmp_path / "model"))
   trainer.train()
   metrics = trainer.evaluate()

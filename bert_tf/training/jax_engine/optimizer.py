@@ -12,6 +12,10 @@ and apply non-finite steps unless wrapped in a LossScaleOptimizer.
 The state lives in Keras variables (`variables`, in `state_names` order) so that a
 checkpoint saves and restores it by name (`state_variables`); the step carries their
 values as arrays.
+
+Variables that Keras marks `overwrite_with_gradient` (the float8 layers' scales and
+amax histories, bert_tf.models.float8) are not trained: their "gradient" is their next
+value, which replaces them; they have no moments and take no part in the gradient norm.
 """
 
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -46,6 +50,7 @@ class StatelessOptimizer:
     self.state_names: List[str] = []
     self.decays: Tuple[bool, ...] = ()
     self._paths: List[str] = []
+    self._overwritten: Tuple[bool, ...] = ()
     self.built = False
 
   def build(self, trainable_variables: Sequence) -> None:
@@ -56,10 +61,14 @@ class StatelessOptimizer:
     paths = [variable.path for variable in trainable_variables]
     if len(set(paths)) != len(paths):
       raise ValueError("Two trainable variables share a path")
+    overwritten = tuple(bool(getattr(v, "overwrite_with_gradient", False))
+                        for v in trainable_variables)
     state = [(constants.OPTIMIZER_COUNT,
               keras.Variable(0, dtype="int32", trainable=False, name="count"))]
     for slot in self.rule.slot_names:
-      for variable, path in zip(trainable_variables, paths):
+      for variable, path, overwrite in zip(trainable_variables, paths, overwritten):
+        if overwrite:
+          continue
         state.append((update_rule.slot_name(slot, path), keras.Variable(
             ops.zeros(variable.shape, "float32"), trainable=False, name=slot)))
     if self.loss_scale_rule is not None:
@@ -72,6 +81,7 @@ class StatelessOptimizer:
     self.variables = [variable for _, variable in state]
     self.decays = tuple(self.rule.decays(path) for path in paths)
     self._paths = paths
+    self._overwritten = overwritten
     self.built = True
 
   def state_variables(self) -> Dict[str, keras.Variable]:
@@ -108,12 +118,18 @@ class StatelessOptimizer:
     state = self._named(values)
     count = state[constants.OPTIMIZER_COUNT]
     scale = self.loss_scale(values)
-    grad_norm = ops.sqrt(sum(ops.sum(ops.square(ops.cast(g, "float32"))) for g in grads))
+    grad_norm = ops.sqrt(sum(ops.sum(ops.square(ops.cast(g, "float32")))
+                             for g, overwrite in zip(grads, self._overwritten)
+                             if not overwrite))
     gradient_norm, factor, finite = update_rule.gradient_scale(
         grad_norm, loss, scale, self.global_clipnorm)
     lr, t = self.rule.step_values(count)
     new_trainable = []
-    for var, grad, path, decay in zip(trainable, grads, self._paths, self.decays):
+    for var, grad, path, decay, overwrite in zip(trainable, grads, self._paths, self.decays,
+                                                 self._overwritten):
+      if overwrite:
+        new_trainable.append(ops.where(finite, ops.cast(grad, var.dtype), var))
+        continue
       names = [update_rule.slot_name(slot, path) for slot in self.rule.slot_names]
       new_var, *new_slots = self.rule.new_values(var, grad, [state[n] for n in names], lr,
                                                  t, factor, finite, decay)
