@@ -103,8 +103,11 @@ def test_tiny_run_on_cpu_times_and_profiles_both_sides_and_a_variant_without_ten
   assert steps[("ours", "")]["params"] == steps[("hf_eager", "")]["params"] == steps[
       ("ours", "fp8")]["params"]
   # The variant's XLA flag joins the run's; the base keeps the run's own.
+  # The JAX engine's defaults (command buffers off) after the run's and variant's flags.
   assert steps[("ours", "fp8")]["xla_flags"] == (
-      "--xla_force_host_platform_device_count=1 --xla_cpu_enable_fast_math=false")
-  assert steps[("ours", "")]["xla_flags"] == "--xla_force_host_platform_device_count=1"
+      "--xla_force_host_platform_device_count=1 --xla_cpu_enable_fast_math=false "
+      "--xla_gpu_enable_command_buffer=")
+  assert steps[("ours", "")]["xla_flags"] == (
+      "--xla_force_host_platform_device_count=1 --xla_gpu_enable_command_buffer=")
   assert "--nobase" in steps[("ours", "fp8")]["command"]
   assert "bert_tf (JAX) [fp8]" in done.stdout and "Device time per step" in done.stdout

@@ -82,7 +82,7 @@ def _assert_resume_is_exact(experiment, tmp_path):
   resumed_dir = str(tmp_path / "resumed")
   _train(experiment, resumed_dir, STOP)
   resumed_trainer = _train(experiment, resumed_dir, TOTAL)
-  assert resumed_trainer.restored_from.endswith(f"ckpt-{STOP}")
+  assert resumed_trainer.restored_from.endswith(f"ckpt-{STOP}.h5")
   resumed = _state(resumed_trainer)
   assert resumed.keys() == uninterrupted.keys()
   assert any("seed_generator_state" in key for key in resumed)

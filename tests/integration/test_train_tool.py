@@ -7,12 +7,13 @@ import subprocess
 import sys
 import time
 
+import h5py
 import numpy as np
 import pytest
-import tensorflow as tf
 import yaml
 
 from bert_tf import configs
+from bert_tf.checkpoints import portable
 from bert_tf.training import experiments
 
 import trainer_helpers
@@ -72,10 +73,18 @@ def _run_tool(args, timeout=300):
                         env=env, timeout=timeout, cwd=_ROOT)
 
 
-def _checkpoint_weights(prefix):
-  reader = tf.train.load_checkpoint(prefix)
-  return {key: reader.get_tensor(key) for key in reader.get_variable_to_shape_map()
-          if key.startswith(("encoder/", "masked_lm/", "next_sentence/"))}
+def _checkpoint_weights(path):
+  """{name: array} of the model items of a portable checkpoint."""
+  out = {}
+  with h5py.File(path, "r") as f:
+    f["items"].visititems(lambda name, node: out.__setitem__(name, node[()])
+                          if isinstance(node, h5py.Dataset) else None)
+  return out
+
+
+def _latest(model_dir):
+  found = portable.checkpoints_in(model_dir)
+  return found[0] if found else None
 
 
 # Long enough that the kill lands mid-run; tiny steps take milliseconds.
@@ -99,21 +108,21 @@ def test_run_killed_with_sigkill_then_resumed_ends_with_the_uninterrupted_weight
                           stderr=subprocess.DEVNULL, env=env, cwd=_ROOT)
   deadline = time.time() + 300
   try:
-    while time.time() < deadline and tf.train.latest_checkpoint(killed_dir) is None:
+    while time.time() < deadline and _latest(killed_dir) is None:
       time.sleep(0.02)
     os.kill(proc.pid, signal.SIGKILL)
   finally:
     proc.wait()
   assert proc.returncode == -signal.SIGKILL
-  interrupted_at = tf.train.latest_checkpoint(killed_dir)
-  assert interrupted_at is not None and not interrupted_at.endswith("ckpt-300")
+  interrupted_at = _latest(killed_dir)
+  assert interrupted_at is not None and not interrupted_at.endswith("ckpt-300.h5")
 
   resumed = _run_tool([f"--config_file={config}", f"--model_dir={killed_dir}"])
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert "Resumed from" in resumed.stdout
-  a = _checkpoint_weights(tf.train.latest_checkpoint(straight_dir))
-  b = _checkpoint_weights(tf.train.latest_checkpoint(killed_dir))
-  assert tf.train.latest_checkpoint(killed_dir).endswith("ckpt-300")
+  a = _checkpoint_weights(_latest(straight_dir))
+  b = _checkpoint_weights(_latest(killed_dir))
+  assert _latest(killed_dir).endswith("ckpt-300.h5")
   assert a.keys() == b.keys() and a
   for key in a:
     np.testing.assert_array_equal(a[key], b[key], err_msg=key)
