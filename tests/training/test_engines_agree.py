@@ -80,7 +80,7 @@ def reference(algorithm, beta_1=0.9, beta_2=0.999, epsilon=1e-6):
 def _tensorflow_engine(algorithm):
   """[{path: weights after step i}] and [{name: optimizer state after step i}], from
   the TensorFlow engine's optimizer driven as its step drives it
-  (tf_step.TrainStep.replica_step)."""
+  (tf_engine.step.TrainStep.replica_step)."""
   variables = []
   for path, value in VARIABLES.items():
     scope, name = path.rsplit("/", 1)

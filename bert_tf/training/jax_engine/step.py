@@ -11,7 +11,7 @@ machine with nothing but JAX and Keras can train a bert_tf model:
   jax_step.write_back(state, model, optimizer)
 
 One call of `step` is one optimizer update on one global batch, as the TensorFlow
-engine's step (bert_tf.training.tf_step) makes it:
+engine's step (bert_tf.training.tf_engine.step) makes it:
   1. `normalizers_fn(batch)` sums loss denominators over the whole (global) batch;
   2. with `accumulation_steps = N` the batch is split into N micro-batches (rows i,
      i + N, i + 2N, ... form micro-batch i, so that every device's shard contributes
