@@ -10,7 +10,8 @@ torch.profiler's export_chrome_trace. The device's work is read from the trace:
           events on the "Stream ..." lines of a "/device:GPU:N" process (its derived
           lines, "XLA Ops", "XLA Modules", "Steps", repeat the same time by HLO op);
   host    where there is no GPU (the CPU runs of the tests): the self time of torch's
-          cpu_op events, or of the ops on the XLA CPU runtime's threads ("tf_XLA...").
+          aten ops (cpu_op events; autograd and profiler scopes around them left out), or
+          of the ops on the XLA CPU runtime's threads ("tf_XLA...").
 
 Kernel times are summed, so kernels that overlap on several streams count in full:
 the figures are the device's work, not its wall time. A category is assigned by
@@ -112,6 +113,15 @@ def self_times(events: Sequence[dict]) -> List[dict]:
   return out
 
 
+def _is_host_op(event: dict, thread: str) -> bool:
+  """Whether a CPU trace event is an op's work, not a runtime scope around ops: torch's
+  aten ops (not its autograd::engine or profiler scopes), the XLA CPU runtime's ops."""
+  name = event["name"]
+  if event.get("cat") == "cpu_op":
+    return "::" not in name or name.startswith("aten::")
+  return thread.startswith("tf_XLA") and "::" not in name and not name.startswith("end: ")
+
+
 def device_events(trace: dict) -> Tuple[List[dict], str]:
   """The events of the device's work in a trace, and where they were found: "gpu", or
   "host" when the trace holds no GPU work (see the module docstring)."""
@@ -127,9 +137,7 @@ def device_events(trace: dict) -> Tuple[List[dict], str]:
       and thread(e).startswith("Stream"))]
   if gpu:
     return gpu, "gpu"
-  host = [e for e in complete if e.get("cat") == "cpu_op" or (
-      thread(e).startswith("tf_XLA") and "::" not in e["name"]
-      and not e["name"].startswith("end: "))]
+  host = [e for e in complete if _is_host_op(e, thread(e))]
   return self_times(host), "host"
 
 

@@ -197,7 +197,7 @@ def test_cpu_traces_give_the_host_ops_by_category(cpu_traces, framework):
   names = {k["name"] for k in top}
   # Runtime scopes and Python frames are not device work.
   assert not any("::" in n and not n.startswith("aten::") or n.startswith("$")
-                 for n in names), names
+                 for n in names), sorted(names)
   if framework == "torch":
     # Self times: aten::addmm's own, not the aten::linear around it.
     assert summary["categories_ms_per_step"]["gemm"] > 0
