@@ -1,5 +1,5 @@
 """The trainer's policies, run on one engine (in tests/engine_worker.py's process) and
-checked on both by tests/training/test_trainer_policies.py.
+checked on both by tests/integration/test_trainer_policies.py.
 
 The scenarios read pretraining TFRecords that the test writes (`write_records`) in
 file order: NaN masked-LM weights from one record on, or a record whose bytes are

@@ -3,7 +3,8 @@
   python3 tools/setup_and_run.py quickstart   # the main job on embedded data
   python3 tools/setup_and_run.py test         # the default test suite
   python3 tools/setup_and_run.py test -m slow # extra arguments go to pytest
-  (tests run in one pytest-xdist worker per core, at most 4, unless -n is given)
+  (tests run in one pytest-xdist worker per core, at most 4, a test file to a worker,
+  unless -n is given)
 
 Needs nothing but Python 3.10+: the environment is created in .venv/ and reinstalled
 only when setup.py changes or a command needs more extras than are installed (the tests
@@ -53,11 +54,13 @@ def ensure_environment(extras) -> None:
 
 def _parallel_workers(pytest_args) -> list:
   """pytest-xdist's `-n N` with one worker per core (at most 4: each worker holds its
-  own TensorFlow), unless the arguments choose (`-n`, `--numprocesses`, `-p no:xdist`)."""
+  own TensorFlow), unless the arguments choose (`-n`, `--numprocesses`, `-p no:xdist`).
+  A test file goes to one worker (`--dist loadfile`): its module fixtures, many of them
+  a trained model or a run in a subprocess, are then built once, not once per worker."""
   if any(a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist"
          for a in pytest_args):
     return []
-  return ["-n", str(max(1, min(os.cpu_count() or 1, 4)))]
+  return ["-n", str(max(1, min(os.cpu_count() or 1, 4))), "--dist", "loadfile"]
 
 
 def main(argv) -> int:

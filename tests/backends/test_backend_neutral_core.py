@@ -10,6 +10,9 @@ import os
 import pathlib
 import subprocess
 import sys
+
+import pytest
+
 import paths
 
 ROOT = pathlib.Path(paths.ROOT)
@@ -17,6 +20,7 @@ MODELS = ("encoder", "pretrainer", "classifier", "regression", "span_labeler",
           "token_classifier", "multiple_choice", "lora_classifier")
 
 
+@pytest.mark.slow  # every model, in a process without TensorFlow
 def test_every_model_builds_computes_its_loss_and_trains_on_jax_without_tensorflow():
   env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu",
              PYTHONPATH=str(ROOT))

@@ -1,5 +1,5 @@
 """The BERT initializer: a truncated normal drawn with NumPy, the same on every backend
-for the same seed (tests/training/test_engine_move.py builds a model on both)."""
+for the same seed (tests/integration/test_engine_move.py builds a model on both)."""
 
 import keras
 import numpy as np

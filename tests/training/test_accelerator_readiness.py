@@ -131,6 +131,7 @@ def _dropout_experiment(strategy, steps=3, **sections):
                                          model=dict(encoder=encoder), **sections)
 
 
+@pytest.mark.slow
 def test_each_replica_draws_its_own_dropout_masks_and_a_run_repeats_bit_exactly(tmp_path):
   _two_cpus()
   trainer = Trainer(_dropout_experiment("mirrored"), str(tmp_path / "masks"),
@@ -336,6 +337,7 @@ def test_a_float16_overflow_in_the_forward_pass_skips_the_step_and_halves_the_sc
                             before[trainer.model.trainable_variables[0].path])
 
 
+@pytest.mark.slow
 def test_several_trainers_in_one_process_train_and_evaluate_with_collective_all_reduce(
     tmp_path):
   _two_cpus()

@@ -112,6 +112,7 @@ def test_a_checkpoint_directory_given_as_a_relative_path_resolves(tmp_path, monk
       "runs", "a", "ckpt-1")
 
 
+@pytest.mark.slow
 def test_a_tensorflow_trainer_checkpoint_of_an_older_version_resumes_in_the_portable_format(
     tmp_path):
   experiment = trainer_helpers.tiny_experiment(steps=6)

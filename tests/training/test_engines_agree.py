@@ -226,7 +226,7 @@ STEPS_TRAINED = 20
 def trained(tmp_path_factory):
   """Each engine's trainer, 20 steps from the same initial weights: (folder, initial
   weights {`weights/<path>`: array}). (A run that moves between engines through the
-  trainer's own checkpoints: tests/training/test_engine_move.py.)"""
+  trainer's own checkpoints: tests/integration/test_engine_move.py.)"""
   directory = tmp_path_factory.mktemp("engines")
   experiment, config = _experiment_yaml(directory, STEPS_TRAINED)
   keras.utils.set_random_seed(experiment.runtime.seed)
@@ -248,6 +248,7 @@ def _assert_same_training(got, want, initial):
     np.testing.assert_allclose(got[key], want[key], rtol=0, atol=1e-6, err_msg=key)
 
 
+@pytest.mark.slow
 def test_tensorflow_and_jax_trainers_train_the_same_20_steps(trained):
   """Same weights, same batches, dropout off, float32: the engines differ only in how
   their compilers order and fuse float32 operations (~1e-7 relative per operation).

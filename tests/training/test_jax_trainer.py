@@ -103,6 +103,7 @@ def test_train_tool_on_jax_names_the_backend_first_and_in_params_yaml(jax_run):
   assert restore.resolve_checkpoint(model_dir) == os.path.join(model_dir, "ckpt-4.h5")
 
 
+@pytest.mark.slow  # export and serving in processes
 def test_jax_trained_model_exports_a_raw_text_fill_mask_answering_as_on_jax(jax_run, tmp_path):
   model_dir, _ = jax_run
   texts_path = tmp_path / "texts.json"
@@ -152,10 +153,12 @@ def test_jax_model_restores_a_tensorflow_checkpoint_through_its_object_graph(tmp
                                   err_msg=variable.path)
 
 
+@pytest.mark.slow  # two trainings
 def test_gradient_accumulation_on_jax_equals_one_batch(tmp_path):
   assert _worker("accumulation", tmp_path)["accumulated_weights"] < 1e-6
 
 
+@pytest.mark.slow  # tools/train.py in processes
 def test_the_same_yaml_runs_on_jax_and_tpu_strategy_is_a_one_line_error(tmp_path):
   # The shipped experiments say mirrored: on JAX, data parallel over the local devices.
   config = _pretraining_yaml(tmp_path, steps=2, distribution_strategy="mirrored",
@@ -177,6 +180,7 @@ def test_the_same_yaml_runs_on_jax_and_tpu_strategy_is_a_one_line_error(tmp_path
         {"runtime": {"backend": "jax"}}), "unused")
 
 
+@pytest.mark.slow  # three trainings
 def test_dynamic_masking_on_jax_reads_through_tf_data_and_resumes_its_iterator(tmp_path):
   import pretraining_fixtures as fx  # pylint: disable=g-import-not-at-top
   records = str(tmp_path / "pretrain.tfrecord")

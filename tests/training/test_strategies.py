@@ -80,6 +80,7 @@ def _per_step_losses(tmp_path, name, strategy):
   return losses, trainer
 
 
+@pytest.mark.slow
 def test_mirrored_on_two_cpus_follows_the_one_device_loss_trajectory(tmp_path):
   _two_cpus()
   single, single_trainer = _per_step_losses(tmp_path, "one", "one_device")

@@ -1,7 +1,7 @@
 """Tests of the TensorFlow engine's training loop: gradient accumulation, summaries,
 evaluation under MirroredStrategy, and the constraints a TPU puts on the step. The
 policies every engine shares (resume, non-finite loss, corrupt input) are in
-test_trainer_policies.py."""
+tests/integration/test_trainer_policies.py."""
 
 import os
 
