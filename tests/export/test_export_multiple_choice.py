@@ -66,6 +66,7 @@ def test_served_inputs_are_the_training_features(served):
       assert not np.any(served_ids[name][i, :, width:])
 
 
+@pytest.mark.slow  # a fresh process; in-process signatures above
 def test_export_runs_every_signature_in_a_fresh_process(served):
   _, module, tmp = served
   path = exporter.write_saved_model(module, str(tmp / "export"))

@@ -19,6 +19,10 @@ import pytest
 
 import paths
 
+# A tiny model through Pallas interpret mode: about 45 s. The kernels one by one:
+# tests/kernels/test_jax_kernels.py (default suite).
+pytestmark = pytest.mark.slow
+
 TOLERANCE = 1e-5
 
 

@@ -52,6 +52,7 @@ def test_exports_build_the_plain_model_of_a_float8_run():
   assert {w.path.rsplit("/", 1)[-1] for w in model.weights}.isdisjoint({"inputs_scale"})
 
 
+@pytest.mark.slow
 def test_float8_converts_every_block_projection_and_trains_their_scales(tmp_path):
   result = float8_worker.run("convert", tmp_path)
   float8 = sorted(path for path, mode in result["dense"].items() if mode == "float8")

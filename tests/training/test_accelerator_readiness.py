@@ -360,6 +360,7 @@ def test_several_trainers_in_one_process_train_and_evaluate_with_collective_all_
   assert trainers[0].engine.strategy is trainers[1].engine.strategy
 
 
+@pytest.mark.slow
 def test_mirrored_training_reads_one_input_pipeline_and_checkpoints_one_iterator(tmp_path):
   _two_cpus()
   trainer = Trainer(trainer_helpers.tiny_experiment(strategy="mirrored", steps=2),

@@ -20,6 +20,7 @@ def _train(tmp_path, name, **kwargs):
   return trainer
 
 
+@pytest.mark.slow  # two trainings
 def test_gradient_accumulation_of_4_micro_batches_of_8_equals_one_batch_of_32(tmp_path):
   common = dict(batch=32, steps=2, optimizer=dict(warmup_steps=0, learning_rate=1e-2),
                 trainer=dict(steps_per_loop=2, checkpoint_interval=2))
