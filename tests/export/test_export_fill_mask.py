@@ -1,9 +1,12 @@
 """export_fill_mask and querying the export from a fresh process."""
 
+import pytest
+
 import export_helpers as helpers
 from bert_tf.export import fill_mask
 
 
+@pytest.mark.slow  # a fresh process
 def test_exported_fill_mask_answers_each_mask_in_a_fresh_process(tmp_path):
   vocab = helpers.write_vocab(tmp_path)
   config = helpers.experiment(vocab)

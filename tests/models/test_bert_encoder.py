@@ -12,7 +12,9 @@ from bert_tf.data import example_packing
 from bert_tf.models import BertEncoder
 
 
-@pytest.mark.parametrize("size,expected", [("base", 109_482_240), ("large", 335_141_888)])
+@pytest.mark.parametrize("size,expected", [
+    ("base", 109_482_240),
+    pytest.param("large", 335_141_888, marks=pytest.mark.slow)])  # ~10 s to build
 def test_parameter_count_equals_released_checkpoint(size, expected):
   encoder = BertEncoder.from_config_object(configs.EncoderConfig.from_size(size))
   assert encoder.count_params() == expected

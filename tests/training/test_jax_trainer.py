@@ -91,6 +91,7 @@ def jax_run(tmp_path_factory):
   return model_dir, result.stdout
 
 
+@pytest.mark.slow  # tools/train.py in a process
 def test_train_tool_on_jax_names_the_backend_first_and_in_params_yaml(jax_run):
   model_dir, stdout = jax_run
   assert stdout.splitlines()[0] == "Keras backend jax: 1 cpu device(s) in 1 process(es)"
@@ -124,6 +125,7 @@ def test_jax_trained_model_exports_a_raw_text_fill_mask_answering_as_on_jax(jax_
                              jax_answers["top_k_probabilities"][valid], atol=2e-6)
 
 
+@pytest.mark.slow  # tools/train.py in a process
 def test_tensorflow_trainer_warm_starts_its_encoder_from_a_jax_run(jax_run, tmp_path):
   model_dir, _ = jax_run
   config = experiments.experiment_from_yaml(os.path.join(model_dir, "params.yaml")).override(
