@@ -26,8 +26,9 @@ import numpy as np
 from bert_tf.data.squad import SquadExample, SquadFeatures
 from bert_tf.utils import files
 
-# Null odds of a question whose n-best list holds no span at all.
-_NO_SPAN_NULL_ODDS = 1e9
+# Null odds of a question whose n-best list holds no span at all (evaluation's and the
+# served model's).
+NO_SPAN_NULL_ODDS = 1e9
 
 
 @dataclasses.dataclass
@@ -288,7 +289,7 @@ def postprocess(examples: Sequence[SquadExample], features: Sequence[SquadFeatur
       predictions[example.qas_id] = nbest[0][0]
       continue
     if non_null is None:
-      odds, best_text = _NO_SPAN_NULL_ODDS, ""
+      odds, best_text = NO_SPAN_NULL_ODDS, ""
     else:
       odds, best_text = score_null - non_null[1] - non_null[2], non_null[0]
     null_odds[example.qas_id] = float(odds)

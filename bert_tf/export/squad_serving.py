@@ -24,6 +24,7 @@ a one-window example.
 import tensorflow as tf
 
 from bert_tf import constants
+from bert_tf.data.squad_postprocess import NO_SPAN_NULL_ODDS
 from bert_tf.export import serving_module
 from bert_tf.export import text_encoding
 from bert_tf.models.bert_span_labeler import END_LOGITS, START_LOGITS
@@ -39,9 +40,6 @@ HAS_ANSWER = "has_answer"
 ANSWER_TEXT = "answer_text"
 ANSWER_START = "answer_start"
 ANSWER_END = "answer_end"
-
-# evaluation's null odds of a question without any candidate span.
-_NO_SPAN_NULL_ODDS = 1e9
 
 
 def np_inf():
@@ -141,7 +139,7 @@ class SquadServing(serving_module.ServingModule):
     end = tf.gather(tf.gather(end_index, flat), pair % k, batch_dims=1)
     has_answer = has_span
     if self.version_2_with_negative:
-      odds = tf.where(has_span, null_score - best, _NO_SPAN_NULL_ODDS)
+      odds = tf.where(has_span, null_score - best, NO_SPAN_NULL_ODDS)
       has_answer = has_span & tf.logical_not(odds > self.null_score_diff_threshold)
     return {"window": tf.where(has_answer, window, 0), "flat": flat,
             "start": tf.where(has_answer, start, 0), "end": tf.where(has_answer, end, 0),

@@ -40,6 +40,7 @@ from bert_tf import configs
 from bert_tf import constants
 from bert_tf.training.schedules import WarmupPolynomialDecay
 
+
 def slot_name(slot: str, variable_path: str) -> str:
   """The state's name of a variable's slot: `m/<variable path>`."""
   return f"{slot}/{variable_path}"

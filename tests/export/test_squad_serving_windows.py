@@ -123,7 +123,7 @@ def test_squad2_null_answer_follows_the_evaluation(tmp_path):
   odds = np.array([predicted.null_odds[f"q{i}"] for i in range(6)])
   # No candidate span among the n-best starts and ends: evaluation's odds are its
   # sentinel, and the served score is 0 with no answer.
-  no_span = odds == squad_postprocess._NO_SPAN_NULL_ODDS
+  no_span = odds == squad_postprocess.NO_SPAN_NULL_ODDS
   assert not any(served[ss.HAS_ANSWER].numpy()[no_span])
   assert not any(served[ss.SCORE].numpy()[no_span])
   assert not all(no_span)
