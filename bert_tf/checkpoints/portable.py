@@ -251,9 +251,11 @@ def _assign(variable, value: np.ndarray, where: str) -> None:
   if tuple(variable.shape) != tuple(value.shape):
     raise PortableCheckpointError(f"{where}: shape {tuple(value.shape)} in the checkpoint, "
                                   f"{tuple(variable.shape)} in the model")
-  dtype = getattr(variable.dtype, "as_numpy_dtype", variable.dtype)
-  variable.assign(np.asarray(value).astype(dtype) if np.asarray(value).dtype.kind in "biu"
-                  else value)
+  value = np.asarray(value)  # an h5py dataset is read here, once
+  if value.dtype.kind in "biu":
+    # Integer state (step counts) takes the variable's integer width.
+    value = value.astype(getattr(variable.dtype, "as_numpy_dtype", variable.dtype))
+  variable.assign(value)
 
 
 def restore_items(path: str, checkpoint_items: Mapping[str, object],

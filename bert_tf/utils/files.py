@@ -51,8 +51,6 @@ def _gfile():
   return tf.io.gfile
 
 
-
-
 def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_path",
                     error: type = errors.MissingInputError) -> List[str]:
   """The files that comma-separated globs name.
