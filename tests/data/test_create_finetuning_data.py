@@ -74,6 +74,7 @@ def test_interrupted_writing_leaves_no_output(tmp_path):
   assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow  # the tool in a process
 def test_tool_writes_the_file_and_prints_a_summary(tmp_path):
   vocab = helpers.write_vocab(tmp_path / "vocab.txt")
   train = tmp_path / "train.tsv"

@@ -3,6 +3,7 @@ tensorflow-text ops runs every export (see the fresh-process tests of each kind)
 refuses one that needs another tensorflow-text op."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_text
 
@@ -17,6 +18,7 @@ class _Whitespace(tf.Module):
     return {"words": tensorflow_text.WhitespaceTokenizer().tokenize(text).to_tensor("")}
 
 
+@pytest.mark.slow  # an export loaded in a process
 def test_an_export_needing_another_text_op_does_not_load(tmp_path):
   module = _Whitespace()
   path = str(tmp_path / "whitespace")
@@ -26,6 +28,7 @@ def test_an_export_needing_another_text_op_does_not_load(tmp_path):
   assert result["modules"] == []
 
 
+@pytest.mark.slow  # an export loaded in a process
 def test_the_allowed_text_ops_run_without_importing_tensorflow_text(tmp_path):
   vocab = helpers.write_vocab(tmp_path)
   from bert_tf.text.tokenizer import BertWordPieceTokenizer  # pylint: disable=g-import-not-at-top

@@ -61,6 +61,7 @@ def _train_tool_startup():
   return _TOOL_STARTUP.format(path=os.path.join(_ROOT, "tools", "train.py"))
 
 
+@pytest.mark.slow  # an import in a process
 def test_importing_bert_tf_leaves_the_environment_unchanged():
   report = _run("import bert_tf, bert_tf.models, bert_tf.training.trainer")
   assert report == {"changed": {}, "at_tensorflow_import": None}
@@ -73,6 +74,7 @@ def test_a_tools_startup_turns_onednn_on_before_tensorflow_loads():
                     "at_tensorflow_import": "1"}
 
 
+@pytest.mark.slow  # a tool's start-up in a process
 def test_a_tools_startup_keeps_an_explicit_choice():
   report = _run(_train_tool_startup(), variable="0")
   assert report == {"changed": {}, "at_tensorflow_import": "0"}

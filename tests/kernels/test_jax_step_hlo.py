@@ -35,6 +35,7 @@ def _lowered(kernels: str):
   return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # lowers the whole jitted step in a process
 @pytest.mark.parametrize("kernels", ["reference", "jax_gpu_cuda"])
 def test_the_jax_training_step_scatters_no_gradient_into_a_small_table(kernels):
   scatters = _lowered(kernels)["scatter_adds"]

@@ -1,6 +1,7 @@
 """BertPretrainer: tied masked-LM weights, the loss, training, and the harness checks."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import harness
@@ -89,6 +90,7 @@ def test_pretraining_loss_equals_weighted_mean_cross_entropy_plus_nsp():
   np.testing.assert_allclose(result["loss"], mlm + nsp, rtol=1e-5)
 
 
+@pytest.mark.slow  # a learning run
 def test_a_few_steps_on_one_repeated_batch_drive_the_loss_down():
   case = _case(batch_size=8)
   history = harness.run_training_steps(case.build(), case, case.inputs(), steps=30,

@@ -80,6 +80,7 @@ def test_layer_out_of_range_is_an_error(tokenizer):
     next(fe.extract_features(encoder, tokenizer, ["the cat"], layers=[-3]))
 
 
+@pytest.mark.slow  # the tool in a process
 def test_tool_writes_one_json_line_per_input_line_and_a_summary(tmp_path):
   (tmp_path / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
   (tmp_path / "in.txt").write_text("the cat sat\n\na dog ||| ran .\n")

@@ -59,6 +59,7 @@ def _synthetic_swag(path, rng, n):
   return str(path)
 
 
+@pytest.mark.slow  # a learning run
 def test_learns_to_choose_the_ending_that_repeats_the_context(tmp_path):
   # This tiny model collapses to a constant score (chance) from some initializations:
   # with 40 warm-up steps, seeds 0-4 reached accuracies 1.0, 0.77, 0.95, 0.33, 0.42.

@@ -99,6 +99,7 @@ def _synthetic_tsv(path, rng, n):
   return str(path)
 
 
+@pytest.mark.slow  # a learning run
 def test_learns_whether_a_sentence_contains_a_token(tmp_path):
   metrics, predictions = helpers.learn_synthetic_task(
       tmp_path, {"name": "sentence_prediction", "text_a_column": "sentence",

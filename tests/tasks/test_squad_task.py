@@ -135,6 +135,7 @@ def synthetic_squad(num_questions, seed, context_words=12):
   return {"version": "1.1", "data": [{"title": "synthetic", "paragraphs": paragraphs}]}
 
 
+@pytest.mark.slow  # a learning run
 def test_tiny_model_learns_synthetic_span_task_well_above_chance(tmp_path):
   vocab = tmp_path / "vocab.txt"
   vocab.write_text("\n".join(SYNTH_VOCAB) + "\n")

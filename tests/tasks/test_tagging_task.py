@@ -98,6 +98,7 @@ def _synthetic_conll(path, rng, n):
   return str(path)
 
 
+@pytest.mark.slow  # a learning run
 def test_learns_to_tag_a_word_set(tmp_path):
   metrics, predictions = helpers.learn_synthetic_task(
       tmp_path, {"name": "tagging", "label_names": LABELS}, "conll", _synthetic_conll,

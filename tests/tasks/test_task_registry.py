@@ -104,6 +104,7 @@ def test_a_format_outside_the_declared_ones_is_one_error_naming_the_section():
     task.build_inputs(experiment.eval_data)
 
 
+@pytest.mark.slow  # a training and an export
 def test_a_task_added_by_one_module_trains_and_exports(tmp_path):
   vocab = export_helpers.write_vocab(tmp_path)
   experiment = export_helpers.experiment(vocab, {"name": "toy_score", "target": 2.0}).override(

@@ -311,6 +311,7 @@ class _Float16OverflowTask(PretrainingTask):
                                 global_batch_size, **normalizers)
 
 
+@pytest.mark.slow  # a mixed_float16 training
 def test_a_float16_overflow_in_the_forward_pass_skips_the_step_and_halves_the_scale(
     tmp_path):
   experiment = trainer_helpers.tiny_experiment(

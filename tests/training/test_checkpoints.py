@@ -66,6 +66,7 @@ def test_missing_checkpoint_is_an_error_naming_the_path(tmp_path):
     restore.restore_items(str(tmp_path), _pretrainer(1).checkpoint_items)
 
 
+@pytest.mark.slow  # a training with several checkpoints
 def test_trainer_saves_every_n_steps_keeps_the_last_k_and_follows_the_convention(tmp_path):
   experiment = trainer_helpers.tiny_experiment(
       steps=10, trainer=dict(steps_per_loop=2, checkpoint_interval=2, max_to_keep=2))

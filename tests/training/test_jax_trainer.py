@@ -140,6 +140,7 @@ def test_tensorflow_trainer_warm_starts_its_encoder_from_a_jax_run(jax_run, tmp_
   trainer.train(train_steps=1)  # And it trains on from there.
 
 
+@pytest.mark.slow  # trainings on both engines
 def test_jax_model_restores_a_tensorflow_checkpoint_through_its_object_graph(tmp_path):
   vocab = export_helpers.write_vocab(tmp_path)
   config = export_helpers.experiment(vocab)
@@ -204,6 +205,7 @@ def test_dynamic_masking_on_jax_reads_through_tf_data_and_resumes_its_iterator(t
   assert os.path.exists(os.path.join(model_dir, "ckpt-4.h5"))
 
 
+@pytest.mark.slow  # a TSV fine-tuning run over several length buckets
 def test_fine_tuning_from_tsv_compiles_the_jax_step_once_per_length_bucket(tmp_path):
   result = _worker("compilations", tmp_path)
   assert result["steps"] == 20

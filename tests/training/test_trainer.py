@@ -33,6 +33,7 @@ def test_gradient_accumulation_of_4_micro_batches_of_8_equals_one_batch_of_32(tm
                                        atol=2e-6, rtol=1e-4)
 
 
+@pytest.mark.slow  # a training with evaluations
 def test_scalars_are_written_under_train_and_eval(tmp_path):
   trainer = _train(tmp_path, "run", steps=6, trainer=dict(summary_interval=2))
   trainer.evaluate()
@@ -47,6 +48,7 @@ def test_scalars_are_written_under_train_and_eval(tmp_path):
     assert evaluation[tag][0][0] == 6
 
 
+@pytest.mark.slow  # a training under MirroredStrategy
 def test_evaluation_under_mirrored_strategy_gathers_every_replicas_examples(tmp_path):
   experiment = trainer_helpers.tiny_experiment(strategy="mirrored", steps=0)
   trainer = Trainer(experiment, str(tmp_path), log_fn=lambda _: None)
