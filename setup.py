@@ -74,6 +74,7 @@ CONSOLE_SCRIPTS = {
     "bert-tf-convert-checkpoint": "convert_checkpoint",
     "bert-tf-export": "export_saved_model",
     "bert-tf-make-serving-request": "make_serving_request",
+    "bert-tf-query": "query_saved_model",
     "bert-tf-extract-features": "extract_features",
 }
 
