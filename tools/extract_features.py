@@ -25,8 +25,9 @@ from absl import flags
 from bert_tf import cpu_kernels
 from bert_tf.utils import errors
 
-# Before TensorFlow loads: it reads its CPU-kernel choice once, when imported.
+# Before TensorFlow loads: it reads its CPU kernels and device kinds once, when imported.
 cpu_kernels.prefer_onednn()
+cpu_kernels.leave_out_absent_gpus()
 
 _INPUT = flags.DEFINE_string("input_file", None, "UTF-8 text, one text or 'A ||| B' per line.")
 _OUTPUT = flags.DEFINE_string("output_file", None, "JSON lines output (written atomically).")

@@ -22,8 +22,9 @@ from absl import flags
 from bert_tf import cpu_kernels
 from bert_tf.utils import errors
 
-# Before TensorFlow loads: it reads its CPU-kernel choice once, when imported.
+# Before TensorFlow loads: it reads its CPU kernels and device kinds once, when imported.
 cpu_kernels.prefer_onednn()
+cpu_kernels.leave_out_absent_gpus()
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("signature", "serving_default",

@@ -16,8 +16,7 @@ Every stage runs the command a user would type, printed before it runs:
      --min_baseline_ratio times higher;
   6. exports the pretrained model as a fill-mask SavedModel taking raw text
      (tools/export_saved_model.py);
-  7. queries the export from a fresh process that imports only tensorflow and
-     tensorflow_text (bert_tf/export/fill_mask_query.py).
+  7. asks the export from a fresh process (tools/query_saved_model.py).
 
 Everything lands in --output_dir (default quickstart_output/), which is replaced on
 each run.
@@ -38,8 +37,9 @@ from absl import flags
 
 from bert_tf import cpu_kernels
 
-# Before TensorFlow loads: it reads its CPU-kernel choice once, when imported.
+# Before TensorFlow loads: it reads its CPU kernels and device kinds once, when imported.
 cpu_kernels.prefer_onednn()
+cpu_kernels.leave_out_absent_gpus()
 
 from bert_tf.data import corpus
 
@@ -216,10 +216,10 @@ def main(argv):
   _run([python, tool("export_saved_model.py"), f"--checkpoint={paths['model']}",
         f"--export_dir={paths['export']}", "--version=1", "--top_k=3"])
 
-  _stage(7, "Querying the export from a fresh process (tensorflow + tensorflow_text only)")
+  _stage(7, "Asking the export from a fresh process")
   export_version = os.path.join(paths["export"], "1")
-  output = _run([python, os.path.join(_ROOT, "bert_tf", "export", "fill_mask_query.py"),
-                 export_version, *_QUERIES], capture=True)
+  output = _run([python, tool("query_saved_model.py"), "--json", export_version, *_QUERIES],
+                capture=True)
   for line in output.splitlines():
     if line.startswith("{"):
       result = json.loads(line)

@@ -7,8 +7,9 @@
   unless -n is given)
 
 Needs nothing but Python 3.10+: the environment is created in .venv/ and reinstalled
-only when setup.py changes or a command needs more extras than are installed (the tests
-also install `tfds`, TensorFlow Datasets, which the quickstart does without).
+only when setup.py or requirements/ changes or a command needs more extras than are
+installed (the tests also install `tfds`, TensorFlow Datasets, which the quickstart does
+without).
 """
 
 import hashlib
@@ -30,13 +31,17 @@ def _python() -> str:
 
 
 def _requirements_digest() -> str:
-  return hashlib.sha256((ROOT / "setup.py").read_bytes()).hexdigest()
+  """A digest of setup.py and the requirement files it reads."""
+  digest = hashlib.sha256()
+  for path in [ROOT / "setup.py", *sorted((ROOT / "requirements").glob("*.txt"))]:
+    digest.update(path.read_bytes())
+  return digest.hexdigest()
 
 
 def ensure_environment(extras) -> None:
   """Creates .venv and installs bert_tf (editable) with `extras`, if not done yet."""
   digest = _requirements_digest()
-  # The stamp holds setup.py's digest, then the extras installed with it.
+  # The stamp holds the requirements' digest, then the extras installed with it.
   stamp = STAMP.read_text().split() if STAMP.exists() else []
   installed = set(stamp[1:]) if stamp[:1] == [digest] else None
   if installed is not None and installed >= set(extras):

@@ -1,14 +1,9 @@
-"""Fill-mask export of a pretraining model, and querying it from a fresh process."""
+"""Fill-mask export of a pretraining model (asked with bert_tf.export.query)."""
 
-import json
-import os
-import subprocess
-import sys
-from typing import List, Optional, Sequence
+from typing import Optional
 
 from bert_tf import configs
 from bert_tf.export import exporter
-from bert_tf.export import fill_mask_query
 
 
 def export_fill_mask(model_or_checkpoint, config, vocab_file: Optional[str], export_dir: str,
@@ -45,24 +40,3 @@ def export_fill_mask(model_or_checkpoint, config, vocab_file: Optional[str], exp
                                          seq_length=seq_length, lower_case=lower_case)
   return exporter.write_saved_model(module, export_dir, version)
 
-
-def query_fill_mask_fresh_process(export_path: str, sentences: Sequence[str],
-                                  timeout: float = 600) -> List[dict]:
-  """Queries a fill-mask export in a new Python process importing only TensorFlow.
-
-  Args:
-    export_path: the version directory `export_fill_mask` returned.
-    sentences: texts with "[MASK]" marks.
-
-  Returns:
-    Per sentence {"text": str, "masks": [[[token, probability], ...] per [MASK]]}.
-
-  Raises:
-    RuntimeError: the query process failed (its stderr is in the message).
-  """
-  script = os.path.abspath(fill_mask_query.__file__)
-  process = subprocess.run([sys.executable, script, export_path, *sentences],
-                           capture_output=True, text=True, timeout=timeout, check=False)
-  if process.returncode != 0:
-    raise RuntimeError(f"Fill-mask query of {export_path} failed:\n{process.stderr[-4000:]}")
-  return [json.loads(line) for line in process.stdout.splitlines() if line.startswith("{")]

@@ -20,10 +20,12 @@ extra state unread), and a plain checkpoint restores into the layers before they
 converted (bert_tf.tasks.base.Task.build_tuned_model), the scales then starting at 1.
 
 Keras trains float8 on every backend, but bert_tf does so on JAX only (the JAX trainer
-and the GPU benchmark); other backends refuse the setting.
+and the GPU benchmark); other backends refuse the setting. On CPUs the run says in one
+warning that float8 is emulated there.
 """
 
-from typing import Dict
+import logging
+from typing import Dict, Optional, Sequence
 
 import keras
 
@@ -55,11 +57,24 @@ def enable(model) -> Dict[str, keras.layers.Dense]:
     ConfigError: as check_supported.
   """
   check_supported(model)
+  note = emulation_note(keras.distribution.list_devices())
+  if note:
+    logging.warning(note)
   layers = projections(model.encoder)
   for layer in layers.values():
     if layer.quantization_mode is None:
       layer.quantize(MODE)
   return layers
+
+
+def emulation_note(devices: Sequence[str]) -> Optional[str]:
+  """One line saying float8 is emulated, where every device is a CPU ("cpu:0", as
+  keras.distribution.list_devices names them); None elsewhere."""
+  if devices and all("cpu" in device.lower() for device in devices):
+    return ("bert_tf: runtime.float8_training on CPU is emulated: the products run in the "
+            "compute dtype on float8-rounded values, no faster than without it (float8 "
+            "GEMMs need a GPU that has them, Hopper and later)")
+  return None
 
 
 def check_supported(model) -> None:

@@ -13,6 +13,7 @@ import export_helpers as helpers
 from bert_tf import constants
 from bert_tf.export import exporter
 from bert_tf.export import fill_mask_serving as fm
+from bert_tf.export import query
 from bert_tf.export import serving_ops_check
 from bert_tf.tasks import base
 
@@ -166,3 +167,16 @@ def test_fill_mask_says_how_many_masks_it_dropped(fill_mask_export):
   kept = min(module.max_masks, module.seq_length - 2)
   assert out[fm.MASK_COUNT].numpy().tolist() == [kept, 1, 0]
   assert out[fm.MASKS_DROPPED].numpy().tolist() == [module.max_masks + 2 - kept, 0, 1]
+
+
+def test_query_asks_the_moved_export_base_at_its_newest_version(fill_mask_export):
+  export = query.load(os.path.dirname(fill_mask_export["moved"]))
+  assert (export.kind, export.inputs) == ("fill_mask", ("text",))
+  answers = query.ask(export, ["hello [MASK] world , the [MASK] .", "dog"])
+  served = fill_mask_export["module"].predict_text(
+      {"text": tf.constant(["hello [MASK] world , the [MASK] ."])})
+  assert [len(a["masks"]) for a in answers] == [2, 0]
+  assert [t for t, _ in answers[0]["masks"][1]] == [
+      t.decode() for t in served[fm.TOP_K_TOKENS].numpy()[0, 1]]
+  lines = query.describe(answers[0])
+  assert lines[0] == "text: hello [MASK] world , the [MASK] ." and len(lines) == 3

@@ -1,5 +1,7 @@
 """The TF Hub-style preprocessor and encoder SavedModels, each loaded alone."""
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -7,6 +9,7 @@ import tensorflow as tf
 import export_helpers as helpers
 from bert_tf import constants
 from bert_tf.export import hub
+from bert_tf.export import query
 from bert_tf.export import serving_ops_check
 from bert_tf.export import text_encoding
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
@@ -64,3 +67,13 @@ def test_mlm_sub_object_matches_the_pretrainer(pair):
 def test_hub_pair_uses_only_allowlisted_ops(pair):
   for path in pair["paths"].values():
     assert serving_ops_check.unexpected_ops(path) == set()
+
+
+def test_query_asks_the_pair_through_its_preprocessor(pair):
+  export = query.load(os.path.dirname(pair["paths"][hub.ENCODER]))
+  assert (export.kind, export.inputs) == ("hub", ("text",))
+  (answer,) = query.ask(export, ["the cat sat"])
+  want = pair["model"].encoder(pair["text_encoder"].encode(tf.constant(["the cat sat"])))
+  np.testing.assert_allclose(answer[constants.POOLED_OUTPUT],
+                             want[constants.POOLED_OUTPUT][0], atol=1e-5)
+  assert query.describe(answer)[1].startswith("  pooled_output [32]: ")

@@ -9,6 +9,7 @@ from bert_tf.data import featurizers
 from bert_tf.data import swag
 from bert_tf.export import exporter
 from bert_tf.export import multiple_choice_serving as mcs
+from bert_tf.export import query
 from bert_tf.export import serving_ops_check
 from bert_tf.tasks import base
 
@@ -66,10 +67,16 @@ def test_served_inputs_are_the_training_features(served):
       assert not np.any(served_ids[name][i, :, width:])
 
 
-@pytest.mark.slow  # a fresh process; in-process signatures above
-def test_export_runs_every_signature_in_a_fresh_process(served):
+@pytest.fixture(scope="module")
+def saved(served):
   _, module, tmp = served
-  path = exporter.write_saved_model(module, str(tmp / "export"))
+  return exporter.write_saved_model(module, str(tmp / "export"))
+
+
+@pytest.mark.slow  # a fresh process; in-process signatures above
+def test_export_runs_every_signature_in_a_fresh_process(served, saved):
+  _, module, tmp = served
+  path = saved
   assert serving_ops_check.unexpected_ops(path) == set()
   calls = helpers.signature_calls(module, _texts())
   result = helpers.run_fresh_process([(path, calls, helpers.rest_bodies(module, _texts()))],
@@ -78,3 +85,15 @@ def test_export_runs_every_signature_in_a_fresh_process(served):
   assert [c["signature"] for c in result["calls"]] == [
       "serving_default", "serve_token_ids", "serve_examples"]
   assert len(result["rest"]) == 6
+
+
+@pytest.mark.slow  # writes the export
+def test_query_asks_a_context_and_its_endings_for_the_choice(served, saved):
+  export = query.load(saved)
+  assert (export.kind, export.inputs) == ("multiple_choice",
+                                          ("context", "ending0", "ending1", "ending2"))
+  (answer,) = query.ask(export, [CONTEXTS[0], *ENDINGS[0]])
+  out = served[1].predict_text({k: tf.constant(v[:1]) for k, v in _texts().items()})
+  assert answer["choice"] == int(out[mcs.CHOICE][0])
+  assert answer["ending"] == ENDINGS[0][answer["choice"]]
+  np.testing.assert_allclose(answer["probabilities"], out[mcs.PROBABILITIES][0], atol=1e-6)

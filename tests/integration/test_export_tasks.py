@@ -9,6 +9,7 @@ import tensorflow as tf
 import export_helpers as helpers
 from bert_tf.export import classifier_serving as cs
 from bert_tf.export import exporter
+from bert_tf.export import query
 from bert_tf.export import serving_ops_check
 from bert_tf.export import squad_serving as ss
 from bert_tf.export import tagging_serving as ts
@@ -177,3 +178,35 @@ def test_tagging_reads_a_long_text_in_windows_and_says_how_many(modules):
   out = modules["tagging"].predict_text({"text": tf.constant(["the cat", long_text])})
   # 60 pieces in windows of seq_length - 2 = 22, 22 apart (window_stride 64 is more).
   assert out[ts.NUM_WINDOWS].numpy().tolist() == [1, 3]
+
+
+def _questions(name):
+  """The texts of two questions to the export `name`, flat, in the export's input order."""
+  return {"mnli": ["the cat sat", "a dog ran", "", "hello world"],
+          "squad": [QUESTIONS[0], CONTEXTS[0], QUESTIONS[1], CONTEXTS[1]],
+          "tagging": CONTEXTS[:2]}[name]
+
+
+@pytest.mark.parametrize("name", ["mnli", *SLOW_EXPORTS])
+def test_query_answers_as_the_served_signature_does(export_of, modules, name):
+  export = query.load(export_of(name)[0])
+  assert export.inputs == modules[name].text_inputs
+  texts = _questions(name)
+  answers = query.ask(export, texts)
+  width = len(export.inputs)
+  served = modules[name].predict_text(
+      {n: tf.constant(texts[i::width]) for i, n in enumerate(export.inputs)})
+  for i, answer in enumerate(answers):
+    assert len(query.describe(answer)) == 2
+    if name == "mnli":
+      assert answer["label"] == served[cs.LABEL_NAMES].numpy()[i].decode()
+      np.testing.assert_allclose(answer["probabilities"], served[cs.PROBABILITIES][i],
+                                 atol=1e-6)
+    elif name == "squad":
+      context = answer["context"]
+      assert answer["answer"] == context[answer["start"]:answer["end"]]
+      assert answer["answer"] == served[ss.ANSWER_TEXT].numpy()[i].decode()
+    else:
+      assert len(answer["entities"]) == served[ts.ENTITY_COUNT][i]
+      for entity in answer["entities"]:
+        assert answer["text"][entity["start"]:entity["end"]] == entity["text"]

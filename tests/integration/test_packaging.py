@@ -1,8 +1,9 @@
 """bert_tf as an installed library: the wheel's contents, its console commands, extras.
 
-The slow test builds the wheel, installs it into a fresh virtual environment (no access
-to this checkout or to the test environment's packages) and runs the commands from
-another directory, as a user would after `pip install .`.
+The slow tests build the wheel, install it into a fresh virtual environment (no access
+to this checkout or to the test environment's packages) and run the commands from
+another directory, as a user would: after `pip install .`, and without TensorFlow after
+`pip install -r requirements/jax.txt` and `pip install --no-deps` (the JAX route).
 """
 
 import ast
@@ -71,9 +72,9 @@ def _run(argv, cwd, env):
 def _build_wheel(source: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
   """Builds the wheel from a copy of the checkout's distribution files (the build writes
   build/ and *.egg-info/ beside setup.py)."""
-  for name in ("setup.py", "pyproject.toml", "README.md"):
+  for name in ("setup.py", "pyproject.toml", "README.md", "MANIFEST.in"):
     shutil.copy2(ROOT / name, source / name)
-  for name in ("bert_tf", "official_configs", "tools"):
+  for name in ("bert_tf", "official_configs", "tools", "requirements"):
     shutil.copytree(ROOT / name, source / name,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
   argv = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)]
@@ -95,14 +96,29 @@ def _clean_env():
   return env
 
 
+def _wheel_and_fresh_venv(tmp: pathlib.Path):
+  """Builds the wheel under tmp and creates an empty virtual environment there.
+
+  Returns:
+    (wheel path, the venv's python, its bin folder, an environment whose PATH finds its
+    commands first, an empty working folder outside the checkout).
+  """
+  source, dist, venv, work = (tmp / name for name in ("source", "dist", "venv", "work"))
+  for folder in (source, dist, work):
+    folder.mkdir()
+  wheel = _build_wheel(source, dist)
+  env = _clean_env()
+  _run([sys.executable, "-m", "venv", str(venv)], cwd=work, env=env)
+  bin_dir = venv / "bin"
+  env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+  return wheel, bin_dir / "python", bin_dir, env, work
+
+
 @pytest.mark.slow
 def test_the_wheel_installs_configs_and_commands_into_a_fresh_environment():
   with tempfile.TemporaryDirectory(prefix="bert_tf_wheel_") as tmp:
-    tmp = pathlib.Path(tmp)
-    source, dist, venv, work = (tmp / name for name in ("source", "dist", "venv", "work"))
-    for folder in (source, dist, work):
-      folder.mkdir()
-    wheel = _build_wheel(source, dist)
+    wheel, python, bin_dir, env, work = _wheel_and_fresh_venv(pathlib.Path(tmp))
+    source = pathlib.Path(tmp) / "source"
 
     with zipfile.ZipFile(wheel) as archive:
       names = set(archive.namelist())
@@ -115,10 +131,6 @@ def test_the_wheel_installs_configs_and_commands_into_a_fresh_environment():
     for command, module in console_scripts().items():
       assert f"{command} = bert_tf.tools.{module}:run" in entry_points
 
-    env = _clean_env()
-    _run([sys.executable, "-m", "venv", str(venv)], cwd=work, env=env)
-    python, bin_dir = venv / "bin" / "python", venv / "bin"
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     _run([python, "-m", "pip", "install", "-q", str(wheel)], cwd=work, env=env)
 
     overrides = ",".join([
@@ -144,3 +156,38 @@ def test_the_wheel_installs_configs_and_commands_into_a_fresh_environment():
                  cwd=work, env=env).split()
     assert shown[-2:] == [str(source / "tools" / "train.py"),
                           str(source / "official_configs" / "experiments" / "glue_mrpc.yaml")]
+
+
+@pytest.mark.slow
+def test_the_jax_route_trains_checkpoints_and_resumes_without_tensorflow():
+  """The README's install for JAX alone: requirements/jax.txt, then the wheel with
+  --no-deps. TensorFlow is absent; bert-tf-train --backend=jax reads the tools' TFRecords
+  (written here, with TensorFlow), checkpoints, and a longer rerun resumes."""
+  import pretraining_fixtures  # pylint: disable=import-outside-toplevel
+  with tempfile.TemporaryDirectory(prefix="bert_tf_jax_route_") as tmp:
+    wheel, python, bin_dir, env, work = _wheel_and_fresh_venv(pathlib.Path(tmp))
+    _run([python, "-m", "pip", "install", "-q", "-r", ROOT / "requirements" / "jax.txt"],
+         cwd=work, env=env)
+    _run([python, "-m", "pip", "install", "-q", "--no-deps", str(wheel)], cwd=work, env=env)
+    absent = subprocess.run([python, "-c", "import tensorflow"], cwd=work, env=env,
+                            capture_output=True, text=True, check=False)
+    assert absent.returncode != 0 and "No module named 'tensorflow'" in absent.stderr
+
+    records = work / "pretrain.tfrecord"
+    pretraining_fixtures.write_record_file(str(records), num_documents=40)
+
+    def train(steps):
+      overrides = ",".join([
+          f"train_data.input_path={records}", "train_data.global_batch_size=4",
+          "train_data.seq_length=32", "train_data.max_predictions_per_seq=5",
+          f"trainer.train_steps={steps}", "trainer.steps_per_loop=2",
+          "trainer.checkpoint_interval=2", "model.encoder.vocab_size=100"])
+      return _run([bin_dir / "bert-tf-train", "--backend=jax",
+                   "--experiment=pretraining_bert_tiny", f"--model_dir={work / 'model'}",
+                   f"--params_override={overrides}"], cwd=work, env=env)
+    assert "step 4/4" in train(4)
+    assert (work / "model" / "ckpt-4.h5").is_file()
+    resumed = train(6)
+    assert f"Resumed from {work / 'model'}/ckpt-4.h5 at step 4" in resumed
+    assert "step 6/6" in resumed
+    assert list((work / "model" / "train").iterdir()), "no TensorBoard summaries written"

@@ -256,6 +256,16 @@ def test_make_serving_request_mistake_is_one_line(capsys, monkeypatch, tmp_path)
   assert_one_line(status, err, "make_serving_request", "no_vocab.txt")
 
 
+def test_query_saved_model_mistakes_are_one_line(tmp_path, capsys, monkeypatch):
+  status, err = run_tool("query_saved_model", [str(tmp_path / "absent"), "a text"], capsys,
+                         monkeypatch)
+  assert_one_line(status, err, "query_saved_model", "No export directory", "absent")
+  status, err = run_tool("query_saved_model", [str(tmp_path), "a text"], capsys, monkeypatch)
+  assert_one_line(status, err, "query_saved_model", "is not a SavedModel")
+  status, err = run_tool("query_saved_model", [], capsys, monkeypatch)
+  assert_one_line(status, err, "query_saved_model", "Give the export directory", code=2)
+
+
 def test_train_validate_inputs_names_the_corrupt_file_and_offset(data, tmp_path, capsys,
                                                                  monkeypatch):
   corrupt = tmp_path / "corrupt.tfrecord"

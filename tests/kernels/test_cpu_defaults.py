@@ -46,7 +46,8 @@ spec.loader.exec_module(importlib.util.module_from_spec(spec))
 
 
 def _run(startup, variable=None):
-  env = {k: v for k, v in os.environ.items() if k != cpu_kernels.ONEDNN_VARIABLE}
+  env = {k: v for k, v in os.environ.items()
+         if k not in (cpu_kernels.ONEDNN_VARIABLE, cpu_kernels.DEVICE_TYPES_VARIABLE)}
   if variable is not None:
     env[cpu_kernels.ONEDNN_VARIABLE] = variable
   env["TF_CPP_MIN_LOG_LEVEL"] = "3"
@@ -61,6 +62,13 @@ def _train_tool_startup():
   return _TOOL_STARTUP.format(path=os.path.join(_ROOT, "tools", "train.py"))
 
 
+def _device_types_chosen_here():
+  """What a tool's startup sets for TensorFlow's device kinds on this machine."""
+  chosen = {}
+  cpu_kernels.leave_out_absent_gpus(chosen)
+  return chosen
+
+
 @pytest.mark.slow  # an import in a process
 def test_importing_bert_tf_leaves_the_environment_unchanged():
   report = _run("import bert_tf, bert_tf.models, bert_tf.training.trainer")
@@ -70,14 +78,15 @@ def test_importing_bert_tf_leaves_the_environment_unchanged():
 @pytest.mark.skipif(not _X86, reason="oneDNN is preferred on x86-64 only")
 def test_a_tools_startup_turns_onednn_on_before_tensorflow_loads():
   report = _run(_train_tool_startup())
-  assert report == {"changed": {cpu_kernels.ONEDNN_VARIABLE: "1"},
+  assert report == {"changed": {cpu_kernels.ONEDNN_VARIABLE: "1",
+                                **_device_types_chosen_here()},
                     "at_tensorflow_import": "1"}
 
 
 @pytest.mark.slow  # a tool's start-up in a process
 def test_a_tools_startup_keeps_an_explicit_choice():
   report = _run(_train_tool_startup(), variable="0")
-  assert report == {"changed": {}, "at_tensorflow_import": "0"}
+  assert report == {"changed": _device_types_chosen_here(), "at_tensorflow_import": "0"}
 
 
 def test_prefer_onednn_sets_the_variable_only_when_unset_on_x86():
@@ -87,3 +96,16 @@ def test_prefer_onednn_sets_the_variable_only_when_unset_on_x86():
   chosen = {cpu_kernels.ONEDNN_VARIABLE: "0"}
   assert not cpu_kernels.prefer_onednn(chosen)
   assert chosen == {cpu_kernels.ONEDNN_VARIABLE: "0"}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="TensorFlow's CUDA wheel")
+def test_gpu_devices_are_left_out_only_where_nvidia_driver_is_absent_and_nothing_chosen():
+  env = {}
+  assert cpu_kernels.leave_out_absent_gpus(env, driver_loads=lambda: False)
+  assert env == {cpu_kernels.DEVICE_TYPES_VARIABLE: "CPU,TPU,TPU_SYSTEM"}
+  with_driver = {}
+  assert not cpu_kernels.leave_out_absent_gpus(with_driver, driver_loads=lambda: True)
+  assert with_driver == {}
+  chosen = {cpu_kernels.DEVICE_TYPES_VARIABLE: "CPU,GPU"}
+  assert not cpu_kernels.leave_out_absent_gpus(chosen, driver_loads=lambda: False)
+  assert chosen == {cpu_kernels.DEVICE_TYPES_VARIABLE: "CPU,GPU"}

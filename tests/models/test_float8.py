@@ -5,6 +5,7 @@ The JAX side runs in a subprocess (tests/models/float8_worker.py): this process 
 Keras on TensorFlow.
 """
 
+import logging
 import os
 import sys
 
@@ -13,6 +14,7 @@ import pytest
 import trainer_helpers
 from bert_tf import configs
 from bert_tf.export import exporter
+from bert_tf.models import float8
 from bert_tf.tasks import base
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -50,6 +52,19 @@ def test_exports_build_the_plain_model_of_a_float8_run():
   assert experiment.runtime.float8_training is False
   model = base.get_task(experiment).build_tuned_model()
   assert {w.path.rsplit("/", 1)[-1] for w in model.weights}.isdisjoint({"inputs_scale"})
+
+
+def test_float8_on_a_cpu_says_in_one_warning_line_that_it_is_emulated(monkeypatch, caplog):
+  # The conversion itself runs on any backend; only the setting is JAX's.
+  monkeypatch.setattr(float8, "check_supported", lambda model: None)
+  model = base.get_task(trainer_helpers.tiny_experiment()).build_model()
+  with caplog.at_level(logging.WARNING):
+    float8.enable(model)
+  (message,) = [r.getMessage() for r in caplog.records if "float8" in r.getMessage()]
+  assert "runtime.float8_training on CPU is emulated" in message
+  assert "\n" not in message
+  assert float8.emulation_note(["gpu:0", "gpu:1"]) is None
+  assert float8.emulation_note(["tpu:0"]) is None
 
 
 @pytest.mark.slow
