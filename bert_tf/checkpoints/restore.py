@@ -145,7 +145,7 @@ def resolve_checkpoint(path: str) -> str:
   if not _tensorflow_installed():
     raise errors.MissingInputError(
         f"No portable checkpoint at {path} (a file ckpt-N.h5, or a directory holding "
-        "one); reading a TensorFlow checkpoint needs tensorflow")
+        "one); reading a TensorFlow checkpoint needs tensorflow" + _numbered_hint(path))
   tf_format = _tf_format()
   if local_directory or tf_format.is_directory(path):
     found, problems = [], []
@@ -163,8 +163,26 @@ def resolve_checkpoint(path: str) -> str:
       raise errors.MissingInputError(f"No checkpoint in directory {path}")
     return max(found, key=_step_in_name)
   if not tf_format.exists(path):
-    raise errors.MissingInputError(f"No checkpoint at {path} (expected {path}.index)")
+    raise errors.MissingInputError(f"No checkpoint at {path} (expected {path}.index)"
+                                   + _numbered_hint(path))
   return path
+
+
+def _numbered_hint(path: str) -> str:
+  """Where `path` is the name its folder's checkpoints share without their step
+  (`run/ckpt` beside `run/ckpt-1.index`): a hint naming the folder and the newest of
+  them; otherwise ""."""
+  folder, stem = os.path.split(path)
+  if not stem or not os.path.isdir(folder or "."):
+    return ""
+  numbered = re.compile(re.escape(stem) + r"-(\d+)(\.index|" + re.escape(portable.SUFFIX) + ")$")
+  steps = sorted({int(m.group(1)) for m in map(numbered.match, os.listdir(folder or "."))
+                  if m})
+  if not steps:
+    return ""
+  return (f"; {folder or '.'} holds {', '.join(f'{stem}-{n}' for n in steps)}: pass the "
+          f"folder {folder or '.'} (its newest checkpoint) or the prefix "
+          f"{os.path.join(folder, f'{stem}-{steps[-1]}')}")
 
 
 def checkpoint_children(prefix: str) -> set:
