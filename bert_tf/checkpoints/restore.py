@@ -89,11 +89,7 @@ def encoder_size_difference(prefix: str, encoder) -> str:
   """How the encoder in the checkpoint at `prefix` differs in size from `encoder` ("2
   layers, hidden size 128 in the checkpoint; 12 layers, hidden size 768 in the model"),
   or "" when it does not."""
-  if portable.is_portable(prefix):
-    stored = portable.item_shapes(prefix, "encoder")
-  else:
-    stored = _tf_format().item_shapes(prefix, "encoder")
-  theirs = _encoder_size(stored)
+  theirs = _encoder_size(_stored_encoder_shapes(prefix))
   ours = _encoder_size({v.path: tuple(v.shape) for v in encoder.variables})
   keys = [k for k in ("layers", "hidden size", "vocab") if theirs.get(k) != ours.get(k)]
   if not keys:
@@ -102,6 +98,24 @@ def encoder_size_difference(prefix: str, encoder) -> str:
     return ", ".join(f"{size.get(k)} {k}" if k == "layers" else f"{k} {size.get(k)}"
                      for k in keys)
   return f"{show(theirs)} in the checkpoint; {show(ours)} in the model"
+
+
+def _stored_encoder_shapes(prefix: str) -> Dict[str, Sequence[int]]:
+  """{variable name: shape} of the encoder item of the checkpoint at `prefix` ({}
+  without one)."""
+  if portable.is_portable(prefix):
+    return portable.item_shapes(prefix, "encoder")
+  return _tf_format().item_shapes(prefix, "encoder")
+
+
+def checkpoint_vocab_size(path: str) -> Optional[int]:
+  """The rows of the word-embedding table of the encoder in the checkpoint at `path` (a
+  directory: its newest readable checkpoint), or None where it holds no encoder.
+
+  Raises:
+    FileNotFoundError or UnreadableCheckpointError: as resolve_checkpoint.
+  """
+  return _encoder_size(_stored_encoder_shapes(resolve_checkpoint(path))).get("vocab")
 
 
 def _tf_format():

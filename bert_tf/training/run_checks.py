@@ -1,44 +1,75 @@
 """What a training run checks of its configuration before it writes anything, so that no
-run is silently wrong: the vocab against the model's word-embedding table (an error),
-the schedule and the checkpoint interval against trainer.train_steps, and a resumed
-run's schedule against the one its params.yaml recorded (one warning line each).
+run is silently wrong: the vocab against the word-embedding tables of the model and of
+task.init_checkpoint, and the settings only tf.data reads where TensorFlow is absent
+(errors); the schedule and the checkpoint interval against trainer.train_steps, and a
+resumed run's schedule against the one its params.yaml recorded (one warning line each).
 """
 
 from typing import List, Optional
 
 from bert_tf import configs
+from bert_tf.checkpoints import restore
 from bert_tf.text import vocab as vocab_lib
 from bert_tf.training import schedules
 
 
 class VocabSizeError(configs.ConfigError):
-  """The vocab's token count differs from the model's vocab_size; the message names both."""
+  """The vocab's token count differs from the rows of the model's or the warm start's
+  word-embedding table; the message names both."""
 
 
 def check_vocab_size(experiment: configs.ExperimentConfig) -> None:
-  """Raises VocabSizeError unless tokenizer.vocab_file (when set) has exactly
-  model.encoder.vocab_size tokens, or fewer with tokenizer.allow_smaller_vocab (a table
-  with rows on purpose beyond the vocab's). A vocab of another size gives ids that index
-  the wrong rows of the table (a cased vocab with an uncased checkpoint), or none."""
+  """Raises VocabSizeError unless tokenizer.vocab_file (when set) has exactly as many
+  tokens as the word-embedding table has rows: task.init_checkpoint's encoder's, where
+  it is set, and model.encoder.vocab_size. Fewer tokens pass with
+  tokenizer.allow_smaller_vocab (a table with rows on purpose beyond the vocab's). A
+  vocab of another size gives ids that index the wrong rows of the table (a cased vocab
+  with an uncased checkpoint), or none."""
   tokenizer = experiment.tokenizer
   if not tokenizer.vocab_file:
     return
   tokens = len(vocab_lib.load_vocab(tokenizer.vocab_file))
-  rows = experiment.model.encoder.vocab_size
-  if tokens == rows or (tokens < rows and tokenizer.allow_smaller_vocab):
-    return
   checkpoint = experiment.task.init_checkpoint
-  source = f" (and of task.init_checkpoint {checkpoint})" if checkpoint else ""
-  remedy = ("give the vocab the model was trained with" if checkpoint else
-            f"set model.encoder.vocab_size={tokens}")
-  if tokens < rows:
-    remedy += (", or set tokenizer.allow_smaller_vocab=true if the table is larger on "
-               "purpose")
-  raise VocabSizeError(
-      f"tokenizer.vocab_file {tokenizer.vocab_file} has {tokens} tokens but "
-      f"model.encoder.vocab_size is {rows}, the rows of the model's word-embedding "
-      f"table{source}: each id would read another token's row. Use the vocab of the "
-      f"model: {remedy}.")
+  tables = []
+  if checkpoint:
+    try:
+      rows = restore.checkpoint_vocab_size(checkpoint)
+    except (FileNotFoundError, restore.UnreadableCheckpointError):
+      rows = None  # The warm start says so where it needs the checkpoint.
+    if rows is not None:
+      tables.append((rows, f"the encoder in task.init_checkpoint {checkpoint} has {rows} "
+                           "word-embedding rows", "give the vocab it was trained with"))
+  rows = experiment.model.encoder.vocab_size
+  tables.append((rows, f"model.encoder.vocab_size is {rows}",
+                 f"set model.encoder.vocab_size={tokens}"))
+  for rows, table, remedy in tables:
+    if tokens == rows or (tokens < rows and tokenizer.allow_smaller_vocab):
+      continue
+    if tokens < rows:
+      remedy += (", or tokenizer.allow_smaller_vocab=true if the table is larger on "
+                 "purpose")
+    raise VocabSizeError(
+        f"tokenizer.vocab_file {tokenizer.vocab_file} has {tokens} tokens but {table}: "
+        f"each id would read another token's row. Use the vocab of the model: {remedy}.")
+
+
+def needs_tf_data(data_config: configs.DataConfig) -> bool:
+  """Whether a data section uses settings only the tf.data input has (the JAX engine's
+  host input reads everything else)."""
+  return bool(data_config.dynamic_masking or data_config.pack_examples)
+
+
+def require_tf_data(data_config: configs.DataConfig, section: str) -> None:
+  """Raises ConfigError, naming the section, where it needs tf.data (needs_tf_data) and
+  TensorFlow is not installed (the JAX engine on its own)."""
+  if not needs_tf_data(data_config):
+    return
+  try:
+    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+  except ImportError:
+    raise configs.ConfigError(
+        f"{section}.dynamic_masking and {section}.pack_examples are read through tf.data, "
+        "which needs TensorFlow; install it, or train without them") from None
 
 
 def schedule_warnings(experiment: configs.ExperimentConfig) -> List[str]:

@@ -7,9 +7,11 @@ import sys
 
 import pytest
 
+import checkpoint_helpers
 import finetuning_helpers
 import trainer_helpers
 from bert_tf import configs
+from bert_tf.checkpoints import portable
 from bert_tf.training import run_checks
 from bert_tf.training import schedules
 from bert_tf.training import trainer as trainer_lib
@@ -37,11 +39,16 @@ def test_a_vocab_of_another_size_than_the_model_is_an_error_naming_both_and_writ
   assert not model_dir.exists()
 
 
-def test_a_vocab_of_another_size_than_the_init_checkpoint_names_the_checkpoint(tmp_path):
-  experiment = _tsv_experiment(tmp_path, vocab_size=120).override(
-      {"task": {"init_checkpoint": str(tmp_path / "pretrained")}})
-  with pytest.raises(run_checks.VocabSizeError, match="task.init_checkpoint"):
+def test_a_vocab_of_another_size_than_the_init_checkpoint_names_both_sizes(tmp_path):
+  pretrained = tmp_path / "pretrained"  # an encoder of 99 word-embedding rows
+  portable.save(portable.path_for_step(str(pretrained), 1),
+                checkpoint_helpers.tiny_model().checkpoint_items, step=1)
+  experiment = _tsv_experiment(tmp_path, vocab_size=100).override(
+      {"task": {"init_checkpoint": str(pretrained)}})
+  with pytest.raises(run_checks.VocabSizeError) as error:
     run_checks.check_vocab_size(experiment)
+  assert "has 100 tokens" in str(error.value)
+  assert f"task.init_checkpoint {pretrained} has 99 word-embedding rows" in str(error.value)
 
 
 def test_allow_smaller_vocab_accepts_a_larger_table_but_never_a_larger_vocab(tmp_path):
@@ -89,3 +96,12 @@ def test_a_resumed_run_whose_decay_follows_a_larger_train_steps_names_both_rates
   assert f"now {new:.3g}, {old:.3g} on the recorded schedule" in line
   assert "trainer.train_steps 20 -> 40" in line and "run/params.yaml" in line
   assert run_checks.resumed_schedule_warning(recorded, recorded, 10, "p") == ""
+
+
+def test_settings_only_tf_data_reads_are_refused_without_tensorflow(monkeypatch):
+  data = _pretraining(train_data={"dynamic_masking": True}).train_data
+  run_checks.require_tf_data(data, "train_data")  # TensorFlow is installed here.
+  monkeypatch.setitem(sys.modules, "tensorflow", None)
+  with pytest.raises(configs.ConfigError, match="train_data.dynamic_masking .* needs "
+                                                "TensorFlow"):
+    run_checks.require_tf_data(data, "train_data")
