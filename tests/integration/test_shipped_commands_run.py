@@ -131,3 +131,10 @@ def test_the_shipped_commands_run_in_turn_at_toy_size(tmp_path):
   assert len((tmp_path / "features.jsonl").read_text().splitlines()) == 2
   _run(_find(readme, "export_saved_model"), cwd)
   assert os.listdir(tmp_path / "exports" / "mrpc")
+  request = tmp_path / "request.json"
+  for command in (_find(readme, "make_serving_request"),
+                  _find(docstrings, "make_serving_request")):
+    if request.exists():
+      request.unlink()  # Both write request.json; the tool keeps an existing output.
+    _run(command, cwd)
+    assert request.exists()
