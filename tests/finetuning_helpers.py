@@ -19,7 +19,8 @@ WORDS = ("the", "cat", "dog", "sat", "on", "mat", "good", "bad", "movie", "john"
 
 
 def write_vocab(path) -> str:
-  """A vocab of the special tokens, WORDS, letters, ##letters and punctuation."""
+  """A vocab of the special tokens, WORDS, letters, ##letters and punctuation, filled up
+  to the 100 rows of tiny_experiment's table by a token no text holds."""
   letters = list(string.ascii_lowercase)
   tokens = (list(constants.SPECIAL_TOKENS) + list(WORDS) + letters + ["##" + c for c in letters]
             + list(".,!?'\"-") + [str(d) for d in range(10)])
@@ -27,6 +28,7 @@ def write_vocab(path) -> str:
   for t in tokens:
     if t not in seen:
       seen.append(t)
+  seen += [f"[unused{i}]" for i in range(100 - len(seen))]
   with open(path, "w", encoding="utf-8") as f:
     f.write("\n".join(seen) + "\n")
   return str(path)

@@ -9,6 +9,13 @@ neither), then tensorflow-text's WordPiece learner builds a vocab of about
   python3 tools/build_vocab.py --input='corpus/*.txt' --output=vocab.txt \
       --vocab_size=30522 --lower_case
 
+On a small corpus, fewer pieces occur --min_count times (default 10) than
+--vocab_size asks for: the tool then says how many it learned, and a lower
+--min_count gets closer:
+
+  python3 tools/build_vocab.py --input='corpus/*.txt' --output=vocab.txt \
+      --vocab_size=8000 --min_count=2
+
 The vocab is written to a temporary name and renamed when complete.
 
 `pip install .` installs this tool as the command `bert-tf-build-vocab` (same flags).
@@ -39,6 +46,11 @@ flags.DEFINE_integer("vocab_size", 30522,
 flags.DEFINE_bool("lower_case", True,
                   "Uncased vocab (lower-case and strip accents); "
                   "--nolower_case for a cased one.")
+flags.DEFINE_integer(
+    "min_count", vocab_lib.LEARNER_MIN_COUNT,
+    "The fewest occurrences that make a piece a token. A corpus too small for "
+    "--vocab_size learns fewer tokens (the tool says so); a lower --min_count (down to "
+    "1) gets closer, with rarer pieces.")
 flags.DEFINE_bool("overwrite", False, "Replace an existing --output.")
 flags.DEFINE_float("progress_seconds", 10.0,
                    "Seconds between progress lines; 0 for every batch.")
@@ -53,7 +65,8 @@ def main(argv):
   vocab_lib.build_vocab(
       FLAGS.input, vocab_size=FLAGS.vocab_size, lower_case=FLAGS.lower_case,
       output_file=FLAGS.output, overwrite=FLAGS.overwrite,
-      progress_interval=FLAGS.progress_seconds, stream=sys.stdout)
+      progress_interval=FLAGS.progress_seconds, min_count=FLAGS.min_count,
+      stream=sys.stdout)
   return 0
 
 

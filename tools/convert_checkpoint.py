@@ -3,7 +3,9 @@ r"""Converts BERT checkpoints between bert_tf, Google's original TF1 release and
 Input formats (--input_format=auto tells them apart):
   google_tf1   bert_model.ckpt.{index,data-*} + bert_config.json + vocab.txt
   huggingface  config.json + model.safetensors (or pytorch_model.bin, with torch) + vocab.txt
-  bert_tf      a folder this tool wrote (ckpt-1.*, config.yaml, vocab.txt)
+  bert_tf      a folder this tool wrote (ckpt-1.*, config.yaml, vocab.txt), or a
+               training run's model_dir (its newest ckpt-N.h5; the vocab that its
+               params.yaml names)
 Output formats: bert_tf (default), huggingface (BertForPreTraining names when the
 checkpoint has the pretraining heads, BertModel names otherwise), google_tf1.
 
@@ -44,7 +46,9 @@ cpu_kernels.leave_out_absent_gpus()
 from bert_tf.checkpoints import files
 from bert_tf.utils import errors
 
-_INPUT = flags.DEFINE_string("input", None, "Checkpoint folder, prefix or weights file.")
+_INPUT = flags.DEFINE_string(
+    "input", None, "Checkpoint folder (a release, a converted folder or a training run's "
+    "model_dir), prefix or weights file.")
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Folder to create for the result.")
 _INPUT_FORMAT = flags.DEFINE_enum("input_format", "auto", ["auto", *files.FORMATS],
                                   "Format of --input; auto detects it.")

@@ -7,7 +7,7 @@ one vector joining them in that order.
 
   python tools/extract_features.py --input_file=input.txt --output_file=features.jsonl \\
     --vocab_file=vocab.txt --bert_config_file=bert_config.json \\
-    --init_checkpoint=runs/pretrain --layers=-1,-2,-3,-4 --seq_length=128
+    --init_checkpoint=runs/base --layers=-1,-2,-3,-4 --seq_length=128
 
 The encoder is described by --bert_config_file (the original release's
 bert_config.json, or a Hugging Face config.json) or by --encoder_size (tiny ... large);

@@ -21,6 +21,8 @@ from bert_tf.checkpoints import bert_config
 from bert_tf.checkpoints import google_tf1
 from bert_tf.checkpoints import huggingface
 from bert_tf.checkpoints import name_map
+from bert_tf.checkpoints import params_upgrade
+from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import restore
 from bert_tf.checkpoints import variables as variables_lib
 from bert_tf.checkpoints.files import (BERT_TF, CONFIG_YAML, FORMATS, GOOGLE_TF1, HUGGINGFACE,
@@ -57,6 +59,8 @@ def detect_format(path: str) -> str:
   """Guesses the format of the checkpoint at `path` (a folder, prefix or weights file)."""
   if not os.path.exists(path) and not tf.io.gfile.exists(path + ".index"):
     raise ConversionError(f"Checkpoint not found: {path}")
+  if portable.is_portable(path) or portable.checkpoints_in(path):
+    return BERT_TF  # A trainer's checkpoint, or its model_dir.
   if os.path.isdir(path) and huggingface.is_huggingface_folder(path):
     return HUGGINGFACE
   if os.path.isfile(path) and path.endswith((".safetensors", ".bin", ".index.json")):
@@ -235,7 +239,7 @@ def _read_bert_tf(path: str, config_file: Optional[str], vocab_file: Optional[st
     candidates = [os.path.join(folder, name) for name in (CONFIG_YAML, TRAINER_CONFIG_YAML)]
     config_file = next((c for c in candidates if os.path.isfile(c)), candidates[0])
   try:
-    data = configs.load_yaml(config_file)
+    data = params_upgrade.upgrade_experiment(configs.load_yaml(config_file))
     encoder_config = configs.EncoderConfig.from_dict(
         (data.get("model") or {}).get("encoder") or {}, path="model.encoder")
   except configs.ConfigError as e:
@@ -249,8 +253,27 @@ def _read_bert_tf(path: str, config_file: Optional[str], vocab_file: Optional[st
     restore.restore_items(prefix, model.checkpoint_items, items=items)
   except (AssertionError, KeyError, ValueError, tf.errors.OpError) as e:
     raise ConversionError(f"{prefix} does not fit the model of {config_file}: {e}") from None
-  vocab_file = vocab_file or (os.path.join(folder, VOCAB_FILE)
-                              if os.path.isfile(os.path.join(folder, VOCAB_FILE)) else None)
+  vocab_file = vocab_file or _vocab_beside(folder, data, config_file)
   if vocab_file:
     check_vocab(vocab_file, encoder_config.vocab_size, prefix)
   return LoadedCheckpoint(model, encoder_config, vocab_file, items, prefix, BERT_TF)
+
+
+def _vocab_beside(folder: str, data: dict, config_file: str) -> Optional[str]:
+  """The vocab of a bert_tf folder: its vocab.txt (a converted folder), else the one its
+  config names (a trainer's model_dir: params.yaml's tokenizer.vocab_file); None where
+  neither is there.
+
+  Raises:
+    ConversionError: the config names a vocab that is not there.
+  """
+  beside = os.path.join(folder, VOCAB_FILE)
+  if os.path.isfile(beside):
+    return beside
+  named = (data.get("tokenizer") or {}).get("vocab_file")
+  if not named:
+    return None
+  if not tf.io.gfile.exists(named):
+    raise ConversionError(f"{config_file} names the vocab {named}, which is not there (a "
+                          "path relative to where the run started?); pass the vocab file.")
+  return named

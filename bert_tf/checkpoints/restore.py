@@ -89,11 +89,7 @@ def encoder_size_difference(prefix: str, encoder) -> str:
   """How the encoder in the checkpoint at `prefix` differs in size from `encoder` ("2
   layers, hidden size 128 in the checkpoint; 12 layers, hidden size 768 in the model"),
   or "" when it does not."""
-  if portable.is_portable(prefix):
-    stored = portable.item_shapes(prefix, "encoder")
-  else:
-    stored = _tf_format().item_shapes(prefix, "encoder")
-  theirs = _encoder_size(stored)
+  theirs = _encoder_size(_stored_encoder_shapes(prefix))
   ours = _encoder_size({v.path: tuple(v.shape) for v in encoder.variables})
   keys = [k for k in ("layers", "hidden size", "vocab") if theirs.get(k) != ours.get(k)]
   if not keys:
@@ -102,6 +98,24 @@ def encoder_size_difference(prefix: str, encoder) -> str:
     return ", ".join(f"{size.get(k)} {k}" if k == "layers" else f"{k} {size.get(k)}"
                      for k in keys)
   return f"{show(theirs)} in the checkpoint; {show(ours)} in the model"
+
+
+def _stored_encoder_shapes(prefix: str) -> Dict[str, Sequence[int]]:
+  """{variable name: shape} of the encoder item of the checkpoint at `prefix` ({}
+  without one)."""
+  if portable.is_portable(prefix):
+    return portable.item_shapes(prefix, "encoder")
+  return _tf_format().item_shapes(prefix, "encoder")
+
+
+def checkpoint_vocab_size(path: str) -> Optional[int]:
+  """The rows of the word-embedding table of the encoder in the checkpoint at `path` (a
+  directory: its newest readable checkpoint), or None where it holds no encoder.
+
+  Raises:
+    FileNotFoundError or UnreadableCheckpointError: as resolve_checkpoint.
+  """
+  return _encoder_size(_stored_encoder_shapes(resolve_checkpoint(path))).get("vocab")
 
 
 def _tf_format():
@@ -145,7 +159,7 @@ def resolve_checkpoint(path: str) -> str:
   if not _tensorflow_installed():
     raise errors.MissingInputError(
         f"No portable checkpoint at {path} (a file ckpt-N.h5, or a directory holding "
-        "one); reading a TensorFlow checkpoint needs tensorflow")
+        "one); reading a TensorFlow checkpoint needs tensorflow" + _numbered_hint(path))
   tf_format = _tf_format()
   if local_directory or tf_format.is_directory(path):
     found, problems = [], []
@@ -163,8 +177,26 @@ def resolve_checkpoint(path: str) -> str:
       raise errors.MissingInputError(f"No checkpoint in directory {path}")
     return max(found, key=_step_in_name)
   if not tf_format.exists(path):
-    raise errors.MissingInputError(f"No checkpoint at {path} (expected {path}.index)")
+    raise errors.MissingInputError(f"No checkpoint at {path} (expected {path}.index)"
+                                   + _numbered_hint(path))
   return path
+
+
+def _numbered_hint(path: str) -> str:
+  """Where `path` is the name its folder's checkpoints share without their step
+  (`run/ckpt` beside `run/ckpt-1.index`): a hint naming the folder and the newest of
+  them; otherwise ""."""
+  folder, stem = os.path.split(path)
+  if not stem or not os.path.isdir(folder or "."):
+    return ""
+  numbered = re.compile(re.escape(stem) + r"-(\d+)(\.index|" + re.escape(portable.SUFFIX) + ")$")
+  steps = sorted({int(m.group(1)) for m in map(numbered.match, os.listdir(folder or "."))
+                  if m})
+  if not steps:
+    return ""
+  return (f"; {folder or '.'} holds {', '.join(f'{stem}-{n}' for n in steps)}: pass the "
+          f"folder {folder or '.'} (its newest checkpoint) or the prefix "
+          f"{os.path.join(folder, f'{stem}-{steps[-1]}')}")
 
 
 def checkpoint_children(prefix: str) -> set:

@@ -115,6 +115,10 @@ class TokenizerConfig(Config):
 
   vocab_file: str = ""
   lower_case: bool = True
+  # A vocab of fewer tokens than model.encoder.vocab_size is an error (its ids would
+  # read rows of another vocab's tokens) unless the table is larger on purpose (rows
+  # reserved for tokens added later, a size rounded up): then set this.
+  allow_smaller_vocab: bool = False
 
 
 OPTIMIZERS = ("adamw", "lamb", "sgd")

@@ -7,19 +7,23 @@ table does (the id of a token is its 0-based line number) and rejects files the
 table would misread. `special_token_ids` is the one lookup of the special
 tokens' ids. `build_vocab` learns a vocab from text files with tensorflow-text's
 WordPiece learner, on words split with the same normalization as
-`BertWordPieceTokenizer`.
+`BertWordPieceTokenizer`. Reading a vocab needs no TensorFlow (the JAX engine's
+checks read it where TensorFlow is absent); learning one does.
 """
 
 import sys
 import time
 
-import tensorflow as tf
-
 from bert_tf import constants
-from bert_tf.text import normalization
 from bert_tf.utils import errors
 from bert_tf.utils import files as files_lib
 from bert_tf.utils import progress as progress_lib
+
+
+# tensorflow-text's WordPiece learner: its default lower bound on a piece's count
+# (`lower_thresh`), and how far below vocab_size it accepts a vocab (`slack_ratio`).
+LEARNER_MIN_COUNT = 10
+LEARNER_SLACK = 0.05
 
 
 def load_vocab(vocab_file):
@@ -40,10 +44,9 @@ def load_vocab(vocab_file):
     ValueError: naming the file and line, for invalid UTF-8, an empty line, a
       token with leading or trailing whitespace, or a duplicate token.
   """
-  if not tf.io.gfile.exists(vocab_file):
+  if not files_lib.exists(vocab_file):
     raise errors.MissingInputError(f"Vocab file not found: {vocab_file}")
-  with tf.io.gfile.GFile(vocab_file, "rb") as f:
-    data = f.read()
+  data = files_lib.read_bytes(vocab_file)
   lines = data.split(b"\n")
   if lines and lines[-1] == b"":
     lines.pop()
@@ -113,6 +116,7 @@ def write_vocab(tokens, output_file):
 
 def _line_batches(files, batch_size, progress):
   """Yields lists of raw lines (bytes) from `files`, updating `progress`."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   batch = []
   for path in files:
     with tf.io.gfile.GFile(path, "rb") as f:
@@ -129,7 +133,7 @@ def _line_batches(files, batch_size, progress):
 def build_vocab(input_patterns, vocab_size, lower_case, output_file=None,
                 overwrite=False, reserved_tokens=constants.SPECIAL_TOKENS,
                 batch_size=1024, progress_interval=10.0, learn_params=None,
-                stream=sys.stderr):
+                min_count=None, stream=sys.stderr):
   """Learns a WordPiece vocab from text files.
 
   Each line is normalized and split into words exactly as
@@ -150,6 +154,11 @@ def build_vocab(input_patterns, vocab_size, lower_case, output_file=None,
       no progress lines.
     learn_params: extra keyword arguments for tensorflow-text's
       `wordpiece_tokenizer_learner_lib.learn` (e.g. `upper_thresh`).
+    min_count: the fewest occurrences that make a piece a token, where the learner
+      searches for the count that gives vocab_size (its `lower_thresh`; None:
+      tensorflow-text's default, LEARNER_MIN_COUNT). On a small corpus fewer pieces
+      occur that often than vocab_size asks for, and the vocab comes out smaller: the
+      summary line says so.
     stream: where progress and summary lines go.
 
   Returns:
@@ -161,8 +170,10 @@ def build_vocab(input_patterns, vocab_size, lower_case, output_file=None,
     FileNotFoundError: an input glob that matches no file.
   """
   # Imported here: the learner pulls in modules that library users who only
-  # tokenize never need.
+  # tokenize never need, and reading a vocab (load_vocab) needs no TensorFlow.
   from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf.text import normalization  # pylint: disable=g-import-not-at-top
 
   reserved_tokens = list(reserved_tokens)
   if vocab_size <= len(reserved_tokens):
@@ -191,6 +202,10 @@ def build_vocab(input_patterns, vocab_size, lower_case, output_file=None,
       line_batches, output_signature=tf.TensorSpec([None], tf.string))
   dataset = dataset.map(split).filter(lambda words: tf.size(words) > 0)
   learn_params = dict(learn_params or {})
+  if min_count is not None:
+    if min_count < 1:
+      raise errors.InputError(f"min_count must be at least 1, got {min_count}")
+    learn_params["lower_thresh"] = min_count
   try:
     tokens = bert_vocab_from_dataset.bert_vocab_from_dataset(
         dataset, vocab_size=vocab_size,
@@ -204,11 +219,25 @@ def build_vocab(input_patterns, vocab_size, lower_case, output_file=None,
     progress.report()
   if output_file:
     write_vocab(tokens, output_file)
+  shortfall = shortfall_note(len(tokens), vocab_size,
+                             learn_params.get("lower_thresh", LEARNER_MIN_COUNT))
   print(
       f"learned {len(tokens)} tokens (target {vocab_size}) from "
       f"{progress.counts.get('lines', 0):.0f} lines, {progress.done / 2**20:.1f} MiB in "
       f"{len(files)} file(s) in {time.monotonic() - start:.1f}s"
-      + (f"; wrote {output_file}" if output_file else ""),
+      + (f"; wrote {output_file}" if output_file else "")
+      + (f". {shortfall}" if shortfall else ""),
       file=stream, flush=True)
   return tokens
 
+
+def shortfall_note(learned: int, asked: int, min_count: int) -> str:
+  """Where the learner gave fewer tokens than asked beyond its 5% slack (too few pieces
+  occur min_count times), a sentence saying so and how to get closer; otherwise ""."""
+  if learned >= asked * (1 - LEARNER_SLACK):
+    return ""
+  hint = (f"a lower --min_count (e.g. {max(1, min_count // 5)}) or more text"
+          if min_count > 1 else "more text")
+  return (f"Fewer tokens than the {asked} asked: too few pieces occur at least "
+          f"{min_count} times in the input. {hint[0].upper()}{hint[1:]} gets closer; or "
+          f"train with model.encoder.vocab_size={learned}.")

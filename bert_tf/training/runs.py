@@ -3,11 +3,13 @@ configuration a run saves there, and the check that a resumed run keeps the entr
 that fix its variables' and data's shapes) and the order of a run (`run_in_model_dir`).
 """
 
+import logging
 import os
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 from bert_tf import configs
 from bert_tf.training import experiments
+from bert_tf.training import run_checks
 from bert_tf.utils import errors
 from bert_tf.utils import files
 
@@ -34,6 +36,15 @@ def _flat(data: dict, prefix: str = "") -> Dict[str, object]:
   return flat
 
 
+def recorded_params(model_dir: str) -> Optional[configs.ExperimentConfig]:
+  """The configuration model_dir's params.yaml recorded, or None without one."""
+  path = os.path.join(model_dir, PARAMS_FILE)
+  if not os.path.exists(path):
+    return None
+  # Parsed, not read raw: entries a newer version added come back with their defaults.
+  return experiments.experiment_from_yaml(path)
+
+
 def check_params_match(experiment: configs.ExperimentConfig, model_dir: str,
                        replace: bool = False) -> List[str]:
   """Raises ParamsMismatchError when model_dir's params.yaml and `experiment` differ in
@@ -45,10 +56,10 @@ def check_params_match(experiment: configs.ExperimentConfig, model_dir: str,
     the differing entries (with `replace`, which raises nothing).
   """
   path = os.path.join(model_dir, PARAMS_FILE)
-  if not os.path.exists(path):
+  recorded = recorded_params(model_dir)
+  if recorded is None:
     return []
-  # Parsed, not read raw: entries a newer version added come back with their defaults.
-  old = _flat(experiments.experiment_from_yaml(path).as_dict())
+  old = _flat(recorded.as_dict())
   new = _flat(experiment.as_dict())
   differing = sorted(
       key for key in set(old) | set(new)
@@ -65,42 +76,57 @@ def check_params_match(experiment: configs.ExperimentConfig, model_dir: str,
 
 
 def run_in_model_dir(experiment: configs.ExperimentConfig, model_dir: str, mode: str,
-                     replace_params: bool, make_trainer: Callable) -> Dict[str, float]:
-  """Checks params.yaml, builds the trainer, restores model_dir's checkpoint, checks the
-  input, saves params.yaml there (chief only) and runs `mode`.
+                     replace_params: bool, make_trainer: Callable,
+                     log_fn: Optional[Callable[[str], None]] = None) -> Dict[str, float]:
+  """Checks the configuration and params.yaml, builds the trainer, restores model_dir's
+  checkpoint, checks the input, saves params.yaml there (chief only) and runs `mode`.
 
-  params.yaml is written only once the configuration and the input are accepted and the
-  restore succeeded, so that a run refused for its input leaves none behind; an
-  existing one that fixes other shapes is an error (`check_params_match`) unless
-  replace_params. It records what the input files fix and the configuration left unset
-  (task.settings_from_inputs: the vocab pretraining data was made with).
+  Nothing is written before the configuration (bert_tf.training.run_checks: a vocab of
+  another size than the model's is an error) and the input are accepted and the restore
+  succeeded: a refused run leaves no params.yaml behind. An existing one that fixes other
+  shapes is an error (`check_params_match`) unless replace_params. params.yaml records
+  what the input files fix and the configuration left unset (task.settings_from_inputs:
+  the vocab pretraining data was made with). A training run logs one warning line for
+  each setting longer than the run (warm-up, decay, checkpoint interval), and a resumed
+  one where its learning-rate schedule differs from the recorded one.
 
   Args:
     mode: "train", "eval" (the latest checkpoint in model_dir) or "train_and_eval".
     make_trainer: () -> a bert_tf.training.trainer.Trainer.
+    log_fn: receives the warning lines (default: logging at WARNING).
 
   Returns:
     the final metrics (training report and/or evaluation metrics).
   """
   if mode not in MODES:
     raise ValueError(f"mode must be train, eval or train_and_eval, got '{mode}'")
+  log = log_fn or (lambda line: logging.warning("%s", line))
   differing = check_params_match(experiment, model_dir, replace=replace_params)
+  run_checks.check_vocab_size(experiment)
+  recorded = recorded_params(model_dir)
   trainer = make_trainer()
   # The saved input position is one of batches of the old data shapes.
   trainer.restore_input_position = not any(k.startswith("train_data.") for k in differing)
   if mode == "eval" and trainer.checkpoints.latest() is None:
     raise errors.MissingInputError(f"--mode=eval needs a checkpoint in {model_dir}")
   trainer.initialize()
-  recorded = experiment
+  to_record = experiment
   for section in {"train": ["train_data"], "eval": ["eval_data"],
                   "train_and_eval": ["train_data", "eval_data"]}[mode]:
     trainer.check_inputs(section)
     inferred = trainer.task.settings_from_inputs(getattr(experiment, section))
     if inferred:
-      recorded = recorded.override(inferred)
+      to_record = to_record.override(inferred)
+  if mode != "eval" and trainer.is_chief:
+    warnings = run_checks.schedule_warnings(experiment)
+    if trainer.restored_from:
+      warnings.append(run_checks.resumed_schedule_warning(
+          recorded, experiment, trainer.step, os.path.join(model_dir, PARAMS_FILE)))
+    for line in filter(None, warnings):
+      log(line)
   if trainer.is_chief:
     files.make_dirs(model_dir)
-    recorded.save(os.path.join(model_dir, PARAMS_FILE))
+    to_record.save(os.path.join(model_dir, PARAMS_FILE))
   if mode == "eval":
     return trainer.evaluate()
   return trainer.train(evaluate_every=(mode == "train_and_eval"))

@@ -7,6 +7,8 @@ backend) call it with the step.
 import keras
 from keras import ops
 
+from bert_tf import configs
+
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
@@ -61,3 +63,16 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
         "end_learning_rate": self.end_learning_rate,
         "power": self.power,
     }
+
+
+def for_run(config: configs.OptimizerConfig, train_steps: int) -> WarmupPolynomialDecay:
+  """The schedule of a run: optimizer.decay_steps, or train_steps where it is 0 (the rate
+  reaches end_learning_rate at the last step)."""
+  return WarmupPolynomialDecay(config.learning_rate, config.warmup_steps,
+                               config.decay_steps or train_steps,
+                               config.end_learning_rate, config.power)
+
+
+def rate_at(schedule: WarmupPolynomialDecay, step: int) -> float:
+  """The schedule's rate at `step`, as a Python float."""
+  return float(ops.convert_to_numpy(schedule(step)))

@@ -31,6 +31,7 @@ from bert_tf.training import checkpointing
 from bert_tf.training import engine as engine_lib
 from bert_tf.training import evaluation
 from bert_tf.training import host_loop
+from bert_tf.training import run_checks
 from bert_tf.training import runs
 from bert_tf.training.summaries import SummaryWriter
 from bert_tf.utils import errors
@@ -116,12 +117,19 @@ class Trainer:
     self._initialized = True
 
   def check_inputs(self, section: str) -> None:
-    """Checks the experiment's `section` (train_data or eval_data) once per run: every
-    record's checksums first where validate_inputs, then task.check_inputs. Its user
-    errors are prefixed with the section."""
+    """Checks the experiment's `section` (train_data or eval_data) once per run: a
+    format the task reads (raw task files: with tensorflow-text installed; settings
+    only tf.data reads: with TensorFlow), every
+    record's checksums where validate_inputs, then task.check_inputs. The user errors
+    of the last two are prefixed with the section."""
     if section in self._checked_inputs:
       return
     data_config = getattr(self.experiment, section)
+    # Here, not when the input starts: a refused run must write nothing.
+    self.task.check_format(data_config)
+    if data_config.format not in task_base.PREPARED_FORMATS:
+      task_base.require_tensorflow_text(data_config)
+    run_checks.require_tf_data(data_config, section)
     try:
       if data_config.validate_inputs and data_config.format == task_base.TFRECORD:
         count = record_files.validate_record_files(data_config.input_path,
@@ -272,4 +280,5 @@ def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: s
   """
   return runs.run_in_model_dir(
       experiment, model_dir, mode, replace_params,
-      make_trainer=lambda: Trainer(experiment, model_dir, log_fn=log_fn, **engine_args))
+      make_trainer=lambda: Trainer(experiment, model_dir, log_fn=log_fn, **engine_args),
+      log_fn=log_fn)

@@ -38,7 +38,7 @@ from keras import ops
 
 from bert_tf import configs
 from bert_tf import constants
-from bert_tf.training.schedules import WarmupPolynomialDecay
+from bert_tf.training import schedules
 
 
 def slot_name(slot: str, variable_path: str) -> str:
@@ -167,9 +167,7 @@ def build_update_rule(config: configs.OptimizerConfig, train_steps: int) -> Upda
   """The update rule an OptimizerConfig describes (decay_steps 0: train_steps, so the
   rate reaches end_learning_rate at the last step). Its global_clipnorm is the step's
   (gradient_scale)."""
-  schedule = WarmupPolynomialDecay(config.learning_rate, config.warmup_steps,
-                                   config.decay_steps or train_steps,
-                                   config.end_learning_rate, config.power)
+  schedule = schedules.for_run(config, train_steps)
   return UpdateRule(config.type, schedule, weight_decay_rate=config.weight_decay_rate,
                     exclude_from_weight_decay=config.exclude_from_weight_decay,
                     beta_1=config.beta_1, beta_2=config.beta_2, epsilon=config.epsilon)

@@ -100,6 +100,18 @@ def _local_glob(field: str):
   return glob_files
 
 
+def exists(path: str) -> bool:
+  """Whether `path` exists (any `tf.io.gfile` file system; the local one where
+  TensorFlow is not installed)."""
+  return _gfile().exists(path)
+
+
+def read_bytes(path: str) -> bytes:
+  """The whole content of the file at `path` (file systems as `exists`)."""
+  with _gfile().GFile(path, "rb") as f:
+    return f.read()
+
+
 def make_dirs(directory: str) -> None:
   """Creates `directory` and its parents (any `tf.io.gfile` file system; the local one
   where TensorFlow is not installed).

@@ -269,6 +269,36 @@ def test_converted_folder_is_accepted_by_train_config_and_init_checkpoint(tmp_pa
     np.testing.assert_array_equal(fresh(features)[name], value)
 
 
+def test_a_trainers_model_dir_converts_with_the_vocab_its_params_yaml_names(tmp_path, vocab):
+  import yaml  # pylint: disable=g-import-not-at-top
+  from bert_tf.checkpoints import portable  # pylint: disable=g-import-not-at-top
+  model = tiny_model(seed=10)
+  model_dir = tmp_path / "runs" / "base"  # ckpt-N.h5 and params.yaml, no vocab.txt
+  portable.save(portable.path_for_step(str(model_dir), 4), model.checkpoint_items, step=4)
+  (model_dir / "params.yaml").write_text(yaml.safe_dump(
+      {"model": {"encoder": TINY.as_dict()}, "tokenizer": {"vocab_file": vocab}}))
+  out = tmp_path / "hf"
+  summary = convert.convert_checkpoint(str(model_dir), str(out), output_format="huggingface")
+  assert summary.input_format == "bert_tf"
+  assert (out / "vocab.txt").read_bytes() == open(vocab, "rb").read()
+  back = reading.read_checkpoint(str(out)).model
+  features = batch()
+  for name, value in model(features).items():
+    np.testing.assert_allclose(back(features)[name], value, atol=1e-6)
+
+
+def test_a_prefix_without_its_step_names_the_folder_and_the_numbered_checkpoint(
+    tmp_path, vocab):
+  from bert_tf.checkpoints import restore  # pylint: disable=g-import-not-at-top
+  out = str(tmp_path / "bert_base")
+  writing.save_bert_tf(tiny_model(seed=11), vocab, out)
+  with pytest.raises(FileNotFoundError) as error:
+    restore.resolve_checkpoint(os.path.join(out, "ckpt"))
+  assert f"pass the folder {out}" in str(error.value)
+  assert os.path.join(out, "ckpt-1") in str(error.value)
+  assert restore.resolve_checkpoint(out) == os.path.join(out, "ckpt-1")
+
+
 # --------------------------------------------------------------------------------------
 # Hugging Face naming variants.
 

@@ -1,6 +1,8 @@
 """bert_tf.text.vocab.build_vocab on a tiny corpus: special tokens first, the requested
 size, and a vocab the tokenizer reads the corpus back with."""
 
+import io
+
 import numpy as np
 import tensorflow as tf
 
@@ -38,3 +40,35 @@ def test_built_vocab_starts_with_special_tokens_fits_the_size_and_tokenizes_the_
   # Every word of the corpus is frequent, so each is one piece (or a few) of the vocab.
   text = [t.decode("utf-8") for t in tokenizer.detokenize(ids).numpy()]
   assert text == lines
+
+
+def _rare_corpus(tmp_path):
+  """Words of 2-5 letters in random order, each piece seen a few times only."""
+  rng = np.random.default_rng(1)
+  letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+  words = ["".join(rng.choice(letters, size=rng.integers(2, 6))) for _ in range(2000)]
+  path = tmp_path / "rare.txt"
+  path.write_text("\n".join(" ".join(words[i:i + 10]) for i in range(0, 2000, 10)) + "\n",
+                  encoding="utf-8")
+  return str(path)
+
+
+def test_a_vocab_smaller_than_asked_says_so_with_both_sizes_and_min_count_gets_closer(
+    tmp_path):
+  corpus = _rare_corpus(tmp_path)
+  out = io.StringIO()
+  default = vocab.build_vocab(corpus, 2000, lower_case=True, progress_interval=None,
+                              stream=out)
+  line, = out.getvalue().splitlines()
+  assert line.startswith(f"learned {len(default)} tokens (target 2000)")
+  assert "Fewer tokens than the 2000 asked" in line and "--min_count (e.g. 2)" in line
+  lower = vocab.build_vocab(corpus, 2000, lower_case=True, progress_interval=None,
+                            min_count=2, stream=io.StringIO())
+  assert len(default) < len(lower) <= 2000
+
+
+def test_a_vocab_of_about_the_asked_size_adds_no_note(tmp_path):
+  corpus, _ = _corpus(tmp_path)
+  out = io.StringIO()
+  vocab.build_vocab(corpus, VOCAB_SIZE, lower_case=True, progress_interval=None, stream=out)
+  assert "Fewer tokens" not in out.getvalue()

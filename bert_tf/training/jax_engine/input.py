@@ -25,13 +25,9 @@ from bert_tf.checkpoints import portable
 from bert_tf.data import host_pipeline
 from bert_tf.data import record_files
 from bert_tf.tasks import base as task_base
+from bert_tf.training import run_checks
 
 POSITION_SUFFIX = ".json"
-
-
-def needs_tf_data(data_config: configs.DataConfig) -> bool:
-  """Whether the section uses settings only the tf.data input has."""
-  return bool(data_config.dynamic_masking or data_config.pack_examples)
 
 
 def position_path(checkpoint: str, process_index: int) -> str:
@@ -115,7 +111,7 @@ def training_input(task: task_base.Task, data_config: configs.DataConfig,
   """This process's training input at global step `step`, at the position saved with
   `checkpoint` where it holds one of this input, else after skipping the consumed
   batches."""
-  make = TfDataInput if needs_tf_data(data_config) else HostInput
+  make = TfDataInput if run_checks.needs_tf_data(data_config) else HostInput
   return make(task, data_config, process_index, process_count, step, checkpoint, log_fn)
 
 
@@ -123,7 +119,7 @@ def evaluation_batches(task: task_base.Task, data_config: configs.DataConfig
                        ) -> Iterator[Dict[str, np.ndarray]]:
   """The whole evaluation input, every batch, as NumPy arrays (this process reads all
   of it)."""
-  if needs_tf_data(data_config):
+  if run_checks.needs_tf_data(data_config):
     for batch in task.build_inputs(data_config):
       yield host_batch(batch)
     return
@@ -139,7 +135,7 @@ def corrupt_input_error(task: task_base.Task, error: Exception,
   """The error naming the corrupt record that `error` met, or None."""
   if isinstance(error, record_files.CorruptRecordError):
     return error
-  if needs_tf_data(data_config):
+  if run_checks.needs_tf_data(data_config):
     return _tf_input().corrupt_input_error(task, error, data_config)
   return None
 

@@ -1,0 +1,107 @@
+"""A training run that would be silently wrong says so before it writes anything
+(bert_tf.training.run_checks, bert_tf.training.runs): a vocab of another size than the
+model's table is an error naming both sizes; settings longer than the run and a resumed
+run's changed schedule are one warning line each."""
+
+import sys
+
+import pytest
+
+import checkpoint_helpers
+import finetuning_helpers
+import trainer_helpers
+from bert_tf import configs
+from bert_tf.checkpoints import portable
+from bert_tf.training import run_checks
+from bert_tf.training import schedules
+from bert_tf.training import trainer as trainer_lib
+
+
+def _tsv_experiment(tmp_path, vocab_size=100, **tokenizer):
+  vocab = finetuning_helpers.write_vocab(tmp_path / "vocab.txt")  # 100 tokens
+  train = tmp_path / "train.tsv"
+  train.write_text("sentence\tlabel\nthe cat sat\t1\nthe dog ran\t0\n", encoding="utf-8")
+  data = {"format": "tsv", "input_path": str(train)}
+  return finetuning_helpers.tiny_experiment(
+      {"name": "sentence_prediction", "num_classes": 2}, data, data,
+      vocab_size=vocab_size, vocab_file=vocab).override({"tokenizer": tokenizer})
+
+
+@pytest.mark.parametrize("vocab_size", [120, 90])
+def test_a_vocab_of_another_size_than_the_model_is_an_error_naming_both_and_writes_nothing(
+    tmp_path, vocab_size):
+  experiment = _tsv_experiment(tmp_path, vocab_size=vocab_size)
+  model_dir = tmp_path / "run"
+  with pytest.raises(run_checks.VocabSizeError) as error:
+    trainer_lib.run_experiment(experiment, str(model_dir))
+  assert "has 100 tokens" in str(error.value)
+  assert f"model.encoder.vocab_size is {vocab_size}" in str(error.value)
+  assert not model_dir.exists()
+
+
+def test_a_vocab_of_another_size_than_the_init_checkpoint_names_both_sizes(tmp_path):
+  pretrained = tmp_path / "pretrained"  # an encoder of 99 word-embedding rows
+  portable.save(portable.path_for_step(str(pretrained), 1),
+                checkpoint_helpers.tiny_model().checkpoint_items, step=1)
+  experiment = _tsv_experiment(tmp_path, vocab_size=100).override(
+      {"task": {"init_checkpoint": str(pretrained)}})
+  with pytest.raises(run_checks.VocabSizeError) as error:
+    run_checks.check_vocab_size(experiment)
+  assert "has 100 tokens" in str(error.value)
+  assert f"task.init_checkpoint {pretrained} has 99 word-embedding rows" in str(error.value)
+
+
+def test_allow_smaller_vocab_accepts_a_larger_table_but_never_a_larger_vocab(tmp_path):
+  run_checks.check_vocab_size(_tsv_experiment(tmp_path, 120, allow_smaller_vocab=True))
+  with pytest.raises(run_checks.VocabSizeError, match="has 100 tokens"):
+    run_checks.check_vocab_size(_tsv_experiment(tmp_path, 90, allow_smaller_vocab=True))
+
+
+def test_raw_files_without_tensorflow_text_are_refused_before_anything_is_written(
+    tmp_path, monkeypatch):
+  experiment = _tsv_experiment(tmp_path)
+  monkeypatch.setitem(sys.modules, "tensorflow_text", None)
+  model_dir = tmp_path / "run"
+  with pytest.raises(configs.ConfigError, match="needs tensorflow-text"):
+    trainer_lib.run_experiment(experiment, str(model_dir))
+  assert not model_dir.exists()
+
+
+def _pretraining(**sections):
+  return trainer_helpers.tiny_experiment(**sections)
+
+
+def test_warmup_decay_and_checkpoint_interval_longer_than_the_run_warn_one_line_each():
+  experiment = _pretraining(steps=40, optimizer={"warmup_steps": 10000, "decay_steps": 50000},
+                            trainer={"checkpoint_interval": 10000})
+  lines = run_checks.schedule_warnings(experiment)
+  assert len(lines) == 3 and all("\n" not in line for line in lines)
+  warmup, decay, interval = lines
+  assert "optimizer.warmup_steps 10000" in warmup and "trainer.train_steps 40" in warmup
+  assert "optimizer.decay_steps 50000" in decay
+  assert "trainer.checkpoint_interval 10000" in interval and "step 0" in interval
+
+
+def test_settings_within_the_run_give_no_warning():
+  assert run_checks.schedule_warnings(_pretraining(steps=40)) == []
+
+
+def test_a_resumed_run_whose_decay_follows_a_larger_train_steps_names_both_rates():
+  recorded = _pretraining(steps=20, optimizer={"warmup_steps": 2, "learning_rate": 1e-4})
+  resumed = recorded.override({"trainer": {"train_steps": 40}})
+  line = run_checks.resumed_schedule_warning(recorded, resumed, 10, "run/params.yaml")
+  old = schedules.rate_at(schedules.WarmupPolynomialDecay(1e-4, 2, 20), 10)
+  new = schedules.rate_at(schedules.WarmupPolynomialDecay(1e-4, 2, 40), 10)
+  assert f"{old:.3g}" != f"{new:.3g}"
+  assert f"now {new:.3g}, {old:.3g} on the recorded schedule" in line
+  assert "trainer.train_steps 20 -> 40" in line and "run/params.yaml" in line
+  assert run_checks.resumed_schedule_warning(recorded, recorded, 10, "p") == ""
+
+
+def test_settings_only_tf_data_reads_are_refused_without_tensorflow(monkeypatch):
+  data = _pretraining(train_data={"dynamic_masking": True}).train_data
+  run_checks.require_tf_data(data, "train_data")  # TensorFlow is installed here.
+  monkeypatch.setitem(sys.modules, "tensorflow", None)
+  with pytest.raises(configs.ConfigError, match="train_data.dynamic_masking .* needs "
+                                                "TensorFlow"):
+    run_checks.require_tf_data(data, "train_data")
