@@ -53,7 +53,11 @@ def _flags_defined(command):
                 f"{command.tool} has no flag --{name}")
     if value is None:
       assert defined.get(name) == "bool", f"--{name} needs a value"
-  assert not command.positional(), f"unexpected arguments {command.positional()}"
+  if command.tool == "query_saved_model":
+    # The export, then the texts of at least one question.
+    assert len(command.positional()) >= 2, f"needs an export and a question: {command.text}"
+  else:
+    assert not command.positional(), f"unexpected arguments {command.positional()}"
 
 
 def test_every_shipped_command_passes_only_flags_its_tool_defines():
