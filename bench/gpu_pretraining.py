@@ -24,9 +24,10 @@ for before its clock stops: the median step with its quartiles. Back to back: --
 steps dispatched and waited for once, as a training loop runs them (which hides the
 host's launch work behind the device's), in --back_to_back_rounds rounds: the median
 round's step. Sequences/s = batch / step, and MFU = model FLOPs/s / the dense matmul
-rate the same run measured on the same device (--precision's dtype; the best median
-over --matmul_shapes, in jax and in torch, the higher of the two), so that a run's MFU
-never divides by another machine's rate. Model FLOPs per training sequence are
+rate the same run measured on the same device (bench/matmul_peak.py's products in
+--precision's dtype; the fastest over --matmul_shapes, in jax and in torch, the higher of
+the two), so that a run's MFU never divides by another machine's rate; on a CPU the
+device names the instruction sets it found. Model FLOPs per training sequence are
 bench/flops.py's: the matmuls only, 3x the forward pass, the masked-LM head at the
 masked positions and the pooler included. Every side and variant is credited with these
 FLOPs, whatever it computes beyond them (Hugging Face's stock forward, --hf_mlm=all,
@@ -294,7 +295,7 @@ def measure_matmul(run: Run) -> float:
     if result["status"] == "ok":
       rate = result["flops_per_second"]
       print(f"  matmul rate ({result['framework']}, {result['device']}): "
-            f"{rate / 1e12:.2f} TFLOP/s ({FLAGS.precision}, best median over "
+            f"{rate / 1e12:.2f} TFLOP/s ({FLAGS.precision}, fastest over "
             f"{FLAGS.matmul_shapes})", flush=True)
       rates.append(rate)
     else:
@@ -346,10 +347,12 @@ def progress_line(size, seq, batch, label, entry) -> str:
     return f"  {size} {seq}x{batch} {label}: {entry['status']}: {entry['error']}"
   line = (f"  {size} {seq}x{batch} {label}: synced {entry['median_step_ms']:.1f} ms "
           f"[{entry['q1_step_ms']:.1f}-{entry['q3_step_ms']:.1f}], "
-          f"{entry['sequences_per_second']:.1f} seq/s, MFU {100 * entry['mfu']:.1f}%; "
+          f"{entry['sequences_per_second']:.1f} seq/s, MFU "
+          f"{flops.utilisation_text(entry['mfu'], 1)}; "
           f"back to back {entry['back_to_back_step_ms']:.1f} ms, "
           f"{entry['back_to_back_sequences_per_second']:.1f} seq/s, MFU "
-          f"{100 * entry['back_to_back_mfu']:.1f}%; first step {entry['first_step_s']:.1f} s,"
+          f"{flops.utilisation_text(entry['back_to_back_mfu'], 1)}; first step "
+          f"{entry['first_step_s']:.1f} s,"
           f" loss {entry['loss_first']:.3f} -> {entry['loss_last']:.3f}")
   if entry.get("profile"):
     line += "\n" + "\n".join("    " + l for l in kernel_profile.table(

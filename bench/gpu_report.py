@@ -9,9 +9,9 @@ or an earlier run's where a later one skipped it.
 """
 
 import json
-import math
 
 import common
+import flops
 import kernel_profile
 
 
@@ -60,12 +60,8 @@ def run_note(records: list, used: list) -> str:
           f"{run['precision']}; Hugging Face's masked-LM head {head}. MFU denominator: " +
           (", ".join(f"{r['framework']} {r['flops_per_second'] / 1e12:.2f} TFLOP/s"
                      for r in matmul) or "not measured") +
-          f" (dense {run['precision']} matmul, best median over shapes; used: "
+          f" (dense {run['precision']} matmul, fastest over shapes; used: "
           f"{rate / 1e12:.2f} TFLOP/s).")
-
-
-def _percent(value) -> str:
-  return f"{100 * value:.1f}%" if value is not None and math.isfinite(value) else "n/a"
 
 
 def _ratio(base, value) -> str:
@@ -92,7 +88,8 @@ def step_rows(steps: list) -> list:
         f"{r['median_step_ms']:.1f} [{r['q1_step_ms']:.1f}-{r['q3_step_ms']:.1f}]",
         f"{r['back_to_back_step_ms']:.1f}" if back else "n/a",
         f"{r['sequences_per_second']:,.1f}", f"{back:,.1f}" if back else "n/a",
-        _percent(r["mfu"]), _percent(r.get("back_to_back_mfu")),
+        flops.utilisation_text(r["mfu"], 1),
+        flops.utilisation_text(r.get("back_to_back_mfu"), 1),
         f"{r['first_step_s']:.1f}", f"{memory:,.0f}" if memory else "n/a",
         "" if is_base or not base else _ratio(base["sequences_per_second"],
                                               r["sequences_per_second"]),

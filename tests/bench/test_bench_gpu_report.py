@@ -5,32 +5,14 @@ where a later run fills the configurations an earlier one skipped, variants comp
 the base configuration and profiled rows show where the time went; and the --variant
 settings (bench/gpu_variants.py)."""
 
-import importlib
-import sys
-
 import pytest
 
-from absl import flags
-import paths
-
-sys.path.insert(0, paths.BENCH_DIR)
+import bench_helpers
 
 import flops  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-
-def _import_without_flags(name):
-  """Imports a benchmark script for its functions, then drops the absl flags it defined:
-  the two scripts share flag names (--output, ...), as do the tools other tests of this
-  process import."""
-  before = set(flags.FLAGS)
-  module = importlib.import_module(name)
-  for flag in set(flags.FLAGS) - before:
-    delattr(flags.FLAGS, flag)
-  return module
-
-
-gpu_pretraining = _import_without_flags("gpu_pretraining")
-pretraining_step = _import_without_flags("pretraining_step")
+gpu_pretraining = bench_helpers.import_without_flags("gpu_pretraining")
+pretraining_step = bench_helpers.import_without_flags("pretraining_step")
 
 import gpu_report  # pylint: disable=g-import-not-at-top,wrong-import-position
 import gpu_variants  # pylint: disable=g-import-not-at-top,wrong-import-position
