@@ -51,7 +51,11 @@ def run_note(records: list, used: list) -> str:
   run = next(r for r in records if r["record"] == "run")
   matmul = [r for r in records if r["record"] == "matmul" and r["status"] == "ok"]
   devices = sorted({r["device"] for r in used + matmul if r.get("device")})
+  # A run records its rate per framework; runs before those divided by the higher one.
   rate = run.get("matmul_flops_per_second", float("nan"))
+  denominator = ("fastest over shapes; each side against its own framework's"
+                 if isinstance(rate, dict) else
+                 f"best median over shapes; used: {rate / 1e12:.2f} TFLOP/s")
   head = ("at the masked positions only" if run["hf_mlm"] == "gathered"
           else "at every position")
   rows = sum(r["status"] == "ok" for r in used)
@@ -60,8 +64,7 @@ def run_note(records: list, used: list) -> str:
           f"{run['precision']}; Hugging Face's masked-LM head {head}. MFU denominator: " +
           (", ".join(f"{r['framework']} {r['flops_per_second'] / 1e12:.2f} TFLOP/s"
                      for r in matmul) or "not measured") +
-          f" (dense {run['precision']} matmul, fastest over shapes; used: "
-          f"{rate / 1e12:.2f} TFLOP/s).")
+          f" (dense {run['precision']} matmul, {denominator}).")
 
 
 def _ratio(base, value) -> str:

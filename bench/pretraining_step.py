@@ -277,8 +277,8 @@ def run_config(name, peers):
         1e9 * r["model_gflops_per_second"],
         products.get(r["matmul"], {}).get("peak_flops_per_second"))
   return {"size": size, "batch_size": batch, "seq_length": seq, "predictions": predictions,
-          "results": results, "matmul": products, "pairwise": FLAGS.pairwise, "compete": FLAGS.compete,
-          "compete_alternate": FLAGS.compete_alternate,
+          "results": results, "pairwise": FLAGS.pairwise, "compete": FLAGS.compete,
+          "compete_alternate": FLAGS.compete_alternate, "matmul": products,
           "load": stats.load_summary([r for g in rounds_of_record for r in g["rounds"]]),
           "round_records": rounds_of_record}
 

@@ -84,6 +84,20 @@ def test_a_later_run_fills_what_an_earlier_run_skipped():
   assert "Run of day 2 (1 row): `second`" in table
 
 
+def test_each_side_against_its_framework_and_no_mfu_above_100_percent_printed():
+  records = _run("day 1", "run", [("ours", "ok", 1000.0), ("hf_eager", "ok", 2000.0)],
+                 rate={"jax": 1e15, "torch": 9e14})
+  records[1]["flops_per_second"] = 1e15  # the jax matmul record
+  records[-1]["mfu"] = 1.3  # a rate measured too low: the table says so, not 130%
+  table = gpu_report.report([records])
+  rows = [row.split(" | ") for row in _rows(table)]
+  assert [row[7] for row in rows] == ["25.0%", flops.SUSPECT]
+  assert "130" not in table
+  assert "each side against its own framework's" in table
+  old = gpu_report.report([_run("day 0", "old", [("ours", "ok", 1000.0)])])
+  assert "best median over shapes; used: 1000.00 TFLOP/s" in old
+
+
 def test_a_later_skip_keeps_the_earlier_figure():
   first = _run("day 1", "first", [("ours", "ok", 1000.0)])
   second = _run("day 2", "second", [("ours", "skipped", 0.0)])
