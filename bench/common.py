@@ -11,7 +11,7 @@ import os
 import re
 import shlex
 import sys
-from typing import Dict, Optional, Sequence
+from typing import Dict, Sequence
 
 from absl import app
 from absl import flags
@@ -26,6 +26,8 @@ cpu_kernels.prefer_onednn()
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 # The benchmarks' sibling modules (workers, stats, ...) import by name from any caller.
 sys.path.insert(0, BENCH_DIR)
+
+import matmul_peak  # pylint: disable=g-import-not-at-top,wrong-import-position
 REPO_ROOT = os.path.dirname(BENCH_DIR)
 README = os.path.join(BENCH_DIR, "README.md")
 RESULTS_DIR = os.path.join(BENCH_DIR, "results")
@@ -107,12 +109,6 @@ def write_results(name: str, payload: dict) -> str:
   return path
 
 
-def matmul_peak_gflops() -> Optional[float]:
-  """The float32 matmul peak bench/matmul_peak.py last recorded (None before it ran): the
-  denominator of every MFU column."""
-  return read_results("matmul_peak").get("peak_gflops")
-
-
 def merge_results(name: str, key: str, entries: Dict[str, dict]) -> str:
   """Replaces the entries of payload[key] named in `entries` in bench/results/<name>.json,
   keeping the others: a benchmark run on a few configurations or tasks at a time keeps
@@ -157,19 +153,7 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
 
 
 def machine_description() -> str:
-  """CPU model, core count and the frameworks' versions, for the results header."""
-  model, flags_ = "unknown CPU", set()
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("model name") and model == "unknown CPU":
-          model = line.split(":", 1)[1].strip()
-        elif line.startswith("flags"):
-          flags_ = set(line.split(":", 1)[1].split())
-          break
-  except OSError:
-    pass
-  # Whether TensorFlow turns oneDNN on by itself depends on these (bert_tf.cpu_kernels).
-  isa = ("AVX-512" + (" BF16" if "avx512_bf16" in flags_ else "") if "avx512f" in flags_
-         else "AVX2, no AVX-512" if "avx2" in flags_ else "no AVX2")
-  return f"{model}, {os.cpu_count()} cores, {isa}"
+  """CPU model, core count and the instruction sets its products can use (the matmul
+  rate depends on them, and whether TensorFlow turns oneDNN on by itself,
+  bert_tf.cpu_kernels), for the results header."""
+  return f"{matmul_peak.cpu_model()}, {os.cpu_count()} cores, {matmul_peak.cpu_isa()}"

@@ -4,8 +4,9 @@ nothing here needs TensorFlow or either framework at import.
 """
 
 import os
-import platform
 from typing import Callable, Dict, NamedTuple, Optional
+
+import matmul_peak
 
 
 class Side(NamedTuple):
@@ -58,14 +59,6 @@ def torch_device_name(torch) -> str:
 
 
 def cpu_name() -> str:
-  """'AMD EPYC ... (cpu, 2 cores)' from /proc/cpuinfo."""
-  name = platform.processor() or "unknown CPU"
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("model name"):
-          name = line.split(":", 1)[1].strip()
-          break
-  except OSError:
-    pass
-  return f"{name} (cpu, {os.cpu_count()} cores)"
+  """'AMD EPYC (cpu, 2 cores, AVX-512, AVX512_BF16, ...)': the model and the instruction
+  sets its products can use (bench/matmul_peak.py)."""
+  return f"{matmul_peak.cpu_model()} (cpu, {os.cpu_count()} cores, {matmul_peak.cpu_isa()})"

@@ -24,9 +24,11 @@ for before its clock stops: the median step with its quartiles. Back to back: --
 steps dispatched and waited for once, as a training loop runs them (which hides the
 host's launch work behind the device's), in --back_to_back_rounds rounds: the median
 round's step. Sequences/s = batch / step, and MFU = model FLOPs/s / the dense matmul
-rate the same run measured on the same device (--precision's dtype; the best median
-over --matmul_shapes, in jax and in torch, the higher of the two), so that a run's MFU
-never divides by another machine's rate. Model FLOPs per training sequence are
+rate the same run measured on the same device in the side's own framework (jax for
+ours, torch for Hugging Face; bench/matmul_peak.py's products in --precision's dtype, the
+fastest over --matmul_shapes), so that a run's MFU never divides by another machine's
+rate; on a CPU the device names the instruction sets it found. Runs recorded before
+2026-11-27 divided every side by the higher of the two rates. Model FLOPs per training sequence are
 bench/flops.py's: the matmuls only, 3x the forward pass, the masked-LM head at the
 masked positions and the pooler included. Every side and variant is credited with these
 FLOPs, whatever it computes beyond them (Hugging Face's stock forward, --hf_mlm=all,
@@ -93,8 +95,9 @@ flags.DEFINE_list("predictions", ["128:20", "512:76"], "SEQ:P pairs: masked posi
                   "per sequence; other lengths get round(0.15 x SEQ).")
 flags.DEFINE_list("sides", ["ours", "hf_eager", "hf_compile"], "Which steps to time: ours "
                   "(bert_tf on JAX), hf_eager, hf_compile (Hugging Face in torch).")
-flags.DEFINE_list("matmul", ["jax", "torch"], "Frameworks that measure the matmul rate "
-                  "MFU divides by (the higher rate is used).")
+flags.DEFINE_list("matmul", ["jax", "torch"], "Frameworks whose matmul rate is measured: "
+                  "each side's MFU divides by its own framework's (ours: jax, Hugging "
+                  "Face: torch; n/a where it is not measured).")
 flags.DEFINE_string("matmul_shapes", "8192x8192x8192,8192x1024x4096,8192x4096x1024",
                     "MxKxN shapes of the matmul-rate measurement.")
 flags.DEFINE_integer("steps", 20, "Timed steps per configuration.")
@@ -139,6 +142,8 @@ flags.DEFINE_bool("write_readme", False, "Rebuild the gpu_pretraining section of
 SECTION = "gpu_pretraining"
 SYSTEMS = {"ours": "bert_tf (JAX)", "hf_eager": "HF torch eager",
            "hf_compile": "HF torch.compile"}
+# The framework of each side's products: its MFU divides by that framework's rate.
+SIDE_FRAMEWORKS = {"ours": "jax", "hf_eager": "torch", "hf_compile": "torch"}
 # A worker is not started with less time than this left in --time_budget_s.
 MIN_WORKER_S = 30
 
@@ -282,10 +287,10 @@ class Run:
             "process_s": time.monotonic() - start}
 
 
-def measure_matmul(run: Run) -> float:
-  """Measures the matmul rate in each --matmul framework; returns the highest (FLOP/s),
-  nan when none finished."""
-  rates = []
+def measure_matmul(run: Run) -> dict:
+  """Measures the matmul rate in each --matmul framework: {framework: FLOP/s} of those
+  that finished."""
+  rates = {}
   for framework in FLAGS.matmul:
     result = run.work(f"matmul_{framework}", [
         "--side", f"matmul_{framework}", "--matmul_shapes", FLAGS.matmul_shapes,
@@ -294,12 +299,12 @@ def measure_matmul(run: Run) -> float:
     if result["status"] == "ok":
       rate = result["flops_per_second"]
       print(f"  matmul rate ({result['framework']}, {result['device']}): "
-            f"{rate / 1e12:.2f} TFLOP/s ({FLAGS.precision}, best median over "
+            f"{rate / 1e12:.2f} TFLOP/s ({FLAGS.precision}, fastest over "
             f"{FLAGS.matmul_shapes})", flush=True)
-      rates.append(rate)
+      rates[framework] = rate
     else:
       print(f"  matmul_{framework}: {result['status']}: {result['error']}", flush=True)
-  return max(rates, default=float("nan"))
+  return rates
 
 
 def encoder_of(size: str, variant: gpu_variants.Variant):
@@ -346,10 +351,12 @@ def progress_line(size, seq, batch, label, entry) -> str:
     return f"  {size} {seq}x{batch} {label}: {entry['status']}: {entry['error']}"
   line = (f"  {size} {seq}x{batch} {label}: synced {entry['median_step_ms']:.1f} ms "
           f"[{entry['q1_step_ms']:.1f}-{entry['q3_step_ms']:.1f}], "
-          f"{entry['sequences_per_second']:.1f} seq/s, MFU {100 * entry['mfu']:.1f}%; "
+          f"{entry['sequences_per_second']:.1f} seq/s, MFU "
+          f"{flops.utilisation_text(entry['mfu'], 1)}; "
           f"back to back {entry['back_to_back_step_ms']:.1f} ms, "
           f"{entry['back_to_back_sequences_per_second']:.1f} seq/s, MFU "
-          f"{100 * entry['back_to_back_mfu']:.1f}%; first step {entry['first_step_s']:.1f} s,"
+          f"{flops.utilisation_text(entry['back_to_back_mfu'], 1)}; first step "
+          f"{entry['first_step_s']:.1f} s,"
           f" loss {entry['loss_first']:.3f} -> {entry['loss_last']:.3f}")
   if entry.get("profile"):
     line += "\n" + "\n".join("    " + l for l in kernel_profile.table(
@@ -375,10 +382,11 @@ def measure() -> None:
         f"(after the first and {FLAGS.warmup_steps} warm-up steps), then "
         f"{FLAGS.back_to_back_rounds} rounds back to back; results to {FLAGS.output}",
         flush=True)
-  matmul_rate = measure_matmul(run)
-  run.record({**header, "matmul_flops_per_second": matmul_rate})
+  matmul_rates = measure_matmul(run)
+  run.record({**header, "matmul_flops_per_second": matmul_rates})
   for size, seq, batch, predictions, side, variant in configurations:
     name = f"{size}_{seq}x{batch}_{side}" + (f"_{variant.name}" if variant.name else "")
+    matmul_rate = matmul_rates.get(SIDE_FRAMEWORKS[side], float("nan"))
     result = run.work(name, worker_arguments(size, seq, batch, predictions, side, variant,
                                              name), variant)
     entry = {"record": "step", "side": side, "system": SYSTEMS[side], "size": size,

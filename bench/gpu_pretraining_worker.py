@@ -34,7 +34,6 @@ import argparse
 import json
 import math
 import os
-import statistics
 import sys
 import time
 
@@ -43,6 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import gpu_devices  # pylint: disable=g-import-not-at-top,wrong-import-position
 import kernel_profile  # pylint: disable=g-import-not-at-top,wrong-import-position
+import matmul_peak  # pylint: disable=g-import-not-at-top,wrong-import-position
 import protocol  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 SIDES = ("matmul_jax", "matmul_torch", "ours", "hf_eager", "hf_compile")
@@ -51,6 +51,8 @@ SIDES = ("matmul_jax", "matmul_torch", "ours", "hf_eager", "hf_compile")
 # decay 0.01, clipping at 1.0); the linear decay ends at the original's last step.
 DECAY_STEPS = 1_000_000
 POLICIES = {"bf16": "mixed_bfloat16", "float32": "float32"}
+# --precision -> the dtype of the matmul-rate products (bench/matmul_peak.py).
+POLICY_DTYPES = {"bf16": "bfloat16", "float32": "float32"}
 
 
 def argument_parser() -> argparse.ArgumentParser:
@@ -145,66 +147,32 @@ def back_to_back(step, sync, steps: int, rounds: int) -> list:
   return seconds
 
 
-def repeat_rate(run, sync, flops: float, seconds: float, rounds: int):
-  """Median and best FLOP/s of `run` (one product of `flops` FLOPs), timed in `rounds`
-  rounds of back-to-back calls lasting about `seconds` each, after one untimed call."""
-  run()
-  sync()
-  start = time.perf_counter()
-  run()
-  sync()
-  reps = max(1, math.ceil(seconds / max(time.perf_counter() - start, 1e-9)))
-  rates = [flops / call for call in back_to_back(run, sync, reps, rounds)]
-  return statistics.median(rates), max(rates)
-
-
 # --------------------------------------------------------------------------------------
-# The matmul rate.
+# The matmul rate (bench/matmul_peak.py's products, on this worker's device).
+
+def matmul_rate(args, framework: str, device_name: str, torch_device=None) -> dict:
+  """bf16 (or float32) [M, K] x [K, N] products of each --matmul_shapes in `framework`:
+  the fastest rate over shapes (each shape's fastest round) and every shape's figures."""
+  per_shape = {}
+  for shape in parse_shapes(args.matmul_shapes):
+    one = matmul_peak.product(framework, POLICY_DTYPES[args.precision], shape,
+                              torch_device=torch_device)
+    per_shape["x".join(map(str, shape))] = matmul_peak.measure(
+        one, args.matmul_seconds, args.matmul_rounds)
+  return {"framework": one.framework, "device": device_name,
+          "flops_per_second": max(r["peak_flops_per_second"] for r in per_shape.values()),
+          "per_shape": per_shape}
+
 
 def matmul_jax(args) -> dict:
-  """bf16 (or float32) [M, K] x [K, N] products under jax.jit on jax's default device."""
   import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  dtype = jnp.bfloat16 if args.precision == "bf16" else jnp.float32
-  product = jax.jit(lambda a, b: a @ b)
-  per_shape, key = {}, jax.random.PRNGKey(0)
-  for m, k, n in parse_shapes(args.matmul_shapes):
-    a = jax.random.normal(key, (m, k), dtype)
-    b = jax.random.normal(key, (k, n), dtype)
-    out = []
-    def run():
-      out[:] = [product(a, b)]
-    per_shape[f"{m}x{k}x{n}"] = repeat_rate(run, lambda: out[0].block_until_ready(),
-                                            2.0 * m * k * n, args.matmul_seconds,
-                                            args.matmul_rounds)
-  return {"framework": f"jax {jax.__version__}",
-          "device": gpu_devices.jax_device_name(jax), **rate_summary(per_shape)}
+  return matmul_rate(args, "jax", gpu_devices.jax_device_name(jax))
 
 
 def matmul_torch(args) -> dict:
-  """bf16 (or float32) torch.matmul products on CUDA when there is a GPU, else the CPU."""
   import torch  # pylint: disable=g-import-not-at-top
-  device, sync = gpu_devices.torch_device(torch, args.device)
-  dtype = torch.bfloat16 if args.precision == "bf16" else torch.float32
-  generator = torch.Generator(device=device).manual_seed(0)
-  per_shape = {}
-  with torch.no_grad():
-    for m, k, n in parse_shapes(args.matmul_shapes):
-      a = torch.randn(m, k, device=device, dtype=dtype, generator=generator)
-      b = torch.randn(k, n, device=device, dtype=dtype, generator=generator)
-      per_shape[f"{m}x{k}x{n}"] = repeat_rate(lambda: torch.matmul(a, b), sync,
-                                              2.0 * m * k * n, args.matmul_seconds,
-                                              args.matmul_rounds)
-  return {"framework": f"torch {torch.__version__}",
-          "device": gpu_devices.torch_device_name(torch), **rate_summary(per_shape)}
-
-
-def rate_summary(per_shape) -> dict:
-  """The best median over shapes (as bench/matmul_peak.py), with every shape's figures."""
-  return {"flops_per_second": max(median for median, _ in per_shape.values()),
-          "per_shape": {shape: {"median_flops_per_second": median,
-                                "best_flops_per_second": best}
-                        for shape, (median, best) in per_shape.items()}}
+  device, _ = gpu_devices.torch_device(torch, args.device)
+  return matmul_rate(args, "torch", gpu_devices.torch_device_name(torch), device)
 
 
 # --------------------------------------------------------------------------------------

@@ -9,9 +9,9 @@ or an earlier run's where a later one skipped it.
 """
 
 import json
-import math
 
 import common
+import flops
 import kernel_profile
 
 
@@ -51,7 +51,11 @@ def run_note(records: list, used: list) -> str:
   run = next(r for r in records if r["record"] == "run")
   matmul = [r for r in records if r["record"] == "matmul" and r["status"] == "ok"]
   devices = sorted({r["device"] for r in used + matmul if r.get("device")})
+  # A run records its rate per framework; runs before those divided by the higher one.
   rate = run.get("matmul_flops_per_second", float("nan"))
+  denominator = ("fastest over shapes; each side against its own framework's"
+                 if isinstance(rate, dict) else
+                 f"best median over shapes; used: {rate / 1e12:.2f} TFLOP/s")
   head = ("at the masked positions only" if run["hf_mlm"] == "gathered"
           else "at every position")
   rows = sum(r["status"] == "ok" for r in used)
@@ -60,12 +64,7 @@ def run_note(records: list, used: list) -> str:
           f"{run['precision']}; Hugging Face's masked-LM head {head}. MFU denominator: " +
           (", ".join(f"{r['framework']} {r['flops_per_second'] / 1e12:.2f} TFLOP/s"
                      for r in matmul) or "not measured") +
-          f" (dense {run['precision']} matmul, best median over shapes; used: "
-          f"{rate / 1e12:.2f} TFLOP/s).")
-
-
-def _percent(value) -> str:
-  return f"{100 * value:.1f}%" if value is not None and math.isfinite(value) else "n/a"
+          f" (dense {run['precision']} matmul, {denominator}).")
 
 
 def _ratio(base, value) -> str:
@@ -92,7 +91,8 @@ def step_rows(steps: list) -> list:
         f"{r['median_step_ms']:.1f} [{r['q1_step_ms']:.1f}-{r['q3_step_ms']:.1f}]",
         f"{r['back_to_back_step_ms']:.1f}" if back else "n/a",
         f"{r['sequences_per_second']:,.1f}", f"{back:,.1f}" if back else "n/a",
-        _percent(r["mfu"]), _percent(r.get("back_to_back_mfu")),
+        flops.utilisation_text(r["mfu"], 1),
+        flops.utilisation_text(r.get("back_to_back_mfu"), 1),
         f"{r['first_step_s']:.1f}", f"{memory:,.0f}" if memory else "n/a",
         "" if is_base or not base else _ratio(base["sequences_per_second"],
                                               r["sequences_per_second"]),

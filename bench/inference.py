@@ -1,7 +1,9 @@
 """Encoder inference throughput (sequences/s, tokens/s, model GFLOP/s, MFU, peak RSS).
 
 Times BertEncoder's forward pass (training=False) inside tf.function, with and without
-XLA (jit_compile), alternating the two variants round by round in one process.
+XLA (jit_compile), and TensorFlow's float32 matrix product (bench/matmul_peak.py), the
+three alternating round by round in one process: MFU divides each variant's model
+FLOP/s by the product's rate of the same rounds.
 
   python bench/inference.py --size=base --batch_size=32 --seq_length=128
 """
@@ -17,6 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 
 import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+import flops  # pylint: disable=g-import-not-at-top,wrong-import-position
+import matmul_peak  # pylint: disable=g-import-not-at-top,wrong-import-position
 import protocol  # pylint: disable=g-import-not-at-top,wrong-import-position
 import stats  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -29,57 +33,95 @@ flags.DEFINE_integer("calls_per_round", 3, "Timed calls per variant per round.")
 flags.DEFINE_string("device", "cpu", "cpu or gpu.")
 flags.DEFINE_bool("write_readme", True, "Update the inference section of bench/README.md.")
 
+HEADER = ["size", "batch x seq", "variant", "seq/s", "tokens/s", "model GFLOP/s", "MFU",
+          "peak RSS MiB (process)"]
+MATMUL = "matmul"
 
-def main(argv):
-  del argv
-  if FLAGS.device == "cpu":
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+def measure(size, batch_size, seq_length, rounds, calls_per_round,
+            matmul_shape=matmul_peak.SHAPE, matmul_seconds=0.3):
+  """Times the encoder's forward pass (graph and xla) and the float32 product in turns.
+
+  Returns:
+    {"seconds": {variant or MATMUL: [seconds of each call]}, "model_flops": FLOPs of one
+    forward call, "matmul": the product's rate (matmul_peak.rate_of_steps, with
+    framework, dtype, isa), "utilisation": {variant: model FLOP/s over the product's}}.
+  """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf import configs  # pylint: disable=g-import-not-at-top
   from bert_tf import constants  # pylint: disable=g-import-not-at-top
   from bert_tf.models import BertEncoder  # pylint: disable=g-import-not-at-top
 
-  encoder = BertEncoder.from_config_object(configs.EncoderConfig.from_size(FLAGS.size))
-  batch = protocol.pretraining_batch(FLAGS.batch_size, FLAGS.seq_length, 1)
+  encoder = BertEncoder.from_config_object(configs.EncoderConfig.from_size(size))
+  batch = protocol.pretraining_batch(batch_size, seq_length, 1)
   inputs = {k: tf.constant(batch[k]) for k in constants.ENCODER_INPUTS}
 
   def forward():
     return encoder(inputs, training=False)[constants.SEQUENCE_OUTPUT][0, 0, 0]
 
-  variants = {"graph": tf.function(forward), "xla": tf.function(forward, jit_compile=True)}
+  graph, xla = tf.function(forward), tf.function(forward, jit_compile=True)
+  product = matmul_peak.repeated(matmul_peak.product("tensorflow", "float32", matmul_shape),
+                                 matmul_seconds)
+  variants = {"graph": lambda: graph().numpy(), "xla": lambda: xla().numpy(),
+              MATMUL: product.run}
   for fn in variants.values():
-    fn().numpy()
+    fn()
   seconds = {name: [] for name in variants}
-  for r in range(FLAGS.rounds):
-    for name, fn in (variants.items() if r % 2 == 0 else reversed(variants.items())):
-      for _ in range(FLAGS.calls_per_round):
+  for r in range(rounds):
+    for name in stats.round_order(list(variants), r):
+      for _ in range(calls_per_round):
         t0 = time.perf_counter()
-        fn().numpy()
+        variants[name]()
         seconds[name].append(time.perf_counter() - t0)
-  layers, hidden, _, intermediate = protocol.size_args(FLAGS.size)
-  t = FLAGS.seq_length
-  flops = FLAGS.batch_size * t * layers * (2 * (4 * hidden * hidden + 2 * hidden * intermediate)
-                                           + 4 * t * hidden)
-  peak = common.matmul_peak_gflops()
-  rss = protocol.peak_rss_mb()
+  layers, hidden, _, intermediate = protocol.size_args(size)
+  model_flops = batch_size * flops.encoder_forward_flops_per_sequence(
+      layers, hidden, intermediate, seq_length)
+  rate = dict(matmul_peak.rate_of_steps(product.flops, seconds[MATMUL]),
+              framework=product.framework, dtype=product.dtype, isa=matmul_peak.cpu_isa(),
+              shape="x".join(map(str, matmul_shape)))
+  return {"seconds": seconds, "model_flops": model_flops, "matmul": rate,
+          "utilisation": {name: flops.utilisation(model_flops / stats.median(values),
+                                                  rate["peak_flops_per_second"])
+                          for name, values in seconds.items() if name != MATMUL}}
+
+
+def table_rows(size, batch_size, seq_length, result, rss_mb):
+  """The table's rows (HEADER) of a `measure` result; MFU through flops.utilisation_text."""
   rows = []
-  for name, values in seconds.items():
-    step = stats.median(values)
-    gflops = flops / step / 1e9
-    rows.append([FLAGS.size, f"{FLAGS.batch_size}x{t}", name,
-                 f"{FLAGS.batch_size / step:.1f}", f"{FLAGS.batch_size * t / step:.0f}",
-                 f"{gflops:.1f}", f"{100 * gflops / peak:.0f}%" if peak else "n/a",
-                 f"{rss:.0f}"])
-  table = common.markdown_table(["size", "batch x seq", "variant", "seq/s", "tokens/s",
-                                 "model GFLOP/s", "MFU", "peak RSS MiB (process)"], rows)
-  print(table)
+  for name, fraction in result["utilisation"].items():
+    step = stats.median(result["seconds"][name])
+    rows.append([size, f"{batch_size}x{seq_length}", name, f"{batch_size / step:.1f}",
+                 f"{batch_size * seq_length / step:.0f}",
+                 f"{result['model_flops'] / step / 1e9:.1f}",
+                 flops.utilisation_text(fraction), f"{rss_mb:.0f}"])
+  return rows
+
+
+def main(argv):
+  del argv
+  if FLAGS.device == "cpu":
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+  load = common.load_average()
+  result = measure(FLAGS.size, FLAGS.batch_size, FLAGS.seq_length, FLAGS.rounds,
+                   FLAGS.calls_per_round)
+  rss = protocol.peak_rss_mb()
+  rate = result["matmul"]
+  table = common.markdown_table(HEADER, table_rows(FLAGS.size, FLAGS.batch_size,
+                                                   FLAGS.seq_length, result, rss))
   command = common.command_line()
-  common.write_results("inference", {"command": command, "seconds": seconds,
-                                     "peak_rss_mb": rss, "matmul_peak_gflops": peak,
+  note = (f"Command: `{command}`; {common.machine_description()}; MFU against "
+          f"{matmul_peak.describe(rate, rate['framework'], rate['dtype'])} "
+          f"[{rate['shape']}], timed in the same rounds; load average {load} at the start, "
+          f"{common.load_average()} at the end.")
+  print(table)
+  print(note)
+  common.write_results("inference", {"command": command, "seconds": result["seconds"],
+                                     "peak_rss_mb": rss, "matmul": rate,
+                                     "utilisation": result["utilisation"],
                                      "machine": common.machine_description()})
   if FLAGS.write_readme:
-    common.update_readme_section("inference", f"Command: `{command}`\n\n{table}")
-  print(f"inference: {FLAGS.size} {FLAGS.batch_size}x{t}; command: {command}")
+    common.update_readme_section("inference", f"{note}\n\n{table}")
+  print(f"inference: {FLAGS.size} {FLAGS.batch_size}x{FLAGS.seq_length}; command: {command}")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,12 @@ Every system runs in its own process (each peer in its own virtual environment, 
 --install_peers); the processes take turns, round after round, and the table reports
 each one's median sequences/s and the ratio ours/peer within the same run.
 
+MFU: each system's model FLOP/s (bench/flops.py) over the rate of a matrix product in its
+framework and precision (bench/matmul_peak.py: TensorFlow's for ours and the TensorFlow
+peers, float32 or bfloat16 as ours runs; torch's, in the Hugging Face peer's environment,
+for it), timed as one more system of the same rounds: a product worker per framework and
+precision, so that the denominator shares the moments of the machine the steps had.
+
 --variants adds our worker with one speed lever switched away from its default as one
 more system each (an A/B of the lever in the same run; VARIANTS below); --baseline adds
 the worker of another checkout (an A/B of a change). Each configuration's figures go to
@@ -32,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # pylint: disable=g-import-not-at-top,wrong-import-position
 import flops  # pylint: disable=g-import-not-at-top,wrong-import-position
 import driver  # pylint: disable=g-import-not-at-top,wrong-import-position
+import matmul_peak  # pylint: disable=g-import-not-at-top,wrong-import-position
 import peer_envs  # pylint: disable=g-import-not-at-top,wrong-import-position
 import stats  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -73,8 +80,7 @@ flags.DEFINE_bool("pairwise", False, "Keep only two systems alive at a time: our
                   "all systems at once do not fit in memory (base512 needs about 6.5 GB "
                   "each). Each ratio then comes from its own pair.")
 flags.DEFINE_bool("report_only", False, "Time nothing: rebuild the README section from "
-                  "bench/results/pretraining_step.json (for example after a new matmul "
-                  "peak measurement changed the MFU column).")
+                  "bench/results/pretraining_step.json.")
 flags.DEFINE_bool("write_readme", True, "Record the run: its configurations' entries in "
                   "bench/results/pretraining_step.json and the README section (without "
                   "it, the results go to the workers' log folder).")
@@ -126,6 +132,13 @@ VARIANTS = {
 }
 # Systems of ours: never the "best peer" of a ratio.
 OURS = ("ours", "baseline", *(f"ours_{v}" for v in VARIANTS))
+# The precision of the products of each peer's step (the peers run float32).
+PEER_MATMUL = {"model_garden": ("tensorflow", "float32"),
+               "keras_hub": ("tensorflow", "float32"), "hf": ("torch", "float32")}
+# runtime.mixed_precision_dtype -> the dtype of the products.
+POLICY_DTYPES = {"float32": "float32", "mixed_bfloat16": "bfloat16",
+                 "mixed_float16": "float16"}
+MATMUL_PREFIX = "matmul_"
 PEER_SCRIPTS = {
     "model_garden": "bench/peers/model_garden_pretraining.py",
     "keras_hub": "bench/peers/keras_hub_pretraining.py",
@@ -140,6 +153,32 @@ def model_flops_per_sequence(size, seq_length, predictions, vocab_size=30522):
   layers, hidden, _, intermediate = protocol.size_args(size)
   return flops.pretraining_flops_per_sequence(layers, hidden, intermediate, vocab_size,
                                               seq_length, predictions)
+
+
+def matmul_of(system, argv):
+  """(framework, dtype) of the products of `system`'s step, whose worker runs `argv`:
+  a peer's from PEER_MATMUL, ours' from the last --mixed_precision of its command."""
+  if system in PEER_MATMUL:
+    return PEER_MATMUL[system]
+  return "tensorflow", POLICY_DTYPES[argv[len(argv) - argv[::-1].index("--mixed_precision")]]
+
+
+def matmul_specs(systems, peer_threads):
+  """The product workers (bench/matmul_peak.py --serve) the `systems` ([(name, argv,
+  env)]) divide by, one per framework and precision: torch's in the Hugging Face peer's
+  environment, with its threads; TensorFlow's in ours, with its oneDNN setting."""
+  specs = {}
+  for name, argv, _ in systems:
+    framework, dtype = matmul_of(name, argv)
+    key = f"{MATMUL_PREFIX}{framework}_{dtype}"
+    if key in specs:
+      continue
+    python = (peer_envs.peer_python("hf", FLAGS.venv_root) if framework == "torch"
+              else sys.executable)
+    specs[key] = (key, matmul_peak.worker_argv(
+        framework, dtype, python, peer_threads if name in PEER_MATMUL else ()),
+                  worker_env())
+  return list(specs.values())
 
 
 def worker_env():
@@ -183,6 +222,9 @@ def run_config(name, peers):
     groups = [[specs[0], spec] for spec in specs[1:]]
   else:
     groups = [specs]
+  groups = [group + matmul_specs(group, peer_threads) for group in groups]
+  product_of = {spec[0]: f"{MATMUL_PREFIX}{'_'.join(matmul_of(spec[0], spec[1]))}"
+                for spec in specs}
   sequence_flops = model_flops_per_sequence(size, seq, predictions)
 
   def rates(rounds):
@@ -192,6 +234,7 @@ def run_config(name, peers):
             "model_gflops_per_second": sequence_flops * batch / step / 1e9, **summary}
 
   results, rounds_of_record, ours_rounds, ours_cpu_rounds, ours_peak = {}, [], [], [], 0.0
+  products = {}
   for group in groups:
     if len(groups) > 1:
       print(f" pair: {' and '.join(spec[0] for spec in group)}", flush=True)
@@ -199,6 +242,11 @@ def run_config(name, peers):
     records = driver.alternate(workers, FLAGS.rounds, steps, FLAGS.quiet_load,
                                FLAGS.quiet_timeout, FLAGS.compete, FLAGS.compete_alternate)
     rounds_of_record.append({"systems": [w.name for w in workers], "rounds": records})
+    for worker in workers:
+      if worker.name.startswith(MATMUL_PREFIX):
+        entry = products.setdefault(worker.name, {**worker.info, "step_seconds": []})
+        entry["step_seconds"] += worker.step_seconds
+    workers = [w for w in workers if not w.name.startswith(MATMUL_PREFIX)]
     for worker in workers[1:] if len(groups) > 1 else workers:
       results[worker.name] = dict(rates(worker.rounds), peak_rss_mb=worker.peak_rss_mb,
                                   info=worker.info, steps=len(worker.step_seconds),
@@ -221,9 +269,16 @@ def run_config(name, peers):
         # their alternation.
         results["ours"]["under_load"] = under_load(
             ours_rounds, ours_cpu_rounds, ours_rounds, ours_cpu_rounds)
+  for entry in products.values():
+    entry.update(matmul_peak.rate_of_steps(entry["flops_per_step"], entry["step_seconds"]))
+  for system, r in results.items():
+    r["matmul"] = product_of[system]
+    r["utilisation"] = flops.utilisation(
+        1e9 * r["model_gflops_per_second"],
+        products.get(r["matmul"], {}).get("peak_flops_per_second"))
   return {"size": size, "batch_size": batch, "seq_length": seq, "predictions": predictions,
           "results": results, "pairwise": FLAGS.pairwise, "compete": FLAGS.compete,
-          "compete_alternate": FLAGS.compete_alternate,
+          "compete_alternate": FLAGS.compete_alternate, "matmul": products,
           "load": stats.load_summary([r for g in rounds_of_record for r in g["rounds"]]),
           "round_records": rounds_of_record}
 
@@ -286,7 +341,24 @@ def config_key(name, compete):
   return f"{name}_compete" if compete else name
 
 
-def report(configs, current_peak):
+def mfu_cell(run, result):
+  """A system's utilisation against its own run's product (flops.utilisation_text: never
+  above 100%); 'n/a' for an entry recorded before runs timed their own products."""
+  if "matmul" not in run:
+    return "n/a"
+  return flops.utilisation_text(result.get("utilisation"))
+
+
+def matmul_note(run):
+  """The note of a run's products (matmul_peak.describe), or that it had none."""
+  if "matmul" not in run:
+    return "; no matmul rate of its own run (MFU not reported)"
+  rates = [matmul_peak.describe(p, p["framework"], p["dtype"])
+           for p in run["matmul"].values()]
+  return f"; MFU against the products of the same rounds: {', '.join(rates)}"
+
+
+def report(configs):
   """Prints one table over `configs` ({key: entry of the results file}) and, with
   --write_readme, writes it with each configuration's command to the README.
 
@@ -302,8 +374,6 @@ def report(configs, current_peak):
 
   for key in sorted(current, key=order_key):
     run = current[key]
-    # MFU against the peak measured in the same hour as the run, where it was recorded.
-    peak = run.get("matmul_peak_gflops") or current_peak
     peers = [p for p in run["results"] if p not in OURS]
     ratios = {p: run["results"][p]["ours_over_this"] for p in peers}
     best = min(ratios, key=lambda p: ratios[p]["ratio"]) if ratios else None
@@ -312,7 +382,7 @@ def report(configs, current_peak):
     for system in systems:
       r = run["results"][system]
       ratio = r.get("ours_over_this")
-      mfu = f"{100 * r['model_gflops_per_second'] / peak:.0f}%" if peak else "n/a"
+      mfu = mfu_cell(run, r)
       rows.append([key, f"{run['batch_size']}x{run['seq_length']}", label(system),
                    f"{1000 * r['median_step_seconds']:.0f} "
                    f"[{1000 * r['step_seconds_q1']:.0f}-{1000 * r['step_seconds_q3']:.0f}]",
@@ -321,11 +391,10 @@ def report(configs, current_peak):
                    f"{r['peak_rss_mb']:.0f}" if r["peak_rss_mb"] else "n/a",
                    stats.format_interval(ratio["ratio"], ratio["interval"]) if ratio else ""])
     pairwise = ", ours beside one peer at a time" if run.get("pairwise") else ""
-    peak_note = f", matmul peak {peak:.1f} GFLOP/s" if peak else ""
     rounds = (f"{run['rounds']} pairs of a quiet and a loaded round"
               if run.get("compete_alternate") else f"{run['rounds']} rounds")
     notes.append(f"- {key}: `{run['command']}` ({rounds}{pairwise}; "
-                 f"{run['machine']}{peak_note}; {run['load']})")
+                 f"{run['machine']}; {run['load']}){matmul_note(run)}")
     if best:
       notes[-1] += (f"; ours/best peer ({label(best)}) "
                     f"{stats.format_interval(ratios[best]['ratio'], ratios[best]['interval'])}")
@@ -344,12 +413,13 @@ def main(argv):
   for name in FLAGS.configs:
     if name not in CONFIGS:
       raise app.UsageError(f"Unknown config '{name}'; configs: {', '.join(CONFIGS)}")
+  if FLAGS.mixed_precision not in POLICY_DTYPES:
+    raise app.UsageError(f"--mixed_precision: one of {', '.join(POLICY_DTYPES)}")
   for variant in FLAGS.variants:
     if variant not in VARIANTS:
       raise app.UsageError(f"Unknown variant '{variant}'; variants: {', '.join(VARIANTS)}")
-  peak = common.matmul_peak_gflops()
   if FLAGS.report_only:
-    report(common.read_results(RESULTS).get("configs", {}), peak)
+    report(common.read_results(RESULTS).get("configs", {}))
     return
   driver.check_rounds_of_record(FLAGS.rounds, FLAGS.write_readme)
   if FLAGS.write_readme:
@@ -360,17 +430,17 @@ def main(argv):
   for name in FLAGS.configs:
     runs[config_key(name, FLAGS.compete)] = dict(
         run_config(name, peers), command=command, rounds=FLAGS.rounds,
-        machine=common.machine_description(), matmul_peak_gflops=peak)
+        machine=common.machine_description())
   if FLAGS.write_readme:
     print(f"results: {common.merge_results(RESULTS, 'configs', runs)}")
-    report(common.read_results(RESULTS)["configs"], peak)
+    report(common.read_results(RESULTS)["configs"])
   else:
     # A check, not a figure of record: the results file stays as it is.
     path = os.path.join(common.LOG_DIR, f"{RESULTS}.json")
     with open(path, "w") as f:
       json.dump({"configs": runs}, f, indent=1, sort_keys=True)
     print(f"results: {path}")
-    report(runs, peak)
+    report(runs)
   print(f"pretraining_step: {len(runs)} configs, systems "
         f"{','.join(['ours', *(f'ours_{v}' for v in FLAGS.variants), *peers])}; "
         f"command: {command}")

@@ -5,32 +5,14 @@ where a later run fills the configurations an earlier one skipped, variants comp
 the base configuration and profiled rows show where the time went; and the --variant
 settings (bench/gpu_variants.py)."""
 
-import importlib
-import sys
-
 import pytest
 
-from absl import flags
-import paths
-
-sys.path.insert(0, paths.BENCH_DIR)
+import bench_helpers
 
 import flops  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-
-def _import_without_flags(name):
-  """Imports a benchmark script for its functions, then drops the absl flags it defined:
-  the two scripts share flag names (--output, ...), as do the tools other tests of this
-  process import."""
-  before = set(flags.FLAGS)
-  module = importlib.import_module(name)
-  for flag in set(flags.FLAGS) - before:
-    delattr(flags.FLAGS, flag)
-  return module
-
-
-gpu_pretraining = _import_without_flags("gpu_pretraining")
-pretraining_step = _import_without_flags("pretraining_step")
+gpu_pretraining = bench_helpers.import_without_flags("gpu_pretraining")
+pretraining_step = bench_helpers.import_without_flags("pretraining_step")
 
 import gpu_report  # pylint: disable=g-import-not-at-top,wrong-import-position
 import gpu_variants  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -100,6 +82,20 @@ def test_a_later_run_fills_what_an_earlier_run_skipped():
   assert "measure hf_compile (day 2)" in table
   assert "Run of day 1 (2 rows): `first`" in table
   assert "Run of day 2 (1 row): `second`" in table
+
+
+def test_each_side_against_its_framework_and_no_mfu_above_100_percent_printed():
+  records = _run("day 1", "run", [("ours", "ok", 1000.0), ("hf_eager", "ok", 2000.0)],
+                 rate={"jax": 1e15, "torch": 9e14})
+  records[1]["flops_per_second"] = 1e15  # the jax matmul record
+  records[-1]["mfu"] = 1.3  # a rate measured too low: the table says so, not 130%
+  table = gpu_report.report([records])
+  rows = [row.split(" | ") for row in _rows(table)]
+  assert [row[7] for row in rows] == ["25.0%", flops.SUSPECT]
+  assert "130" not in table
+  assert "each side against its own framework's" in table
+  old = gpu_report.report([_run("day 0", "old", [("ours", "ok", 1000.0)])])
+  assert "best median over shapes; used: 1000.00 TFLOP/s" in old
 
 
 def test_a_later_skip_keeps_the_earlier_figure():
