@@ -43,6 +43,10 @@ WINDOW_INDEX = "window_index"
 # [CLS], [SEP] and padding).
 IGNORE_LABEL = -1
 
+# Keras names the state variable of every SeedGenerator (dropout) so: the random state
+# a trainer checkpoints, by name on every backend.
+SEED_STATE_NAME = "seed_generator_state"
+
 # Feature names of the original BERT release's pretraining TFRecords.
 TFRECORD_INPUT_IDS = "input_ids"
 TFRECORD_INPUT_MASK = "input_mask"

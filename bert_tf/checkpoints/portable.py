@@ -13,8 +13,10 @@ A file `ckpt-N.h5` holds:
                                  only by an optimizer with the same names;
   random_state/<i>               the model's SeedGenerator states in variable order;
   attributes                     format, version, step, and the writing backend.
-A trainer keeps its input iterator beside it, in a TensorFlow checkpoint
-`ckpt-N.input` (tf.data is TensorFlow's on every backend), written before the .h5.
+A trainer keeps each process's input position beside it, under the prefix
+`ckpt-N.input[-P]` (input_prefix; P the process index, none for process 0), written
+before the .h5: the TensorFlow engine a tf.data iterator checkpoint (`.index`,
+`.data-*`), the JAX engine a JSON file (`.json`).
 
 Files are written under a temporary name and renamed, so a reader never sees a
 half-written checkpoint. Reading asserts what TensorFlow checkpoints assert: every
@@ -40,8 +42,6 @@ FORMAT = "bert_tf.portable"
 VERSION = 2
 SUFFIX = ".h5"
 INPUT_SUFFIX = ".input"
-# Keras names the state variable of every SeedGenerator so.
-SEED_STATE_NAME = "seed_generator_state"
 _NAME = re.compile(r"^ckpt-(\d+)\.h5$")
 # Version 1 files (Keras optimizer variables): the end of the Keras variable's path.
 _KERAS_NAMES = {constants.LOSS_SCALE: "dynamic_scale",
@@ -105,7 +105,7 @@ def item_variables(item) -> Dict[str, object]:
   out = {}
   for variable in item.variables:
     path = _path(variable)
-    if path.rsplit("/", 1)[-1] == SEED_STATE_NAME:
+    if path.rsplit("/", 1)[-1] == constants.SEED_STATE_NAME:
       continue
     if path in out and out[path] is not variable:
       raise ValueError(f"Two variables of one checkpoint item share the path '{path}'")

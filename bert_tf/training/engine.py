@@ -34,6 +34,7 @@ import abc
 from typing import Dict, List, Optional, Sequence
 
 from bert_tf import configs
+from bert_tf import constants
 from bert_tf.tasks import base as task_base
 from bert_tf.utils import errors
 
@@ -101,7 +102,7 @@ class Engine(abc.ABC):
 
   def random_state(self) -> List:
     """The state variables of the model's dropout SeedGenerators, in model order."""
-    return [v for v in self.model.variables if v.name == SEED_STATE_NAME]
+    return [v for v in self.model.variables if v.name == constants.SEED_STATE_NAME]
 
   def sync_to_model(self) -> None:
     """Makes the model's and optimizer's variables hold the trained values (before
@@ -142,10 +143,6 @@ class Engine(abc.ABC):
     """Writes this process's training input position beside `checkpoint` (no-op where
     the input has none)."""
 
-  def input_position_files(self, checkpoint: str) -> List[str]:
-    """The files save_input_position writes beside `checkpoint` (for deleting them)."""
-    return []
-
   # ----- steps -----
   @abc.abstractmethod
   def run_steps(self, num_steps: int) -> Dict[str, float]:
@@ -175,10 +172,6 @@ class Engine(abc.ABC):
 
   def barrier(self, name: str) -> None:
     """Returns once every process has arrived here."""
-
-
-# Keras names the state variable of every SeedGenerator so.
-SEED_STATE_NAME = "seed_generator_state"
 
 
 def check_batch_sizes(data_config: configs.DataConfig, replicas: int,

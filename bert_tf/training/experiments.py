@@ -103,13 +103,6 @@ def runtime_overrides(distribution_strategy: Optional[str] = None, tpu: Optional
   return {key: value for key, value in values.items() if value is not None}
 
 
-def _get(config: configs.Config, dotted: str):
-  value = config
-  for part in dotted.split("."):
-    value = getattr(value, part)
-  return value
-
-
 def resolve_experiment(experiment: Optional[str] = None, config_files: Sequence[str] = (),
                        params_override: Optional[str] = None,
                        shorthands: Optional[Dict[str, object]] = None

@@ -27,7 +27,7 @@ def test_items_round_trip_by_variable_path_without_seed_states(tmp_path):
     assert "embeddings/word_embeddings" in f["items/encoder"]
     names = []
     f.visit(names.append)
-  assert not any(portable.SEED_STATE_NAME in name for name in names)
+  assert not any(constants.SEED_STATE_NAME in name for name in names)
   assert restore.checkpoint_children(path) == {"encoder", "masked_lm", "next_sentence",
                                                "step"}
   restore.restore_items(str(tmp_path), fresh.checkpoint_items,

@@ -107,7 +107,7 @@ def checkpoints(out_dir: str) -> dict:
 
   def encoder_arrays(model):
     return {v.path: np.asarray(v.value) for v in model.encoder.variables
-            if not v.path.endswith(portable.SEED_STATE_NAME)}
+            if not v.path.endswith(constants.SEED_STATE_NAME)}
 
   runs = {}
   for name, float8_training in (("float8", True), ("plain", False)):

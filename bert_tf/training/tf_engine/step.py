@@ -28,10 +28,6 @@ from bert_tf.training import loss_scale_rule
 from bert_tf.training import update_rule
 from bert_tf.training.tf_engine.loss_scale import DynamicLossScale
 
-# Keras names the state variable of every SeedGenerator so.
-SEED_STATE_NAME = "seed_generator_state"
-
-
 def split_micro_batches(tensor: tf.Tensor, num: int) -> tf.Tensor:
   """[B, ...] -> [num, B // num, ...], keeping static dimensions where known."""
   shape = tensor.shape.as_list()
@@ -42,12 +38,6 @@ def split_micro_batches(tensor: tf.Tensor, num: int) -> tf.Tensor:
     return tf.reshape(tensor, [num, shape[0] // num] + shape[1:])
   dynamic = tf.shape(tensor)
   return tf.reshape(tensor, tf.concat([[num, dynamic[0] // num], dynamic[1:]], axis=0))
-
-
-def random_state(model: keras.Model) -> List[tf.Variable]:
-  """The state variables of the model's Keras SeedGenerators (dropout), in the
-  model's variable order."""
-  return [v for v in model.variables if v.name == SEED_STATE_NAME]
 
 
 def seed_each_replica(strategy: tf.distribute.Strategy, states: List) -> None:
@@ -61,7 +51,7 @@ def seed_each_replica(strategy: tf.distribute.Strategy, states: List) -> None:
   uninterrupted one holds, and draws the same masks.
 
   Args:
-    states: random_state(model), the SeedGenerators' state variables.
+    states: Engine.random_state(), the SeedGenerators' state variables.
   """
   states = [getattr(state, "value", state) for state in states]
   if not states or strategy.num_replicas_in_sync == 1:

@@ -5,7 +5,6 @@ first op) when it splits the CPU into logical devices; later calls leave an exis
 split alone.
 """
 
-import json
 import logging
 import os
 from typing import Dict, Optional, Sequence, Tuple
@@ -118,12 +117,6 @@ def is_chief(strategy: Optional[tf.distribute.Strategy] = None) -> bool:
     return True
   has_chief = "chief" in resolver.cluster_spec().as_dict()
   return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
-
-
-def worker_id() -> int:
-  """This process's task index in TF_CONFIG (0 without one)."""
-  tf_config = json.loads(os.environ.get("TF_CONFIG", "{}") or "{}")
-  return int(tf_config.get("task", {}).get("index", 0))
 
 
 def any_worker_flag(strategy: tf.distribute.Strategy):
