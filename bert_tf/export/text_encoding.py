@@ -126,9 +126,3 @@ def char_offsets(text, byte_offsets):
   """
   prefix = tf.strings.substr(text, tf.zeros_like(byte_offsets), byte_offsets)
   return tf.strings.length(prefix, unit="UTF8_CHAR")
-
-
-def keep_prefix(ragged, lengths):
-  """The first lengths[b] items of each row of a ragged [B, (n)] tensor (lengths int64 [B])."""
-  mask = tf.ragged.range(ragged.row_lengths()) < tf.expand_dims(lengths, 1)
-  return tf.ragged.boolean_mask(ragged, mask)

@@ -48,9 +48,3 @@ def test_char_offsets_count_characters_not_bytes():
   text = tf.constant(["héllo wörld", "abc"])
   offsets = text_encoding.char_offsets(text, tf.constant([7, 3]))
   np.testing.assert_array_equal(offsets, [6, 3])
-
-
-def test_keep_prefix_keeps_the_first_n_of_each_row():
-  ragged = tf.ragged.constant([[1, 2, 3], [4], []], dtype=tf.int64)
-  kept = text_encoding.keep_prefix(ragged, tf.constant([2, 0, 5], tf.int64))
-  assert kept.to_list() == [[1, 2], [], []]
