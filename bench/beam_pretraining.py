@@ -9,7 +9,7 @@ processes, or the Beam runner's SDK-harness workers). Every run of one corpus wr
 agree. Run it with a Python that has the `beam` extra; it prints one JSON line per run
 (with the load average before it) and writes them to --output_json.
 
-  python bench/beam_pretraining.py --data_dir=$BERT_TF_DATA --repeat=10 --workers=1,2 \
+  python -m bench.beam_pretraining --data_dir=$BERT_TF_DATA --repeat=10 --workers=1,2 \
       --repeats=1,2,4
 """
 
@@ -25,8 +25,7 @@ import time
 from absl import app
 from absl import flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bench import common
 
 FLAGS = flags.FLAGS
 common.define_data_dir_flag()

@@ -16,6 +16,7 @@ from typing import Dict, Sequence
 from absl import app
 from absl import flags
 
+from bench import matmul_peak
 from bert_tf import cpu_kernels
 from bert_tf.utils import files
 
@@ -24,10 +25,6 @@ from bert_tf.utils import files
 cpu_kernels.prefer_onednn()
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-# The benchmarks' sibling modules (workers, stats, ...) import by name from any caller.
-sys.path.insert(0, BENCH_DIR)
-
-import matmul_peak  # pylint: disable=g-import-not-at-top,wrong-import-position
 REPO_ROOT = os.path.dirname(BENCH_DIR)
 README = os.path.join(BENCH_DIR, "README.md")
 RESULTS_DIR = os.path.join(BENCH_DIR, "results")
@@ -39,9 +36,18 @@ DATA_DIR_VARIABLE = "BERT_TF_DATA"
 
 
 def command_line() -> str:
-  """The command that started this process, to print beside its figures."""
-  return "python " + " ".join(shlex.quote(a) for a in
-                              [os.path.relpath(sys.argv[0], REPO_ROOT)] + sys.argv[1:])
+  """The command that started this process (`python -m bench.<name> ...`, run from
+  the repository root), to print beside its figures."""
+  return " ".join(["python", "-m", program_name()] + [shlex.quote(a) for a in sys.argv[1:]])
+
+
+def program_name() -> str:
+  """The module the benchmark runs as (`bench.<name>`); where the process did not start
+  as a module (a test calling a main), its program's path from the repository root."""
+  spec = getattr(sys.modules["__main__"], "__spec__", None)
+  if spec is not None and spec.name:
+    return spec.name
+  return os.path.relpath(sys.argv[0], REPO_ROOT)
 
 
 def define_data_dir_flag() -> flags.FlagHolder:

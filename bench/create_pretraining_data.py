@@ -13,7 +13,7 @@ summary, and regenerates its section of bench/README.md.
 The machine may be shared: wall-clock rates move with other load, CPU seconds move less;
 the load average is recorded before every run.
 
-  python bench/create_pretraining_data.py --data_dir=$BERT_TF_DATA \
+  python -m bench.create_pretraining_data --data_dir=$BERT_TF_DATA \
       --repeat=10 --workers=1,2 --runs=3 --dupe_factor=5
 """
 
@@ -29,8 +29,7 @@ import time
 from absl import app
 from absl import flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bench import common
 
 FLAGS = flags.FLAGS
 common.define_data_dir_flag()

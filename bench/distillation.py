@@ -4,7 +4,7 @@ fine-tuned on the labels alone; dev accuracy and serving latency against the tea
   # The teacher: all-MiniLM-L6-v2 fine-tuned on SST-2 (bench/accuracy.py). The student:
   # its first 2 layers (model.encoder.num_layers=2, warm-started from the same
   # checkpoint, whose other layers are left unused).
-  python bench/distillation.py --tasks=sst2 --data_dir=$BERT_TF_DATA \
+  python -m bench.distillation --tasks=sst2 --data_dir=$BERT_TF_DATA \
     --teacher_dir=$PWD/runs/sst2_600/sst2 --config_file=runs/minilm/config.yaml \
     --params_override=model.encoder.num_layers=2 --init_checkpoint=$PWD/runs/minilm \
     --vocab_file=runs/minilm/vocab.txt --output_dir=runs/distillation \
@@ -22,17 +22,15 @@ gets one entry per task.
 """
 
 import os
-import sys
 import tempfile
 import time
 
 from absl import app
 from absl import flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import accuracy  # pylint: disable=g-import-not-at-top,wrong-import-position
-import common  # pylint: disable=g-import-not-at-top,wrong-import-position
-import export_measures  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bench import accuracy
+from bench import common
+from bench import export_measures
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("teacher_dir", None, "The teacher's model_dir (params.yaml and checkpoints "

@@ -18,9 +18,9 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from absl import flags
 
-import common
-import machine_load
-import stats
+from bench import common
+from bench import machine_load
+from bench import stats
 
 # Rounds of a figure of record: the bootstrap over rounds needs a few to tell a 15%
 # difference from the noise of a shared machine.
@@ -62,8 +62,10 @@ class Worker:
     self.argv = argv
     full_env = dict(os.environ)
     full_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # Workers run as modules of the bench package (python -m bench....), in our
+    # environment or a peer's: the repository root is where both find it.
     full_env["PYTHONPATH"] = os.pathsep.join(
-        [os.path.join(common.BENCH_DIR, "peers")] +
+        [common.REPO_ROOT] +
         ([full_env["PYTHONPATH"]] if full_env.get("PYTHONPATH") else []))
     for key, value in (env or {}).items():
       if value is None:

@@ -4,9 +4,9 @@ accuracy through their token-ids signature, and that signature's latency."""
 import os
 from typing import Callable, Dict
 
-import common
-import driver
-import stats
+from bench import common
+from bench import driver
+from bench import stats
 
 
 def directory_bytes(path: str) -> int:

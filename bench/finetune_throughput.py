@@ -11,7 +11,7 @@ median step, and ours/this the ratio of median steps with a 95% bootstrap interv
 rounds. Under dynamic padding steps differ in length: every system reads the same TSV
 in its own shuffled order, so a median over many steps compares like with like.
 
-  python bench/finetune_throughput.py --data_dir=$BERT_TF_DATA --tasks=sst2,mrpc
+  python -m bench.finetune_throughput --data_dir=$BERT_TF_DATA --tasks=sst2,mrpc
 """
 
 import json
@@ -21,12 +21,10 @@ import sys
 from absl import app
 from absl import flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import common  # pylint: disable=g-import-not-at-top,wrong-import-position
-import driver  # pylint: disable=g-import-not-at-top,wrong-import-position
-import peer_envs  # pylint: disable=g-import-not-at-top,wrong-import-position
-import stats  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bench import common
+from bench import driver
+from bench import peer_envs
+from bench import stats
 
 FLAGS = flags.FLAGS
 common.define_data_dir_flag()
@@ -64,8 +62,8 @@ OURS_VARIANTS = {
     "buckets_xla": ("bert_tf, length buckets, jit_compile=True",
                     ["--batching", "buckets", "--jit_compile", "1"]),
 }
-PEER_SCRIPTS = {"model_garden": "bench/peers/model_garden_finetune.py",
-                "hf": "bench/peers/hf_finetune.py"}
+PEER_MODULES = {"model_garden": "bench.peers.model_garden_finetune",
+                "hf": "bench.peers.hf_finetune"}
 
 
 def main(argv):
@@ -85,18 +83,19 @@ def main(argv):
       raise app.UsageError(f"{tsv} does not exist (check --data_dir)")
     args = ["--size", FLAGS.size, "--task", task, "--train_tsv", tsv, "--vocab_file", vocab,
             "--batch_size", str(FLAGS.batch_size), "--seq_length", str(FLAGS.seq_length)]
-    specs = [(f"ours_{task}", [sys.executable, "bench/ours_finetune_worker.py", *args,
+    specs = [(f"ours_{task}", [sys.executable, "-m", "bench.ours_finetune_worker", *args,
                                "--jit_compile", str(int(FLAGS.jit_compile))], env)]
     for variant in FLAGS.ours_variants:
       if variant not in OURS_VARIANTS:
         raise app.UsageError(f"Unknown variant '{variant}'; variants: "
                              f"{', '.join(OURS_VARIANTS)}")
       specs.append((f"ours-{variant}_{task}",
-                    [sys.executable, "bench/ours_finetune_worker.py", *args,
+                    [sys.executable, "-m", "bench.ours_finetune_worker", *args,
                      "--jit_compile", str(int(FLAGS.jit_compile)),
                      *OURS_VARIANTS[variant][1]], env))
-    specs += [(f"{p}_{task}", [peer_envs.peer_python(p, FLAGS.venv_root), PEER_SCRIPTS[p],
-                               *args], {**env, **peer_envs.peer_env()}) for p in peers]
+    specs += [(f"{p}_{task}",
+               [peer_envs.peer_python(p, FLAGS.venv_root), "-m", PEER_MODULES[p], *args],
+               {**env, **peer_envs.peer_env()}) for p in peers]
     print(f"{task}: {FLAGS.size}, batch {FLAGS.batch_size}, max length {FLAGS.seq_length}",
           flush=True)
     workers = driver.start_sequential(specs)

@@ -6,7 +6,7 @@ nothing here needs TensorFlow or either framework at import.
 import os
 from typing import Callable, Dict, NamedTuple, Optional
 
-import matmul_peak
+from bench import matmul_peak
 
 
 class Side(NamedTuple):

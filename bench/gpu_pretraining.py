@@ -47,15 +47,15 @@ reports the device time per step by kernel category and the largest kernels
   xla:--flag=value     appended to the variant's XLA_FLAGS
 Each variant runs for every --variant_sides side after that side's base configuration:
 
-  python bench/gpu_pretraining.py --sizes=large --seqs=128 --profile \
+  python -m bench.gpu_pretraining --sizes=large --seqs=128 --profile \
       --variant='fp8=runtime.float8_training=true' \
       --variant='nodrop=model.encoder.dropout_rate=0;model.encoder.attention_dropout_rate=0' \
       --variant='nocmdbuf=xla:--xla_gpu_enable_command_buffer='
 
-  python bench/gpu_pretraining.py                                     # on a GPU machine
-  python bench/gpu_pretraining.py --sizes=tiny --seqs=128 --batch_sizes=128:4 \
+  python -m bench.gpu_pretraining                                     # on a GPU machine
+  python -m bench.gpu_pretraining --sizes=tiny --seqs=128 --batch_sizes=128:4 \
       --sides=ours,hf_eager --precision=float32 --device=cpu --steps=3   # on a CPU
-  python bench/gpu_pretraining.py --from_results=RUN.jsonl[,RUN2.jsonl] --write_readme
+  python -m bench.gpu_pretraining --from_results=RUN.jsonl[,RUN2.jsonl] --write_readme
 
 bench/gpu_run.sh runs it on a GPU machine that has jax, torch and transformers but no
 TensorFlow or keras (bench/README.md, "GPU pretraining step").
@@ -74,16 +74,12 @@ import time
 from absl import app
 from absl import flags
 
-# bench/ and the repository root: the GPU machines run it from a checkout, uninstalled.
-sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)),
-                os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
-
-import common  # pylint: disable=g-import-not-at-top,wrong-import-position
-import flops  # pylint: disable=g-import-not-at-top,wrong-import-position
-import gpu_report  # pylint: disable=g-import-not-at-top,wrong-import-position
-import gpu_variants  # pylint: disable=g-import-not-at-top,wrong-import-position
-import kernel_profile  # pylint: disable=g-import-not-at-top,wrong-import-position
-import stats  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bench import common
+from bench import flops
+from bench import gpu_report
+from bench import gpu_variants
+from bench import kernel_profile
+from bench import stats
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("sizes", ["base", "large"], "Encoder sizes (bert_tf.configs: tiny, "
@@ -231,7 +227,7 @@ def reproduce_command(size: str, seq: int, batch: int, predictions: int, side: s
     args += ["--nobase", f"--variant={variant.spec}", f"--variant_sides={side}"]
   if FLAGS.profile:
     args += ["--profile", f"--profile_steps={FLAGS.profile_steps}"]
-  return "python bench/gpu_pretraining.py " + " ".join(shlex.quote(a) for a in args)
+  return "python -m bench.gpu_pretraining " + " ".join(shlex.quote(a) for a in args)
 
 
 class Run:
@@ -261,8 +257,7 @@ class Run:
       if timeout < MIN_WORKER_S:
         return {"status": "skipped", "error": "out of --time_budget_s"}
     log_path = os.path.join(self.log_dir, f"gpu_pretraining_{name}.log")
-    argv = [sys.executable, os.path.join(common.BENCH_DIR, "gpu_pretraining_worker.py"),
-            *args]
+    argv = [sys.executable, "-m", "bench.gpu_pretraining_worker", *args]
     start = time.monotonic()
     with open(log_path, "w") as log:
       # A session of its own, so that a timeout also ends the processes the worker

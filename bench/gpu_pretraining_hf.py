@@ -8,8 +8,8 @@ experiment's optimizer settings (no decay on biases and LayerNorm), global-norm
 clipping and the linear warm-up/decay schedule. No TensorFlow.
 """
 
-import gpu_devices
-import kernel_profile
+from bench import gpu_devices
+from bench import kernel_profile
 
 
 def hf_step(args, experiment, batch, decay_steps: int, compiled: bool) -> gpu_devices.Side:

@@ -37,13 +37,11 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import gpu_devices  # pylint: disable=g-import-not-at-top,wrong-import-position
-import kernel_profile  # pylint: disable=g-import-not-at-top,wrong-import-position
-import matmul_peak  # pylint: disable=g-import-not-at-top,wrong-import-position
-import protocol  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bench import gpu_devices
+from bench import kernel_profile
+from bench import matmul_peak
+from bench.peers import protocol
 
 SIDES = ("matmul_jax", "matmul_torch", "ours", "hf_eager", "hf_compile")
 # Both sides take the optimizer's settings from the experiment's optimizer section
@@ -264,7 +262,7 @@ def train_side(args) -> dict:
   if args.side == "ours":
     side = ours_step(args, experiment)
   else:
-    import gpu_pretraining_hf  # pylint: disable=g-import-not-at-top
+    from bench import gpu_pretraining_hf  # pylint: disable=g-import-not-at-top
     side = gpu_pretraining_hf.hf_step(args, experiment, batch, DECAY_STEPS,
                                       compiled=args.side == "hf_compile")
   result = time_steps(side.step, side.sync, args.warmup_steps, args.steps)

@@ -10,9 +10,9 @@ or an earlier run's where a later one skipped it.
 
 import json
 
-import common
-import flops
-import kernel_profile
+from bench import common
+from bench import flops
+from bench import kernel_profile
 
 
 def read_records(path: str) -> list:

@@ -61,7 +61,7 @@ cat "$OUT/machine.txt"
 "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site "$WHEELS"/*.whl || exit 1
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
-timeout $((BUDGET + 60)) "$PYTHON" bench/gpu_pretraining.py --time_budget_s="$BUDGET" \
+timeout $((BUDGET + 60)) "$PYTHON" -m bench.gpu_pretraining --time_budget_s="$BUDGET" \
   --output="$OUT/gpu_pretraining.jsonl" --worker_logs="$LOGS" --profile_dir="$TRACES" \
   "${PLAN_FLAGS[@]}" "$@" 2>&1 | tee "$OUT/gpu_pretraining.txt"
 status=${PIPESTATUS[0]}

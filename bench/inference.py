@@ -5,24 +5,20 @@ XLA (jit_compile), and TensorFlow's float32 matrix product (bench/matmul_peak.py
 three alternating round by round in one process: MFU divides each variant's model
 FLOP/s by the product's rate of the same rounds.
 
-  python bench/inference.py --size=base --batch_size=32 --seq_length=128
+  python -m bench.inference --size=base --batch_size=32 --seq_length=128
 """
 
 import os
-import sys
 import time
 
 from absl import app
 from absl import flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
-
-import common  # pylint: disable=g-import-not-at-top,wrong-import-position
-import flops  # pylint: disable=g-import-not-at-top,wrong-import-position
-import matmul_peak  # pylint: disable=g-import-not-at-top,wrong-import-position
-import protocol  # pylint: disable=g-import-not-at-top,wrong-import-position
-import stats  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bench import common
+from bench import flops
+from bench import matmul_peak
+from bench import stats
+from bench.peers import protocol
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("size", "base", "Encoder size.")

@@ -11,7 +11,7 @@ per core) and the start-up (until the first batch: imports, file indexing). The 
 input's process runs with TensorFlow unimportable. It prints and records the medians and
 regenerates its section of bench/README.md.
 
-  python bench/input_pipeline.py --data_dir=$BERT_TF_DATA --rounds=5
+  python -m bench.input_pipeline --data_dir=$BERT_TF_DATA --rounds=5
 """
 
 import json
@@ -25,8 +25,7 @@ import time
 from absl import app
 from absl import flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bench import common
 
 FLAGS = flags.FLAGS
 common.define_data_dir_flag()
@@ -106,7 +105,7 @@ def _make_records(directory: str) -> str:
 
 
 def _run(system: str, records: str) -> dict:
-  cmd = [sys.executable, os.path.abspath(__file__), f"--worker={system}",
+  cmd = [sys.executable, "-m", "bench.input_pipeline", f"--worker={system}",
          f"--records={records}", f"--batch_size={FLAGS.batch_size}",
          f"--batches={FLAGS.batches}"]
   env = dict(os.environ, PYTHONPATH=common.REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2")

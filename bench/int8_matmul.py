@@ -23,15 +23,13 @@ load average. Each shape's entry of bench/results/int8_matmul.json is replaced.
 """
 
 import os
-import sys
 
 from absl import app
 from absl import flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # pylint: disable=g-import-not-at-top,wrong-import-position
-import driver  # pylint: disable=g-import-not-at-top,wrong-import-position
-import stats  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bench import common
+from bench import driver
+from bench import stats
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("rows", ["4096", "128"], "Rows of the input (batch x sequence length).")

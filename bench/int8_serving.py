@@ -16,15 +16,13 @@ call by call, with the load average before and after. Each run replaces its entr
 """
 
 import os
-import sys
 import tempfile
 
 from absl import app
 from absl import flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # pylint: disable=g-import-not-at-top,wrong-import-position
-import export_measures  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bench import common
+from bench import export_measures
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", None, "A fine-tuned classifier's model_dir (params.yaml "

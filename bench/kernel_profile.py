@@ -23,7 +23,7 @@ Only the standard library: the worker of bench/gpu_pretraining.py imports it on
 machines without TensorFlow, and the profilers themselves are imported by the capture
 functions (`capture_jax`, `capture_torch`).
 
-  python bench/kernel_profile.py TRACE.json[.gz] --steps=3     # a saved trace's table
+  python -m bench.kernel_profile TRACE.json[.gz] --steps=3     # a saved trace's table
 """
 
 import argparse

@@ -1,6 +1,6 @@
 r"""LoRA against full fine-tuning from one checkpoint, at the same step budget.
 
-  python bench/lora_finetune.py --tasks=sst2,mrpc --data_dir=$BERT_TF_DATA \
+  python -m bench.lora_finetune --tasks=sst2,mrpc --data_dir=$BERT_TF_DATA \
     --config_file=runs/minilm/config.yaml --init_checkpoint=$PWD/runs/minilm \
     --vocab_file=runs/minilm/vocab.txt --output_dir=runs/lora_bench \
     --train_steps=300 --batch_size=32 --seq_length=64 --learning_rate=1e-4 \
@@ -28,9 +28,8 @@ import time
 from absl import app
 from absl import flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import accuracy  # pylint: disable=g-import-not-at-top,wrong-import-position
-import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bench import accuracy
+from bench import common
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("methods", ["full", "lora"], "full, lora.")
@@ -75,11 +74,12 @@ def _worker(task: str, method: str) -> None:
 
 def _run(task: str, method: str) -> dict:
   """One worker process; returns its figures with the load average around it."""
-  argv = [sys.executable, os.path.abspath(__file__)] + [
+  argv = [sys.executable, "-m", "bench.lora_finetune"] + [
       a for a in sys.argv[1:] if not a.startswith("--worker")] + [f"--worker={task}:{method}"]
   before = common.load_average()
   print(f"[{task} {method}] load {before}", flush=True)
-  output = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=True).stdout
+  output = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=True,
+                          cwd=common.REPO_ROOT).stdout
   lines = [line for line in output.splitlines() if line.startswith(RESULT_TAG + " ")]
   if not lines:
     raise RuntimeError(f"{task} {method}: no result line in\n{output}")

@@ -15,8 +15,8 @@ At import this module needs the standard library only: it also runs inside the p
 virtual environments and on machines without TensorFlow; each product imports its own
 framework.
 
-  python bench/matmul_peak.py                                 # TensorFlow, 3 precisions
-  python bench/matmul_peak.py --frameworks=tensorflow,jax,torch --dtypes=float32,bfloat16
+  python -m bench.matmul_peak                                 # TensorFlow, 3 precisions
+  python -m bench.matmul_peak --frameworks=tensorflow,jax,torch --dtypes=float32,bfloat16
 
 With --serve it is a worker of the round protocol (bench/peers/protocol.py): one step is
 the product repeated for about --step_seconds, and READY says the FLOPs of a step, so a
@@ -243,7 +243,7 @@ def describe(rate: Dict, framework: str, dtype: str) -> str:
 def worker_argv(framework: str, dtype: str, python: str = sys.executable,
                 threads: Sequence[str] = ()) -> list:
   """The command of a --serve worker of this module (see the module docstring)."""
-  return [python, os.path.abspath(__file__), "--serve", "--frameworks", framework,
+  return [python, "-m", "bench.matmul_peak", "--serve", "--frameworks", framework,
           "--dtypes", dtype, *threads]
 
 
@@ -251,14 +251,14 @@ def _set_threads(args, framework: str) -> dict:
   """The threads the benchmarks' workers give `framework` (protocol.set_threads; torch:
   one per core), before its first op; jax keeps its own."""
   import importlib  # pylint: disable=g-import-not-at-top
-  import protocol  # pylint: disable=g-import-not-at-top  (bench/peers)
+  from bench.peers import protocol  # pylint: disable=g-import-not-at-top
   if framework == "jax":
     return {}
   return protocol.set_threads(args, importlib.import_module(framework))
 
 
 def _serve(args) -> None:
-  import protocol  # pylint: disable=g-import-not-at-top  (bench/peers)
+  from bench.peers import protocol  # pylint: disable=g-import-not-at-top
   framework, dtype = args.frameworks[0], args.dtypes[0]
   threads = _set_threads(args, framework)
   torch_device = None
@@ -300,8 +300,6 @@ def _parse_args(argv):
 
 def main(argv=None) -> None:
   args = _parse_args(argv)
-  bench = os.path.dirname(os.path.abspath(__file__))
-  sys.path[:0] = [os.path.join(bench, "peers"), os.path.dirname(bench)]
   if args.serve:
     _serve(args)
     return
@@ -315,7 +313,7 @@ def main(argv=None) -> None:
       one = product(framework, dtype)
       rate = measure(one, args.seconds, args.rounds)
       print(f"  {describe(rate, one.framework, dtype)}", flush=True)
-  print("command: python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]))
+  print("command: python -m bench.matmul_peak " + " ".join(sys.argv[1:]))
 
 
 if __name__ == "__main__":

@@ -6,15 +6,10 @@ task's loss and metrics) over a batch held in memory, so the figure is the step 
 Spoken to by bench/pretraining_step.py through bench/peers/protocol.py.
 """
 
-import os
-import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
-
-import protocol  # pylint: disable=g-import-not-at-top,wrong-import-position
-
-from bert_tf import cpu_kernels  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bench.peers import protocol
+from bert_tf import cpu_kernels
 
 # Before TensorFlow loads: the CPU kernels the tools choose.
 cpu_kernels.prefer_onednn()

@@ -20,10 +20,10 @@ the worker of another checkout (an A/B of a change). Each configuration's figure
 its entry of bench/results/pretraining_step.json (the other entries are kept), or with
 --nowrite_readme (an A/B check) to the workers' log folder.
 
-  python bench/pretraining_step.py --configs=mini,small,base --install_peers
-  python bench/pretraining_step.py --configs=base512 --pairwise --rounds=2
-  python bench/pretraining_step.py --configs=mini --peers= --variants=xla,full_last_layer
-  python bench/pretraining_step.py --configs=base --peers= --baseline=/tmp/before
+  python -m bench.pretraining_step --configs=mini,small,base --install_peers
+  python -m bench.pretraining_step --configs=base512 --pairwise --rounds=2
+  python -m bench.pretraining_step --configs=mini --peers= --variants=xla,full_last_layer
+  python -m bench.pretraining_step --configs=base --peers= --baseline=/tmp/before
 """
 
 import json
@@ -33,14 +33,12 @@ import sys
 from absl import app
 from absl import flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import common  # pylint: disable=g-import-not-at-top,wrong-import-position
-import flops  # pylint: disable=g-import-not-at-top,wrong-import-position
-import driver  # pylint: disable=g-import-not-at-top,wrong-import-position
-import matmul_peak  # pylint: disable=g-import-not-at-top,wrong-import-position
-import peer_envs  # pylint: disable=g-import-not-at-top,wrong-import-position
-import stats  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bench import common
+from bench import driver
+from bench import flops
+from bench import matmul_peak
+from bench import peer_envs
+from bench import stats
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("configs", ["mini", "small", "base"],
@@ -139,17 +137,16 @@ PEER_MATMUL = {"model_garden": ("tensorflow", "float32"),
 POLICY_DTYPES = {"float32": "float32", "mixed_bfloat16": "bfloat16",
                  "mixed_float16": "float16"}
 MATMUL_PREFIX = "matmul_"
-PEER_SCRIPTS = {
-    "model_garden": "bench/peers/model_garden_pretraining.py",
-    "keras_hub": "bench/peers/keras_hub_pretraining.py",
-    "hf": "bench/peers/hf_pretraining.py",
+PEER_MODULES = {
+    "model_garden": "bench.peers.model_garden_pretraining",
+    "keras_hub": "bench.peers.keras_hub_pretraining",
+    "hf": "bench.peers.hf_pretraining",
 }
 
 
 def model_flops_per_sequence(size, seq_length, predictions, vocab_size=30522):
   """Training FLOPs of one sequence of a bench/peers/protocol.py size (bench/flops.py)."""
-  sys.path.insert(0, os.path.join(common.BENCH_DIR, "peers"))
-  import protocol  # pylint: disable=g-import-not-at-top
+  from bench.peers import protocol  # pylint: disable=g-import-not-at-top
   layers, hidden, _, intermediate = protocol.size_args(size)
   return flops.pretraining_flops_per_sequence(layers, hidden, intermediate, vocab_size,
                                               seq_length, predictions)
@@ -193,7 +190,7 @@ def run_config(name, peers):
   steps = FLAGS.steps_per_round or default_steps
   shape = ["--size", size, "--batch_size", str(batch), "--seq_length", str(seq),
            "--predictions", str(predictions)]
-  ours = [sys.executable, "bench/ours_pretraining_worker.py", *shape,
+  ours = [sys.executable, "-m", "bench.ours_pretraining_worker", *shape,
           "--steps_per_loop", str(FLAGS.steps_per_loop),
           "--jit_compile", str(int(FLAGS.jit_compile)),
           "--mixed_precision", FLAGS.mixed_precision]
@@ -203,17 +200,19 @@ def run_config(name, peers):
     specs.append((f"ours_{variant}", ours + extra, {**worker_env(), **env}))
   if FLAGS.baseline:
     baseline = os.path.abspath(FLAGS.baseline)
+    # The baseline's worker runs as a file with its checkout first on the path, which
+    # serves checkouts of either layout: those where bench/ is a package, and older ones
+    # whose workers put their own folders on the path.
     specs.append(("baseline", [sys.executable,
                                os.path.join(baseline, "bench", "ours_pretraining_worker.py"),
                                *shape, "--steps_per_loop", str(FLAGS.steps_per_loop),
                                "--jit_compile", str(int(FLAGS.jit_compile)),
                                "--mixed_precision", FLAGS.mixed_precision],
-                  {**worker_env(), "PYTHONPATH": os.pathsep.join(
-                      [os.path.join(baseline, "bench", "peers"), baseline])}))
+                  {**worker_env(), "PYTHONPATH": baseline}))
   peer_threads = ["--intra_op_threads", str(FLAGS.peer_intra_op_threads),
                   "--inter_op_threads", str(FLAGS.peer_inter_op_threads)]
   for peer in peers:
-    specs.append((peer, [peer_envs.peer_python(peer, FLAGS.venv_root), PEER_SCRIPTS[peer],
+    specs.append((peer, [peer_envs.peer_python(peer, FLAGS.venv_root), "-m", PEER_MODULES[peer],
                          *shape, *peer_threads],
                   {**worker_env(), **peer_envs.peer_env(FLAGS.peer_onednn)}))
   print(f"{name}: {size} batch {batch} seq {seq} predictions {predictions}, "

@@ -1,7 +1,7 @@
 """Resuming costs the same at step 100 and at step 100,000: the checkpoint holds the
 input iterator, so the resumed run reads no consumed batch.
 
-  python bench/resume_time.py [--steps=100,100000] [--skip_reference]
+  python -m bench.resume_time [--steps=100,100000] [--skip_reference]
 
 Writes a small corpus and its pretraining TFRecords (bert_tf.data.create_pretraining_data)
 into a temporary directory, then for each step count N:

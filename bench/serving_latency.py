@@ -1,6 +1,6 @@
 r"""Serving latency and throughput of an exported BERT: raw text in vs. token ids in.
 
-  python3 bench/serving_latency.py --size=base --seq_length=128 --iterations=50 \
+  python3 -m bench.serving_latency --size=base --seq_length=128 --iterations=50 \
       --batch_iterations=5
 
 builds a classifier of the given size with random weights and a synthetic
@@ -20,15 +20,13 @@ import os
 import resource
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 
 from absl import app
 from absl import flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bench import common
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("size", "base", "Encoder size: tiny, mini, small, medium, base, large.")

@@ -15,9 +15,9 @@ the cost grows exactly with the windows). Random weights are enough for latency
 being shared.
 
 Usage:
-  python bench/serving_squad_agreement.py --data_dir=$BERT_TF_DATA [--config=params.yaml
+  python -m bench.serving_squad_agreement --data_dir=$BERT_TF_DATA [--config=params.yaml
     --checkpoint=MODEL_DIR] [--predictions=predictions.json] [--limit=N]
-  python bench/serving_squad_agreement.py --data_dir=$BERT_TF_DATA --skip_agreement \
+  python -m bench.serving_squad_agreement --data_dir=$BERT_TF_DATA --skip_agreement \
     --limit=64 --latency_rounds=3 --latency_batches=1,32  # BERT-base shape, seq 384
 """
 

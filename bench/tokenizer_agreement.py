@@ -10,7 +10,7 @@ compares our ids with
   (Python's `str.lower()` and `unicodedata`; words of more than 200 characters
   become [UNK], the original's limit, compared with ours built with
   `max_chars_per_word=200` as tools/create_pretraining_data.py builds it),
-  the transcription the tests use (tests/reference_tokenizer.py),
+  the transcription the tests use (bench/reference_tokenizer.py),
 
 for the uncased and the cased vocab. A second check sweeps every assigned code
 point of Python's Unicode tables (and the BMP private-use area) in several
@@ -20,15 +20,12 @@ agreement, the classes, and tokens/s of our tokenizer (eager batches,
 `tf.data`) and of the reference; writes bench/results/tokenizer_agreement.json
 and regenerates its section of bench/README.md.
 
-    python bench/tokenizer_agreement.py --data_dir=$BERT_TF_DATA
+    python -m bench.tokenizer_agreement --data_dir=$BERT_TF_DATA
 """
 
 import collections
-import csv
-import json
 import os
 import statistics
-import sys
 import time
 import unicodedata
 
@@ -36,11 +33,9 @@ from absl import app
 from absl import flags
 
 # common first: it chooses the CPU kernels before TensorFlow loads.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # pylint: disable=g-import-not-at-top,wrong-import-position
-
-sys.path.insert(0, os.path.join(common.REPO_ROOT, "tests"))
-from reference_tokenizer import original_ids, original_words  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bench import common
+from bench import text_corpora
+from bench.reference_tokenizer import original_ids, original_words
 import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -54,71 +49,6 @@ flags.DEFINE_integer("speed_sentences", 30000, "Sentences used for the speed run
 flags.DEFINE_integer("speed_rounds", 3, "Rounds of the speed runs (the median is reported).")
 flags.DEFINE_bool("sweep", True, "Also sweep every code point through the word splitting.")
 flags.DEFINE_bool("write_readme", True, "Regenerate this benchmark's README section.")
-
-
-def _tsv_columns(path, columns, skip_header=True):
-  with open(path, encoding="utf-8-sig", newline="") as f:
-    rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-  if skip_header:
-    rows = rows[1:]
-  return [row[c] for row in rows for c in columns if len(row) > c]
-
-
-def _conll_sentences(path):
-  sentences, words = [], []
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      parts = line.split()
-      if not parts or parts[0] == "-DOCSTART-":
-        if words:
-          sentences.append(" ".join(words))
-        words = []
-      else:
-        words.append(parts[0])
-  if words:
-    sentences.append(" ".join(words))
-  return sentences
-
-
-def _lines(path):
-  with open(path, encoding="utf-8", newline="") as f:
-    return [line for line in f.read().split("\n") if line.strip()]
-
-
-def _squad(path):
-  with open(path, encoding="utf-8") as f:
-    data = json.load(f)["data"]
-  texts = []
-  for article in data:
-    for paragraph in article["paragraphs"]:
-      texts.append(paragraph["context"])
-      texts.extend(qa["question"] for qa in paragraph["qas"])
-  return texts
-
-
-def load_corpora(data_dir):
-  """Returns {name: [sentence, ...]} for the corpora found in data_dir."""
-  readers = {
-      "sst2": lambda: _tsv_columns(f"{data_dir}/glue_sst2/train.tsv", [0])
-      + _tsv_columns(f"{data_dir}/glue_sst2/dev.tsv", [0]),
-      "mrpc": lambda: _tsv_columns(f"{data_dir}/glue_mrpc/train.tsv", [3, 4])
-      + _tsv_columns(f"{data_dir}/glue_mrpc/dev.tsv", [3, 4]),
-      "cola": lambda: _tsv_columns(f"{data_dir}/glue_cola/train.tsv", [3], False),
-      "rte": lambda: _tsv_columns(f"{data_dir}/glue_rte/train.tsv", [1, 2]),
-      "stsb": lambda: _tsv_columns(f"{data_dir}/glue_stsb/train.tsv", [7, 8]),
-      "conll2003": lambda: _conll_sentences(f"{data_dir}/conll2003/eng.train")
-      + _conll_sentences(f"{data_dir}/conll2003/eng.testa"),
-      "wikitext2": lambda: _lines(f"{data_dir}/wikitext2_raw/wiki.valid.raw")
-      + _lines(f"{data_dir}/wikitext2_raw/wiki.test.raw"),
-      "squad_v1.1": lambda: _squad(f"{data_dir}/squad_v1.1/dev-v1.1.json"),
-  }
-  corpora = {}
-  for name, read in readers.items():
-    try:
-      corpora[name] = read()
-    except FileNotFoundError as e:
-      print(f"skipping {name}: {e}", file=sys.stderr)
-  return corpora
 
 
 def ours_ids(tokenizer, sentences, batch_size):
@@ -334,7 +264,7 @@ def _markdown(payload):
            f"{payload['hf_version']} `BertWordPieceTokenizer` (clean_text, "
            f"handle_chinese_chars, lowercase and strip_accents as the vocab), words over "
            f"100 characters -> [UNK] in both; the original rules "
-           f"(tests/reference_tokenizer.py) with their 200-character limit against ours "
+           f"(bench/reference_tokenizer.py) with their 200-character limit against ours "
            f"built with `max_chars_per_word=200`.", "",
            common.markdown_table(header, rows), ""]
   for setting in settings:
@@ -394,7 +324,7 @@ def main(argv):
   from tokenizers import BertWordPieceTokenizer as HfBertWordPieceTokenizer
   from tokenizers import normalizers, pre_tokenizers
 
-  corpora = load_corpora(FLAGS.data_dir)
+  corpora = text_corpora.load_corpora(FLAGS.data_dir)
   print(f"sentences: { {k: len(v) for k, v in corpora.items()} }")
   all_sentences = [s for v in corpora.values() for s in v]
   total = len(all_sentences)

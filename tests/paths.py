@@ -6,4 +6,3 @@ import os
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TESTS_DIR)
 TESTDATA = os.path.join(TESTS_DIR, "testdata")
-BENCH_DIR = os.path.join(ROOT, "bench")

@@ -8,10 +8,11 @@ timed step. Spoken to by bench/finetune_throughput.py through protocol.py.
 
 import random
 
-import glue_tsv
-import protocol
 import torch
 import transformers
+
+from bench.peers import glue_tsv
+from bench.peers import protocol
 
 
 def main():

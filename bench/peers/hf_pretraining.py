@@ -7,9 +7,10 @@ torch.optim.AdamW with no decay on biases and LayerNorm weights. Spoken to by
 bench/pretraining_step.py through protocol.py.
 """
 
-import protocol
 import torch
 import transformers
+
+from bench.peers import protocol
 
 
 def main():

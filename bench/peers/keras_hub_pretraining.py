@@ -13,8 +13,9 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import keras  # pylint: disable=g-import-not-at-top,wrong-import-position
 import keras_hub  # pylint: disable=g-import-not-at-top,wrong-import-position
-import protocol  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+from bench.peers import protocol  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def main():

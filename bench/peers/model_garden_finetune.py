@@ -7,14 +7,15 @@ networks.BertEncoder, AdamWeightDecay; a tf.function step. Spoken to by
 bench/finetune_throughput.py through protocol.py.
 """
 
-import glue_tsv
-import protocol
 import tensorflow as tf
 import tf_keras
 from official.modeling.optimization import legacy_adamw
 from official.nlp.modeling import layers
 from official.nlp.modeling import models
 from official.nlp.modeling import networks
+
+from bench.peers import glue_tsv
+from bench.peers import protocol
 
 
 def main():

@@ -7,13 +7,14 @@ weight decay, global-norm clipping at 1.0; a tf.function step with GradientTape.
 Spoken to by bench/pretraining_step.py through protocol.py.
 """
 
-import protocol
 import tensorflow as tf
 import tf_keras
 from official.modeling.optimization import legacy_adamw
 from official.nlp.modeling import layers
 from official.nlp.modeling import models
 from official.nlp.modeling import networks
+
+from bench.peers import protocol
 
 
 def main():

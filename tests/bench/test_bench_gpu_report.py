@@ -7,17 +7,14 @@ settings (bench/gpu_variants.py)."""
 
 import pytest
 
+from bench import flops
+from bench import gpu_report
+from bench import gpu_variants
 import bench_helpers
-
-import flops  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf import configs
 
 gpu_pretraining = bench_helpers.import_without_flags("gpu_pretraining")
 pretraining_step = bench_helpers.import_without_flags("pretraining_step")
-
-import gpu_report  # pylint: disable=g-import-not-at-top,wrong-import-position
-import gpu_variants  # pylint: disable=g-import-not-at-top,wrong-import-position
-
-from bert_tf import configs  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 # 3 x [L T (8H^2 + 4HI) + 4 L T^2 H + P (2H^2 + 2HV) + 2H^2], worked by hand for
 # L 12, H 768, I 3072, V 30522, T 128, P 20: 3 x 23,309,660,160.

@@ -3,15 +3,11 @@ the rotation of the round order, medians with their spread, the bootstrap interv
 speed ratio over rounds, and the quiet gate. Pure Python, no TensorFlow."""
 
 import os
-import sys
 
 import pytest
-import paths
 
-sys.path.insert(0, paths.BENCH_DIR)
-
-import machine_load  # pylint: disable=g-import-not-at-top,wrong-import-position
-import stats  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bench import machine_load
+from bench import stats
 
 
 def test_two_systems_alternate_which_starts_first():

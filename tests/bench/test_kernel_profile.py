@@ -10,11 +10,9 @@ import sys
 import textwrap
 
 import pytest
+
+from bench import kernel_profile
 import paths
-
-sys.path.insert(0, paths.BENCH_DIR)
-
-import kernel_profile  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 @pytest.mark.parametrize("name, category", [
@@ -144,8 +142,7 @@ def test_self_times_subtract_what_is_nested_in_each_event_of_a_thread():
 
 _CPU_TRACES = textwrap.dedent("""\
     import json, os, sys
-    sys.path.insert(0, sys.argv[2])
-    import kernel_profile
+    from bench import kernel_profile
     import jax, jax.numpy as jnp, numpy as np, torch
     out = sys.argv[1]
     f = jax.jit(lambda a, b: jnp.tanh(a @ b).T + 1.0)
@@ -177,7 +174,7 @@ def cpu_traces(tmp_path_factory):
   """{framework: trace path} of two steps each framework's profiler recorded on the CPU."""
   out = tmp_path_factory.mktemp("traces")
   env = dict(os.environ, JAX_PLATFORMS="cpu", CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
-  done = subprocess.run([sys.executable, "-c", _CPU_TRACES, str(out), paths.BENCH_DIR],
+  done = subprocess.run([sys.executable, "-c", _CPU_TRACES, str(out)], cwd=paths.ROOT,
                         env=env, capture_output=True, text=True, timeout=300, check=False)
   assert done.returncode == 0, done.stderr[-3000:]
   return json.loads(done.stdout.strip().splitlines()[-1])

@@ -4,11 +4,9 @@
 precision (bench/pretraining_step.py), and a tiny inference run whose every reported
 MFU, measured against the product timed in its own rounds, is at most 100%."""
 
-
+from bench import flops
+from bench import matmul_peak
 import bench_helpers
-
-import flops  # pylint: disable=g-import-not-at-top,wrong-import-position
-import matmul_peak  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 inference = bench_helpers.import_without_flags("inference")
 pretraining_step = bench_helpers.import_without_flags("pretraining_step")
@@ -54,7 +52,7 @@ def test_pretraining_report_cell_refuses_over_100_percent_and_old_rates():
 
 
 def test_each_pretraining_system_divides_by_its_framework_and_precision():
-  ours = ["python", "bench/ours_pretraining_worker.py", "--mixed_precision", "float32"]
+  ours = ["python", "-m", "bench.ours_pretraining_worker", "--mixed_precision", "float32"]
   assert pretraining_step.matmul_of("ours", ours) == ("tensorflow", "float32")
   assert (pretraining_step.matmul_of("ours_bfloat16",
                                      ours + ["--mixed_precision", "mixed_bfloat16"])

@@ -14,22 +14,15 @@ import textwrap
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
+from bench import flops as flops_module
+from bench import matmul_peak
+import bench_helpers
+from bert_tf import configs
+import paths
 
-from absl import flags  # pylint: disable=g-import-not-at-top,wrong-import-position
-
-_FLAGS_BEFORE = set(flags.FLAGS)
-import gpu_pretraining  # pylint: disable=g-import-not-at-top,wrong-import-position
-import flops as flops_module  # pylint: disable=g-import-not-at-top,wrong-import-position
-import matmul_peak  # pylint: disable=g-import-not-at-top,wrong-import-position
-
-# Only its functions are used here: its absl flags would clash with the tools' flags
-# (--output, ...) that other tests of this process define.
-for _name in set(flags.FLAGS) - _FLAGS_BEFORE:
-  delattr(flags.FLAGS, _name)
-
-from bert_tf import configs  # pylint: disable=g-import-not-at-top,wrong-import-position
+ROOT = paths.ROOT
+# Only its functions are used here (bench_helpers drops its absl flags).
+gpu_pretraining = bench_helpers.import_without_flags("gpu_pretraining")
 
 # Imported at Python start-up by every process of the run (PYTHONPATH): every import of
 # TensorFlow fails, as on a machine without it, and its stack is written down. Probes
@@ -64,7 +57,7 @@ def test_tiny_run_on_cpu_times_and_profiles_both_sides_and_a_variant_without_ten
              TF_IMPORT_LOG=str(import_log), KERAS_BACKEND="jax", OMP_NUM_THREADS="1",
              XLA_FLAGS="--xla_force_host_platform_device_count=1")
   done = subprocess.run(
-      [sys.executable, os.path.join(ROOT, "bench", "gpu_pretraining.py"), "--sizes=tiny",
+      [sys.executable, "-m", "bench.gpu_pretraining", "--sizes=tiny",
        "--seqs=128", "--batch_sizes=128:4", "--sides=ours,hf_eager", "--steps=2",
        "--warmup_steps=1", "--back_to_back_rounds=2", "--precision=float32",
        "--device=cpu", "--matmul_shapes=256x256x256", "--timeout_s=400", "--profile",

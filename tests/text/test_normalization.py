@@ -6,8 +6,8 @@ import pytest
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from bench.reference_tokenizer import original_words
 from bert_tf.text import normalization
-from reference_tokenizer import original_words
 
 
 def stable_code_points():

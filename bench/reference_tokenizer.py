@@ -2,8 +2,10 @@
 
 BasicTokenizer's cleaning and word splitting (`original_words`) and FullTokenizer's
 greedy longest-match WordPiece (`original_ids`), transcribed from their description.
-The normalization tests compare the in-graph splitting with them, and
-bench/tokenizer_agreement.py compares whole tokenizers on real text.
+bench/tokenizer_agreement.py compares whole tokenizers with them on real text, and the
+normalization tests (tests/text/test_normalization.py) compare the in-graph splitting
+with them: the one copy lives here, with the benchmark, and imports nothing but the
+standard library.
 """
 
 import unicodedata
