@@ -218,52 +218,41 @@ def test_export_of_a_missing_checkpoint_names_the_checkpoint(tmp_path, capsys, m
   assert "params.yaml" not in err
 
 
-def test_build_vocab_mistakes_are_one_line(data, tmp_path, capsys, monkeypatch):
-  status, err = run_tool("build_vocab", [f"--input={tmp_path / 'nothing-*.txt'}",
-                                         f"--output={tmp_path / 'v.txt'}"], capsys, monkeypatch)
-  assert_one_line(status, err, "build_vocab", "nothing-*.txt")
-  status, err = run_tool("build_vocab", [f"--input={data['text']}", f"--output={data['vocab']}"],
-                         capsys, monkeypatch)
-  assert_one_line(status, err, "build_vocab", data["vocab"])
+# Each tool's mistake: its arguments ({tmp}: the test's folder; {vocab}, {text}: the data
+# fixture's files), what its one error line names, and the exit status.
+_MISTAKES = {
+    "build_vocab_no_input": ("build_vocab", ["--input={tmp}/nothing-*.txt",
+                                             "--output={tmp}/v.txt"], ["nothing-*.txt"], 1),
+    "build_vocab_output_is_input": ("build_vocab", ["--input={text}", "--output={vocab}"],
+                                    ["{vocab}"], 1),
+    "create_finetuning_data": ("create_finetuning_data", [
+        "--experiment=glue_sst2", "--params_override=task.num_clases=2",
+        "--output={tmp}/o.tfrecord"], ["task.num_clases"], 1),
+    "convert_checkpoint": ("convert_checkpoint", ["--input={tmp}/no_such_ckpt",
+                                                  "--output_dir={tmp}/out"],
+                           ["no_such_ckpt"], 1),
+    "extract_features": ("extract_features", [
+        "--input_file={tmp}/no_input.txt", "--output_file={tmp}/f.jsonl",
+        "--vocab_file={vocab}", "--encoder_size=tiny", "--layers=-1,x"], ["--layers", "x"], 1),
+    "make_serving_request": ("make_serving_request", [
+        "--text=hello", "--signature=serve_token_ids", "--vocab_file={tmp}/no_vocab.txt"],
+                             ["no_vocab.txt"], 1),
+    "query_saved_model_absent": ("query_saved_model", ["{tmp}/absent", "a text"],
+                                 ["No export directory", "absent"], 1),
+    "query_saved_model_not_an_export": ("query_saved_model", ["{tmp}", "a text"],
+                                        ["is not a SavedModel"], 1),
+    "query_saved_model_no_arguments": ("query_saved_model", [],
+                                       ["Give the export directory"], 2),
+}
 
 
-def test_create_finetuning_data_mistake_is_one_line(tmp_path, capsys, monkeypatch):
-  status, err = run_tool("create_finetuning_data", [
-      "--experiment=glue_sst2", "--params_override=task.num_clases=2",
-      f"--output={tmp_path / 'o.tfrecord'}"], capsys, monkeypatch)
-  assert_one_line(status, err, "create_finetuning_data", "task.num_clases")
-
-
-def test_convert_checkpoint_mistake_is_one_line(tmp_path, capsys, monkeypatch):
-  status, err = run_tool("convert_checkpoint", [f"--input={tmp_path / 'no_such_ckpt'}",
-                                                f"--output_dir={tmp_path / 'out'}"],
-                         capsys, monkeypatch)
-  assert_one_line(status, err, "convert_checkpoint", "no_such_ckpt")
-
-
-def test_extract_features_mistake_is_one_line(data, tmp_path, capsys, monkeypatch):
-  status, err = run_tool("extract_features", [
-      f"--input_file={tmp_path / 'no_input.txt'}", f"--output_file={tmp_path / 'f.jsonl'}",
-      f"--vocab_file={data['vocab']}", "--encoder_size=tiny", "--layers=-1,x"],
-      capsys, monkeypatch)
-  assert_one_line(status, err, "extract_features", "--layers", "x")
-
-
-def test_make_serving_request_mistake_is_one_line(capsys, monkeypatch, tmp_path):
-  status, err = run_tool("make_serving_request", [
-      "--text=hello", "--signature=serve_token_ids",
-      f"--vocab_file={tmp_path / 'no_vocab.txt'}"], capsys, monkeypatch)
-  assert_one_line(status, err, "make_serving_request", "no_vocab.txt")
-
-
-def test_query_saved_model_mistakes_are_one_line(tmp_path, capsys, monkeypatch):
-  status, err = run_tool("query_saved_model", [str(tmp_path / "absent"), "a text"], capsys,
-                         monkeypatch)
-  assert_one_line(status, err, "query_saved_model", "No export directory", "absent")
-  status, err = run_tool("query_saved_model", [str(tmp_path), "a text"], capsys, monkeypatch)
-  assert_one_line(status, err, "query_saved_model", "is not a SavedModel")
-  status, err = run_tool("query_saved_model", [], capsys, monkeypatch)
-  assert_one_line(status, err, "query_saved_model", "Give the export directory", code=2)
+@pytest.mark.parametrize("case", list(_MISTAKES))
+def test_tool_mistake_is_one_line_naming_what_is_wrong(case, data, tmp_path, capsys,
+                                                       monkeypatch):
+  tool, args, fragments, code = _MISTAKES[case]
+  fill = lambda text: text.format(tmp=tmp_path, vocab=data["vocab"], text=data["text"])
+  status, err = run_tool(tool, [fill(a) for a in args], capsys, monkeypatch)
+  assert_one_line(status, err, tool, *map(fill, fragments), code=code)
 
 
 def test_train_validate_inputs_names_the_corrupt_file_and_offset(data, tmp_path, capsys,
