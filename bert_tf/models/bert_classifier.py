@@ -3,7 +3,6 @@
 import keras
 
 from bert_tf import constants
-from bert_tf.layers.classification_head import ClassificationHead
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.task_model import EncoderTaskModel
 
@@ -35,10 +34,7 @@ class BertClassifier(EncoderTaskModel):
   def __init__(self, encoder: BertEncoder, num_classes: int, dropout_rate: float = 0.1,
                sparse_last_layer: bool = True, **kwargs):
     # === Layers ===
-    classifier = ClassificationHead(num_classes, dropout_rate=dropout_rate,
-                                    initializer_range=encoder.initializer_range,
-                                    dtype=encoder.dtype_policy, kernels=encoder.kernels,
-                                    name="classifier")
+    classifier = self.classification_head(encoder, num_classes, dropout_rate, "classifier")
 
     # === Functional graph ===
     inputs = self.encoder_inputs()

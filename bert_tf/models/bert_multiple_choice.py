@@ -4,7 +4,6 @@ import keras
 from keras import ops
 
 from bert_tf import constants
-from bert_tf.layers.classification_head import ClassificationHead
 from bert_tf.layers.flatten_choices import FlattenChoices
 from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.models.bert_encoder import BertEncoder
@@ -27,10 +26,7 @@ class BertMultipleChoice(EncoderTaskModel):
     if num_choices < 2:
       raise ValueError(f"num_choices must be at least 2, got {num_choices}")
     # === Layers ===
-    scorer = ClassificationHead(1, dropout_rate=dropout_rate,
-                                initializer_range=encoder.initializer_range,
-                                dtype=encoder.dtype_policy, kernels=encoder.kernels,
-                                name="choice_scorer")
+    scorer = self.classification_head(encoder, 1, dropout_rate, "choice_scorer")
     flatten = FlattenChoices(name="flatten_choices")
 
     # === Functional graph ===

@@ -5,7 +5,6 @@ import types
 import keras
 
 from bert_tf import constants
-from bert_tf.layers.classification_head import ClassificationHead
 from bert_tf.layers.masked_lm_head import MaskedLMHead
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.task_model import EncoderTaskModel
@@ -41,9 +40,8 @@ class BertPretrainer(EncoderTaskModel):
         kernels=encoder.kernels, name="masked_lm")
     next_sentence = None
     if use_next_sentence_label:
-      next_sentence = ClassificationHead(
-          2, dropout_rate=0.0, initializer_range=encoder.initializer_range,
-          dtype=encoder.dtype_policy, kernels=encoder.kernels, name="next_sentence")
+      next_sentence = self.classification_head(encoder, 2, dropout_rate=0.0,
+                                                 name="next_sentence")
 
     # === Functional graph ===
     inputs = self.encoder_inputs(

@@ -3,7 +3,6 @@
 import keras
 
 from bert_tf import constants
-from bert_tf.layers.classification_head import ClassificationHead
 from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.models.task_model import EncoderTaskModel
@@ -23,10 +22,7 @@ class BertTokenClassifier(EncoderTaskModel):
   def __init__(self, encoder: BertEncoder, num_classes: int, dropout_rate: float = 0.1,
                **kwargs):
     # === Layers ===
-    tagger = ClassificationHead(num_classes, dropout_rate=dropout_rate,
-                                initializer_range=encoder.initializer_range,
-                                dtype=encoder.dtype_policy, kernels=encoder.kernels,
-                                name="tagger")
+    tagger = self.classification_head(encoder, num_classes, dropout_rate, "tagger")
 
     # === Functional graph ===
     inputs = self.encoder_inputs()

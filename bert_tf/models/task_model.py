@@ -5,6 +5,7 @@ from typing import Dict, Sequence, Tuple
 import keras
 
 from bert_tf import constants
+from bert_tf.layers.classification_head import ClassificationHead
 
 
 class EncoderTaskModel(keras.Model):
@@ -29,6 +30,15 @@ class EncoderTaskModel(keras.Model):
       del items["encoder"]
       items["lora"] = self.lora_adapters
     return items
+
+  @staticmethod
+  def classification_head(encoder, num_classes: int, dropout_rate: float,
+                          name: str) -> ClassificationHead:
+    """A ClassificationHead ([..., H] -> [..., num_classes] logits) made as `encoder`'s
+    layers are: with its initializer_range, dtype policy and kernels."""
+    return ClassificationHead(num_classes, dropout_rate=dropout_rate,
+                              initializer_range=encoder.initializer_range,
+                              dtype=encoder.dtype_policy, kernels=encoder.kernels, name=name)
 
   @staticmethod
   def encoder_inputs(shape: Tuple = (None,),
