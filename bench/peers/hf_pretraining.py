@@ -14,9 +14,7 @@ from bench.peers import protocol
 
 
 def main():
-  parser = protocol.argument_parser(__doc__, "pretraining")
-  args = parser.parse_args()
-  thread_info = protocol.set_threads(args, torch)
+  args, thread_info = protocol.start_worker(__doc__, "pretraining", torch)
 
   torch.manual_seed(0)
   layers, hidden, heads, intermediate = protocol.size_args(args.size)

@@ -19,9 +19,7 @@ from bench.peers import protocol  # pylint: disable=g-import-not-at-top,wrong-im
 
 
 def main():
-  parser = protocol.argument_parser(__doc__, "pretraining")
-  args = parser.parse_args()
-  thread_info = protocol.set_threads(args, tf)
+  args, thread_info = protocol.start_worker(__doc__, "pretraining", tf)
 
   keras.utils.set_random_seed(0)
   layers, hidden, heads, intermediate = protocol.size_args(args.size)

@@ -19,9 +19,7 @@ from bench.peers import protocol
 
 
 def main():
-  parser = protocol.argument_parser(__doc__, "finetune")
-  args = parser.parse_args()
-  thread_info = protocol.set_threads(args, tf)
+  args, thread_info = protocol.start_worker(__doc__, "finetune", tf)
 
   tf_keras.utils.set_random_seed(0)
   texts_a, texts_b, labels = glue_tsv.read(args.train_tsv, args.task)

@@ -63,6 +63,13 @@ def argument_parser(description, task):
   return parser
 
 
+def start_worker(description, task, framework):
+  """(args, thread_info) of a worker that takes the command line of argument_parser
+  as it is: the arguments parsed, and `framework`'s threads set (set_threads)."""
+  args = argument_parser(description, task).parse_args()
+  return args, set_threads(args, framework)
+
+
 def set_threads(args, framework):
   """Applies --intra_op_threads/--inter_op_threads to `framework` (the imported
   tensorflow or torch module) before its first op.
