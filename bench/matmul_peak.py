@@ -24,6 +24,7 @@ benchmark's driver runs it as one more system in its rounds (bench/pretraining_s
 """
 
 import argparse
+import importlib
 import math
 import os
 import platform
@@ -32,6 +33,8 @@ import subprocess
 import sys
 import time
 from typing import Callable, Dict, NamedTuple, Optional, Sequence, Set, Tuple
+
+from bench.peers import protocol
 
 FRAMEWORKS = ("tensorflow", "jax", "torch")
 DTYPES = ("float32", "bfloat16", "float16", "int8")
@@ -250,15 +253,12 @@ def worker_argv(framework: str, dtype: str, python: str = sys.executable,
 def _set_threads(args, framework: str) -> dict:
   """The threads the benchmarks' workers give `framework` (protocol.set_threads; torch:
   one per core), before its first op; jax keeps its own."""
-  import importlib  # pylint: disable=g-import-not-at-top
-  from bench.peers import protocol  # pylint: disable=g-import-not-at-top
   if framework == "jax":
     return {}
   return protocol.set_threads(args, importlib.import_module(framework))
 
 
 def _serve(args) -> None:
-  from bench.peers import protocol  # pylint: disable=g-import-not-at-top
   framework, dtype = args.frameworks[0], args.dtypes[0]
   threads = _set_threads(args, framework)
   torch_device = None

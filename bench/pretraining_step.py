@@ -39,6 +39,7 @@ from bench import flops
 from bench import matmul_peak
 from bench import peer_envs
 from bench import stats
+from bench.peers import protocol
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("configs", ["mini", "small", "base"],
@@ -146,7 +147,6 @@ PEER_MODULES = {
 
 def model_flops_per_sequence(size, seq_length, predictions, vocab_size=30522):
   """Training FLOPs of one sequence of a bench/peers/protocol.py size (bench/flops.py)."""
-  from bench.peers import protocol  # pylint: disable=g-import-not-at-top
   layers, hidden, _, intermediate = protocol.size_args(size)
   return flops.pretraining_flops_per_sequence(layers, hidden, intermediate, vocab_size,
                                               seq_length, predictions)
