@@ -212,8 +212,8 @@ def run_config(name, peers):
   peer_threads = ["--intra_op_threads", str(FLAGS.peer_intra_op_threads),
                   "--inter_op_threads", str(FLAGS.peer_inter_op_threads)]
   for peer in peers:
-    specs.append((peer, [peer_envs.peer_python(peer, FLAGS.venv_root), "-m", PEER_MODULES[peer],
-                         *shape, *peer_threads],
+    specs.append((peer, [peer_envs.peer_python(peer, FLAGS.venv_root), "-m",
+                         PEER_MODULES[peer], *shape, *peer_threads],
                   {**worker_env(), **peer_envs.peer_env(FLAGS.peer_onednn)}))
   print(f"{name}: {size} batch {batch} seq {seq} predictions {predictions}, "
         f"{FLAGS.rounds} rounds x {steps} steps", flush=True)
