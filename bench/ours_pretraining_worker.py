@@ -115,7 +115,7 @@ def apply_thread_flags(args):
   if not args.xla_fusion:
     fusion.applies = lambda *tensors: False
   if args.keras_dense:
-    fusion._dense = lambda layer, inputs, exact_gelu: layer(inputs)  # pylint: disable=protected-access
+    fusion.dense = lambda layer, inputs: layer(inputs)
   if args.keras_dropout:
     import keras  # pylint: disable=g-import-not-at-top
 

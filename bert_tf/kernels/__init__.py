@@ -2,21 +2,13 @@
 when it is built.
 
 The layers (bert_tf.layers) compute as the paper reads, with keras.ops, on every Keras
-backend. A model built with `kernels=K` (BertEncoder and the heads pass it down to every
-layer) hands some of its layers' calls to K instead: the same variables and
-checkpoints, the same results to rounding (and other dropout masks). `kernels=None` is
-the reference path. A speed path is an object with these methods (each receives the
-calling layer):
-
-  embeddings(layer, summed, training)            BertEmbeddings after the sum
-  attention(layer, query, key, value, attention_bias, training)
-                                                 SelfAttention between its projections:
-                                                 the heads as [B, T, N, D] (split by a
-                                                 reshape, not transposed) -> [B, Q, H]
-  transformer_block(block, hidden_states, queries, attention_bias, training)
-  masked_lm_head(head, hidden)                   MaskedLMHead after the gather
-  classification_head(head, pooled, training)    ClassificationHead
-  pretraining_loss(features, outputs, mlm_weight_sum, global_batch_size)
+backend, and call the hooks of a Kernels object (bert_tf.kernels.protocol) at their hot
+spots: attention, the end of each half of a Transformer block (residual + dropout +
+LayerNorm), bias + GELU, LayerNorm, dropout, the vocabulary logits and the loss. A
+model built with `kernels=K` (BertEncoder and the heads pass it down to every layer)
+computes those pieces K's way: the same variables and checkpoints, the same results to
+rounding (and other dropout masks). `kernels=None` is the reference path
+(protocol.REFERENCE).
 
 The paths: `tensorflow_cpu` (TensorFlow on CPUs) and `jax_gpu` (JAX on GPUs: fused
 attention with dropout, cheaper dropout masks). Which one an experiment uses is
@@ -78,13 +70,6 @@ def for_runtime(runtime: configs.RuntimeConfig):
         "runtime.fused_kernels: the fused kernels are TensorFlow's (CPU) and JAX's "
         f"(GPU); the {backend} backend runs the reference layers (leave it unset)")
   return tensorflow_cpu_kernels()
-
-
-def dense_computes_itself(dense) -> bool:
-  """Whether the keras.layers.Dense `dense` must compute through its own call, not as a
-  product with its kernel: a quantized layer has no float kernel, and a LoRA layer adds
-  its adapters' product."""
-  return bool(dense.lora_enabled or dense.quantization_mode)
 
 
 def tensorflow_cpu_kernels():

@@ -31,11 +31,10 @@ import numpy as np
 from keras import ops
 
 from bert_tf import configs
-from bert_tf import kernels as kernels_lib
-from bert_tf import losses
 from bert_tf.kernels import jax_attention
 from bert_tf.kernels import jax_dropout
 from bert_tf.kernels import jax_layer_norm
+from bert_tf.kernels import protocol
 
 ATTENTION = configs.GPU_ATTENTION
 LAYER_NORM = configs.GPU_LAYER_NORM
@@ -73,8 +72,8 @@ def pallas_attention_works() -> bool:
   return True
 
 
-class JaxGpuKernels:
-  """The hooks a model built with these kernels calls (bert_tf.kernels).
+class JaxGpuKernels(protocol.Kernels):
+  """The JAX GPU speed path (bert_tf.kernels.protocol.Kernels).
 
   Args:
     attention: "auto" (the Pallas kernel where JAX runs on a GPU and the kernel
@@ -111,45 +110,27 @@ class JaxGpuKernels:
     """The keras.layers.Dropout `layer` applied to x with this path's masks."""
     return jax_dropout.dropout(layer, x, training, self.dropout_generator)
 
-  def embeddings(self, layer, summed, training):
-    """BertEmbeddings' LayerNorm and dropout of the float32 [B, T, H] embedding sum."""
-    normalized = layer.layer_norm(summed)
-    return self.dropout(layer.dropout, ops.cast(normalized, layer.compute_dtype), training)
-
-  def attention(self, layer, query, key, value, attention_bias, training):
-    """SelfAttention between its projections: query [B, Q, N, D], key and value
-    [B, T, N, D], attention_bias float32 [B, 1, 1 or Q, T] -> [B, Q, H]."""
-    rate = layer.dropout.rate if training else 0.0
-    seed = layer.dropout.seed_generator.next() if rate > 0 else None
-    bias = attention_bias
+  def attention(self, query, key, value, attention_bias, dropout, training):
+    """The Pallas kernel where it takes the shapes, its XLA form elsewhere: the
+    probabilities dropped by the hash, keyed by `dropout`'s seed generator."""
+    rate = dropout.rate if training else 0.0
+    seed = dropout.seed_generator.next() if rate > 0 else None
     if (self.attention_implementation == "pallas"
-        and jax_attention.flash_supported(query, key, bias)):
-      out = jax_attention.flash_attention(query, key, value, bias, rate, seed,
+        and jax_attention.flash_supported(query, key, attention_bias)):
+      out = jax_attention.flash_attention(query, key, value, attention_bias, rate, seed,
                                           interpret=self.interpret)
     else:
-      out = jax_attention.xla_attention(query, key, value, bias, rate, seed)
-    return jnp.reshape(out, out.shape[:2] + (layer.hidden_size,))
+      out = jax_attention.xla_attention(query, key, value, attention_bias, rate, seed)
+    return jnp.reshape(out, out.shape[:2] + (out.shape[2] * out.shape[3],))
 
-  def transformer_block(self, block, hidden_states, queries, attention_bias, training):
-    """TransformerBlock's computation with this path's attention, dropout masks and
-    LayerNorms."""
+  def residual_layer_norm(self, dense, x, residual, dropout, layer_norm, training):
+    """With layer_norm="pallas", one kernel forward and one backward. A dense layer that
+    computes itself (quantized, LoRA) or has an activation adds its bias itself."""
     if self.layer_norm_implementation == "xla":
-      return block.sublayers(hidden_states, queries, attention_bias, training,
-                             dropout=self.dropout)
-    context = block.attention.context(hidden_states, attention_bias, training=training,
-                                      query_states=queries)
-    out1 = self._add_and_norm(context, queries, block.attention.output_dense,
-                              block.attention_dropout, block.attention_layer_norm, training)
-    return self._add_and_norm(block.intermediate(out1), out1, block.output_dense,
-                              block.output_dropout, block.output_layer_norm, training)
-
-  def _add_and_norm(self, inputs, residual, dense, dropout, norm, training):
-    """norm(residual + dropout(dense(inputs))) with the fused kernel: inputs [B, Q, I],
-    residual [B, Q, H] -> [B, Q, H] in residual's dtype. A dense layer that computes
-    itself (quantized, LoRA) or has an activation adds its bias itself."""
-    plain = not kernels_lib.dense_computes_itself(dense) and dense.activation in (
+      return super().residual_layer_norm(dense, x, residual, dropout, layer_norm, training)
+    plain = not protocol.dense_computes_itself(dense) and dense.activation in (
         None, keras.activations.linear) and dense.use_bias
-    projected = ops.matmul(inputs, dense.kernel) if plain else dense(inputs)
+    projected = ops.matmul(x, dense.kernel) if plain else dense(x)
     rate = dropout.rate if training else 0.0
     seed = dropout.seed_generator.next() if rate > 0 else None
 
@@ -158,18 +139,9 @@ class JaxGpuKernels:
     bias = (ops.convert_to_tensor(dense.bias) if plain
             else jnp.zeros((projected.shape[-1],), projected.dtype))
     return jax_layer_norm.residual_layer_norm(
-        projected, bias, residual, ops.convert_to_tensor(norm.gamma),
-        ops.convert_to_tensor(norm.beta), norm.epsilon, rate, seed, interpret=self.interpret)
-
-  def masked_lm_head(self, head, hidden):
-    """MaskedLMHead after the gather: logits [B, P, V] in its compute dtype."""
-    return head.logits(hidden)
-
-  def classification_head(self, head, pooled, training):
-    """ClassificationHead's dropout and dense layer over pooled [B, H]."""
-    return head.dense(self.dropout(head.dropout, pooled, training))
-
-  pretraining_loss = staticmethod(losses.pretraining_loss)
+        projected, bias, residual, ops.convert_to_tensor(layer_norm.gamma),
+        ops.convert_to_tensor(layer_norm.beta), layer_norm.epsilon, rate, seed,
+        interpret=self.interpret)
 
   def __repr__(self):
     return (f"bert_tf.kernels.jax_gpu.JaxGpuKernels(attention="

@@ -38,8 +38,9 @@ import keras
 import tensorflow as tf
 
 from bert_tf import constants
-from bert_tf import kernels as kernels_lib
 from bert_tf import losses
+from bert_tf.kernels import protocol
+from bert_tf.layers import initializers
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -261,8 +262,8 @@ def keep_bits(dropout, inputs, training):
 
 
 # --------------------------------------------------------------------------------------
-# The layers' fused forms: each returns what its layer's plain call returns, to rounding
-# (and with other dropout masks: `keep_bits` instead of Keras's).
+# The hooks (bert_tf.kernels.protocol): each returns what the reference computes, to
+# rounding (and with other dropout masks: `keep_bits` instead of Keras's).
 
 def _autocast(layer, x):
   """x as a layer's __call__ hands it to `call`: floats in the layer's compute dtype."""
@@ -283,7 +284,7 @@ def dropout(layer, x, training):
   return _dropped(x, *mask)
 
 
-def _normalized(layer, x):
+def normalized(layer, x):
   """The keras.layers.LayerNormalization `layer` (last axis, centered and scaled)
   applied to x, XLA-compiled where that applies to float32 x."""
   x = _autocast(layer, x)
@@ -293,10 +294,11 @@ def _normalized(layer, x):
   return layer(x)
 
 
-def _dense(layer, inputs, exact_gelu: bool):
-  """The keras.layers.Dense `layer` applied to inputs [..., I]; `exact_gelu` says that
-  its activation is the exact GELU, which then joins the bias in one XLA function."""
-  if kernels_lib.dense_computes_itself(layer):
+def dense(layer, inputs):
+  """The keras.layers.Dense `layer` applied to inputs [..., I]: a widening layer's
+  input gradient through `widening_matmul`, and the exact GELU
+  (bert_tf.layers.initializers.exact_gelu) joined with the bias in one XLA function."""
+  if protocol.dense_computes_itself(layer):
     return layer(inputs)
   inputs = _autocast(layer, inputs)
   kernel = tf.cast(layer.kernel, layer.compute_dtype)
@@ -311,91 +313,32 @@ def _dense(layer, inputs, exact_gelu: bool):
   if layer.bias is None:
     return x if layer.activation is None else layer.activation(x)
   bias = tf.cast(layer.bias, x.dtype)
-  if exact_gelu and applies(x):
+  if layer.activation is initializers.exact_gelu and applies(x):
     return bias_gelu(x, bias)
   x = keras.ops.add(x, bias)
   return x if layer.activation is None else layer.activation(x)
 
 
-def embeddings(layer, summed, training):
-  """BertEmbeddings' LayerNorm and dropout of the float32 [B, T, H] embedding sum."""
-  normalized = _normalized(layer.layer_norm, summed)
-  return dropout(layer.dropout, tf.cast(normalized, layer.compute_dtype), training)
+def project_residual_layer_norm(dense_layer, x, residual, dropout_layer, layer_norm_layer,
+                                training):
+  """layer_norm(residual + dropout(dense(x))) as `residual_layer_norm` computes it:
+  float32 x [B, Q, I], residual [B, Q, H] -> float32 [B, Q, H].
 
-
-def attention(layer, query, key, value, attention_bias, training):
-  """SelfAttention between its projections: query [B, Q, N, D], key and value
-  [B, T, N, D] -> float [B, Q, H], the probabilities dropped with a `keep_bits` mask."""
-  probs = dropout(layer.dropout, layer.probabilities(query, key, attention_bias), training)
-  return layer.weighted_values(probs, value)
-
-
-def transformer_block(block, hidden_states, queries, attention_bias, training):
-  """TransformerBlock's call, given the queries [B, Q, H] (hidden_states, or their rows
-  at the query positions). In float32 with static shapes, each half's output bias,
-  dropout, residual add and LayerNorm is one XLA function forward and one backward
-  (`residual_layer_norm`), with the same dropout masks as the unfused form."""
-  exact_gelu = block.hidden_activation == "gelu"
-  if block.compute_dtype == "float32" and applies(hidden_states, queries):
-    context = block.attention.context(hidden_states, attention_bias, training=training,
-                                      query_states=queries)
-    out1 = _project_add_and_norm(context, queries, block.attention.output_dense,
-                                 block.attention_dropout, block.attention_layer_norm,
-                                 training)
-    return _project_add_and_norm(_dense(block.intermediate, out1, exact_gelu), out1,
-                                 block.output_dense, block.output_dropout,
-                                 block.output_layer_norm, training)
-  attended = block.attention(hidden_states, attention_bias, training=training,
-                             query_states=queries)
-  attended = dropout(block.attention_dropout, attended, training)
-  out1 = _normalized(block.attention_layer_norm,
-                     tf.cast(queries, tf.float32) + tf.cast(attended, tf.float32))
-  out1 = tf.cast(out1, block.compute_dtype)
-  ffn = block.output_dense(_dense(block.intermediate, out1, exact_gelu))
-  ffn = dropout(block.output_dropout, ffn, training)
-  out = _normalized(block.output_layer_norm,
-                    tf.cast(out1, tf.float32) + tf.cast(ffn, tf.float32))
-  return tf.cast(out, block.compute_dtype)
-
-
-def _project_add_and_norm(inputs, residual, dense, dropout_layer, layer_norm_layer,
-                          training):
-  """layer_norm(residual + dropout(dense(inputs))): float32 [B, Q, I] -> [B, Q, H].
-
-  A quantized or LoRA `dense` computes its output, bias included, through its own
+  A quantized or LoRA `dense_layer` computes its output, bias included, through its own
   call; the fused function then adds a zero bias."""
-  if kernels_lib.dense_computes_itself(dense):
-    projected = dense(inputs)
-    bias = tf.zeros([dense.units], projected.dtype)
+  if protocol.dense_computes_itself(dense_layer):
+    projected = dense_layer(x)
+    bias = tf.zeros([dense_layer.units], projected.dtype)
   else:
     projected = tf.reshape(
-        tf.matmul(tf.reshape(inputs, [-1, inputs.shape[-1]]), dense.kernel),
-        tf.concat([tf.shape(inputs)[:-1], [dense.units]], axis=0))
-    bias = tf.convert_to_tensor(dense.bias)
+        tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), dense_layer.kernel),
+        tf.concat([tf.shape(x)[:-1], [dense_layer.units]], axis=0))
+    bias = tf.convert_to_tensor(dense_layer.bias)
   return residual_layer_norm(
       projected, bias, residual,
       tf.convert_to_tensor(layer_norm_layer.gamma),
       tf.convert_to_tensor(layer_norm_layer.beta), layer_norm_layer.epsilon,
       dropout=keep_bits(dropout_layer, projected, training))
-
-
-def classification_head(head, pooled, training):
-  """ClassificationHead's dropout and dense layer over pooled [B, H]."""
-  return head.dense(dropout(head.dropout, pooled, training))
-
-
-def masked_lm_head(head, hidden):
-  """MaskedLMHead's transform, LayerNorm and tied output layer over the gathered
-  hidden [B, P, H]: logits [B, P, V] in the head's compute dtype."""
-  hidden = _dense(head.transform, hidden, head.activation == "gelu")
-  hidden = tf.cast(_normalized(head.transform_layer_norm, tf.cast(hidden, tf.float32)),
-                   head.compute_dtype)
-  shape = tf.shape(hidden)
-  logits = tf.matmul(tf.reshape(hidden, [-1, head.hidden_size]),
-                     head.embedding_layer.word_embedding_values(head.compute_dtype),
-                     transpose_b=True)
-  logits = tf.nn.bias_add(logits, tf.cast(head.output_bias, head.compute_dtype))
-  return tf.reshape(logits, tf.concat([shape[:-1], [head.vocab_size]], axis=0))
 
 
 # --------------------------------------------------------------------------------------
@@ -406,28 +349,44 @@ _LOSS_FEATURES = (constants.MASKED_LM_IDS, constants.MASKED_LM_WEIGHTS,
                   constants.NEXT_SENTENCE_LABELS)
 
 
-def pretraining_loss(features, outputs, mlm_weight_sum=None, global_batch_size=None):
-  """bert_tf.losses.pretraining_loss; with static shapes in a traced step, the softmax
-  cross-entropy over the [B, P, V] logits, forward and backward, runs as two XLA loops
-  instead of TensorFlow's kernel and its temporaries."""
-  if not applies(outputs[constants.MLM_LOGITS]):
-    return losses.pretraining_loss(features, outputs, mlm_weight_sum=mlm_weight_sum,
-                                   global_batch_size=global_batch_size)
-  features = {k: features[k] for k in _LOSS_FEATURES if k in features}
-  return _compiled_pretraining_loss(features, outputs, mlm_weight_sum=mlm_weight_sum,
-                                    global_batch_size=global_batch_size)
-
-
-class TensorFlowCpuKernels:
-  """The hooks a model built with these kernels calls (bert_tf.kernels.Kernels)."""
+class TensorFlowCpuKernels(protocol.Kernels):
+  """The TensorFlow CPU speed path (bert_tf.kernels.protocol.Kernels)."""
 
   name = "tensorflow_cpu"
-  embeddings = staticmethod(embeddings)
-  attention = staticmethod(attention)
-  transformer_block = staticmethod(transformer_block)
-  masked_lm_head = staticmethod(masked_lm_head)
-  classification_head = staticmethod(classification_head)
-  pretraining_loss = staticmethod(pretraining_loss)
+
+  def dropout(self, layer, x, training):
+    return dropout(layer, x, training)
+
+  def layer_norm(self, layer, x):
+    return normalized(layer, x)
+
+  def dense(self, layer, x):
+    return dense(layer, x)
+
+  def residual_layer_norm(self, dense, x, residual, dropout, layer_norm, training):  # pylint: disable=redefined-outer-name
+    """In float32 with static shapes, the output bias, dropout, residual add and
+    LayerNorm are one XLA function forward and one backward (`residual_layer_norm`),
+    with the same dropout masks as the unfused form."""
+    if x.dtype == tf.float32 and residual.dtype == tf.float32 and applies(x, residual):
+      return project_residual_layer_norm(dense, x, residual, dropout, layer_norm, training)
+    return super().residual_layer_norm(dense, x, residual, dropout, layer_norm, training)
+
+  def vocabulary_logits(self, hidden, table, bias):
+    """One 2-D matmul against the transposed table and a BiasAdd, which TensorFlow
+    fuses into one oneDNN kernel."""
+    shape = tf.shape(hidden)
+    logits = tf.matmul(tf.reshape(hidden, [-1, table.shape[-1]]), table, transpose_b=True)
+    logits = tf.nn.bias_add(logits, bias)
+    return tf.reshape(logits, tf.concat([shape[:-1], [table.shape[0]]], axis=0))
+
+  def loss(self, loss_fn, features, outputs, **kwargs):
+    """bert_tf.losses.pretraining_loss, with static shapes in a traced step: the softmax
+    cross-entropy over the [B, P, V] logits, forward and backward, as two XLA loops
+    instead of TensorFlow's kernel and its temporaries."""
+    if loss_fn is not losses.pretraining_loss or not applies(outputs[constants.MLM_LOGITS]):
+      return loss_fn(features, outputs, **kwargs)
+    features = {k: features[k] for k in _LOSS_FEATURES if k in features}
+    return _compiled_pretraining_loss(features, outputs, **kwargs)
 
   def __repr__(self):
     return "bert_tf.kernels.tensorflow_cpu.KERNELS"
