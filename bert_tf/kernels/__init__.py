@@ -10,13 +10,14 @@ computes those pieces K's way: the same variables and checkpoints, the same resu
 rounding (and other dropout masks). `kernels=None` is the reference path
 (protocol.REFERENCE).
 
-The paths: `tensorflow_cpu` (TensorFlow on CPUs) and `jax_gpu` (JAX on GPUs: fused
-attention with dropout, cheaper dropout masks). Which one an experiment uses is
+The paths, one package each: `tensorflow_cpu` (TensorFlow on CPUs: XLA-fused
+element-wise pieces, cheaper dropout masks) and `jax_gpu` (JAX on GPUs: fused attention
+with dropout, cheaper dropout masks, a fused residual LayerNorm). Which one an experiment uses is
 `runtime.fused_kernels`: true, false, or unset (auto: the TensorFlow CPU path where the
 model runs on TensorFlow and TensorFlow sees no GPU or TPU, the JAX GPU path where it
 runs on JAX and JAX on a GPU, the reference path everywhere else).
 
-Imports neither Keras nor a framework at load (bert_tf.kernels.xla_flags runs before
+Imports neither Keras nor a framework at load (bert_tf.kernels.jax_gpu.xla_flags runs before
 Keras chooses its backend).
 """
 
@@ -74,11 +75,12 @@ def for_runtime(runtime: configs.RuntimeConfig):
 
 def tensorflow_cpu_kernels():
   """The TensorFlow CPU speed path (imports TensorFlow)."""
-  from bert_tf.kernels import tensorflow_cpu as module  # pylint: disable=g-import-not-at-top
-  return module.KERNELS
+  from bert_tf.kernels.tensorflow_cpu import hooks  # pylint: disable=g-import-not-at-top
+  return hooks.KERNELS
 
 
 def jax_gpu_kernels(**settings):
-  """The JAX GPU speed path (imports JAX); `settings` as jax_gpu.JaxGpuKernels takes."""
-  from bert_tf.kernels import jax_gpu  # pylint: disable=g-import-not-at-top
-  return jax_gpu.JaxGpuKernels(**settings)
+  """The JAX GPU speed path (imports JAX); `settings` as jax_gpu.hooks.JaxGpuKernels
+  takes."""
+  from bert_tf.kernels.jax_gpu import hooks  # pylint: disable=g-import-not-at-top
+  return hooks.JaxGpuKernels(**settings)

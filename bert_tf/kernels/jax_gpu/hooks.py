@@ -1,25 +1,7 @@
-"""The JAX GPU speed path of the encoder and its heads (imports JAX, no TensorFlow).
-
-A model built with `kernels=JaxGpuKernels()` (bert_tf.kernels.for_runtime chooses it
-where Keras runs on JAX and JAX on a GPU) hands these calls over: same variables,
-same checkpoints, the same function up to rounding and dropout masks.
-
-- Attention (bert_tf.kernels.jax_attention): between the projections, the heads stay
-  in the [B, T, N, D] layout the projections produce, and scores, softmax, dropout and
-  the weighted sum run as one Pallas kernel forward and two backward, the [B, N, T, T]
-  probabilities never written out; shapes the kernel does not take (the last block's
-  few query positions) run the same maths as XLA ops.
-- Dropout masks from a counter-based hash instead of threefry
-  (bert_tf.kernels.jax_dropout), keyed by each Dropout layer's Keras seed state, so
-  checkpoints and resumed runs keep working: `dropout_generator`.
-- Residual + dropout + LayerNorm (bert_tf.kernels.jax_layer_norm), `layer_norm`:
-  "xla" (default) leaves them to XLA, which fuses the bias add, the hash mask and the
-  residual sum into the LayerNorm's reductions but re-reads the rows for each of them
-  and keeps the float32 sum and the mask for the backward; "pallas" runs the block's
-  two LayerNorms as one kernel forward and one backward each, reading each row once.
-  Which is faster is for the GPU benchmark to say (bench/README.md); until then the
-  default is the path XLA compiles on every device.
-"""
+"""The JAX GPU speed path's hooks (bert_tf.kernels.protocol.Kernels): the Pallas
+attention, the hashed dropout masks and the fused residual LayerNorm of this package
+applied to the layers' Keras sublayers (imports JAX). Why each one:
+bert_tf.kernels.jax_gpu."""
 
 import functools
 import logging
@@ -31,10 +13,10 @@ import numpy as np
 from keras import ops
 
 from bert_tf import configs
-from bert_tf.kernels import jax_attention
-from bert_tf.kernels import jax_dropout
-from bert_tf.kernels import jax_layer_norm
 from bert_tf.kernels import protocol
+from bert_tf.kernels.jax_gpu import attention as jax_attention
+from bert_tf.kernels.jax_gpu import dropout as jax_dropout
+from bert_tf.kernels.jax_gpu import layer_norm as jax_layer_norm
 
 ATTENTION = configs.GPU_ATTENTION
 LAYER_NORM = configs.GPU_LAYER_NORM
@@ -144,6 +126,6 @@ class JaxGpuKernels(protocol.Kernels):
         interpret=self.interpret)
 
   def __repr__(self):
-    return (f"bert_tf.kernels.jax_gpu.JaxGpuKernels(attention="
+    return (f"bert_tf.kernels.jax_gpu.hooks.JaxGpuKernels(attention="
             f"{self.attention_implementation!r}, dropout_generator="
             f"{self.dropout_generator!r}, layer_norm={self.layer_norm_implementation!r})")
