@@ -284,7 +284,7 @@ def main(argv=None) -> None:
   if args.side == "ours":
     # The JAX engine's XLA settings (command buffers off), before JAX starts; a
     # variant's own XLA_FLAGS entry wins.
-    from bert_tf.kernels import xla_flags  # pylint: disable=g-import-not-at-top
+    from bert_tf.kernels.jax_gpu import xla_flags  # pylint: disable=g-import-not-at-top
     xla_flags.apply_jax_defaults()
   gpu_devices.select_device(args.device)
   if args.side == "matmul_jax":

@@ -92,11 +92,11 @@ def add_lever_flags(parser):
   parser.add_argument("--fused_kernels", type=int, default=1,
                       help="0: runtime.fused_kernels off, the plain Keras layers.")
   parser.add_argument("--xla_fusion", type=int, default=1,
-                      help="0: no XLA-fused LayerNorm, GELU and loss (bert_tf.kernels.tensorflow_cpu).")
+                      help="0: no XLA-fused LayerNorm, GELU and loss (bert_tf.kernels.tensorflow_cpu.fused).")
   parser.add_argument("--keras_dense", type=int, default=0,
-                      help="1: Keras's own Dense call instead of bert_tf.kernels.tensorflow_cpu's.")
+                      help="1: Keras's own Dense call instead of bert_tf.kernels.tensorflow_cpu.hooks.dense.")
   parser.add_argument("--keras_dropout", type=int, default=0,
-                      help="1: Keras's own dropout mask instead of bert_tf.kernels.tensorflow_cpu's.")
+                      help="1: Keras's own dropout mask instead of bert_tf.kernels.tensorflow_cpu.fused.keep_bits.")
   parser.add_argument("--num_cpu_devices", type=int, default=0,
                       help="> 1: MirroredStrategy over this many logical CPU devices "
                       "(runtime.num_cpu_devices), the batch split between them.")
@@ -106,11 +106,12 @@ def apply_thread_flags(args):
   """Sets the thread pools (and the levers inside the fused kernels); must run before
   TensorFlow executes its first op and before the model is built."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from bert_tf.kernels import tensorflow_cpu as fusion  # pylint: disable=g-import-not-at-top
+  from bert_tf.kernels.tensorflow_cpu import fused  # pylint: disable=g-import-not-at-top
+  from bert_tf.kernels.tensorflow_cpu import hooks  # pylint: disable=g-import-not-at-top
   if not args.xla_fusion:
-    fusion.applies = lambda *tensors: False
+    fused.applies = lambda *tensors: False
   if args.keras_dense:
-    fusion._dense = lambda layer, inputs, exact_gelu: layer(inputs)  # pylint: disable=protected-access
+    hooks.dense = lambda layer, inputs: layer(inputs)
   if args.keras_dropout:
     import keras  # pylint: disable=g-import-not-at-top
 
@@ -124,7 +125,7 @@ def apply_thread_flags(args):
       return (tf.cast(uniform * 65536.0, tf.uint16), tf.constant(threshold, tf.uint16),
               tf.constant(65536 / (65536 - threshold), inputs.dtype))
 
-    fusion.keep_bits = keras_keep_bits
+    fused.keep_bits = keras_keep_bits
   args.thread_info = protocol.set_threads(args, tf)
 
 

@@ -102,8 +102,8 @@ VARIANTS = {
                           "per variable", ["--fused_optimizer", "0"], {}),
     "full_last_layer": ("last block over all positions, not only [CLS] and the masked "
                         "ones", ["--sparse_last_layer", "0"], {}),
-    "no_xla_fusion": ("the element-wise pieces of bert_tf.kernels.tensorflow_cpu as plain "
-                      "TensorFlow ops", ["--xla_fusion", "0"], {}),
+    "no_xla_fusion": ("the element-wise pieces of bert_tf.kernels.tensorflow_cpu.fused as "
+                      "plain TensorFlow ops", ["--xla_fusion", "0"], {}),
     "plain_layers": ("runtime.fused_kernels=false: the plain Keras layers",
                      ["--fused_kernels", "0"], {}),
     "keras_dense": ("Keras's Dense call instead of bert_tf.layers.Dense's",

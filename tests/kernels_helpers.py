@@ -1,4 +1,5 @@
-"""Switching a built model's speed path, for tests that compare both paths on one model."""
+"""Switching a built model's speed path, for tests that compare both paths on one model;
+lowering a JAX function for CUDA, for the GPU kernels' tests."""
 
 import contextlib
 
@@ -18,3 +19,13 @@ def kernels_of(model, kernels):
   finally:
     for layer, previous in zip(layers, before):
       layer.kernels = previous
+
+
+def lowered_for_cuda(function, *shapes):
+  """The StableHLO text of jax.jit(function) lowered for CUDA, Pallas kernels included
+  (Pallas's Triton lowering runs without a GPU); shapes as jax.ShapeDtypeStruct."""
+  import jax  # pylint: disable=g-import-not-at-top
+  from jax import export  # pylint: disable=g-import-not-at-top
+  triton = export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")
+  return export.export(jax.jit(function), platforms=["cuda"],
+                       disabled_checks=[triton])(*shapes).mlir_module()

@@ -186,7 +186,7 @@ STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 # "" leaves the choice to Keras (KERAS_BACKEND, default tensorflow).
 BACKENDS = ("", "tensorflow", "jax")
-# The JAX GPU speed path's implementations (bert_tf.kernels.jax_gpu).
+# The JAX GPU speed path's implementations (bert_tf.kernels.jax_gpu.hooks).
 GPU_ATTENTION = ("auto", "pallas", "xla")
 GPU_DROPOUT_GENERATORS = ("hash", "philox", "threefry")
 GPU_LAYER_NORM = ("xla", "pallas")

@@ -2,29 +2,22 @@
 when it is built.
 
 The layers (bert_tf.layers) compute as the paper reads, with keras.ops, on every Keras
-backend. A model built with `kernels=K` (BertEncoder and the heads pass it down to every
-layer) hands some of its layers' calls to K instead: the same variables and
-checkpoints, the same results to rounding (and other dropout masks). `kernels=None` is
-the reference path. A speed path is an object with these methods (each receives the
-calling layer):
+backend, and call the hooks of a Kernels object (bert_tf.kernels.protocol) at their hot
+spots: attention, the end of each half of a Transformer block (residual + dropout +
+LayerNorm), bias + GELU, LayerNorm, dropout, the vocabulary logits and the loss. A
+model built with `kernels=K` (BertEncoder and the heads pass it down to every layer)
+computes those pieces K's way: the same variables and checkpoints, the same results to
+rounding (and other dropout masks). `kernels=None` is the reference path
+(protocol.REFERENCE).
 
-  embeddings(layer, summed, training)            BertEmbeddings after the sum
-  attention(layer, query, key, value, attention_bias, training)
-                                                 SelfAttention between its projections:
-                                                 the heads as [B, T, N, D] (split by a
-                                                 reshape, not transposed) -> [B, Q, H]
-  transformer_block(block, hidden_states, queries, attention_bias, training)
-  masked_lm_head(head, hidden)                   MaskedLMHead after the gather
-  classification_head(head, pooled, training)    ClassificationHead
-  pretraining_loss(features, outputs, mlm_weight_sum, global_batch_size)
-
-The paths: `tensorflow_cpu` (TensorFlow on CPUs) and `jax_gpu` (JAX on GPUs: fused
-attention with dropout, cheaper dropout masks). Which one an experiment uses is
+The paths, one package each: `tensorflow_cpu` (TensorFlow on CPUs: XLA-fused
+element-wise pieces, cheaper dropout masks) and `jax_gpu` (JAX on GPUs: fused attention
+with dropout, cheaper dropout masks, a fused residual LayerNorm). Which one an experiment uses is
 `runtime.fused_kernels`: true, false, or unset (auto: the TensorFlow CPU path where the
 model runs on TensorFlow and TensorFlow sees no GPU or TPU, the JAX GPU path where it
 runs on JAX and JAX on a GPU, the reference path everywhere else).
 
-Imports neither Keras nor a framework at load (bert_tf.kernels.xla_flags runs before
+Imports neither Keras nor a framework at load (bert_tf.kernels.jax_gpu.xla_flags runs before
 Keras chooses its backend).
 """
 
@@ -80,20 +73,14 @@ def for_runtime(runtime: configs.RuntimeConfig):
   return tensorflow_cpu_kernels()
 
 
-def dense_computes_itself(dense) -> bool:
-  """Whether the keras.layers.Dense `dense` must compute through its own call, not as a
-  product with its kernel: a quantized layer has no float kernel, and a LoRA layer adds
-  its adapters' product."""
-  return bool(dense.lora_enabled or dense.quantization_mode)
-
-
 def tensorflow_cpu_kernels():
   """The TensorFlow CPU speed path (imports TensorFlow)."""
-  from bert_tf.kernels import tensorflow_cpu as module  # pylint: disable=g-import-not-at-top
-  return module.KERNELS
+  from bert_tf.kernels.tensorflow_cpu import hooks  # pylint: disable=g-import-not-at-top
+  return hooks.KERNELS
 
 
 def jax_gpu_kernels(**settings):
-  """The JAX GPU speed path (imports JAX); `settings` as jax_gpu.JaxGpuKernels takes."""
-  from bert_tf.kernels import jax_gpu  # pylint: disable=g-import-not-at-top
-  return jax_gpu.JaxGpuKernels(**settings)
+  """The JAX GPU speed path (imports JAX); `settings` as jax_gpu.hooks.JaxGpuKernels
+  takes."""
+  from bert_tf.kernels.jax_gpu import hooks  # pylint: disable=g-import-not-at-top
+  return hooks.JaxGpuKernels(**settings)

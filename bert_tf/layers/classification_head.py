@@ -2,6 +2,7 @@
 
 import keras
 
+from bert_tf.kernels import protocol
 from bert_tf.layers import initializers
 
 
@@ -16,8 +17,8 @@ class ClassificationHead(keras.layers.Layer):
   Returns:
     logits [B, num_classes] (num_classes 1 for regression), in the compute dtype.
 
-  With `kernels` (a speed path, bert_tf.kernels), the dropout runs through
-  kernels.classification_head.
+  The dropout is the `dropout` hook of `kernels` (bert_tf.kernels.protocol; None: the
+  reference computation).
   """
 
   def __init__(self, num_classes: int, dropout_rate: float = 0.0,
@@ -40,9 +41,8 @@ class ClassificationHead(keras.layers.Layer):
     self.built = True
 
   def call(self, pooled, training=None):
-    if self.kernels is not None:
-      return self.kernels.classification_head(self, pooled, training)
-    return self.dense(self.dropout(pooled, training=training))
+    kernels = self.kernels or protocol.REFERENCE
+    return self.dense(kernels.dropout(self.dropout, pooled, training))
 
   def compute_output_shape(self, input_shape):
     return tuple(input_shape[:-1]) + (self.num_classes,)

@@ -4,6 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from bert_tf.kernels import protocol
 from bert_tf.layers import initializers
 
 # Tables of at most this many rows (token types) are looked up as a one-hot product, as
@@ -59,8 +60,8 @@ class BertEmbeddings(keras.layers.Layer):
   `word_embedding_values`). `quantize("int8")` stores it as int8 with one scale per row,
   for serving.
 
-  With `kernels` (a speed path, bert_tf.kernels), the LayerNorm and dropout run
-  through kernels.embeddings.
+  The LayerNorm and the dropout are the `layer_norm` and `dropout` hooks of `kernels`
+  (bert_tf.kernels.protocol; None: the reference computations).
   """
 
   def __init__(self, vocab_size: int, hidden_size: int, max_position_embeddings: int = 512,
@@ -154,10 +155,9 @@ class BertEmbeddings(keras.layers.Layer):
     else:
       positions = lookup_rows(self.position_embeddings, position_ids)
     summed = ops.cast(words + types, "float32") + ops.cast(positions, "float32")
-    if self.kernels is not None:
-      return self.kernels.embeddings(self, summed, training)
-    normalized = self.layer_norm(summed)
-    return self.dropout(ops.cast(normalized, self.compute_dtype), training=training)
+    kernels = self.kernels or protocol.REFERENCE
+    normalized = kernels.layer_norm(self.layer_norm, summed)
+    return kernels.dropout(self.dropout, ops.cast(normalized, self.compute_dtype), training)
 
   def compute_output_shape(self, input_word_ids_shape, input_type_ids_shape=None,
                            position_ids_shape=None):

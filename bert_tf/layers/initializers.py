@@ -42,11 +42,13 @@ def activation_fn(name: str):
   """Returns the activation function named in EncoderConfig.hidden_activation."""
   if name == "gelu":
     # The exact (erf) form, as the paper and the released checkpoints.
-    return _exact_gelu
+    return exact_gelu
   if name == "gelu_approximate":
     return lambda x: keras.activations.gelu(x, approximate=True)
   return keras.activations.get(name)
 
 
-def _exact_gelu(x):
+def exact_gelu(x):
+  """GELU with the normal CDF (erf), the activation "gelu" names: a speed path
+  recognizes it by identity (`dense.activation is exact_gelu`)."""
   return keras.activations.gelu(x, approximate=False)

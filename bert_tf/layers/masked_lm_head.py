@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from bert_tf.kernels import protocol
 from bert_tf.layers import initializers
 from bert_tf.layers.gather import gather_positions
 
@@ -24,9 +25,10 @@ class MaskedLMHead(keras.layers.Layer):
     logits [B, P, V] in the compute dtype.
 
   The head is built by a model that owns the embedding layer; it cannot be restored
-  from its config alone because the tied table belongs to that model. With `kernels`
-  (a speed path, bert_tf.kernels), everything after the gather runs through
-  kernels.masked_lm_head.
+  from its config alone because the tied table belongs to that model. The transform,
+  its LayerNorm and the product with the table are the `dense`, `layer_norm` and
+  `vocabulary_logits` hooks of `kernels` (bert_tf.kernels.protocol; None: the
+  reference computations).
   """
 
   def __init__(self, embedding_layer, activation: str = "gelu",
@@ -65,18 +67,17 @@ class MaskedLMHead(keras.layers.Layer):
     hidden = sequence_output
     if masked_lm_positions is not None:
       hidden = gather_positions(sequence_output, masked_lm_positions)
-    if self.kernels is not None:
-      return self.kernels.masked_lm_head(self, hidden)
     return self.logits(hidden)
 
   def logits(self, hidden):
     """The vocabulary logits [B, P, V] (compute dtype) of the gathered float [B, P, H]."""
-    hidden = self.transform(hidden)
-    hidden = ops.cast(self.transform_layer_norm(ops.cast(hidden, "float32")),
-                      self.compute_dtype)
+    kernels = self.kernels or protocol.REFERENCE
+    hidden = kernels.dense(self.transform, hidden)
+    hidden = kernels.layer_norm(self.transform_layer_norm, ops.cast(hidden, "float32"))
+    hidden = ops.cast(hidden, self.compute_dtype)
     table = self.embedding_layer.word_embedding_values(self.compute_dtype)
-    return ops.matmul(hidden, ops.transpose(table)) + ops.cast(self.output_bias,
-                                                               self.compute_dtype)
+    return kernels.vocabulary_logits(hidden, table,
+                                     ops.cast(self.output_bias, self.compute_dtype))
 
   def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape=None):
     if masked_lm_positions_shape is None:

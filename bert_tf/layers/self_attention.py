@@ -1,10 +1,9 @@
 """Multi-head self-attention with the padding mask applied in float32."""
 
-import math
-
 import keras
 from keras import ops
 
+from bert_tf.kernels import protocol
 from bert_tf.layers import initializers
 
 # The additive bias at padded key positions, as in the original release. exp(-10000)
@@ -65,8 +64,9 @@ class SelfAttention(keras.layers.Layer):
     (before the residual).
 
   The query, key, value and output kernels are [H, H], as in the original checkpoints.
-  With `kernels` (a speed path, bert_tf.kernels), everything between the projections
-  runs through kernels.attention, which receives the heads as [B, T, N, D].
+  Between the projections, softmax(Q K^T / sqrt(D) + bias) V per head is the `attention`
+  hook of `kernels` (bert_tf.kernels.protocol; None: the reference computation), which
+  receives the heads as [B, T, N, D].
   """
 
   def __init__(self, num_heads: int, hidden_size: int, attention_dropout_rate: float = 0.1,
@@ -106,26 +106,6 @@ class SelfAttention(keras.layers.Layer):
     batch, seq = ops.shape(x)[0], ops.shape(x)[1]
     return ops.reshape(x, (batch, seq, self.num_heads, self.head_size))
 
-  def merge_heads(self, x):
-    """[B, N, T, D] -> [B, T, H]."""
-    x = ops.transpose(x, (0, 2, 1, 3))
-    batch, seq = ops.shape(x)[0], ops.shape(x)[1]
-    return ops.reshape(x, (batch, seq, self.hidden_size))
-
-  def probabilities(self, query, key, attention_bias):
-    """softmax(Q K^T / sqrt(D) + bias) per head: query [B, Q, N, D], key [B, T, N, D]
-    (split_heads) -> [B, N, Q, T] in the compute dtype (the softmax in float32)."""
-    query = ops.transpose(query, (0, 2, 1, 3))
-    query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
-    scores = ops.matmul(query, ops.transpose(key, (0, 2, 3, 1)))  # [B, N, Q, T]
-    # Softmax in float32: float16 logits plus the mask bias would lose precision.
-    scores = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
-    return ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
-
-  def weighted_values(self, probs, value):
-    """probs [B, N, Q, T] times value [B, T, N, D] (split_heads), heads merged: [B, Q, H]."""
-    return self.merge_heads(ops.matmul(probs, ops.transpose(value, (0, 2, 1, 3))))
-
   def call(self, hidden_states, attention_bias, training=None, query_states=None):
     return self.output_dense(self.context(hidden_states, attention_bias, training=training,
                                           query_states=query_states))
@@ -138,10 +118,8 @@ class SelfAttention(keras.layers.Layer):
     query = self.split_heads(self.query(query_states))
     key = self.split_heads(self.key(hidden_states))
     value = self.split_heads(self.value(hidden_states))
-    if self.kernels is not None:
-      return self.kernels.attention(self, query, key, value, attention_bias, training)
-    probs = self.dropout(self.probabilities(query, key, attention_bias), training=training)
-    return self.weighted_values(probs, value)
+    kernels = self.kernels or protocol.REFERENCE
+    return kernels.attention(query, key, value, attention_bias, self.dropout, training)
 
   def compute_output_shape(self, hidden_states_shape, attention_bias_shape=None,
                            query_states_shape=None):

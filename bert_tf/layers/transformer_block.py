@@ -1,8 +1,8 @@
 """The post-LayerNorm Transformer block of BERT."""
 
 import keras
-from keras import ops
 
+from bert_tf.kernels import protocol
 from bert_tf.layers import initializers
 from bert_tf.layers.gather import gather_positions
 from bert_tf.layers.self_attention import SelfAttention
@@ -26,8 +26,10 @@ class TransformerBlock(keras.layers.Layer):
   Returns:
     float [B, T, H] in the compute dtype, or [B, Q, H] with query_positions.
 
-  With `kernels` (a speed path, bert_tf.kernels), the block computes the same through
-  kernels.transformer_block.
+  The block is composed of the hooks of `kernels` (bert_tf.kernels.protocol; None: the
+  reference computations): `attention` inside SelfAttention, `residual_layer_norm` at
+  the end of each half, `dense` for the widening layer and its GELU. A speed path
+  computes those pieces its own way; the composition is this one.
   """
 
   def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int,
@@ -77,30 +79,15 @@ class TransformerBlock(keras.layers.Layer):
     queries = hidden_states
     if query_positions is not None:
       queries = gather_positions(hidden_states, query_positions)
-    if self.kernels is not None:
-      return self.kernels.transformer_block(self, hidden_states, queries, attention_bias,
-                                            training)
-    return self.sublayers(hidden_states, queries, attention_bias, training)
-
-  def sublayers(self, hidden_states, queries, attention_bias, training=None, dropout=None):
-    """The block's computation given its queries [B, Q, H] (hidden_states, or their rows
-    at the query positions): float [B, Q, H] in the compute dtype.
-
-    `dropout(layer, x, training)` applies each of the two keras.layers.Dropout of the
-    block to x; default the layer's own call. A speed path passes its own masks.
-    """
-    dropout = dropout or (lambda layer, x, training: layer(x, training=training))
-    # LayerNorm statistics and the residual sums in float32 under mixed precision.
-    attended = self.attention(hidden_states, attention_bias, training=training,
-                              query_states=queries)
-    attended = dropout(self.attention_dropout, attended, training)
-    out1 = self.attention_layer_norm(
-        ops.cast(queries, "float32") + ops.cast(attended, "float32"))
-    out1 = ops.cast(out1, self.compute_dtype)
-    ffn = self.output_dense(self.intermediate(out1))
-    ffn = dropout(self.output_dropout, ffn, training)
-    out = self.output_layer_norm(ops.cast(out1, "float32") + ops.cast(ffn, "float32"))
-    return ops.cast(out, self.compute_dtype)
+    kernels = self.kernels or protocol.REFERENCE
+    context = self.attention.context(hidden_states, attention_bias, training=training,
+                                     query_states=queries)
+    out1 = kernels.residual_layer_norm(self.attention.output_dense, context, queries,
+                                       self.attention_dropout, self.attention_layer_norm,
+                                       training)
+    inner = kernels.dense(self.intermediate, out1)
+    return kernels.residual_layer_norm(self.output_dense, inner, out1, self.output_dropout,
+                                       self.output_layer_norm, training)
 
   def compute_output_shape(self, hidden_states_shape, attention_bias_shape=None,
                            query_positions_shape=None):

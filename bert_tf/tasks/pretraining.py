@@ -16,6 +16,7 @@ from bert_tf.data import dummy
 from bert_tf.data import host_pipeline
 from bert_tf.data import pretraining_files
 from bert_tf.data import record_specs
+from bert_tf.kernels import protocol
 from bert_tf.metrics import sums
 from bert_tf.models import BertPretrainer
 from bert_tf.tasks import base
@@ -172,11 +173,9 @@ class PretrainingTask(base.Task):
     if mlm_weight_sum is None:
       mlm_weight_sum = self.loss_normalizers(features)["mlm_weight_sum"]
     denominator = ops.stop_gradient(mlm_weight_sum) + 1e-5
-    loss_fn = losses.pretraining_loss
-    if self.kernels is not None:
-      loss_fn = self.kernels.pretraining_loss
-    return loss_fn(features, outputs, mlm_weight_sum=denominator,
-                   global_batch_size=global_batch_size)
+    kernels = self.kernels or protocol.REFERENCE
+    return kernels.loss(losses.pretraining_loss, features, outputs,
+                        mlm_weight_sum=denominator, global_batch_size=global_batch_size)
 
   def train_metrics(self, features, outputs) -> Dict[str, Tuple[object, object]]:
     """Masked-LM and next-sentence accuracy as (correct, count) sums.

@@ -21,7 +21,7 @@ from typing import Dict, Optional, Sequence
 import yaml
 
 from bert_tf import configs
-from bert_tf.kernels import xla_flags
+from bert_tf.kernels.jax_gpu import xla_flags
 from bert_tf.training import experiments
 
 def requested_backend(experiment: Optional[str] = None, config_files: Sequence[str] = (),
@@ -47,7 +47,7 @@ def requested_backend(experiment: Optional[str] = None, config_files: Sequence[s
 
 def select(backend: str) -> None:
   """Makes `backend` Keras's backend ("" leaves KERAS_BACKEND or Keras's default). For
-  the JAX engine, adds its XLA defaults to XLA_FLAGS (bert_tf.kernels.xla_flags).
+  the JAX engine, adds its XLA defaults to XLA_FLAGS (bert_tf.kernels.jax_gpu.xla_flags).
 
   Raises:
     ConfigError: an unknown backend, or Keras already imported with another one.

@@ -20,7 +20,7 @@ PACKAGE = ROOT / "bert_tf"
 LAYERS = (
     ("bert_tf", "bert_tf.constants", "bert_tf.configs", "bert_tf.cpu_kernels",
      "bert_tf.utils"),
-    ("bert_tf.layers",),
+    ("bert_tf.layers", "bert_tf.kernels.protocol"),
     ("bert_tf.models",),
     ("bert_tf.text",),
     ("bert_tf.metrics", "bert_tf.losses"),

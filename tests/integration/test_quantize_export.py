@@ -14,7 +14,7 @@ from bert_tf import constants
 from bert_tf.export import exporter
 from bert_tf.export import serving_ops_check
 from bert_tf.layers import embeddings
-from bert_tf.kernels import tensorflow_cpu
+from bert_tf.kernels.tensorflow_cpu import hooks as cpu_hooks
 
 TASKS = {
     "pretraining": {"name": "pretraining"},
@@ -84,7 +84,7 @@ def test_every_dense_is_int8_and_outputs_stay_close_with_fusion_on_and_off(vocab
   assert all(bool(layer.inputs_quantizer) == (mode == exporter.INT8_DYNAMIC)
              for layer in dense)
   for on in (True, False):
-    with kernels_helpers.kernels_of(quantized, tensorflow_cpu.KERNELS if on else None):
+    with kernels_helpers.kernels_of(quantized, cpu_hooks.KERNELS if on else None):
       actual = _float_outputs(_traced(quantized, inputs))
     for want, got in zip(expected, actual):
       scale = np.max(np.abs(want))
@@ -98,7 +98,7 @@ def test_fused_and_plain_paths_agree_on_a_quantized_model(vocab, mode):
   config = helpers.experiment(vocab, TASKS["mnli"])
   model = exporter.quantize(helpers.build_model(config), mode)
   inputs = _inputs(model, seed=1)
-  with kernels_helpers.kernels_of(model, tensorflow_cpu.KERNELS):
+  with kernels_helpers.kernels_of(model, cpu_hooks.KERNELS):
     fused = _traced(model, inputs)
   with kernels_helpers.kernels_of(model, None):
     plain = _traced(model, inputs)

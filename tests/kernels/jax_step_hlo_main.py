@@ -112,9 +112,9 @@ def main(argv):
   kernels, platform = None, None
   which = argv[1] if len(argv) > 1 else "reference"
   if which.startswith("jax_gpu"):
-    from bert_tf.kernels import jax_gpu  # pylint: disable=g-import-not-at-top
+    from bert_tf.kernels.jax_gpu import hooks  # pylint: disable=g-import-not-at-top
     platform = "cuda" if which == "jax_gpu_cuda" else None
-    kernels = jax_gpu.JaxGpuKernels(attention="pallas", layer_norm="pallas",
+    kernels = hooks.JaxGpuKernels(attention="pallas", layer_norm="pallas",
                                     interpret=platform is None)
   text = lowered_step_text(kernels, platform)
   print(json.dumps({"scatter_adds": scatter_adds(text),

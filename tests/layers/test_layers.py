@@ -7,7 +7,7 @@ import tensorflow as tf
 
 import harness
 from bert_tf import layers
-from bert_tf.kernels import tensorflow_cpu
+from bert_tf.kernels.tensorflow_cpu import hooks as cpu_hooks
 from bert_tf.layers.flatten_choices import FlattenChoices
 from bert_tf.layers.span_head import SpanHead
 
@@ -154,7 +154,7 @@ def test_fused_paths_stay_out_of_a_saved_model_with_a_dynamic_batch(tmp_path):
   from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=g-import-not-at-top
   keras.utils.set_random_seed(0)
   block = layers.TransformerBlock(hidden_size=8, num_heads=2, intermediate_size=32,
-                                  kernels=tensorflow_cpu.KERNELS)
+                                  kernels=cpu_hooks.KERNELS)
   x = tf.random.normal([2, 4, 8])
   bias = layers.attention_mask_bias(tf.ones([2, 4], tf.int32))
 

@@ -14,7 +14,7 @@ from bert_tf import constants
 from bert_tf.checkpoints import restore
 from bert_tf.checkpoints import trackables
 from bert_tf.export import exporter
-from bert_tf.kernels import tensorflow_cpu
+from bert_tf.kernels.tensorflow_cpu import hooks as cpu_hooks
 from bert_tf.models import lora
 from bert_tf.tasks import base
 
@@ -86,7 +86,7 @@ def test_a_step_changes_only_adapters_and_head(setup, fused):
     grads = tape.gradient(loss, model.trainable_variables)
     optimizer.apply(grads, model.trainable_variables)
 
-  with kernels_helpers.kernels_of(model, tensorflow_cpu.KERNELS if fused else None):
+  with kernels_helpers.kernels_of(model, cpu_hooks.KERNELS if fused else None):
     step()
   changed = {v.path for v in model.weights if not np.array_equal(v.numpy(), before[v.path])}
   assert changed == {v.path for v in model.trainable_variables}
@@ -115,7 +115,7 @@ def test_checkpoint_holds_only_adapters_and_head_and_restores_onto_the_base(setu
   dense = lora.target_layers(merged.encoder, experiment.model.lora_targets)
   assert not any(layer.lora_enabled for layer in dense.values())
   for on in (True, False):
-    with kernels_helpers.kernels_of(merged, tensorflow_cpu.KERNELS if on else None):
+    with kernels_helpers.kernels_of(merged, cpu_hooks.KERNELS if on else None):
       got = tf.function(lambda x: merged(x, training=False))(_inputs())["logits"].numpy()
     np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-5)
 

@@ -18,7 +18,7 @@ from bert_tf import configs
 from bert_tf import constants
 from bert_tf import layers
 from bert_tf.data import batching
-from bert_tf.kernels import tensorflow_cpu as fusion
+from bert_tf.kernels.tensorflow_cpu import fused
 from bert_tf.tasks.pretraining import PretrainingTask
 from bert_tf.training.trainer import Trainer
 import trainer_helpers
@@ -146,7 +146,7 @@ def test_each_replica_draws_its_own_dropout_masks_and_a_run_repeats_bit_exactly(
       ones = tf.ones([4, 64])
       # The reference layers' Keras Dropout and the CPU path's 16-bit masks.
       return (block.output_dropout(ones, training=True),
-              fusion.keep_bits(block.attention_dropout, ones, True)[0])
+              fused.keep_bits(block.attention_dropout, ones, True)[0])
     return strategy.run(replica_masks)
 
   for per_replica in masks():

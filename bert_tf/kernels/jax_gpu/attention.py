@@ -6,7 +6,7 @@ Two implementations of the same function, masks included:
   holds a block of queries of one head, walks over the keys in blocks with an online
   softmax, and writes the [BQ, D] output and the rows' log-sum-exp; the [B, N, Q, T]
   scores and probabilities never reach memory. Dropout draws its keep decisions inside
-  the kernel from the counter-based hash of bert_tf.kernels.jax_dropout (the element's
+  the kernel from the counter-based hash of bert_tf.kernels.jax_gpu.dropout (the element's
   index in [B, N, Q, T], keyed by the layer's seed state), and the backward kernels
   recompute them instead of reading a stored mask. The backward is two kernels: keys
   and values' gradients (a program per key block, looping over the queries) and the
@@ -34,8 +34,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
 
-from bert_tf.kernels import jax_dropout
-from bert_tf.kernels import jax_pallas
+from bert_tf.kernels.jax_gpu import dropout as jax_dropout
+from bert_tf.kernels.jax_gpu import pallas as jax_pallas
 
 # Block edges: at most 64 rows of queries or keys per step (a [64, 64] float32 score
 # block and the [64, D] accumulators fit a program's registers at D = 64), at least 16

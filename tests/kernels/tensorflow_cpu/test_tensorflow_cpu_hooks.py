@@ -1,7 +1,7 @@
-"""The TensorFlow CPU speed path (bert_tf.kernels.tensorflow_cpu): each XLA-fused piece
-equals the plain TensorFlow composition it replaces, and the encoder, a Transformer
-block and the pretrainer built with it give the same outputs and gradients as the same
-models built without it (the reference layers).
+"""The TensorFlow CPU speed path's hooks (bert_tf.kernels.tensorflow_cpu.hooks): its
+dropout draws `keep_bits` masks at the rate, and the encoder, a Transformer block and the
+pretrainer built with these kernels give the same outputs and gradients as the same
+models built without them (the reference layers).
 
 Tolerances: outputs atol 1e-5; gradients rtol 1e-4 with atol 1e-5 (float32)."""
 
@@ -12,109 +12,36 @@ import tensorflow as tf
 
 from bert_tf import layers
 from bert_tf import kernels
-from bert_tf.kernels import tensorflow_cpu as fusion
+from bert_tf.kernels.tensorflow_cpu import fused
+from bert_tf.kernels.tensorflow_cpu import hooks
 from bert_tf.models import BertEncoder
 from bert_tf.models import BertPretrainer
-
-
-def _value_and_grads(fn, args, output_gradient):
-  """fn(*args) and its gradients with respect to every arg, in one traced function
-  (static shapes, so the fused paths apply)."""
-
-  @tf.function
-  def run(*args):
-    with tf.GradientTape() as tape:
-      tape.watch(args)
-      y = fn(*args)
-    return [y] + tape.gradient(y, list(args), output_gradients=output_gradient)
-
-  return [t.numpy() for t in run(*args)]
-
-
-def _assert_all_close(actual, expected, rtol=1e-5, atol=1e-5):
-  assert len(actual) == len(expected)
-  for a, b in zip(actual, expected):
-    np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
-
-
-def _plain_layer_norm(x, gamma, beta, epsilon=1e-12):
-  mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
-  return (x - mean) * tf.math.rsqrt(variance + epsilon) * gamma + beta
-
-
-def test_layer_norm_value_and_gradients_equal_the_plain_formula():
-  tf.random.set_seed(0)
-  x = tf.random.normal([3, 5, 16]) * 4.0 + 2.0
-  gamma, beta = tf.random.normal([16]), tf.random.normal([16])
-  dy = tf.random.normal([3, 5, 16])
-  fused = _value_and_grads(lambda *a: fusion.layer_norm(*a, 1e-12), (x, gamma, beta), dy)
-  plain = _value_and_grads(_plain_layer_norm, (x, gamma, beta), dy)
-  _assert_all_close(fused, plain)
-
-
-@pytest.mark.parametrize("shape", [(4, 24), (2, 3, 24)])
-def test_bias_gelu_and_its_gradients_equal_tensorflows_exact_gelu(shape):
-  tf.random.set_seed(1)
-  x, bias, dy = tf.random.normal(shape) * 3.0, tf.random.normal(shape[-1:]), tf.random.normal(shape)
-  exact = lambda x: tf.nn.gelu(x, approximate=False)
-  _assert_all_close(_value_and_grads(fusion.bias_gelu, (x, bias), dy),
-                    _value_and_grads(lambda x, b: exact(x + b), (x, bias), dy))
-
-
-@pytest.mark.parametrize("with_dropout", [False, True])
-def test_residual_layer_norm_equals_bias_dropout_residual_then_layer_norm(with_dropout):
-  tf.random.set_seed(2)
-  x, residual = tf.random.normal([2, 6, 16]), tf.random.normal([2, 6, 16])
-  bias, gamma, beta = (tf.random.normal([16]) for _ in range(3))
-  dy = tf.random.normal([2, 6, 16])
-  dropout = None
-  if with_dropout:
-    bits = tf.random.uniform([2, 6, 16], 0, 1 << 16, tf.int32)
-    dropout = (tf.cast(bits, tf.uint16), tf.constant(6554, tf.uint16),
-               tf.constant(65536 / (65536 - 6554)))
-
-  def plain(x, bias, residual, gamma, beta):
-    summand = x + bias
-    if dropout is not None:
-      bits, threshold, scale = dropout
-      summand = tf.where(bits >= threshold, summand * scale, 0.0)
-    return _plain_layer_norm(residual + summand, gamma, beta)
-
-  args = (x, bias, residual, gamma, beta)
-  fused = _value_and_grads(
-      lambda *a: fusion.residual_layer_norm(*a, 1e-12, dropout=dropout), args, dy)
-  _assert_all_close(fused, _value_and_grads(plain, args, dy))
-  if with_dropout:
-    # Dropped elements pass no gradient to x; the residual gets all of it.
-    dropped = (dropout[0] < dropout[1]).numpy()
-    assert dropped.any()
-    np.testing.assert_array_equal(fused[1][dropped], 0.0)
 
 
 def test_keep_bits_is_the_mask_that_fused_dropout_applies():
   x = tf.random.normal([8, 32])
   drawn = keras.layers.Dropout(0.1, seed=5)
-  bits, threshold, scale = fusion.keep_bits(drawn, x, training=True)
-  applied = fusion.dropout(keras.layers.Dropout(0.1, seed=5), x, training=True)
+  bits, threshold, scale = fused.keep_bits(drawn, x, training=True)
+  applied = hooks.dropout(keras.layers.Dropout(0.1, seed=5), x, training=True)
   np.testing.assert_allclose(applied, tf.where(bits >= threshold, x * scale, 0.0))
-  assert fusion.keep_bits(drawn, x, training=False) is None
-  assert fusion.keep_bits(keras.layers.Dropout(0.0), x, training=True) is None
+  assert fused.keep_bits(drawn, x, training=False) is None
+  assert fused.keep_bits(keras.layers.Dropout(0.0), x, training=True) is None
   with pytest.raises(ValueError, match="noise_shape"):
-    fusion.keep_bits(keras.layers.Dropout(0.1, noise_shape=(8, 1)), x, training=True)
+    fused.keep_bits(keras.layers.Dropout(0.1, noise_shape=(8, 1)), x, training=True)
 
 
 @pytest.mark.parametrize("shape", [(64, 128), (7, 5, 33)])
 def test_fused_dropout_drops_at_the_rate_and_keeps_the_expectation(shape):
   layer = keras.layers.Dropout(0.1, seed=3)
   x = tf.ones(shape)
-  out = fusion.dropout(layer, x, training=True).numpy()
+  out = hooks.dropout(layer, x, training=True).numpy()
   kept = out != 0
   assert out.shape == shape
   assert abs(1.0 - kept.mean() - 6554 / 65536) < 4 * np.sqrt(0.09 / out.size)
   np.testing.assert_allclose(out[kept], 65536 / (65536 - 6554), rtol=1e-6)
-  np.testing.assert_array_equal(fusion.dropout(layer, x, training=False), x)
+  np.testing.assert_array_equal(hooks.dropout(layer, x, training=False), x)
   # Each call draws a new mask.
-  assert (fusion.dropout(layer, x, training=True).numpy() != out).any()
+  assert (hooks.dropout(layer, x, training=True).numpy() != out).any()
 
 
 def test_fused_dropout_under_xla_is_the_same_draw_and_gradient_is_the_mask():
@@ -127,7 +54,7 @@ def test_fused_dropout_under_xla_is_the_same_draw_and_gradient_is_the_mask():
     def run(x):
       with tf.GradientTape() as tape:
         tape.watch(x)
-        y = fusion.dropout(layer, x, training=True)  # pylint: disable=cell-var-from-loop
+        y = hooks.dropout(layer, x, training=True)  # pylint: disable=cell-var-from-loop
         total = tf.reduce_sum(y)
       return y, tape.gradient(total, x)
 
@@ -152,7 +79,7 @@ def _same_dropout_masks(monkeypatch):
   """Plain keras.layers.Dropout draws its masks as the fused form does (keep_bits), so
   that both paths drop the same elements, seed for seed."""
   monkeypatch.setattr(keras.layers.Dropout, "call",
-                      lambda self, inputs, training=False: fusion.dropout(self, inputs,
+                      lambda self, inputs, training=False: hooks.dropout(self, inputs,
                                                                           training))
 
 
@@ -167,11 +94,11 @@ def _run_both_ways(build, call, inputs, monkeypatch, dropout):
   """
   if dropout:
     _same_dropout_masks(monkeypatch)
-  fused = build(fusion.KERNELS)
+  with_kernels = build(hooks.KERNELS)
   reference = build(None)
-  call(fused, inputs)  # builds
+  call(with_kernels, inputs)  # builds
   call(reference, inputs)
-  for target, source in zip(reference.variables, fused.variables):
+  for target, source in zip(reference.variables, with_kernels.variables):
     target.assign(source)
   results, compiled = [], []
   def step_of(model):
@@ -184,7 +111,7 @@ def _run_both_ways(build, call, inputs, monkeypatch, dropout):
       return outputs, tape.gradient(loss, model.trainable_variables)
     return step
 
-  for model in (fused, reference):
+  for model in (with_kernels, reference):
     concrete = step_of(model).get_concrete_function(inputs)
     compiled.append(_compiled_functions(concrete))
     outputs, grads = concrete(inputs)
@@ -277,8 +204,8 @@ def test_pretrainer_is_the_same_with_fused_kernels_on_and_off(monkeypatch, dropo
   _assert_same(*_run_both_ways(build, call, inputs, monkeypatch, dropout))
 
 
-@pytest.mark.parametrize("fused_kernels,expected", [(False, None), (True, fusion.KERNELS),
-                                                    (None, fusion.KERNELS)])
+@pytest.mark.parametrize("fused_kernels,expected", [(False, None), (True, hooks.KERNELS),
+                                                    (None, hooks.KERNELS)])
 def test_the_trainer_builds_its_model_with_runtime_fused_kernels(tmp_path, fused_kernels,
                                                                  expected):
   from bert_tf.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
@@ -314,5 +241,5 @@ def test_where_tensorflow_sees_a_gpu_the_cpu_kernels_are_off_and_the_step_is_com
   forced = trainer_helpers.tiny_experiment().override(
       {"runtime": {"fused_kernels": True, "jit_compile": False}})
   trainer = Trainer(forced, model_dir=str(tmp_path / "forced"))
-  assert trainer.model.encoder.kernels is fusion.KERNELS
+  assert trainer.model.encoder.kernels is hooks.KERNELS
   assert trainer.engine.jit_compile is False

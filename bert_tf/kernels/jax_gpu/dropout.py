@@ -10,7 +10,7 @@ Here a mask is one keyed 32-bit hash per element, compared with a 32-bit thresho
               (xor-shift-multiply, a bijection of 32 bits), about 14 integer
               operations, computed where the mask is used, so XLA fuses it into the
               consumer's loop and the attention kernel recomputes it in its backward
-              (bert_tf.kernels.jax_attention) instead of storing it;
+              (bert_tf.kernels.jax_gpu.attention) instead of storing it;
   "philox"    XLA's RngBitGenerator with Philox-4x32 (jax's "unsafe_rbg"): 10 rounds
               per 128 bits, 32 bits per element, generated as one array;
   "threefry"  Keras's own dropout (the reference layers' masks).

@@ -6,7 +6,7 @@ variance of the centered sum) and a normalizing loop, each re-reading the [rows,
 inputs through the bias add, mask and residual sum it fuses in, and it keeps the float32
 sum and the mask for the backward. The kernel reads x, the residual and the parameters
 once per row forward and writes the output, nothing else; the backward recomputes the
-sum and the mask from the same inputs (the hash mask of bert_tf.kernels.jax_dropout,
+sum and the mask from the same inputs (the hash mask of bert_tf.kernels.jax_gpu.dropout,
 counter = row * H + column, as jax_dropout.keep_mask numbers a [rows, H] tensor) and
 writes both input gradients in one pass, the bias, gamma and beta gradients summed per
 program and then over programs. Rows need not be a power of two wide: columns are
@@ -21,8 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
 
-from bert_tf.kernels import jax_dropout
-from bert_tf.kernels import jax_pallas
+from bert_tf.kernels.jax_gpu import dropout as jax_dropout
+from bert_tf.kernels.jax_gpu import pallas as jax_pallas
 
 # Backward programs: each sums its rows' parameter gradients, then XLA sums the programs'.
 _BACKWARD_PROGRAMS = 256

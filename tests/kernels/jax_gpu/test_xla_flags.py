@@ -1,4 +1,4 @@
-"""The JAX engine's XLA defaults (bert_tf.kernels.xla_flags): set in XLA_FLAGS where the
+"""The JAX engine's XLA defaults (bert_tf.kernels.jax_gpu.xla_flags): set in XLA_FLAGS where the
 JAX backend is selected (bert_tf.training.backends.select), before JAX starts, and never
 in place of a user's own entry for the same flag."""
 
@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import paths
-from bert_tf.kernels import xla_flags
+from bert_tf.kernels.jax_gpu import xla_flags
 
 _OFF = "--xla_gpu_enable_command_buffer="
 

@@ -1,7 +1,7 @@
 """Run as a script with KERAS_BACKEND=jax (JAX_PLATFORMS=cpu): checks a tiny BertPretrainer
-built with the JAX GPU speed path (bert_tf.kernels.jax_gpu, its Pallas kernels in
+built with the JAX GPU speed path (bert_tf.kernels.jax_gpu.hooks, its Pallas kernels in
 interpret mode) against the same model built without it, and prints one JSON line of
-figures that tests/kernels/test_jax_gpu.py asserts on:
+figures that tests/kernels/jax_gpu/test_jax_gpu_hooks.py asserts on:
 
   reference_vs_kernels   dropout off: the largest output and gradient differences
                          between the reference layers and the speed path (Pallas
@@ -25,7 +25,7 @@ from bert_tf import configs
 from bert_tf import constants
 from bert_tf import kernels
 from bert_tf import losses
-from bert_tf.kernels import jax_gpu
+from bert_tf.kernels.jax_gpu import hooks
 from bert_tf.models import BertEncoder, BertPretrainer
 
 BATCH, LENGTH, PREDICTIONS = 3, 16, 3
@@ -35,7 +35,7 @@ ENCODER = dict(vocab_size=100, hidden_size=32, num_layers=2, num_attention_heads
 
 def _fused_kernels():
   """The speed path with both Pallas kernels, interpreted."""
-  return jax_gpu.JaxGpuKernels(attention="pallas", layer_norm="pallas", interpret=True)
+  return hooks.JaxGpuKernels(attention="pallas", layer_norm="pallas", interpret=True)
 
 
 def _model(kernels_=None, dropout=0.0):
@@ -106,7 +106,7 @@ def reference_vs_kernels():
 def pallas_vs_xla():
   batch = _batch()
   pallas = _model(_fused_kernels(), dropout=0.1)
-  xla = _model(jax_gpu.JaxGpuKernels(attention="xla"), dropout=0.1)
+  xla = _model(hooks.JaxGpuKernels(attention="xla"), dropout=0.1)
   return _largest_differences(_loss_and_grads(pallas, batch, False),
                               _loss_and_grads(xla, batch, False))
 
