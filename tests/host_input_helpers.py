@@ -90,7 +90,7 @@ def task_experiments(files: Dict[str, str]) -> Dict[str, dict]:
 
   def experiment(task, data, **extra):
     data = dict(dict(global_batch_size=6, seq_length=FINETUNING_SEQ, is_training=False,
-                     drop_remainder=False, cycle_length=1, deterministic=True), **data)
+                     drop_remainder=False), **data)
     return dict(dict(task=task, model=dict(encoder=encoder), train_data=data,
                      eval_data=data, runtime=dict(seed=5)), **extra)
 

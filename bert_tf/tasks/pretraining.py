@@ -59,13 +59,14 @@ class PretrainingTask(base.Task):
 
   # ----- data -----
   def tfrecord_inputs(self, data_config: configs.DataConfig,
-                      input_context: Optional[tf.distribute.InputContext] = None
-                      ) -> tf.data.Dataset:
+                      input_context: Optional[tf.distribute.InputContext] = None,
+                      start: int = 0) -> tf.data.Dataset:
     """Per-replica batches of pretraining TFRecords
     (bert_tf.data.pretraining_reader.build_pretraining_dataset)."""
     pretraining_reader = base.tf_data().pretraining_reader
     return pretraining_reader.build_pretraining_dataset(
-        data_config, input_context, vocab_file=self.experiment.tokenizer.vocab_file)
+        data_config, input_context, vocab_file=self.experiment.tokenizer.vocab_file,
+        seed=self.experiment.runtime.seed, start=start)
 
   def check_inputs(self, data_config: configs.DataConfig) -> None:
     """Fails before training when the TFRecords do not fit the config.
@@ -123,7 +124,7 @@ class PretrainingTask(base.Task):
   def dummy_host_inputs(self, data_config, batch_size, order):
     """The synthetic examples of dummy_inputs as host batches, in order."""
     return host_pipeline.array_batches(self._dummy_examples(data_config), batch_size,
-                                       **dict(order, shuffle=False))
+                                       **dict(order, shuffle_window=0))
 
   def tfrecord_host_inputs(self, data_config, batch_size, order):
     """Host batches of pretraining TFRecords (record_specs.pretraining_spec).

@@ -139,7 +139,7 @@ def test_reader_draws_new_masks_every_epoch_from_masked_files(tmp_path):
   vocab = fx.write_vocab(tmp_path)
   base = configs.DataConfig(input_path=path, global_batch_size=16, seq_length=32,
                             max_predictions_per_seq=5, is_training=False,
-                            drop_remainder=False, deterministic=True)
+                            drop_remainder=False)
   static = next(iter(pretraining_reader.build_pretraining_dataset(base)))
   dynamic = pretraining_reader.build_pretraining_dataset(
       base.replace(dynamic_masking=True), vocab_file=vocab)
