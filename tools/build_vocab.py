@@ -24,7 +24,7 @@ from bert_tf import cpu_kernels
 # Before TensorFlow loads: it reads its CPU-kernel choice once, when imported.
 cpu_kernels.prefer_onednn()
 
-from bert_tf.text import vocab as vocab_lib
+from bert_tf.text import vocab_learning
 from bert_tf.utils import errors
 
 FLAGS = flags.FLAGS
@@ -49,7 +49,7 @@ def main(argv):
   for name in ("input", "output"):
     if not getattr(FLAGS, name):
       raise app.UsageError(f"--{name} is required")
-  vocab_lib.build_vocab(
+  vocab_learning.build_vocab(
       FLAGS.input, vocab_size=FLAGS.vocab_size, lower_case=FLAGS.lower_case,
       output_file=FLAGS.output, overwrite=FLAGS.overwrite,
       progress_interval=FLAGS.progress_seconds, stream=sys.stdout)

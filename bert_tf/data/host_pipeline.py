@@ -26,6 +26,9 @@ from bert_tf.utils import errors
 from bert_tf.utils import optional
 
 Batch = Dict[str, np.ndarray]
+# (batch, global batch number, int64 [b] its rows' places in the global batch) -> the
+# batch with values drawn from its place in the order.
+Draw = Callable[[Batch, int, np.ndarray], Batch]
 
 
 class InputStateError(errors.UserError, ValueError):
@@ -104,7 +107,7 @@ class HostBatches:
 
 
 def index_batches(row_counts: Sequence[int], batch_size: int,
-                  load: Callable[[np.ndarray], Batch], *, shuffle_window: int,
+                  load: Callable[[np.ndarray, int, np.ndarray], Batch], *, shuffle_window: int,
                   repeat: bool, seed: int = 0, process_index: int = 0,
                   process_count: int = 1, drop_remainder: bool = True,
                   num_threads: int = 2, prefetch_batches: int = 8) -> HostBatches:
@@ -113,7 +116,8 @@ def index_batches(row_counts: Sequence[int], batch_size: int,
   Args:
     row_counts: the rows of each file, in file order (one count for in-memory rows).
     batch_size: rows per batch of this process (the global batch / process_count).
-    load: int64 [b] row indices -> a batch of those rows, in that order.
+    load: (int64 [b] row indices, global batch number, int64 [b] their places in the
+      global batch) -> a batch of those rows, in that order.
     shuffle_window: rows shuffled together (0 or 1: file order).
     repeat: pass after pass without end (training); else one pass.
     process_index, process_count: this process's part of every global batch.
@@ -128,7 +132,8 @@ def index_batches(row_counts: Sequence[int], batch_size: int,
                                    repeat=repeat, drop_remainder=drop_remainder)
   num_batches = order.num_part_batches(process_index, process_count)
   dataset = _grain().MapDataset.range(sys.maxsize if repeat else num_batches).map(
-      lambda batch: load(order.rows(batch, process_index, process_count)))
+      lambda batch: load(order.rows(batch, process_index, process_count), batch,
+                         order.offsets(batch, process_index, process_count)))
   identity = {"seed": order.seed if order.shuffle_window else None,
               "shuffle_window": order.shuffle_window}
   return HostBatches(dataset, batch_size, process_count, order.num_rows, identity, repeat,
@@ -138,7 +143,7 @@ def index_batches(row_counts: Sequence[int], batch_size: int,
 def record_batches(paths: Sequence[str], spec: record_specs.RecordSpec, batch_size: int,
                    *, compression_type: str = "",
                    finish: Optional[Callable[[Batch], Batch]] = None,
-                   **order) -> HostBatches:
+                   draw: Optional[Draw] = None, **order) -> HostBatches:
   """Batches of the records of TFRecord files, decoded by `spec`.
 
   Args:
@@ -147,6 +152,9 @@ def record_batches(paths: Sequence[str], spec: record_specs.RecordSpec, batch_si
     batch_size: rows per batch of this process.
     compression_type: "", "GZIP" or "ZLIB".
     finish: applied to each decoded batch (e.g. padding to a length bucket).
+    draw: (batch, global batch number, its rows' places in the global batch) -> the
+      batch with values drawn from its place in the order (dynamic masking,
+      bert_tf.data.masking), before `finish`.
     **order: `index_batches`'s shuffle_window, repeat, seed, process_index, process_count,
       drop_remainder, num_threads, prefetch_batches.
 
@@ -160,10 +168,11 @@ def record_batches(paths: Sequence[str], spec: record_specs.RecordSpec, batch_si
   """
   source = record_files.RecordSource(paths, compression_type)
 
-  def load(rows: np.ndarray) -> Batch:
+  def load(rows: np.ndarray, number: int, offsets: np.ndarray) -> Batch:
     records = [source[i] for i in rows]
     batch = example_decoding.decode_examples([r.data for r in records], spec,
                                              [r.where() for r in records])
+    batch = draw(batch, number, offsets) if draw else batch
     return finish(batch) if finish else batch
 
   return index_batches(source.row_counts(), batch_size, load, **order)
@@ -176,7 +185,7 @@ def array_batches(arrays: Mapping[str, np.ndarray], batch_size: int,
   and **order as `record_batches` takes them."""
   arrays = {key: np.asarray(value) for key, value in arrays.items()}
 
-  def load(rows: np.ndarray) -> Batch:
+  def load(rows: np.ndarray, *_) -> Batch:
     batch = {key: value[rows] for key, value in arrays.items()}
     return finish(batch) if finish else batch
 

@@ -35,7 +35,8 @@ def build_pretraining_dataset(data_config, input_context: Optional[tf.distribute
       reads its replicas' parts of every global batch, each a per-replica batch.
     vocab_file: the WordPiece vocab dynamic masking draws replacement tokens from (the
       experiment's tokenizer.vocab_file).
-    seed: of the training shuffle (the experiment's runtime.seed).
+    seed: of the training shuffle and of the dynamic masks (bert_tf.data.masking; the
+      experiment's runtime.seed).
     start: the pipeline's batches to skip (resuming), without reading them.
 
   Returns:
@@ -44,17 +45,11 @@ def build_pretraining_dataset(data_config, input_context: Optional[tf.distribute
     next_sentence_labels int32 [b], where b is the per-replica batch size.
   """
   files = pretraining_files.list_record_files(data_config.input_path)
-  max_predictions = data_config.max_predictions_per_seq
-  dataset = tfrecords.ordered_record_dataset(
-      files, record_specs.pretraining_spec(data_config.seq_length, max_predictions),
-      data_config, seed, input_context, start)
+  draw = None
   if data_config.dynamic_masking:
-    remask = masking.dynamic_masking_fn(masking.read_masking_vocab(vocab_file),
-                                        data_config.masked_lm_prob, max_predictions,
-                                        data_config.whole_word_masking)
-    # A checkpointable random stream gives every batch its own seed, so each epoch (and
-    # each pass of an evaluation) draws new masks.
-    seeds = tf.data.Dataset.random(rerandomize_each_iteration=True)
-    dataset = tf.data.Dataset.zip((seeds, dataset)).map(
-        remask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    draw = masking.DynamicMasking.of(data_config, vocab_file, seed)
+  dataset = tfrecords.ordered_record_dataset(
+      files, record_specs.pretraining_spec(data_config.seq_length,
+                                           data_config.max_predictions_per_seq),
+      data_config, seed, input_context, start, draw)
   return dataset.prefetch(tf.data.AUTOTUNE)

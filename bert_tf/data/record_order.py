@@ -26,8 +26,9 @@ import numpy as np
 
 from bert_tf.utils import errors
 
-# SeedSequence entropy of the two draws, so that they never share a stream.
-_FILE_ORDER, _WINDOW = 0, 1
+# The first SeedSequence entropy word after the seed of each kind of draw, so that no
+# two kinds share a stream (the dynamic masks, bert_tf.data.masking, included).
+FILE_ORDER_DRAWS, WINDOW_DRAWS, MASK_DRAWS = 0, 1, 2
 
 
 class RecordOrder:
@@ -86,14 +87,18 @@ class RecordOrder:
     return self.num_batches - int(last >= 0 and
                                   last * self.global_batch_size + part >= self.num_rows)
 
+  def offsets(self, batch: int, part: int = 0, parts: int = 1) -> np.ndarray:
+    """int64 [G / parts] (fewer in a last short batch): the places in global batch
+    `batch` of the rows of its part `part` of `parts`."""
+    offsets = part + parts * np.arange(self.part_size(parts), dtype=np.int64)
+    if not self.repeat:
+      offsets = offsets[batch * self.global_batch_size + offsets < self.num_rows]
+    return offsets
+
   def rows(self, batch: int, part: int = 0, parts: int = 1) -> np.ndarray:
     """int64 [G / parts] (fewer in a last short batch): the rows of part `part` of
     `parts` of global batch `batch`, in the order they are batched."""
-    positions = (batch * self.global_batch_size + part +
-                 parts * np.arange(self.part_size(parts), dtype=np.int64))
-    if not self.repeat:
-      positions = positions[positions < self.num_rows]
-    return self.rows_at(positions)
+    return self.rows_at(batch * self.global_batch_size + self.offsets(batch, part, parts))
 
   def rows_at(self, positions: np.ndarray) -> np.ndarray:
     """int64 [n]: the rows at stream positions int64 [n] (see the module docstring)."""
@@ -126,10 +131,10 @@ class RecordOrder:
 
   @functools.lru_cache(maxsize=4)
   def _file_order(self, epoch: int) -> np.ndarray:
-    rng = np.random.default_rng([self.seed, epoch, _FILE_ORDER])
+    rng = np.random.default_rng([self.seed, FILE_ORDER_DRAWS, epoch])
     return rng.permutation(len(self._counts))
 
   @functools.lru_cache(maxsize=16)
   def _window_permutation(self, epoch: int, window: int, size: int) -> np.ndarray:
-    rng = np.random.default_rng([self.seed, epoch, _WINDOW, window])
+    rng = np.random.default_rng([self.seed, WINDOW_DRAWS, epoch, window])
     return rng.permutation(size).astype(np.int64)

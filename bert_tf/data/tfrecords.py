@@ -8,8 +8,11 @@ fine-tuning feature names (`input_ids`, `input_mask`, `segment_ids`, `label_ids`
 padded to seq_length, plus `example_index`, and a JSON metadata file beside each.
 """
 
+import atexit
 import json
 import re
+import threading
+import time
 from typing import Dict, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
@@ -82,10 +85,32 @@ def write_records(path: str, records: Iterable[bytes],
   return count
 
 
+# Set when the interpreter begins to exit: tf.data's threads must not enter Python once
+# it finalizes (a thread taking the GIL then never returns, and the exit waits on it),
+# so the Python stages below fail fast from then on and the pipelines stop calling them.
+_EXITING = threading.Event()
+
+
+@atexit.register
+def _stop_python_stages():
+  _EXITING.set()
+  time.sleep(0.05)  # Lets calls under way return, the GIL released.
+
+
+def _python_stage(fn):
+  """fn for a tf.numpy_function of a tf.data pipeline, failing once the interpreter
+  exits."""
+  def stage(*args):
+    if _EXITING.is_set():
+      raise RuntimeError("the interpreter is exiting")
+    return fn(*args)
+  return stage
+
+
 def ordered_record_dataset(paths: Sequence[str], spec: record_specs.RecordSpec,
                            data_config, seed: int = 0,
                            input_context: Optional[tf.distribute.InputContext] = None,
-                           start: int = 0) -> tf.data.Dataset:
+                           start: int = 0, draw=None) -> tf.data.Dataset:
   """Batches of the records of TFRecord files in the order both engines read them
   (bert_tf.data.record_order; the host input, bert_tf.data.host_pipeline, reads the
   same), decoded by `spec`.
@@ -105,6 +130,10 @@ def ordered_record_dataset(paths: Sequence[str], spec: record_specs.RecordSpec,
       element m is the batch of replica (pipeline * R / P + m % (R / P)) of step
       m // (R / P), R = num_replicas_in_sync, P = num_input_pipelines.
     start: the pipeline's elements to skip (resuming), without reading them.
+    draw: (batch of NumPy arrays, global batch number, its rows' places in the global
+      batch) -> the batch with values drawn from its place in the order
+      (host_pipeline.Draw: dynamic masking), run in a tf.numpy_function on each parsed
+      batch; the host input applies the same.
 
   Returns:
     A dataset of {feature key: [b, *shape]}, b = global_batch_size / R.
@@ -123,10 +152,14 @@ def ordered_record_dataset(paths: Sequence[str], spec: record_specs.RecordSpec,
   per_pipeline = parts // pipelines
   order.part_size(parts)
 
-  def read(element):
+  def place(element):
     batch, replica = divmod(int(element), per_pipeline)
-    rows = order.rows(batch, pipeline * per_pipeline + replica, parts)
-    return np.array([source[row].data for row in rows], dtype=object)
+    return batch, pipeline * per_pipeline + replica
+
+  def read(element):
+    batch, part = place(element)
+    return np.array([source[row].data for row in order.rows(batch, part, parts)],
+                    dtype=object)
 
   def element_holds_rows(element):
     batch, replica = element // per_pipeline, element % per_pipeline
@@ -138,9 +171,22 @@ def ordered_record_dataset(paths: Sequence[str], spec: record_specs.RecordSpec,
   if not order.repeat:
     dataset = dataset.filter(element_holds_rows)
 
+  keys = [feature.key for feature in spec]
+
+  def redraw(element, *values):
+    batch, part = place(element)
+    drawn = draw(dict(zip(keys, values)), batch, order.offsets(batch, part, parts))
+    return [np.asarray(drawn[key], value.dtype) for key, value in zip(keys, values)]
+
   def parse(element):
-    records = tf.numpy_function(read, [element], tf.string, stateful=False)
-    return parse_records(tf.ensure_shape(records, [None]), spec)
+    records = tf.numpy_function(_python_stage(read), [element], tf.string, stateful=False)
+    batch = parse_records(tf.ensure_shape(records, [None]), spec)
+    if draw is None:
+      return batch
+    values = tf.numpy_function(_python_stage(redraw), [element, *(batch[key] for key in keys)],
+                               [batch[key].dtype for key in keys], stateful=False)
+    return {key: tf.ensure_shape(value, batch[key].shape)
+            for key, value in zip(keys, values)}
 
   dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   options = tf.data.Options()

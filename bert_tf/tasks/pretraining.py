@@ -14,6 +14,7 @@ from bert_tf import constants
 from bert_tf import losses
 from bert_tf.data import dummy
 from bert_tf.data import host_pipeline
+from bert_tf.data import masking
 from bert_tf.data import pretraining_files
 from bert_tf.data import record_specs
 from bert_tf.metrics import sums
@@ -127,24 +128,18 @@ class PretrainingTask(base.Task):
                                        **dict(order, shuffle_window=0))
 
   def tfrecord_host_inputs(self, data_config, batch_size, order):
-    """Host batches of pretraining TFRecords (record_specs.pretraining_spec).
-
-    Raises:
-      ConfigError: dynamic_masking, which draws masks in tf.data only.
-    """
-    # bert_tf.data.masking draws masks with TensorFlow ops inside tf.data (stateless
-    # seeds, so the iterator checkpoints and runs on TPU hosts); sharing it with NumPy
-    # would take tf.numpy_function there or a second implementation here.
+    """Host batches of pretraining TFRecords (record_specs.pretraining_spec), with
+    new masks drawn for each batch under dynamic_masking (bert_tf.data.masking, as the
+    tf.data input draws them)."""
+    draw = None
     if data_config.dynamic_masking:
-      raise configs.ConfigError(
-          f"{base.section_name(data_config)}.dynamic_masking: masks are drawn on the fly "
-          "in the tf.data input only; read files masked by tools/create_pretraining_data.py "
-          "(dynamic_masking: false) or train with TensorFlow")
+      draw = masking.DynamicMasking.of(data_config, self.experiment.tokenizer.vocab_file,
+                                       order["seed"])
     return host_pipeline.record_batches(
         pretraining_files.list_record_files(data_config.input_path),
         record_specs.pretraining_spec(data_config.seq_length,
                                       data_config.max_predictions_per_seq),
-        batch_size, compression_type=data_config.compression_type, **order)
+        batch_size, compression_type=data_config.compression_type, draw=draw, **order)
 
   # ----- loss and metrics -----
   def loss_normalizers(self, features) -> Dict[str, object]:

@@ -1,11 +1,11 @@
-"""bert_tf.text.vocab.build_vocab on a tiny corpus: special tokens first, the requested
-size, and a vocab the tokenizer reads the corpus back with."""
+"""bert_tf.text.vocab_learning.build_vocab on a tiny corpus: special tokens first, the
+requested size, and a vocab the tokenizer reads the corpus back with."""
 
 import numpy as np
 import tensorflow as tf
 
 from bert_tf import constants
-from bert_tf.text import vocab
+from bert_tf.text import vocab_learning
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
 
 WORDS = ("the", "cat", "sat", "on", "mat", "dog", "runs", "home", "quickly", "green",
@@ -25,8 +25,8 @@ def test_built_vocab_starts_with_special_tokens_fits_the_size_and_tokenizes_the_
     tmp_path):
   corpus, lines = _corpus(tmp_path)
   output = tmp_path / "vocab.txt"
-  tokens = vocab.build_vocab(corpus, VOCAB_SIZE, lower_case=True, output_file=str(output),
-                             progress_interval=None)
+  tokens = vocab_learning.build_vocab(corpus, VOCAB_SIZE, lower_case=True,
+                                      output_file=str(output), progress_interval=None)
   assert output.read_text(encoding="utf-8").splitlines() == tokens
   assert tuple(tokens[:5]) == constants.SPECIAL_TOKENS == (
       "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
