@@ -9,7 +9,9 @@ padded to seq_length, plus `example_index`, and a JSON metadata file beside each
 """
 
 import atexit
+import functools
 import json
+import os
 import re
 import threading
 import time
@@ -19,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.data import padding
+from bert_tf.data import pretraining_inputs
 from bert_tf.data import record_files
 from bert_tf.data import record_order
 from bert_tf.data import record_specs
@@ -107,6 +110,21 @@ def _python_stage(fn):
   return stage
 
 
+def _record_source(paths: Sequence[str], compression_type: str) -> record_files.RecordSource:
+  """The files' RecordSource, indexed once per process while they stay unchanged: the
+  TensorFlow engine builds the same input more than once (its element spec, the
+  training iterator, a resumed one)."""
+  stamps = tuple((os.stat(path).st_mtime_ns, os.stat(path).st_size)
+                 if pretraining_inputs.is_local(path) else None for path in paths)
+  return _indexed_source(tuple(paths), compression_type, stamps)
+
+
+@functools.lru_cache(maxsize=4)
+def _indexed_source(paths, compression_type, stamps) -> record_files.RecordSource:
+  del stamps  # Part of the cache key only.
+  return record_files.RecordSource(paths, compression_type)
+
+
 def ordered_record_dataset(paths: Sequence[str], spec: record_specs.RecordSpec,
                            data_config, seed: int = 0,
                            input_context: Optional[tf.distribute.InputContext] = None,
@@ -138,7 +156,7 @@ def ordered_record_dataset(paths: Sequence[str], spec: record_specs.RecordSpec,
   Returns:
     A dataset of {feature key: [b, *shape]}, b = global_batch_size / R.
   """
-  source = record_files.RecordSource(paths, data_config.compression_type)
+  source = _record_source(paths, data_config.compression_type)
   order = record_order.RecordOrder(
       source.row_counts(), data_config.global_batch_size,
       shuffle_window=data_config.shuffle_buffer_size if data_config.is_training else 0,
