@@ -1,7 +1,7 @@
 r"""Why int8 exports are not faster on CPU: one Dense layer's product, timed alone.
 
-  python bench/int8_matmul.py                  # BERT-base shapes, batch 32 and batch 1
-  python bench/int8_matmul.py --rows=4096 --shapes=768x3072
+  python -m bench.int8_matmul                  # BERT-base shapes, batch 32 and batch 1
+  python -m bench.int8_matmul --rows=4096 --shapes=768x3072
 
 For each shape [rows, I] x [I, O] (rows = batch x seq 128) it times, interleaved round by
 round in one process (the CPU kernels the tools choose, bench/common.py):

@@ -2,9 +2,9 @@ r"""int8 against float32 exports of one classifier: dev accuracy, size, CPU late
 
   # A fine-tuned run (e.g. the converted all-MiniLM-L6-v2 fine-tuned on SST-2, README
   # *Released checkpoints*), scored on the GLUE dev set under --data_dir:
-  python3 bench/int8_serving.py --checkpoint=runs/minilm_sst2 --glue_task=sst2
+  python3 -m bench.int8_serving --checkpoint=runs/minilm_sst2 --glue_task=sst2
   # A BERT-base-shaped classifier with random weights (latency and size only):
-  python3 bench/int8_serving.py --size=base
+  python3 -m bench.int8_serving --size=base
 
 exports the classifier with bert_tf.export.exporter.export_from_checkpoint in float32
 and in each --modes quantize_mode (tools/export_saved_model.py --quantize=MODE), and

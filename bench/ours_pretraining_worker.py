@@ -41,9 +41,9 @@ def build_trainer(size, batch_size, seq_length, predictions, steps_per_loop, jit
         return model
       return type(model).from_config({**model.get_config(), "sparse_last_layer": False})
 
-    def build_inputs(self, data_config, input_context=None):
+    def build_inputs(self, data_config, input_context=None, start=0):
       if dataset_fn is not None:
-        return dataset_fn(data_config, input_context)
+        return dataset_fn(data_config, input_context, start)
       # Under a mirrored strategy each replica takes the next element of the dataset:
       # the batch is cut into one slice per replica, so that a step still trains on
       # batch_size sequences.
@@ -162,10 +162,10 @@ def main():
   if args.input_path:
     from bert_tf.data import pretraining_reader  # pylint: disable=g-import-not-at-top
 
-    def dataset_fn(data_config, input_context):
+    def dataset_fn(data_config, input_context, start):
       return pretraining_reader.build_pretraining_dataset(
           data_config.replace(input_path=args.input_path, format="tfrecord"),
-          input_context)
+          input_context, start=start)
   trainer, iterator = build_trainer(args.size, args.batch_size, args.seq_length,
                                     args.predictions, args.steps_per_loop,
                                     bool(args.jit_compile),

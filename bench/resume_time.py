@@ -70,7 +70,7 @@ def write_data(directory: str) -> str:
 def experiment(directory: str, vocab: str):
   data = dict(format="tfrecord", input_path=os.path.join(directory, "train*.tfrecord*"),
               seq_length=SEQ, max_predictions_per_seq=PREDICTIONS, global_batch_size=BATCH,
-              deterministic=True, dynamic_masking=True, vocab_file=vocab)
+              dynamic_masking=True, vocab_file=vocab)
   return experiments.experiment_from_dict(dict(
       task=dict(name="pretraining"),
       model=dict(encoder=dict(vocab_size=len(WORDS) + 10, hidden_size=32, num_layers=2,

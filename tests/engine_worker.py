@@ -10,6 +10,7 @@ pytest process runs TensorFlow). Each command prints one line `RESULT <json>` la
   compilations OUT_DIR                  fine-tuning from TSV with length buckets: how
                                         often the JAX step compiles
   train_to RECORDS MODEL_DIR STEPS ...  trains each model dir to its step in turn
+  shuffled_train_to RECORDS ...         the same, records shuffled by the defaults
   initial_weights SEED OUT              a tiny pretrainer's weights as built with SEED
   policies OUT_DIR RECORDS_DIR          the trainer's policies (policy_scenarios.py) on
                                         this engine
@@ -176,4 +177,6 @@ def weights(checkpoint: str, out_path: str) -> dict:
 if __name__ == "__main__":
   command, args = sys.argv[1], sys.argv[2:]
   _result({"train": train, "kinds": kinds, "accumulation": accumulation, "fill_mask": fill_mask,
-           "weights": weights, "compilations": compilations, "initial_weights": initial_weights, "train_to": policy_scenarios.train_to, "policies": policy_scenarios.run_all}[command](*args))
+           "weights": weights, "compilations": compilations, "initial_weights": initial_weights,
+           "train_to": policy_scenarios.train_to,
+           "shuffled_train_to": policy_scenarios.shuffled_train_to, "policies": policy_scenarios.run_all}[command](*args))

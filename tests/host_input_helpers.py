@@ -90,7 +90,7 @@ def task_experiments(files: Dict[str, str]) -> Dict[str, dict]:
 
   def experiment(task, data, **extra):
     data = dict(dict(global_batch_size=6, seq_length=FINETUNING_SEQ, is_training=False,
-                     drop_remainder=False, cycle_length=1, deterministic=True), **data)
+                     drop_remainder=False), **data)
     return dict(dict(task=task, model=dict(encoder=encoder), train_data=data,
                      eval_data=data, runtime=dict(seed=5)), **extra)
 
@@ -112,3 +112,12 @@ def task_experiments(files: Dict[str, str]) -> Dict[str, dict]:
   cases["squad"] = experiment(dict(name="squad"), dict(input_path=files["squad"]))
   cases["squad_dummy"] = experiment(dict(name="squad"), dict(format="dummy"))
   return cases
+
+
+def dynamic_masking_experiment(files: Dict[str, str]) -> dict:
+  """A pretraining experiment dict training on files["pretraining"] with whole-word
+  dynamic masking, the vocab files["vocab"]."""
+  data = dict(input_path=files["pretraining"], seq_length=SEQ, max_predictions_per_seq=PRED,
+              global_batch_size=6, dynamic_masking=True, whole_word_masking=True)
+  return dict(task=dict(name="pretraining"), train_data=data,
+              tokenizer=dict(vocab_file=files["vocab"]), runtime=dict(seed=5))

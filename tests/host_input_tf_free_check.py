@@ -2,8 +2,9 @@
 case of host_input_helpers.task_experiments through task.host_inputs (TFRecords the
 parent test wrote, and the dummy inputs), saves a position and restores it in a fresh
 input, checks the pretraining files, and checks the one-line errors of what needs
-TensorFlow (raw task files, dynamic masking). Writes the first batches of each case to
-OUT_DIR/batches.npz and prints one JSON line of findings
+TensorFlow (raw task files), and reads pretraining records with dynamic masking. Writes
+the first batches of each case to OUT_DIR/batches.npz and prints one JSON line of
+findings
 (tests/tasks/test_host_inputs.py).
 
   python tests/host_input_tf_free_check.py FILES_JSON OUT_DIR
@@ -64,10 +65,11 @@ def main():
     got = next(resumed)
     found[case] = {"restored": all(np.array_equal(got[k], expected[k]) for k in expected),
                    "rows": int(len(expected[next(iter(expected))]))}
-  pretraining = experiment(host_input_helpers.task_experiments(files)["pretraining"])
-  task = base.get_task(pretraining)
-  found["dynamic_masking"] = error_of(lambda: task.host_inputs(
-      pretraining.train_data.replace(dynamic_masking=True, is_training=True)))
+  pretraining = experiment(host_input_helpers.dynamic_masking_experiment(files))
+  masked = base.get_task(pretraining).host_inputs(pretraining.train_data, num_threads=0)
+  for i in range(BATCHES):
+    for key, value in next(masked).items():
+      arrays[f"dynamic_masking/{i}/{key}"] = value
   sentence = experiment(host_input_helpers.task_experiments(files)["sentence"])
   found["tsv"] = error_of(lambda: base.get_task(sentence).host_inputs(
       sentence.train_data.replace(format="tsv", is_training=True)))

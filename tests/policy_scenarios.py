@@ -30,13 +30,14 @@ CORRUPT_RECORD = 52
 MOVE_STEPS = 8
 
 
-def write_records(path: str, nan_from: int = RECORDS, corrupt: int = -1) -> int:
-  """Writes RECORDS pretraining examples (random ids) to `path`; records from
-  `nan_from` on have NaN masked_lm_weights, and record `corrupt` a damaged data byte.
-  Returns the byte offset of the damaged record (-1 when none)."""
+def write_records(path: str, nan_from: int = RECORDS, corrupt: int = -1,
+                  seed: int = 0) -> int:
+  """Writes RECORDS pretraining examples (random ids drawn from `seed`) to `path`;
+  records from `nan_from` on have NaN masked_lm_weights, and record `corrupt` a damaged
+  data byte. Returns the byte offset of the damaged record (-1 when none)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.data import tfrecords  # pylint: disable=g-import-not-at-top
-  rng = np.random.default_rng(0)
+  rng = np.random.default_rng(seed)
   offsets, records = [], []
   offset = 0
   for i in range(RECORDS):
@@ -63,13 +64,18 @@ def write_records(path: str, nan_from: int = RECORDS, corrupt: int = -1) -> int:
   return offsets[corrupt]
 
 
-def _experiment(records: str, steps: int, dropout: float = 0.0, **trainer):
-  """A tiny pretraining experiment reading `records` in file order."""
+def _experiment(records: str, steps: int, dropout: float = 0.0, shuffled: bool = False,
+                **trainer):
+  """A tiny pretraining experiment reading `records` (comma-separated files) in file
+  order, or `shuffled` as the default input settings shuffle them (deterministic
+  kernels then)."""
   data = dict(format="tfrecord", input_path=records, global_batch_size=BATCH,
-              seq_length=SEQ, max_predictions_per_seq=PREDICTIONS, shuffle_buffer_size=1,
-              deterministic=True)
+              seq_length=SEQ, max_predictions_per_seq=PREDICTIONS)
+  if not shuffled:
+    data.update(shuffle_buffer_size=1)
   return experiments.experiment_from_dict(trainer_helpers.tiny_experiment_dict(
       steps=steps, train_data=data, eval_data=dict(data, is_training=False),
+      runtime=dict(deterministic=shuffled),
       optimizer=dict(warmup_steps=0),
       model=dict(encoder=dict(dropout_rate=dropout, attention_dropout_rate=dropout)),
       trainer=dict(dict(steps_per_loop=2, checkpoint_interval=2), **trainer)))
@@ -152,16 +158,22 @@ def corrupt_record(out_dir: str, records: str) -> dict:
               os.path.join(model_dir, "ckpt-*.h5")))}
 
 
-def train_to(records: str, *runs: str) -> dict:
+def train_to(records: str, *runs: str, shuffled: bool = False) -> dict:
   """Trains each MODEL_DIR STEPS pair of `runs` in turn (resuming from what the model
   dir holds, whichever engine wrote it) on the clean records, without dropout, reading
-  in file order, a summary every step; returns {model_dir: the step reached}."""
+  in file order (or `shuffled`), a summary every step; returns {model_dir: the step
+  reached}."""
   reached = {}
   for model_dir, steps in zip(runs[::2], runs[1::2]):
-    experiment = _experiment(records, MOVE_STEPS, summary_interval=1, log_interval=1,
-                             steps_per_loop=1)
+    experiment = _experiment(records, MOVE_STEPS, shuffled=shuffled, summary_interval=1,
+                             log_interval=1, steps_per_loop=1)
     reached[model_dir] = _run(experiment, model_dir, steps=int(steps)).step
   return reached
+
+
+def shuffled_train_to(records: str, *runs: str) -> dict:
+  """train_to with the records shuffled by the default input settings."""
+  return train_to(records, *runs, shuffled=True)
 
 
 def run_all(out_dir: str, records_dir: str) -> dict:

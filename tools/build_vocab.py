@@ -32,7 +32,7 @@ from bert_tf import cpu_kernels
 cpu_kernels.prefer_onednn()
 cpu_kernels.leave_out_absent_gpus()
 
-from bert_tf.text import vocab as vocab_lib
+from bert_tf.text import vocab_learning
 from bert_tf.utils import errors
 
 FLAGS = flags.FLAGS
@@ -47,7 +47,7 @@ flags.DEFINE_bool("lower_case", True,
                   "Uncased vocab (lower-case and strip accents); "
                   "--nolower_case for a cased one.")
 flags.DEFINE_integer(
-    "min_count", vocab_lib.LEARNER_MIN_COUNT,
+    "min_count", vocab_learning.LEARNER_MIN_COUNT,
     "The fewest occurrences that make a piece a token. A corpus too small for "
     "--vocab_size learns fewer tokens (the tool says so); a lower --min_count (down to "
     "1) gets closer, with rarer pieces.")
@@ -62,7 +62,7 @@ def main(argv):
   for name in ("input", "output"):
     if not getattr(FLAGS, name):
       raise app.UsageError(f"--{name} is required")
-  vocab_lib.build_vocab(
+  vocab_learning.build_vocab(
       FLAGS.input, vocab_size=FLAGS.vocab_size, lower_case=FLAGS.lower_case,
       output_file=FLAGS.output, overwrite=FLAGS.overwrite,
       progress_interval=FLAGS.progress_seconds, min_count=FLAGS.min_count,

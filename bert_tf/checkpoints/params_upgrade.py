@@ -1,4 +1,5 @@
-"""Reading an earlier run's configuration: keys that moved since, read in their new place.
+"""Reading an earlier run's configuration: keys that moved since, read in their new place,
+and keys that no longer apply, dropped.
 
 A model_dir's params.yaml records the experiment that trained its checkpoints; one written
 by an earlier version may hold keys that have moved. `upgrade_experiment` rewrites such a
@@ -19,6 +20,9 @@ class ObsoleteConfigKeyWarning(UserWarning):
 
 # Keys of the data sections that moved to the tokenizer section.
 _TOKENIZER_KEYS = ("vocab_file", "lower_case")
+# Keys of the data sections that ordered tf.data's reads, with their defaults: both
+# engines now read records in one order (bert_tf.data.record_order), always the same.
+_ORDER_KEYS = {"cycle_length": 8, "deterministic": False}
 
 
 def upgrade_experiment(data: Dict[str, Any], path: str = "") -> Dict[str, Any]:
@@ -35,7 +39,28 @@ def upgrade_experiment(data: Dict[str, Any], path: str = "") -> Dict[str, Any]:
     ConfigError: moved keys whose values disagree (naming what to write instead).
   """
   _move_tokenizer_keys(data, path)
+  _drop_order_keys(data, path)
   return data
+
+
+def _drop_order_keys(data: Dict[str, Any], path: str) -> None:
+  """Removes an earlier file's cycle_length and deterministic from the data sections:
+  every params.yaml of those versions holds them; a value other than the default is
+  named in a warning, since the order no longer depends on it."""
+  changed = []
+  for section in ("train_data", "eval_data"):
+    values = data.get(section)
+    if not isinstance(values, Mapping) or not any(k in values for k in _ORDER_KEYS):
+      continue
+    values = dict(values)
+    for key, default in _ORDER_KEYS.items():
+      if key in values and values.pop(key) != default:
+        changed.append(configs.field_path(path, f"{section}.{key}"))
+    data[section] = values
+  if changed:
+    warnings.warn(f"{', '.join(changed)}: no longer read; both engines read the records in "
+                  "one deterministic order (train_data.shuffle_buffer_size and "
+                  "runtime.seed set it)", ObsoleteConfigKeyWarning, stacklevel=3)
 
 
 def _move_tokenizer_keys(data: Dict[str, Any], path: str) -> None:

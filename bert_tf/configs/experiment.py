@@ -57,10 +57,9 @@ class DataConfig(Config):
   max_predictions_per_seq: int = 20
   is_training: bool = True
   drop_remainder: bool = True
+  # Training rows shuffled together, each epoch, after the files' order is shuffled
+  # (bert_tf.data.record_order: the one order both engines read); 0 or 1: file order.
   shuffle_buffer_size: int = 10000
-  # Files read in parallel (interleave cycle length).
-  cycle_length: int = 8
-  deterministic: bool = False
   compression_type: str = ""
   # Training batches from raw task files: upper bounds (in tokens, [CLS] and [SEP]s
   # included) of length buckets. Each batch then holds examples of one bucket, padded to
@@ -91,6 +90,8 @@ class DataConfig(Config):
             f"{self.global_batch_size}")
     require(self.seq_length > 2, f"seq_length must exceed 2, got {self.seq_length}")
     require(self.max_predictions_per_seq >= 0, "max_predictions_per_seq must be >= 0")
+    require(self.shuffle_buffer_size >= 0,
+            f"shuffle_buffer_size must be >= 0, got {self.shuffle_buffer_size}")
     require(0.0 < self.masked_lm_prob < 1.0,
             f"masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
     require(all(b > 0 for b in self.length_buckets) and

@@ -1,19 +1,18 @@
 """Host batches without TensorFlow: the JAX engine's input.
 
-Rows (records of TFRecord files, or in-memory examples) are ordered by grain's
-MapDataset: for training, a global shuffle of every row, reseeded each epoch, repeated
-without end; then each process takes every process_count-th row from process_index
-(its share of each global batch) and batches them to the per-process batch; a batch's
-rows are then read and decoded together (bert_tf.data.record_files,
-bert_tf.data.example_decoding) in grain's reader threads.
+Rows (records of TFRecord files, or in-memory examples) are read in the order
+bert_tf.data.record_order defines for both engines: this process reads its part of every
+global batch, and a batch's rows are read and decoded together
+(bert_tf.data.record_files, bert_tf.data.example_decoding) in grain's reader threads.
 
 The position is one number, the batches read, so a resumed run reads exactly the
 batches an uninterrupted one would: `HostBatches.get_state()` is a small JSON-able dict
 and `set_state` restores it in a fresh pipeline, also under another process count at the
-same global batch size (batch n is rows [n * G, (n + 1) * G) of the global order, however
-the processes share them). Importing and running this module needs no TensorFlow.
+same global batch size, and also one written by the TensorFlow engine's reader of the
+same order. Importing and running this module needs no TensorFlow.
 """
 
+import sys
 from typing import Callable, Dict, Mapping, Optional, Sequence
 
 import numpy as np
@@ -21,11 +20,15 @@ import numpy as np
 from bert_tf import configs
 from bert_tf.data import example_decoding
 from bert_tf.data import record_files
+from bert_tf.data import record_order
 from bert_tf.data import record_specs
 from bert_tf.utils import errors
 from bert_tf.utils import optional
 
 Batch = Dict[str, np.ndarray]
+# (batch, global batch number, int64 [b] its rows' places in the global batch) -> the
+# batch with values drawn from its place in the order.
+Draw = Callable[[Batch, int, np.ndarray], Batch]
 
 
 class InputStateError(errors.UserError, ValueError):
@@ -93,53 +96,54 @@ class HostBatches:
       InputStateError: the state belongs to another input (other rows, global batch
         size, seed or shuffling), naming what differs.
     """
-    differs = [f"{key} {state.get(key)!r} (now {value!r})"
-               for key, value in self._identity.items() if state.get(key) != value]
+    # A key the state lacks (a position of an earlier version) is not compared.
+    differs = [f"{key} {state[key]!r} (now {value!r})"
+               for key, value in self._identity.items()
+               if key in state and state[key] != value]
     if differs:
       raise InputStateError(f"The saved input position was taken with {', '.join(differs)}; "
                             "it cannot be restored into this input")
     self.seek(int(state["batches_read"]))
 
 
-def index_batches(num_rows: int, batch_size: int, load: Callable[[np.ndarray], Batch], *,
-                  shuffle: bool, repeat: bool, seed: int = 0, process_index: int = 0,
+def index_batches(row_counts: Sequence[int], batch_size: int,
+                  load: Callable[[np.ndarray, int, np.ndarray], Batch], *, shuffle_window: int,
+                  repeat: bool, seed: int = 0, process_index: int = 0,
                   process_count: int = 1, drop_remainder: bool = True,
                   num_threads: int = 2, prefetch_batches: int = 8) -> HostBatches:
-  """Batches of `load(row indices)`, the rows in the order the module docstring gives.
+  """Batches of `load(row indices)`, the rows in bert_tf.data.record_order's order.
 
   Args:
-    num_rows: rows of one pass (all processes).
+    row_counts: the rows of each file, in file order (one count for in-memory rows).
     batch_size: rows per batch of this process (the global batch / process_count).
-    load: int64 [b] row indices -> a batch of those rows, in that order.
-    shuffle: a global shuffle of each pass by `seed`.
+    load: (int64 [b] row indices, global batch number, int64 [b] their places in the
+      global batch) -> a batch of those rows, in that order.
+    shuffle_window: rows shuffled together (0 or 1: file order).
     repeat: pass after pass without end (training); else one pass.
-    process_index, process_count: this process's share of the rows.
+    process_index, process_count: this process's part of every global batch.
     drop_remainder: drop a last batch of fewer than batch_size rows.
     num_threads: grain reader threads loading batches ahead (0: load on next()).
     prefetch_batches: batches loaded ahead.
   """
   if not 0 <= process_index < process_count:
     raise ValueError(f"process_index {process_index} is not in [0, {process_count})")
-  if num_rows == 0:
-    raise errors.InputError("The input holds no rows")
-  dataset = _grain().MapDataset.range(num_rows)
-  if shuffle:
-    dataset = dataset.shuffle(seed=seed)
-  if repeat:
-    dataset = dataset.repeat()
-  if process_count > 1:
-    dataset = dataset[process_index::process_count]
-  dataset = dataset.batch(batch_size, drop_remainder=drop_remainder,
-                          batch_fn=lambda rows: load(np.asarray(rows, np.int64)))
-  identity = {"seed": seed if shuffle else None, "shuffle": shuffle}
-  return HostBatches(dataset, batch_size, process_count, num_rows, identity, repeat,
+  order = record_order.RecordOrder(row_counts, batch_size * process_count,
+                                   shuffle_window=shuffle_window, seed=seed,
+                                   repeat=repeat, drop_remainder=drop_remainder)
+  num_batches = order.num_part_batches(process_index, process_count)
+  dataset = _grain().MapDataset.range(sys.maxsize if repeat else num_batches).map(
+      lambda batch: load(order.rows(batch, process_index, process_count), batch,
+                         order.offsets(batch, process_index, process_count)))
+  identity = {"seed": order.seed if order.shuffle_window else None,
+              "shuffle_window": order.shuffle_window}
+  return HostBatches(dataset, batch_size, process_count, order.num_rows, identity, repeat,
                      num_threads, prefetch_batches)
 
 
 def record_batches(paths: Sequence[str], spec: record_specs.RecordSpec, batch_size: int,
                    *, compression_type: str = "",
                    finish: Optional[Callable[[Batch], Batch]] = None,
-                   **order) -> HostBatches:
+                   draw: Optional[Draw] = None, **order) -> HostBatches:
   """Batches of the records of TFRecord files, decoded by `spec`.
 
   Args:
@@ -148,7 +152,10 @@ def record_batches(paths: Sequence[str], spec: record_specs.RecordSpec, batch_si
     batch_size: rows per batch of this process.
     compression_type: "", "GZIP" or "ZLIB".
     finish: applied to each decoded batch (e.g. padding to a length bucket).
-    **order: `index_batches`'s shuffle, repeat, seed, process_index, process_count,
+    draw: (batch, global batch number, its rows' places in the global batch) -> the
+      batch with values drawn from its place in the order (dynamic masking,
+      bert_tf.data.masking), before `finish`.
+    **order: `index_batches`'s shuffle_window, repeat, seed, process_index, process_count,
       drop_remainder, num_threads, prefetch_batches.
 
   Returns:
@@ -161,13 +168,14 @@ def record_batches(paths: Sequence[str], spec: record_specs.RecordSpec, batch_si
   """
   source = record_files.RecordSource(paths, compression_type)
 
-  def load(rows: np.ndarray) -> Batch:
+  def load(rows: np.ndarray, number: int, offsets: np.ndarray) -> Batch:
     records = [source[i] for i in rows]
     batch = example_decoding.decode_examples([r.data for r in records], spec,
                                              [r.where() for r in records])
+    batch = draw(batch, number, offsets) if draw else batch
     return finish(batch) if finish else batch
 
-  return index_batches(len(source), batch_size, load, **order)
+  return index_batches(source.row_counts(), batch_size, load, **order)
 
 
 def array_batches(arrays: Mapping[str, np.ndarray], batch_size: int,
@@ -177,20 +185,19 @@ def array_batches(arrays: Mapping[str, np.ndarray], batch_size: int,
   and **order as `record_batches` takes them."""
   arrays = {key: np.asarray(value) for key, value in arrays.items()}
 
-  def load(rows: np.ndarray) -> Batch:
+  def load(rows: np.ndarray, *_) -> Batch:
     batch = {key: value[rows] for key, value in arrays.items()}
     return finish(batch) if finish else batch
 
-  return index_batches(len(next(iter(arrays.values()))), batch_size, load, **order)
+  return index_batches([len(next(iter(arrays.values())))], batch_size, load, **order)
 
 
 def data_order(data_config, process_index: int = 0, process_count: int = 1,
                seed: int = 0):
   """(this process's batch size, `index_batches`'s order arguments) of a data section
-  (bert_tf.configs.DataConfig): training shuffles by `seed` and repeats, evaluation
-  reads one pass in order; drop_remainder as the section sets it. A
-  shuffle_buffer_size of 0 or 1 reads training rows in file order too, as tf.data's
-  buffer of one does.
+  (bert_tf.configs.DataConfig): training shuffles windows of shuffle_buffer_size rows
+  by `seed` and repeats, evaluation reads one pass in file order; drop_remainder as the
+  section sets it (bert_tf.data.record_order).
 
   Raises:
     ConfigError: a global batch that the processes cannot share evenly.
@@ -201,7 +208,7 @@ def data_order(data_config, process_index: int = 0, process_count: int = 1,
     raise configs.ConfigError(f"{section}.global_batch_size ({batch}) must be divisible "
                               f"by the number of processes ({process_count})")
   return batch // process_count, dict(
-      shuffle=data_config.is_training and data_config.shuffle_buffer_size > 1,
+      shuffle_window=data_config.shuffle_buffer_size if data_config.is_training else 0,
       repeat=data_config.is_training, seed=seed,
       process_index=process_index, process_count=process_count,
       drop_remainder=data_config.drop_remainder)

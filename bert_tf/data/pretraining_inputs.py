@@ -11,6 +11,7 @@ from typing import List, Optional
 
 from bert_tf.data import pretraining_instances as pi
 from bert_tf.data.pretraining_format import PretrainingDataError
+from bert_tf.text import vocab as vocab_lib
 from bert_tf.utils import files as files_lib
 
 # An input with more of its lines not UTF-8 than this is taken for a file that is not text.
@@ -124,8 +125,6 @@ def load_special_ids(vocab_file: str) -> pi.SpecialIds:
     PretrainingDataError: naming the file (and line) when it is missing, malformed or
       lacks a special token.
   """
-  # Imported here: importing this module needs no TensorFlow.
-  from bert_tf.text import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
   if not vocab_file:
     raise PretrainingDataError("Vocab file not found: '' (pass --vocab_file)")
   try:

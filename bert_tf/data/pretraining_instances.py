@@ -25,6 +25,7 @@ from typing import Dict, Sequence
 import numpy as np
 
 from bert_tf import constants
+from bert_tf.text import vocab as vocab_lib
 from bert_tf.utils import errors
 
 
@@ -53,8 +54,6 @@ class SpecialIds:
     Raises:
       ValueError: naming `vocab_file` and every special token the vocab lacks.
     """
-    # Imported here: this module is numpy only, the vocab module brings TensorFlow.
-    from bert_tf.text import vocab as vocab_lib  # pylint: disable=g-import-not-at-top
     special = vocab_lib.special_token_ids(tokens, vocab_file)
     return cls(cls_id=special[constants.CLS_TOKEN], sep_id=special[constants.SEP_TOKEN],
                mask_id=special[constants.MASK_TOKEN], vocab_size=len(tokens),

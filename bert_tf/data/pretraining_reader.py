@@ -4,8 +4,9 @@
 (the features of bert_tf.data.record_specs.pretraining_spec). The checks before training
 (bert_tf.data.pretraining_files) are shared with the TensorFlow-free reader.
 
-Everything in the pipeline is a TensorFlow op (no tf.py_function), so the iterator can be
-checkpointed and the pipeline runs on TPU hosts.
+The records are read by number in the order of bert_tf.data.record_order (in a
+tf.numpy_function, its state only the element number, so the iterator checkpoints and
+its position is the batches read) and parsed in tf.data.
 """
 
 from typing import Optional
@@ -18,33 +19,25 @@ from bert_tf.data import record_specs
 from bert_tf.data import tfrecords
 
 
-def parse_batch(serialized, seq_length: int, max_predictions_per_seq: int):
-  """Parses serialized Examples [B] into the model's inputs.
-
-  Returns:
-    dict: input_word_ids, input_mask, input_type_ids int32 [B, S]; masked_lm_positions,
-    masked_lm_ids int32 [B, P]; masked_lm_weights float32 [B, P]; next_sentence_labels
-    int32 [B] (bert_tf.data.record_specs.pretraining_spec).
-  """
-  return tfrecords.parse_records(
-      serialized, record_specs.pretraining_spec(seq_length, max_predictions_per_seq))
-
-
 def build_pretraining_dataset(data_config, input_context: Optional[tf.distribute.InputContext]
-                              = None, vocab_file: str = "") -> tf.data.Dataset:
-  """The pretraining input pipeline.
+                              = None, vocab_file: str = "", seed: int = 0,
+                              start: int = 0) -> tf.data.Dataset:
+  """The pretraining input pipeline: the records in the order both engines read them
+  (bert_tf.data.tfrecords.ordered_record_dataset, bert_tf.data.record_order).
 
   Args:
     data_config: bert_tf.configs.DataConfig. Uses input_path (comma-separated globs),
       compression_type, seq_length, max_predictions_per_seq, global_batch_size,
-      is_training (shuffle and repeat), drop_remainder, shuffle_buffer_size,
-      cycle_length, deterministic, and for dynamic masking dynamic_masking,
-      masked_lm_prob and whole_word_masking.
-    input_context: from `strategy.distribute_datasets_from_function`; files are sharded
-      over its input pipelines (records, when there are fewer files than pipelines) and
-      the batch is the per-replica size.
+      is_training (shuffle windows of shuffle_buffer_size records, repeat),
+      drop_remainder, and for dynamic masking dynamic_masking, masked_lm_prob and
+      whole_word_masking.
+    input_context: from `strategy.distribute_datasets_from_function`: this pipeline
+      reads its replicas' parts of every global batch, each a per-replica batch.
     vocab_file: the WordPiece vocab dynamic masking draws replacement tokens from (the
       experiment's tokenizer.vocab_file).
+    seed: of the training shuffle and of the dynamic masks (bert_tf.data.masking; the
+      experiment's runtime.seed).
+    start: the pipeline's batches to skip (resuming), without reading them.
 
   Returns:
     tf.data.Dataset of dicts: input_word_ids, input_mask, input_type_ids int32 [b, S];
@@ -52,49 +45,11 @@ def build_pretraining_dataset(data_config, input_context: Optional[tf.distribute
     next_sentence_labels int32 [b], where b is the per-replica batch size.
   """
   files = pretraining_files.list_record_files(data_config.input_path)
-  seq_length = data_config.seq_length
-  max_predictions = data_config.max_predictions_per_seq
-  deterministic = data_config.deterministic
-  vocab = None
+  draw = None
   if data_config.dynamic_masking:
-    vocab = masking.read_masking_vocab(vocab_file)
-
-  num_pipelines, pipeline_id = 1, 0
-  if input_context is not None:
-    num_pipelines = input_context.num_input_pipelines
-    pipeline_id = input_context.input_pipeline_id
-  shard_files = num_pipelines > 1 and len(files) >= num_pipelines
-
-  dataset = tf.data.Dataset.from_tensor_slices(files)
-  if shard_files:
-    dataset = dataset.shard(num_pipelines, pipeline_id)
-  if data_config.is_training:
-    dataset = dataset.shuffle(len(files)).repeat()
-  compression = data_config.compression_type
-  dataset = dataset.interleave(
-      lambda f: tf.data.TFRecordDataset(f, compression_type=compression),
-      cycle_length=max(1, min(data_config.cycle_length, len(files))),
-      num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-  if num_pipelines > 1 and not shard_files:
-    dataset = dataset.shard(num_pipelines, pipeline_id)
-  if data_config.is_training:
-    dataset = dataset.shuffle(data_config.shuffle_buffer_size)
-
-  batch_size = data_config.global_batch_size
-  if input_context is not None:
-    batch_size = input_context.get_per_replica_batch_size(batch_size)
-  dataset = dataset.batch(batch_size, drop_remainder=data_config.drop_remainder)
-  dataset = dataset.map(lambda s: parse_batch(s, seq_length, max_predictions),
-                        num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-  if vocab is not None:
-    remask = masking.dynamic_masking_fn(vocab, data_config.masked_lm_prob, max_predictions,
-                                        data_config.whole_word_masking)
-    # A checkpointable random stream gives every batch its own seed, so each epoch (and
-    # each pass of an evaluation) draws new masks.
-    seeds = tf.data.Dataset.random(rerandomize_each_iteration=True)
-    dataset = tf.data.Dataset.zip((seeds, dataset)).map(
-        remask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-  options = tf.data.Options()
-  options.deterministic = deterministic
-  dataset = dataset.with_options(options)
+    draw = masking.DynamicMasking.of(data_config, vocab_file, seed)
+  dataset = tfrecords.ordered_record_dataset(
+      files, record_specs.pretraining_spec(data_config.seq_length,
+                                           data_config.max_predictions_per_seq),
+      data_config, seed, input_context, start, draw)
   return dataset.prefetch(tf.data.AUTOTUNE)

@@ -312,6 +312,10 @@ class RecordSource:
   def __len__(self) -> int:
     return int(self._starts[-1])
 
+  def row_counts(self) -> List[int]:
+    """The records of each file, in file order."""
+    return [len(f) for f in self._files]
+
   def __getitem__(self, index: int) -> Record:
     """Record `index` (0 <= index < len) with its file and byte offset."""
     index = int(index)

@@ -86,5 +86,5 @@ def decode_record(record: tf.Tensor, seq_length: int) -> Dict[str, tf.Tensor]:
 
 def tfrecord_dataset(input_path: str, seq_length: int) -> tf.data.Dataset:
   """Unbatched examples from comma-separated TFRecord globs (files in sorted order)."""
-  return tfrecords.record_dataset(input_path).map(
+  return tfrecords.records_of(input_path).map(
       lambda r: decode_record(r, seq_length), num_parallel_calls=tf.data.AUTOTUNE)

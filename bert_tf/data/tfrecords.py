@@ -1,22 +1,29 @@
 """TFRecord files of features: writing them atomically, reading them back in tf.data.
 
 Every record is a `tf.train.Example` of flat int64 or float features. The generic
-pieces (`serialize_example`, `write_records`, `record_dataset`) serve SQuAD's records
+pieces (`serialize_example`, `write_records`, `ordered_record_dataset`) serve SQuAD's records
 and the fine-tuning tasks' alike; `write_finetuning_tfrecord` and
 `read_finetuning_tfrecords` hold the fine-tuning tasks' layout: the original BERT
 fine-tuning feature names (`input_ids`, `input_mask`, `segment_ids`, `label_ids`)
 padded to seq_length, plus `example_index`, and a JSON metadata file beside each.
 """
 
+import atexit
+import functools
 import json
+import os
 import re
-from typing import Dict, Iterable, Mapping, Optional
+import threading
+import time
+from typing import Dict, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from bert_tf.data import padding
+from bert_tf.data import pretraining_inputs
 from bert_tf.data import record_files
+from bert_tf.data import record_order
 from bert_tf.data import record_specs
 from bert_tf.data.batching import trim_to_longest
 from bert_tf.utils import files
@@ -81,31 +88,135 @@ def write_records(path: str, records: Iterable[bytes],
   return count
 
 
-def record_dataset(input_path: str, field: str = "input_path", is_training: bool = False,
-                   input_context: Optional[tf.distribute.InputContext] = None
-                   ) -> tf.data.Dataset:
-  """Serialized records of the files that comma-separated globs name.
+# Set when the interpreter begins to exit: tf.data's threads must not enter Python once
+# it finalizes (a thread taking the GIL then never returns, and the exit waits on it),
+# so the Python stages below fail fast from then on and the pipelines stop calling them.
+_EXITING = threading.Event()
+
+
+@atexit.register
+def _stop_python_stages():
+  _EXITING.set()
+  time.sleep(0.05)  # Lets calls under way return, the GIL released.
+
+
+def _python_stage(fn):
+  """fn for a tf.numpy_function of a tf.data pipeline, failing once the interpreter
+  exits."""
+  def stage(*args):
+    if _EXITING.is_set():
+      raise RuntimeError("the interpreter is exiting")
+    return fn(*args)
+  return stage
+
+
+def _record_source(paths: Sequence[str], compression_type: str) -> record_files.RecordSource:
+  """The files' RecordSource, indexed once per process while they stay unchanged: the
+  TensorFlow engine builds the same input more than once (its element spec, the
+  training iterator, a resumed one)."""
+  stamps = tuple((os.stat(path).st_mtime_ns, os.stat(path).st_size)
+                 if pretraining_inputs.is_local(path) else None for path in paths)
+  return _indexed_source(tuple(paths), compression_type, stamps)
+
+
+@functools.lru_cache(maxsize=4)
+def _indexed_source(paths, compression_type, stamps) -> record_files.RecordSource:
+  del stamps  # Part of the cache key only.
+  return record_files.RecordSource(paths, compression_type)
+
+
+def ordered_record_dataset(paths: Sequence[str], spec: record_specs.RecordSpec,
+                           data_config, seed: int = 0,
+                           input_context: Optional[tf.distribute.InputContext] = None,
+                           start: int = 0, draw=None) -> tf.data.Dataset:
+  """Batches of the records of TFRecord files in the order both engines read them
+  (bert_tf.data.record_order; the host input, bert_tf.data.host_pipeline, reads the
+  same), decoded by `spec`.
+
+  The records are read by number through bert_tf.data.record_files (their checksums
+  checked: a corrupt one fails as a CorruptRecordError naming the file and byte
+  offset, inside a tf.errors.InvalidArgumentError) and parsed in tf.data.
 
   Args:
-    input_path: comma-separated globs (see `bert_tf.utils.files.expand_patterns`).
-    field: the setting they came from, for error messages.
-    is_training: lets the files interleave non-deterministically.
-    input_context: shards the files (or, with fewer files than pipelines, the records)
-      across input pipelines.
+    paths: the files; records are numbered over them in order.
+    spec: the records' features.
+    data_config: bert_tf.configs.DataConfig: global_batch_size, is_training (shuffle
+      windows of shuffle_buffer_size records by `seed`, repeat), drop_remainder,
+      compression_type.
+    seed: of the training shuffle.
+    input_context: this pipeline among num_input_pipelines, each for its replicas;
+      element m is the batch of replica (pipeline * R / P + m % (R / P)) of step
+      m // (R / P), R = num_replicas_in_sync, P = num_input_pipelines.
+    start: the pipeline's elements to skip (resuming), without reading them.
+    draw: (batch of NumPy arrays, global batch number, its rows' places in the global
+      batch) -> the batch with values drawn from its place in the order
+      (host_pipeline.Draw: dynamic masking), run in a tf.numpy_function on each parsed
+      batch; the host input applies the same.
 
   Returns:
-    A dataset of scalar tf.string records.
+    A dataset of {feature key: [b, *shape]}, b = global_batch_size / R.
   """
+  source = _record_source(paths, data_config.compression_type)
+  order = record_order.RecordOrder(
+      source.row_counts(), data_config.global_batch_size,
+      shuffle_window=data_config.shuffle_buffer_size if data_config.is_training else 0,
+      seed=seed, repeat=data_config.is_training,
+      drop_remainder=data_config.drop_remainder)
+  parts, pipelines, pipeline = 1, 1, 0
+  if input_context is not None:
+    parts = input_context.num_replicas_in_sync
+    pipelines = input_context.num_input_pipelines
+    pipeline = input_context.input_pipeline_id
+  per_pipeline = parts // pipelines
+  order.part_size(parts)
+
+  def place(element):
+    batch, replica = divmod(int(element), per_pipeline)
+    return batch, pipeline * per_pipeline + replica
+
+  def read(element):
+    batch, part = place(element)
+    return np.array([source[row].data for row in order.rows(batch, part, parts)],
+                    dtype=object)
+
+  def element_holds_rows(element):
+    batch, replica = element // per_pipeline, element % per_pipeline
+    return (batch * order.global_batch_size + pipeline * per_pipeline + replica <
+            order.num_rows)
+
+  elements = np.iinfo(np.int64).max if order.repeat else order.num_batches * per_pipeline
+  dataset = tf.data.Dataset.range(start, elements)
+  if not order.repeat:
+    dataset = dataset.filter(element_holds_rows)
+
+  keys = [feature.key for feature in spec]
+
+  def redraw(element, *values):
+    batch, part = place(element)
+    drawn = draw(dict(zip(keys, values)), batch, order.offsets(batch, part, parts))
+    return [np.asarray(drawn[key], value.dtype) for key, value in zip(keys, values)]
+
+  def parse(element):
+    records = tf.numpy_function(_python_stage(read), [element], tf.string, stateful=False)
+    batch = parse_records(tf.ensure_shape(records, [None]), spec)
+    if draw is None:
+      return batch
+    values = tf.numpy_function(_python_stage(redraw), [element, *(batch[key] for key in keys)],
+                               [batch[key].dtype for key in keys], stateful=False)
+    return {key: tf.ensure_shape(value, batch[key].shape)
+            for key, value in zip(keys, values)}
+
+  dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  options = tf.data.Options()
+  options.deterministic = True
+  return dataset.with_options(options)
+
+
+def records_of(input_path: str, field: str = "input_path") -> tf.data.Dataset:
+  """Serialized records (scalar tf.string) of the files that comma-separated globs
+  name, file after file (see `bert_tf.utils.files.expand_patterns`)."""
   paths = files.expand_patterns(input_path, field=field)
-  ds = tf.data.Dataset.from_tensor_slices(paths)
-  pipelines = input_context.num_input_pipelines if input_context is not None else 1
-  if pipelines > 1 and len(paths) < pipelines:
-    return ds.interleave(tf.data.TFRecordDataset).shard(
-        pipelines, input_context.input_pipeline_id)
-  if pipelines > 1:
-    ds = ds.shard(pipelines, input_context.input_pipeline_id)
-  return ds.interleave(tf.data.TFRecordDataset, num_parallel_calls=tf.data.AUTOTUNE,
-                       deterministic=not is_training)
+  return tf.data.TFRecordDataset(paths)
 
 
 # --------------------------------------------------------------------------------------
@@ -150,36 +261,28 @@ def write_finetuning_tfrecord(ds: tf.data.Dataset, path: str, kind: str, seq_len
   return count
 
 
-def read_finetuning_tfrecords(input_path: str, kind: str, seq_length: int, batch_size: int,
-                              is_training: bool, drop_remainder: bool = True,
-                              regression: bool = False, num_choices: int = 1,
-                              shuffle_buffer_size: int = 10000, seed: Optional[int] = None,
-                              input_context: Optional[tf.distribute.InputContext] = None
-                              ) -> tf.data.Dataset:
-  """Reads fine-tuning TFRecords into batches trimmed to their longest example.
+def read_finetuning_tfrecords(data_config, kind: str, regression: bool = False,
+                              num_choices: int = 1, seed: int = 0,
+                              input_context: Optional[tf.distribute.InputContext] = None,
+                              start: int = 0) -> tf.data.Dataset:
+  """Reads fine-tuning TFRecords into batches trimmed to their longest example, in the
+  order of `ordered_record_dataset`.
 
   Args:
-    input_path: comma-separated file globs.
+    data_config: bert_tf.configs.DataConfig (input_path, seq_length the records were
+      padded to, and the order's settings).
     kind: one of `bert_tf.data.record_specs.KINDS`.
-    seq_length: the length the records were padded to.
-    batch_size: examples per batch (per replica).
-    is_training: shuffle and repeat.
     regression: label_ids are floats.
     num_choices: choices per example (multiple_choice).
-    input_context: shards files (or records) across input pipelines.
+    seed: of the training shuffle.
+    input_context, start: as `ordered_record_dataset` takes them.
 
   Returns:
-    Batches as `bert_tf.data.batching` describes them.
+    Batches (global_batch_size / num_replicas_in_sync examples) as
+    `bert_tf.data.batching` describes them.
   """
-  spec = record_specs.finetuning_spec(kind, seq_length, regression, num_choices)
-
-  def decode(record):
-    return parse_records(record, spec)
-
-  section = "train_data" if is_training else "eval_data"
-  ds = record_dataset(input_path, f"{section}.input_path", is_training, input_context)
-  if is_training:
-    ds = ds.shuffle(shuffle_buffer_size, seed=seed).repeat()
-  ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
-  ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+  spec = record_specs.finetuning_spec(kind, data_config.seq_length, regression, num_choices)
+  section = "train_data" if data_config.is_training else "eval_data"
+  paths = files.expand_patterns(data_config.input_path, field=f"{section}.input_path")
+  ds = ordered_record_dataset(paths, spec, data_config, seed, input_context, start)
   return ds.map(trim_to_longest).prefetch(tf.data.AUTOTUNE)

@@ -264,24 +264,28 @@ class Task(abc.ABC):
 
   # ----- data -----
   def build_inputs(self, data_config: configs.DataConfig,
-                   input_context: Optional[tf.distribute.InputContext] = None
-                   ) -> tf.data.Dataset:
+                   input_context: Optional[tf.distribute.InputContext] = None,
+                   start: int = 0) -> tf.data.Dataset:
     """Returns batches (dicts of tensors) with model inputs and labels.
 
     Batches are per replica: global_batch_size divided by the number of replicas
     when an input_context is given. Checks data_config.format against
     input_formats, then reads with dummy_inputs, tfrecord_inputs or raw_inputs.
+    `start` batches (of this input pipeline) are skipped: TFRecords are read by
+    number in the order of bert_tf.data.record_order, and skip without reading.
 
     Raises:
       ConfigError: a format the task does not read, naming the data section.
     """
     self.check_format(data_config)
     fmt = data_config.format
-    if fmt == DUMMY:
-      return self.dummy_inputs(data_config, input_context)
     if fmt == TFRECORD:
-      return self.tfrecord_inputs(data_config, input_context)
-    return self.raw_inputs(data_config, input_context)
+      return self.tfrecord_inputs(data_config, input_context, start)
+    if fmt == DUMMY:
+      dataset = self.dummy_inputs(data_config, input_context)
+    else:
+      dataset = self.raw_inputs(data_config, input_context)
+    return dataset.skip(start) if start else dataset
 
   def host_inputs(self, data_config: configs.DataConfig, process_index: int = 0,
                   process_count: int = 1, seed: Optional[int] = None,
@@ -358,9 +362,10 @@ class Task(abc.ABC):
     """Synthetic batches of the structure real ones have (format "dummy")."""
 
   def tfrecord_inputs(self, data_config: configs.DataConfig,
-                      input_context: Optional[tf.distribute.InputContext] = None
-                      ) -> tf.data.Dataset:
-    """Batches read from this task's TFRecords (format "tfrecord")."""
+                      input_context: Optional[tf.distribute.InputContext] = None,
+                      start: int = 0) -> tf.data.Dataset:
+    """Batches read from this task's TFRecords (format "tfrecord"), the first `start`
+    skipped unread."""
     raise NotImplementedError(f"Task '{self.name}' reads no TFRecords")
 
   def raw_inputs(self, data_config: configs.DataConfig,

@@ -117,16 +117,12 @@ class FeatureTask(base.Task):
         seed=self.experiment.runtime.seed)
 
   def tfrecord_inputs(self, data_config: configs.DataConfig,
-                      input_context: Optional[tf.distribute.InputContext] = None
-                      ) -> tf.data.Dataset:
-    batching = base.tf_data().batching
+                      input_context: Optional[tf.distribute.InputContext] = None,
+                      start: int = 0) -> tf.data.Dataset:
     tfrecords = base.tf_data().tfrecords
     return tfrecords.read_finetuning_tfrecords(
-        data_config.input_path, self.feature_kind, data_config.seq_length,
-        batching.batch_size_for(data_config.global_batch_size, input_context),
-        data_config.is_training, data_config.drop_remainder, self.regression,
-        num_choices=self.num_choices, shuffle_buffer_size=data_config.shuffle_buffer_size,
-        seed=self.experiment.runtime.seed, input_context=input_context)
+        data_config, self.feature_kind, self.regression, num_choices=self.num_choices,
+        seed=self.experiment.runtime.seed, input_context=input_context, start=start)
 
   def raw_inputs(self, data_config: configs.DataConfig,
                  input_context: Optional[tf.distribute.InputContext] = None
@@ -154,7 +150,7 @@ class FeatureTask(base.Task):
         num_choices=self.num_choices, regression=self.regression,
         seed=self.experiment.runtime.seed)
     return host_pipeline.array_batches(examples, batch_size, self._to_bucket(data_config),
-                                       **dict(order, shuffle=False))
+                                       **dict(order, shuffle_window=0))
 
   def tfrecord_host_inputs(self, data_config, batch_size, order):
     """Host batches of the records tools/create_finetuning_data.py writes

@@ -14,6 +14,7 @@ from bert_tf import constants
 from bert_tf import losses
 from bert_tf.data import dummy
 from bert_tf.data import host_pipeline
+from bert_tf.data import masking
 from bert_tf.data import pretraining_files
 from bert_tf.data import record_specs
 from bert_tf.kernels import protocol
@@ -60,13 +61,14 @@ class PretrainingTask(base.Task):
 
   # ----- data -----
   def tfrecord_inputs(self, data_config: configs.DataConfig,
-                      input_context: Optional[tf.distribute.InputContext] = None
-                      ) -> tf.data.Dataset:
+                      input_context: Optional[tf.distribute.InputContext] = None,
+                      start: int = 0) -> tf.data.Dataset:
     """Per-replica batches of pretraining TFRecords
     (bert_tf.data.pretraining_reader.build_pretraining_dataset)."""
     pretraining_reader = base.tf_data().pretraining_reader
     return pretraining_reader.build_pretraining_dataset(
-        data_config, input_context, vocab_file=self.experiment.tokenizer.vocab_file)
+        data_config, input_context, vocab_file=self.experiment.tokenizer.vocab_file,
+        seed=self.experiment.runtime.seed, start=start)
 
   def check_inputs(self, data_config: configs.DataConfig) -> None:
     """Fails before training when the TFRecords do not fit the config.
@@ -124,27 +126,21 @@ class PretrainingTask(base.Task):
   def dummy_host_inputs(self, data_config, batch_size, order):
     """The synthetic examples of dummy_inputs as host batches, in order."""
     return host_pipeline.array_batches(self._dummy_examples(data_config), batch_size,
-                                       **dict(order, shuffle=False))
+                                       **dict(order, shuffle_window=0))
 
   def tfrecord_host_inputs(self, data_config, batch_size, order):
-    """Host batches of pretraining TFRecords (record_specs.pretraining_spec).
-
-    Raises:
-      ConfigError: dynamic_masking, which draws masks in tf.data only.
-    """
-    # bert_tf.data.masking draws masks with TensorFlow ops inside tf.data (stateless
-    # seeds, so the iterator checkpoints and runs on TPU hosts); sharing it with NumPy
-    # would take tf.numpy_function there or a second implementation here.
+    """Host batches of pretraining TFRecords (record_specs.pretraining_spec), with
+    new masks drawn for each batch under dynamic_masking (bert_tf.data.masking, as the
+    tf.data input draws them)."""
+    draw = None
     if data_config.dynamic_masking:
-      raise configs.ConfigError(
-          f"{base.section_name(data_config)}.dynamic_masking: masks are drawn on the fly "
-          "in the tf.data input only; read files masked by tools/create_pretraining_data.py "
-          "(dynamic_masking: false) or train with TensorFlow")
+      draw = masking.DynamicMasking.of(data_config, self.experiment.tokenizer.vocab_file,
+                                       order["seed"])
     return host_pipeline.record_batches(
         pretraining_files.list_record_files(data_config.input_path),
         record_specs.pretraining_spec(data_config.seq_length,
                                       data_config.max_predictions_per_seq),
-        batch_size, compression_type=data_config.compression_type, **order)
+        batch_size, compression_type=data_config.compression_type, draw=draw, **order)
 
   # ----- loss and metrics -----
   def loss_normalizers(self, features) -> Dict[str, object]:

@@ -168,12 +168,15 @@ class SquadTask(base.Task):
     return self._batch(dataset, data_config, input_context, shuffle=False)
 
   def tfrecord_inputs(self, data_config: configs.DataConfig,
-                      input_context: Optional[tf.distribute.InputContext] = None
-                      ) -> tf.data.Dataset:
-    """Windows written by bert_tf.data.squad_records.write_squad_tfrecords."""
-    squad_records = base.tf_data().squad_records
-    dataset = squad_records.tfrecord_dataset(data_config.input_path, data_config.seq_length)
-    return self._batch(dataset, data_config, input_context)
+                      input_context: Optional[tf.distribute.InputContext] = None,
+                      start: int = 0) -> tf.data.Dataset:
+    """Windows written by bert_tf.data.squad_records.write_squad_tfrecords, in the
+    order both engines read records (bert_tf.data.record_order)."""
+    paths = files.expand_patterns(data_config.input_path,
+                                  field=f"{base.section_name(data_config)}.input_path")
+    return base.tf_data().tfrecords.ordered_record_dataset(
+        paths, record_specs.squad_spec(data_config.seq_length), data_config,
+        self.experiment.runtime.seed, input_context, start)
 
   def raw_inputs(self, data_config: configs.DataConfig,
                  input_context: Optional[tf.distribute.InputContext] = None
@@ -208,7 +211,7 @@ class SquadTask(base.Task):
   def dummy_host_inputs(self, data_config, batch_size, order):
     """dummy_inputs' synthetic windows, in order."""
     return host_pipeline.array_batches(self._dummy_arrays(data_config), batch_size,
-                                       **dict(order, shuffle=False))
+                                       **dict(order, shuffle_window=0))
 
   def tfrecord_host_inputs(self, data_config, batch_size, order):
     """Windows of the original release's SQuAD records (record_specs.squad_spec)."""

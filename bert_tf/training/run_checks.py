@@ -1,6 +1,6 @@
 """What a training run checks of its configuration before it writes anything, so that no
 run is silently wrong: the vocab against the word-embedding tables of the model and of
-task.init_checkpoint, and the settings only tf.data reads where TensorFlow is absent
+task.init_checkpoint, and the setting only tf.data reads (pack_examples) where TensorFlow is absent
 (errors); the schedule and the checkpoint interval against trainer.train_steps, and a
 resumed run's schedule against the one its params.yaml recorded (one warning line each).
 """
@@ -54,9 +54,9 @@ def check_vocab_size(experiment: configs.ExperimentConfig) -> None:
 
 
 def needs_tf_data(data_config: configs.DataConfig) -> bool:
-  """Whether a data section uses settings only the tf.data input has (the JAX engine's
-  host input reads everything else)."""
-  return bool(data_config.dynamic_masking or data_config.pack_examples)
+  """Whether a data section uses a setting only the tf.data input has (the JAX engine's
+  host input reads everything else, dynamic masking included)."""
+  return bool(data_config.pack_examples)
 
 
 def require_tf_data(data_config: configs.DataConfig, section: str) -> None:
@@ -68,8 +68,8 @@ def require_tf_data(data_config: configs.DataConfig, section: str) -> None:
     import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
   except ImportError:
     raise configs.ConfigError(
-        f"{section}.dynamic_masking and {section}.pack_examples are read through tf.data, "
-        "which needs TensorFlow; install it, or train without them") from None
+        f"{section}.pack_examples is read through tf.data, which needs TensorFlow; "
+        "install it, or train without it") from None
 
 
 def schedule_warnings(experiment: configs.ExperimentConfig) -> List[str]:

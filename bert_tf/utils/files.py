@@ -51,6 +51,17 @@ def _gfile():
   return tf.io.gfile
 
 
+def exists(path: str) -> bool:
+  """Whether a file or folder exists (local, or remote where TensorFlow is installed)."""
+  return _gfile().exists(path)
+
+
+def read_bytes(path: str) -> bytes:
+  """A whole file's bytes (local, or remote where TensorFlow is installed)."""
+  with _gfile().GFile(path, "rb") as f:
+    return f.read()
+
+
 def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_path",
                     error: type = errors.MissingInputError) -> List[str]:
   """The files that comma-separated globs name.

@@ -43,3 +43,18 @@ def test_data_section_tokenizer_keys_that_differ_are_an_error_saying_what_to_wri
 def test_the_experiment_schema_itself_knows_only_the_keys_of_now():
   with pytest.raises(configs.ConfigError, match="Unknown config key 'train_data.vocab_file'"):
     configs.ExperimentConfig.from_dict({"train_data": {"vocab_file": "v.txt"}})
+
+
+def test_earlier_input_order_keys_load_and_only_values_that_ordered_reads_are_named(
+    recwarn):
+  # Every params.yaml of earlier versions holds the defaults: they load silently.
+  experiments.experiment_from_dict({"train_data": {"cycle_length": 8, "deterministic": False},
+                                    "eval_data": {"cycle_length": 8}})
+  assert not [w for w in recwarn if w.category is params_upgrade.ObsoleteConfigKeyWarning]
+  with pytest.warns(params_upgrade.ObsoleteConfigKeyWarning,
+                    match=r"^train_data\.cycle_length, train_data\.deterministic: no longer "
+                          r"read; both engines read the records in one deterministic order"):
+    experiments.experiment_from_dict({"train_data": {"cycle_length": 2,
+                                                     "deterministic": True}})
+  with pytest.raises(configs.ConfigError, match="Unknown config key 'train_data.cycle_length'"):
+    configs.ExperimentConfig.from_dict({"train_data": {"cycle_length": 2}})

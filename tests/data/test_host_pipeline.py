@@ -55,7 +55,7 @@ def _rows(batches, key=constants.INPUT_WORD_IDS):
 
 
 def _training(paths, batch_size=8, **kw):
-  args = dict(shuffle=True, repeat=True, seed=3, num_threads=0)
+  args = dict(shuffle_window=10000, repeat=True, seed=3, num_threads=0)
   args.update(kw)
   return host_pipeline.record_batches(paths, SPEC, batch_size, **args)
 
@@ -64,11 +64,10 @@ def test_pretraining_batches_equal_the_tf_data_batches_in_file_order(shards):
   paths, counts = shards
   config = configs.DataConfig(
       input_path=",".join(paths), global_batch_size=8, seq_length=helpers.SEQ,
-      max_predictions_per_seq=helpers.PRED, is_training=False, drop_remainder=False,
-      deterministic=True, cycle_length=1)
+      max_predictions_per_seq=helpers.PRED, is_training=False, drop_remainder=False)
   theirs = [{k: v.numpy() for k, v in batch.items()}
             for batch in pretraining_reader.build_pretraining_dataset(config)]
-  ours = _batches(host_pipeline.record_batches(paths, SPEC, 8, shuffle=False, repeat=False,
+  ours = _batches(host_pipeline.record_batches(paths, SPEC, 8, shuffle_window=0, repeat=False,
                                                drop_remainder=False))
   _assert_same_batches(ours, theirs)
   assert sum(len(b[constants.NEXT_SENTENCE_LABELS]) for b in ours) == sum(counts)
@@ -80,9 +79,10 @@ def test_finetuning_batches_equal_the_tf_data_batches_padded_to_their_bucket(
     finetuning_files, name, bounds):
   kind, regression = helpers.FINETUNING_KINDS[name]
   path = finetuning_files[name]
-  dataset = tfrecords.read_finetuning_tfrecords(
-      path, kind, helpers.FINETUNING_SEQ, 6, is_training=False, drop_remainder=False,
-      regression=regression, num_choices=helpers.CHOICES)
+  config = configs.DataConfig(input_path=path, seq_length=helpers.FINETUNING_SEQ,
+                              global_batch_size=6, is_training=False, drop_remainder=False)
+  dataset = tfrecords.read_finetuning_tfrecords(config, kind, regression=regression,
+                                                num_choices=helpers.CHOICES)
   dataset = dataset.map(lambda batch: batching.pad_to_length_bucket(batch, bounds))
   theirs = [{k: v.numpy() for k, v in batch.items()} for batch in dataset]
   spec = record_specs.finetuning_spec(kind, helpers.FINETUNING_SEQ, regression,
@@ -90,7 +90,7 @@ def test_finetuning_batches_equal_the_tf_data_batches_padded_to_their_bucket(
   lengths = padding.bucket_lengths(bounds)
   ours = _batches(host_pipeline.record_batches(
       [path], spec, 6, finish=lambda batch: padding.pad_batch_to_bucket(batch, lengths),
-      shuffle=False, repeat=False, drop_remainder=False))
+      shuffle_window=0, repeat=False, drop_remainder=False))
   _assert_same_batches(ours, theirs)
   widths = {b[constants.INPUT_WORD_IDS].shape[-1] for b in ours}
   assert widths <= set(bounds)
@@ -106,11 +106,11 @@ def test_processes_read_disjoint_rows_that_cover_the_data(shards):
   rows = []
   for index in range(3):
     rows.append(_rows(host_pipeline.record_batches(
-        paths, SPEC, 4, shuffle=False, repeat=False, drop_remainder=False,
+        paths, SPEC, 4, shuffle_window=0, repeat=False, drop_remainder=False,
         process_index=index, process_count=3)))
   together = [r for process in rows for r in process]
   assert len(together) == sum(counts)
-  everything = _rows(host_pipeline.record_batches(paths, SPEC, 4, shuffle=False,
+  everything = _rows(host_pipeline.record_batches(paths, SPEC, 4, shuffle_window=0,
                                                   repeat=False, drop_remainder=False))
   assert sorted(together) == sorted(everything)
   # Training: the processes share each shuffled global batch.
@@ -176,7 +176,7 @@ def test_shuffling_is_reproducible_by_seed_and_new_every_epoch(shards):
   a = _rows(_batches(_training(paths), 2 * epoch))
   assert a == _rows(_batches(_training(paths), 2 * epoch))
   assert a != _rows(_batches(_training(paths, seed=4), 2 * epoch))
-  in_order = _rows(host_pipeline.record_batches(paths, SPEC, 8, shuffle=False,
+  in_order = _rows(host_pipeline.record_batches(paths, SPEC, 8, shuffle_window=0,
                                                 repeat=False))
   assert a[:epoch * 8] != in_order[:epoch * 8]
   assert a[:epoch * 8] != a[epoch * 8:]
@@ -191,7 +191,7 @@ def test_a_global_batch_the_processes_cannot_share_is_a_config_error():
 
 def test_in_memory_examples_batch_like_records():
   examples = helpers.finetuning_examples("sentence")
-  iterator = host_pipeline.array_batches(examples, 8, shuffle=False, repeat=False)
+  iterator = host_pipeline.array_batches(examples, 8, shuffle_window=0, repeat=False)
   assert iterator.num_batches == 5
   batches = _batches(iterator)
   np.testing.assert_array_equal(

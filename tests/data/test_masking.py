@@ -1,10 +1,11 @@
-"""Dynamic (in-pipeline) masking: statistics, whole words, undoing file masks, new masks."""
+"""Dynamic masking (bert_tf.data.masking, one NumPy implementation for both engines):
+create_pretraining_data's rule and statistics, whole words, undoing file masks, new masks
+each epoch, the same masks on both engines."""
 
 import random
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import pretraining_fixtures as fx
 from bert_tf import configs
@@ -31,10 +32,9 @@ def batch():
   return ids, mask
 
 
-def _mask(ids, mask, whole_word=False, seed=(1, 2)):
-  out = masking.mask_batch(ids, mask, tf.constant(seed, tf.int64), fx.special_ids(), 0.15,
-                           PRED, whole_word)
-  return {k: v.numpy() for k, v in out.items()}
+def _mask(ids, mask, whole_word=False, seed=1):
+  return masking.DynamicMasking(fx.special_ids(), 0.15, PRED, whole_word).mask(
+      ids, mask, np.random.default_rng(seed))
 
 
 @pytest.mark.parametrize("whole_word", [False, True])
@@ -102,15 +102,20 @@ def test_whole_word_dynamic_masking_takes_every_piece_of_a_word(batch):
   assert joined > 100
 
 
-def test_numpy_and_in_graph_masking_choose_the_same_count_with_whole_words(batch):
+def test_dynamic_masks_follow_create_pretraining_data_draw_for_draw(batch):
   ids, mask = batch
   ids, mask = ids[:400], mask[:400]
-  graph = _mask(ids, mask, whole_word=True)[constants.MASKED_LM_WEIGHTS].sum(axis=1)
-  cand = (mask == 1) & ~np.isin(ids, [fx.special_ids().cls_id, fx.special_ids().sep_id])
-  numpy_masked = pi.mask_sequences(ids, mask, cand, 0.15, PRED, fx.special_ids(),
-                                   np.random.default_rng(0), whole_word=True)
-  # Both take words while they fit, so both reach the budget unless words are too long.
-  assert abs(graph.mean() - numpy_masked.masked_lm_weights.sum(axis=1).mean()) < 0.1
+  special = fx.special_ids()
+  candidates = (mask == 1) & ~np.isin(ids, [special.cls_id, special.sep_id])
+  for whole_word in (False, True):
+    created = pi.mask_sequences(ids, mask, candidates, 0.15, PRED, special,
+                                np.random.default_rng(3), whole_word=whole_word)
+    dynamic = _mask(ids, mask, whole_word, seed=3)
+    np.testing.assert_array_equal(dynamic[constants.INPUT_WORD_IDS], created.input_ids)
+    np.testing.assert_array_equal(dynamic[constants.MASKED_LM_POSITIONS],
+                                  created.masked_lm_positions)
+    np.testing.assert_array_equal(dynamic[constants.MASKED_LM_WEIGHTS],
+                                  created.masked_lm_weights)
 
 
 def test_undo_masking_restores_the_original_ids(batch):
@@ -119,43 +124,48 @@ def test_undo_masking_restores_the_original_ids(batch):
   restored = masking.undo_masking(out[constants.INPUT_WORD_IDS],
                                   out[constants.MASKED_LM_POSITIONS],
                                   out[constants.MASKED_LM_IDS],
-                                  out[constants.MASKED_LM_WEIGHTS]).numpy()
+                                  out[constants.MASKED_LM_WEIGHTS])
   np.testing.assert_array_equal(restored, ids[:200])
 
 
-def test_different_seeds_draw_different_masks_and_equal_seeds_the_same(batch):
+def test_a_batch_s_masks_follow_from_the_seed_and_its_number_however_it_is_shared(batch):
   ids, mask = batch
-  a = _mask(ids[:50], mask[:50], seed=(1, 2))
-  b = _mask(ids[:50], mask[:50], seed=(1, 2))
-  c = _mask(ids[:50], mask[:50], seed=(5, 2))
-  np.testing.assert_array_equal(a[constants.MASKED_LM_POSITIONS],
-                                b[constants.MASKED_LM_POSITIONS])
-  assert (a[constants.MASKED_LM_POSITIONS] != c[constants.MASKED_LM_POSITIONS]).any()
+  features = {constants.INPUT_WORD_IDS: ids[:50], constants.INPUT_MASK: mask[:50],
+              constants.MASKED_LM_POSITIONS: np.zeros((50, PRED), np.int32),
+              constants.MASKED_LM_IDS: np.zeros((50, PRED), np.int32),
+              constants.MASKED_LM_WEIGHTS: np.zeros((50, PRED), np.float32)}
+
+  def positions(seed, number, rows=slice(None)):
+    masks = masking.DynamicMasking(fx.special_ids(), 0.15, PRED, seed=seed,
+                                   global_batch_size=50)
+    part = {key: value[rows] for key, value in features.items()}
+    return masks(part, number, np.arange(50)[rows])[constants.MASKED_LM_POSITIONS]
+
+  np.testing.assert_array_equal(positions(1, 4), positions(1, 4))
+  for other in [(2, 4), (1, 5)]:
+    assert (positions(1, 4) != positions(*other)).any(), other
+  # A part of the batch (a process's, a replica's) gets its rows' masks of the whole.
+  np.testing.assert_array_equal(positions(1, 4, slice(1, None, 3)),
+                                positions(1, 4)[1::3])
 
 
 def test_reader_draws_new_masks_every_epoch_from_masked_files(tmp_path):
   path = str(tmp_path / "d.tfrecord")
-  fx.write_record_file(path, num_documents=30)
+  count = fx.write_record_file(path, num_documents=30)
   vocab = fx.write_vocab(tmp_path)
-  base = configs.DataConfig(input_path=path, global_batch_size=16, seq_length=32,
-                            max_predictions_per_seq=5, is_training=False,
-                            drop_remainder=False, deterministic=True)
+  # One batch per epoch, the records in file order.
+  base = configs.DataConfig(input_path=path, global_batch_size=count, seq_length=32,
+                            max_predictions_per_seq=5, shuffle_buffer_size=0)
   static = next(iter(pretraining_reader.build_pretraining_dataset(base)))
-  dynamic = pretraining_reader.build_pretraining_dataset(
-      base.replace(dynamic_masking=True), vocab_file=vocab)
-  first, second = next(iter(dynamic)), next(iter(dynamic))
+  first, second = pretraining_reader.build_pretraining_dataset(
+      base.replace(dynamic_masking=True), vocab_file=vocab).take(2)
   assert (first[constants.MASKED_LM_POSITIONS].numpy()
           != second[constants.MASKED_LM_POSITIONS].numpy()).any()
   for out in (first, second):
-    restored = masking.undo_masking(out[constants.INPUT_WORD_IDS],
-                                    out[constants.MASKED_LM_POSITIONS],
-                                    out[constants.MASKED_LM_IDS],
-                                    out[constants.MASKED_LM_WEIGHTS])
-    original = masking.undo_masking(static[constants.INPUT_WORD_IDS],
-                                    static[constants.MASKED_LM_POSITIONS],
-                                    static[constants.MASKED_LM_IDS],
-                                    static[constants.MASKED_LM_WEIGHTS])
-    np.testing.assert_array_equal(restored.numpy(), original.numpy())
+    restored, original = (masking.undo_masking(*(batch[key].numpy() for key in (
+        constants.INPUT_WORD_IDS, constants.MASKED_LM_POSITIONS, constants.MASKED_LM_IDS,
+        constants.MASKED_LM_WEIGHTS))) for batch in (out, static))
+    np.testing.assert_array_equal(restored, original)
 
 
 def test_dynamic_masking_without_a_vocab_file_is_an_error_naming_the_setting(tmp_path):

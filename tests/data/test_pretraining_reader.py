@@ -15,8 +15,8 @@ from bert_tf.data import pretraining_files
 from bert_tf.data import pretraining_format
 from bert_tf.data import pretraining_reader as reader
 from bert_tf.data import record_files
-from bert_tf.data import tfrecords
 from bert_tf.tasks import base as task_base
+from bert_tf.training.tf_engine import input as tf_input
 
 SEQ, PRED = 32, 5
 
@@ -36,8 +36,7 @@ def files(tmp_path_factory):
 
 def _config(input_path, **kw):
   args = dict(input_path=input_path, global_batch_size=8, seq_length=SEQ,
-              max_predictions_per_seq=PRED, is_training=False, drop_remainder=False,
-              deterministic=True)
+              max_predictions_per_seq=PRED, is_training=False, drop_remainder=False)
   args.update(kw)
   return configs.DataConfig(**args)
 
@@ -107,21 +106,39 @@ def test_missing_or_empty_glob_is_an_error_naming_it(input_path):
     reader.build_pretraining_dataset(_config(input_path))
 
 
-def test_corrupt_record_error_is_explained_with_the_file_name(files, tmp_path):
-  bad = str(tmp_path / "bad.tfrecord")
-  with open(files["paths"][0], "rb") as f:
+def _damaged_copy(source, path, offset_in_record):
+  """A copy of `source` whose second record has 4 bytes damaged at `offset_in_record`
+  (0: its length header, 12: its data)."""
+  with open(source, "rb") as f:
     data = bytearray(f.read())
-  data[len(data) // 2:len(data) // 2 + 8] = b"XXXXXXXX"
-  with open(bad, "wb") as f:
+  second = 12 + int.from_bytes(data[:8], "little") + 4
+  data[second + offset_in_record:second + offset_in_record + 4] = b"XXXX"
+  with open(path, "wb") as f:
     f.write(bytes(data))
+  return second
+
+
+def test_a_corrupt_length_header_fails_when_the_input_is_built_naming_file_and_offset(
+    files, tmp_path):
+  bad = str(tmp_path / "bad.tfrecord")
+  offset = _damaged_copy(files["paths"][0], bad, 0)
+  with pytest.raises(record_files.CorruptRecordError,
+                     match=f"bad.tfrecord at byte offset {offset} "):
+    reader.build_pretraining_dataset(_config(files["paths"][1] + "," + bad))
+
+
+def test_a_corrupt_record_fails_when_read_and_is_explained_with_file_and_offset(
+    files, tmp_path):
+  bad = str(tmp_path / "bad.tfrecord")
+  offset = _damaged_copy(files["paths"][0], bad, 12)
   config = _config(files["paths"][1] + "," + bad)
-  with pytest.raises(tf.errors.DataLossError) as info:
+  with pytest.raises(tf.errors.InvalidArgumentError) as info:
     for _ in reader.build_pretraining_dataset(config):
       pass
-  explained = task_base.get_task(trainer_helpers.tiny_experiment()).explain_input_error(
-      info.value, config)
+  explained = tf_input.corrupt_input_error(
+      task_base.get_task(trainer_helpers.tiny_experiment()), info.value, config)
   assert isinstance(explained, record_files.CorruptRecordError)
-  assert "bad.tfrecord at byte offset" in str(explained)
+  assert f"bad.tfrecord at byte offset {offset + 12} " in str(explained)
   assert files["paths"][1] not in str(explained)
 
 

@@ -185,7 +185,7 @@ def _record_experiment(path, steps, **train_data):
   return trainer_helpers.tiny_experiment(
       seq=32, predictions=5, steps=steps,
       train_data=dict(format="tfrecord", input_path=path, shuffle_buffer_size=1,
-                      deterministic=True, **train_data),
+                      **train_data),
       trainer=dict(steps_per_loop=1, summary_interval=1, log_interval=1,
                    checkpoint_interval=100, max_to_keep=3))
 

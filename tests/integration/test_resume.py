@@ -27,8 +27,8 @@ def _pretraining_experiment(tmp_path, strategy):
     paths.append(path)
   vocab = pretraining_fixtures.write_vocab(tmp_path)
   data = dict(format="tfrecord", input_path=",".join(paths), seq_length=32,
-              max_predictions_per_seq=5, shuffle_buffer_size=16, cycle_length=2,
-              deterministic=True, dynamic_masking=True, vocab_file=vocab)
+              max_predictions_per_seq=5, shuffle_buffer_size=16,
+              dynamic_masking=True, vocab_file=vocab)
   return trainer_helpers.tiny_experiment(
       batch=4, steps=TOTAL, strategy=strategy, model=dict(encoder=ENCODER),
       train_data=data, eval_data=dict(data, is_training=False),
@@ -44,8 +44,7 @@ def _sentence_prediction_experiment(tmp_path, strategy):
   lines = ["sentence\tlabel"] + [
       f"{' '.join(rng.choice(words, size=rng.integers(3, 9)))}\t{i % 2}" for i in range(40)]
   (tmp_path / "train.tsv").write_text("\n".join(lines) + "\n")
-  data = dict(format="tsv", vocab_file=vocab, input_path=str(tmp_path / "train.tsv"),
-              deterministic=True)
+  data = dict(format="tsv", vocab_file=vocab, input_path=str(tmp_path / "train.tsv"))
   experiment = finetuning_helpers.tiny_experiment(
       {"name": "sentence_prediction", "text_a_column": "sentence", "num_classes": 2},
       data, steps=TOTAL, seq_length=16)

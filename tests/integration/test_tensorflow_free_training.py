@@ -1,7 +1,8 @@
 """tools/train.py --backend=jax where `import tensorflow` fails, as on a GPU machine with
-JAX alone: pretraining from create_pretraining_data's records and GLUE from
-create_finetuning_data's records train, evaluate, checkpoint, are killed (SIGKILL) and
-resume bit-exactly (every array of the last checkpoint equal to an uninterrupted run's).
+JAX alone: pretraining from create_pretraining_data's records (with the files' masks, or
+RoBERTa-style dynamic masks) and GLUE from create_finetuning_data's records train,
+evaluate, checkpoint, are killed (SIGKILL) and resume bit-exactly (every array of the
+last checkpoint equal to an uninterrupted run's).
 
 The records are written here, with TensorFlow, by the tools themselves; each training
 runs in a process whose `sys.modules["tensorflow"]` is None.
@@ -97,13 +98,17 @@ def _check(config, directory):
     np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
-def test_pretraining_runs_and_resumes_bit_exactly_without_tensorflow(tmp_path):
+@pytest.mark.parametrize("dynamic_masking", [False, True])
+def test_pretraining_runs_and_resumes_bit_exactly_without_tensorflow(tmp_path,
+                                                                    dynamic_masking):
   records = str(tmp_path / "pretrain.tfrecord")
   pretraining_fixtures.write_record_file(records, num_documents=60)
   data = dict(format="tfrecord", input_path=records, global_batch_size=8, seq_length=32,
-              max_predictions_per_seq=5)
+              max_predictions_per_seq=5, dynamic_masking=dynamic_masking,
+              whole_word_masking=dynamic_masking)
   config = _config(tmp_path, "pretraining", {
       "task": {"name": "pretraining"}, "train_data": data,
+      "tokenizer": {"vocab_file": pretraining_fixtures.write_vocab(tmp_path)},
       "eval_data": dict(data, is_training=False, drop_remainder=False)})
   _check(config, tmp_path)
 

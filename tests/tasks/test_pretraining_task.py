@@ -112,8 +112,8 @@ def test_a_few_steps_on_one_repeated_batch_drive_the_loss_down(tmp_path, policy)
       runtime=dict(mixed_precision_dtype=policy))
 
   class OneBatchTask(PretrainingTask):
-    def build_inputs(self, data_config, input_context=None):
-      return super().build_inputs(data_config, input_context).take(1).cache().repeat()
+    def build_inputs(self, data_config, input_context=None, start=0):
+      return super().build_inputs(data_config, input_context, start).take(1).cache().repeat()
 
   trainer = Trainer(experiment, str(tmp_path), task=OneBatchTask(experiment))
   first = trainer.train(10)["loss"]

@@ -1,5 +1,5 @@
-"""bert_tf.text.vocab.build_vocab on a tiny corpus: special tokens first, the requested
-size, and a vocab the tokenizer reads the corpus back with."""
+"""bert_tf.text.vocab_learning.build_vocab on a tiny corpus: special tokens first, the
+requested size, and a vocab the tokenizer reads the corpus back with."""
 
 import io
 
@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import constants
-from bert_tf.text import vocab
+from bert_tf.text import vocab_learning
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
 
 WORDS = ("the", "cat", "sat", "on", "mat", "dog", "runs", "home", "quickly", "green",
@@ -27,8 +27,8 @@ def test_built_vocab_starts_with_special_tokens_fits_the_size_and_tokenizes_the_
     tmp_path):
   corpus, lines = _corpus(tmp_path)
   output = tmp_path / "vocab.txt"
-  tokens = vocab.build_vocab(corpus, VOCAB_SIZE, lower_case=True, output_file=str(output),
-                             progress_interval=None)
+  tokens = vocab_learning.build_vocab(corpus, VOCAB_SIZE, lower_case=True,
+                                      output_file=str(output), progress_interval=None)
   assert output.read_text(encoding="utf-8").splitlines() == tokens
   assert tuple(tokens[:5]) == constants.SPECIAL_TOKENS == (
       "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -57,18 +57,20 @@ def test_a_vocab_smaller_than_asked_says_so_with_both_sizes_and_min_count_gets_c
     tmp_path):
   corpus = _rare_corpus(tmp_path)
   out = io.StringIO()
-  default = vocab.build_vocab(corpus, 2000, lower_case=True, progress_interval=None,
-                              stream=out)
+  default = vocab_learning.build_vocab(corpus, 2000, lower_case=True,
+                                       progress_interval=None, stream=out)
   line, = out.getvalue().splitlines()
   assert line.startswith(f"learned {len(default)} tokens (target 2000)")
   assert "Fewer tokens than the 2000 asked" in line and "--min_count (e.g. 2)" in line
-  lower = vocab.build_vocab(corpus, 2000, lower_case=True, progress_interval=None,
-                            min_count=2, stream=io.StringIO())
+  lower = vocab_learning.build_vocab(corpus, 2000, lower_case=True,
+                                     progress_interval=None, min_count=2,
+                                     stream=io.StringIO())
   assert len(default) < len(lower) <= 2000
 
 
 def test_a_vocab_of_about_the_asked_size_adds_no_note(tmp_path):
   corpus, _ = _corpus(tmp_path)
   out = io.StringIO()
-  vocab.build_vocab(corpus, VOCAB_SIZE, lower_case=True, progress_interval=None, stream=out)
+  vocab_learning.build_vocab(corpus, VOCAB_SIZE, lower_case=True, progress_interval=None,
+                             stream=out)
   assert "Fewer tokens" not in out.getvalue()

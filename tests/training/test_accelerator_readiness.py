@@ -299,10 +299,10 @@ class _Float16OverflowTask(PretrainingTask):
   """Pretraining whose second batch overflows float16 in the forward pass: its
   masked-LM logits are multiplied by 65000, twice, in float16."""
 
-  def build_inputs(self, data_config, input_context=None):
+  def build_inputs(self, data_config, input_context=None, start=0):
     def flag(index, batch):
       return dict(batch, overflow=tf.cast(index == 1, tf.float16))
-    return super().build_inputs(data_config, input_context).enumerate().map(flag)
+    return super().build_inputs(data_config, input_context, start).enumerate().map(flag)
 
   def compute_loss(self, features, outputs, global_batch_size, **normalizers):
     factor = 1.0 + 65000.0 * features["overflow"]

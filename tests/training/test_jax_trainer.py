@@ -184,7 +184,7 @@ def test_the_same_yaml_runs_on_jax_and_tpu_strategy_is_a_one_line_error(tmp_path
 
 
 @pytest.mark.slow  # three trainings
-def test_dynamic_masking_on_jax_reads_through_tf_data_and_resumes_its_iterator(tmp_path):
+def test_dynamic_masking_on_jax_reads_the_host_input_and_resumes_at_its_position(tmp_path):
   import pretraining_fixtures as fx  # pylint: disable=g-import-not-at-top
   records = str(tmp_path / "pretrain.tfrecord")
   fx.write_record_file(records, num_documents=40)
@@ -198,8 +198,9 @@ def test_dynamic_masking_on_jax_reads_through_tf_data_and_resumes_its_iterator(t
   config.save(path)
   model_dir = str(tmp_path / "run")
   assert np.isfinite(_worker("train", path, model_dir, "train")["loss"])
-  # Its position is the tf.data iterator's state beside the checkpoint.
-  assert os.path.exists(os.path.join(model_dir, "ckpt-2.input.index"))
+  # Its position is the host input's, beside the checkpoint (no tf.data iterator).
+  assert os.path.exists(os.path.join(model_dir, "ckpt-2.input.json"))
+  assert not os.path.exists(os.path.join(model_dir, "ckpt-2.input.index"))
   config.override({"trainer": {"train_steps": 4}}).save(path)
   _worker("train", path, model_dir, "train")
   assert os.path.exists(os.path.join(model_dir, "ckpt-4.h5"))

@@ -4,10 +4,11 @@ compiles once per bucket, with a position saved beside each checkpoint.
 
 Batches come from the task's host input (task.host_inputs, bert_tf.data.host_pipeline):
 TFRecords read without TensorFlow, or raw task files featurized once where
-tensorflow-text is installed. Its position is a small JSON file beside the checkpoint
-(`ckpt-N.input[-P].json`). Two settings only tf.data has (dynamic masking, packed
-examples) take the task's tf.data input instead, which needs TensorFlow; its position
-is a tf.data iterator state (bert_tf.training.tf_engine.input).
+tensorflow-text is installed; dynamic masking draws its masks there too
+(bert_tf.data.masking). Its position is a small JSON file beside the checkpoint
+(`ckpt-N.input[-P].json`). The one setting only tf.data has (packed examples) takes the
+task's tf.data input instead, which needs TensorFlow; its position is a tf.data iterator
+state (bert_tf.training.tf_engine.input).
 
 A checkpoint without a position of this input (written by the other engine, or by
 another input) resumes by skipping the consumed batches: with the same files, seed and
@@ -79,8 +80,8 @@ def host_batch(batch) -> Dict[str, np.ndarray]:
 
 
 class TfDataInput:
-  """This process's training batches from the task's tf.data input (dynamic masking,
-  packed examples)."""
+  """This process's training batches from the task's tf.data input (packed
+  examples)."""
 
   def __init__(self, task: task_base.Task, data_config: configs.DataConfig,
                process_index: int, process_count: int, step: int,
@@ -141,7 +142,7 @@ def corrupt_input_error(task: task_base.Task, error: Exception,
 
 
 def _tf_input():
-  """The TensorFlow engine's input module (imports TensorFlow), for the settings only
+  """The TensorFlow engine's input module (imports TensorFlow), for the setting only
   tf.data has."""
   from bert_tf.training.tf_engine import input as tf_input  # pylint: disable=g-import-not-at-top
   return tf_input

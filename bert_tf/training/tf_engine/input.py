@@ -17,6 +17,7 @@ from bert_tf import configs
 from bert_tf import constants
 from bert_tf.checkpoints import portable
 from bert_tf.data import batching
+from bert_tf.data import record_files
 from bert_tf.tasks import base as task_base
 from bert_tf.utils import errors
 
@@ -53,11 +54,13 @@ class TrainerInput:
                                       tf.distribute.MirroredStrategy))
 
   def build_inputs(self, data_config: configs.DataConfig,
-                   input_context: tf.distribute.InputContext) -> tf.data.Dataset:
-    """The batches the trainer reads: the task's per-replica batches; with
-    `pads_to_length_buckets` (training, or any input on a TPU), those cut to their
-    longest example padded to the next of data_config.length_buckets and seq_length."""
-    dataset = self.task.build_inputs(data_config, input_context)
+                   input_context: tf.distribute.InputContext,
+                   start: int = 0) -> tf.data.Dataset:
+    """The batches the trainer reads: the task's per-replica batches, the first
+    `start` skipped; with `pads_to_length_buckets` (training, or any input on a TPU),
+    those cut to their longest example padded to the next of data_config.length_buckets
+    and seq_length."""
+    dataset = self.task.build_inputs(data_config, input_context, start)
     if not (self._is_tpu or (self.pads_to_length_buckets and data_config.is_training)):
       return dataset
     return padded_to_length_buckets(dataset, data_config)
@@ -82,12 +85,9 @@ class TrainerInput:
         order, this is the very position an uninterrupted run would be at).
     """
     def dataset_fn(input_context):
-      dataset = self.build_inputs(data_config, input_context)
-      if skip_steps:
-        per_pipeline = (input_context.num_replicas_in_sync //
-                        input_context.num_input_pipelines)
-        dataset = dataset.skip(skip_steps * per_pipeline)
-      return dataset
+      per_pipeline = (input_context.num_replicas_in_sync //
+                      input_context.num_input_pipelines)
+      return self.build_inputs(data_config, input_context, skip_steps * per_pipeline)
 
     options = None
     if self._is_tpu:
@@ -99,10 +99,8 @@ class TrainerInput:
     iterator of per-replica batches, one element per replica and step, under
     OneDeviceStrategy and MirroredStrategy: one shuffle buffer and one iterator state
     for all the worker's replicas."""
-    dataset = self.build_inputs(data_config, self._one_pipeline_context())
-    if skip_steps:
-      dataset = dataset.skip(skip_steps * self.strategy.num_replicas_in_sync)
-    return iter(dataset)
+    return iter(self.build_inputs(data_config, self._one_pipeline_context(),
+                                  skip_steps * self.strategy.num_replicas_in_sync))
 
   def next_batch(self, iterator):
     """The next step's batch (in the training loop): from the worker's tf.data iterator
@@ -214,6 +212,12 @@ def corrupt_input_error(task: task_base.Task, error: Exception,
   corrupt file and the offset it breaks at (the files are read again to find them), or
   an InputError with TensorFlow's message where every file reads in full when read
   again; None for any other error."""
+  if (isinstance(error, tf.errors.InvalidArgumentError) and
+      "CorruptRecordError" in (error.message or "")):
+    # A record read by number (tfrecords.ordered_record_dataset) failed its checksum.
+    bad = record_files.find_corrupt_records(data_config.input_path,
+                                            data_config.compression_type)
+    return record_files.corrupt_records_error(bad) if bad else None
   if not isinstance(error, tf.errors.DataLossError):
     return None
   explained = task.explain_input_error(error, data_config)
