@@ -2,7 +2,10 @@
 
 Written with the `tensorboard` package's event writer and protos (no TensorFlow): each
 scalar is a float32 tensor summary with the scalars plugin's metadata, the form
-`tf.summary.scalar` writes, so TensorBoard shows them as scalars.
+`tf.summary.scalar` writes, so TensorBoard shows them as scalars. The writer opens its
+files through TensorBoard's own file layer, which is tf.io.gfile where TensorFlow is
+installed and fsspec for remote paths without it: the libraries of
+bert_tf.utils.file_systems, so a remote model_dir takes the summaries too.
 """
 
 import glob
@@ -18,6 +21,8 @@ from tensorboard.compat.proto import types_pb2
 from tensorboard.summary.writer import event_file_writer
 from tensorboard.util import tensor_util
 
+from bert_tf.utils import files
+
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
     plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
 
@@ -29,7 +34,7 @@ class SummaryWriter:
     self.directory = os.path.join(model_dir, phase)
     self._writer = None
     if enabled:
-      os.makedirs(self.directory, exist_ok=True)
+      files.make_dirs(self.directory)
       self._writer = event_file_writer.EventFileWriter(self.directory)
 
   def write(self, scalars: Mapping[str, float], step: int) -> None:
@@ -53,7 +58,7 @@ def read_scalars(directory: str) -> dict:
   """{tag: [(step, value), ...]} from the event files in `directory` (for tests and
   scripts)."""
   out = {}
-  for path in sorted(glob.glob(os.path.join(glob.escape(directory), "events.out.tfevents.*"))):
+  for path in files.glob(os.path.join(glob.escape(directory), "events.out.tfevents.*")):
     for event in event_file_loader.EventFileLoader(path).Load():
       for value in event.summary.value:
         if value.HasField("tensor"):

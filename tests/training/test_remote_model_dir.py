@@ -1,0 +1,56 @@
+"""A remote model_dir on the TensorFlow engine, in one process: TensorFlow's own gs://
+client ignores STORAGE_EMULATOR_HOST, so its in-memory file system `ram://` stands for
+remote storage (every write goes through bert_tf.utils.files and tf.io.gfile). The
+JAX engine without TensorFlow is tested against a GCS emulator in
+tests/integration/test_remote_storage.py.
+"""
+
+import os
+import uuid
+
+import pytest
+import tensorflow as tf
+
+import trainer_helpers
+from bert_tf.checkpoints import portable
+from bert_tf.training import runs
+from bert_tf.training import summaries
+from bert_tf.training import trainer as trainer_lib
+from bert_tf.utils import file_systems
+
+
+def _ram_dir():
+  return f"ram://runs-{uuid.uuid4().hex[:8]}/run"
+
+
+def test_pretraining_writes_params_summaries_and_checkpoints_to_remote_model_dir_and_resumes():
+  model_dir = _ram_dir()
+  experiment = trainer_helpers.tiny_experiment(steps=2)
+  trainer_lib.run_experiment(experiment, model_dir, "train")
+  names = set(tf.io.gfile.listdir(model_dir))
+  assert {"params.yaml", "ckpt-2.h5", "train/"} <= names | {n + "/" for n in names}
+  assert not [n for n in names if ".tmp" in n or n.startswith(".write-check")]
+  assert portable.checkpoints_in(model_dir) == [f"{model_dir}/ckpt-2.h5"]
+  assert summaries.read_scalars(f"{model_dir}/train")  # TensorBoard events there
+  assert runs.recorded_params(model_dir) is not None
+
+  resumed = trainer_helpers.tiny_experiment(steps=4)
+  logged = []
+  trainer_lib.run_experiment(resumed, model_dir, "train", log_fn=logged.append)
+  assert any(f"Resumed from {model_dir}/ckpt-2.h5 at step 2" in line for line in logged)
+  with portable._open(f"{model_dir}/ckpt-4.h5") as f:  # pylint: disable=protected-access
+    assert int(f.attrs["step"]) == 4
+
+
+def test_unreachable_model_dir_is_one_storage_error_naming_path_and_host_before_any_write(
+    tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  # No network here: the gs:// client cannot resolve its host.
+  experiment = trainer_helpers.tiny_experiment(steps=2)
+  with pytest.raises(file_systems.StorageError) as raised:
+    trainer_lib.run_experiment(experiment, "gs://no-such-bucket-bert-tf/run", "train")
+  message = str(raised.value)
+  assert "gs://no-such-bucket-bert-tf/run" in message
+  assert "resolve host" in message.lower() or "could not" in message.lower(), message
+  assert "\n" not in message.strip()
+  assert os.listdir(tmp_path) == []
