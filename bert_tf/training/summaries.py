@@ -2,14 +2,16 @@
 
 Written with the `tensorboard` package's event writer and protos (no TensorFlow): each
 scalar is a float32 tensor summary with the scalars plugin's metadata, the form
-`tf.summary.scalar` writes, so TensorBoard shows them as scalars. The writer opens its
-files through TensorBoard's own file layer, which is tf.io.gfile where TensorFlow is
-installed and fsspec for remote paths without it: the libraries of
-bert_tf.utils.file_systems, so a remote model_dir takes the summaries too.
+`tf.summary.scalar` writes, so TensorBoard shows them as scalars. For a remote model_dir
+the event file is written to a local folder and uploaded whole (bert_tf.utils.files)
+after each flush: object stores cannot append, and TensorBoard's own writer without
+TensorFlow appends through fsspec, which gcsfs turns into an overwrite by the last chunk.
 """
 
 import glob
 import os
+import shutil
+import tempfile
 import time
 from typing import Mapping
 
@@ -21,6 +23,7 @@ from tensorboard.compat.proto import types_pb2
 from tensorboard.summary.writer import event_file_writer
 from tensorboard.util import tensor_util
 
+from bert_tf.utils import file_systems
 from bert_tf.utils import files
 
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
@@ -33,9 +36,13 @@ class SummaryWriter:
   def __init__(self, model_dir: str, phase: str, enabled: bool = True):
     self.directory = os.path.join(model_dir, phase)
     self._writer = None
+    self._local_directory = None
     if enabled:
       files.make_dirs(self.directory)
-      self._writer = event_file_writer.EventFileWriter(self.directory)
+      if file_systems.is_remote(self.directory):
+        self._local_directory = tempfile.mkdtemp(prefix=f"bert_tf-{phase}-")
+      self._writer = event_file_writer.EventFileWriter(
+          self._local_directory or self.directory)
 
   def write(self, scalars: Mapping[str, float], step: int) -> None:
     """Writes each {name: value} as a float32 scalar at `step`, then flushes."""
@@ -48,10 +55,21 @@ class SummaryWriter:
     self._writer.add_event(event_pb2.Event(wall_time=time.time(), step=int(step),
                                            summary=summary_pb2.Summary(value=values)))
     self._writer.flush()
+    self._upload()
+
+  def _upload(self) -> None:
+    if self._local_directory is not None:
+      for name in os.listdir(self._local_directory):
+        files.copy(os.path.join(self._local_directory, name),
+                   os.path.join(self.directory, name))
 
   def close(self) -> None:
     if self._writer is not None:
       self._writer.close()
+      self._upload()
+      if self._local_directory is not None:
+        shutil.rmtree(self._local_directory, ignore_errors=True)
+      self._writer = None
 
 
 def read_scalars(directory: str) -> dict:

@@ -10,10 +10,12 @@ on without TensorFlow; its cloud protocols come as extras (`bert_tf[gcs]`: gcsfs
 answer, is a `StorageError` naming the path and what is missing.
 """
 
+import contextlib
 import glob as glob_lib
+import logging
 import os
 import shutil
-from typing import List
+from typing import Iterator, List
 
 from bert_tf.utils import errors
 
@@ -205,6 +207,20 @@ def tensorflow_serves_paths() -> bool:
 
 def failure_reason(error: BaseException) -> str:
   """One line saying why a storage call failed (TensorFlow, fsspec or os errors)."""
-  reason = (getattr(error, "strerror", None) or getattr(error, "message", None)
-            or str(error) or type(error).__name__)
+  reason = (getattr(error, "message", None) or str(error)
+            or getattr(error, "strerror", None) or type(error).__name__)
   return " ".join(str(reason).split())
+
+
+@contextlib.contextmanager
+def quiet_retries() -> Iterator[None]:
+  """Silences the client libraries' own logs of failed requests (gcsfs logs each
+  request that runs out of retries with its traceback), for a check whose failure is
+  reported as one line."""
+  logger = logging.getLogger("gcsfs")
+  level = logger.level
+  logger.setLevel(logging.CRITICAL)
+  try:
+    yield
+  finally:
+    logger.setLevel(level)

@@ -139,10 +139,11 @@ def check_writable(directory: str, field: str = "model_dir") -> None:
     raise file_systems.StorageError(f"{field}: {e}") from None
   probe = os.path.join(directory, f".write-check-{uuid.uuid4().hex[:12]}")
   try:
-    gfile.makedirs(directory)
-    with gfile.GFile(probe, "wb") as f:
-      f.write(b"bert_tf")
-    gfile.remove(probe)
+    with file_systems.quiet_retries():
+      gfile.makedirs(directory)
+      with gfile.GFile(probe, "wb") as f:
+        f.write(b"bert_tf")
+      gfile.remove(probe)
   except gfile.failures as e:
     raise file_systems.StorageError(
         f"{field}: cannot write to {directory}: {file_systems.failure_reason(e)}") from None
