@@ -33,7 +33,7 @@ def load_vocab(vocab_file):
   TensorFlow's text-file table initializer does.
 
   Args:
-    vocab_file: path (local or any `tf.io.gfile` file system) of a UTF-8 file
+    vocab_file: path (local or remote: bert_tf.utils.files) of a UTF-8 file
       with one token per line.
 
   Returns:

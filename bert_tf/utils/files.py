@@ -120,18 +120,16 @@ def read_bytes(path: str) -> bytes:
 
 
 def check_writable(directory: str, field: str = "model_dir") -> None:
-  """Checks that `directory` can be made and written: creates it, and on remote storage
-  writes and deletes a small file in it. Run before anything else is read or written
-  there, so that storage that is not served or does not answer is one error and no
-  partial output.
+  """Checks that remote storage serves `directory` and takes writes there: writes and
+  deletes a small file in it. Run before anything else is read or written there, so that
+  storage that is not served or does not answer is one error and no partial output. A
+  local directory is left alone (creating it is `make_dirs`'s, with its own errors).
 
   Raises:
     StorageError: naming `field`, the directory and why (the extra to install, the
       host that did not answer, no permission).
-    OutputPathError: a local directory that cannot be made (a file in the way, ...).
   """
   if not file_systems.is_remote(directory):
-    make_dirs(directory)
     return
   try:
     gfile = _files(directory)
