@@ -28,7 +28,8 @@ def test_pretraining_writes_params_summaries_and_checkpoints_to_remote_model_dir
   experiment = trainer_helpers.tiny_experiment(steps=2)
   trainer_lib.run_experiment(experiment, model_dir, "train")
   names = set(tf.io.gfile.listdir(model_dir))
-  assert {"params.yaml", "ckpt-2.h5", "train/"} <= names | {n + "/" for n in names}
+  assert {"params.yaml", "ckpt-2.h5", "ckpt-2.input.index", "train/"} <= (
+      names | {n + "/" for n in names}), names
   assert not [n for n in names if ".tmp" in n or n.startswith(".write-check")]
   assert portable.checkpoints_in(model_dir) == [f"{model_dir}/ckpt-2.h5"]
   assert summaries.read_scalars(f"{model_dir}/train")  # TensorBoard events there
@@ -38,6 +39,8 @@ def test_pretraining_writes_params_summaries_and_checkpoints_to_remote_model_dir
   logged = []
   trainer_lib.run_experiment(resumed, model_dir, "train", log_fn=logged.append)
   assert any(f"Resumed from {model_dir}/ckpt-2.h5 at step 2" in line for line in logged)
+  # The input position came back from model_dir (no skipping of consumed batches).
+  assert not any("skipped the" in line for line in logged), logged
   with portable._open(f"{model_dir}/ckpt-4.h5") as f:  # pylint: disable=protected-access
     assert int(f.attrs["step"]) == 4
 
