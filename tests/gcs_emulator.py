@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Dict, Iterator
 
@@ -43,10 +44,12 @@ def running(bucket: str = BUCKET) -> Iterator[str]:
     RuntimeError: it did not answer within 30 s (its output in the message).
   """
   port = _free_port()
+  # Its request log goes to a file: a pipe nobody reads would fill and stall it.
+  log = tempfile.TemporaryFile()
   process = subprocess.Popen(
       [sys.executable, "-m", "gcp_storage_emulator", "start", "--host=127.0.0.1",
        f"--port={port}", "--in-memory", f"--default-bucket={bucket}"],
-      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+      stdout=log, stderr=subprocess.STDOUT)
   try:
     deadline = time.time() + _START_TIMEOUT_S
     while True:
@@ -56,8 +59,10 @@ def running(bucket: str = BUCKET) -> Iterator[str]:
       except OSError:
         if process.poll() is not None or time.time() > deadline:
           process.kill()
+          process.wait()
+          log.seek(0)
           raise RuntimeError("The storage emulator did not start: "
-                             + process.stdout.read().decode(errors="replace")[-2000:])
+                             + log.read().decode(errors="replace")[-2000:])
         time.sleep(0.1)
     yield f"http://127.0.0.1:{port}"
   finally:
@@ -67,4 +72,4 @@ def running(bucket: str = BUCKET) -> Iterator[str]:
     except subprocess.TimeoutExpired:
       process.kill()
       process.wait()
-    process.stdout.close()
+    log.close()

@@ -1,7 +1,7 @@
 """tools/train.py with a remote model_dir on the JAX engine where `import tensorflow`
 fails, against a GCS emulator on 127.0.0.1 (tests/gcs_emulator.py; gcsfs through
 STORAGE_EMULATOR_HOST): params.yaml, summaries, checkpoints and input positions land
-in the bucket, a run stopped at a checkpoint resumes from it bit-exactly, and storage
+in the bucket, a run killed after a checkpoint resumes from it bit-exactly, and storage
 that is not served or does not answer is one error line with nothing written locally.
 The data is the dummy input (remote input is not read yet). The TensorFlow engine's
 remote model_dir is tested in one process on ram:// (tests/training/test_remote_model_dir.py).
@@ -9,9 +9,11 @@ remote model_dir is tested in one process on ram:// (tests/training/test_remote_
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -28,6 +30,8 @@ TRAIN_TOOL = os.path.join(paths.ROOT, "tools", "train.py")
 # Runs tools/train.py with TensorFlow (and, where the argument says so, gcsfs) unimportable.
 _WITHOUT = ("import runpy, sys; [sys.modules.__setitem__(m, None) for m in sys.argv[1].split(',')]; "
             "sys.argv = sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+STEPS = 8
+KILL_AFTER = 4
 _DATA = dict(format="dummy", global_batch_size=8, seq_length=16, max_predictions_per_seq=4)
 
 
@@ -48,14 +52,24 @@ def _config(directory, steps):
   return path
 
 
-def _train(config, model_dir, cwd, environment, without="tensorflow"):
+def _command(config, model_dir, environment, without):
   env = {k: v for k, v in os.environ.items()
          if k not in ("KERAS_BACKEND", "XLA_FLAGS", "STORAGE_EMULATOR_HOST")}
   env.update(environment, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=paths.ROOT)
-  return subprocess.run(
-      [sys.executable, "-c", _WITHOUT, without, TRAIN_TOOL, f"--experiment={config}",
-       f"--model_dir={model_dir}", "--backend=jax"],
-      env=env, capture_output=True, text=True, timeout=600, cwd=str(cwd))
+  return ([sys.executable, "-c", _WITHOUT, without, TRAIN_TOOL, f"--experiment={config}",
+           f"--model_dir={model_dir}", "--backend=jax"], env)
+
+
+def _train(config, model_dir, cwd, environment, without="tensorflow"):
+  command, env = _command(config, model_dir, environment, without)
+  return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600,
+                        cwd=str(cwd))
+
+
+def _start(config, model_dir, cwd, environment):
+  command, env = _command(config, model_dir, environment, "tensorflow")
+  return subprocess.Popen(command, env=env, cwd=str(cwd), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
 
 
 @pytest.fixture(name="emulator")
@@ -85,31 +99,41 @@ def test_jax_run_without_tensorflow_writes_remote_model_dir_with_all_summaries_a
   bucket = f"gs://{gcs_emulator.BUCKET}"
   cwd = tmp_path / "cwd"
   cwd.mkdir()
-  whole = _train(_config(tmp_path, 4), f"{bucket}/whole", cwd, environment)
+  config = _config(tmp_path, STEPS)
+  whole = _train(config, f"{bucket}/whole", cwd, environment)
   assert whole.returncode == 0, whole.stdout[-2000:] + whole.stderr[-3000:]
-  first = _train(_config(tmp_path, 2), f"{bucket}/split", cwd, environment)
-  assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
-  second = _train(_config(tmp_path, 4), f"{bucket}/split", cwd, environment)
-  assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-3000:]
-  assert f"Resumed from {bucket}/split/ckpt-2.h5 at step 2" in second.stdout
-
-  names = {name.split("/", 2)[-1] for name in fs.find(f"{bucket}/split")}
-  assert {"params.yaml", "ckpt-2.h5", "ckpt-2.input.json", "ckpt-4.h5",
-          "ckpt-4.input.json"} <= names, names
-  assert any(name.startswith("train/events.out.tfevents.") for name in names), names
+  names = {name.split("/", 2)[-1] for name in fs.find(f"{bucket}/whole")}
+  assert {"params.yaml", "ckpt-2.h5", "ckpt-2.input.json", f"ckpt-{STEPS}.h5",
+          f"ckpt-{STEPS}.input.json"} <= names, names
   assert not [name for name in names if ".tmp-" in name or "write-check" in name], names
-  assert os.listdir(cwd) == []  # nothing written locally (no ./gs:/ folder)
-
   # The event file holds every step written (object stores cannot append: it is
   # uploaded whole after each flush).
   (event_file,) = fs.glob(f"{bucket}/whole/train/events.out.tfevents.*")
   events = tmp_path / "events"
   events.mkdir()
   fs.get(event_file, str(events / os.path.basename(event_file)))
-  assert [step for step, _ in summaries.read_scalars(str(events))["loss"]] == [2, 4]
+  assert [step for step, _ in summaries.read_scalars(str(events))["loss"]] == list(
+      range(2, STEPS + 1, 2))
 
-  a = _arrays(fs, f"{bucket}/whole/ckpt-4.h5", tmp_path / "whole")
-  b = _arrays(fs, f"{bucket}/split/ckpt-4.h5", tmp_path / "split")
+  # Killed (SIGKILL) once a checkpoint is in the bucket, which outlives the process.
+  killed = f"{bucket}/killed"
+  process = _start(config, killed, cwd, environment)
+  deadline = time.time() + 600
+  while not fs.exists(f"{killed}/ckpt-{KILL_AFTER}.h5"):
+    assert process.poll() is None and time.time() < deadline
+    fs.invalidate_cache()
+    time.sleep(0.05)
+  process.send_signal(signal.SIGKILL)
+  process.wait()
+  fs.invalidate_cache()
+  assert not fs.exists(f"{killed}/ckpt-{STEPS}.h5")
+  resumed = _train(config, killed, cwd, environment)
+  assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
+  assert f"Resumed from {killed}/ckpt-" in resumed.stdout
+  assert os.listdir(cwd) == []  # nothing written locally (no ./gs:/ folder)
+
+  a = _arrays(fs, f"{bucket}/whole/ckpt-{STEPS}.h5", tmp_path / "whole")
+  b = _arrays(fs, f"{killed}/ckpt-{STEPS}.h5", tmp_path / "killed")
   assert a.keys() == b.keys() and any(key.startswith("random_state/") for key in a)
   for key in a:
     np.testing.assert_array_equal(a[key], b[key], err_msg=key)
