@@ -50,6 +50,12 @@ EXTRAS_REQUIRE = {
     # machines carry.
     "jax": _requirements("jax.txt"),
     "torch": ["torch==2.13.0"],
+    # Remote paths (model_dir: gs://..., s3://...) where TensorFlow is not installed (the
+    # JAX engine's machines): bert_tf.utils.file_systems reaches them through fsspec,
+    # whose Google Cloud Storage and S3 implementations these are. With TensorFlow,
+    # tf.io.gfile serves gs:// itself.
+    "gcs": ["gcsfs>=2024.2"],
+    "s3": ["s3fs>=2024.2"],
     "test": [
         "pytest>=8",
         "pytest-xdist>=3.5",
@@ -62,6 +68,10 @@ EXTRAS_REQUIRE = {
         "scipy>=1.11",
         "seqeval>=1.2",
         "transformers>=5.0",  # Hugging Face's BERT, timed beside ours by bench/gpu_pretraining.py
+        # A Google Cloud Storage emulator on 127.0.0.1 and the client that reaches it, for
+        # the tests of remote model_dirs (tests/gcs_emulator.py).
+        "gcp-storage-emulator>=2024.8",
+        "gcsfs>=2024.2",
     ],
 }
 

@@ -19,7 +19,9 @@ before the .h5: the TensorFlow engine a tf.data iterator checkpoint (`.index`,
 `.data-*`), the JAX engine a JSON file (`.json`).
 
 Files are written under a temporary name and renamed, so a reader never sees a
-half-written checkpoint. Reading asserts what TensorFlow checkpoints assert: every
+half-written checkpoint; h5py writes local files only, so for a remote directory the
+file is written locally, uploaded under a temporary name and renamed there
+(bert_tf.utils.files.staged_output), and read from a local copy. Reading asserts what TensorFlow checkpoints assert: every
 variable of a restored item is found with the same shape, and errors name the file.
 
 Version 1 files held Keras optimizers' variables in order (`optimizer/<i>`, attribute
@@ -27,16 +29,17 @@ Version 1 files held Keras optimizers' variables in order (`optimizer/<i>`, attr
 their moments, loss scale and step restore into the version 2 names.
 """
 
+import contextlib
 import os
 import re
-import uuid
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 import h5py
 import numpy as np
 
 from bert_tf import constants
 from bert_tf.utils import errors
+from bert_tf.utils import files
 
 FORMAT = "bert_tf.portable"
 VERSION = 2
@@ -55,10 +58,10 @@ class PortableCheckpointError(errors.UserError, ValueError):
 
 def is_portable(path: str) -> bool:
   """Whether `path` is a portable checkpoint file."""
-  if not (path.endswith(SUFFIX) and os.path.isfile(path)):
+  if not (path.endswith(SUFFIX) and files.exists(path) and not files.isdir(path)):
     return False
   try:
-    with h5py.File(path, "r") as f:
+    with files.local_copy(path) as local, h5py.File(local, "r") as f:
       return f.attrs.get("format") == FORMAT
   except OSError:
     return False
@@ -85,9 +88,7 @@ def step_of(path: str) -> int:
 
 def checkpoints_in(directory: str) -> List[str]:
   """The portable checkpoints in `directory`, newest (highest step) first."""
-  if not os.path.isdir(directory):
-    return []
-  names = [name for name in os.listdir(directory) if _NAME.match(name)]
+  names = [name for name in files.listdir(directory) if _NAME.match(name)]
   return [os.path.join(directory, name)
           for name in sorted(names, key=lambda n: -int(_NAME.match(n).group(1)))]
 
@@ -164,43 +165,38 @@ def save(path: str, items: Mapping[str, object],
   Returns:
     `path`.
   """
-  directory = os.path.dirname(path) or "."
-  os.makedirs(directory, exist_ok=True)
-  temporary = os.path.join(directory, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex}")
-  try:
-    with h5py.File(temporary, "w") as f:
-      f.attrs["format"] = FORMAT
-      f.attrs["version"] = VERSION
-      f.attrs["backend"] = backend
-      if step is not None:
-        f.attrs["step"] = int(step)
-      group = f.create_group("items")
-      for name, item in items.items():
-        item_group = group.create_group(name)
-        for variable_path, variable in item_variables(item).items():
-          _write(item_group, variable_path, host_value(variable))
-      optimizer = f.create_group("optimizer")
-      for name, variable in (optimizer_state or {}).items():
-        _write(optimizer, name, host_value(variable))
-      seeds = f.create_group("random_state")
-      for i, variable in enumerate(random_state):
-        _write(seeds, f"{i:05d}", host_value(variable))
-    os.replace(temporary, path)
-  finally:
-    if os.path.exists(temporary):
-      os.remove(temporary)
+  with files.staged_output(path) as temporary, h5py.File(temporary, "w") as f:
+    f.attrs["format"] = FORMAT
+    f.attrs["version"] = VERSION
+    f.attrs["backend"] = backend
+    if step is not None:
+      f.attrs["step"] = int(step)
+    group = f.create_group("items")
+    for name, item in items.items():
+      item_group = group.create_group(name)
+      for variable_path, variable in item_variables(item).items():
+        _write(item_group, variable_path, host_value(variable))
+    optimizer = f.create_group("optimizer")
+    for name, variable in (optimizer_state or {}).items():
+      _write(optimizer, name, host_value(variable))
+    seeds = f.create_group("random_state")
+    for i, variable in enumerate(random_state):
+      _write(seeds, f"{i:05d}", host_value(variable))
   return path
 
 
-def _open(path: str) -> h5py.File:
-  try:
-    f = h5py.File(path, "r")
-  except OSError as e:
-    raise PortableCheckpointError(f"Checkpoint {path} is unreadable: {e}") from None
-  if f.attrs.get("format") != FORMAT:
-    f.close()
-    raise PortableCheckpointError(f"{path} is not a bert_tf portable checkpoint")
-  return f
+@contextlib.contextmanager
+def _open(path: str) -> Iterator[h5py.File]:
+  """The checkpoint at `path` open for reading (of a remote one, a local copy)."""
+  with files.local_copy(path) as local:
+    try:
+      f = h5py.File(local, "r")
+    except OSError as e:
+      raise PortableCheckpointError(f"Checkpoint {path} is unreadable: {e}") from None
+    with f:
+      if f.attrs.get("format") != FORMAT:
+        raise PortableCheckpointError(f"{path} is not a bert_tf portable checkpoint")
+      yield f
 
 
 def check_readable(path: str) -> None:
@@ -232,7 +228,7 @@ def item_names(path: str) -> set:
       names.add("random_state")
     if "step" in f.attrs:
       names.add("step")
-  if os.path.exists(input_prefix(path) + ".index"):
+  if files.exists(input_prefix(path) + ".index"):
     names.add("iterator")
   return names
 

@@ -22,6 +22,7 @@ from typing import Dict, Mapping, Optional, Sequence
 
 from bert_tf.checkpoints import portable
 from bert_tf.utils import errors
+from bert_tf.utils import files
 
 
 class UnreadableCheckpointError(errors.UserError, OSError):
@@ -133,8 +134,8 @@ def _tensorflow_installed() -> bool:
 
 
 def _has_legacy_index(directory: str) -> bool:
-  return os.path.isdir(directory) and any(
-      name.endswith(".index") or name == "checkpoint" for name in os.listdir(directory))
+  return any(name.endswith(".index") or name == "checkpoint"
+             for name in files.listdir(directory))
 
 
 def resolve_checkpoint(path: str) -> str:
@@ -148,10 +149,10 @@ def resolve_checkpoint(path: str) -> str:
   """
   if portable.is_portable(path):
     return path
-  if path.endswith(portable.SUFFIX) and os.path.isfile(path):
+  if path.endswith(portable.SUFFIX) and files.exists(path) and not files.isdir(path):
     portable.check_readable(path)  # Raises, naming the file and what fails.
-  local_directory = os.path.isdir(path)
-  if local_directory and not (_has_legacy_index(path) and _tensorflow_installed()):
+  is_directory = files.isdir(path)
+  if is_directory and not (_has_legacy_index(path) and _tensorflow_installed()):
     found = newest_readable_portable(path)
     if found is None:
       raise errors.MissingInputError(f"No checkpoint in directory {path}")
@@ -161,7 +162,7 @@ def resolve_checkpoint(path: str) -> str:
         f"No portable checkpoint at {path} (a file ckpt-N.h5, or a directory holding "
         "one); reading a TensorFlow checkpoint needs tensorflow" + _numbered_hint(path))
   tf_format = _tf_format()
-  if local_directory or tf_format.is_directory(path):
+  if is_directory or tf_format.is_directory(path):
     found, problems = [], []
     for find in (tf_format.newest_readable_checkpoint, newest_readable_portable):
       try:
@@ -187,10 +188,10 @@ def _numbered_hint(path: str) -> str:
   (`run/ckpt` beside `run/ckpt-1.index`): a hint naming the folder and the newest of
   them; otherwise ""."""
   folder, stem = os.path.split(path)
-  if not stem or not os.path.isdir(folder or "."):
+  if not stem or not files.isdir(folder or "."):
     return ""
   numbered = re.compile(re.escape(stem) + r"-(\d+)(\.index|" + re.escape(portable.SUFFIX) + ")$")
-  steps = sorted({int(m.group(1)) for m in map(numbered.match, os.listdir(folder or "."))
+  steps = sorted({int(m.group(1)) for m in map(numbered.match, files.listdir(folder or "."))
                   if m})
   if not steps:
     return ""

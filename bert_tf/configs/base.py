@@ -12,7 +12,6 @@ import copy
 import dataclasses
 import difflib
 import json
-import os
 import types
 import typing
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
@@ -20,6 +19,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 import yaml
 
 from bert_tf.utils import errors
+from bert_tf.utils import files
 
 
 class ConfigError(errors.UserError, ValueError):
@@ -131,7 +131,6 @@ class Config:
   def save(self, path: str) -> None:
     """Writes the config as YAML, atomically."""
     # Local import: configs load without TensorFlow, which the writer needs.
-    from bert_tf.utils import files  # pylint: disable=g-import-not-at-top
     with files.atomic_open(path) as f:
       f.write(self.to_yaml())
 
@@ -159,9 +158,9 @@ def merged_yaml(*paths: str, overrides=None) -> Dict[str, Any]:
 
 def load_yaml(path: str) -> Dict[str, Any]:
   """Reads one YAML mapping, with the file name in any error."""
-  if not os.path.exists(path):
+  if not files.exists(path):
     raise ConfigError(f"Config file not found: {path}")
-  with open(path, encoding="utf-8") as f:
+  with files.open_file(path, "r") as f:
     try:
       data = yaml.safe_load(f)
     except yaml.YAMLError as e:

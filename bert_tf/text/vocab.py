@@ -21,8 +21,8 @@ def load_vocab(vocab_file):
   TensorFlow's text-file table initializer does.
 
   Args:
-    vocab_file: path (local, or any `tf.io.gfile` file system where TensorFlow is
-      installed) of a UTF-8 file with one token per line.
+    vocab_file: path (local or remote: bert_tf.utils.files) of a UTF-8 file
+      with one token per line.
 
   Returns:
     A list of the tokens; a token's id is its index.

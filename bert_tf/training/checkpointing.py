@@ -10,21 +10,31 @@ other. Each process's input position is a file of its engine's input beside it
 its positions; a run that finds no position of its own input skips the consumed
 batches instead.
 
+model_dir may be remote (bert_tf.utils.files): the .h5 is uploaded under a temporary
+name and renamed there, and the input positions, which the engines' inputs write and
+read as local files, are written to a local folder and uploaded before it (downloaded
+again for a resume).
+
 Model directories of older versions hold TensorFlow checkpoints (`ckpt-N.index`); the
 TensorFlow engine resumes from them (`Engine.restore_legacy`) and from then on writes
 the portable format.
 """
 
+import contextlib
 import glob
 import os
 import re
-from typing import Optional
+import shutil
+import tempfile
+from typing import Iterator, Optional
 
 import keras
 
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import restore
 from bert_tf.training import engine as engine_lib
+from bert_tf.utils import file_systems
+from bert_tf.utils import files
 
 _LEGACY_INDEX = re.compile(r"^ckpt-(\d+)\.index$")
 
@@ -32,9 +42,7 @@ _LEGACY_INDEX = re.compile(r"^ckpt-(\d+)\.index$")
 def newest_legacy_checkpoint(model_dir: str) -> Optional[str]:
   """The prefix of the highest-step TensorFlow checkpoint in model_dir (by name), or
   None."""
-  if not os.path.isdir(model_dir):
-    return None
-  steps = [int(m.group(1)) for m in map(_LEGACY_INDEX.match, os.listdir(model_dir)) if m]
+  steps = [int(m.group(1)) for m in map(_LEGACY_INDEX.match, files.listdir(model_dir)) if m]
   return os.path.join(model_dir, f"ckpt-{max(steps)}") if steps else None
 
 
@@ -90,8 +98,8 @@ class CheckpointSaver:
     step = engine.step
     path = portable.path_for_step(self.model_dir, step)
     engine.sync_to_model()
-    os.makedirs(self.model_dir, exist_ok=True)
-    engine.save_input_position(path)
+    files.make_dirs(self.model_dir)
+    self._save_input_position(path)
     engine.barrier(f"input positions of step {step}")
     if engine.is_chief:
       portable.save(path, engine.model.trained_items, engine.optimizer_state(),
@@ -101,8 +109,35 @@ class CheckpointSaver:
     engine.barrier(f"checkpoint of step {step}")
     return path
 
+  def _save_input_position(self, checkpoint: str) -> None:
+    if not file_systems.is_remote(checkpoint):
+      self.engine.save_input_position(checkpoint)
+      return
+    with tempfile.TemporaryDirectory() as local_dir:
+      self.engine.save_input_position(os.path.join(local_dir, os.path.basename(checkpoint)))
+      for name in sorted(os.listdir(local_dir)):
+        with files.atomic_path(os.path.join(self.model_dir, name)) as temporary:
+          files.copy(os.path.join(local_dir, name), temporary)
+
   def _delete_old(self) -> None:
     for path in portable.checkpoints_in(self.model_dir)[self.max_to_keep:]:
-      os.remove(path)
-      for sidecar in glob.glob(glob.escape(portable.input_prefix(path)) + "*"):
-        os.remove(sidecar)
+      files.remove(path)
+      for sidecar in files.glob(glob.escape(portable.input_prefix(path)) + "*"):
+        files.remove(sidecar)
+
+
+@contextlib.contextmanager
+def local_input_positions(checkpoint: Optional[str]) -> Iterator[Optional[str]]:
+  """Yields the checkpoint path to build the training input from: `checkpoint` itself
+  where it is local (or None), otherwise its name in a local folder holding a copy of
+  its input positions (the engines' inputs read local files)."""
+  if checkpoint is None or not file_systems.is_remote(checkpoint):
+    yield checkpoint
+    return
+  local_dir = tempfile.mkdtemp()
+  try:
+    for path in files.glob(glob.escape(portable.input_prefix(checkpoint)) + "*"):
+      files.copy(path, os.path.join(local_dir, os.path.basename(path)))
+    yield os.path.join(local_dir, os.path.basename(checkpoint))
+  finally:
+    shutil.rmtree(local_dir)

@@ -39,7 +39,7 @@ def _flat(data: dict, prefix: str = "") -> Dict[str, object]:
 def recorded_params(model_dir: str) -> Optional[configs.ExperimentConfig]:
   """The configuration model_dir's params.yaml recorded, or None without one."""
   path = os.path.join(model_dir, PARAMS_FILE)
-  if not os.path.exists(path):
+  if not files.exists(path):
     return None
   # Parsed, not read raw: entries a newer version added come back with their defaults.
   return experiments.experiment_from_yaml(path)
@@ -81,7 +81,8 @@ def run_in_model_dir(experiment: configs.ExperimentConfig, model_dir: str, mode:
   """Checks the configuration and params.yaml, builds the trainer, restores model_dir's
   checkpoint, checks the input, saves params.yaml there (chief only) and runs `mode`.
 
-  Nothing is written before the configuration (bert_tf.training.run_checks: a vocab of
+  Nothing is written before model_dir is known to be writable (files.check_writable:
+  storage that is not served or does not answer is one error naming it), nor before the configuration (bert_tf.training.run_checks: a vocab of
   another size than the model's is an error) and the input are accepted and the restore
   succeeded: a refused run leaves no params.yaml behind. An existing one that fixes other
   shapes is an error (`check_params_match`) unless replace_params. params.yaml records
@@ -101,6 +102,9 @@ def run_in_model_dir(experiment: configs.ExperimentConfig, model_dir: str, mode:
   if mode not in MODES:
     raise ValueError(f"mode must be train, eval or train_and_eval, got '{mode}'")
   log = log_fn or (lambda line: logging.warning("%s", line))
+  # Storage that is not served or does not answer is one error before anything is
+  # read or written there.
+  files.check_writable(model_dir)
   differing = check_params_match(experiment, model_dir, replace=replace_params)
   run_checks.check_vocab_size(experiment)
   recorded = recorded_params(model_dir)

@@ -2,11 +2,16 @@
 
 Written with the `tensorboard` package's event writer and protos (no TensorFlow): each
 scalar is a float32 tensor summary with the scalars plugin's metadata, the form
-`tf.summary.scalar` writes, so TensorBoard shows them as scalars.
+`tf.summary.scalar` writes, so TensorBoard shows them as scalars. For a remote model_dir
+the event file is written to a local folder and uploaded whole (bert_tf.utils.files)
+after each flush: object stores cannot append, and TensorBoard's own writer without
+TensorFlow appends through fsspec, which gcsfs turns into an overwrite by the last chunk.
 """
 
 import glob
 import os
+import shutil
+import tempfile
 import time
 from typing import Mapping
 
@@ -18,6 +23,9 @@ from tensorboard.compat.proto import types_pb2
 from tensorboard.summary.writer import event_file_writer
 from tensorboard.util import tensor_util
 
+from bert_tf.utils import file_systems
+from bert_tf.utils import files
+
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
     plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
 
@@ -28,9 +36,13 @@ class SummaryWriter:
   def __init__(self, model_dir: str, phase: str, enabled: bool = True):
     self.directory = os.path.join(model_dir, phase)
     self._writer = None
+    self._local_directory = None
     if enabled:
-      os.makedirs(self.directory, exist_ok=True)
-      self._writer = event_file_writer.EventFileWriter(self.directory)
+      files.make_dirs(self.directory)
+      if file_systems.is_remote(self.directory):
+        self._local_directory = tempfile.mkdtemp(prefix=f"bert_tf-{phase}-")
+      self._writer = event_file_writer.EventFileWriter(
+          self._local_directory or self.directory)
 
   def write(self, scalars: Mapping[str, float], step: int) -> None:
     """Writes each {name: value} as a float32 scalar at `step`, then flushes."""
@@ -43,17 +55,28 @@ class SummaryWriter:
     self._writer.add_event(event_pb2.Event(wall_time=time.time(), step=int(step),
                                            summary=summary_pb2.Summary(value=values)))
     self._writer.flush()
+    self._upload()
+
+  def _upload(self) -> None:
+    if self._local_directory is not None:
+      for name in os.listdir(self._local_directory):
+        files.copy(os.path.join(self._local_directory, name),
+                   os.path.join(self.directory, name))
 
   def close(self) -> None:
     if self._writer is not None:
       self._writer.close()
+      self._upload()
+      if self._local_directory is not None:
+        shutil.rmtree(self._local_directory, ignore_errors=True)
+      self._writer = None
 
 
 def read_scalars(directory: str) -> dict:
   """{tag: [(step, value), ...]} from the event files in `directory` (for tests and
   scripts)."""
   out = {}
-  for path in sorted(glob.glob(os.path.join(glob.escape(directory), "events.out.tfevents.*"))):
+  for path in files.glob(os.path.join(glob.escape(directory), "events.out.tfevents.*")):
     for event in event_file_loader.EventFileLoader(path).Load():
       for value in event.summary.value:
         if value.HasField("tensor"):

@@ -167,8 +167,8 @@ class Trainer:
     self.initialize()
     self.check_inputs("train_data")
     if not self._input_started:
-      self.engine.start_training_input(self.step, self.restored_from,
-                                       self.restore_input_position)
+      with checkpointing.local_input_positions(self.restored_from) as checkpoint:
+        self.engine.start_training_input(self.step, checkpoint, self.restore_input_position)
       self._input_started = True
     writer = SummaryWriter(self.model_dir, "train", enabled=self.is_chief)
     global_batch = self.experiment.train_data.global_batch_size

@@ -3,63 +3,26 @@
 Inputs are named by comma-separated globs (`data/train-*.tfrecord,extra.tfrecord`);
 outputs are written under a temporary name in the same directory and renamed when
 complete, so that a reader never sees a half-written file and a failed run leaves
-whatever was there before untouched. Paths may be local or on any `tf.io.gfile` file
-system.
+whatever was there before untouched. Paths may be local or remote: every operation goes
+through the file system bert_tf.utils.file_systems picks (tf.io.gfile where TensorFlow
+is installed, fsspec for remote paths without it). A library that writes only local
+files (h5py) writes to a local temporary file that `staged_output` then uploads, and
+reads a remote file through `local_copy`.
 """
 
 import contextlib
 import glob as glob_lib
 import os
-import shutil
-import sys
+import tempfile
 import uuid
 from typing import Iterable, Iterator, List, Sequence, Union
 
 from bert_tf.utils import errors
+from bert_tf.utils import file_systems
 
 
-class _LocalFiles:
-  """The part of tf.io.gfile this module uses, on the local file system (where
-  TensorFlow is not installed: the JAX engine's machines)."""
-
-  glob = staticmethod(glob_lib.glob)
-  isdir = staticmethod(os.path.isdir)
-  exists = staticmethod(os.path.exists)
-  remove = staticmethod(os.remove)
-  rmtree = staticmethod(shutil.rmtree)
-  GFile = staticmethod(open)  # pylint: disable=invalid-name
-
-  @staticmethod
-  def makedirs(directory: str) -> None:
-    os.makedirs(directory, exist_ok=True)
-
-  @staticmethod
-  def rename(source: str, target: str, overwrite: bool = False) -> None:
-    if not overwrite and os.path.exists(target):
-      raise FileExistsError(target)
-    os.replace(source, target)
-
-
-def _gfile():
-  """tf.io.gfile (local and remote file systems), or the local file system where
-  TensorFlow is not installed. Imported on first use: modules that only name files
-  load without TensorFlow."""
-  try:
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    return _LocalFiles
-  return tf.io.gfile
-
-
-def exists(path: str) -> bool:
-  """Whether a file or folder exists (local, or remote where TensorFlow is installed)."""
-  return _gfile().exists(path)
-
-
-def read_bytes(path: str) -> bytes:
-  """A whole file's bytes (local, or remote where TensorFlow is installed)."""
-  with _gfile().GFile(path, "rb") as f:
-    return f.read()
+def _files(path: str):
+  return file_systems.for_path(path)
 
 
 def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_path",
@@ -84,9 +47,9 @@ def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_pat
   globs = [g.strip() for p in patterns for g in (p or "").split(",") if g.strip()]
   if not globs:
     raise error(f"{field}: no input file given")
-  gfile = _gfile()
+  gfile = _files(globs[0])
   glob_files, isdir = gfile.glob, gfile.isdir
-  if gfile is _LocalFiles:
+  if not file_systems.tensorflow_serves_paths():
     glob_files = _local_glob(field)
   files, seen = [], set()
   for glob in globs:
@@ -112,46 +75,153 @@ def _local_glob(field: str):
 
 
 def exists(path: str) -> bool:
-  """Whether `path` exists (any `tf.io.gfile` file system; the local one where
-  TensorFlow is not installed)."""
-  return _gfile().exists(path)
+  """Whether `path` exists (on any file system bert_tf.utils.file_systems serves)."""
+  return _files(path).exists(path)
+
+
+def isdir(path: str) -> bool:
+  """Whether `path` is a directory."""
+  return _files(path).isdir(path)
+
+
+def listdir(directory: str) -> List[str]:
+  """The names in `directory` ([] where it does not exist)."""
+  gfile = _files(directory)
+  if not gfile.isdir(directory):
+    return []
+  return [name.rstrip("/") for name in gfile.listdir(directory)]
+
+
+def glob(pattern: str) -> List[str]:
+  """The paths that match `pattern`, sorted."""
+  return sorted(_files(pattern).glob(pattern))
+
+
+def remove(path: str) -> None:
+  """Deletes the file at `path`."""
+  _files(path).remove(path)
+
+
+def copy(source: str, target: str) -> None:
+  """Copies the file `source` to `target` (replacing it), either or both remote."""
+  remote = target if file_systems.is_remote(target) else source
+  _files(remote).copy(source, target, overwrite=True)
+
+
+def open_file(path: str, mode: str = "r"):
+  """The file at `path`, opened for reading (`r`, `rb`); writers use `atomic_open`."""
+  return _files(path).GFile(path, mode)
 
 
 def read_bytes(path: str) -> bytes:
-  """The whole content of the file at `path` (file systems as `exists`)."""
-  with _gfile().GFile(path, "rb") as f:
+  """The whole content of the file at `path`."""
+  with open_file(path, "rb") as f:
     return f.read()
 
 
+def check_writable(directory: str, field: str = "model_dir") -> None:
+  """Checks that remote storage serves `directory` and takes writes there: writes and
+  deletes a small file in it. Run before anything else is read or written there, so that
+  storage that is not served or does not answer is one error and no partial output. A
+  local directory is left alone (creating it is `make_dirs`'s, with its own errors).
+
+  Raises:
+    StorageError: naming `field`, the directory and why (the extra to install, the
+      host that did not answer, no permission).
+  """
+  if not file_systems.is_remote(directory):
+    return
+  try:
+    gfile = _files(directory)
+  except file_systems.StorageError as e:
+    raise file_systems.StorageError(f"{field}: {e}") from None
+  probe = os.path.join(directory, f".write-check-{uuid.uuid4().hex[:12]}")
+  try:
+    with file_systems.quiet_retries():
+      gfile.makedirs(directory)
+      with gfile.GFile(probe, "wb") as f:
+        f.write(b"bert_tf")
+      gfile.remove(probe)
+  except gfile.failures as e:
+    raise file_systems.StorageError(
+        f"{field}: cannot write to {directory}: {file_systems.failure_reason(e)}") from None
+
+
+@contextlib.contextmanager
+def local_copy(path: str) -> Iterator[str]:
+  """Yields a local path holding the file at `path`: `path` itself where it is local,
+  otherwise a temporary copy (deleted afterwards), for libraries that read only local
+  files (h5py)."""
+  if not file_systems.is_remote(path):
+    yield path
+    return
+  handle, local = tempfile.mkstemp(suffix=os.path.basename(path))
+  os.close(handle)
+  try:
+    copy(path, local)
+    yield local
+  finally:
+    os.remove(local)
+
+
+@contextlib.contextmanager
+def staged_output(path: str) -> Iterator[str]:
+  """Yields a local path to write one file to, for libraries that write only local files
+  (h5py); it becomes `path` when the block completes (see `atomic_path`): for a remote
+  `path` it is uploaded under a temporary name that is then renamed, so that `path`
+  appears whole or not at all."""
+  if not file_systems.is_remote(path):
+    with atomic_path(path) as temporary:
+      yield temporary
+    return
+  handle, local = tempfile.mkstemp(suffix=os.path.basename(path))
+  os.close(handle)
+  try:
+    yield local
+    with atomic_path(path) as temporary:
+      copy(local, temporary)
+  finally:
+    os.remove(local)
+
+
 def make_dirs(directory: str) -> None:
-  """Creates `directory` and its parents (any `tf.io.gfile` file system; the local one
-  where TensorFlow is not installed).
+  """Creates `directory` and its parents.
 
   Raises:
     OutputPathError: naming the directory and why it cannot be made: a file in the
-      way (named), no permission, a read-only file system.
+      way (named), no permission, a read-only file system, storage that does not
+      answer (the error names the host), a remote file system no installed library
+      serves (StorageError, naming the extra to install).
   """
-  gfile = _gfile()
-  failures = (OSError,) if gfile is _LocalFiles else (
-      OSError, sys.modules["tensorflow"].errors.OpError)
-  exists, isdir = gfile.exists, gfile.isdir
+  gfile = _files(directory)
   try:
     gfile.makedirs(directory)
-  except failures as e:
-    reason = getattr(e, "strerror", None) or getattr(e, "message", None) or str(e)
-    blocking = directory
-    while blocking and not exists(blocking):
-      parent = os.path.dirname(blocking)
-      blocking = parent if parent != blocking else ""
-    if blocking and not isdir(blocking):
-      reason = f"{blocking} is a file, not a directory"
+  except gfile.failures as e:
+    reason = file_systems.failure_reason(e)
+    if not file_systems.is_remote(directory):
+      reason = _blocking_file(directory) or reason
     raise errors.OutputPathError(f"Cannot create the output directory {directory}: "
                                  f"{reason}") from None
 
 
+def _blocking_file(directory: str) -> str:
+  """"F is a file, not a directory" for the file F that stands where a parent of
+  `directory` should be; "" where there is none."""
+  blocking = directory
+  while blocking and not os.path.exists(blocking):
+    parent = os.path.dirname(blocking)
+    blocking = parent if parent != blocking else ""
+  if blocking and not os.path.isdir(blocking):
+    return f"{blocking} is a file, not a directory"
+  return ""
+
+
 def temporary_name(path: str) -> str:
-  """A unique sibling of `path` to write to before the rename."""
-  return f"{path}.tmp-{uuid.uuid4().hex[:12]}"
+  """A unique hidden sibling of `path` to write to before the rename (`.NAME.tmp-ID`: no
+  name that begins with `path`'s, which TensorFlow's ram:// file system would take for
+  `path` itself)."""
+  directory, name = os.path.split(path.rstrip("/") or path)
+  return os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
 
 
 @contextlib.contextmanager
@@ -165,7 +235,7 @@ def atomic_path(path: str, overwrite: bool = True) -> Iterator[str]:
   Raises:
     FileExistsError: `path` exists and `overwrite` is False.
   """
-  gfile = _gfile()
+  gfile = _files(path)
   parent = os.path.dirname(path)
   if parent:
     make_dirs(parent)
@@ -196,7 +266,7 @@ def atomic_open(path: str, mode: str = "w", overwrite: bool = True):
   if mode not in ("w", "wb"):
     raise ValueError(f"atomic_open writes with mode 'w' or 'wb', got '{mode}'")
   with atomic_path(path, overwrite) as tmp:
-    with _gfile().GFile(tmp, mode) as f:
+    with _files(path).GFile(tmp, mode) as f:
       yield f
 
 

@@ -1,0 +1,226 @@
+"""Which file system serves a path: the one choice every reader and writer of the package
+goes through (bert_tf.utils.files holds the operations built on it).
+
+Where TensorFlow is installed, every path goes through `tf.io.gfile` (local, `gs://`,
+`s3://` with tensorflow-io, `ram://`, ...). Where it is not (the JAX engine's machines),
+local paths use the os module and remote ones (`gs://`, `s3://`, `memory://`, ...) use
+fsspec, the library the JAX ecosystem's loaders and TensorBoard's own writer fall back
+on without TensorFlow; its cloud protocols come as extras (`bert_tf[gcs]`: gcsfs,
+`bert_tf[s3]`: s3fs). A path that no installed library serves, or whose storage does not
+answer, is a `StorageError` naming the path and what is missing.
+"""
+
+import contextlib
+import glob as glob_lib
+import logging
+import os
+import shutil
+from typing import Iterator, List
+
+from bert_tf.utils import errors
+
+# The extra that brings each remote protocol to the fsspec route.
+_EXTRAS = {"gs": ("gcsfs", "gcs"), "gcs": ("gcsfs", "gcs"), "s3": ("s3fs", "s3"),
+           "s3a": ("s3fs", "s3")}
+
+
+class StorageError(errors.UserError, OSError):
+  """A path on storage that no installed library serves, or that does not answer."""
+
+
+def protocol(path: str) -> str:
+  """The protocol of a URL-like path (`gs` of `gs://b/x`); "" for a local path."""
+  head, sep, _ = str(path).partition("://")
+  return head if sep and head and head != "file" else ""
+
+
+def is_remote(path: str) -> bool:
+  """Whether `path` names a file system other than the local one."""
+  return bool(protocol(path))
+
+
+class LocalFiles:
+  """The part of tf.io.gfile the package uses, on the local file system."""
+
+  glob = staticmethod(glob_lib.glob)
+  isdir = staticmethod(os.path.isdir)
+  exists = staticmethod(os.path.exists)
+  remove = staticmethod(os.remove)
+  rmtree = staticmethod(shutil.rmtree)
+  listdir = staticmethod(os.listdir)
+  GFile = staticmethod(open)  # pylint: disable=invalid-name
+  failures = (OSError,)
+
+  @staticmethod
+  def makedirs(directory: str) -> None:
+    os.makedirs(directory, exist_ok=True)
+
+  @staticmethod
+  def rename(source: str, target: str, overwrite: bool = False) -> None:
+    if not overwrite and os.path.exists(target):
+      raise FileExistsError(target)
+    os.replace(source, target)
+
+  @staticmethod
+  def copy(source: str, target: str, overwrite: bool = False) -> None:
+    if not overwrite and os.path.exists(target):
+      raise FileExistsError(target)
+    shutil.copyfile(source, target)
+
+
+class FsspecFiles:
+  """The same operations on one fsspec file system (paths keep their protocol)."""
+
+  def __init__(self, fs, prefix: str, object_store: bool):
+    self._fs = fs
+    self._prefix = prefix
+    self._object_store = object_store
+    self.failures = (OSError, ValueError, RuntimeError)
+
+  def _full(self, name: str) -> str:
+    return name if "://" in name else self._prefix + name.lstrip("/")
+
+  def glob(self, pattern: str) -> List[str]:
+    return [self._full(name) for name in self._fs.glob(pattern)]
+
+  def isdir(self, path: str) -> bool:
+    return self._fs.isdir(path)
+
+  def exists(self, path: str) -> bool:
+    return self._fs.exists(path)
+
+  def listdir(self, path: str) -> List[str]:
+    return [os.path.basename(name.rstrip("/"))
+            for name in self._fs.ls(path, detail=False)]
+
+  def makedirs(self, directory: str) -> None:
+    if self._object_store:
+      # Directories are names in an object store: this only checks that the bucket
+      # exists (fsspec's makedirs would create a missing bucket).
+      if not self._fs.exists(directory):
+        self._fs.mkdir(directory, create_parents=False)
+      return
+    self._fs.makedirs(directory, exist_ok=True)
+
+  def remove(self, path: str) -> None:
+    self._fs.rm(path)
+
+  def rmtree(self, path: str) -> None:
+    self._fs.rm(path, recursive=True)
+
+  def GFile(self, path: str, mode: str = "r"):  # pylint: disable=invalid-name
+    return self._fs.open(path, mode)
+
+  def copy(self, source: str, target: str, overwrite: bool = False) -> None:
+    """Copies within this file system, or between it and the local one."""
+    if not is_remote(target):
+      if not overwrite and os.path.exists(target):
+        raise FileExistsError(target)
+      self._fs.get(source, target)
+      return
+    if not overwrite and self._fs.exists(target):
+      raise FileExistsError(target)
+    if not is_remote(source):
+      self._fs.put(source, target)
+    else:
+      self._fs.copy(source, target, recursive=self._fs.isdir(source))
+
+  def rename(self, source: str, target: str, overwrite: bool = False) -> None:
+    # A server-side copy, then the delete: object stores have no rename (and the
+    # object at `target` appears whole), and gcsfs's moveTo is answered by its
+    # retries where a server lacks it.
+    recursive = self._fs.isdir(source)
+    if not overwrite and self._fs.exists(target):
+      raise FileExistsError(target)
+    self._fs.copy(source, target, recursive=recursive)
+    self._fs.rm(source, recursive=recursive)
+
+
+def _tensorflow_gfile():
+  """tf.io.gfile, or None where TensorFlow is not installed. Imported on first use:
+  modules that only name files load without TensorFlow."""
+  try:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return None
+  return tf.io.gfile
+
+
+class _TensorFlowFiles:
+  """tf.io.gfile, with the errors it raises."""
+
+  def __init__(self, gfile):
+    self._gfile = gfile
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    self.failures = (OSError, tf.errors.OpError)
+
+  def __getattr__(self, name):
+    return getattr(self._gfile, name)
+
+
+def _fsspec_files(path: str) -> FsspecFiles:
+  scheme = protocol(path)
+  package, extra = _EXTRAS.get(scheme, (None, None))
+  install = (f"pip install 'bert_tf[{extra}]' (which installs {package})" if extra
+             else "an fsspec implementation of it")
+  if scheme in ("gs", "gcs") and os.environ.get("STORAGE_EMULATOR_HOST"):
+    # An emulator has no storage-control API: without this gcsfs probes each bucket's
+    # type over gRPC for a minute before it falls back to the JSON API.
+    os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+  try:
+    import fsspec  # pylint: disable=g-import-not-at-top
+    fs = fsspec.filesystem(scheme)
+  except ImportError as e:
+    raise StorageError(f"{path}: {scheme}:// paths without TensorFlow need {install} "
+                       f"({e})") from None
+  except ValueError:
+    raise StorageError(f"{path}: no installed file system serves {scheme}:// paths "
+                       f"(without TensorFlow: {install})") from None
+  return FsspecFiles(fs, f"{scheme}://", object_store=scheme in _EXTRAS)
+
+
+def for_path(path: str):
+  """The file system of `path`: tf.io.gfile where TensorFlow is installed; without it
+  the os module for a local path, fsspec for a remote one.
+
+  Returns:
+    an object with tf.io.gfile's `exists`, `isdir`, `glob`, `listdir`, `makedirs`,
+    `remove`, `rmtree`, `rename`, `copy` and `GFile`, and `failures` (the exception
+    types its storage raises).
+
+  Raises:
+    StorageError: a remote protocol that no installed library serves, naming the path
+      and the extra to install.
+  """
+  gfile = _tensorflow_gfile()
+  if gfile is not None:
+    return _TensorFlowFiles(gfile)
+  if not is_remote(path):
+    return LocalFiles
+  return _fsspec_files(path)
+
+
+def tensorflow_serves_paths() -> bool:
+  """Whether tf.io.gfile is the package's file system here."""
+  return _tensorflow_gfile() is not None
+
+
+def failure_reason(error: BaseException) -> str:
+  """One line saying why a storage call failed (TensorFlow, fsspec or os errors)."""
+  reason = (getattr(error, "message", None) or str(error)
+            or getattr(error, "strerror", None) or type(error).__name__)
+  return " ".join(str(reason).split())
+
+
+@contextlib.contextmanager
+def quiet_retries() -> Iterator[None]:
+  """Silences the client libraries' own logs of failed requests (gcsfs logs each
+  request that runs out of retries with its traceback), for a check whose failure is
+  reported as one line."""
+  logger = logging.getLogger("gcsfs")
+  level = logger.level
+  logger.setLevel(logging.CRITICAL)
+  try:
+    yield
+  finally:
+    logger.setLevel(level)

@@ -1,0 +1,174 @@
+"""tools/train.py with a remote model_dir on the JAX engine where `import tensorflow`
+fails, against a GCS emulator on 127.0.0.1 (tests/gcs_emulator.py; gcsfs through
+STORAGE_EMULATOR_HOST): params.yaml, summaries, checkpoints and input positions land
+in the bucket, a run killed after a checkpoint resumes from it bit-exactly, and storage
+that is not served or does not answer is one error line with nothing written locally.
+The data is the dummy input (remote input is not read yet). The TensorFlow engine's
+remote model_dir is tested in one process on ram:// (tests/training/test_remote_model_dir.py).
+"""
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import yaml
+
+import gcs_emulator
+import paths
+import policy_scenarios
+from bert_tf.training import summaries
+
+pytestmark = pytest.mark.integration
+
+TRAIN_TOOL = os.path.join(paths.ROOT, "tools", "train.py")
+# Runs tools/train.py with TensorFlow (and, where the argument says so, gcsfs) unimportable.
+_WITHOUT = ("import runpy, sys; [sys.modules.__setitem__(m, None) for m in sys.argv[1].split(',')]; "
+            "sys.argv = sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+STEPS = 8
+KILL_AFTER = 4
+_DATA = dict(format="dummy", global_batch_size=8, seq_length=16, max_predictions_per_seq=4)
+
+
+def _config(directory, steps):
+  """A tiny pretraining experiment with dropout, a checkpoint every 2 steps, as YAML."""
+  data = dict(
+      task=dict(name="pretraining"),
+      model=dict(encoder=dict(vocab_size=100, hidden_size=32, num_layers=2,
+                              num_attention_heads=2, intermediate_size=64,
+                              max_position_embeddings=32, dropout_rate=0.1)),
+      train_data=dict(_DATA), eval_data=dict(_DATA, is_training=False),
+      optimizer=dict(learning_rate=1e-3, warmup_steps=2),
+      trainer=dict(train_steps=steps, steps_per_loop=2, checkpoint_interval=2,
+                   summary_interval=2, log_interval=2, max_to_keep=10))
+  path = os.path.join(str(directory), f"steps{steps}.yaml")
+  with open(path, "w", encoding="utf-8") as f:
+    yaml.safe_dump(data, f)
+  return path
+
+
+def _command(config, model_dir, environment, without):
+  env = {k: v for k, v in os.environ.items()
+         if k not in ("KERAS_BACKEND", "XLA_FLAGS", "STORAGE_EMULATOR_HOST")}
+  env.update(environment, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=paths.ROOT)
+  return ([sys.executable, "-c", _WITHOUT, without, TRAIN_TOOL, f"--experiment={config}",
+           f"--model_dir={model_dir}", "--backend=jax"], env)
+
+
+def _train(config, model_dir, cwd, environment, without="tensorflow"):
+  command, env = _command(config, model_dir, environment, without)
+  return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600,
+                        cwd=str(cwd))
+
+
+def _start(config, model_dir, cwd, environment):
+  command, env = _command(config, model_dir, environment, "tensorflow")
+  return subprocess.Popen(command, env=env, cwd=str(cwd), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+
+
+@pytest.fixture(name="emulator")
+def _emulator():
+  if not gcs_emulator.available():
+    pytest.skip("needs gcp-storage-emulator and gcsfs (extras test and gcs)")
+  with gcs_emulator.running() as host:
+    environment = gcs_emulator.environment(host)
+    os.environ.update(environment)  # for gcsfs in this process
+    import gcsfs  # pylint: disable=g-import-not-at-top
+    try:
+      yield environment, gcsfs.GCSFileSystem(skip_instance_cache=True)
+    finally:
+      for key in environment:
+        os.environ.pop(key, None)
+
+
+def _arrays(fs, remote, local_dir):
+  local = os.path.join(str(local_dir), os.path.basename(remote))
+  fs.get(remote, local)
+  return policy_scenarios.arrays(local)
+
+
+def test_jax_run_without_tensorflow_writes_remote_model_dir_with_all_summaries_and_resumes_bit_exactly(
+    tmp_path, emulator):
+  environment, fs = emulator
+  bucket = f"gs://{gcs_emulator.BUCKET}"
+  cwd = tmp_path / "cwd"
+  cwd.mkdir()
+  config = _config(tmp_path, STEPS)
+  whole = _train(config, f"{bucket}/whole", cwd, environment)
+  assert whole.returncode == 0, whole.stdout[-2000:] + whole.stderr[-3000:]
+  names = {name.split("/", 2)[-1] for name in fs.find(f"{bucket}/whole")}
+  assert {"params.yaml", "ckpt-2.h5", "ckpt-2.input.json", f"ckpt-{STEPS}.h5",
+          f"ckpt-{STEPS}.input.json"} <= names, names
+  assert not [name for name in names if ".tmp-" in name or "write-check" in name], names
+  # The event file holds every step written (object stores cannot append: it is
+  # uploaded whole after each flush).
+  (event_file,) = fs.glob(f"{bucket}/whole/train/events.out.tfevents.*")
+  events = tmp_path / "events"
+  events.mkdir()
+  fs.get(event_file, str(events / os.path.basename(event_file)))
+  assert [step for step, _ in summaries.read_scalars(str(events))["loss"]] == list(
+      range(2, STEPS + 1, 2))
+
+  # Killed (SIGKILL) once a checkpoint is in the bucket, which outlives the process.
+  killed = f"{bucket}/killed"
+  process = _start(config, killed, cwd, environment)
+  deadline = time.time() + 600
+  while not fs.exists(f"{killed}/ckpt-{KILL_AFTER}.h5"):
+    assert process.poll() is None and time.time() < deadline
+    fs.invalidate_cache()
+    time.sleep(0.05)
+  process.send_signal(signal.SIGKILL)
+  process.wait()
+  fs.invalidate_cache()
+  assert not fs.exists(f"{killed}/ckpt-{STEPS}.h5")
+  resumed = _train(config, killed, cwd, environment)
+  assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
+  assert f"Resumed from {killed}/ckpt-" in resumed.stdout
+  assert os.listdir(cwd) == []  # nothing written locally (no ./gs:/ folder)
+
+  a = _arrays(fs, f"{bucket}/whole/ckpt-{STEPS}.h5", tmp_path / "whole")
+  b = _arrays(fs, f"{killed}/ckpt-{STEPS}.h5", tmp_path / "killed")
+  assert a.keys() == b.keys() and any(key.startswith("random_state/") for key in a)
+  for key in a:
+    np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def test_gs_model_dir_without_gcsfs_is_one_line_naming_the_extra_and_writes_nothing(tmp_path):
+  result = _train(_config(tmp_path, 2), "gs://bucket/run", tmp_path, {},
+                  without="tensorflow,gcsfs")
+  errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
+  assert result.returncode == 1
+  assert len(errors) == 1, result.stderr[-3000:]
+  assert errors[0].startswith(
+      "train: error: model_dir: gs://bucket/run: gs:// paths without TensorFlow need pip "
+      "install 'bert_tf[gcs]' (which installs gcsfs)"), errors
+  assert "Traceback" not in result.stderr
+  assert sorted(os.listdir(tmp_path)) == ["steps2.yaml"]
+
+
+def test_storage_host_that_does_not_answer_is_one_line_naming_it_and_writes_nothing(
+    tmp_path, emulator):
+  del emulator  # gcsfs is there; the host below is not
+  with _closed_port() as port:
+    environment = gcs_emulator.environment(f"http://127.0.0.1:{port}")
+    result = _train(_config(tmp_path, 2), "gs://bucket/run", tmp_path, environment)
+  assert result.returncode == 1
+  assert "Traceback" not in result.stderr, result.stderr[-3000:]
+  (line,) = [line for line in result.stderr.splitlines() if line.startswith("train: error")]
+  assert line.startswith("train: error: model_dir: cannot write to gs://bucket/run: ")
+  assert f"127.0.0.1:{port}" in line
+  assert sorted(os.listdir(tmp_path)) == ["steps2.yaml"]
+
+
+@contextlib.contextmanager
+def _closed_port():
+  """A port of 127.0.0.1 that nothing answers on (bound, never listening)."""
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    yield s.getsockname()[1]

@@ -1,0 +1,103 @@
+"""The file-system choice (bert_tf.utils.file_systems) where TensorFlow is absent: local
+paths through the os module, remote ones through fsspec (its in-memory `memory://` here),
+and one StorageError naming the extra for a protocol nothing installed serves."""
+
+import os
+import tempfile
+import uuid
+
+import fsspec
+import h5py
+import numpy as np
+import pytest
+
+from bert_tf.checkpoints import portable
+from bert_tf.utils import file_systems
+from bert_tf.utils import files
+
+
+@pytest.fixture(name="without_tensorflow")
+def _without_tensorflow(monkeypatch):
+  monkeypatch.setattr(file_systems, "_tensorflow_gfile", lambda: None)
+
+
+def _memory_dir():
+  return f"memory://bert-tf-{uuid.uuid4().hex[:8]}/run"
+
+
+def test_protocol_tells_remote_paths_from_local_ones():
+  assert [file_systems.protocol(p) for p in ("gs://b/x", "s3://b", "file:///tmp/x", "runs/x",
+                                             "/abs/x")] == ["gs", "s3", "", "", ""]
+
+
+def test_without_tensorflow_local_paths_use_os_and_remote_ones_fsspec(without_tensorflow):
+  del without_tensorflow
+  assert file_systems.for_path("/tmp/x") is file_systems.LocalFiles
+  assert isinstance(file_systems.for_path("memory://b/x"), file_systems.FsspecFiles)
+
+
+@pytest.mark.parametrize("path,extra", [("gs://bucket/run", "gcs"), ("s3://bucket/run", "s3")])
+def test_unserved_protocol_without_tensorflow_is_one_storage_error_naming_path_and_extra(
+    without_tensorflow, monkeypatch, path, extra):
+  del without_tensorflow
+
+  def missing(protocol):
+    raise ImportError(f"Install the package for {protocol}")
+  monkeypatch.setattr(fsspec, "filesystem", missing)
+  with pytest.raises(file_systems.StorageError) as raised:
+    files.check_writable(path)
+  message = str(raised.value)
+  assert message.startswith(f"model_dir: {path}: ") and f"bert_tf[{extra}]" in message
+  assert "\n" not in message
+
+
+def test_unknown_protocol_without_tensorflow_is_one_storage_error(without_tensorflow):
+  del without_tensorflow
+  with pytest.raises(file_systems.StorageError, match="no installed file system serves nosuch://"):
+    files.check_writable("nosuch://bucket/run")
+
+
+def test_atomic_writes_listing_and_rename_on_fsspec_leave_no_temporary(without_tensorflow):
+  del without_tensorflow
+  directory = _memory_dir()
+  files.check_writable(directory)
+  files.write_lines(f"{directory}/a.txt", ["one", "two"])
+  files.write_lines(f"{directory}/a.txt", ["three"])  # replaces
+  assert files.read_bytes(f"{directory}/a.txt") == b"three\n"
+  assert files.listdir(directory) == ["a.txt"]
+  assert files.glob(f"{directory}/*.txt") == [f"{directory}/a.txt"]
+  with pytest.raises(RuntimeError):
+    with files.atomic_open(f"{directory}/b.txt") as f:
+      f.write("half")
+      raise RuntimeError("killed mid-write")
+  assert files.listdir(directory) == ["a.txt"]
+
+
+def test_portable_checkpoint_round_trips_through_remote_directory_leaving_no_local_copy(
+    without_tensorflow, tmp_path, monkeypatch):
+  del without_tensorflow
+  staging = tmp_path / "staging"
+  staging.mkdir()
+  monkeypatch.setattr(tempfile, "tempdir", str(staging))
+
+  class Variable:  # what portable.save reads of a Keras variable
+    def __init__(self, path, value):
+      self.path, self.value = path, value
+
+    def numpy(self):
+      return self.value
+
+  class Item:
+    variables = [Variable("encoder/w", np.arange(6, dtype=np.float32).reshape(2, 3))]
+
+  directory = _memory_dir()
+  path = portable.save(portable.path_for_step(directory, 3), {"encoder": Item()}, step=3)
+  assert portable.checkpoints_in(directory) == [path]
+  assert files.listdir(directory) == ["ckpt-3.h5"]  # no temporary left
+  assert portable.is_portable(path)
+  assert portable.item_shapes(path, "encoder") == {"encoder/w": (2, 3)}
+  local = str(tmp_path / "copy.h5")
+  files.copy(path, local)
+  with h5py.File(local, "r") as f:
+    np.testing.assert_array_equal(f["items/encoder/encoder/w"][()], Item.variables[0].value)
+  assert os.listdir(staging) == []  # the local files h5py wrote and read are gone
