@@ -23,6 +23,7 @@ from bert_tf.utils import files
 # Before any TensorFlow import: our side runs with the CPU kernels the tools choose
 # (TF_ENABLE_ONEDNN_OPTS=1 on x86-64). Peer workers get theirs from peer_envs.peer_env.
 cpu_kernels.prefer_onednn()
+cpu_kernels.leave_out_absent_gpus()
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCH_DIR)

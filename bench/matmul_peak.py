@@ -305,6 +305,7 @@ def main(argv=None) -> None:
     return
   from bert_tf import cpu_kernels  # pylint: disable=g-import-not-at-top
   cpu_kernels.prefer_onednn()  # before TensorFlow loads: the kernels the tools run
+  cpu_kernels.leave_out_absent_gpus()
   print(f"{cpu_model()}, {os.cpu_count()} cores, {cpu_isa()}; load average "
         f"{os.getloadavg()[0]:.1f}; [{'x'.join(map(str, SHAPE))}] products", flush=True)
   for framework in args.frameworks:

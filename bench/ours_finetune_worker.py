@@ -15,6 +15,7 @@ from bert_tf import cpu_kernels
 
 # Before TensorFlow loads: the CPU kernels the tools choose.
 cpu_kernels.prefer_onednn()
+cpu_kernels.leave_out_absent_gpus()
 
 # Upper bounds (tokens, [CLS] and [SEP]s included) of the length buckets of
 # --batching=buckets (train_data.length_buckets); the last bucket ends at seq_length.

@@ -13,6 +13,7 @@ from bert_tf import cpu_kernels
 
 # Before TensorFlow loads: the CPU kernels the tools choose.
 cpu_kernels.prefer_onednn()
+cpu_kernels.leave_out_absent_gpus()
 
 
 def build_trainer(size, batch_size, seq_length, predictions, steps_per_loop, jit_compile,

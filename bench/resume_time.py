@@ -29,6 +29,7 @@ import time
 from bert_tf import cpu_kernels
 
 cpu_kernels.prefer_onednn()
+cpu_kernels.leave_out_absent_gpus()
 
 import keras  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
