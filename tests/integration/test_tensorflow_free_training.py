@@ -108,7 +108,8 @@ def test_pretraining_runs_and_resumes_bit_exactly_without_tensorflow(tmp_path,
               whole_word_masking=dynamic_masking)
   config = _config(tmp_path, "pretraining", {
       "task": {"name": "pretraining"}, "train_data": data,
-      "tokenizer": {"vocab_file": pretraining_fixtures.write_vocab(tmp_path)},
+      "tokenizer": {"vocab_file": pretraining_fixtures.write_vocab(tmp_path),
+                    "allow_smaller_vocab": True},  # The tiny model has 100 rows.
       "eval_data": dict(data, is_training=False, drop_remainder=False)})
   _check(config, tmp_path)
 
