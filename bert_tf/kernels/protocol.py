@@ -27,7 +27,15 @@ Imports Keras and no other bert_tf module: the layers import it.
 
 import math
 
+import keras
 from keras import ops
+
+
+def exact_gelu(x):
+  """GELU with the normal CDF (erf), the activation "gelu" names (the paper's and the
+  released checkpoints'): a speed path recognizes it by identity
+  (`dense.activation is exact_gelu`)."""
+  return keras.activations.gelu(x, approximate=False)
 
 
 def dense_computes_itself(dense) -> bool:

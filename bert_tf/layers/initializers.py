@@ -3,6 +3,8 @@
 import keras
 import numpy as np
 
+from bert_tf.kernels import protocol
+
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class TruncatedNormal(keras.initializers.Initializer):
@@ -42,13 +44,7 @@ def activation_fn(name: str):
   """Returns the activation function named in EncoderConfig.hidden_activation."""
   if name == "gelu":
     # The exact (erf) form, as the paper and the released checkpoints.
-    return exact_gelu
+    return protocol.exact_gelu
   if name == "gelu_approximate":
     return lambda x: keras.activations.gelu(x, approximate=True)
   return keras.activations.get(name)
-
-
-def exact_gelu(x):
-  """GELU with the normal CDF (erf), the activation "gelu" names: a speed path
-  recognizes it by identity (`dense.activation is exact_gelu`)."""
-  return keras.activations.gelu(x, approximate=False)

@@ -10,7 +10,6 @@ from bert_tf import constants
 from bert_tf import losses
 from bert_tf.kernels import protocol
 from bert_tf.kernels.tensorflow_cpu import fused
-from bert_tf.layers import initializers
 
 def _autocast(layer, x):
   """x as a layer's __call__ hands it to `call`: floats in the layer's compute dtype."""
@@ -44,7 +43,7 @@ def normalized(layer, x):
 def dense(layer, inputs):
   """The keras.layers.Dense `layer` applied to inputs [..., I]: a widening layer's
   input gradient through `widening_matmul`, and the exact GELU
-  (bert_tf.layers.initializers.exact_gelu) joined with the bias in one XLA function."""
+  (bert_tf.kernels.protocol.exact_gelu) joined with the bias in one XLA function."""
   if protocol.dense_computes_itself(layer):
     return layer(inputs)
   inputs = _autocast(layer, inputs)
@@ -60,7 +59,7 @@ def dense(layer, inputs):
   if layer.bias is None:
     return x if layer.activation is None else layer.activation(x)
   bias = tf.cast(layer.bias, x.dtype)
-  if layer.activation is initializers.exact_gelu and fused.applies(x):
+  if layer.activation is protocol.exact_gelu and fused.applies(x):
     return fused.bias_gelu(x, bias)
   x = keras.ops.add(x, bias)
   return x if layer.activation is None else layer.activation(x)
