@@ -140,11 +140,11 @@ def is_local(path: str) -> bool:
 
 def open_input(path: str):
   """Opens an input file for binary reading: local files directly (the fast path), others
-  (gs://, hdfs://, ...) through `tf.io.gfile`."""
+  (gs://, hdfs://, ...) through the package's file-system layer (bert_tf.utils.files:
+  tf.io.gfile with TensorFlow, fsspec without it)."""
   if is_local(path):
     return open(path, "rb")
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return tf.io.gfile.GFile(path, "rb")
+  return files_lib.open_file(path, "rb")
 
 
 def input_size(path: str) -> int:
@@ -153,7 +153,6 @@ def input_size(path: str) -> int:
     return os.path.getsize(path)
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.io.gfile.stat(path).length
-
 
 
 def absolute_path(path: str) -> str:
