@@ -61,7 +61,9 @@ def is_portable(path: str) -> bool:
   if not (path.endswith(SUFFIX) and files.exists(path) and not files.isdir(path)):
     return False
   try:
-    with files.local_copy(path) as local, h5py.File(local, "r") as f:
+    # h5py reads a file object where it seeks: of a remote file, only the header's bytes
+    # are fetched, not the whole checkpoint as a local copy would.
+    with files.open_file(path, "rb") as raw, h5py.File(raw, "r") as f:
       return f.attrs.get("format") == FORMAT
   except OSError:
     return False
