@@ -159,7 +159,7 @@ def _resolve(experiment_name, train_path, eval_path, steps):
 def run_glue(task: str):
   """Fine-tunes on glue_<task>; returns (results key, payload)."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from bert_tf.data import glue  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.task_files import glue  # pylint: disable=g-import-not-at-top
   from bert_tf.metrics import classification  # pylint: disable=g-import-not-at-top
   train_path = common.data_path(f"glue_{task}", "train.tsv")
   dev_path = common.data_path(f"glue_{task}", "dev.tsv")
@@ -190,7 +190,7 @@ def run_glue(task: str):
 
 def run_conll2003():
   """Fine-tunes on CoNLL-2003 NER; returns (results key, payload)."""
-  from bert_tf.data import conll  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.task_files import conll  # pylint: disable=g-import-not-at-top
   from bert_tf.metrics import tagging  # pylint: disable=g-import-not-at-top
   train_path = common.data_path("conll2003", "eng.train")
   eval_path = common.data_path("conll2003", "eng.testa")
@@ -243,7 +243,7 @@ def _squad_subset(data, first_article, last_article, max_questions):
 
 def run_squad():
   """Fine-tunes on SQuAD v1.1; returns (results key, payload)."""
-  from bert_tf.data import squad as squad_data  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.task_files import squad as squad_data  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import base as task_base  # pylint: disable=g-import-not-at-top
   from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
   from bert_tf.utils import files  # pylint: disable=g-import-not-at-top

@@ -1,5 +1,5 @@
 r"""Benchmarks the pretraining input: the TensorFlow-free host input (grain,
-bert_tf.data.host_pipeline) against the tf.data pipeline, sequences per second.
+bert_tf.data.pipelines.host_pipeline) against the tf.data pipeline, sequences per second.
 
 Makes pretraining TFRecords (seq 128, 20 predictions) with the project's
 create_pretraining_data from the first --corpus_mb of --input_file, then runs --rounds
@@ -56,14 +56,14 @@ SYSTEMS = {
 def _batches(system: str, records: str):
   """The training batches of `system` over `records`, an iterator."""
   if system.startswith("host"):
-    from bert_tf.data import host_pipeline  # pylint: disable=g-import-not-at-top
-    from bert_tf.data import record_specs  # pylint: disable=g-import-not-at-top
+    from bert_tf.data.pipelines import host_pipeline  # pylint: disable=g-import-not-at-top
+    from bert_tf.data.records import record_specs  # pylint: disable=g-import-not-at-top
     return host_pipeline.record_batches(
         records.split(","), record_specs.pretraining_spec(SEQ_LENGTH, PREDICTIONS),
         FLAGS.batch_size, shuffle_window=10000, repeat=True, seed=0,
         num_threads=2 if system == "host_threads" else 0)
   from bert_tf import configs  # pylint: disable=g-import-not-at-top
-  from bert_tf.data import pretraining_reader  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.pipelines import pretraining_reader  # pylint: disable=g-import-not-at-top
   config = configs.DataConfig(input_path=records, global_batch_size=FLAGS.batch_size,
                               seq_length=SEQ_LENGTH, max_predictions_per_seq=PREDICTIONS)
   return iter(pretraining_reader.build_pretraining_dataset(config))
@@ -87,8 +87,8 @@ def run_worker(system: str, records: str) -> dict:
 
 
 def _make_records(directory: str) -> str:
-  from bert_tf.data import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top
-  from bert_tf.data import pretraining_format  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.creation import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.records import pretraining_format  # pylint: disable=g-import-not-at-top
   corpus = os.path.join(directory, "corpus.txt")
   with open(FLAGS.input_file, "rb") as f:
     data = f.read(int(FLAGS.corpus_mb * (1 << 20)))
@@ -152,7 +152,7 @@ def _report(payload) -> str:
       f"({host / FLAGS.target_per_core:.1f}x the {FLAGS.target_per_core:,.0f} target); "
       f"tf.data, which parses in C++ threads, {tf_data:,.0f} ({tf_data / host:.1f}x the "
       f"host input's). Both read the records in one order, computed per batch with NumPy "
-      f"(bert_tf.data.record_order).",
+      f"(bert_tf.data.records.record_order).",
       "- Wall-clock rates move with the machine's load (the CPU s per wall s column: the "
       "share of a core the process got); the per-core rates move less."])
 

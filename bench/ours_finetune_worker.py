@@ -26,9 +26,9 @@ def padded_inputs(task, data_config, input_context):
   """The task's featurized examples, every one padded to seq_length (what Model
   Garden's sentence-prediction data does)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from bert_tf.data import batching  # pylint: disable=g-import-not-at-top
-  from bert_tf.data import padding  # pylint: disable=g-import-not-at-top
-  from bert_tf.data import record_specs  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.pipelines import batching  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.pipelines import padding  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.records import record_specs  # pylint: disable=g-import-not-at-top
   batch_size = batching.batch_size_for(data_config.global_batch_size, input_context)
   ds = task.featurize(task.read_examples(data_config), data_config)
   ds = ds.cache().shuffle(data_config.shuffle_buffer_size, seed=0).repeat()

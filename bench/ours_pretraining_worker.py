@@ -161,7 +161,7 @@ def main():
   apply_thread_flags(args)
   dataset_fn = None
   if args.input_path:
-    from bert_tf.data import pretraining_reader  # pylint: disable=g-import-not-at-top
+    from bert_tf.data.pipelines import pretraining_reader  # pylint: disable=g-import-not-at-top
 
     def dataset_fn(data_config, input_context, start):
       return pretraining_reader.build_pretraining_dataset(

@@ -3,7 +3,7 @@ input iterator, so the resumed run reads no consumed batch.
 
   python -m bench.resume_time [--steps=100,100000] [--skip_reference]
 
-Writes a small corpus and its pretraining TFRecords (bert_tf.data.create_pretraining_data)
+Writes a small corpus and its pretraining TFRecords (bert_tf.data.creation.create_pretraining_data)
 into a temporary directory, then for each step count N:
   * trains BERT-tiny for min(N, 100) steps on them (OneDeviceStrategy, default shuffle
     buffer, dynamic masking), then, for N > 100, advances the same training input
@@ -35,8 +35,8 @@ import keras  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 from bert_tf import constants  # pylint: disable=g-import-not-at-top
-from bert_tf.data import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top
-from bert_tf.data import pretraining_format  # pylint: disable=g-import-not-at-top
+from bert_tf.data.creation import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top
+from bert_tf.data.records import pretraining_format  # pylint: disable=g-import-not-at-top
 from bert_tf.tasks import base as task_base  # pylint: disable=g-import-not-at-top
 from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
 from bert_tf.training.trainer import Trainer  # pylint: disable=g-import-not-at-top

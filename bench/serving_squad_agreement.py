@@ -2,8 +2,8 @@
 
 Agreement: for the SQuAD 1.1 dev questions whose context does not fit one window
 (more than one doc_stride window), the SQuAD export's raw-text answer is compared
-with the answer of the evaluation path (windows by bert_tf.data.squad, the model on
-them, bert_tf.data.squad_postprocess) for the same weights: either a predictions.json
+with the answer of the evaluation path (windows by bert_tf.data.task_files.squad, the model on
+them, bert_tf.data.task_files.squad_postprocess) for the same weights: either a predictions.json
 written by evaluation (--predictions) or computed here. Without --checkpoint the
 model is untrained: agreement needs only the same weights on both sides.
 
@@ -30,8 +30,8 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.data import squad as squad_data
-from bert_tf.data import squad_features
+from bert_tf.data.task_files import squad as squad_data
+from bert_tf.data.pipelines import squad_features
 from bert_tf.export import exporter
 from bert_tf.export import squad_serving
 from bert_tf.tasks import base

@@ -13,7 +13,7 @@ ENCODER_INPUTS = (INPUT_WORD_IDS, INPUT_MASK, INPUT_TYPE_IDS)
 INPUT_POSITION_IDS = "input_position_ids"
 INPUT_EXAMPLE_IDS = "input_example_ids"
 # Per packed row, the [CLS] position of each of its examples; per example, its slot
-# among them (bert_tf.data.example_packing).
+# among them (bert_tf.data.pipelines.example_packing).
 PACKED_CLS_POSITIONS = "packed_cls_positions"
 PACKED_EXAMPLE_SLOTS = "packed_example_slots"
 PACKED_INPUTS = (INPUT_POSITION_IDS, INPUT_EXAMPLE_IDS, PACKED_CLS_POSITIONS,

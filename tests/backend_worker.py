@@ -46,7 +46,7 @@ WEIGHT_DECAY = 0.01
 ADAM_EPSILON = 1e-4
 FIT_EPOCHS = 2
 
-# The span labels as bert_tf.data.squad names them (that module imports TensorFlow).
+# The span labels as bert_tf.data.task_files.squad names them (that module imports TensorFlow).
 START_POSITIONS = "start_positions"
 END_POSITIONS = "end_positions"
 # The tagging loss's weights: 1 at the labelled tokens.

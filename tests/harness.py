@@ -31,7 +31,7 @@ import tensorflow as tf
 import backend_worker
 from backend_worker import mean_square_loss
 from bert_tf import constants
-from bert_tf.data import dummy
+from bert_tf.data.pipelines import dummy
 from bert_tf.models import BertEncoder
 
 TINY_ENCODER = dict(vocab_size=100, hidden_size=32, num_layers=2, num_attention_heads=2,

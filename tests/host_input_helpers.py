@@ -8,9 +8,9 @@ import numpy as np
 
 import pretraining_fixtures as fx
 from bert_tf import constants
-from bert_tf.data import dummy
-from bert_tf.data import record_specs
-from bert_tf.data import squad
+from bert_tf.data.pipelines import dummy
+from bert_tf.data.records import record_specs
+from bert_tf.data.task_files import squad
 
 SEQ, PRED = 32, 5
 FINETUNING_SEQ, CHOICES = 16, 3
@@ -53,7 +53,7 @@ def finetuning_examples(name: str, num_examples: int = 40) -> Dict[str, np.ndarr
 def write_finetuning_file(directory, name: str, num_examples: int = 40) -> str:
   """The records tools/create_finetuning_data.py writes for examples of kind `name`."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from bert_tf.data import tfrecords  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.records import tfrecords  # pylint: disable=g-import-not-at-top
   kind, regression = FINETUNING_KINDS[name]
   path = os.path.join(str(directory), f"{name}.tfrecord")
   ds = tf.data.Dataset.from_tensor_slices(finetuning_examples(name, num_examples))
@@ -65,7 +65,7 @@ def write_finetuning_file(directory, name: str, num_examples: int = 40) -> str:
 def write_squad_file(directory, labelled: bool = True, num_examples: int = 20) -> str:
   """SQuAD window records as the original release writes them (evaluation files
   without the labels)."""
-  from bert_tf.data import tfrecords  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.records import tfrecords  # pylint: disable=g-import-not-at-top
   arrays = dummy.span_arrays(num_examples, FINETUNING_SEQ, 50)
   names = {constants.INPUT_WORD_IDS: constants.TFRECORD_INPUT_IDS,
            constants.INPUT_MASK: constants.TFRECORD_INPUT_MASK,

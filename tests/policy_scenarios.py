@@ -36,7 +36,7 @@ def write_records(path: str, nan_from: int = RECORDS, corrupt: int = -1,
   records from `nan_from` on have NaN masked_lm_weights, and record `corrupt` a damaged
   data byte. Returns the byte offset of the damaged record (-1 when none)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from bert_tf.data import tfrecords  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.records import tfrecords  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng(seed)
   offsets, records = [], []
   offset = 0

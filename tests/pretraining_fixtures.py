@@ -6,9 +6,9 @@ import random
 import numpy as np
 
 from bert_tf import constants
-from bert_tf.data import pretraining_chunks
-from bert_tf.data import pretraining_format
-from bert_tf.data import pretraining_instances as pi
+from bert_tf.data.creation import pretraining_chunks
+from bert_tf.data.records import pretraining_format
+from bert_tf.data.creation import pretraining_instances as pi
 
 # Whole words, plus stems that only appear with "##" continuations.
 WORDS = ("the a cat dog sat on mat ran far big small red blue house tree sky sun moon "

@@ -41,8 +41,8 @@ from bert_tf import cpu_kernels
 cpu_kernels.prefer_onednn()
 cpu_kernels.leave_out_absent_gpus()
 
-from bert_tf.data import create_pretraining_data as cpd
-from bert_tf.data import pretraining_format
+from bert_tf.data.creation import create_pretraining_data as cpd
+from bert_tf.data.records import pretraining_format
 from bert_tf.utils import errors
 
 FLAGS = flags.FLAGS
@@ -97,7 +97,7 @@ def _create(settings, beam_args):
         overwrite=FLAGS.overwrite, chunk_size_mb=FLAGS.chunk_size_mb,
         progress=FLAGS.progress)
   try:
-    from bert_tf.data import beam_pretraining  # pylint: disable=g-import-not-at-top
+    from bert_tf.data.creation import beam_pretraining  # pylint: disable=g-import-not-at-top
   except ImportError as e:
     raise pretraining_format.PretrainingDataError(
         f"--runner={FLAGS.runner} needs Apache Beam (pip install \"bert_tf[beam]\"): "

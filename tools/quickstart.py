@@ -41,7 +41,7 @@ from bert_tf import cpu_kernels
 cpu_kernels.prefer_onednn()
 cpu_kernels.leave_out_absent_gpus()
 
-from bert_tf.data import corpus
+from bert_tf.data.creation import corpus
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -197,7 +197,7 @@ def main(argv):
   _stage(5, "Comparing the held-out masked-LM accuracy with input-blind baselines")
   with _native_stderr_silenced():
     import tensorflow  # pylint: disable=g-import-not-at-top,unused-import,import-outside-toplevel
-  from bert_tf.data import baselines  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.records import baselines  # pylint: disable=g-import-not-at-top
   base = baselines.input_blind_baselines(f"{train_data}-*.tfrecord",
                                          f"{heldout_data}-*.tfrecord")
   metrics = _final_eval_metrics(paths["model"])

@@ -21,7 +21,7 @@ class ObsoleteConfigKeyWarning(UserWarning):
 # Keys of the data sections that moved to the tokenizer section.
 _TOKENIZER_KEYS = ("vocab_file", "lower_case")
 # Keys of the data sections that ordered tf.data's reads, with their defaults: both
-# engines now read records in one order (bert_tf.data.record_order), always the same.
+# engines now read records in one order (bert_tf.data.records.record_order), always the same.
 _ORDER_KEYS = {"cycle_length": 8, "deterministic": False}
 
 

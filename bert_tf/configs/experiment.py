@@ -58,7 +58,7 @@ class DataConfig(Config):
   is_training: bool = True
   drop_remainder: bool = True
   # Training rows shuffled together, each epoch, after the files' order is shuffled
-  # (bert_tf.data.record_order: the one order both engines read); 0 or 1: file order.
+  # (bert_tf.data.records.record_order: the one order both engines read); 0 or 1: file order.
   shuffle_buffer_size: int = 10000
   compression_type: str = ""
   # Training batches from raw task files: upper bounds (in tokens, [CLS] and [SEP]s

@@ -1,8 +1,8 @@
 """Serving span question answering over every window of the context.
 
 `serving_default` and `serve_examples` answer as SQuAD evaluation does
-(`bert_tf.data.squad_features.convert_examples_to_features`, then
-`bert_tf.data.squad_postprocess.postprocess`): the question is cut to
+(`bert_tf.data.pipelines.squad_features.convert_examples_to_features`, then
+`bert_tf.data.task_files.squad_postprocess.postprocess`): the question is cut to
 `max_query_length` pieces; the context's pieces are cut into windows of
 `seq_length - 3 - question length` pieces starting `doc_stride` pieces apart
 (`doc_windows`), each packed as `[CLS] question [SEP] window [SEP]` by the one
@@ -24,7 +24,7 @@ a one-window example.
 import tensorflow as tf
 
 from bert_tf import constants
-from bert_tf.data.squad_postprocess import NO_SPAN_NULL_ODDS
+from bert_tf.data.task_files.squad_postprocess import NO_SPAN_NULL_ODDS
 from bert_tf.export import serving_module
 from bert_tf.export import text_encoding
 from bert_tf.models.bert_span_labeler import END_LOGITS, START_LOGITS

@@ -23,7 +23,7 @@ class BertClassifier(EncoderTaskModel):
   (used for saving, summaries and symbolic calls) is the plain one. With
   `sparse_last_layer=False` tensor calls run the plain graph too.
 
-  Given a packed batch (bert_tf.data.example_packing: rows of several examples, with
+  Given a packed batch (bert_tf.data.pipelines.example_packing: rows of several examples, with
   input_position_ids, input_example_ids, packed_cls_positions and
   packed_example_slots), it classifies every packed example: logits [N, num_classes]
   in the batch's example order (BertEncoder.call_packed).

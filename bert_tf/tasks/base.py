@@ -47,8 +47,8 @@ from bert_tf import configs
 from bert_tf import constants
 from bert_tf import kernels as kernels_lib
 from bert_tf.checkpoints import restore
-from bert_tf.data import host_pipeline
-from bert_tf.data import record_files
+from bert_tf.data.pipelines import host_pipeline
+from bert_tf.data.records import record_files
 from bert_tf.models import float8
 from bert_tf.models import lora
 from bert_tf.models.bert_encoder import BertEncoder
@@ -69,8 +69,9 @@ def tf_data() -> types.SimpleNamespace:
   and the JAX engine runs, without TensorFlow: the tf.data pipelines (batching,
   featurizers, pretraining_reader, squad_features, squad_records, tfds_glue, tfrecords)
   and tensorflow-text's tokenizer and vocab (`tokenizer`, `vocab`)."""
-  from bert_tf.data import (batching, featurizers, pretraining_reader, squad_features,  # pylint: disable=g-import-not-at-top
-                            squad_records, tfds_glue, tfrecords)
+  from bert_tf.data.pipelines import batching, featurizers, pretraining_reader, squad_features  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.records import squad_records, tfrecords  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.task_files import tfds_glue  # pylint: disable=g-import-not-at-top
   from bert_tf.text import tokenizer, vocab  # pylint: disable=g-import-not-at-top
   return types.SimpleNamespace(
       batching=batching, featurizers=featurizers, pretraining_reader=pretraining_reader,
@@ -272,7 +273,7 @@ class Task(abc.ABC):
     when an input_context is given. Checks data_config.format against
     input_formats, then reads with dummy_inputs, tfrecord_inputs or raw_inputs.
     `start` batches (of this input pipeline) are skipped: TFRecords are read by
-    number in the order of bert_tf.data.record_order, and skip without reading.
+    number in the order of bert_tf.data.records.record_order, and skip without reading.
 
     Raises:
       ConfigError: a format the task does not read, naming the data section.
@@ -291,7 +292,7 @@ class Task(abc.ABC):
                   process_count: int = 1, seed: Optional[int] = None,
                   **read_options) -> host_pipeline.HostBatches:
     """This process's batches as NumPy arrays, read without TensorFlow, with a
-    checkpointable position (bert_tf.data.host_pipeline).
+    checkpointable position (bert_tf.data.pipelines.host_pipeline).
 
     The same features, dtypes and names as build_inputs' batches; token features of
     fine-tuning batches are padded to data_config's length buckets (seq_length without

@@ -1,5 +1,5 @@
 """The input pipeline shared by the tasks whose features are one of
-bert_tf.data.featurizers' kinds (sentence, tagging, multiple choice).
+bert_tf.data.pipelines.featurizers' kinds (sentence, tagging, multiple choice).
 
 Such a task reads its raw files with `read_examples`, turns them into unbatched
 features with `featurize`, and gets dummy batches, TFRecord batches and raw-file
@@ -14,27 +14,27 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Optional
 import numpy as np
 
 from bert_tf import configs
-from bert_tf.data import dummy
-from bert_tf.data import host_pipeline
-from bert_tf.data import padding
-from bert_tf.data import record_specs
+from bert_tf.data.pipelines import dummy
+from bert_tf.data.pipelines import host_pipeline
+from bert_tf.data.pipelines import padding
+from bert_tf.data.records import record_specs
 from bert_tf.tasks import base
 from bert_tf.utils import files
 from bert_tf.utils import progress
 
 if TYPE_CHECKING:
   import tensorflow as tf  # pylint: disable=g-bad-import-order
-  from bert_tf.data import featurizers  # pylint: disable=g-bad-import-order
+  from bert_tf.data.pipelines import featurizers  # pylint: disable=g-bad-import-order
 
 
 class FeatureTask(base.Task):
-  """A task reading bert_tf.data.batching batches of `feature_kind`.
+  """A task reading bert_tf.data.pipelines.batching batches of `feature_kind`.
 
   Subclasses define feature_kind, input_formats, read_examples, featurize and
   `num_outputs`; multiple-choice tasks also set `num_choices`.
   """
 
-  # One of bert_tf.data.record_specs.KINDS.
+  # One of bert_tf.data.records.record_specs.KINDS.
   feature_kind: str = ""
   # Sequences per example ([B, C, T] inputs when above 1).
   num_choices: int = 1
@@ -59,7 +59,7 @@ class FeatureTask(base.Task):
     return examples
 
   def featurize(self, examples, data_config: configs.DataConfig) -> tf.data.Dataset:
-    """Unbatched features of `examples` (a bert_tf.data.featurizers featurizer)."""
+    """Unbatched features of `examples` (a bert_tf.data.pipelines.featurizers featurizer)."""
     raise NotImplementedError
 
   def piece_tokenizer(self) -> featurizers.PieceTokenizer:
@@ -138,7 +138,7 @@ class FeatureTask(base.Task):
 
   # ----- host input (no TensorFlow) -----
   def _to_bucket(self, data_config: configs.DataConfig):
-    """Pads a host batch to its length bucket (bert_tf.data.padding)."""
+    """Pads a host batch to its length bucket (bert_tf.data.pipelines.padding)."""
     lengths = padding.bucket_lengths(padding.bucket_bounds(data_config))
     return lambda batch: padding.pad_batch_to_bucket(batch, lengths)
 

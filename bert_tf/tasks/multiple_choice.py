@@ -10,9 +10,9 @@ import numpy as np
 
 from bert_tf import configs
 from bert_tf import constants
-from bert_tf.data import record_specs
+from bert_tf.data.records import record_specs
 from bert_tf.utils import files
-from bert_tf.data import swag
+from bert_tf.data.task_files import swag
 from bert_tf import losses
 from bert_tf.metrics import classification
 from bert_tf.metrics import sums
@@ -23,7 +23,7 @@ from bert_tf.tasks import finetuning
 
 if TYPE_CHECKING:
   import tensorflow as tf  # pylint: disable=g-bad-import-order
-  from bert_tf.data import featurizers  # pylint: disable=g-bad-import-order
+  from bert_tf.data.pipelines import featurizers  # pylint: disable=g-bad-import-order
 
 
 @dataclasses.dataclass

@@ -12,11 +12,11 @@ from keras import ops
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf import losses
-from bert_tf.data import dummy
-from bert_tf.data import host_pipeline
-from bert_tf.data import masking
-from bert_tf.data import pretraining_files
-from bert_tf.data import record_specs
+from bert_tf.data.pipelines import dummy
+from bert_tf.data.pipelines import host_pipeline
+from bert_tf.data.pipelines import masking
+from bert_tf.data.records import pretraining_files
+from bert_tf.data.records import record_specs
 from bert_tf.kernels import protocol
 from bert_tf.metrics import sums
 from bert_tf.models import BertPretrainer
@@ -64,7 +64,7 @@ class PretrainingTask(base.Task):
                       input_context: Optional[tf.distribute.InputContext] = None,
                       start: int = 0) -> tf.data.Dataset:
     """Per-replica batches of pretraining TFRecords
-    (bert_tf.data.pretraining_reader.build_pretraining_dataset)."""
+    (bert_tf.data.pipelines.pretraining_reader.build_pretraining_dataset)."""
     pretraining_reader = base.tf_data().pretraining_reader
     return pretraining_reader.build_pretraining_dataset(
         data_config, input_context, vocab_file=self.experiment.tokenizer.vocab_file,
@@ -101,7 +101,7 @@ class PretrainingTask(base.Task):
 
   def _dummy_examples(self, data_config: configs.DataConfig):
     """DUMMY_EVAL_BATCHES global batches of synthetic examples (keys as
-    bert_tf.data.dummy gives them); training and evaluation draw different ones."""
+    bert_tf.data.pipelines.dummy gives them); training and evaluation draw different ones."""
     return dummy.pretraining_examples(
         data_config.global_batch_size, data_config.seq_length,
         data_config.max_predictions_per_seq, self.experiment.model.encoder.vocab_size,
@@ -130,7 +130,7 @@ class PretrainingTask(base.Task):
 
   def tfrecord_host_inputs(self, data_config, batch_size, order):
     """Host batches of pretraining TFRecords (record_specs.pretraining_spec), with
-    new masks drawn for each batch under dynamic_masking (bert_tf.data.masking, as the
+    new masks drawn for each batch under dynamic_masking (bert_tf.data.pipelines.masking, as the
     tf.data input draws them)."""
     draw = None
     if data_config.dynamic_masking:

@@ -2,7 +2,7 @@
 
 Inputs come from a SQuAD JSON file (format "squad_json": features are created in
 Python, then fed from tensors), from TFRecords written by
-bert_tf.data.squad_records.write_squad_tfrecords (format "tfrecord"), or are synthetic
+bert_tf.data.records.squad_records.write_squad_tfrecords (format "tfrecord"), or are synthetic
 (format "dummy"). Evaluation post-processes the gathered logits into answers and scores
 them with the official SQuAD definitions of exact match and F1; for v2.0 it also reports
 the null threshold that maximizes F1 on the evaluation data, as the paper tunes it on dev.
@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 import numpy as np
 
 from bert_tf import configs
-from bert_tf.data import dummy
-from bert_tf.data import host_pipeline
-from bert_tf.data import record_specs
-from bert_tf.data import squad as squad_data
-from bert_tf.data import squad_postprocess
+from bert_tf.data.pipelines import dummy
+from bert_tf.data.pipelines import host_pipeline
+from bert_tf.data.records import record_specs
+from bert_tf.data.task_files import squad as squad_data
+from bert_tf.data.task_files import squad_postprocess
 from bert_tf import losses
 from bert_tf.metrics import squad as squad_metrics
 from bert_tf.metrics import sums
@@ -170,8 +170,8 @@ class SquadTask(base.Task):
   def tfrecord_inputs(self, data_config: configs.DataConfig,
                       input_context: Optional[tf.distribute.InputContext] = None,
                       start: int = 0) -> tf.data.Dataset:
-    """Windows written by bert_tf.data.squad_records.write_squad_tfrecords, in the
-    order both engines read records (bert_tf.data.record_order)."""
+    """Windows written by bert_tf.data.records.squad_records.write_squad_tfrecords, in the
+    order both engines read records (bert_tf.data.records.record_order)."""
     paths = files.expand_patterns(data_config.input_path,
                                   field=f"{base.section_name(data_config)}.input_path")
     return base.tf_data().tfrecords.ordered_record_dataset(

@@ -25,7 +25,7 @@ import signal
 from typing import Dict, Optional
 
 from bert_tf import configs
-from bert_tf.data import record_files
+from bert_tf.data.records import record_files
 from bert_tf.tasks import base as task_base
 from bert_tf.training import checkpointing
 from bert_tf.training import engine as engine_lib

@@ -70,7 +70,7 @@ def imported_modules(path: pathlib.Path):
         anchor = anchor[:len(anchor) - node.level + 1]
         base = ".".join(anchor + ([base] if base else []))
       for alias in node.names:
-        # `from bert_tf.data import glue` imports the module bert_tf.data.glue.
+        # `from bert_tf.data.task_files import glue` imports the module bert_tf.data.task_files.glue.
         candidate = f"{base}.{alias.name}"
         candidate_path = ROOT / pathlib.Path(*candidate.split("."))
         if candidate_path.with_suffix(".py").exists() or candidate_path.is_dir():

@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 
 import export_helpers as helpers
-from bert_tf.data import featurizers
-from bert_tf.data import swag
+from bert_tf.data.pipelines import featurizers
+from bert_tf.data.task_files import swag
 from bert_tf.export import exporter
 from bert_tf.export import multiple_choice_serving as mcs
 from bert_tf.export import query

@@ -5,9 +5,9 @@ import pytest
 import tensorflow as tf
 
 import export_helpers as helpers
-from bert_tf.data import squad as squad_data
-from bert_tf.data import squad_features
-from bert_tf.data import squad_postprocess
+from bert_tf.data.task_files import squad as squad_data
+from bert_tf.data.pipelines import squad_features
+from bert_tf.data.task_files import squad_postprocess
 from bert_tf.export import exporter
 from bert_tf.export import squad_serving as ss
 from bert_tf.text.tokenizer import BertWordPieceTokenizer

@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 
 import finetuning_helpers as helpers
-from bert_tf.data import conll
+from bert_tf.data.task_files import conll
 from bert_tf.export import exporter
 from bert_tf.export import tagging_serving as ts
 from bert_tf.metrics import tagging as tagging_metrics

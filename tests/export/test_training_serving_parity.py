@@ -13,12 +13,12 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import constants
-from bert_tf.data import featurizers
-from bert_tf.data import glue
-from bert_tf.data import squad
-from bert_tf.data import squad_features
-from bert_tf.data import swag
-from bert_tf.data.conll import TaggingExample
+from bert_tf.data.pipelines import featurizers
+from bert_tf.data.task_files import glue
+from bert_tf.data.task_files import squad
+from bert_tf.data.pipelines import squad_features
+from bert_tf.data.task_files import swag
+from bert_tf.data.task_files.conll import TaggingExample
 from bert_tf.export import classifier_serving
 from bert_tf.export import squad_serving
 from bert_tf.export import tagging_serving

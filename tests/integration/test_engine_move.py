@@ -2,7 +2,7 @@
 one written on JAX resumes on TensorFlow, continuing the trajectory of the run that
 stayed on the first engine (dropout off), whether the input is one file read in file
 order or three files shuffled by the default input settings: both engines read the
-records in one order (bert_tf.data.record_order).
+records in one order (bert_tf.data.records.record_order).
 
 The two engines compute the same maths in different orders (XLA on JAX, TensorFlow's
 kernels), so float32 runs agree to rounding, not bit for bit: after the move the losses

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from bert_tf.data import corpus
+from bert_tf.data.creation import corpus
 import paths
 
 sys.path.insert(0, os.path.join(paths.ROOT, "tests", "models"))

@@ -54,7 +54,7 @@ def test_every_tool_is_a_console_command_running_its_run_function():
 
 
 def test_tfds_format_without_tensorflow_datasets_names_the_extra(monkeypatch):
-  from bert_tf.data import tfds_glue
+  from bert_tf.data.task_files import tfds_glue
   # A None entry makes `import tensorflow_datasets` raise ImportError, as when absent.
   monkeypatch.setitem(sys.modules, "tensorflow_datasets", None)
   with pytest.raises(ImportError, match=r'pip install "bert_tf\[tfds\]"') as raised:

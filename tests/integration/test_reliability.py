@@ -14,7 +14,7 @@ import yaml
 
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import restore
-from bert_tf.data import record_files
+from bert_tf.data.records import record_files
 from bert_tf.export import exporter
 from bert_tf.training import runs
 from bert_tf.training import trainer as trainer_lib

@@ -16,7 +16,7 @@ from absl import flags
 import pretraining_fixtures as fx
 import trainer_helpers
 from bert_tf import constants
-from bert_tf.data import tfrecords
+from bert_tf.data.records import tfrecords
 from bert_tf.utils import errors
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

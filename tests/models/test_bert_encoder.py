@@ -8,7 +8,7 @@ import tensorflow as tf
 import harness
 from bert_tf import configs
 from bert_tf import constants
-from bert_tf.data import example_packing
+from bert_tf.data.pipelines import example_packing
 from bert_tf.models import BertEncoder
 
 

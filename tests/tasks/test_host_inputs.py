@@ -18,8 +18,8 @@ import pretraining_fixtures as fx
 import paths
 from bert_tf import configs
 from bert_tf import constants
-from bert_tf.data import batching
-from bert_tf.data import padding
+from bert_tf.data.pipelines import batching
+from bert_tf.data.pipelines import padding
 from bert_tf.tasks import base
 
 

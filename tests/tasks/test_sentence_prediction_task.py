@@ -6,9 +6,9 @@ import tensorflow as tf
 
 import finetuning_helpers as helpers
 from bert_tf import configs
-from bert_tf.data import batching
+from bert_tf.data.pipelines import batching
 from bert_tf import constants
-from bert_tf.data import record_specs
+from bert_tf.data.records import record_specs
 from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.tasks import base
 from bert_tf.training.trainer import Trainer

@@ -12,8 +12,8 @@ import tensorflow as tf
 
 from bert_tf import configs
 from bert_tf import constants
-from bert_tf.data import squad as squad_data
-from bert_tf.data import squad_records
+from bert_tf.data.task_files import squad as squad_data
+from bert_tf.data.records import squad_records
 from bert_tf.models.bert_span_labeler import END_LOGITS, START_LOGITS
 from bert_tf.tasks import base
 from bert_tf.text.tokenizer import BertWordPieceTokenizer

@@ -4,11 +4,11 @@ import pytest
 
 from bert_tf import constants
 from bert_tf.checkpoints import files as checkpoint_files
-from bert_tf.data import masking
-from bert_tf.data import pretraining_inputs
-from bert_tf.data import pretraining_instances as pi
-from bert_tf.data import squad_features
-from bert_tf.data import squad_records
+from bert_tf.data.pipelines import masking
+from bert_tf.data.creation import pretraining_inputs
+from bert_tf.data.creation import pretraining_instances as pi
+from bert_tf.data.pipelines import squad_features
+from bert_tf.data.records import squad_records
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
 
 TOKENS = [*constants.SPECIAL_TOKENS, "the", "cat", "##s"]

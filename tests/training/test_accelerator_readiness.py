@@ -17,7 +17,7 @@ import tensorflow as tf
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf import layers
-from bert_tf.data import batching
+from bert_tf.data.pipelines import batching
 from bert_tf.kernels.tensorflow_cpu import fused
 from bert_tf.tasks.pretraining import PretrainingTask
 from bert_tf.training.trainer import Trainer

@@ -2,10 +2,10 @@
 batch, padded to fixed lengths (the length buckets) so that the jit-compiled step
 compiles once per bucket, with a position saved beside each checkpoint.
 
-Batches come from the task's host input (task.host_inputs, bert_tf.data.host_pipeline):
+Batches come from the task's host input (task.host_inputs, bert_tf.data.pipelines.host_pipeline):
 TFRecords read without TensorFlow, or raw task files featurized once where
 tensorflow-text is installed; dynamic masking draws its masks there too
-(bert_tf.data.masking). Its position is a small JSON file beside the checkpoint
+(bert_tf.data.pipelines.masking). Its position is a small JSON file beside the checkpoint
 (`ckpt-N.input[-P].json`). The one setting only tf.data has (packed examples) takes the
 task's tf.data input instead, which needs TensorFlow; its position is a tf.data iterator
 state (bert_tf.training.tf_engine.input).
@@ -23,8 +23,8 @@ import numpy as np
 
 from bert_tf import configs
 from bert_tf.checkpoints import portable
-from bert_tf.data import host_pipeline
-from bert_tf.data import record_files
+from bert_tf.data.pipelines import host_pipeline
+from bert_tf.data.records import record_files
 from bert_tf.tasks import base as task_base
 from bert_tf.training import run_checks
 

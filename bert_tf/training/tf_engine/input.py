@@ -16,8 +16,8 @@ import tensorflow as tf
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf.checkpoints import portable
-from bert_tf.data import batching
-from bert_tf.data import record_files
+from bert_tf.data.pipelines import batching
+from bert_tf.data.records import record_files
 from bert_tf.tasks import base as task_base
 from bert_tf.utils import errors
 

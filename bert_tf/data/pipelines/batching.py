@@ -1,0 +1,114 @@
+"""Batching of featurized fine-tuning examples: dynamic padding, length buckets.
+
+Batches are dicts of the features of `bert_tf.data.pipelines.featurizers`, padded to the longest
+example of the batch: input_word_ids, input_mask, input_type_ids int32 [B, T] (or
+[B, C, T] for multiple choice), label_ids [B] (or [B, T] for tagging), example_index
+int32 [B]; tagging batches also window_index int32 [B].
+"""
+
+from typing import Dict, Optional, Sequence
+
+import tensorflow as tf
+
+from bert_tf import constants
+from bert_tf.data.pipelines import example_packing
+from bert_tf.data.pipelines import padding
+
+
+def batch_examples(ds: tf.data.Dataset, kind: str, batch_size: int, drop_remainder: bool,
+                   regression: bool = False) -> tf.data.Dataset:
+  """Pads each batch to its longest example (dynamic padding)."""
+  values = padding.padding_values(kind, regression)
+  values = {k: tf.constant(v, ds.element_spec[k].dtype) for k, v in values.items()}
+  return ds.padded_batch(batch_size, padding_values=values, drop_remainder=drop_remainder)
+
+
+def trim_to_longest(batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+  """Cuts a batch padded to seq_length down to its longest example (last axis)."""
+  length = tf.reduce_max(tf.reduce_sum(batch[constants.INPUT_MASK], axis=-1))
+  length = tf.maximum(length, 1)
+  out = dict(batch)
+  for key in padding.token_axis_keys(batch):
+    out[key] = batch[key][..., :length]
+  return out
+
+
+def pad_to_length_bucket(batch: Dict[str, tf.Tensor],
+                         bounds: Sequence[int]) -> Dict[str, tf.Tensor]:
+  """Pads a batch cut to its longest example (last axis) up to the smallest of `bounds`
+  that holds it (bert_tf.data.pipelines.padding.bucket_lengths), so that batches come in
+  len(bounds) lengths only: what XLA and TPUs, which compile once per shape, need from
+  batches padded to their longest example.
+
+  Args:
+    batch: as this module describes it (token features [B, T] or [B, C, T]).
+    bounds: increasing lengths, the last one the longest T of the data (seq_length).
+
+  Returns:
+    the batch with each token feature's last axis one of `bounds` (static where
+    there is one bound), padded with 0 (label_ids of tagging: IGNORE_LABEL).
+  """
+  length = tf.shape(batch[constants.INPUT_WORD_IDS])[-1]
+  lengths = tf.constant(padding.bucket_lengths(bounds))
+  target = tf.gather(lengths, tf.minimum(length, lengths.shape[0] - 1))
+  out = dict(batch)
+  for key in padding.token_axis_keys(batch):
+    value = batch[key]
+    paddings = [[0, 0]] * (value.shape.rank - 1) + [[0, target - length]]
+    padded = tf.pad(value, paddings, constant_values=tf.cast(padding.token_fill(key),
+                                                             value.dtype))
+    # The padded length is one of `bounds`; the shape says none other, so that a step
+    # traced from these batches sees a known length where there is only one bound.
+    shape = value.shape.as_list()
+    shape[-1] = bounds[0] if len(bounds) == 1 else None
+    out[key] = tf.ensure_shape(padded, shape)
+  return out
+
+
+def batch_size_for(global_batch_size: int,
+                   input_context: Optional[tf.distribute.InputContext]) -> int:
+  if input_context is None:
+    return global_batch_size
+  return input_context.get_per_replica_batch_size(global_batch_size)
+
+
+def bucket_examples(ds: tf.data.Dataset, kind: str, batch_size: int,
+                    boundaries: Sequence[int], drop_remainder: bool,
+                    regression: bool = False) -> tf.data.Dataset:
+  """Batches examples of similar length together: each batch holds the examples of one
+  length bucket, padded to its longest.
+
+  Args:
+    ds: unbatched featurized examples ([T] or, for multiple choice, [C, T] features).
+    boundaries: increasing upper bounds of the buckets, in tokens; the last bucket takes
+      every longer example.
+  """
+  values = padding.padding_values(kind, regression)
+  values = {k: tf.constant(v, ds.element_spec[k].dtype) for k, v in values.items()}
+  return ds.bucket_by_sequence_length(
+      lambda features: tf.shape(features[constants.INPUT_WORD_IDS])[-1],
+      [b + 1 for b in boundaries], [batch_size] * (len(boundaries) + 1),
+      padding_values=values, drop_remainder=drop_remainder)
+
+
+def finish_raw_dataset(ds: tf.data.Dataset, kind: str, batch_size: int, is_training: bool,
+                       drop_remainder: bool, regression: bool = False,
+                       shuffle_buffer_size: int = 10000, seed: Optional[int] = None,
+                       input_context: Optional[tf.distribute.InputContext] = None,
+                       length_buckets: Sequence[int] = (),
+                       pack_to_length: int = 0) -> tf.data.Dataset:
+  """Shards, shuffles, repeats and dynamically pads a featurized raw-file dataset; for
+  training, by length bucket when `length_buckets` are given, or with each batch's
+  examples packed into rows of `pack_to_length` tokens when it is positive
+  (bert_tf.data.pipelines.example_packing; sentence features only)."""
+  if input_context is not None and input_context.num_input_pipelines > 1:
+    ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+  if is_training:
+    ds = ds.cache().shuffle(shuffle_buffer_size, seed=seed).repeat()
+  if is_training and pack_to_length:
+    ds = example_packing.pack_examples(ds, batch_size, pack_to_length, drop_remainder)
+  elif is_training and length_buckets:
+    ds = bucket_examples(ds, kind, batch_size, length_buckets, drop_remainder, regression)
+  else:
+    ds = batch_examples(ds, kind, batch_size, drop_remainder, regression)
+  return ds.prefetch(tf.data.AUTOTUNE)

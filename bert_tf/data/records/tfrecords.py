@@ -1,0 +1,288 @@
+"""TFRecord files of features: writing them atomically, reading them back in tf.data.
+
+Every record is a `tf.train.Example` of flat int64 or float features. The generic
+pieces (`serialize_example`, `write_records`, `ordered_record_dataset`) serve SQuAD's records
+and the fine-tuning tasks' alike; `write_finetuning_tfrecord` and
+`read_finetuning_tfrecords` hold the fine-tuning tasks' layout: the original BERT
+fine-tuning feature names (`input_ids`, `input_mask`, `segment_ids`, `label_ids`)
+padded to seq_length, plus `example_index`, and a JSON metadata file beside each.
+"""
+
+import atexit
+import functools
+import json
+import os
+import re
+import threading
+import time
+from typing import Dict, Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.data.pipelines import padding
+from bert_tf.data.creation import pretraining_inputs
+from bert_tf.data.records import record_files
+from bert_tf.data.records import record_order
+from bert_tf.data.records import record_specs
+from bert_tf.data.pipelines.batching import trim_to_longest
+from bert_tf.utils import files
+from bert_tf.utils import progress as progress_lib
+
+
+def parse_records(serialized: tf.Tensor, spec: record_specs.RecordSpec
+                  ) -> Dict[str, tf.Tensor]:
+  """Parses serialized Examples by a record spec (bert_tf.data.records.record_specs).
+
+  Args:
+    serialized: scalar or [B] tf.string records.
+    spec: the features to read.
+
+  Returns:
+    {feature key: int32 (int64 features) or float32 tensor [*shape] or [B, *shape]}.
+  """
+  parse_spec = {}
+  for feature in spec:
+    dtype = tf.int64 if feature.dtype == record_specs.INT64 else tf.float32
+    parse_spec[feature.name] = tf.io.FixedLenFeature(list(feature.shape), dtype,
+                                                     default_value=feature.default)
+  if serialized.shape.rank == 0:
+    parsed = tf.io.parse_single_example(serialized, parse_spec)
+  else:
+    parsed = tf.io.parse_example(serialized, parse_spec)
+  return {feature.key: tf.cast(parsed[feature.name], feature.batch_dtype)
+          for feature in spec}
+
+
+def serialize_example(features: Mapping[str, np.ndarray]) -> bytes:
+  """A serialized tf.train.Example: float arrays as FloatList, the rest as Int64List.
+
+  Args:
+    features: name -> array (any shape; flattened) or scalar.
+  """
+  feature = {}
+  for name, value in features.items():
+    value = np.asarray(value).reshape([-1])
+    if value.dtype.kind == "f":
+      feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=value.tolist()))
+    else:
+      feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=value.tolist()))
+  return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def write_records(path: str, records: Iterable[bytes],
+                  progress: Optional[progress_lib.Progress] = None) -> int:
+  """Writes serialized records to `path` through a temporary name; returns the count.
+
+  The file appears under its final name only once every record is written; an
+  exception leaves no file (and an older one at `path` as it was).
+  """
+  count = 0
+  with files.atomic_path(path) as tmp:
+    with tf.io.TFRecordWriter(tmp) as writer:
+      for record in records:
+        writer.write(record)
+        count += 1
+        if progress is not None:
+          progress.update(1)
+  return count
+
+
+# Set when the interpreter begins to exit: tf.data's threads must not enter Python once
+# it finalizes (a thread taking the GIL then never returns, and the exit waits on it),
+# so the Python stages below fail fast from then on and the pipelines stop calling them.
+_EXITING = threading.Event()
+
+
+@atexit.register
+def _stop_python_stages():
+  _EXITING.set()
+  time.sleep(0.05)  # Lets calls under way return, the GIL released.
+
+
+def _python_stage(fn):
+  """fn for a tf.numpy_function of a tf.data pipeline, failing once the interpreter
+  exits."""
+  def stage(*args):
+    if _EXITING.is_set():
+      raise RuntimeError("the interpreter is exiting")
+    return fn(*args)
+  return stage
+
+
+def _record_source(paths: Sequence[str], compression_type: str) -> record_files.RecordSource:
+  """The files' RecordSource, indexed once per process while they stay unchanged: the
+  TensorFlow engine builds the same input more than once (its element spec, the
+  training iterator, a resumed one)."""
+  stamps = tuple((os.stat(path).st_mtime_ns, os.stat(path).st_size)
+                 if pretraining_inputs.is_local(path) else None for path in paths)
+  return _indexed_source(tuple(paths), compression_type, stamps)
+
+
+@functools.lru_cache(maxsize=4)
+def _indexed_source(paths, compression_type, stamps) -> record_files.RecordSource:
+  del stamps  # Part of the cache key only.
+  return record_files.RecordSource(paths, compression_type)
+
+
+def ordered_record_dataset(paths: Sequence[str], spec: record_specs.RecordSpec,
+                           data_config, seed: int = 0,
+                           input_context: Optional[tf.distribute.InputContext] = None,
+                           start: int = 0, draw=None) -> tf.data.Dataset:
+  """Batches of the records of TFRecord files in the order both engines read them
+  (bert_tf.data.records.record_order; the host input, bert_tf.data.pipelines.host_pipeline, reads the
+  same), decoded by `spec`.
+
+  The records are read by number through bert_tf.data.records.record_files (their checksums
+  checked: a corrupt one fails as a CorruptRecordError naming the file and byte
+  offset, inside a tf.errors.InvalidArgumentError) and parsed in tf.data.
+
+  Args:
+    paths: the files; records are numbered over them in order.
+    spec: the records' features.
+    data_config: bert_tf.configs.DataConfig: global_batch_size, is_training (shuffle
+      windows of shuffle_buffer_size records by `seed`, repeat), drop_remainder,
+      compression_type.
+    seed: of the training shuffle.
+    input_context: this pipeline among num_input_pipelines, each for its replicas;
+      element m is the batch of replica (pipeline * R / P + m % (R / P)) of step
+      m // (R / P), R = num_replicas_in_sync, P = num_input_pipelines.
+    start: the pipeline's elements to skip (resuming), without reading them.
+    draw: (batch of NumPy arrays, global batch number, its rows' places in the global
+      batch) -> the batch with values drawn from its place in the order
+      (host_pipeline.Draw: dynamic masking), run in a tf.numpy_function on each parsed
+      batch; the host input applies the same.
+
+  Returns:
+    A dataset of {feature key: [b, *shape]}, b = global_batch_size / R.
+  """
+  source = _record_source(paths, data_config.compression_type)
+  order = record_order.RecordOrder(
+      source.row_counts(), data_config.global_batch_size,
+      shuffle_window=data_config.shuffle_buffer_size if data_config.is_training else 0,
+      seed=seed, repeat=data_config.is_training,
+      drop_remainder=data_config.drop_remainder)
+  parts, pipelines, pipeline = 1, 1, 0
+  if input_context is not None:
+    parts = input_context.num_replicas_in_sync
+    pipelines = input_context.num_input_pipelines
+    pipeline = input_context.input_pipeline_id
+  per_pipeline = parts // pipelines
+  order.part_size(parts)
+
+  def place(element):
+    batch, replica = divmod(int(element), per_pipeline)
+    return batch, pipeline * per_pipeline + replica
+
+  def read(element):
+    batch, part = place(element)
+    return np.array([source[row].data for row in order.rows(batch, part, parts)],
+                    dtype=object)
+
+  def element_holds_rows(element):
+    batch, replica = element // per_pipeline, element % per_pipeline
+    return (batch * order.global_batch_size + pipeline * per_pipeline + replica <
+            order.num_rows)
+
+  elements = np.iinfo(np.int64).max if order.repeat else order.num_batches * per_pipeline
+  dataset = tf.data.Dataset.range(start, elements)
+  if not order.repeat:
+    dataset = dataset.filter(element_holds_rows)
+
+  keys = [feature.key for feature in spec]
+
+  def redraw(element, *values):
+    batch, part = place(element)
+    drawn = draw(dict(zip(keys, values)), batch, order.offsets(batch, part, parts))
+    return [np.asarray(drawn[key], value.dtype) for key, value in zip(keys, values)]
+
+  def parse(element):
+    records = tf.numpy_function(_python_stage(read), [element], tf.string, stateful=False)
+    batch = parse_records(tf.ensure_shape(records, [None]), spec)
+    if draw is None:
+      return batch
+    values = tf.numpy_function(_python_stage(redraw), [element, *(batch[key] for key in keys)],
+                               [batch[key].dtype for key in keys], stateful=False)
+    return {key: tf.ensure_shape(value, batch[key].shape)
+            for key, value in zip(keys, values)}
+
+  dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  options = tf.data.Options()
+  options.deterministic = True
+  return dataset.with_options(options)
+
+
+def records_of(input_path: str, field: str = "input_path") -> tf.data.Dataset:
+  """Serialized records (scalar tf.string) of the files that comma-separated globs
+  name, file after file (see `bert_tf.utils.files.expand_patterns`)."""
+  paths = files.expand_patterns(input_path, field=field)
+  return tf.data.TFRecordDataset(paths)
+
+
+# --------------------------------------------------------------------------------------
+# The fine-tuning tasks' records.
+
+
+def _padded_record(features: Mapping[str, np.ndarray], kind: str, seq_length: int,
+                   regression: bool) -> bytes:
+  """One featurized example, padded to seq_length, as a serialized record."""
+  names = {f.key: f.name for f in record_specs.finetuning_spec(kind, seq_length, regression)}
+  return serialize_example({names[key]: value for key, value in padding.pad_example(
+      features, kind, seq_length, regression).items()})
+
+
+def write_finetuning_tfrecord(ds: tf.data.Dataset, path: str, kind: str, seq_length: int,
+                              metadata: Dict[str, object], regression: bool = False,
+                              progress: Optional[progress_lib.Progress] = None) -> int:
+  """Writes a featurized (unbatched) dataset as a TFRecord file and its metadata.
+
+  The file is written under a temporary name and renamed when complete; `path +
+  ".json"` then receives `metadata` plus kind, seq_length and the example count.
+
+  Args:
+    ds: the output of a `bert_tf.data.pipelines.featurizers` featurizer.
+    path: the output TFRecord path.
+    kind: one of `bert_tf.data.records.record_specs.KINDS`.
+    seq_length: every sequence is padded to this length.
+    metadata: task facts to record (label names, source files, ...).
+    regression: labels are float scores.
+    progress: counts the examples written.
+
+  Returns:
+    The number of examples written.
+  """
+  records = (_padded_record(features, kind, seq_length, regression)
+             for features in ds.as_numpy_iterator())
+  count = write_records(path, records, progress)
+  meta = dict(metadata, kind=kind, seq_length=seq_length, num_examples=count,
+              regression=regression)
+  with files.atomic_open(path + ".json") as f:
+    f.write(json.dumps(meta, indent=2))
+  return count
+
+
+def read_finetuning_tfrecords(data_config, kind: str, regression: bool = False,
+                              num_choices: int = 1, seed: int = 0,
+                              input_context: Optional[tf.distribute.InputContext] = None,
+                              start: int = 0) -> tf.data.Dataset:
+  """Reads fine-tuning TFRecords into batches trimmed to their longest example, in the
+  order of `ordered_record_dataset`.
+
+  Args:
+    data_config: bert_tf.configs.DataConfig (input_path, seq_length the records were
+      padded to, and the order's settings).
+    kind: one of `bert_tf.data.records.record_specs.KINDS`.
+    regression: label_ids are floats.
+    num_choices: choices per example (multiple_choice).
+    seed: of the training shuffle.
+    input_context, start: as `ordered_record_dataset` takes them.
+
+  Returns:
+    Batches (global_batch_size / num_replicas_in_sync examples) as
+    `bert_tf.data.pipelines.batching` describes them.
+  """
+  spec = record_specs.finetuning_spec(kind, data_config.seq_length, regression, num_choices)
+  section = "train_data" if data_config.is_training else "eval_data"
+  paths = files.expand_patterns(data_config.input_path, field=f"{section}.input_path")
+  ds = ordered_record_dataset(paths, spec, data_config, seed, input_context, start)
+  return ds.map(trim_to_longest).prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,2 @@
+"""Readers of the fine-tuning tasks' raw files (GLUE TSV, CoNLL, SQuAD JSON, SWAG CSV) and
+SQuAD's answers from the model's logits."""
