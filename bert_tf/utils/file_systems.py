@@ -35,8 +35,15 @@ def protocol(path: str) -> str:
 
 
 def is_remote(path: str) -> bool:
-  """Whether `path` names a file system other than the local one."""
+  """Whether `path` names a file system other than the local one (a `file://` URL is
+  local)."""
   return bool(protocol(path))
+
+
+def local_path(path: str) -> str:
+  """A local path as the os module takes it (`file:///x` is `/x`)."""
+  path = str(path)
+  return path[len("file://"):] if path.startswith("file://") else path
 
 
 class LocalFiles:
@@ -48,6 +55,7 @@ class LocalFiles:
   remove = staticmethod(os.remove)
   rmtree = staticmethod(shutil.rmtree)
   listdir = staticmethod(os.listdir)
+  size = staticmethod(os.path.getsize)
   GFile = staticmethod(open)  # pylint: disable=invalid-name
   failures = (OSError,)
 
@@ -92,6 +100,9 @@ class FsspecFiles:
   def listdir(self, path: str) -> List[str]:
     return [os.path.basename(name.rstrip("/"))
             for name in self._fs.ls(path, detail=False)]
+
+  def size(self, path: str) -> int:
+    return self._fs.size(path)
 
   def makedirs(self, directory: str) -> None:
     if self._object_store:
@@ -154,6 +165,9 @@ class _TensorFlowFiles:
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     self.failures = (OSError, tf.errors.OpError)
 
+  def size(self, path: str) -> int:
+    return self._gfile.stat(path).length
+
   def __getattr__(self, name):
     return getattr(self._gfile, name)
 
@@ -185,8 +199,8 @@ def for_path(path: str):
 
   Returns:
     an object with tf.io.gfile's `exists`, `isdir`, `glob`, `listdir`, `makedirs`,
-    `remove`, `rmtree`, `rename`, `copy` and `GFile`, and `failures` (the exception
-    types its storage raises).
+    `remove`, `rmtree`, `rename`, `copy` and `GFile`, `size` (bytes), and `failures`
+    (the exception types its storage raises).
 
   Raises:
     StorageError: a remote protocol that no installed library serves, naming the path

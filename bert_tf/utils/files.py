@@ -11,7 +11,6 @@ reads a remote file through `local_copy`.
 """
 
 import contextlib
-import glob as glob_lib
 import os
 import tempfile
 import uuid
@@ -47,31 +46,32 @@ def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_pat
   globs = [g.strip() for p in patterns for g in (p or "").split(",") if g.strip()]
   if not globs:
     raise error(f"{field}: no input file given")
-  gfile = _files(globs[0])
-  glob_files, isdir = gfile.glob, gfile.isdir
-  if not file_systems.tensorflow_serves_paths():
-    glob_files = _local_glob(field)
   files, seen = [], set()
   for glob in globs:
-    matches = sorted(glob_files(glob))
+    glob = glob if file_systems.is_remote(glob) else file_systems.local_path(glob)
+    gfile = _storage_for(glob, field)
+    try:
+      with file_systems.quiet_retries():
+        matches = sorted(gfile.glob(glob))
+        found = [path for path in matches if path not in seen and not gfile.isdir(path)]
+    except gfile.failures as e:
+      raise file_systems.StorageError(
+          f"{field}: cannot list {glob}: {file_systems.failure_reason(e)}") from None
     if not matches:
       raise error(f"{field}: no file matches {glob}")
-    for path in matches:
-      if path not in seen and not isdir(path):
-        seen.add(path)
-        files.append(path)
+    seen.update(found)
+    files.extend(found)
   if not files:
     raise error(f"{field}: {', '.join(globs)} match only directories")
   return files
 
 
-def _local_glob(field: str):
-  def glob_files(pattern: str) -> List[str]:
-    if "://" in pattern:
-      raise errors.MissingInputError(f"{field}: {pattern} is not on the local file system; "
-                                     "reading it needs TensorFlow (tf.io.gfile)")
-    return glob_lib.glob(pattern)
-  return glob_files
+def _storage_for(path: str, field: str):
+  """The file system of `path`, a StorageError naming `field` where none serves it."""
+  try:
+    return _files(path)
+  except file_systems.StorageError as e:
+    raise file_systems.StorageError(f"{field}: {e}") from None
 
 
 def exists(path: str) -> bool:
@@ -111,6 +111,33 @@ def copy(source: str, target: str) -> None:
 def open_file(path: str, mode: str = "r"):
   """The file at `path`, opened for reading (`r`, `rb`); writers use `atomic_open`."""
   return _files(path).GFile(path, mode)
+
+
+def is_local(path: str) -> bool:
+  """Whether `path` is on the local file system (a plain path or a `file://` URL)."""
+  return not file_systems.is_remote(path)
+
+
+def open_input(path: str):
+  """Opens an input file for binary reading: a local one with `open` (the fast path), a
+  remote one through the package's file system (tf.io.gfile with TensorFlow, fsspec
+  without it)."""
+  if is_local(path):
+    return open(file_systems.local_path(path), "rb")
+  return open_file(path, "rb")
+
+
+def size(path: str) -> int:
+  """The size in bytes of the file at `path`."""
+  if is_local(path):
+    return os.path.getsize(file_systems.local_path(path))
+  return _files(path).size(path)
+
+
+def absolute_path(path: str) -> str:
+  """A local path made absolute; a remote one (gs://, ...) as it is."""
+  return path if file_systems.is_remote(path) else os.path.abspath(
+      file_systems.local_path(path))
 
 
 def read_bytes(path: str) -> bytes:

@@ -24,7 +24,6 @@ from typing import Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from bert_tf.data.creation import pretraining_inputs
 from bert_tf.utils import errors
 from bert_tf.utils import optional
 from bert_tf.utils import files
@@ -71,7 +70,7 @@ def _local_copy(path: str, compression_type: str):
   or a remote file)."""
   out = tempfile.TemporaryFile()
   decompressor = _decompressor(compression_type) if compression_type else None
-  with pretraining_inputs.open_input(path) as f:
+  with files.open_input(path) as f:
     try:
       while True:
         block = f.read(_COPY_BLOCK)
@@ -146,7 +145,7 @@ class RecordFile:
     _check_compression(compression_type)
     self.path = path
     self._file = None
-    if compression_type or not pretraining_inputs.is_local(path):
+    if compression_type or not files.is_local(path):
       self._file = _local_copy(path, compression_type)
       self._data = _map(self._file)
     else:
@@ -211,7 +210,7 @@ def _stream_prefix(path: str, compression_type: str, size: int) -> bytes:
   stream of `path`."""
   out = b""
   decompressor = _decompressor(compression_type) if compression_type else None
-  with pretraining_inputs.open_input(path) as f:
+  with files.open_input(path) as f:
     while len(out) < size:
       block = f.read(min(_COPY_BLOCK, max(size - len(out), 1 << 16)))
       if not block:

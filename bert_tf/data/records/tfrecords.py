@@ -21,7 +21,6 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.data.pipelines import padding
-from bert_tf.data.creation import pretraining_inputs
 from bert_tf.data.records import record_files
 from bert_tf.data.records import record_order
 from bert_tf.data.records import record_specs
@@ -115,7 +114,7 @@ def _record_source(paths: Sequence[str], compression_type: str) -> record_files.
   TensorFlow engine builds the same input more than once (its element spec, the
   training iterator, a resumed one)."""
   stamps = tuple((os.stat(path).st_mtime_ns, os.stat(path).st_size)
-                 if pretraining_inputs.is_local(path) else None for path in paths)
+                 if files.is_local(path) else None for path in paths)
   return _indexed_source(tuple(paths), compression_type, stamps)
 
 
