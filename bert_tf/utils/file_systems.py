@@ -57,6 +57,10 @@ class LocalFiles:
   listdir = staticmethod(os.listdir)
   size = staticmethod(os.path.getsize)
   GFile = staticmethod(open)  # pylint: disable=invalid-name
+
+  @staticmethod
+  def open_ranges(path: str):
+    return open(path, "rb")
   failures = (OSError,)
 
   @staticmethod
@@ -122,6 +126,10 @@ class FsspecFiles:
   def GFile(self, path: str, mode: str = "r"):  # pylint: disable=invalid-name
     return self._fs.open(path, mode)
 
+  def open_ranges(self, path: str):
+    # No read-ahead: the caller reads whole blocks and caches them itself.
+    return self._fs.open(path, "rb", cache_type="none")
+
   def copy(self, source: str, target: str, overwrite: bool = False) -> None:
     """Copies within this file system, or between it and the local one."""
     if not is_remote(target):
@@ -168,6 +176,9 @@ class _TensorFlowFiles:
   def size(self, path: str) -> int:
     return self._gfile.stat(path).length
 
+  def open_ranges(self, path: str):
+    return self._gfile.GFile(path, "rb")
+
   def __getattr__(self, name):
     return getattr(self._gfile, name)
 
@@ -199,8 +210,9 @@ def for_path(path: str):
 
   Returns:
     an object with tf.io.gfile's `exists`, `isdir`, `glob`, `listdir`, `makedirs`,
-    `remove`, `rmtree`, `rename`, `copy` and `GFile`, `size` (bytes), and `failures`
-    (the exception types its storage raises).
+    `remove`, `rmtree`, `rename`, `copy` and `GFile`, `size` (bytes), `open_ranges`
+    (a binary file to seek and read whole ranges of, without read-ahead where the
+    library has a choice), and `failures` (the exception types its storage raises).
 
   Raises:
     StorageError: a remote protocol that no installed library serves, naming the path
