@@ -179,6 +179,27 @@ class _TensorFlowFiles:
   def open_ranges(self, path: str):
     return self._gfile.GFile(path, "rb")
 
+  def rename(self, source: str, target: str, overwrite: bool = False) -> None:
+    """gfile.rename; a remote directory is copied file by file, then deleted (a remote
+    file system renames a directory's entry, or each object, at best: ram:// leaves its
+    files behind). The files of subdirectories are copied before those at the top, so
+    that a reader that waits for a top-level file (a SavedModel's saved_model.pb) finds
+    the rest in place."""
+    if not is_remote(source) or not self._gfile.isdir(source):
+      self._gfile.rename(source, target, overwrite=overwrite)
+      return
+    if not overwrite and self._gfile.exists(target):
+      raise FileExistsError(target)
+    copies = []
+    for directory, _, names in self._gfile.walk(source):
+      relative = directory[len(source):].strip("/")
+      self._gfile.makedirs(os.path.join(target, relative))
+      copies += [(relative, name) for name in names]
+    for relative, name in sorted(copies, key=lambda copy: not copy[0]):
+      self._gfile.copy(os.path.join(source, relative, name),
+                       os.path.join(target, relative, name), overwrite=True)
+    self._gfile.rmtree(source)
+
   def __getattr__(self, name):
     return getattr(self._gfile, name)
 

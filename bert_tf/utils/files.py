@@ -6,8 +6,8 @@ complete, so that a reader never sees a half-written file and a failed run leave
 whatever was there before untouched. Paths may be local or remote: every operation goes
 through the file system bert_tf.utils.file_systems picks (tf.io.gfile where TensorFlow
 is installed, fsspec for remote paths without it). A library that writes only local
-files (h5py) writes to a local temporary file that `staged_output` then uploads, and
-reads a remote file through `local_copy`.
+files (h5py) writes to a local temporary file that `staged_output` then uploads; it
+reads a remote file through the seekable file object `open_file` gives.
 """
 
 import contextlib
@@ -158,10 +158,7 @@ def check_writable(directory: str, field: str = "model_dir") -> None:
   """
   if not file_systems.is_remote(directory):
     return
-  try:
-    gfile = _files(directory)
-  except file_systems.StorageError as e:
-    raise file_systems.StorageError(f"{field}: {e}") from None
+  gfile = _storage_for(directory, field)
   probe = os.path.join(directory, f".write-check-{uuid.uuid4().hex[:12]}")
   try:
     with file_systems.quiet_retries():
@@ -174,21 +171,25 @@ def check_writable(directory: str, field: str = "model_dir") -> None:
         f"{field}: cannot write to {directory}: {file_systems.failure_reason(e)}") from None
 
 
-@contextlib.contextmanager
-def local_copy(path: str) -> Iterator[str]:
-  """Yields a local path holding the file at `path`: `path` itself where it is local,
-  otherwise a temporary copy (deleted afterwards), for libraries that read only local
-  files (h5py)."""
-  if not file_systems.is_remote(path):
-    yield path
+def check_readable(path: str, field: str) -> None:
+  """Checks that remote storage serves `path` and answers (asks whether it exists), so
+  that a run whose input, checkpoint or vocab is on storage that is not served or does
+  not answer stops with one error before it writes anything. A local path is left alone
+  (its readers name a missing file), as is a remote one that does not exist.
+
+  Raises:
+    StorageError: naming `field`, the path and why (the extra to install, the host
+      that did not answer).
+  """
+  if is_local(path):
     return
-  handle, local = tempfile.mkstemp(suffix=os.path.basename(path))
-  os.close(handle)
+  gfile = _storage_for(path, field)
   try:
-    copy(path, local)
-    yield local
-  finally:
-    os.remove(local)
+    with file_systems.quiet_retries():
+      gfile.exists(path)
+  except gfile.failures as e:
+    raise file_systems.StorageError(
+        f"{field}: cannot read {path}: {file_systems.failure_reason(e)}") from None
 
 
 @contextlib.contextmanager
