@@ -204,6 +204,71 @@ def test_storage_host_that_does_not_answer_is_one_line_naming_it_and_writes_noth
   assert sorted(os.listdir(tmp_path)) == ["steps2.yaml"]
 
 
+# Each kind of path a run reads: (its setting, the experiment's sections that set it).
+_READ_PATHS = {
+    "train_data.input_path": lambda path: dict(data=dict(
+        _DUMMY, format="tfrecord", input_path=f"{path}/data-*.tfrecord")),
+    "task.init_checkpoint": lambda path: dict(task=dict(name="pretraining",
+                                                        init_checkpoint=path)),
+    "tokenizer.vocab_file": lambda path: dict(tokenizer=dict(vocab_file=f"{path}/vocab.txt")),
+}
+
+
+def _one_error_line(result, tmp_path, config):
+  """The one `train: error:` line of a refused run, checking that it is the only error
+  output, with no traceback, and that nothing was written beside the config."""
+  assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-3000:]
+  assert "Traceback" not in result.stderr, result.stderr[-3000:]
+  errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
+  assert len(errors) == 1 and errors[0].startswith("train: error: "), result.stderr[-3000:]
+  assert sorted(os.listdir(tmp_path)) == [os.path.basename(config)]
+  return errors[0][len("train: error: "):]
+
+
+@pytest.mark.parametrize("field", sorted(_READ_PATHS))
+def test_remote_read_path_without_gcsfs_is_one_line_naming_setting_and_extra_and_writes_nothing(
+    tmp_path, field):
+  config = _config(tmp_path, 2, **_READ_PATHS[field]("gs://bucket/in"))
+  result = _train(config, str(tmp_path / "run"), tmp_path, {}, without="tensorflow,gcsfs")
+  line = _one_error_line(result, tmp_path, config)
+  assert line.startswith(f"{field}: gs://bucket/in")
+  assert "gs:// paths without TensorFlow need pip install 'bert_tf[gcs]'" in line
+
+
+@pytest.mark.parametrize("field", sorted(_READ_PATHS))
+def test_remote_read_path_on_a_host_that_does_not_answer_is_one_line_naming_it(tmp_path, field):
+  if not gcs_emulator.available():
+    pytest.skip("needs gcsfs (extra gcs)")
+  with _closed_port() as port:
+    config = _config(tmp_path, 2, **_READ_PATHS[field]("gs://bucket/in"))
+    result = _train(config, str(tmp_path / "run"), tmp_path,
+                    gcs_emulator.environment(f"http://127.0.0.1:{port}"))
+  line = _one_error_line(result, tmp_path, config)
+  assert line.startswith(f"{field}: cannot read gs://bucket/in") and f"127.0.0.1:{port}" in line
+
+
+@pytest.mark.parametrize("field", sorted(_READ_PATHS))
+def test_remote_read_path_in_a_bucket_that_does_not_exist_is_one_line_naming_it(
+    tmp_path, emulator, field):
+  environment, _ = emulator
+  config = _config(tmp_path, 2, **_READ_PATHS[field]("gs://no-such-bucket/in"))
+  result = _train(config, str(tmp_path / "run"), tmp_path, environment)
+  assert "gs://no-such-bucket/in" in _one_error_line(result, tmp_path, config)
+
+
+def test_export_to_storage_no_library_serves_is_one_line_before_anything_is_read(tmp_path):
+  result = subprocess.run(
+      [sys.executable, os.path.join(paths.ROOT, "tools", "export_saved_model.py"),
+       f"--checkpoint={tmp_path}/no-checkpoint", "--export_dir=nosuch://bucket/exports"],
+      env=dict(os.environ, PYTHONPATH=paths.ROOT, TF_CPP_MIN_LOG_LEVEL="2"),
+      capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
+  assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+  (line,) = [line for line in result.stderr.splitlines() if ": error" in line]
+  assert line.startswith("export_saved_model: error: --export_dir: cannot write to "
+                         "nosuch://bucket/exports: "), line
+  assert os.listdir(tmp_path) == []
+
+
 @contextlib.contextmanager
 def _closed_port():
   """A port of 127.0.0.1 that nothing answers on (bound, never listening)."""
