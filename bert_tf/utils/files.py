@@ -12,6 +12,7 @@ reads a remote file through the seekable file object `open_file` gives.
 
 import contextlib
 import os
+import shutil
 import tempfile
 import uuid
 from typing import Iterable, Iterator, List, Sequence, Union
@@ -210,6 +211,31 @@ def staged_output(path: str) -> Iterator[str]:
       copy(local, temporary)
   finally:
     os.remove(local)
+
+
+@contextlib.contextmanager
+def staged_directory(path: str) -> Iterator[str]:
+  """Yields a local directory to write a folder to, for writers of local files only
+  (safetensors, h5py); it becomes `path` when the block completes (replacing a folder
+  there; see `atomic_path`): for a remote `path` its files are uploaded under a
+  temporary name that is then renamed."""
+  if not file_systems.is_remote(path):
+    with atomic_path(path) as temporary:
+      os.makedirs(temporary)
+      yield temporary
+    return
+  local = tempfile.mkdtemp(prefix="bert_tf_staged_")
+  try:
+    yield local
+    with atomic_path(path) as temporary:
+      for directory, _, names in os.walk(local):
+        relative = os.path.relpath(directory, local)
+        target = temporary if relative == "." else os.path.join(temporary, relative)
+        make_dirs(target)
+        for name in names:
+          copy(os.path.join(directory, name), os.path.join(target, name))
+  finally:
+    shutil.rmtree(local)
 
 
 def make_dirs(directory: str) -> None:
