@@ -247,11 +247,6 @@ def for_path(path: str):
   return _fsspec_files(path)
 
 
-def tensorflow_serves_paths() -> bool:
-  """Whether tf.io.gfile is the package's file system here."""
-  return _tensorflow_gfile() is not None
-
-
 def failure_reason(error: BaseException) -> str:
   """One line saying why a storage call failed (TensorFlow, fsspec or os errors)."""
   reason = (getattr(error, "message", None) or str(error)

@@ -9,6 +9,7 @@ in any order fetches each block once, and a pass in file order reads the file on
 """
 
 import collections
+import itertools
 import threading
 from typing import Optional, Tuple
 
@@ -20,6 +21,9 @@ BLOCK_BYTES = 1 << 20
 # The blocks kept, over all the files of an input: a shuffle window of records
 # (pretraining's 10000 rows of 512 tokens are about 50 MiB) is read from the cache.
 CACHE_BYTES = 256 << 20
+# Each reader's key in the caches: unique for the life of the process (an id() could
+# be reused while a cache still holds the blocks of a reader gone).
+_READER_NUMBERS = itertools.count()
 
 
 class BlockCache:
@@ -40,7 +44,8 @@ class BlockCache:
     self.lock = threading.Lock()
 
   def get(self, key: Tuple[int, int]):
-    """The block at `key` (reader id, block number), or None; call with `lock` held."""
+    """The block at `key` (reader number, block number), or None; call with `lock`
+    held."""
     block = self._blocks.get(key)
     if block is not None:
       self._blocks.move_to_end(key)
@@ -48,16 +53,18 @@ class BlockCache:
 
   def put(self, key: Tuple[int, int], block: bytes) -> None:
     """Keeps `block`, dropping the least recently used ones; call with `lock` held."""
+    # Two threads may have read the same block: the second replaces the first.
+    replaced = self._blocks.pop(key, None)
+    self._held += len(block) - (len(replaced) if replaced is not None else 0)
     self._blocks[key] = block
-    self._held += len(block)
     while self._held > self._capacity and len(self._blocks) > 1:
       _, dropped = self._blocks.popitem(last=False)
       self._held -= len(dropped)
 
-  def forget(self, reader_id: int) -> None:
+  def forget(self, reader: int) -> None:
     """Drops every block of one reader."""
     with self.lock:
-      for key in [key for key in self._blocks if key[0] == reader_id]:
+      for key in [key for key in self._blocks if key[0] == reader]:
         self._held -= len(self._blocks.pop(key))
 
 
@@ -80,6 +87,7 @@ class RangeReader:
     self._size = storage.size(path)
     self._file = storage.open_ranges(path)
     self._file_lock = threading.Lock()
+    self._number = next(_READER_NUMBERS)
 
   def __len__(self) -> int:
     return self._size
@@ -97,7 +105,7 @@ class RangeReader:
     return joined[start - base:stop - base]
 
   def _block(self, number: int) -> bytes:
-    key = (id(self), number)
+    key = (self._number, number)
     with self._cache.lock:
       block = self._cache.get(key)
     if block is not None:
@@ -122,5 +130,5 @@ class RangeReader:
     return b"".join(parts)
 
   def close(self) -> None:
-    self._cache.forget(id(self))
+    self._cache.forget(self._number)
     self._file.close()

@@ -1,7 +1,9 @@
 """Ranged reads of a remote file through a shared block cache (bert_tf.utils.range_reads)."""
 
+import concurrent.futures
 import uuid
 
+import numpy as np
 import pytest
 
 from bert_tf.utils import file_systems
@@ -55,3 +57,14 @@ def test_the_cache_keeps_at_most_its_capacity_dropping_least_recently_used_block
     assert reader[start:start + 10] == data[start:start + 10]
   # 0 and 100 read; 0 hit; 200 drops 100; 0 hit; 100 read again.
   assert reads == [100, 100, 100, 100]
+
+
+def test_threads_reading_one_file_at_once_get_its_bytes(remote_file):
+  path, data = remote_file
+  reader = range_reads.RangeReader(path, range_reads.BlockCache(block_bytes=50, capacity=150))
+  rng = np.random.default_rng(0)
+  spans = [sorted(rng.integers(0, len(data), 2)) for _ in range(400)]
+  with concurrent.futures.ThreadPoolExecutor(8) as pool:
+    got = list(pool.map(lambda span: reader[span[0]:span[1]], spans))
+  assert got == [data[a:b] for a, b in spans]
+  reader.close()
