@@ -26,6 +26,7 @@ from absl import flags
 
 from bert_tf import cpu_kernels
 from bert_tf.utils import errors
+from bert_tf.utils import files
 
 # Before TensorFlow loads: it reads its CPU kernels and device kinds once, when imported.
 cpu_kernels.prefer_onednn()
@@ -74,11 +75,14 @@ def main(argv):
   from bert_tf.export import hub  # pylint: disable=g-import-not-at-top
   from bert_tf.export import serving_ops_check  # pylint: disable=g-import-not-at-top
   from bert_tf.checkpoints import restore  # pylint: disable=g-import-not-at-top
+  # Storage that is not served or does not answer is one error before anything is read.
+  files.check_readable(FLAGS.checkpoint, "--checkpoint")
+  files.check_writable(FLAGS.export_dir, "--export_dir")
   # A missing checkpoint is named as such, not as the params.yaml missing beside it.
   checkpoint = restore.resolve_checkpoint(FLAGS.checkpoint)
   config_path = FLAGS.config
   if not config_path:
-    base = FLAGS.checkpoint if os.path.isdir(FLAGS.checkpoint) else os.path.dirname(
+    base = FLAGS.checkpoint if files.isdir(FLAGS.checkpoint) else os.path.dirname(
         FLAGS.checkpoint)
     config_path = os.path.join(base, "params.yaml")
   total = 4 + bool(FLAGS.hub_dir)
@@ -91,6 +95,7 @@ def main(argv):
   vocab_file = FLAGS.vocab_file or experiment.tokenizer.vocab_file
   if not vocab_file:
     raise app.UsageError("No vocab: pass --vocab_file or set tokenizer.vocab_file in the config")
+  files.check_readable(vocab_file, "--vocab_file")
   model = exporter.model_from_checkpoint(experiment, checkpoint)
   print(f"      restored {checkpoint}", flush=True)
   if FLAGS.quantize:

@@ -93,10 +93,11 @@ def atomic_output_dir(output_dir: str, overwrite: bool = False) -> Iterator[str]
   Raises:
     ConversionError: `output_dir` exists and `overwrite` is false.
   """
-  output_dir = os.path.abspath(output_dir)
-  if os.path.exists(output_dir) and not overwrite:
+  output_dir = files_lib.absolute_path(output_dir)
+  if files_lib.exists(output_dir) and not overwrite:
     raise ConversionError(f"Output folder {output_dir} already exists; choose another or "
                           "pass overwrite=True (--overwrite).")
-  with files_lib.atomic_path(output_dir, overwrite=True) as tmp:
-    os.makedirs(tmp)
+  # Written locally (the writers of safetensors and JSON write local files), then
+  # uploaded where output_dir is remote.
+  with files_lib.staged_directory(output_dir) as tmp:
     yield tmp

@@ -21,7 +21,8 @@ before the .h5: the TensorFlow engine a tf.data iterator checkpoint (`.index`,
 Files are written under a temporary name and renamed, so a reader never sees a
 half-written checkpoint; h5py writes local files only, so for a remote directory the
 file is written locally, uploaded under a temporary name and renamed there
-(bert_tf.utils.files.staged_output), and read from a local copy. Reading asserts what TensorFlow checkpoints assert: every
+(bert_tf.utils.files.staged_output), and read through a seekable file object, which
+fetches only the bytes h5py reads. Reading asserts what TensorFlow checkpoints assert: every
 variable of a restored item is found with the same shape, and errors name the file.
 
 Version 1 files held Keras optimizers' variables in order (`optimizer/<i>`, attribute
@@ -189,10 +190,15 @@ def save(path: str, items: Mapping[str, object],
 
 @contextlib.contextmanager
 def _open(path: str) -> Iterator[h5py.File]:
-  """The checkpoint at `path` open for reading (of a remote one, a local copy)."""
-  with files.local_copy(path) as local:
+  """The checkpoint at `path` open for reading; a remote one through a seekable file
+  object of the file layer, so that only the bytes read are fetched (the names and
+  shapes without the arrays), with no local copy."""
+  with contextlib.ExitStack() as stack:
+    source = path
+    if not files.is_local(path):
+      source = stack.enter_context(files.open_file(path, "rb"))
     try:
-      f = h5py.File(local, "r")
+      f = h5py.File(source, "r")
     except OSError as e:
       raise PortableCheckpointError(f"Checkpoint {path} is unreadable: {e}") from None
     with f:

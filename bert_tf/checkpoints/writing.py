@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from typing import Dict
 
 import tensorflow as tf
@@ -27,6 +26,7 @@ from bert_tf.checkpoints.files import (BERT_TF, CONFIG_YAML, FORMATS, GOOGLE_TF1
                                        VOCAB_FILE, ConversionError, atomic_output_dir,
                                        check_vocab)
 from bert_tf.checkpoints.variables import encoder_of, model_arrays
+from bert_tf.utils import files as files_lib
 
 CHECKPOINT_NAME = "ckpt"
 
@@ -46,8 +46,8 @@ def save_bert_tf(model, vocab_file: str, output_dir: str, overwrite: bool = Fals
     prefix = manager.save()
     with open(os.path.join(tmp, CONFIG_YAML), "w", encoding="utf-8") as f:
       yaml.safe_dump({"model": {"encoder": encoder_config.as_dict()}}, f, sort_keys=False)
-    shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB_FILE))
-  return os.path.join(os.path.abspath(output_dir), os.path.basename(prefix))
+    files_lib.copy(vocab_file, os.path.join(tmp, VOCAB_FILE))
+  return os.path.join(files_lib.absolute_path(output_dir), os.path.basename(prefix))
 
 
 def huggingface_config(model) -> Dict[str, object]:
@@ -75,8 +75,8 @@ def save_huggingface(model, vocab_file: str, output_dir: str, overwrite: bool = 
   check_vocab(vocab_file, encoder_of(model).vocab_size, model.name)
   with atomic_output_dir(output_dir, overwrite) as tmp:
     huggingface.write_huggingface(arrays, huggingface_config(model), tmp)
-    shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB_FILE))
-  return os.path.abspath(output_dir)
+    files_lib.copy(vocab_file, os.path.join(tmp, VOCAB_FILE))
+  return files_lib.absolute_path(output_dir)
 
 
 def save_google_tf1(model, vocab_file: str, output_dir: str, overwrite: bool = False) -> str:
@@ -88,8 +88,8 @@ def save_google_tf1(model, vocab_file: str, output_dir: str, overwrite: bool = F
     with open(os.path.join(tmp, google_tf1.CONFIG_FILE), "w", encoding="utf-8") as f:
       json.dump(bert_config.to_bert_config(encoder_of(model).encoder_config()), f, indent=2)
       f.write("\n")
-    shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB_FILE))
-  return os.path.join(os.path.abspath(output_dir), google_tf1.CHECKPOINT_PREFIX)
+    files_lib.copy(vocab_file, os.path.join(tmp, VOCAB_FILE))
+  return os.path.join(files_lib.absolute_path(output_dir), google_tf1.CHECKPOINT_PREFIX)
 
 
 _WRITERS = {BERT_TF: save_bert_tf, HUGGINGFACE: save_huggingface, GOOGLE_TF1: save_google_tf1}

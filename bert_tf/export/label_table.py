@@ -5,6 +5,8 @@ import tempfile
 
 import tensorflow as tf
 
+from bert_tf.utils import files
+
 LABELS_ASSET = "labels.txt"
 
 
@@ -18,10 +20,7 @@ def write_label_file(label_names, directory=None):
     if not name or "\n" in name or name != name.strip():
       raise ValueError(f"Label name {name!r} cannot be a line of {LABELS_ASSET}")
   directory = directory or tempfile.mkdtemp(prefix="bert_tf_labels_")
-  path = os.path.join(directory, LABELS_ASSET)
-  with open(path, "w", encoding="utf-8") as f:
-    f.write("".join(f"{name}\n" for name in label_names))
-  return path
+  return files.write_lines(os.path.join(directory, LABELS_ASSET), label_names)
 
 
 class LabelTable(tf.Module):

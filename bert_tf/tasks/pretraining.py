@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 import numpy as np
@@ -21,6 +20,7 @@ from bert_tf.kernels import protocol
 from bert_tf.metrics import sums
 from bert_tf.models import BertPretrainer
 from bert_tf.tasks import base
+from bert_tf.utils import files
 
 if TYPE_CHECKING:
   import tensorflow as tf  # pylint: disable=g-bad-import-order
@@ -93,7 +93,7 @@ class PretrainingTask(base.Task):
     summary = pretraining_files.inspect_pretraining_files(
         data_config.input_path, data_config.compression_type).summary or {}
     vocab_file = summary.get("vocab_file")
-    if not vocab_file or not os.path.exists(vocab_file):
+    if not vocab_file or not files.exists(vocab_file):
       return {}
     lower_case = summary.get("settings", {}).get("do_lower_case",
                                                   self.experiment.tokenizer.lower_case)

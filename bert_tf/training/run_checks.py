@@ -1,16 +1,17 @@
 """What a training run checks of its configuration before it writes anything, so that no
-run is silently wrong: the vocab against the word-embedding tables of the model and of
+run is silently wrong: that the storage of every remote path it reads answers, the vocab against the word-embedding tables of the model and of
 task.init_checkpoint, and the setting only tf.data reads (pack_examples) where TensorFlow is absent
 (errors); the schedule and the checkpoint interval against trainer.train_steps, and a
 resumed run's schedule against the one its params.yaml recorded (one warning line each).
 """
 
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 from bert_tf import configs
 from bert_tf.checkpoints import restore
 from bert_tf.text import vocab as vocab_lib
 from bert_tf.training import schedules
+from bert_tf.utils import files
 
 
 class VocabSizeError(configs.ConfigError):
@@ -51,6 +52,25 @@ def check_vocab_size(experiment: configs.ExperimentConfig) -> None:
     raise VocabSizeError(
         f"tokenizer.vocab_file {tokenizer.vocab_file} has {tokens} tokens but {table}: "
         f"each id would read another token's row. Use the vocab of the model: {remedy}.")
+
+
+def check_remote_paths(experiment: configs.ExperimentConfig, sections: Sequence[str]) -> None:
+  """Checks that the storage of every remote path the run reads is served and answers:
+  the input globs of `sections` ("train_data", "eval_data"), task.init_checkpoint and
+  tokenizer.vocab_file (bert_tf.utils.files.check_readable).
+
+  Raises:
+    StorageError: naming the setting, the path and what is missing (the extra to
+      install, the host that did not answer).
+  """
+  paths = [(f"{section}.input_path", glob.strip())
+           for section in sections
+           for glob in getattr(experiment, section).input_path.split(",") if glob.strip()]
+  paths += [("task.init_checkpoint", experiment.task.init_checkpoint),
+            ("tokenizer.vocab_file", experiment.tokenizer.vocab_file)]
+  for field, path in paths:
+    if path:
+      files.check_readable(path, field)
 
 
 def needs_tf_data(data_config: configs.DataConfig) -> bool:

@@ -75,6 +75,11 @@ def check_params_match(experiment: configs.ExperimentConfig, model_dir: str,
   return differing
 
 
+# The data sections each mode reads.
+_SECTIONS = {"train": ("train_data",), "eval": ("eval_data",),
+             "train_and_eval": ("train_data", "eval_data")}
+
+
 def run_in_model_dir(experiment: configs.ExperimentConfig, model_dir: str, mode: str,
                      replace_params: bool, make_trainer: Callable,
                      log_fn: Optional[Callable[[str], None]] = None) -> Dict[str, float]:
@@ -82,7 +87,8 @@ def run_in_model_dir(experiment: configs.ExperimentConfig, model_dir: str, mode:
   checkpoint, checks the input, saves params.yaml there (chief only) and runs `mode`.
 
   Nothing is written before model_dir is known to be writable (files.check_writable:
-  storage that is not served or does not answer is one error naming it), nor before the configuration (bert_tf.training.run_checks: a vocab of
+  storage that is not served or does not answer is one error naming it) and the storage
+  of every remote path the run reads answers (run_checks.check_remote_paths), nor before the configuration (bert_tf.training.run_checks: a vocab of
   another size than the model's is an error) and the input are accepted and the restore
   succeeded: a refused run leaves no params.yaml behind. An existing one that fixes other
   shapes is an error (`check_params_match`) unless replace_params. params.yaml records
@@ -105,6 +111,7 @@ def run_in_model_dir(experiment: configs.ExperimentConfig, model_dir: str, mode:
   # Storage that is not served or does not answer is one error before anything is
   # read or written there.
   files.check_writable(model_dir)
+  run_checks.check_remote_paths(experiment, _SECTIONS[mode])
   differing = check_params_match(experiment, model_dir, replace=replace_params)
   run_checks.check_vocab_size(experiment)
   recorded = recorded_params(model_dir)
@@ -115,8 +122,7 @@ def run_in_model_dir(experiment: configs.ExperimentConfig, model_dir: str, mode:
     raise errors.MissingInputError(f"--mode=eval needs a checkpoint in {model_dir}")
   trainer.initialize()
   to_record = experiment
-  for section in {"train": ["train_data"], "eval": ["eval_data"],
-                  "train_and_eval": ["train_data", "eval_data"]}[mode]:
+  for section in _SECTIONS[mode]:
     trainer.check_inputs(section)
     inferred = trainer.task.settings_from_inputs(getattr(experiment, section))
     if inferred:

@@ -35,8 +35,15 @@ def protocol(path: str) -> str:
 
 
 def is_remote(path: str) -> bool:
-  """Whether `path` names a file system other than the local one."""
+  """Whether `path` names a file system other than the local one (a `file://` URL is
+  local)."""
   return bool(protocol(path))
+
+
+def local_path(path: str) -> str:
+  """A local path as the os module takes it (`file:///x` is `/x`)."""
+  path = str(path)
+  return path[len("file://"):] if path.startswith("file://") else path
 
 
 class LocalFiles:
@@ -48,7 +55,12 @@ class LocalFiles:
   remove = staticmethod(os.remove)
   rmtree = staticmethod(shutil.rmtree)
   listdir = staticmethod(os.listdir)
+  size = staticmethod(os.path.getsize)
   GFile = staticmethod(open)  # pylint: disable=invalid-name
+
+  @staticmethod
+  def open_ranges(path: str):
+    return open(path, "rb")
   failures = (OSError,)
 
   @staticmethod
@@ -93,6 +105,9 @@ class FsspecFiles:
     return [os.path.basename(name.rstrip("/"))
             for name in self._fs.ls(path, detail=False)]
 
+  def size(self, path: str) -> int:
+    return self._fs.size(path)
+
   def makedirs(self, directory: str) -> None:
     if self._object_store:
       # Directories are names in an object store: this only checks that the bucket
@@ -110,6 +125,10 @@ class FsspecFiles:
 
   def GFile(self, path: str, mode: str = "r"):  # pylint: disable=invalid-name
     return self._fs.open(path, mode)
+
+  def open_ranges(self, path: str):
+    # No read-ahead: the caller reads whole blocks and caches them itself.
+    return self._fs.open(path, "rb", cache_type="none")
 
   def copy(self, source: str, target: str, overwrite: bool = False) -> None:
     """Copies within this file system, or between it and the local one."""
@@ -154,6 +173,33 @@ class _TensorFlowFiles:
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     self.failures = (OSError, tf.errors.OpError)
 
+  def size(self, path: str) -> int:
+    return self._gfile.stat(path).length
+
+  def open_ranges(self, path: str):
+    return self._gfile.GFile(path, "rb")
+
+  def rename(self, source: str, target: str, overwrite: bool = False) -> None:
+    """gfile.rename; a remote directory is copied file by file, then deleted (a remote
+    file system renames a directory's entry, or each object, at best: ram:// leaves its
+    files behind). The files of subdirectories are copied before those at the top, so
+    that a reader that waits for a top-level file (a SavedModel's saved_model.pb) finds
+    the rest in place."""
+    if not is_remote(source) or not self._gfile.isdir(source):
+      self._gfile.rename(source, target, overwrite=overwrite)
+      return
+    if not overwrite and self._gfile.exists(target):
+      raise FileExistsError(target)
+    copies = []
+    for directory, _, names in self._gfile.walk(source):
+      relative = directory[len(source):].strip("/")
+      self._gfile.makedirs(os.path.join(target, relative))
+      copies += [(relative, name) for name in names]
+    for relative, name in sorted(copies, key=lambda copy: not copy[0]):
+      self._gfile.copy(os.path.join(source, relative, name),
+                       os.path.join(target, relative, name), overwrite=True)
+    self._gfile.rmtree(source)
+
   def __getattr__(self, name):
     return getattr(self._gfile, name)
 
@@ -185,8 +231,9 @@ def for_path(path: str):
 
   Returns:
     an object with tf.io.gfile's `exists`, `isdir`, `glob`, `listdir`, `makedirs`,
-    `remove`, `rmtree`, `rename`, `copy` and `GFile`, and `failures` (the exception
-    types its storage raises).
+    `remove`, `rmtree`, `rename`, `copy` and `GFile`, `size` (bytes), `open_ranges`
+    (a binary file to seek and read whole ranges of, without read-ahead where the
+    library has a choice), and `failures` (the exception types its storage raises).
 
   Raises:
     StorageError: a remote protocol that no installed library serves, naming the path
@@ -198,11 +245,6 @@ def for_path(path: str):
   if not is_remote(path):
     return LocalFiles
   return _fsspec_files(path)
-
-
-def tensorflow_serves_paths() -> bool:
-  """Whether tf.io.gfile is the package's file system here."""
-  return _tensorflow_gfile() is not None
 
 
 def failure_reason(error: BaseException) -> str:

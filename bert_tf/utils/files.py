@@ -6,13 +6,13 @@ complete, so that a reader never sees a half-written file and a failed run leave
 whatever was there before untouched. Paths may be local or remote: every operation goes
 through the file system bert_tf.utils.file_systems picks (tf.io.gfile where TensorFlow
 is installed, fsspec for remote paths without it). A library that writes only local
-files (h5py) writes to a local temporary file that `staged_output` then uploads, and
-reads a remote file through `local_copy`.
+files (h5py) writes to a local temporary file that `staged_output` then uploads; it
+reads a remote file through the seekable file object `open_file` gives.
 """
 
 import contextlib
-import glob as glob_lib
 import os
+import shutil
 import tempfile
 import uuid
 from typing import Iterable, Iterator, List, Sequence, Union
@@ -47,31 +47,32 @@ def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_pat
   globs = [g.strip() for p in patterns for g in (p or "").split(",") if g.strip()]
   if not globs:
     raise error(f"{field}: no input file given")
-  gfile = _files(globs[0])
-  glob_files, isdir = gfile.glob, gfile.isdir
-  if not file_systems.tensorflow_serves_paths():
-    glob_files = _local_glob(field)
   files, seen = [], set()
   for glob in globs:
-    matches = sorted(glob_files(glob))
+    glob = glob if file_systems.is_remote(glob) else file_systems.local_path(glob)
+    gfile = _storage_for(glob, field)
+    try:
+      with file_systems.quiet_retries():
+        matches = sorted(gfile.glob(glob))
+        found = [path for path in matches if path not in seen and not gfile.isdir(path)]
+    except gfile.failures as e:
+      raise file_systems.StorageError(
+          f"{field}: cannot list {glob}: {file_systems.failure_reason(e)}") from None
     if not matches:
       raise error(f"{field}: no file matches {glob}")
-    for path in matches:
-      if path not in seen and not isdir(path):
-        seen.add(path)
-        files.append(path)
+    seen.update(found)
+    files.extend(found)
   if not files:
     raise error(f"{field}: {', '.join(globs)} match only directories")
   return files
 
 
-def _local_glob(field: str):
-  def glob_files(pattern: str) -> List[str]:
-    if "://" in pattern:
-      raise errors.MissingInputError(f"{field}: {pattern} is not on the local file system; "
-                                     "reading it needs TensorFlow (tf.io.gfile)")
-    return glob_lib.glob(pattern)
-  return glob_files
+def _storage_for(path: str, field: str):
+  """The file system of `path`, a StorageError naming `field` where none serves it."""
+  try:
+    return _files(path)
+  except file_systems.StorageError as e:
+    raise file_systems.StorageError(f"{field}: {e}") from None
 
 
 def exists(path: str) -> bool:
@@ -113,6 +114,33 @@ def open_file(path: str, mode: str = "r"):
   return _files(path).GFile(path, mode)
 
 
+def is_local(path: str) -> bool:
+  """Whether `path` is on the local file system (a plain path or a `file://` URL)."""
+  return not file_systems.is_remote(path)
+
+
+def open_input(path: str):
+  """Opens an input file for binary reading: a local one with `open` (the fast path), a
+  remote one through the package's file system (tf.io.gfile with TensorFlow, fsspec
+  without it)."""
+  if is_local(path):
+    return open(file_systems.local_path(path), "rb")
+  return open_file(path, "rb")
+
+
+def size(path: str) -> int:
+  """The size in bytes of the file at `path`."""
+  if is_local(path):
+    return os.path.getsize(file_systems.local_path(path))
+  return _files(path).size(path)
+
+
+def absolute_path(path: str) -> str:
+  """A local path made absolute; a remote one (gs://, ...) as it is."""
+  return path if file_systems.is_remote(path) else os.path.abspath(
+      file_systems.local_path(path))
+
+
 def read_bytes(path: str) -> bytes:
   """The whole content of the file at `path`."""
   with open_file(path, "rb") as f:
@@ -131,10 +159,7 @@ def check_writable(directory: str, field: str = "model_dir") -> None:
   """
   if not file_systems.is_remote(directory):
     return
-  try:
-    gfile = _files(directory)
-  except file_systems.StorageError as e:
-    raise file_systems.StorageError(f"{field}: {e}") from None
+  gfile = _storage_for(directory, field)
   probe = os.path.join(directory, f".write-check-{uuid.uuid4().hex[:12]}")
   try:
     with file_systems.quiet_retries():
@@ -147,21 +172,25 @@ def check_writable(directory: str, field: str = "model_dir") -> None:
         f"{field}: cannot write to {directory}: {file_systems.failure_reason(e)}") from None
 
 
-@contextlib.contextmanager
-def local_copy(path: str) -> Iterator[str]:
-  """Yields a local path holding the file at `path`: `path` itself where it is local,
-  otherwise a temporary copy (deleted afterwards), for libraries that read only local
-  files (h5py)."""
-  if not file_systems.is_remote(path):
-    yield path
+def check_readable(path: str, field: str) -> None:
+  """Checks that remote storage serves `path` and answers (asks whether it exists), so
+  that a run whose input, checkpoint or vocab is on storage that is not served or does
+  not answer stops with one error before it writes anything. A local path is left alone
+  (its readers name a missing file), as is a remote one that does not exist.
+
+  Raises:
+    StorageError: naming `field`, the path and why (the extra to install, the host
+      that did not answer).
+  """
+  if is_local(path):
     return
-  handle, local = tempfile.mkstemp(suffix=os.path.basename(path))
-  os.close(handle)
+  gfile = _storage_for(path, field)
   try:
-    copy(path, local)
-    yield local
-  finally:
-    os.remove(local)
+    with file_systems.quiet_retries():
+      gfile.exists(path)
+  except gfile.failures as e:
+    raise file_systems.StorageError(
+        f"{field}: cannot read {path}: {file_systems.failure_reason(e)}") from None
 
 
 @contextlib.contextmanager
@@ -182,6 +211,31 @@ def staged_output(path: str) -> Iterator[str]:
       copy(local, temporary)
   finally:
     os.remove(local)
+
+
+@contextlib.contextmanager
+def staged_directory(path: str) -> Iterator[str]:
+  """Yields a local directory to write a folder to, for writers of local files only
+  (safetensors, h5py); it becomes `path` when the block completes (replacing a folder
+  there; see `atomic_path`): for a remote `path` its files are uploaded under a
+  temporary name that is then renamed."""
+  if not file_systems.is_remote(path):
+    with atomic_path(path) as temporary:
+      os.makedirs(temporary)
+      yield temporary
+    return
+  local = tempfile.mkdtemp(prefix="bert_tf_staged_")
+  try:
+    yield local
+    with atomic_path(path) as temporary:
+      for directory, _, names in os.walk(local):
+        relative = os.path.relpath(directory, local)
+        target = temporary if relative == "." else os.path.join(temporary, relative)
+        make_dirs(target)
+        for name in names:
+          copy(os.path.join(directory, name), os.path.join(target, name))
+  finally:
+    shutil.rmtree(local)
 
 
 def make_dirs(directory: str) -> None:

@@ -441,3 +441,23 @@ def test_trainer_model_dir_with_params_yaml_reads_with_all_heads(tmp_path, vocab
   assert loaded.source_format == "bert_tf"
   assert loaded.items == ("encoder", "masked_lm", "next_sentence")
   _assert_same_weights(loaded.model, model)
+
+
+@pytest.mark.parametrize("fmt", ["bert_tf", "huggingface", "google_tf1"])
+def test_converter_writes_each_format_to_remote_storage_whole_and_nothing_locally(
+    tmp_path, vocab, fmt, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  model = tiny_model(seed=5)
+  local = str(tmp_path / "local")
+  writing.save_checkpoint(model, vocab, local, fmt)
+  remote = f"ram://convert-{os.getpid()}-{fmt}/out"
+  written = writing.save_checkpoint(model, vocab, remote, fmt)
+  assert written.startswith(remote)
+  names = sorted(name for _, _, found in tf.io.gfile.walk(remote) for name in found)
+  assert names == sorted(os.listdir(local))
+  assert tf.io.gfile.listdir(os.path.dirname(remote)) == ["out"]  # no temporary left
+  assert not [name for name in os.listdir(tmp_path) if name.startswith("ram:")]
+  for name in names:
+    with tf.io.gfile.GFile(f"{remote}/{name}", "rb") as f, open(f"{local}/{name}", "rb") as g:
+      if name not in ("checkpoint",):  # the TF checkpoint state names its own folder
+        assert f.read() == g.read(), name

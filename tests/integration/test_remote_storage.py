@@ -1,10 +1,11 @@
-"""tools/train.py with a remote model_dir on the JAX engine where `import tensorflow`
-fails, against a GCS emulator on 127.0.0.1 (tests/gcs_emulator.py; gcsfs through
-STORAGE_EMULATOR_HOST): params.yaml, summaries, checkpoints and input positions land
-in the bucket, a run killed after a checkpoint resumes from it bit-exactly, and storage
-that is not served or does not answer is one error line with nothing written locally.
-The data is the dummy input (remote input is not read yet). The TensorFlow engine's
-remote model_dir is tested in one process on ram:// (tests/training/test_remote_model_dir.py).
+"""tools/train.py on the JAX engine where `import tensorflow` fails, against a GCS
+emulator on 127.0.0.1 (tests/gcs_emulator.py; gcsfs through STORAGE_EMULATOR_HOST):
+pretraining and a GLUE task (the records tools/create_finetuning_data.py writes) read
+their data, vocab and init_checkpoint from the bucket and write params.yaml, summaries,
+checkpoints and input positions there; a run killed after a checkpoint resumes from it
+bit-exactly; and storage that is not served or does not answer is one error line, for
+each kind of path, with nothing written locally. The TensorFlow engine is tested in one
+process on ram:// (tests/training/test_remote_model_dir.py).
 """
 
 import contextlib
@@ -20,6 +21,7 @@ import pytest
 import yaml
 
 import gcs_emulator
+import host_input_helpers as host_helpers
 import paths
 import policy_scenarios
 from bert_tf.training import summaries
@@ -32,23 +34,25 @@ _WITHOUT = ("import runpy, sys; [sys.modules.__setitem__(m, None) for m in sys.a
             "sys.argv = sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')")
 STEPS = 8
 KILL_AFTER = 4
-_DATA = dict(format="dummy", global_batch_size=8, seq_length=16, max_predictions_per_seq=4)
+_ENCODER = dict(vocab_size=100, hidden_size=32, num_layers=2, num_attention_heads=2,
+                intermediate_size=64, max_position_embeddings=32, dropout_rate=0.1)
+_DUMMY = dict(format="dummy", global_batch_size=8, seq_length=16, max_predictions_per_seq=4)
 
 
-def _config(directory, steps):
-  """A tiny pretraining experiment with dropout, a checkpoint every 2 steps, as YAML."""
-  data = dict(
-      task=dict(name="pretraining"),
-      model=dict(encoder=dict(vocab_size=100, hidden_size=32, num_layers=2,
-                              num_attention_heads=2, intermediate_size=64,
-                              max_position_embeddings=32, dropout_rate=0.1)),
-      train_data=dict(_DATA), eval_data=dict(_DATA, is_training=False),
+def _config(directory, steps, task=None, data=None, **sections):
+  """A tiny experiment (pretraining on dummy data by default) with dropout and a
+  checkpoint every 2 steps, as YAML; returns its path."""
+  data = data or _DUMMY
+  experiment = dict(
+      task=task or dict(name="pretraining"),
+      model=dict(encoder=_ENCODER),
+      train_data=dict(data), eval_data=dict(data, is_training=False),
       optimizer=dict(learning_rate=1e-3, warmup_steps=2),
       trainer=dict(train_steps=steps, steps_per_loop=2, checkpoint_interval=2,
-                   summary_interval=2, log_interval=2, max_to_keep=10))
-  path = os.path.join(str(directory), f"steps{steps}.yaml")
+                   summary_interval=2, log_interval=2, max_to_keep=10), **sections)
+  path = os.path.join(str(directory), f"{experiment['task']['name']}{steps}.yaml")
   with open(path, "w", encoding="utf-8") as f:
-    yaml.safe_dump(data, f)
+    yaml.safe_dump(experiment, f)
   return path
 
 
@@ -93,30 +97,19 @@ def _arrays(fs, remote, local_dir):
   return policy_scenarios.arrays(local)
 
 
-def test_jax_run_without_tensorflow_writes_remote_model_dir_with_all_summaries_and_resumes_bit_exactly(
-    tmp_path, emulator):
-  environment, fs = emulator
-  bucket = f"gs://{gcs_emulator.BUCKET}"
-  cwd = tmp_path / "cwd"
-  cwd.mkdir()
-  config = _config(tmp_path, STEPS)
-  whole = _train(config, f"{bucket}/whole", cwd, environment)
-  assert whole.returncode == 0, whole.stdout[-2000:] + whole.stderr[-3000:]
-  names = {name.split("/", 2)[-1] for name in fs.find(f"{bucket}/whole")}
-  assert {"params.yaml", "ckpt-2.h5", "ckpt-2.input.json", f"ckpt-{STEPS}.h5",
-          f"ckpt-{STEPS}.input.json"} <= names, names
-  assert not [name for name in names if ".tmp-" in name or "write-check" in name], names
-  # The event file holds every step written (object stores cannot append: it is
-  # uploaded whole after each flush).
-  (event_file,) = fs.glob(f"{bucket}/whole/train/events.out.tfevents.*")
-  events = tmp_path / "events"
-  events.mkdir()
-  fs.get(event_file, str(events / os.path.basename(event_file)))
-  assert [step for step, _ in summaries.read_scalars(str(events))["loss"]] == list(
-      range(2, STEPS + 1, 2))
+def _upload(fs, local_paths, directory):
+  for path in local_paths:
+    fs.put(str(path), f"{directory}/{os.path.basename(str(path))}")
 
-  # Killed (SIGKILL) once a checkpoint is in the bucket, which outlives the process.
-  killed = f"{bucket}/killed"
+
+def _trains_whole_and_killed_alike(fs, config, run, cwd, environment, tmp_path):
+  """Trains `config` into run/whole in one go, and into run/killed killed (SIGKILL) once
+  its checkpoint of step KILL_AFTER is in the bucket (which outlives the process) and
+  rerun; asserts that the rerun resumed and that both end with equal arrays (weights,
+  optimizer state, random state)."""
+  whole = _train(config, f"{run}/whole", cwd, environment)
+  assert whole.returncode == 0, whole.stdout[-2000:] + whole.stderr[-3000:]
+  killed = f"{run}/killed"
   process = _start(config, killed, cwd, environment)
   deadline = time.time() + 600
   while not fs.exists(f"{killed}/ckpt-{KILL_AFTER}.h5"):
@@ -130,40 +123,143 @@ def test_jax_run_without_tensorflow_writes_remote_model_dir_with_all_summaries_a
   resumed = _train(config, killed, cwd, environment)
   assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
   assert f"Resumed from {killed}/ckpt-" in resumed.stdout
-  assert os.listdir(cwd) == []  # nothing written locally (no ./gs:/ folder)
-
-  a = _arrays(fs, f"{bucket}/whole/ckpt-{STEPS}.h5", tmp_path / "whole")
-  b = _arrays(fs, f"{killed}/ckpt-{STEPS}.h5", tmp_path / "killed")
+  name = os.path.basename(run)
+  a = _arrays(fs, f"{run}/whole/ckpt-{STEPS}.h5", tmp_path / name / "whole")
+  b = _arrays(fs, f"{killed}/ckpt-{STEPS}.h5", tmp_path / name / "killed")
   assert a.keys() == b.keys() and any(key.startswith("random_state/") for key in a)
   for key in a:
     np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
+def test_jax_runs_without_tensorflow_read_data_vocab_and_checkpoints_from_the_bucket_and_resume_bit_exactly(
+    tmp_path, emulator):
+  environment, fs = emulator
+  bucket = f"gs://{gcs_emulator.BUCKET}"
+  cwd = tmp_path / "cwd"
+  cwd.mkdir()
+  local = tmp_path / "local"
+  local.mkdir()
+  shards, _ = host_helpers.write_pretraining_files(local)
+  vocab = local / "vocab.txt"
+  vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+                             + [f"w{i}" for i in range(95)]) + "\n")
+  _upload(fs, shards, f"{bucket}/data")
+  _upload(fs, [vocab], f"{bucket}/vocab")
+  pretraining = _config(
+      tmp_path, STEPS, tokenizer=dict(vocab_file=f"{bucket}/vocab/vocab.txt"),
+      data=dict(format="tfrecord", input_path=f"{bucket}/data/data-*", global_batch_size=8,
+                seq_length=host_helpers.SEQ, max_predictions_per_seq=host_helpers.PRED))
+  _trains_whole_and_killed_alike(fs, pretraining, f"{bucket}/pretraining", cwd, environment,
+                                 tmp_path)
+  names = {name.split("/whole/", 1)[-1] for name in fs.find(f"{bucket}/pretraining/whole")}
+  assert {"params.yaml", "ckpt-2.h5", "ckpt-2.input.json", f"ckpt-{STEPS}.h5",
+          f"ckpt-{STEPS}.input.json"} <= names, names
+  assert not [name for name in names if ".tmp-" in name or "write-check" in name], names
+  # The event file holds every step written (object stores cannot append: it is
+  # uploaded whole after each flush).
+  (event_file,) = fs.glob(f"{bucket}/pretraining/whole/train/events.out.tfevents.*")
+  events = tmp_path / "events"
+  events.mkdir()
+  fs.get(event_file, str(events / os.path.basename(event_file)))
+  assert [step for step, _ in summaries.read_scalars(str(events))["loss"]] == list(
+      range(2, STEPS + 1, 2))
+
+  # A GLUE task on the records tools/create_finetuning_data.py writes, warm-started
+  # from the pretraining run in the bucket.
+  _upload(fs, [host_helpers.write_finetuning_file(local, "sentence")], f"{bucket}/glue")
+  glue = _config(
+      tmp_path, STEPS,
+      task=dict(name="sentence_prediction", num_classes=5,
+                init_checkpoint=f"{bucket}/pretraining/whole"),
+      data=dict(format="tfrecord", input_path=f"{bucket}/glue/sentence.tfrecord",
+                global_batch_size=8, seq_length=host_helpers.FINETUNING_SEQ))
+  _trains_whole_and_killed_alike(fs, glue, f"{bucket}/glue_run", cwd, environment, tmp_path)
+  assert os.listdir(cwd) == []  # nothing written locally (no ./gs:/ folder)
+
+
 def test_gs_model_dir_without_gcsfs_is_one_line_naming_the_extra_and_writes_nothing(tmp_path):
-  result = _train(_config(tmp_path, 2), "gs://bucket/run", tmp_path, {},
-                  without="tensorflow,gcsfs")
-  errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
-  assert result.returncode == 1
-  assert len(errors) == 1, result.stderr[-3000:]
-  assert errors[0].startswith(
-      "train: error: model_dir: gs://bucket/run: gs:// paths without TensorFlow need pip "
-      "install 'bert_tf[gcs]' (which installs gcsfs)"), errors
-  assert "Traceback" not in result.stderr
-  assert sorted(os.listdir(tmp_path)) == ["steps2.yaml"]
+  config = _config(tmp_path, 2)
+  result = _train(config, "gs://bucket/run", tmp_path, {}, without="tensorflow,gcsfs")
+  assert _one_error_line(result, tmp_path, config).startswith(
+      "model_dir: gs://bucket/run: gs:// paths without TensorFlow need pip "
+      "install 'bert_tf[gcs]' (which installs gcsfs)")
 
 
 def test_storage_host_that_does_not_answer_is_one_line_naming_it_and_writes_nothing(
     tmp_path, emulator):
   del emulator  # gcsfs is there; the host below is not
+  config = _config(tmp_path, 2)
   with _closed_port() as port:
     environment = gcs_emulator.environment(f"http://127.0.0.1:{port}")
-    result = _train(_config(tmp_path, 2), "gs://bucket/run", tmp_path, environment)
-  assert result.returncode == 1
-  assert "Traceback" not in result.stderr, result.stderr[-3000:]
-  (line,) = [line for line in result.stderr.splitlines() if line.startswith("train: error")]
-  assert line.startswith("train: error: model_dir: cannot write to gs://bucket/run: ")
+    result = _train(config, "gs://bucket/run", tmp_path, environment)
+  line = _one_error_line(result, tmp_path, config)
+  assert line.startswith("model_dir: cannot write to gs://bucket/run: ")
   assert f"127.0.0.1:{port}" in line
-  assert sorted(os.listdir(tmp_path)) == ["steps2.yaml"]
+
+
+# Each kind of path a run reads: (its setting, the experiment's sections that set it).
+_READ_PATHS = {
+    "train_data.input_path": lambda path: dict(data=dict(
+        _DUMMY, format="tfrecord", input_path=f"{path}/data-*.tfrecord")),
+    "task.init_checkpoint": lambda path: dict(task=dict(name="pretraining",
+                                                        init_checkpoint=path)),
+    "tokenizer.vocab_file": lambda path: dict(tokenizer=dict(vocab_file=f"{path}/vocab.txt")),
+}
+
+
+def _one_error_line(result, tmp_path, config):
+  """The one `train: error:` line of a refused run, checking that it is the only error
+  output, with no traceback, and that nothing was written beside the config."""
+  assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-3000:]
+  assert "Traceback" not in result.stderr, result.stderr[-3000:]
+  errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
+  assert len(errors) == 1 and errors[0].startswith("train: error: "), result.stderr[-3000:]
+  assert sorted(os.listdir(tmp_path)) == [os.path.basename(config)]
+  return errors[0][len("train: error: "):]
+
+
+@pytest.mark.parametrize("field", sorted(_READ_PATHS))
+def test_remote_read_path_without_gcsfs_is_one_line_naming_setting_and_extra_and_writes_nothing(
+    tmp_path, field):
+  config = _config(tmp_path, 2, **_READ_PATHS[field]("gs://bucket/in"))
+  result = _train(config, str(tmp_path / "run"), tmp_path, {}, without="tensorflow,gcsfs")
+  line = _one_error_line(result, tmp_path, config)
+  assert line.startswith(f"{field}: gs://bucket/in")
+  assert "gs:// paths without TensorFlow need pip install 'bert_tf[gcs]'" in line
+
+
+@pytest.mark.parametrize("field", sorted(_READ_PATHS))
+def test_remote_read_path_on_a_host_that_does_not_answer_is_one_line_naming_it(tmp_path, field):
+  if not gcs_emulator.available():
+    pytest.skip("needs gcsfs (extra gcs)")
+  with _closed_port() as port:
+    config = _config(tmp_path, 2, **_READ_PATHS[field]("gs://bucket/in"))
+    result = _train(config, str(tmp_path / "run"), tmp_path,
+                    gcs_emulator.environment(f"http://127.0.0.1:{port}"))
+  line = _one_error_line(result, tmp_path, config)
+  assert line.startswith(f"{field}: cannot read gs://bucket/in") and f"127.0.0.1:{port}" in line
+
+
+@pytest.mark.parametrize("field", sorted(_READ_PATHS))
+def test_remote_read_path_in_a_bucket_that_does_not_exist_is_one_line_naming_it(
+    tmp_path, emulator, field):
+  environment, _ = emulator
+  config = _config(tmp_path, 2, **_READ_PATHS[field]("gs://no-such-bucket/in"))
+  result = _train(config, str(tmp_path / "run"), tmp_path, environment)
+  assert "gs://no-such-bucket/in" in _one_error_line(result, tmp_path, config)
+
+
+def test_export_to_storage_no_library_serves_is_one_line_before_anything_is_read(tmp_path):
+  result = subprocess.run(
+      [sys.executable, os.path.join(paths.ROOT, "tools", "export_saved_model.py"),
+       f"--checkpoint={tmp_path}/no-checkpoint", "--export_dir=nosuch://bucket/exports"],
+      env=dict(os.environ, PYTHONPATH=paths.ROOT, TF_CPP_MIN_LOG_LEVEL="2"),
+      capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
+  assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+  (line,) = [line for line in result.stderr.splitlines() if ": error" in line]
+  assert line.startswith("export_saved_model: error: --export_dir: cannot write to "
+                         "nosuch://bucket/exports: "), line
+  assert os.listdir(tmp_path) == []
 
 
 @contextlib.contextmanager

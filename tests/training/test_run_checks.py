@@ -15,6 +15,7 @@ from bert_tf.checkpoints import portable
 from bert_tf.training import run_checks
 from bert_tf.training import schedules
 from bert_tf.training import trainer as trainer_lib
+from bert_tf.utils import file_systems
 
 
 def _tsv_experiment(tmp_path, vocab_size=100, **tokenizer):
@@ -108,3 +109,27 @@ def test_packing_only_tf_data_reads_is_refused_without_tensorflow_dynamic_maskin
                                                 "TensorFlow"):
     run_checks.require_tf_data(packed, "train_data")
   run_checks.require_tf_data(masked, "train_data")  # The host input masks.
+
+
+@pytest.mark.parametrize("field,override", [
+    ("train_data.input_path", {"train_data": {"format": "tfrecord",
+                                              "input_path": "local-*.tfrecord,nosuch://b/d-*"}}),
+    ("task.init_checkpoint", {"task": {"init_checkpoint": "nosuch://b/run"}}),
+    ("tokenizer.vocab_file", {"tokenizer": {"vocab_file": "nosuch://b/vocab.txt"}}),
+])
+def test_a_remote_path_no_library_serves_is_an_error_naming_its_setting(
+    monkeypatch, field, override):
+  monkeypatch.setattr(file_systems, "_tensorflow_gfile", lambda: None)  # fsspec decides
+  experiment = trainer_helpers.tiny_experiment().override(override)
+  with pytest.raises(file_systems.StorageError) as raised:
+    run_checks.check_remote_paths(experiment, ["train_data"])
+  assert str(raised.value).startswith(f"{field}: nosuch://b/")
+  assert "no installed file system serves nosuch:// paths" in str(raised.value)
+
+
+def test_local_and_unused_paths_are_not_checked(monkeypatch):
+  monkeypatch.setattr(file_systems, "_tensorflow_gfile", lambda: None)
+  experiment = trainer_helpers.tiny_experiment().override(
+      {"eval_data": {"format": "tfrecord", "input_path": "nosuch://b/eval-*"},
+       "tokenizer": {"vocab_file": "missing/vocab.txt"}})
+  run_checks.check_remote_paths(experiment, ["train_data"])  # eval_data is not read

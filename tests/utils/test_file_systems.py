@@ -101,3 +101,31 @@ def test_portable_checkpoint_round_trips_through_remote_directory_leaving_no_loc
   with h5py.File(local, "r") as f:
     np.testing.assert_array_equal(f["items/encoder/encoder/w"][()], Item.variables[0].value)
   assert os.listdir(staging) == []  # the local files h5py wrote and read are gone
+
+
+def test_file_urls_are_local_and_read_like_plain_paths(tmp_path):
+  path = tmp_path / "a.txt"
+  path.write_bytes(b"abc")
+  url = f"file://{path}"
+  assert files.is_local(url) and not file_systems.is_remote(url)
+  assert files.absolute_path(url) == str(path)
+  assert files.size(url) == 3
+  with files.open_input(url) as f:
+    assert f.read() == b"abc"
+  assert files.expand_patterns(f"file://{tmp_path}/*.txt") == [str(path)]
+
+
+def test_remote_globs_sizes_and_reads_go_through_fsspec_without_tensorflow(without_tensorflow):
+  del without_tensorflow
+  directory = _memory_dir()
+  for name in ("b.rec", "a.rec", "c.txt"):
+    files.write_lines(f"{directory}/{name}", [name])
+  assert files.expand_patterns(f"{directory}/*.rec,{directory}/a.rec") == [
+      f"{directory}/a.rec", f"{directory}/b.rec"]
+  assert not files.is_local(f"{directory}/a.rec")
+  assert files.absolute_path(f"{directory}/a.rec") == f"{directory}/a.rec"
+  assert files.size(f"{directory}/a.rec") == len("a.rec\n")
+  with files.open_input(f"{directory}/a.rec") as f:
+    assert f.read() == b"a.rec\n"
+  with pytest.raises(FileNotFoundError, match=f"input_path: no file matches {directory}/x"):
+    files.expand_patterns(f"{directory}/x*")

@@ -12,7 +12,7 @@ import numpy as np
 
 from bert_tf.data.records import example_encoding
 from bert_tf.data.records import pretraining_format as fmt
-from bert_tf.data.creation import pretraining_inputs as inputs
+from bert_tf.utils import files as files_lib
 from bert_tf.data.creation import pretraining_instances as pi
 from bert_tf.data.creation import pretraining_plan as plan_lib
 from bert_tf.data.creation import pretraining_summary as summary_lib
@@ -29,7 +29,7 @@ def read_chunk(chunk: plan_lib.Chunk) -> Tuple[List[str], int]:
   Returns:
     (lines, number of invalid byte sequences replaced by U+FFFD).
   """
-  with inputs.open_input(chunk.path) as f:
+  with files_lib.open_input(chunk.path) as f:
     f.seek(chunk.start)
     raw = f.read(chunk.end - chunk.start)
   text = raw.decode("utf-8", errors="replace")

@@ -1,12 +1,11 @@
 """The inputs of pretraining data creation: the text files, the check that they are text,
 and the vocab's special ids.
 
-Local files are read directly (the fast path), others (gs://, hdfs://, ...) through
-`tf.io.gfile`; importing this module needs no TensorFlow.
+Files are opened through bert_tf.utils.files (local ones directly, remote ones through
+the package's file-system layer); importing this module needs no TensorFlow.
 """
 
 import dataclasses
-import os
 from typing import List, Optional
 
 from bert_tf.data.creation import pretraining_instances as pi
@@ -65,10 +64,10 @@ def check_text_file(path: str) -> TextCheck:
       share of invalid lines.
   """
   check = TextCheck(path)
-  limit = None if is_local(path) else _REMOTE_TEXT_CHECK_BYTES
+  limit = None if files_lib.is_local(path) else _REMOTE_TEXT_CHECK_BYTES
   read = 0
   pending = b""
-  with open_input(path) as f:
+  with files_lib.open_input(path) as f:
     while True:
       want = _TEXT_CHECK_BLOCK if limit is None else min(_TEXT_CHECK_BLOCK, limit - read)
       data = f.read(want) if want > 0 else b""
@@ -131,30 +130,3 @@ def load_special_ids(vocab_file: str) -> pi.SpecialIds:
     return pi.SpecialIds.from_vocab(vocab_lib.load_vocab(vocab_file), vocab_file)
   except (FileNotFoundError, ValueError) as e:
     raise PretrainingDataError(str(e)) from None
-
-
-def is_local(path: str) -> bool:
-  """False for a path on a remote file system (gs://, hdfs://, ...)."""
-  return "://" not in path
-
-
-def open_input(path: str):
-  """Opens an input file for binary reading: local files directly (the fast path), others
-  (gs://, hdfs://, ...) through the package's file-system layer (bert_tf.utils.files:
-  tf.io.gfile with TensorFlow, fsspec without it)."""
-  if is_local(path):
-    return open(path, "rb")
-  return files_lib.open_file(path, "rb")
-
-
-def input_size(path: str) -> int:
-  """An input file's size in bytes (local or any `tf.io.gfile` file system)."""
-  if is_local(path):
-    return os.path.getsize(path)
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return tf.io.gfile.stat(path).length
-
-
-def absolute_path(path: str) -> str:
-  """A local path made absolute; a remote one (gs://, ...) as it is."""
-  return os.path.abspath(path) if is_local(path) else path

@@ -15,6 +15,7 @@ from typing import List, Optional, Sequence
 from bert_tf.data.records import pretraining_format as fmt
 from bert_tf.data.creation import pretraining_inputs as inputs
 from bert_tf.data.creation import pretraining_instances as pi
+from bert_tf.utils import files as files_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +92,7 @@ def file_chunks(path: str, size: int, first_index: int, nominal_bytes: int,
   """
   slots = range(num_slots(size, nominal_bytes)) if slots is None else slots
   chunks = []
-  with inputs.open_input(path) as f:
+  with files_lib.open_input(path) as f:
     previous, end = None, 0
     for k in slots:
       start = end if previous == k - 1 else _document_boundary(f, k * nominal_bytes, size)
@@ -106,7 +107,7 @@ def plan_chunks(files: Sequence[str], nominal_bytes: int,
                 sizes: Optional[Sequence[int]] = None) -> List[Chunk]:
   """Cuts files into chunks of about `nominal_bytes`, each ending after a blank line
   (see `file_chunks`), in index order."""
-  sizes = [inputs.input_size(f) for f in files] if sizes is None else sizes
+  sizes = [files_lib.size(f) for f in files] if sizes is None else sizes
   return [chunk for path, size, first in zip(files, sizes, first_indices(sizes, nominal_bytes))
           for chunk in file_chunks(path, size, first, nominal_bytes)]
 
@@ -167,12 +168,11 @@ def plan_run(input_file: str, vocab_file: str, output: str,
   special = inputs.load_special_ids(vocab_file)
   paths = fmt.output_paths(output, num_shards, gzip)
   summary_file = fmt.summary_path(output)
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  existing = [p for p in paths + [summary_file] if tf.io.gfile.exists(p)]
+  existing = [p for p in paths + [summary_file] if files_lib.exists(p)]
   if existing and not overwrite:
     raise fmt.PretrainingDataError(f"Output exists (pass --overwrite to replace it): "
                                    f"{', '.join(existing)}")
-  sizes = [inputs.input_size(f) for f in files]
+  sizes = [files_lib.size(f) for f in files]
   if sum(sizes) == 0:
     raise fmt.PretrainingDataError(f"Input is empty: {', '.join(files)}")
   return RunPlan(files, sizes, special, paths, summary_file,

@@ -10,7 +10,7 @@ from typing import Dict, Sequence
 
 from bert_tf import constants
 from bert_tf.data.records import pretraining_format as fmt
-from bert_tf.data.creation import pretraining_inputs as inputs
+from bert_tf.utils import files as files_lib
 from bert_tf.data.creation import pretraining_instances as pi
 
 _STAT_KEYS = ("chunks", "bytes", "lines", "documents", "sentences", "instances", "tokens",
@@ -74,14 +74,14 @@ def make_summary(totals, settings, files, vocab_file, vocab_size, paths, gzip, w
       "invalid_utf8_replacements": totals["invalid_utf8_replacements"],
       "max_token_id": totals["max_token_id"],
       "vocab_size": vocab_size,
-      "vocab_file": inputs.absolute_path(vocab_file),
+      "vocab_file": files_lib.absolute_path(vocab_file),
       "vocab_sha256": _vocab_sha256(vocab_file),
       "settings": settings.as_dict(),
       "seq_length": settings.max_seq_length,
       "max_predictions_per_seq": settings.max_predictions_per_seq,
       "feature_names": list(constants.TFRECORD_TO_MODEL_INPUT),
-      "input_files": [inputs.absolute_path(f) for f in files],
-      "output_files": [inputs.absolute_path(p) for p in paths],
+      "input_files": [files_lib.absolute_path(f) for f in files],
+      "output_files": [files_lib.absolute_path(p) for p in paths],
       "compression_type": "GZIP" if gzip else "",
       "runner": runner,
       "num_workers": workers,
@@ -102,6 +102,6 @@ def make_summary(totals, settings, files, vocab_file, vocab_size, paths, gzip, w
 
 
 def _vocab_sha256(vocab_file: str) -> str:
-  with inputs.open_input(vocab_file) as f:
+  with files_lib.open_input(vocab_file) as f:
     return hashlib.sha256(f.read()).hexdigest()
 

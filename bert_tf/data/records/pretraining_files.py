@@ -8,7 +8,6 @@ TensorFlow (bert_tf.data.records.record_files), so both engines' inputs check th
 
 import dataclasses
 import json
-import os
 from typing import List, Optional
 
 from google.protobuf import message as message_lib
@@ -16,7 +15,6 @@ from google.protobuf import message as message_lib
 from bert_tf import constants
 from bert_tf.data.records import example_decoding
 from bert_tf.data.records import pretraining_format
-from bert_tf.data.creation import pretraining_inputs
 from bert_tf.data.records import record_files
 from bert_tf.utils import errors
 from bert_tf.utils import files
@@ -76,14 +74,9 @@ class PretrainingFilesInfo:
 
 def _find_summary(first_file: str) -> Optional[dict]:
   path = pretraining_format.summary_path_for_record_file(first_file)
-  if pretraining_inputs.is_local(path):
-    if not os.path.exists(path):
-      return None
-  else:
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    if not tf.io.gfile.exists(path):
-      return None
-  with pretraining_inputs.open_input(path) as f:
+  if not files.exists(path):
+    return None
+  with files.open_input(path) as f:
     try:
       return json.loads(f.read().decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:

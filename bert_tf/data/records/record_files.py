@@ -8,9 +8,11 @@ CRC) and reads any record by number (checking its data's CRC); a check that fail
 it: the offset (in the uncompressed stream) of the part that failed, the record's length
 header or its data 12 bytes further on, and of the record for one cut short (where
 TensorFlow drops a file's last few bytes when too few for a header, this reader reports
-them too). GZIP and ZLIB files are decompressed once into
-an unnamed temporary file; local uncompressed files are memory-mapped. Remote files
-(gs://, ...) are read through `tf.io.gfile` and so need TensorFlow.
+them too). GZIP and ZLIB files (local or remote) are decompressed once, as
+they stream in, into an unnamed temporary file; local uncompressed files are
+memory-mapped; remote ones (gs://, s3://, ...) are read in place by ranged reads through
+the package's file-system layer (tf.io.gfile with TensorFlow, fsspec without it; see
+bert_tf.utils.range_reads), the blocks cached and shared by the files of one source.
 
 `RecordSource` is a random-access source (len, [i]) over the records of many files, in
 file order, as grain's MapDataset takes it. The checksums are google-crc32c's.
@@ -24,10 +26,11 @@ from typing import Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from bert_tf.data.creation import pretraining_inputs
 from bert_tf.utils import errors
+from bert_tf.utils import file_systems
 from bert_tf.utils import optional
 from bert_tf.utils import files
+from bert_tf.utils import range_reads
 
 _HEADER = struct.Struct("<QI")
 _CRC = struct.Struct("<I")
@@ -66,12 +69,11 @@ def _decompressor(compression_type: str):
   return zlib.decompressobj(zlib.MAX_WBITS)
 
 
-def _local_copy(path: str, compression_type: str):
-  """An unnamed temporary file holding the uncompressed stream of `path` (a compressed
-  or a remote file)."""
+def _decompressed_copy(path: str, compression_type: str):
+  """An unnamed temporary file holding the uncompressed stream of `path`."""
   out = tempfile.TemporaryFile()
   decompressor = _decompressor(compression_type) if compression_type else None
-  with pretraining_inputs.open_input(path) as f:
+  with files.open_input(path) as f:
     try:
       while True:
         block = f.read(_COPY_BLOCK)
@@ -109,8 +111,9 @@ def _check_header(data, offset: int, path: str) -> int:
   uncompressed stream, or its start), its CRC and the file's size checked."""
   if offset + _HEADER_BYTES > len(data):
     _fail(path, "truncated", offset)
-  length, length_crc = _HEADER.unpack_from(data, offset)
-  if masked_crc32c(data[offset:offset + 8]) != length_crc:
+  header = data[offset:offset + _HEADER_BYTES]
+  length, length_crc = _HEADER.unpack(header)
+  if masked_crc32c(header[:8]) != length_crc:
     _fail(path, "corrupted", offset)
   if offset + _HEADER_BYTES + length + _FOOTER_BYTES > len(data):
     _fail(path, "truncated", offset)
@@ -121,7 +124,8 @@ def _checked_data(data, offset: int, length: int, path: str) -> bytes:
   """The bytes of the record at `offset` of `data`, its data CRC checked."""
   start = offset + _HEADER_BYTES
   record = data[start:start + length]
-  if masked_crc32c(record) != _CRC.unpack_from(data, start + length)[0]:
+  footer = data[start + length:start + length + _FOOTER_BYTES]
+  if masked_crc32c(record) != _CRC.unpack(footer)[0]:
     _fail(path, "corrupted", start)
   return record
 
@@ -134,24 +138,29 @@ class RecordFile:
   """The records of one TFRecord file, indexed when it is opened.
 
   Args:
-    path: a local file, or a remote one when TensorFlow is installed.
+    path: a local or remote file.
     compression_type: "", "GZIP" or "ZLIB" (as data_config.compression_type).
+    cache: the block cache a remote uncompressed file is read through (shared by the
+      files of one RecordSource; a private one where None).
 
   Raises:
     CorruptRecordError: a length header whose CRC fails, or a file that ends inside a
       record, naming the file and the byte offset.
   """
 
-  def __init__(self, path: str, compression_type: str = ""):
+  def __init__(self, path: str, compression_type: str = "",
+               cache: Optional[range_reads.BlockCache] = None):
     _check_compression(compression_type)
     self.path = path
     self._file = None
-    if compression_type or not pretraining_inputs.is_local(path):
-      self._file = _local_copy(path, compression_type)
+    if compression_type:
+      self._file = _decompressed_copy(path, compression_type)
       self._data = _map(self._file)
-    else:
-      with open(path, "rb") as f:
+    elif files.is_local(path):
+      with open(file_systems.local_path(path), "rb") as f:
         self._data = _map(f)
+    else:
+      self._data = range_reads.RangeReader(path, cache)
     self._offsets = self._index()
 
   def _index(self) -> np.ndarray:
@@ -211,7 +220,7 @@ def _stream_prefix(path: str, compression_type: str, size: int) -> bytes:
   stream of `path`."""
   out = b""
   decompressor = _decompressor(compression_type) if compression_type else None
-  with pretraining_inputs.open_input(path) as f:
+  with files.open_input(path) as f:
     while len(out) < size:
       block = f.read(min(_COPY_BLOCK, max(size - len(out), 1 << 16)))
       if not block:
@@ -306,7 +315,8 @@ class RecordSource:
 
   def __init__(self, paths: Sequence[str], compression_type: str = ""):
     self.paths = list(paths)
-    self._files = [RecordFile(path, compression_type) for path in self.paths]
+    cache = range_reads.BlockCache()
+    self._files = [RecordFile(path, compression_type, cache) for path in self.paths]
     self._starts = np.cumsum([0] + [len(f) for f in self._files]).astype(np.int64)
 
   def __len__(self) -> int:

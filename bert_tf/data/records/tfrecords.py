@@ -21,11 +21,11 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.data.pipelines import padding
-from bert_tf.data.creation import pretraining_inputs
 from bert_tf.data.records import record_files
 from bert_tf.data.records import record_order
 from bert_tf.data.records import record_specs
 from bert_tf.data.pipelines.batching import trim_to_longest
+from bert_tf.utils import file_systems
 from bert_tf.utils import files
 from bert_tf.utils import progress as progress_lib
 
@@ -114,8 +114,9 @@ def _record_source(paths: Sequence[str], compression_type: str) -> record_files.
   """The files' RecordSource, indexed once per process while they stay unchanged: the
   TensorFlow engine builds the same input more than once (its element spec, the
   training iterator, a resumed one)."""
-  stamps = tuple((os.stat(path).st_mtime_ns, os.stat(path).st_size)
-                 if pretraining_inputs.is_local(path) else None for path in paths)
+  stats = [os.stat(file_systems.local_path(path)) if files.is_local(path) else None
+           for path in paths]
+  stamps = tuple((stat.st_mtime_ns, stat.st_size) if stat else None for stat in stats)
   return _indexed_source(tuple(paths), compression_type, stamps)
 
 

@@ -1,7 +1,9 @@
 """The TensorFlow-free TFRecord reader: the records TensorFlow reads, its corruption
 reports (file and byte offset), compression, and the Example decoding by record spec."""
 
+import os
 import re
+import uuid
 
 import numpy as np
 import pytest
@@ -12,6 +14,9 @@ from bert_tf.data.records import example_decoding
 from bert_tf.data.records import record_files
 from bert_tf.data.records import record_specs
 from bert_tf.data.records import tfrecords
+from bert_tf.utils import file_systems
+from bert_tf.utils import files
+from bert_tf.utils import range_reads
 
 
 def _tensorflow_says(path):
@@ -151,3 +156,41 @@ def test_a_record_without_a_feature_or_of_another_length_is_an_error_naming_it(s
     example_decoding.decode_examples([record], missing[3:], where)
   with pytest.raises(example_decoding.ExampleFormatError, match="not a tf.train.Example"):
     example_decoding.decode_examples([b"\xff\xff"], missing, where)
+
+
+@pytest.fixture(name="remote_without_tensorflow")
+def _remote_without_tensorflow(monkeypatch):
+  """A memory:// directory served by fsspec, as it is where TensorFlow is absent."""
+  monkeypatch.setattr(file_systems, "_tensorflow_gfile", lambda: None)
+  return f"memory://records-{uuid.uuid4().hex[:8]}"
+
+
+def test_remote_records_are_read_in_place_by_ranged_reads_in_any_order_without_tensorflow(
+    shards, remote_without_tensorflow, monkeypatch):
+  paths, counts = shards
+  remote = []
+  for path in paths:
+    remote.append(f"{remote_without_tensorflow}/{os.path.basename(path)}")
+    files.copy(path, remote[-1])
+  # Blocks smaller than a record and a cache of a few of them: records span blocks and
+  # blocks are dropped and read again.
+  monkeypatch.setattr(range_reads, "BLOCK_BYTES", 100)
+  monkeypatch.setattr(range_reads, "CACHE_BYTES", 400)
+  source = record_files.RecordSource(remote)
+  expected = [r for path in paths for r in _tf_records(path)]
+  order = np.random.default_rng(0).permutation(len(expected))
+  assert [source[int(i)].data for i in order] == [expected[i] for i in order]
+  assert source.row_counts() == counts and source[counts[0]].path == remote[1]
+  source.close()
+  with pytest.raises(FileNotFoundError, match="no file matches"):
+    files.expand_patterns(f"{remote_without_tensorflow}/nothing-*")
+
+
+def test_a_corrupt_remote_record_names_the_remote_file_and_the_offset_a_local_one_gets(
+    shards, tmp_path, remote_without_tensorflow):
+  path = shards[0][0]
+  second = record_files.RecordFile(path).offset(1)
+  bad = _corrupt(path, tmp_path, "bad.tfrecord", _flip(second + 20))
+  remote = f"{remote_without_tensorflow}/bad.tfrecord"
+  files.copy(bad, remote)
+  assert record_files.check_records(remote) == record_files.check_records(bad) is not None
