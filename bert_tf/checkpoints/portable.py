@@ -30,6 +30,7 @@ their moments, loss scale and step restore into the version 2 names.
 """
 
 import contextlib
+import dataclasses
 import os
 import re
 from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
@@ -125,6 +126,14 @@ def host_value(variable) -> np.ndarray:
   return np.asarray(variable.numpy() if hasattr(variable, "numpy") else value)
 
 
+def _host_copy(variable) -> np.ndarray:
+  """host_value as an array that owns its memory: a view of a device or TensorFlow
+  buffer would change with the next step (or be donated to it) while the copy is
+  written."""
+  array = host_value(variable)
+  return array if array.flags.owndata else array.copy()
+
+
 def _to_file(value) -> tuple:
   """(array h5py stores, dtype name to restore)."""
   array = np.asarray(value)
@@ -142,19 +151,30 @@ def _from_file(dataset) -> np.ndarray:
   return np.asarray(array)
 
 
-def _write(group, name: str, value, **attrs) -> None:
-  array, dtype = _to_file(value)
-  dataset = group.create_dataset(name, data=array)
-  dataset.attrs["dtype"] = dtype
-  for key, attr in attrs.items():
-    dataset.attrs[key] = attr
+@dataclasses.dataclass
+class Snapshot:
+  """A checkpoint's content in host memory, ready to write (see `snapshot`).
+
+  Attributes:
+    attrs: the file's attributes (format, version, backend, step).
+    arrays: {dataset name in the file ("items/encoder/...", "optimizer/m/...",
+      "random_state/00000"): NumPy array}, in writing order.
+  """
+
+  attrs: Dict[str, object]
+  arrays: Dict[str, np.ndarray]
+
+  @property
+  def nbytes(self) -> int:
+    return sum(array.nbytes for array in self.arrays.values())
 
 
-def save(path: str, items: Mapping[str, object],
-         optimizer_state: Optional[Mapping[str, object]] = None,
-         step: Optional[int] = None, random_state: Sequence = (),
-         backend: str = "") -> str:
-  """Writes a portable checkpoint to `path` (under a temporary name, then renamed).
+def snapshot(items: Mapping[str, object],
+             optimizer_state: Optional[Mapping[str, object]] = None,
+             step: Optional[int] = None, random_state: Sequence = (),
+             backend: str = "") -> Snapshot:
+  """Copies a checkpoint's arrays to host memory (the only part of a save that must
+  happen before the variables change again).
 
   Args:
     items: {item name: object with `.variables`} (a model's checkpoint_items).
@@ -163,28 +183,40 @@ def save(path: str, items: Mapping[str, object],
     step: the trainer's step (None for a model-only checkpoint).
     random_state: SeedGenerator state variables, in the model's order.
     backend: the Keras backend that wrote it (for the record).
-
-  Returns:
-    `path`.
   """
+  attrs = {"format": FORMAT, "version": VERSION, "backend": backend}
+  if step is not None:
+    attrs["step"] = int(step)
+  arrays = {}
+  for name, item in items.items():
+    for variable_path, variable in item_variables(item).items():
+      arrays[f"items/{name}/{variable_path}"] = _host_copy(variable)
+  for name, variable in (optimizer_state or {}).items():
+    arrays[f"optimizer/{name}"] = _host_copy(variable)
+  for i, variable in enumerate(random_state):
+    arrays[f"random_state/{i:05d}"] = _host_copy(variable)
+  return Snapshot(attrs, arrays)
+
+
+def write(path: str, content: Snapshot) -> str:
+  """Writes `content` to `path` (under a temporary name, then renamed); returns `path`."""
   with files.staged_output(path) as temporary, h5py.File(temporary, "w") as f:
-    f.attrs["format"] = FORMAT
-    f.attrs["version"] = VERSION
-    f.attrs["backend"] = backend
-    if step is not None:
-      f.attrs["step"] = int(step)
-    group = f.create_group("items")
-    for name, item in items.items():
-      item_group = group.create_group(name)
-      for variable_path, variable in item_variables(item).items():
-        _write(item_group, variable_path, host_value(variable))
-    optimizer = f.create_group("optimizer")
-    for name, variable in (optimizer_state or {}).items():
-      _write(optimizer, name, host_value(variable))
-    seeds = f.create_group("random_state")
-    for i, variable in enumerate(random_state):
-      _write(seeds, f"{i:05d}", host_value(variable))
+    f.attrs.update(content.attrs)
+    for group in ("items", "optimizer", "random_state"):
+      f.create_group(group)
+    for name, value in content.arrays.items():
+      array, dtype = _to_file(value)
+      f.create_dataset(name, data=array).attrs["dtype"] = dtype
   return path
+
+
+def save(path: str, items: Mapping[str, object],
+         optimizer_state: Optional[Mapping[str, object]] = None,
+         step: Optional[int] = None, random_state: Sequence = (),
+         backend: str = "") -> str:
+  """Writes a portable checkpoint to `path` (under a temporary name, then renamed):
+  `write(path, snapshot(...))` with `snapshot`'s arguments; returns `path`."""
+  return write(path, snapshot(items, optimizer_state, step, random_state, backend))
 
 
 @contextlib.contextmanager

@@ -70,7 +70,8 @@ class Trainer:
                                  experiment.trainer.gradient_accumulation_steps)
     self.engine.build()
     self.checkpoints = checkpointing.CheckpointSaver(
-        model_dir, experiment.trainer.max_to_keep, self.engine)
+        model_dir, experiment.trainer.max_to_keep, self.engine,
+        background=experiment.trainer.async_checkpoints)
     self.is_chief = self.engine.is_chief
     self.restored_from = None
     self.initialized_from: Dict[str, str] = {}
@@ -185,8 +186,12 @@ class Trainer:
         last_report, self.preempted = host_loop.train_loops(
             config, self.step, total, global_batch, evaluate_every, hooks, writer, progress,
             self.task.progress_metrics, self._log)
+    except BaseException:
+      self._finish_saving_quietly()
+      raise
     finally:
       writer.close()
+    self.checkpoints.wait()
     self.engine.sync_to_model()
     return last_report
 
@@ -207,8 +212,17 @@ class Trainer:
           f"{self.checkpoints.latest()}")
     return totals, step
 
+  def _finish_saving_quietly(self) -> None:
+    """Waits for the checkpoint being written while another error ends the run: its own
+    failure is logged, not raised in place of that error."""
+    try:
+      self.checkpoints.wait()
+    except checkpointing.CheckpointWriteError as e:
+      self._log(str(e))
+
   def _stop(self, step: int) -> str:
     path = self._checkpoint_now()
+    self.checkpoints.wait()
     received = (f"Received {signal.Signals(self._stop_signal).name}"
                 if self._stop_signal is not None else "Another process received SIGTERM")
     return (f"{received}: saved checkpoint {path} at step {step}; stopping. Rerun the "
@@ -233,6 +247,7 @@ class Trainer:
     checkpoint."""
     step = self.step
     path = self._checkpoint_now()
+    self.checkpoints.wait()
     corrupt.args = (f"train_data: {corrupt}. Saved checkpoint {path} at step {step}, the "
                     f"last finished step; replace or remove the file and rerun to resume.",)
     return corrupt
