@@ -118,20 +118,26 @@ def item_variables(item) -> Dict[str, object]:
 
 
 def host_value(variable) -> np.ndarray:
-  """A variable's value as a NumPy array; of a value replicated over the devices of
-  several processes (JAX), this process's copy."""
+  """A variable's value as a NumPy array, a view of its buffer where the backend gives
+  one (CPU tensors); of a value replicated over the devices of several processes (JAX),
+  this process's copy."""
   value = getattr(variable, "value", variable)
+  if callable(value):  # a tf.Variable's value() (a Keras variable's value is a property)
+    value = variable
   if getattr(value, "is_fully_addressable", True) is False:
-    return np.asarray(value.addressable_shards[0].data)
-  return np.asarray(variable.numpy() if hasattr(variable, "numpy") else value)
+    value = value.addressable_shards[0].data
+  return np.asarray(value)
 
 
-def _host_copy(variable) -> np.ndarray:
-  """host_value as an array that owns its memory: a view of a device or TensorFlow
-  buffer would change with the next step (or be donated to it) while the copy is
-  written."""
+def _host_copy(variable, into: Optional[np.ndarray] = None) -> np.ndarray:
+  """host_value as an array of its own (a view would change with the next step, or be
+  donated to it, while the copy is written): copied into `into` where its shape and
+  dtype fit (memory already mapped costs less to fill than new), else into a new one."""
   array = host_value(variable)
-  return array if array.flags.owndata else array.copy()
+  if into is not None and into.shape == array.shape and into.dtype == array.dtype:
+    np.copyto(into, array)
+    return into
+  return np.array(array, copy=True)
 
 
 def _to_file(value) -> tuple:
@@ -172,7 +178,7 @@ class Snapshot:
 def snapshot(items: Mapping[str, object],
              optimizer_state: Optional[Mapping[str, object]] = None,
              step: Optional[int] = None, random_state: Sequence = (),
-             backend: str = "") -> Snapshot:
+             backend: str = "", reuse: Optional[Snapshot] = None) -> Snapshot:
   """Copies a checkpoint's arrays to host memory (the only part of a save that must
   happen before the variables change again).
 
@@ -183,18 +189,23 @@ def snapshot(items: Mapping[str, object],
     step: the trainer's step (None for a model-only checkpoint).
     random_state: SeedGenerator state variables, in the model's order.
     backend: the Keras backend that wrote it (for the record).
+    reuse: an earlier snapshot no longer needed, whose arrays are filled again.
   """
+  previous = reuse.arrays if reuse is not None else {}
   attrs = {"format": FORMAT, "version": VERSION, "backend": backend}
   if step is not None:
     attrs["step"] = int(step)
   arrays = {}
   for name, item in items.items():
     for variable_path, variable in item_variables(item).items():
-      arrays[f"items/{name}/{variable_path}"] = _host_copy(variable)
+      key = f"items/{name}/{variable_path}"
+      arrays[key] = _host_copy(variable, previous.get(key))
   for name, variable in (optimizer_state or {}).items():
-    arrays[f"optimizer/{name}"] = _host_copy(variable)
+    key = f"optimizer/{name}"
+    arrays[key] = _host_copy(variable, previous.get(key))
   for i, variable in enumerate(random_state):
-    arrays[f"random_state/{i:05d}"] = _host_copy(variable)
+    key = f"random_state/{i:05d}"
+    arrays[key] = _host_copy(variable, previous.get(key))
   return Snapshot(attrs, arrays)
 
 

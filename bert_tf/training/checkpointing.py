@@ -111,6 +111,7 @@ class CheckpointSaver:
     self.max_to_keep = max_to_keep
     self.engine = engine
     self._writes = background_lib.BackgroundJob("checkpoint-writer") if background else None
+    self._snapshot: Optional[portable.Snapshot] = None
 
   def latest(self) -> Optional[str]:
     """The checkpoint to resume from: the newest readable `ckpt-N.h5` (damaged newer
@@ -156,7 +157,9 @@ class CheckpointSaver:
     if engine.is_chief:
       content = portable.snapshot(engine.model.trained_items, engine.optimizer_state(),
                                   step=step, random_state=engine.random_state(),
-                                  backend=keras.backend.backend())
+                                  backend=keras.backend.backend(), reuse=self._snapshot)
+      # Its memory is filled again by the next save, once this one is written.
+      self._snapshot = content
     staged = self._save_input_position(path)
     marker = self._part_marker(path)
     if marker and files.exists(marker):  # left by a save of this step that was cut off

@@ -60,9 +60,12 @@ def test_steps_go_on_while_a_checkpoint_is_written_and_it_holds_its_steps_values
   assert expected.keys() <= written.keys()
   for key, value in expected.items():
     np.testing.assert_array_equal(written[key], value, err_msg=key)
-  # Steps 3 and 4 changed them: the file holds the copy taken at step 2.
+  # Steps 3 and 4 changed them: the file holds the copy taken at step 2. ckpt-4 was
+  # copied into the same host memory, once ckpt-2 was written.
   later = _saved_weights(str(model_dir / "ckpt-4.h5"))
   assert any(not np.array_equal(later[key], value) for key, value in expected.items())
+  for key, value in trainer_helpers.weights_of(trainer.model).items():
+    np.testing.assert_array_equal(later[key], value, err_msg=key)
 
 
 def test_a_failed_background_write_is_raised_at_the_next_save_naming_the_path(
