@@ -234,12 +234,13 @@ def test_sigkill_while_a_checkpoint_is_written_keeps_the_previous_one_and_resume
                         text=True, env=env, cwd=_ROOT, timeout=300)
   assert done.returncode == 0, done.stderr[-3000:]
 
-  # The write of ckpt-4.h5 is slowed (tests/slow_checkpoint_write_main.py); the run is
-  # killed once its temporary file is there.
+  # The write of ckpt-4.h5 is slowed (tests/checkpoint_hooks_main.py); the run is killed
+  # once its temporary file is there.
   killed = tmp_path / "killed"
-  slow = os.path.join(_ROOT, "tests", "slow_checkpoint_write_main.py")
-  proc = subprocess.Popen([sys.executable, slow, "4", "0.5"] + flags(killed), env=env,
-                          cwd=_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  hooks = os.path.join(_ROOT, "tests", "checkpoint_hooks_main.py")
+  proc = subprocess.Popen([sys.executable, hooks, "slow_write", "4", "0.5"] + flags(killed),
+                          env=env, cwd=_ROOT, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
   deadline = time.time() + 300
   try:
     while not (killed.exists() and any(name.startswith(".ckpt-4.h5.tmp-")
