@@ -68,6 +68,8 @@ from bert_tf.utils import file_systems
 from bert_tf.utils import files
 
 _LEGACY_INDEX = re.compile(r"^ckpt-(\d+)\.index$")
+# The temporary name of a `ckpt-N.h5` being written (bert_tf.utils.files.temporary_name).
+_UNFINISHED = re.compile(r"^\.ckpt-\d+\.h5\.tmp-[0-9a-f]+$")
 # Beside a checkpoint of several processes, each process's but the chief's mark that its
 # input position is complete: `ckpt-N.input-P.done`.
 PART_DONE = ".done"
@@ -247,10 +249,16 @@ class CheckpointSaver:
     return local_dir
 
   def _delete_old(self) -> None:
+    """Deletes the checkpoints beyond max_to_keep with their input positions, and the
+    temporary files of checkpoints whose writing a killed process left unfinished (the
+    chief writes one at a time: none of them is being written now)."""
     for path in portable.checkpoints_in(self.model_dir)[self.max_to_keep:]:
       files.remove(path)
       for sidecar in files.glob(glob.escape(portable.input_prefix(path)) + "*"):
         files.remove(sidecar)
+    for name in files.listdir(self.model_dir):
+      if _UNFINISHED.match(name):
+        files.remove(os.path.join(self.model_dir, name))
 
 
 @contextlib.contextmanager

@@ -6,8 +6,10 @@
     checkpoint and validation intervals, their reports and TensorBoard scalars
     (bert_tf.training.host_loop);
   - checkpoints in one format that every engine reads (bert_tf.training.checkpointing):
-    weights, optimizer state, step, random state and input position; a rerun resumes
-    from the newest readable one, or warm-starts from task.init_checkpoint;
+    weights, optimizer state, step, random state and input position, written in the
+    background while training goes on (train returns or raises once the last one is
+    committed); a rerun resumes from the newest readable one, or warm-starts from
+    task.init_checkpoint;
   - SIGTERM (a preemption notice): a checkpoint at the end of the current loop, then
     return; across processes every one stops at the same step;
   - a non-finite loss: NonFiniteLossError before any checkpoint of the bad steps is
