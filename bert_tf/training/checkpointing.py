@@ -104,7 +104,8 @@ class CheckpointSaver:
     model_dir: where the checkpoints go.
     max_to_keep: how many of the newest checkpoints are kept.
     engine: the run's engine (its variables, input position and processes).
-    background: write each checkpoint on a background thread (trainer.async_checkpoints).
+    background: write each checkpoint on a background thread (trainer.async_checkpoints;
+      the attribute of that name may change between saves).
   """
 
   def __init__(self, model_dir: str, max_to_keep: int, engine: engine_lib.Engine,
@@ -112,7 +113,8 @@ class CheckpointSaver:
     self.model_dir = model_dir
     self.max_to_keep = max_to_keep
     self.engine = engine
-    self._writes = background_lib.BackgroundJob("checkpoint-writer") if background else None
+    self.background = background
+    self._writes = background_lib.BackgroundJob("checkpoint-writer")
     self._snapshot: Optional[portable.Snapshot] = None
 
   def latest(self) -> Optional[str]:
@@ -168,11 +170,11 @@ class CheckpointSaver:
       files.remove(marker)
     engine.barrier(f"checkpoint of step {step}")
     job = functools.partial(self._write, path, content, staged, marker)
-    if self._writes is None:
+    if self.background:
+      self._writes.start(job)
+    else:
       job()
       engine.barrier(f"checkpoint of step {step} written")
-    else:
-      self._writes.start(job)
     return path
 
   def wait(self) -> None:
@@ -181,8 +183,7 @@ class CheckpointSaver:
     Raises:
       CheckpointWriteError: the last save failed (naming its path and why).
     """
-    if self._writes is not None:
-      self._writes.wait()
+    self._writes.wait()
 
   def _write(self, path: str, content: Optional[portable.Snapshot],
              staged: Optional[str], marker: Optional[str]) -> None:
