@@ -131,9 +131,14 @@ def host_value(variable) -> np.ndarray:
 
 def _host_copy(variable, into: Optional[np.ndarray] = None) -> np.ndarray:
   """host_value as an array of its own (a view would change with the next step, or be
-  donated to it, while the copy is written): copied into `into` where its shape and
-  dtype fit (memory already mapped costs less to fill than new), else into a new one."""
+  donated to it, while the copy is written). Where the backend made a new array
+  (TensorFlow's variables) it is that array; a view (JAX's CPU arrays) is copied into
+  `into` where its shape and dtype fit (memory already mapped costs less to fill than
+  new), else into a new array."""
+  value = getattr(variable, "value", variable)
   array = host_value(variable)
+  if array.flags.owndata and array is not value and array is not variable:
+    return array
   if into is not None and into.shape == array.shape and into.dtype == array.dtype:
     np.copyto(into, array)
     return into
