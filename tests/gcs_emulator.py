@@ -24,7 +24,8 @@ def available() -> bool:
              for name in ("gcp_storage_emulator", "gcsfs"))
 
 
-def _free_port() -> int:
+def free_port() -> int:
+  """A port of 127.0.0.1 that was free a moment ago."""
   with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     return s.getsockname()[1]
@@ -43,7 +44,7 @@ def running(bucket: str = BUCKET) -> Iterator[str]:
   Raises:
     RuntimeError: it did not answer within 30 s (its output in the message).
   """
-  port = _free_port()
+  port = free_port()
   # Its request log goes to a file: a pipe nobody reads would fill and stall it.
   log = tempfile.TemporaryFile()
   process = subprocess.Popen(

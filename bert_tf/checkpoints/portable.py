@@ -31,6 +31,7 @@ their moments, loss scale and step restore into the version 2 names.
 """
 
 import contextlib
+import dataclasses
 import os
 import re
 from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
@@ -118,12 +119,31 @@ def item_variables(item) -> Dict[str, object]:
 
 
 def host_value(variable) -> np.ndarray:
-  """A variable's value as a NumPy array; of a value replicated over the devices of
-  several processes (JAX), this process's copy."""
+  """A variable's value as a NumPy array, a view of its buffer where the backend gives
+  one (CPU tensors); of a value replicated over the devices of several processes (JAX),
+  this process's copy."""
   value = getattr(variable, "value", variable)
+  if callable(value):  # a tf.Variable's value() (a Keras variable's value is a property)
+    value = variable
   if getattr(value, "is_fully_addressable", True) is False:
-    return np.asarray(value.addressable_shards[0].data)
-  return np.asarray(variable.numpy() if hasattr(variable, "numpy") else value)
+    value = value.addressable_shards[0].data
+  return np.asarray(value)
+
+
+def _host_copy(variable, into: Optional[np.ndarray] = None) -> np.ndarray:
+  """host_value as an array of its own (a view would change with the next step, or be
+  donated to it, while the copy is written). Where the backend made a new array
+  (TensorFlow's variables) it is that array; a view (JAX's CPU arrays) is copied into
+  `into` where its shape and dtype fit (memory already mapped costs less to fill than
+  new), else into a new array."""
+  value = getattr(variable, "value", variable)
+  array = host_value(variable)
+  if array.flags.owndata and array is not value and array is not variable:
+    return array
+  if into is not None and into.shape == array.shape and into.dtype == array.dtype:
+    np.copyto(into, array)
+    return into
+  return np.array(array, copy=True)
 
 
 def _to_file(value) -> tuple:
@@ -143,19 +163,30 @@ def _from_file(dataset) -> np.ndarray:
   return np.asarray(array)
 
 
-def _write(group, name: str, value, **attrs) -> None:
-  array, dtype = _to_file(value)
-  dataset = group.create_dataset(name, data=array)
-  dataset.attrs["dtype"] = dtype
-  for key, attr in attrs.items():
-    dataset.attrs[key] = attr
+@dataclasses.dataclass
+class Snapshot:
+  """A checkpoint's content in host memory, ready to write (see `snapshot`).
+
+  Attributes:
+    attrs: the file's attributes (format, version, backend, step).
+    arrays: {dataset name in the file ("items/encoder/...", "optimizer/m/...",
+      "random_state/00000"): NumPy array}, in writing order.
+  """
+
+  attrs: Dict[str, object]
+  arrays: Dict[str, np.ndarray]
+
+  @property
+  def nbytes(self) -> int:
+    return sum(array.nbytes for array in self.arrays.values())
 
 
-def save(path: str, items: Mapping[str, object],
-         optimizer_state: Optional[Mapping[str, object]] = None,
-         step: Optional[int] = None, random_state: Sequence = (),
-         backend: str = "") -> str:
-  """Writes a portable checkpoint to `path` (under a temporary name, then renamed).
+def snapshot(items: Mapping[str, object],
+             optimizer_state: Optional[Mapping[str, object]] = None,
+             step: Optional[int] = None, random_state: Sequence = (),
+             backend: str = "", reuse: Optional[Snapshot] = None) -> Snapshot:
+  """Copies a checkpoint's arrays to host memory (the only part of a save that must
+  happen before the variables change again).
 
   Args:
     items: {item name: object with `.variables`} (a model's checkpoint_items).
@@ -164,28 +195,45 @@ def save(path: str, items: Mapping[str, object],
     step: the trainer's step (None for a model-only checkpoint).
     random_state: SeedGenerator state variables, in the model's order.
     backend: the Keras backend that wrote it (for the record).
-
-  Returns:
-    `path`.
+    reuse: an earlier snapshot no longer needed, whose arrays are filled again.
   """
+  previous = reuse.arrays if reuse is not None else {}
+  attrs = {"format": FORMAT, "version": VERSION, "backend": backend}
+  if step is not None:
+    attrs["step"] = int(step)
+  arrays = {}
+  for name, item in items.items():
+    for variable_path, variable in item_variables(item).items():
+      key = f"items/{name}/{variable_path}"
+      arrays[key] = _host_copy(variable, previous.get(key))
+  for name, variable in (optimizer_state or {}).items():
+    key = f"optimizer/{name}"
+    arrays[key] = _host_copy(variable, previous.get(key))
+  for i, variable in enumerate(random_state):
+    key = f"random_state/{i:05d}"
+    arrays[key] = _host_copy(variable, previous.get(key))
+  return Snapshot(attrs, arrays)
+
+
+def write(path: str, content: Snapshot) -> str:
+  """Writes `content` to `path` (under a temporary name, then renamed); returns `path`."""
   with files.staged_output(path) as temporary, h5py.File(temporary, "w") as f:
-    f.attrs["format"] = FORMAT
-    f.attrs["version"] = VERSION
-    f.attrs["backend"] = backend
-    if step is not None:
-      f.attrs["step"] = int(step)
-    group = f.create_group("items")
-    for name, item in items.items():
-      item_group = group.create_group(name)
-      for variable_path, variable in item_variables(item).items():
-        _write(item_group, variable_path, host_value(variable))
-    optimizer = f.create_group("optimizer")
-    for name, variable in (optimizer_state or {}).items():
-      _write(optimizer, name, host_value(variable))
-    seeds = f.create_group("random_state")
-    for i, variable in enumerate(random_state):
-      _write(seeds, f"{i:05d}", host_value(variable))
+    f.attrs.update(content.attrs)
+    for group in ("items", "optimizer", "random_state"):
+      f.create_group(group)
+    for name, value in content.arrays.items():
+      array, dtype = _to_file(value)
+      f.create_dataset(name, data=array).attrs["dtype"] = dtype
   return path
+
+
+def save(path: str, items: Mapping[str, object],
+         optimizer_state: Optional[Mapping[str, object]] = None,
+         step: Optional[int] = None, random_state: Sequence = (),
+         backend: str = "") -> str:
+  """Writes a portable checkpoint to `path` (under a temporary name, then renamed):
+  `write(path, snapshot(...))` with `snapshot`'s arguments; returns `path`."""
+  return write(path, snapshot(items, optimizer_state, step, random_state, backend))
 
 
 @contextlib.contextmanager

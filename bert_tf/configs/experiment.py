@@ -166,6 +166,9 @@ class TrainerConfig(Config):
   summary_interval: int = 100
   checkpoint_interval: int = 1000
   max_to_keep: int = 5
+  # Write each checkpoint on a background thread while training goes on (the step waits
+  # only for the arrays' copy to host memory); false: on the training thread.
+  async_checkpoints: bool = True
   # 0 evaluates over the whole evaluation input.
   validation_steps: int = 0
   validation_interval: int = 1000

@@ -10,10 +10,37 @@ other. Each process's input position is a file of its engine's input beside it
 its positions; a run that finds no position of its own input skips the consumed
 batches instead.
 
+A save blocks the step only while the arrays are copied to host memory (NumPy copies of
+the variables) and the input position is taken; the file is written, uploaded and
+committed on a background thread (trainer.async_checkpoints; off: on the training
+thread). At most one save is in flight: the next save, `latest`, the end of
+`Trainer.train` (SIGTERM, a corrupt record, a non-finite loss included) and the process's
+exit wait for it, and a write that failed raises CheckpointWriteError, naming the path,
+on the training thread there. The .h5 appears under its name only when complete (a
+temporary name, then a rename) and older checkpoints are deleted only after it, so a
+process killed at any moment leaves the previous checkpoint whole.
+
+Several processes (jax.distributed): the chief (process 0) alone writes the replicated
+state, each process its own input position (`ckpt-N.input-P...`). Every process reaches
+the save of the same step (a barrier named after it, which JAX checks is the same
+everywhere); each process other than the chief marks its part complete
+(`ckpt-N.input-P.done`) once its position is written, and the chief renames the .h5 into
+place only once every marker is there. So a `ckpt-N.h5` is always a complete checkpoint,
+and a rerun resumes from the newest one, whichever process was killed mid-save.
+
 model_dir may be remote (bert_tf.utils.files): the .h5 is uploaded under a temporary
 name and renamed there, and the input positions, which the engines' inputs write and
 read as local files, are written to a local folder and uploaded before it (downloaded
 again for a resume).
+
+Orbax (orbax-checkpoint, and Keras 3.14's keras.callbacks.OrbaxCheckpoint on it) is not
+used: it requires JAX (and TensorStore) even where only TensorFlow trains, so the
+TensorFlow route would install JAX; it writes a directory of TensorStore arrays, a
+second format beside the `ckpt-N.h5` files that runs, the exporter and
+--init_checkpoint read (every existing checkpoint would need the old reader as well);
+Keras's callback serves `Model.fit`, which this trainer does not use, and coordinates
+several hosts only on JAX. What it would bring (background writes, a commit by rename,
+several hosts) is done here in the one format both engines read.
 
 Model directories of older versions hold TensorFlow checkpoints (`ckpt-N.index`); the
 TensorFlow engine resumes from them (`Engine.restore_legacy`) and from then on writes
@@ -21,11 +48,13 @@ the portable format.
 """
 
 import contextlib
+import functools
 import glob
 import os
 import re
 import shutil
 import tempfile
+import time
 from typing import Iterator, Optional
 
 import keras
@@ -33,10 +62,24 @@ import keras
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import restore
 from bert_tf.training import engine as engine_lib
+from bert_tf.utils import background as background_lib
+from bert_tf.utils import errors
 from bert_tf.utils import file_systems
 from bert_tf.utils import files
 
 _LEGACY_INDEX = re.compile(r"^ckpt-(\d+)\.index$")
+# The temporary name of a `ckpt-N.h5` being written (bert_tf.utils.files.temporary_name).
+_UNFINISHED = re.compile(r"^\.ckpt-\d+\.h5\.tmp-[0-9a-f]+$")
+# Beside a checkpoint of several processes, each process's but the chief's mark that its
+# input position is complete: `ckpt-N.input-P.done`.
+PART_DONE = ".done"
+# How long the chief waits for the other processes' parts of a checkpoint.
+PARTS_TIMEOUT_S = 600.0
+
+
+class CheckpointWriteError(errors.UserError, OSError):
+  """A checkpoint could not be written (storage full, gone or refusing), or the other
+  processes' parts did not come; the message names its path."""
 
 
 def newest_legacy_checkpoint(model_dir: str) -> Optional[str]:
@@ -61,17 +104,25 @@ class CheckpointSaver:
     model_dir: where the checkpoints go.
     max_to_keep: how many of the newest checkpoints are kept.
     engine: the run's engine (its variables, input position and processes).
+    background: write each checkpoint on a background thread (trainer.async_checkpoints;
+      the attribute of that name may change between saves).
   """
 
-  def __init__(self, model_dir: str, max_to_keep: int, engine: engine_lib.Engine):
+  def __init__(self, model_dir: str, max_to_keep: int, engine: engine_lib.Engine,
+               background: bool = True):
     self.model_dir = model_dir
     self.max_to_keep = max_to_keep
     self.engine = engine
+    self.background = background
+    self._writes = background_lib.BackgroundJob("checkpoint-writer")
+    self._snapshot: Optional[portable.Snapshot] = None
 
   def latest(self) -> Optional[str]:
     """The checkpoint to resume from: the newest readable `ckpt-N.h5` (damaged newer
     ones are skipped with a warning naming them), or a TensorFlow checkpoint of an
-    older version where its step is higher; None when model_dir holds neither."""
+    older version where its step is higher; None when model_dir holds neither. A
+    save being written is waited for first."""
+    self.wait()
     found = restore.newest_readable_portable(self.model_dir)
     legacy = newest_legacy_checkpoint(self.model_dir)
     if legacy and (found is None or step_of(legacy) > step_of(found)):
@@ -92,38 +143,123 @@ class CheckpointSaver:
     return step
 
   def save(self) -> str:
-    """Writes the checkpoint of the engine's current step (every process's input
-    position, then the .h5 on the chief); returns its path."""
+    """Saves the checkpoint of the engine's current step; returns its path.
+
+    On the calling (training) thread: waits for the previous save (raising its
+    CheckpointWriteError), copies the arrays to host memory (chief), writes this
+    process's input position (for a remote model_dir, to a local folder) and passes a
+    barrier named after the step, which every process reaches with the same step. The
+    rest is `_write`'s, on the background thread (inline when background is off).
+    """
+    self.wait()
     engine = self.engine
     step = engine.step
     path = portable.path_for_step(self.model_dir, step)
     engine.sync_to_model()
     files.make_dirs(self.model_dir)
-    self._save_input_position(path)
-    engine.barrier(f"input positions of step {step}")
+    content = None
     if engine.is_chief:
-      portable.save(path, engine.model.trained_items, engine.optimizer_state(),
-                    step=step, random_state=engine.random_state(),
-                    backend=keras.backend.backend())
-      self._delete_old()
+      content = portable.snapshot(engine.model.trained_items, engine.optimizer_state(),
+                                  step=step, random_state=engine.random_state(),
+                                  backend=keras.backend.backend(), reuse=self._snapshot)
+      # Its memory is filled again by the next save, once this one is written.
+      self._snapshot = content
+    staged = self._save_input_position(path)
+    marker = self._part_marker(path)
+    if marker and files.exists(marker):  # left by a save of this step that was cut off
+      files.remove(marker)
     engine.barrier(f"checkpoint of step {step}")
+    job = functools.partial(self._write, path, content, staged, marker)
+    if self.background:
+      self._writes.start(job)
+    else:
+      job()
+      engine.barrier(f"checkpoint of step {step} written")
     return path
 
-  def _save_input_position(self, checkpoint: str) -> None:
+  def wait(self) -> None:
+    """Returns once no save is being written.
+
+    Raises:
+      CheckpointWriteError: the last save failed (naming its path and why).
+    """
+    self._writes.wait()
+
+  def _write(self, path: str, content: Optional[portable.Snapshot],
+             staged: Optional[str], marker: Optional[str]) -> None:
+    """Commits the checkpoint at `path`: uploads this process's input position from
+    `staged` (a local folder, for a remote model_dir), marks this process's part
+    complete (`marker`, processes other than the chief), and on the chief (`content`)
+    waits for every other process's marker, writes the .h5 under a temporary name and
+    renames it, then deletes the checkpoints beyond max_to_keep."""
+    try:
+      if staged:
+        for name in sorted(os.listdir(staged)):
+          with files.atomic_path(os.path.join(self.model_dir, name)) as temporary:
+            files.copy(os.path.join(staged, name), temporary)
+      if marker:
+        files.write_lines(marker, [str(self.engine.process_index)])
+      if content is not None:
+        self._wait_for_parts(path)
+        portable.write(path, content)
+        self._delete_old()
+    except (OSError, errors.UserError) as e:
+      reason = errors.user_message(e) or f"{type(e).__name__}: {e}"
+      raise CheckpointWriteError(f"Writing checkpoint {path} failed: {reason}") from e
+    finally:
+      if staged:
+        shutil.rmtree(staged, ignore_errors=True)
+
+  def _part_marker(self, checkpoint: str) -> Optional[str]:
+    """The file a process other than the chief writes once its part of `checkpoint` is
+    complete (`ckpt-N.input-P.done`); None for the chief and for a single process."""
+    index = self.engine.process_index
+    return portable.input_prefix(checkpoint, index) + PART_DONE if index else None
+
+  def _wait_for_parts(self, checkpoint: str) -> None:
+    """Returns once every other process has marked its part of `checkpoint` complete.
+
+    Raises:
+      CheckpointWriteError: some did not within PARTS_TIMEOUT_S (naming them).
+    """
+    waiting = {p: portable.input_prefix(checkpoint, p) + PART_DONE
+               for p in range(1, self.engine.process_count)}
+    deadline = time.monotonic() + PARTS_TIMEOUT_S
+    while True:
+      waiting = {p: marker for p, marker in waiting.items() if not files.exists(marker)}
+      if not waiting:
+        return
+      if time.monotonic() > deadline:
+        raise CheckpointWriteError(
+            f"Checkpoint {checkpoint} is not committed: process(es) {sorted(waiting)} did "
+            f"not write their input position within {PARTS_TIMEOUT_S:.0f} s")
+      time.sleep(0.1)
+
+  def _save_input_position(self, checkpoint: str) -> Optional[str]:
+    """Writes this process's input position beside `checkpoint`, or for a remote one
+    into a new local folder, which it returns (None otherwise)."""
     if not file_systems.is_remote(checkpoint):
       self.engine.save_input_position(checkpoint)
-      return
-    with tempfile.TemporaryDirectory() as local_dir:
+      return None
+    local_dir = tempfile.mkdtemp()
+    try:
       self.engine.save_input_position(os.path.join(local_dir, os.path.basename(checkpoint)))
-      for name in sorted(os.listdir(local_dir)):
-        with files.atomic_path(os.path.join(self.model_dir, name)) as temporary:
-          files.copy(os.path.join(local_dir, name), temporary)
+    except BaseException:
+      shutil.rmtree(local_dir)
+      raise
+    return local_dir
 
   def _delete_old(self) -> None:
+    """Deletes the checkpoints beyond max_to_keep with their input positions, and the
+    temporary files of checkpoints whose writing a killed process left unfinished (the
+    chief writes one at a time: none of them is being written now)."""
     for path in portable.checkpoints_in(self.model_dir)[self.max_to_keep:]:
       files.remove(path)
       for sidecar in files.glob(glob.escape(portable.input_prefix(path)) + "*"):
         files.remove(sidecar)
+    for name in files.listdir(self.model_dir):
+      if _UNFINISHED.match(name):
+        files.remove(os.path.join(self.model_dir, name))
 
 
 @contextlib.contextmanager

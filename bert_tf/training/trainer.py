@@ -6,8 +6,10 @@
     checkpoint and validation intervals, their reports and TensorBoard scalars
     (bert_tf.training.host_loop);
   - checkpoints in one format that every engine reads (bert_tf.training.checkpointing):
-    weights, optimizer state, step, random state and input position; a rerun resumes
-    from the newest readable one, or warm-starts from task.init_checkpoint;
+    weights, optimizer state, step, random state and input position, written in the
+    background while training goes on (train returns or raises once the last one is
+    committed); a rerun resumes from the newest readable one, or warm-starts from
+    task.init_checkpoint;
   - SIGTERM (a preemption notice): a checkpoint at the end of the current loop, then
     return; across processes every one stops at the same step;
   - a non-finite loss: NonFiniteLossError before any checkpoint of the bad steps is
@@ -70,7 +72,8 @@ class Trainer:
                                  experiment.trainer.gradient_accumulation_steps)
     self.engine.build()
     self.checkpoints = checkpointing.CheckpointSaver(
-        model_dir, experiment.trainer.max_to_keep, self.engine)
+        model_dir, experiment.trainer.max_to_keep, self.engine,
+        background=experiment.trainer.async_checkpoints)
     self.is_chief = self.engine.is_chief
     self.restored_from = None
     self.initialized_from: Dict[str, str] = {}
@@ -185,8 +188,12 @@ class Trainer:
         last_report, self.preempted = host_loop.train_loops(
             config, self.step, total, global_batch, evaluate_every, hooks, writer, progress,
             self.task.progress_metrics, self._log)
+    except BaseException:
+      self._finish_saving_quietly()
+      raise
     finally:
       writer.close()
+    self.checkpoints.wait()
     self.engine.sync_to_model()
     return last_report
 
@@ -207,8 +214,17 @@ class Trainer:
           f"{self.checkpoints.latest()}")
     return totals, step
 
+  def _finish_saving_quietly(self) -> None:
+    """Waits for the checkpoint being written while another error ends the run: its own
+    failure is logged, not raised in place of that error."""
+    try:
+      self.checkpoints.wait()
+    except checkpointing.CheckpointWriteError as e:
+      self._log(str(e))
+
   def _stop(self, step: int) -> str:
     path = self._checkpoint_now()
+    self.checkpoints.wait()
     received = (f"Received {signal.Signals(self._stop_signal).name}"
                 if self._stop_signal is not None else "Another process received SIGTERM")
     return (f"{received}: saved checkpoint {path} at step {step}; stopping. Rerun the "
@@ -233,6 +249,7 @@ class Trainer:
     checkpoint."""
     step = self.step
     path = self._checkpoint_now()
+    self.checkpoints.wait()
     corrupt.args = (f"train_data: {corrupt}. Saved checkpoint {path} at step {step}, the "
                     f"last finished step; replace or remove the file and rerun to resume.",)
     return corrupt

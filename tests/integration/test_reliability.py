@@ -1,4 +1,5 @@
-"""What a run survives: SIGTERM (checkpoint, exit 0, resume), a damaged latest
+"""What a run survives: SIGTERM (checkpoint, exit 0, resume), SIGKILL while a checkpoint
+is written in the background (the previous one intact, a bit-exact resume), a damaged latest
 checkpoint (fall back to the newest readable one, naming both) and a params.yaml that a
 new configuration contradicts."""
 
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 import yaml
 
@@ -212,3 +214,55 @@ def test_validate_inputs_passes_intact_files_and_checks_gzip_ones(tmp_path):
     f.truncate(os.path.getsize(packed) - 20)
   with pytest.raises(record_files.CorruptRecordError, match="b.tfrecord.gz"):
     record_files.validate_record_files(packed, "GZIP")
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_sigkill_while_a_checkpoint_is_written_keeps_the_previous_one_and_resumes_bit_exactly(
+    tmp_path, backend):
+  config = tmp_path / "tiny.yaml"
+  config.write_text(yaml.safe_dump(trainer_helpers.tiny_experiment_dict(
+      steps=8, model=dict(encoder=dict(trainer_helpers.TINY_ENCODER, dropout_rate=0.1)),
+      trainer=dict(max_to_keep=10))))
+  env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+  env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+
+  def flags(model_dir):
+    return [f"--config_file={config}", f"--model_dir={model_dir}", f"--backend={backend}"]
+
+  whole = str(tmp_path / "whole")
+  done = subprocess.run([sys.executable, _TOOL] + flags(whole), capture_output=True,
+                        text=True, env=env, cwd=_ROOT, timeout=300)
+  assert done.returncode == 0, done.stderr[-3000:]
+
+  # The write of ckpt-4.h5 is slowed (tests/checkpoint_hooks_main.py); the run is killed
+  # once its temporary file is there.
+  killed = tmp_path / "killed"
+  hooks = os.path.join(_ROOT, "tests", "checkpoint_hooks_main.py")
+  proc = subprocess.Popen([sys.executable, hooks, "slow_write", "4", "0.5"] + flags(killed),
+                          env=env, cwd=_ROOT, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+  deadline = time.time() + 300
+  try:
+    while not (killed.exists() and any(name.startswith(".ckpt-4.h5.tmp-")
+                                       for name in os.listdir(killed))):
+      assert proc.poll() is None and time.time() < deadline
+      time.sleep(0.02)
+  finally:
+    proc.kill()
+    proc.wait()
+  assert [os.path.basename(p) for p in portable.checkpoints_in(str(killed))] == ["ckpt-2.h5"]
+  portable.check_readable(str(killed / "ckpt-2.h5"))
+
+  rerun = subprocess.run([sys.executable, _TOOL] + flags(killed), capture_output=True,
+                         text=True, env=env, cwd=_ROOT, timeout=300)
+  assert rerun.returncode == 0, rerun.stderr[-3000:]
+  assert f"Resumed from {killed / 'ckpt-2.h5'} at step 2" in rerun.stdout
+  # The killed write's temporary file is deleted once the rerun commits a checkpoint.
+  assert not [name for name in os.listdir(killed) if ".tmp-" in name]
+  import policy_scenarios  # pylint: disable=g-import-not-at-top
+  for name in ("ckpt-2.h5", "ckpt-8.h5"):
+    a = policy_scenarios.arrays(os.path.join(whole, name))
+    b = policy_scenarios.arrays(str(killed / name))
+    assert a.keys() == b.keys()
+    for key in a:
+      np.testing.assert_array_equal(a[key], b[key], err_msg=f"{name}: {key}")

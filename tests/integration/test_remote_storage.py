@@ -177,6 +177,81 @@ def test_jax_runs_without_tensorflow_read_data_vocab_and_checkpoints_from_the_bu
   assert os.listdir(cwd) == []  # nothing written locally (no ./gs:/ folder)
 
 
+HOOKS = os.path.join(paths.ROOT, "tests", "checkpoint_hooks_main.py")
+
+
+def _start_hosts(config, model_dir, cwd, environment, held_part=None):
+  """Starts tools/train.py as two jax.distributed processes on 127.0.0.1 (TensorFlow
+  unimportable); with held_part=STEP, process 1 stops before marking its part of
+  ckpt-STEP complete (tests/checkpoint_hooks_main.py)."""
+  port = gcs_emulator.free_port()
+  processes = []
+  for index in range(2):
+    command, env = _command(config, model_dir, environment, "tensorflow")
+    if held_part and index == 1:
+      command = [sys.executable, HOOKS, "held_part", str(held_part), "3600",
+                 "--without=tensorflow"] + command[command.index(TRAIN_TOOL) + 1:]
+    env.update(KERAS_DISTRIBUTION_JOB_ADDRESSES=f"127.0.0.1:{port}",
+               KERAS_DISTRIBUTION_NUM_PROCESSES="2", KERAS_DISTRIBUTION_PROCESS_ID=str(index))
+    processes.append(subprocess.Popen(command, env=env, cwd=str(cwd), stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+  return processes
+
+
+def _finish(processes):
+  outputs = [p.communicate(timeout=600)[0] for p in processes]
+  assert [p.returncode for p in processes] == [0, 0], "\n".join(o[-3000:] for o in outputs)
+  return outputs
+
+
+def test_two_processes_commit_a_checkpoint_only_with_both_parts_and_resume_the_last_complete_one(
+    tmp_path, emulator):
+  environment, fs = emulator
+  bucket = f"gs://{gcs_emulator.BUCKET}"
+  cwd = tmp_path / "cwd"
+  cwd.mkdir()
+  steps = 6
+  config = _config(tmp_path, steps, runtime=dict(distribution_strategy="multi_worker_mirrored"))
+  _finish(_start_hosts(config, f"{bucket}/whole", cwd, environment))
+  names = {name.split("/", 2)[-1] for name in fs.find(f"{bucket}/whole")}
+  # The chief writes the replicated state once, each process its input position.
+  assert {"ckpt-6.h5", "ckpt-6.input.json", "ckpt-6.input-1.json",
+          "ckpt-6.input-1.done"} <= names, names
+  assert not [name for name in names if ".tmp-" in name or "ckpt-6.input-0" in name], names
+
+  # Process 1 uploads its position of step 4, then is SIGKILLed before marking its part
+  # complete: the chief does not commit ckpt-4.h5.
+  killed = f"{bucket}/killed"
+  processes = _start_hosts(config, killed, cwd, environment, held_part=4)
+  try:
+    deadline = time.time() + 600
+    while not fs.exists(f"{killed}/ckpt-4.input-1.json"):
+      ended = [p for p in processes if p.poll() is not None]
+      assert not ended and time.time() < deadline, ended and ended[0].communicate()[0][-3000:]
+      fs.invalidate_cache()
+      time.sleep(0.05)
+    processes[1].send_signal(signal.SIGKILL)
+    time.sleep(3)
+    fs.invalidate_cache()
+    assert fs.exists(f"{killed}/ckpt-4.input.json") and fs.exists(f"{killed}/ckpt-2.h5")
+    assert not fs.exists(f"{killed}/ckpt-4.h5")
+  finally:
+    for process in processes:
+      process.kill()
+      process.communicate()
+  fs.invalidate_cache()
+  assert not fs.exists(f"{killed}/ckpt-4.h5")
+
+  outputs = _finish(_start_hosts(config, killed, cwd, environment))
+  for output in outputs:
+    assert f"Resumed from {killed}/ckpt-2.h5 at step 2" in output, output[-3000:]
+  a = _arrays(fs, f"{bucket}/whole/ckpt-{steps}.h5", tmp_path / "whole")
+  b = _arrays(fs, f"{killed}/ckpt-{steps}.h5", tmp_path / "killed")
+  assert a.keys() == b.keys()
+  for key in a:
+    np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
 def test_gs_model_dir_without_gcsfs_is_one_line_naming_the_extra_and_writes_nothing(tmp_path):
   config = _config(tmp_path, 2)
   result = _train(config, "gs://bucket/run", tmp_path, {}, without="tensorflow,gcsfs")

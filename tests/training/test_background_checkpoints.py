@@ -1,0 +1,90 @@
+"""Checkpoints written on a background thread (trainer.async_checkpoints): training goes
+on while a save is written, the file holds the values of its step, and a failed write is
+raised on the training thread naming the path."""
+
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import policy_scenarios
+import trainer_helpers
+from bert_tf.checkpoints import portable
+from bert_tf.training import checkpointing
+from bert_tf.training.trainer import Trainer
+from bert_tf.utils import errors
+
+
+def _experiment(asynchronous=True, steps=4):
+  return trainer_helpers.tiny_experiment(
+      steps=steps, model=dict(encoder=dict(trainer_helpers.TINY_ENCODER, dropout_rate=0.1)),
+      trainer=dict(steps_per_loop=1, log_interval=1, summary_interval=1,
+                   checkpoint_interval=2, async_checkpoints=asynchronous))
+
+
+def _saved_weights(path):
+  """{variable path: array} of the model items of a portable checkpoint."""
+  return {key.split("/", 2)[2]: value for key, value in policy_scenarios.arrays(path).items()
+          if key.startswith("items/")}
+
+
+def test_steps_go_on_while_a_checkpoint_is_written_and_it_holds_its_steps_values(
+    tmp_path, monkeypatch):
+  write = portable.write
+  released = threading.Event()
+  seen = {}
+  model_dir = tmp_path / "run"
+
+  def held_write(path, content):
+    if portable.step_of(path) == 2:
+      assert released.wait(60), "the training thread never ran step 3"
+    return write(path, content)
+
+  def log(line):
+    if line.startswith("step 2/"):  # logged after step 2, before its save
+      seen["weights at step 2"] = trainer_helpers.weights_of(trainer.model)
+    if line.startswith("step 3/"):  # while ckpt-2 is being written
+      seen["ckpt-2 written at step 3"] = os.path.exists(model_dir / "ckpt-2.h5")
+      released.set()
+
+  monkeypatch.setattr(portable, "write", held_write)
+  trainer = Trainer(_experiment(), str(model_dir), log_fn=log)
+  trainer.train()
+  assert seen.pop("ckpt-2 written at step 3") is False
+  assert trainer.step == 4
+  assert not trainer.checkpoints._writes.running  # train() returned after the last write
+
+  written = _saved_weights(str(model_dir / "ckpt-2.h5"))
+  expected = seen["weights at step 2"]
+  assert expected.keys() <= written.keys()
+  for key, value in expected.items():
+    np.testing.assert_array_equal(written[key], value, err_msg=key)
+  # Steps 3 and 4 changed them: the file holds the copy taken at step 2. ckpt-4 was
+  # copied into the same host memory, once ckpt-2 was written.
+  later = _saved_weights(str(model_dir / "ckpt-4.h5"))
+  assert any(not np.array_equal(later[key], value) for key, value in expected.items())
+  for key, value in trainer_helpers.weights_of(trainer.model).items():
+    np.testing.assert_array_equal(later[key], value, err_msg=key)
+
+
+def test_a_failed_background_write_is_raised_at_the_next_save_naming_the_path(
+    tmp_path, monkeypatch):
+  write = portable.write
+
+  def full_disk(path, content):
+    if portable.step_of(path) == 2:
+      raise OSError(28, "No space left on device")
+    return write(path, content)
+
+  monkeypatch.setattr(portable, "write", full_disk)
+  model_dir = str(tmp_path / "run")
+  trainer = Trainer(_experiment(), model_dir, log_fn=lambda _: None)
+  with pytest.raises(checkpointing.CheckpointWriteError) as raised:
+    trainer.train()
+  path = os.path.join(model_dir, "ckpt-2.h5")
+  assert errors.user_message(raised.value) == (
+      f"Writing checkpoint {path} failed: OSError: [Errno 28] No space left on device")
+  # Raised at the save of step 4, before that one was started.
+  assert trainer.step == 4
+  assert portable.checkpoints_in(model_dir) == []
