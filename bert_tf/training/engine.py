@@ -77,6 +77,11 @@ class Engine(abc.ABC):
     """Whether this process writes checkpoints, summaries and predictions."""
     return self.process_index == 0
 
+  @classmethod
+  def start_runtime(cls, runtime: configs.RuntimeConfig) -> None:
+    """Sets up the engine's devices for `runtime`, before the run's first computation
+    (bert_tf.training.backends.start_runtime)."""
+
   @abc.abstractmethod
   def describe(self) -> str:
     """How it runs, for the first training line ("MirroredStrategy (2 replicas)")."""
@@ -188,23 +193,3 @@ def check_batch_sizes(data_config: configs.DataConfig, replicas: int,
         f"The per-replica batch ({per_replica} = train_data.global_batch_size {batch} / "
         f"{replicas} replicas) must be divisible by trainer.gradient_accumulation_steps "
         f"({accumulation_steps})")
-
-
-def build_engine(experiment: configs.ExperimentConfig, task: task_base.Task, log_fn,
-                 **engine_args) -> Engine:
-  """The engine of the Keras backend in use (tensorflow or jax).
-
-  Raises:
-    ConfigError: another backend, or a runtime setting the engine does not have.
-  """
-  import keras  # pylint: disable=g-import-not-at-top
-  backend = keras.backend.backend()
-  if backend == "jax":
-    from bert_tf.training.jax_engine import engine  # pylint: disable=g-import-not-at-top
-    return engine.JaxEngine(experiment, task, log_fn, **engine_args)
-  if backend == "tensorflow":
-    from bert_tf.training.tf_engine import engine  # pylint: disable=g-import-not-at-top
-    return engine.TensorFlowEngine(experiment, task, log_fn, **engine_args)
-  raise configs.ConfigError(f"Training runs on the tensorflow and jax backends; Keras "
-                            f"runs on '{backend}'")
-

@@ -27,6 +27,7 @@ from typing import Dict, Optional
 from bert_tf import configs
 from bert_tf.data.records import record_files
 from bert_tf.tasks import base as task_base
+from bert_tf.training import backends
 from bert_tf.training import checkpointing
 from bert_tf.training import engine as engine_lib
 from bert_tf.training import evaluation
@@ -48,7 +49,7 @@ class Trainer:
     model_dir: checkpoints, params.yaml and TensorBoard logs (train/, eval/).
     task: defaults to the task experiment.task names.
     log_fn: receives each console line (default: logging at INFO).
-    engine: defaults to the engine of Keras's backend (engine.build_engine); extra
+    engine: defaults to the engine of Keras's backend (backends.engine_class); extra
       keyword arguments go to it (the TensorFlow engine takes `strategy`).
 
   Attributes: engine, task, model, optimizer, step (int), checkpoints (the
@@ -64,7 +65,7 @@ class Trainer:
     self.model_dir = model_dir
     self._log = log_fn or (lambda line: logging.info("%s", line))
     self.task = task or task_base.get_task(experiment)
-    self.engine = engine or engine_lib.build_engine(experiment, self.task, self._log,
+    self.engine = engine or backends.engine_class()(experiment, self.task, self._log,
                                                     **engine_args)
     engine_lib.check_batch_sizes(experiment.train_data, self.engine.num_replicas,
                                  experiment.trainer.gradient_accumulation_steps)
@@ -267,8 +268,10 @@ class Trainer:
 def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: str = "train",
                    log_fn=None, replace_params: bool = False, **engine_args
                    ) -> Dict[str, float]:
-  """Trains and/or evaluates `experiment` in model_dir (bert_tf.training.runs: the
-  input checked and params.yaml saved before training, the latest checkpoint resumed).
+  """Trains and/or evaluates `experiment` in model_dir on the engine of Keras's backend,
+  after setting up its devices and a first log line naming them (backends.start_runtime;
+  params.yaml records the backend in use), through bert_tf.training.runs: the input
+  checked and params.yaml saved before training, the latest checkpoint resumed.
 
   Args:
     mode: "train", "eval" (the latest checkpoint in model_dir) or "train_and_eval".
@@ -277,7 +280,13 @@ def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: s
 
   Returns:
     the final metrics (training report and/or evaluation metrics).
+
+  Raises:
+    ConfigError: runtime.backend names another backend than Keras runs on, or a
+      setting the engine does not have (TPUStrategy on JAX).
   """
+  experiment = backends.start_runtime(
+      experiment, log_fn or (lambda line: logging.info("%s", line)))
   return runs.run_in_model_dir(
       experiment, model_dir, mode, replace_params,
       make_trainer=lambda: Trainer(experiment, model_dir, log_fn=log_fn, **engine_args),

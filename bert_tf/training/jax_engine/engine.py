@@ -68,6 +68,12 @@ class JaxEngine(engine_lib.Engine):
   def process_count(self) -> int:
     return jax.process_count()
 
+  @classmethod
+  def start_runtime(cls, runtime: configs.RuntimeConfig) -> None:
+    devices_lib.check_runtime(runtime)
+    devices_lib.start(runtime)
+    devices_lib.keep_tensorflow_off_accelerators()
+
   def describe(self) -> str:
     kinds = "/".join(sorted({d.platform for d in self.devices}))
     return (f"JAX ({len(self.devices)} {kinds} device(s), {self.process_count} "

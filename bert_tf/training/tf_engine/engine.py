@@ -68,6 +68,10 @@ class TensorFlowEngine(engine_lib.Engine):
   def is_chief(self) -> bool:
     return strategies.is_chief(self.strategy)
 
+  @classmethod
+  def start_runtime(cls, runtime: configs.RuntimeConfig) -> None:
+    strategies.configure_runtime(runtime)
+
   def describe(self) -> str:
     return f"{type(self.strategy).__name__} ({self.num_replicas} replicas)"
 
