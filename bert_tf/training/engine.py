@@ -19,23 +19,18 @@ Both build the same model (task.build_tuned_model), apply the same optimizer mat
 under the same names, so that a checkpoint written under one engine resumes under the
 other.
 
-The training step's totals, summed over the steps of one loop, hold the task's losses
-and metric sums plus:
-  gradient_norm           the global norm before clipping;
-  learning_rate           of the update;
-  skipped_steps           steps whose loss or gradients were not finite (weights and
-                          optimizer state left as they were);
-  non_finite_loss_steps   steps whose loss was not finite where no dynamic loss scale
-                          could recover (the Trainer stops on them);
-  loss_scale              under mixed_float16.
+The training step's totals, summed over the steps of one loop, hold the outputs that
+bert_tf.training.steps names (the task's losses and metric sums, gradient_norm,
+learning_rate, skipped_steps, non_finite_loss_steps, loss_scale); what else both
+engines' steps share (the micro-batch order, the seed state) is there too.
 """
 
 import abc
 from typing import Dict, List, Optional, Sequence
 
 from bert_tf import configs
-from bert_tf import constants
 from bert_tf.tasks import base as task_base
+from bert_tf.training import steps
 from bert_tf.utils import errors
 
 
@@ -107,7 +102,7 @@ class Engine(abc.ABC):
 
   def random_state(self) -> List:
     """The state variables of the model's dropout SeedGenerators, in model order."""
-    return [v for v in self.model.variables if v.name == constants.SEED_STATE_NAME]
+    return steps.seed_states(self.model)
 
   def sync_to_model(self) -> None:
     """Makes the model's and optimizer's variables hold the trained values (before
@@ -177,19 +172,3 @@ class Engine(abc.ABC):
 
   def barrier(self, name: str) -> None:
     """Returns once every process has arrived here."""
-
-
-def check_batch_sizes(data_config: configs.DataConfig, replicas: int,
-                      accumulation_steps: int) -> None:
-  """Raises ConfigError unless the global batch splits into `replicas` equal shares,
-  each into `accumulation_steps` equal micro-batches."""
-  batch = data_config.global_batch_size
-  if batch % replicas:
-    raise configs.ConfigError(f"train_data.global_batch_size ({batch}) must be divisible "
-                              f"by the number of replicas ({replicas})")
-  per_replica = batch // replicas
-  if per_replica % accumulation_steps:
-    raise configs.ConfigError(
-        f"The per-replica batch ({per_replica} = train_data.global_batch_size {batch} / "
-        f"{replicas} replicas) must be divisible by trainer.gradient_accumulation_steps "
-        f"({accumulation_steps})")

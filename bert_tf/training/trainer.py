@@ -67,8 +67,9 @@ class Trainer:
     self.task = task or task_base.get_task(experiment)
     self.engine = engine or backends.engine_class()(experiment, self.task, self._log,
                                                     **engine_args)
-    engine_lib.check_batch_sizes(experiment.train_data, self.engine.num_replicas,
-                                 experiment.trainer.gradient_accumulation_steps)
+    configs.check_batch_sizes(experiment.train_data.global_batch_size,
+                              self.engine.num_replicas,
+                              experiment.trainer.gradient_accumulation_steps)
     self.engine.build()
     self.checkpoints = checkpointing.CheckpointSaver(
         model_dir, experiment.trainer.max_to_keep, self.engine)

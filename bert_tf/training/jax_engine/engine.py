@@ -26,6 +26,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from bert_tf import configs
 from bert_tf.training import engine as engine_lib
+from bert_tf.training import steps
 from bert_tf.training.jax_engine import optimizer as stateless_optimizer
 from bert_tf.training.jax_engine import devices as devices_lib
 from bert_tf.training.jax_engine import input as input_lib
@@ -122,12 +123,9 @@ class JaxEngine(engine_lib.Engine):
     """The task's losses and metric sums of one micro-batch, flat. Runs in Python once
     per trace of the step."""
     self.step_traces += 1
-    values = dict(self.task.compute_loss(
-        batch, outputs, self.experiment.train_data.global_batch_size, **normalizers))
-    for name, (numerator, denominator) in self.task.train_metrics(batch, outputs).items():
-      values[f"{name}/numerator"] = numerator
-      values[f"{name}/denominator"] = denominator
-    return values
+    losses = self.task.compute_loss(
+        batch, outputs, self.experiment.train_data.global_batch_size, **normalizers)
+    return steps.flat_outputs(losses, self.task.train_metrics(batch, outputs))
 
   def _step_fn(self):
     if self._train_step is None:
