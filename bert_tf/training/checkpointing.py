@@ -16,8 +16,8 @@ read as local files, are written to a local folder and uploaded before it (downl
 again for a resume).
 
 Model directories of older versions hold TensorFlow checkpoints (`ckpt-N.index`); the
-TensorFlow engine resumes from them (`Engine.restore_legacy`) and from then on writes
-the portable format.
+TensorFlow engine resumes from them (its own helper, tf_engine.legacy_checkpoints) and
+from then on writes the portable format; the JAX engine refuses them in one line.
 """
 
 import contextlib
@@ -33,6 +33,8 @@ import keras
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import restore
 from bert_tf.training import engine as engine_lib
+from bert_tf.training import steps
+from bert_tf.utils import errors
 from bert_tf.utils import file_systems
 from bert_tf.utils import files
 
@@ -52,6 +54,22 @@ def step_of(checkpoint: str) -> int:
   if name.endswith(portable.SUFFIX):
     name = name[:-len(portable.SUFFIX)]
   return int(name.rsplit("-", 1)[-1])
+
+
+def _legacy_checkpoints(model_dir: str):
+  """The TensorFlow engine's reader of the TensorFlow checkpoints older versions wrote
+  (bert_tf.training.tf_engine.legacy_checkpoints).
+
+  Raises:
+    UserError: on another backend, which cannot read them (one line).
+  """
+  if keras.backend.backend() != "tensorflow":
+    raise errors.UserError(
+        f"{model_dir} holds TensorFlow checkpoints (ckpt-N.index) of an older version: "
+        "resume it once on the TensorFlow engine (runtime.backend=tensorflow), which "
+        "continues in the portable format (ckpt-N.h5) that every engine reads")
+  from bert_tf.training.tf_engine import legacy_checkpoints  # pylint: disable=g-import-not-at-top
+  return legacy_checkpoints
 
 
 class CheckpointSaver:
@@ -75,20 +93,20 @@ class CheckpointSaver:
     found = restore.newest_readable_portable(self.model_dir)
     legacy = newest_legacy_checkpoint(self.model_dir)
     if legacy and (found is None or step_of(legacy) > step_of(found)):
-      return self.engine.legacy_checkpoint(self.model_dir) or found
+      return _legacy_checkpoints(self.model_dir).newest_readable(self.model_dir) or found
     return found
 
   def restore(self, checkpoint: str) -> int:
     """Restores the model's items, optimizer, step and random state from
     `checkpoint` (see `latest`); returns its step."""
     if not checkpoint.endswith(portable.SUFFIX):
-      step = self.engine.restore_legacy(checkpoint)
+      step = _legacy_checkpoints(self.model_dir).restore_trainer(self.engine, checkpoint)
     else:
       model = self.engine.model
       portable.restore_items(checkpoint, model.trained_items, tuple(model.trained_items))
       step = portable.restore_trainer_state(checkpoint, self.engine.optimizer_state(),
-                                            self.engine.random_state())
-    self.engine.set_step(step)
+                                            steps.seed_states(model))
+    self.engine.step = step
     return step
 
   def save(self) -> str:
@@ -103,7 +121,7 @@ class CheckpointSaver:
     engine.barrier(f"input positions of step {step}")
     if engine.is_chief:
       portable.save(path, engine.model.trained_items, engine.optimizer_state(),
-                    step=step, random_state=engine.random_state(),
+                    step=step, random_state=steps.seed_states(engine.model),
                     backend=keras.backend.backend())
       self._delete_old()
     engine.barrier(f"checkpoint of step {step}")

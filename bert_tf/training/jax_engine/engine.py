@@ -42,8 +42,6 @@ class JaxEngine(engine_lib.Engine):
   compiled: once per batch shape).
   """
 
-  name = "jax"
-
   def __init__(self, experiment: configs.ExperimentConfig, task, log_fn):
     super().__init__(experiment, task, log_fn)
     devices_lib.check_runtime(experiment.runtime)
@@ -68,6 +66,10 @@ class JaxEngine(engine_lib.Engine):
   @property
   def process_count(self) -> int:
     return jax.process_count()
+
+  @property
+  def is_chief(self) -> bool:
+    return self.process_index == 0
 
   @classmethod
   def start_runtime(cls, runtime: configs.RuntimeConfig) -> None:
@@ -94,7 +96,8 @@ class JaxEngine(engine_lib.Engine):
   def step(self) -> int:
     return self._step
 
-  def set_step(self, step: int) -> None:
+  @step.setter
+  def step(self, step: int) -> None:
     self._step = int(step)
 
   def optimizer_state(self) -> Dict[str, object]:
