@@ -121,7 +121,7 @@ def _settings(steps, epochs, **more):
 
 def _train_and_evaluate(experiment, model_dir):
   """Trains, then evaluates; returns (metrics, seconds of both)."""
-  from bert_tf.training import runs  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import params_file  # pylint: disable=g-import-not-at-top
   from bert_tf.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   start = time.time()
   trainer = trainer_lib.Trainer(experiment, model_dir,
@@ -129,7 +129,7 @@ def _train_and_evaluate(experiment, model_dir):
   trainer.train()
   metrics = trainer.evaluate()
   # As tools/train.py does: the run's config beside its checkpoints, for the exporter.
-  experiment.save(os.path.join(model_dir, runs.PARAMS_FILE))
+  experiment.save(os.path.join(model_dir, params_file.PARAMS_FILE))
   return trainer, metrics, time.time() - start
 
 

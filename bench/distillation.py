@@ -59,7 +59,7 @@ def _distillation_config(task: str, directory: str) -> str:
 
 def _train(task: str, method: str, extra_config: str):
   """Trains one student; returns (model_dir, dev metrics, examples/s, seconds)."""
-  from bert_tf.training import runs  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import params_file  # pylint: disable=g-import-not-at-top
   from bert_tf.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   configs = list(FLAGS.config_file)
   FLAGS.config_file = configs + ([extra_config] if method == "distilled" else [])
@@ -77,7 +77,7 @@ def _train(task: str, method: str, extra_config: str):
   report = trainer.train()
   seconds = time.time() - start
   metrics = {k: v for k, v in trainer.evaluate().items() if k != "loss"}
-  experiment.save(os.path.join(model_dir, runs.PARAMS_FILE))
+  experiment.save(os.path.join(model_dir, params_file.PARAMS_FILE))
   print(f"[{task} {method}] dev {metrics}, {report.get('sequences_per_second', 0):.1f} "
         f"examples/s, {seconds:.0f}s", flush=True)
   return model_dir, metrics, report.get("sequences_per_second"), seconds

@@ -43,7 +43,7 @@ RESULT_TAG = "LORA_RESULT"
 
 def _worker(task: str, method: str) -> None:
   """Trains and evaluates one (task, method); prints its figures as one JSON line."""
-  from bert_tf.training import runs  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import params_file  # pylint: disable=g-import-not-at-top
   from bert_tf.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   overrides = [FLAGS.params_override] if FLAGS.params_override else []
   if method == "lora":
@@ -59,7 +59,7 @@ def _worker(task: str, method: str) -> None:
   report = trainer.train()
   train_seconds = time.time() - start
   # The run's config beside its checkpoints, so that the run can be exported.
-  experiment.save(os.path.join(model_dir, runs.PARAMS_FILE))
+  experiment.save(os.path.join(model_dir, params_file.PARAMS_FILE))
   metrics = trainer.evaluate()
   trainable = sum(math.prod(v.shape) for v in trainer.model.trainable_variables)
   total = sum(math.prod(v.shape) for v in trainer.model.variables

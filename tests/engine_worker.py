@@ -2,7 +2,7 @@
 tests/engine_worker.py COMMAND ARGS...` (Keras fixes its backend per process, and the
 pytest process runs TensorFlow). Each command prints one line `RESULT <json>` last.
 
-  train CONFIG_YAML MODEL_DIR MODE      bert_tf.training.backends.run_experiment
+  train CONFIG_YAML MODEL_DIR MODE      bert_tf.training.trainer.run_experiment
   kinds OUT_DIR                         every experiment kind, 2 steps + evaluation
   accumulation OUT_DIR                  2 micro-batches against one batch
   fill_mask MODEL_DIR TEXTS_JSON OUT    the trained model's top-k answers at each [MASK]
@@ -31,8 +31,8 @@ import trainer_helpers  # pylint: disable=g-import-not-at-top
 from bert_tf import constants  # pylint: disable=g-import-not-at-top
 from bert_tf.checkpoints import restore  # pylint: disable=g-import-not-at-top
 from bert_tf.tasks import base as task_base  # pylint: disable=g-import-not-at-top
-from bert_tf.training import backends  # pylint: disable=g-import-not-at-top
 from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
+from bert_tf.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
 
 TOP_K = 3
 TAGS = ["O", "B-PER", "I-PER"]
@@ -44,7 +44,7 @@ def _result(value) -> None:
 
 def train(config_path: str, model_dir: str, mode: str) -> dict:
   experiment = experiments.experiment_from_yaml(config_path)
-  return backends.run_experiment(experiment, model_dir, mode)
+  return trainer_lib.run_experiment(experiment, model_dir, mode)
 
 
 def kinds(out_dir: str) -> dict:
@@ -74,7 +74,7 @@ def kinds(out_dir: str) -> dict:
   results = {}
   for name, experiment in runs.items():
     keras.backend.clear_session()
-    report = backends.run_experiment(experiment, os.path.join(out_dir, name),
+    report = trainer_lib.run_experiment(experiment, os.path.join(out_dir, name),
                                      "train_and_eval")
     results[name] = {k: float(v) for k, v in report.items()}
   return results
@@ -94,7 +94,6 @@ def initial_weights(seed: str, out_path: str) -> dict:
 def compilations(out_dir: str) -> dict:
   """20 steps of sentence classification from a TSV of sentences of 1-30 pieces, batches
   padded to the length buckets 8, 16 and seq_length 32."""
-  from bert_tf.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   vocab = finetuning_helpers.write_vocab(os.path.join(out_dir, "vocab.txt"))
   rng = np.random.default_rng(0)
   words = list(finetuning_helpers.WORDS[:10])
@@ -121,7 +120,7 @@ def accumulation(out_dir: str) -> dict:
         steps=4, trainer={"checkpoint_interval": 4,
                           "gradient_accumulation_steps": accumulation_steps})
     keras.backend.clear_session()
-    backends.run_experiment(experiments.experiment_from_dict(data),
+    trainer_lib.run_experiment(experiments.experiment_from_dict(data),
                             os.path.join(out_dir, name), "train")
     return policy_scenarios.arrays(os.path.join(out_dir, name, "ckpt-4.h5"))
 

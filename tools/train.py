@@ -83,15 +83,16 @@ def main(argv):
   backends.select(backends.requested_backend(_EXPERIMENT.value, _CONFIG_FILE.value,
                                              _PARAMS_OVERRIDE.value, _BACKEND.value))
   from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import trainer  # pylint: disable=g-import-not-at-top
   shorthands = experiments.runtime_overrides(
       backend=_BACKEND.value, distribution_strategy=_STRATEGY.value, tpu=_TPU.value,
       num_gpus=_NUM_GPUS.value, mixed_precision_dtype=_PRECISION.value, jit_compile=_JIT.value,
       init_checkpoint=_INIT.value, validate_inputs=_VALIDATE.value)
   config = experiments.resolve_experiment(_EXPERIMENT.value, _CONFIG_FILE.value,
                                           _PARAMS_OVERRIDE.value, shorthands)
-  results = backends.run_experiment(config, _MODEL_DIR.value, _MODE.value,
-                                    log_fn=lambda line: print(line, flush=True),
-                                    replace_params=_REPLACE_PARAMS.value)
+  results = trainer.run_experiment(config, _MODEL_DIR.value, _MODE.value,
+                                   log_fn=lambda line: print(line, flush=True),
+                                   replace_params=_REPLACE_PARAMS.value)
   shown = ", ".join(f"{k} {v:.4f}" for k, v in sorted(results.items()))
   print(f"Done ({_MODE.value}): {shown}. Checkpoints and params.yaml in {_MODEL_DIR.value}; "
         f"TensorBoard: tensorboard --logdir {_MODEL_DIR.value}", flush=True)

@@ -8,6 +8,7 @@ sections, and ExperimentConfig over them).
 
 from bert_tf.configs.base import (Config, ConfigError, field_path, load_yaml, merged_yaml,
                                   nearest_name, parse_dotted_overrides, require)
+from bert_tf.configs.batches import check_batch_sizes
 from bert_tf.configs.encoder import ACTIVATIONS, ENCODER_SIZES, EncoderConfig
 from bert_tf.configs.experiment import (BACKENDS, GPU_ATTENTION, GPU_DROPOUT_GENERATORS,
                                         GPU_LAYER_NORM, LORA_TARGETS, OPTIMIZERS, PRECISIONS,

@@ -13,6 +13,7 @@ import dataclasses
 from typing import Any, List, Mapping, Optional
 
 from bert_tf.configs.base import Config, ConfigError, field_path, nearest_name, require
+from bert_tf.configs.batches import check_batch_sizes
 from bert_tf.configs.encoder import EncoderConfig
 
 # The Transformer-block projections that model.lora_targets may name.
@@ -348,8 +349,5 @@ class ExperimentConfig(Config):
                  self.trainer.gradient_accumulation_steps > 1),
             "train_data.pack_examples does not split into micro-batches: set "
             "trainer.gradient_accumulation_steps to 1")
-    if self.trainer.gradient_accumulation_steps > 1:
-      require(self.train_data.global_batch_size % self.trainer.gradient_accumulation_steps == 0,
-              f"train_data.global_batch_size ({self.train_data.global_batch_size}) must be "
-              f"divisible by trainer.gradient_accumulation_steps "
-              f"({self.trainer.gradient_accumulation_steps})")
+    check_batch_sizes(self.train_data.global_batch_size,
+                      accumulation_steps=self.trainer.gradient_accumulation_steps)

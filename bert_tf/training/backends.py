@@ -1,11 +1,12 @@
-"""Choosing the Keras backend of a training run, and running the experiment on it.
+"""Choosing the Keras backend of a training run, and the engine that trains on it.
 
 Keras fixes its backend when it is first imported, so tools/train.py reads the run's
 `runtime.backend` before anything imports Keras (`requested_backend`, plain YAML over
 the experiment, config files and overrides, then the --backend flag), sets
-KERAS_BACKEND (`select`), and only then resolves the experiment and calls
-`run_experiment`, which fails in one line if Keras runs on another backend and records
-the backend in use in params.yaml.
+KERAS_BACKEND (`select`), and only then resolves the experiment and runs it
+(bert_tf.training.trainer.run_experiment), which sets up the engine's devices
+(`start_runtime`: one line if Keras runs on another backend; params.yaml records the
+backend in use). `engine_class` is the one place that maps a backend to its engine.
 
 On JAX, KERAS_DISTRIBUTION_NUM_PROCESSES > 1 (with KERAS_DISTRIBUTION_JOB_ADDRESSES,
 the coordinator's host:port, and KERAS_DISTRIBUTION_PROCESS_ID) starts
@@ -16,7 +17,7 @@ gloo.
 
 import os
 import sys
-from typing import Dict, Optional, Sequence
+from typing import Optional, Sequence
 
 import yaml
 
@@ -85,31 +86,41 @@ def describe_devices() -> str:
   return f"Keras backend {backend}"
 
 
-def _keep_tensorflow_off_accelerators() -> None:
-  """Where TensorFlow is installed (a tf.data input runs in this process), keeps it off
-  the accelerators JAX uses."""
-  try:
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    return
-  try:
-    tf.config.set_visible_devices([], "GPU")
-  except RuntimeError:
-    pass  # TensorFlow initialized its devices already.
+def engine_class(backend: Optional[str] = None) -> type:
+  """The bert_tf.training.engine.Engine subclass of a Keras backend (default: the one
+  Keras runs on). The only place that names the engines: each is imported here when
+  chosen, so that a JAX run imports no TensorFlow, and this module imports neither
+  Keras nor the engines before a backend is selected.
+
+  Raises:
+    ConfigError: a backend without an engine.
+  """
+  if backend is None:
+    import keras  # pylint: disable=g-import-not-at-top
+    backend = keras.backend.backend()
+  if backend == "jax":
+    from bert_tf.training.jax_engine.engine import JaxEngine  # pylint: disable=g-import-not-at-top
+    return JaxEngine
+  if backend == "tensorflow":
+    from bert_tf.training.tf_engine.engine import TensorFlowEngine  # pylint: disable=g-import-not-at-top
+    return TensorFlowEngine
+  raise configs.ConfigError(f"Training runs on the tensorflow and jax backends; Keras "
+                            f"runs on '{backend}'")
 
 
-def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: str = "train",
-                   log_fn=None, replace_params: bool = False) -> Dict[str, float]:
-  """Runs `mode` of the experiment with the one Trainer (bert_tf.training.trainer) on
-  the engine of Keras's backend, after a first log line naming the backend and its
-  devices. params.yaml records the backend in use.
+def start_runtime(experiment: configs.ExperimentConfig, log_fn) -> configs.ExperimentConfig:
+  """Sets up the devices of Keras's backend for `experiment` (before its first
+  computation) and logs a line naming the backend and its devices.
+
+  Returns:
+    the experiment with runtime.backend set to the backend in use (what params.yaml
+    records).
 
   Raises:
     ConfigError: runtime.backend names another backend than Keras runs on, or a
       setting the engine does not have (TPUStrategy on JAX).
   """
   import keras  # pylint: disable=g-import-not-at-top
-  log = log_fn or print
   loaded = keras.backend.backend()
   wanted = experiment.runtime.backend
   if wanted and wanted != loaded:
@@ -118,18 +129,6 @@ def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: s
         f"first imported: set KERAS_BACKEND={wanted} or pass --backend={wanted} to "
         "tools/train.py)")
   experiment = experiment.override({"runtime": {"backend": loaded}})
-  if loaded == "jax":
-    from bert_tf.training.jax_engine import devices  # pylint: disable=g-import-not-at-top
-    devices.check_runtime(experiment.runtime)
-    devices.start(experiment.runtime)
-    _keep_tensorflow_off_accelerators()
-  elif loaded == "tensorflow":
-    from bert_tf.training.tf_engine import strategies  # pylint: disable=g-import-not-at-top
-    strategies.configure_runtime(experiment.runtime)
-  else:
-    raise configs.ConfigError(f"Training runs on the tensorflow and jax backends; Keras "
-                              f"runs on '{loaded}'")
-  log(describe_devices())
-  from bert_tf.training import trainer  # pylint: disable=g-import-not-at-top
-  return trainer.run_experiment(experiment, model_dir, mode, log_fn=log,
-                                replace_params=replace_params)
+  engine_class(loaded).start_runtime(experiment.runtime)
+  log_fn(describe_devices())
+  return experiment

@@ -43,8 +43,8 @@ several hosts only on JAX. What it would bring (background writes, a commit by r
 several hosts) is done here in the one format both engines read.
 
 Model directories of older versions hold TensorFlow checkpoints (`ckpt-N.index`); the
-TensorFlow engine resumes from them (`Engine.restore_legacy`) and from then on writes
-the portable format.
+TensorFlow engine resumes from them (its own helper, tf_engine.legacy_checkpoints) and
+from then on writes the portable format; the JAX engine refuses them in one line.
 """
 
 import contextlib
@@ -62,6 +62,7 @@ import keras
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import restore
 from bert_tf.training import engine as engine_lib
+from bert_tf.training import steps
 from bert_tf.utils import background as background_lib
 from bert_tf.utils import errors
 from bert_tf.utils import file_systems
@@ -97,6 +98,22 @@ def step_of(checkpoint: str) -> int:
   return int(name.rsplit("-", 1)[-1])
 
 
+def _legacy_checkpoints(model_dir: str):
+  """The TensorFlow engine's reader of the TensorFlow checkpoints older versions wrote
+  (bert_tf.training.tf_engine.legacy_checkpoints).
+
+  Raises:
+    UserError: on another backend, which cannot read them (one line).
+  """
+  if keras.backend.backend() != "tensorflow":
+    raise errors.UserError(
+        f"{model_dir} holds TensorFlow checkpoints (ckpt-N.index) of an older version: "
+        "resume it once on the TensorFlow engine (runtime.backend=tensorflow), which "
+        "continues in the portable format (ckpt-N.h5) that every engine reads")
+  from bert_tf.training.tf_engine import legacy_checkpoints  # pylint: disable=g-import-not-at-top
+  return legacy_checkpoints
+
+
 class CheckpointSaver:
   """Writes, finds and restores the checkpoints of one model_dir for an engine.
 
@@ -126,20 +143,20 @@ class CheckpointSaver:
     found = restore.newest_readable_portable(self.model_dir)
     legacy = newest_legacy_checkpoint(self.model_dir)
     if legacy and (found is None or step_of(legacy) > step_of(found)):
-      return self.engine.legacy_checkpoint(self.model_dir) or found
+      return _legacy_checkpoints(self.model_dir).newest_readable(self.model_dir) or found
     return found
 
   def restore(self, checkpoint: str) -> int:
     """Restores the model's items, optimizer, step and random state from
     `checkpoint` (see `latest`); returns its step."""
     if not checkpoint.endswith(portable.SUFFIX):
-      step = self.engine.restore_legacy(checkpoint)
+      step = _legacy_checkpoints(self.model_dir).restore_trainer(self.engine, checkpoint)
     else:
       model = self.engine.model
       portable.restore_items(checkpoint, model.trained_items, tuple(model.trained_items))
       step = portable.restore_trainer_state(checkpoint, self.engine.optimizer_state(),
-                                            self.engine.random_state())
-    self.engine.set_step(step)
+                                            steps.seed_states(model))
+    self.engine.step = step
     return step
 
   def save(self) -> str:
@@ -160,7 +177,7 @@ class CheckpointSaver:
     content = None
     if engine.is_chief:
       content = portable.snapshot(engine.model.trained_items, engine.optimizer_state(),
-                                  step=step, random_state=engine.random_state(),
+                                  step=step, random_state=steps.seed_states(engine.model),
                                   backend=keras.backend.backend(), reuse=self._snapshot)
       # Its memory is filled again by the next save, once this one is written.
       self._snapshot = content

@@ -19,28 +19,30 @@ Both build the same model (task.build_tuned_model), apply the same optimizer mat
 under the same names, so that a checkpoint written under one engine resumes under the
 other.
 
-The training step's totals, summed over the steps of one loop, hold the task's losses
-and metric sums plus:
-  gradient_norm           the global norm before clipping;
-  learning_rate           of the update;
-  skipped_steps           steps whose loss or gradients were not finite (weights and
-                          optimizer state left as they were);
-  non_finite_loss_steps   steps whose loss was not finite where no dynamic loss scale
-                          could recover (the Trainer stops on them);
-  loss_scale              under mixed_float16.
+The training step's totals, summed over the steps of one loop, hold the outputs that
+bert_tf.training.steps names (the task's losses and metric sums, gradient_norm,
+learning_rate, skipped_steps, non_finite_loss_steps, loss_scale); what else both
+engines' steps share (the micro-batch order, the seed state) is there too.
 """
 
 import abc
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
 from bert_tf import configs
-from bert_tf import constants
 from bert_tf.tasks import base as task_base
-from bert_tf.utils import errors
 
 
 class Engine(abc.ABC):
   """The computation of one training run on one backend.
+
+  Its members: where it runs (start_runtime, num_replicas, is_chief, describe), the
+  computation (build, run_steps, evaluate_outputs), the state a checkpoint holds (step,
+  optimizer_state; sync_to_model before reading the variables, after_restore once
+  they hold their values), the collectives between processes (any_process, barrier),
+  and the training input (pads_to_length_buckets, start_training_input,
+  save_input_position, corrupt_input_error). The dropout random state a checkpoint
+  holds is the model's (steps.seed_states); the TensorFlow checkpoints of older
+  versions are read by the TensorFlow engine's own helper (tf_engine.legacy_checkpoints).
 
   Args:
     experiment: the resolved ExperimentConfig.
@@ -50,8 +52,6 @@ class Engine(abc.ABC):
   Attributes set by `build`: model (the task's Keras model) and optimizer.
   """
 
-  name = ""
-
   def __init__(self, experiment: configs.ExperimentConfig, task: task_base.Task, log_fn):
     self.experiment = experiment
     self.task = task
@@ -59,69 +59,75 @@ class Engine(abc.ABC):
     self.model = self.optimizer = None
 
   # ----- where it runs -----
+  @classmethod
+  def start_runtime(cls, runtime: configs.RuntimeConfig) -> None:
+    """Sets up the engine's devices for `runtime`, before the run's first computation
+    (bert_tf.training.backends.start_runtime)."""
+
   @property
   @abc.abstractmethod
   def num_replicas(self) -> int:
     """The data-parallel replicas (devices) that share each global batch."""
 
   @property
-  def process_index(self) -> int:
-    return 0
-
-  @property
-  def process_count(self) -> int:
-    return 1
-
-  @property
   def is_chief(self) -> bool:
     """Whether this process writes checkpoints, summaries and predictions."""
-    return self.process_index == 0
+    return True
 
   @abc.abstractmethod
   def describe(self) -> str:
     """How it runs, for the first training line ("MirroredStrategy (2 replicas)")."""
 
-  # ----- model, optimizer, step -----
+  # ----- the computation -----
   @abc.abstractmethod
   def build(self) -> None:
     """Builds model and optimizer (seeded with runtime.seed) on the engine's devices."""
 
+  @abc.abstractmethod
+  def run_steps(self, num_steps: int) -> Dict[str, float]:
+    """Runs num_steps training steps; returns the sums of their outputs (the keys
+    bert_tf.training.steps names).
+
+    Raises:
+      the input's read error when it met a corrupt record (see corrupt_input_error).
+    """
+
+  @abc.abstractmethod
+  def evaluate_outputs(self, data_config: configs.DataConfig, steps: int
+                       ) -> Dict[str, List]:
+    """The task's eval outputs of the first `steps` batches of `data_config` (0: all),
+    as {output: [one NumPy array per batch, over the whole global batch]}."""
+
+  # ----- the state a checkpoint holds -----
   @property
   @abc.abstractmethod
   def step(self) -> int:
-    """Optimizer updates so far (the global step)."""
+    """Optimizer updates so far (the global step); set after a restore."""
 
+  @step.setter
   @abc.abstractmethod
-  def set_step(self, step: int) -> None:
-    """Sets the global step (after a restore)."""
+  def step(self, step: int) -> None:
+    pass
 
   @abc.abstractmethod
   def optimizer_state(self) -> Dict[str, object]:
     """{name: variable} of the optimizer's state under the names both engines use
     (bert_tf.training.update_rule), which a checkpoint stores."""
 
-  def random_state(self) -> List:
-    """The state variables of the model's dropout SeedGenerators, in model order."""
-    return [v for v in self.model.variables if v.name == constants.SEED_STATE_NAME]
-
   def sync_to_model(self) -> None:
     """Makes the model's and optimizer's variables hold the trained values (before
     they are read: saving, calling the model eagerly)."""
 
-  def legacy_checkpoint(self, model_dir: str) -> Optional[str]:
-    """The newest readable TensorFlow checkpoint (written by an older version) in
-    model_dir, or None; for engines that cannot read one, a one-line error."""
-    raise errors.UserError(
-        f"{model_dir} holds TensorFlow checkpoints (ckpt-N.index) of an older version: "
-        "resume it once on the TensorFlow engine (runtime.backend=tensorflow), which "
-        "continues in the portable format (ckpt-N.h5) that every engine reads")
-
-  def restore_legacy(self, prefix: str) -> int:
-    """Restores a TensorFlow checkpoint of an older version; returns its step."""
-    raise NotImplementedError
-
   def after_restore(self) -> None:
     """Called once the variables hold their initial or restored values."""
+
+  # ----- processes -----
+  def any_process(self, flag: bool) -> bool:
+    """Whether any process's flag is set (every process calls it at the same point)."""
+    return flag
+
+  def barrier(self, name: str) -> None:
+    """Returns once every process has arrived here."""
 
   # ----- input -----
   @property
@@ -143,68 +149,8 @@ class Engine(abc.ABC):
     """Writes this process's training input position beside `checkpoint` (no-op where
     the input has none)."""
 
-  # ----- steps -----
-  @abc.abstractmethod
-  def run_steps(self, num_steps: int) -> Dict[str, float]:
-    """Runs num_steps training steps; returns the sums of their outputs (the task's
-    losses and metric sums and the keys listed in this module's docstring).
-
-    Raises:
-      the input's read error when it met a corrupt record (see corrupt_input_error).
-    """
-
   @abc.abstractmethod
   def corrupt_input_error(self, error: Exception, data_config: configs.DataConfig
                           ) -> Optional[Exception]:
     """The error to report when `error`, raised by run_steps or evaluate_outputs,
     means a corrupt input record (naming the file and offset where it can), else None."""
-
-  @abc.abstractmethod
-  def evaluate_outputs(self, data_config: configs.DataConfig, steps: int
-                       ) -> Dict[str, List]:
-    """The task's eval outputs of the first `steps` batches of `data_config` (0: all),
-    as {output: [one NumPy array per batch, over the whole global batch]}."""
-
-  # ----- processes -----
-  def any_process(self, flag: bool) -> bool:
-    """Whether any process's flag is set (every process calls it at the same point)."""
-    return flag
-
-  def barrier(self, name: str) -> None:
-    """Returns once every process has arrived here."""
-
-
-def check_batch_sizes(data_config: configs.DataConfig, replicas: int,
-                      accumulation_steps: int) -> None:
-  """Raises ConfigError unless the global batch splits into `replicas` equal shares,
-  each into `accumulation_steps` equal micro-batches."""
-  batch = data_config.global_batch_size
-  if batch % replicas:
-    raise configs.ConfigError(f"train_data.global_batch_size ({batch}) must be divisible "
-                              f"by the number of replicas ({replicas})")
-  per_replica = batch // replicas
-  if per_replica % accumulation_steps:
-    raise configs.ConfigError(
-        f"The per-replica batch ({per_replica} = train_data.global_batch_size {batch} / "
-        f"{replicas} replicas) must be divisible by trainer.gradient_accumulation_steps "
-        f"({accumulation_steps})")
-
-
-def build_engine(experiment: configs.ExperimentConfig, task: task_base.Task, log_fn,
-                 **engine_args) -> Engine:
-  """The engine of the Keras backend in use (tensorflow or jax).
-
-  Raises:
-    ConfigError: another backend, or a runtime setting the engine does not have.
-  """
-  import keras  # pylint: disable=g-import-not-at-top
-  backend = keras.backend.backend()
-  if backend == "jax":
-    from bert_tf.training.jax_engine import engine  # pylint: disable=g-import-not-at-top
-    return engine.JaxEngine(experiment, task, log_fn, **engine_args)
-  if backend == "tensorflow":
-    from bert_tf.training.tf_engine import engine  # pylint: disable=g-import-not-at-top
-    return engine.TensorFlowEngine(experiment, task, log_fn, **engine_args)
-  raise configs.ConfigError(f"Training runs on the tensorflow and jax backends; Keras "
-                            f"runs on '{backend}'")
-

@@ -3,8 +3,7 @@
 
 from typing import Dict, Optional
 
-# Step outputs that count steps rather than being averaged over them.
-COUNTS = ("non_finite_loss_steps", "skipped_steps")
+from bert_tf.training.steps import COUNTS
 
 
 class Window:

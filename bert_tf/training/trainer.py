@@ -2,9 +2,10 @@
 
 `Trainer` owns the run and writes every policy once, for both engines
 (bert_tf.training.engine: TensorFlow's tf.distribute strategies, or JAX):
+  - the run in model_dir (`Trainer.run(mode)`): params.yaml checked and written
+    (bert_tf.training.params_file), train, eval or train_and_eval;
   - loops of at most trainer.steps_per_loop steps ending at the summary, log,
-    checkpoint and validation intervals, their reports and TensorBoard scalars
-    (bert_tf.training.host_loop);
+    checkpoint and validation intervals, their reports and TensorBoard scalars;
   - checkpoints in one format that every engine reads (bert_tf.training.checkpointing):
     weights, optimizer state, step, random state and input position, written in the
     background while training goes on (train returns or raises once the last one is
@@ -19,27 +20,33 @@
     the last finished step;
   - the input is checked before the first step (train_data.validate_inputs, the task's
     check), and params.yaml is written only once the configuration and the input are
-    accepted (bert_tf.training.runs).
+    accepted.
 """
 
 import logging
+import os
 import signal
-from typing import Dict, Optional
+import time
+from typing import Dict, Optional, Tuple
 
 from bert_tf import configs
 from bert_tf.data.records import record_files
 from bert_tf.tasks import base as task_base
+from bert_tf.training import backends
 from bert_tf.training import checkpointing
 from bert_tf.training import engine as engine_lib
 from bert_tf.training import evaluation
 from bert_tf.training import host_loop
 from bert_tf.training import run_checks
-from bert_tf.training import runs
+from bert_tf.training import params_file
+from bert_tf.training import reports
 from bert_tf.training.summaries import SummaryWriter
 from bert_tf.utils import errors
+from bert_tf.utils import files
 from bert_tf.utils.progress import StepLogger
 
 NonFiniteLossError = host_loop.NonFiniteLossError
+MODES = ("train", "eval", "train_and_eval")
 
 
 class Trainer:
@@ -50,7 +57,7 @@ class Trainer:
     model_dir: checkpoints, params.yaml and TensorBoard logs (train/, eval/).
     task: defaults to the task experiment.task names.
     log_fn: receives each console line (default: logging at INFO).
-    engine: defaults to the engine of Keras's backend (engine.build_engine); extra
+    engine: defaults to the engine of Keras's backend (backends.engine_class); extra
       keyword arguments go to it (the TensorFlow engine takes `strategy`).
 
   Attributes: engine, task, model, optimizer, step (int), checkpoints (the
@@ -65,11 +72,13 @@ class Trainer:
     self.experiment = experiment
     self.model_dir = model_dir
     self._log = log_fn or (lambda line: logging.info("%s", line))
+    self._warn = log_fn or (lambda line: logging.warning("%s", line))
     self.task = task or task_base.get_task(experiment)
-    self.engine = engine or engine_lib.build_engine(experiment, self.task, self._log,
+    self.engine = engine or backends.engine_class()(experiment, self.task, self._log,
                                                     **engine_args)
-    engine_lib.check_batch_sizes(experiment.train_data, self.engine.num_replicas,
-                                 experiment.trainer.gradient_accumulation_steps)
+    configs.check_batch_sizes(experiment.train_data.global_batch_size,
+                              self.engine.num_replicas,
+                              experiment.trainer.gradient_accumulation_steps)
     self.engine.build()
     self.checkpoints = checkpointing.CheckpointSaver(
         model_dir, experiment.trainer.max_to_keep, self.engine,
@@ -144,6 +153,67 @@ class Trainer:
       raise
     self._checked_inputs.add(section)
 
+  # ----- a run in model_dir -----
+  def run(self, mode: str = "train", replace_params: bool = False) -> Dict[str, float]:
+    """Runs `mode` in model_dir: checks the configuration and params.yaml, restores
+    model_dir's checkpoint, checks the input, saves params.yaml there (chief only) and
+    trains and/or evaluates.
+
+    Nothing is written before model_dir is known to be writable (files.check_writable:
+    storage that is not served or does not answer is one error naming it) and the
+    storage of every remote path the run reads answers (run_checks.check_remote_paths),
+    nor before
+    the configuration (run_checks: a vocab of another size than the model's is an
+    error) and the input are accepted and the restore succeeded: a refused run leaves
+    no params.yaml behind. An existing one that fixes other shapes is an error
+    (params_file.check_params_match) unless replace_params. params.yaml records what
+    the input files fix and the configuration left unset (task.settings_from_inputs:
+    the vocab pretraining data was made with). A training run logs one warning line for
+    each setting longer than the run (warm-up, decay, checkpoint interval), and a
+    resumed one where its learning-rate schedule differs from the recorded one.
+
+    Args:
+      mode: "train", "eval" (the latest checkpoint in model_dir) or "train_and_eval".
+      replace_params: replace a params.yaml that disagrees with the experiment.
+
+    Returns:
+      the final metrics (training report and/or evaluation metrics).
+    """
+    if mode not in MODES:
+      raise ValueError(f"mode must be train, eval or train_and_eval, got '{mode}'")
+    experiment, model_dir = self.experiment, self.model_dir
+    files.check_writable(model_dir)
+    sections = {"train": ("train_data",), "eval": ("eval_data",),
+                "train_and_eval": ("train_data", "eval_data")}[mode]
+    run_checks.check_remote_paths(experiment, sections)
+    differing = params_file.check_params_match(experiment, model_dir, replace=replace_params)
+    run_checks.check_vocab_size(experiment)
+    recorded = params_file.recorded_params(model_dir)
+    # The saved input position is one of batches of the old data shapes.
+    self.restore_input_position = not any(k.startswith("train_data.") for k in differing)
+    if mode == "eval" and self.checkpoints.latest() is None:
+      raise errors.MissingInputError(f"--mode=eval needs a checkpoint in {model_dir}")
+    self.initialize()
+    to_record = experiment
+    for section in sections:
+      self.check_inputs(section)
+      inferred = self.task.settings_from_inputs(getattr(experiment, section))
+      if inferred:
+        to_record = to_record.override(inferred)
+    if mode != "eval" and self.is_chief:
+      warnings = run_checks.schedule_warnings(experiment)
+      if self.restored_from:
+        warnings.append(run_checks.resumed_schedule_warning(
+            recorded, experiment, self.step, os.path.join(model_dir, params_file.PARAMS_FILE)))
+      for line in filter(None, warnings):
+        self._warn(line)
+    if self.is_chief:
+      files.make_dirs(model_dir)
+      to_record.save(os.path.join(model_dir, params_file.PARAMS_FILE))
+    if mode == "eval":
+      return self.evaluate()
+    return self.train(evaluate_every=(mode == "train_and_eval"))
+
   # ----- training -----
   def train(self, train_steps: Optional[int] = None, evaluate_every: bool = False
             ) -> Dict[str, float]:
@@ -178,16 +248,11 @@ class Trainer:
     progress = StepLogger(total, global_batch, start_step=self.step, log_fn=self._log)
     self._log(f"Training {self.task.name} from step {self.step} to {total} with "
               f"{self.engine.describe()}, global batch {global_batch}")
-    hooks = host_loop.LoopHooks(
-        run_steps=self._run_steps, save=self.save, evaluate=self.evaluate,
-        stop_requested=lambda: self.engine.any_process(self._stop_signal is not None),
-        stop=self._stop)
     self._stop_signal = None
     try:
       with host_loop.sigterm_recorded(lambda signum: setattr(self, "_stop_signal", signum)):
-        last_report, self.preempted = host_loop.train_loops(
-            config, self.step, total, global_batch, evaluate_every, hooks, writer, progress,
-            self.task.progress_metrics, self._log)
+        last_report, self.preempted = self._train_loops(total, evaluate_every, writer,
+                                                        progress)
     except BaseException:
       self._finish_saving_quietly()
       raise
@@ -197,7 +262,57 @@ class Trainer:
     self.engine.sync_to_model()
     return last_report
 
-  def _run_steps(self, num_steps: int):
+  def _train_loops(self, total: int, evaluate_every: bool, writer, progress
+                   ) -> Tuple[Dict[str, float], bool]:
+    """Trains from the current step to `total` in loops of at most steps_per_loop
+    steps, each ending at the next summary, log, checkpoint (and validation) interval;
+    returns (the last report, whether it stopped early on SIGTERM).
+
+    The report averages the losses and metrics of the last summary window (plus
+    eval/<metric> after an evaluation); `progress` (a StepLogger) shows the task's
+    progress_metrics of each log window.
+    """
+    config = self.experiment.trainer
+    global_batch = self.experiment.train_data.global_batch_size
+    intervals = [config.summary_interval, config.log_interval, config.checkpoint_interval]
+    if evaluate_every:
+      intervals.append(config.validation_interval)
+    summary_window, log_window = reports.Window(), reports.Window()
+    last_report: Dict[str, float] = {}
+    step, first_call = self.step, True
+    while step < total:
+      num_steps = host_loop.next_loop_length(step, total, config.steps_per_loop, intervals)
+      start = time.time()
+      totals = self._run_steps(num_steps)
+      step = self.step
+      # The first loop's time includes compilation: it is left out of the rates.
+      seconds = None if first_call else time.time() - start
+      first_call = False
+      summary_window.add(totals, num_steps, seconds)
+      log_window.add(totals, num_steps, seconds)
+      if step % config.summary_interval == 0 or step == total:
+        last_report = reports.report(summary_window, global_batch)
+        writer.write(last_report, step)
+        summary_window = reports.Window()
+      if step % config.log_interval == 0 or step == total:
+        report = reports.report(log_window, global_batch)
+        shown = {k: report[k] for k in self.task.progress_metrics if k in report}
+        rate = (log_window.timed_steps / log_window.seconds) if log_window.seconds else None
+        progress.log(step, shown, steps_per_second=rate)
+        log_window = reports.Window()
+      if step % config.checkpoint_interval == 0 or step == total:
+        self._log(f"Saved checkpoint {self.save()}")
+      if evaluate_every and (step % config.validation_interval == 0 or step == total):
+        last_report.update({f"eval/{k}": v for k, v in self.evaluate().items()})
+      # Every process asks, whichever received SIGTERM: they stop at the same step.
+      if step < total and self.engine.any_process(self._stop_signal is not None):
+        self._log(self._stop(step))
+        return last_report or reports.report(summary_window, global_batch), True
+    return last_report, False
+
+  def _run_steps(self, num_steps: int) -> Dict[str, float]:
+    """The engine's summed outputs of num_steps training steps; the Trainer's errors on
+    a corrupt input record or a non-finite loss."""
     try:
       totals = self.engine.run_steps(num_steps)
     except Exception as e:  # pylint: disable=broad-except
@@ -212,7 +327,7 @@ class Trainer:
           f"{step}; stopping. The weights were not updated on those steps and no "
           f"checkpoint was written after them; the latest good checkpoint is "
           f"{self.checkpoints.latest()}")
-    return totals, step
+    return totals
 
   def _finish_saving_quietly(self) -> None:
     """Waits for the checkpoint being written while another error ends the run: its own
@@ -284,18 +399,24 @@ class Trainer:
 def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: str = "train",
                    log_fn=None, replace_params: bool = False, **engine_args
                    ) -> Dict[str, float]:
-  """Trains and/or evaluates `experiment` in model_dir (bert_tf.training.runs: the
-  input checked and params.yaml saved before training, the latest checkpoint resumed).
+  """Trains and/or evaluates `experiment` in model_dir (Trainer.run) on the engine of
+  Keras's backend, after setting up its devices and a first log line naming them
+  (backends.start_runtime; params.yaml records the backend in use).
 
   Args:
     mode: "train", "eval" (the latest checkpoint in model_dir) or "train_and_eval".
+    log_fn: receives each console line (default: logging; warnings at WARNING).
     replace_params: replace a params.yaml that disagrees with `experiment`.
     engine_args: for the engine (the TensorFlow engine takes `strategy`).
 
   Returns:
     the final metrics (training report and/or evaluation metrics).
+
+  Raises:
+    ConfigError: runtime.backend names another backend than Keras runs on, or a
+      setting the engine does not have (TPUStrategy on JAX).
   """
-  return runs.run_in_model_dir(
-      experiment, model_dir, mode, replace_params,
-      make_trainer=lambda: Trainer(experiment, model_dir, log_fn=log_fn, **engine_args),
-      log_fn=log_fn)
+  experiment = backends.start_runtime(
+      experiment, log_fn or (lambda line: logging.info("%s", line)))
+  trainer = Trainer(experiment, model_dir, log_fn=log_fn, **engine_args)
+  return trainer.run(mode, replace_params=replace_params)

@@ -18,7 +18,7 @@ from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import restore
 from bert_tf.data.records import record_files
 from bert_tf.export import exporter
-from bert_tf.training import runs
+from bert_tf.training import params_file
 from bert_tf.training import trainer as trainer_lib
 from bert_tf.training.trainer import Trainer
 
@@ -70,12 +70,12 @@ def test_damaged_latest_checkpoint_is_named_and_training_and_export_use_the_one_
 def test_params_yaml_is_kept_when_the_restore_fails_or_the_shapes_differ(tmp_path):
   model_dir = str(tmp_path / "run")
   _train_to_four(model_dir)
-  params = os.path.join(model_dir, runs.PARAMS_FILE)
+  params = os.path.join(model_dir, params_file.PARAMS_FILE)
   before = open(params).read()
 
   wider = trainer_helpers.tiny_experiment(
       steps=6, model=dict(encoder=dict(trainer_helpers.TINY_ENCODER, hidden_size=48)))
-  with pytest.raises(runs.ParamsMismatchError,
+  with pytest.raises(params_file.ParamsMismatchError,
                      match=r"model\.encoder\.hidden_size: 32 in params\.yaml, now 48"):
     trainer_lib.run_experiment(wider, model_dir, log_fn=lambda _: None)
   assert open(params).read() == before
@@ -90,17 +90,17 @@ def test_params_yaml_is_kept_when_the_restore_fails_or_the_shapes_differ(tmp_pat
   fresh_dir = str(tmp_path / "fresh")
   _train_to_four(fresh_dir)
   smaller_batch = trainer_helpers.tiny_experiment(steps=6, batch=4)
-  with pytest.raises(runs.ParamsMismatchError, match="train_data.global_batch_size"):
+  with pytest.raises(params_file.ParamsMismatchError, match="train_data.global_batch_size"):
     trainer_lib.run_experiment(smaller_batch, fresh_dir, log_fn=lambda _: None)
-  runs.check_params_match(longer, fresh_dir)  # Steps may change on resume.
+  params_file.check_params_match(longer, fresh_dir)  # Steps may change on resume.
   # An explicit replace_params accepts a change that the checkpoint can still restore.
   with_dropout = trainer_helpers.tiny_experiment(
       steps=6, model=dict(encoder=dict(trainer_helpers.TINY_ENCODER, dropout_rate=0.1)))
-  with pytest.raises(runs.ParamsMismatchError, match="model.encoder.dropout_rate"):
+  with pytest.raises(params_file.ParamsMismatchError, match="model.encoder.dropout_rate"):
     trainer_lib.run_experiment(with_dropout, fresh_dir, log_fn=lambda _: None)
   trainer_lib.run_experiment(with_dropout, fresh_dir, log_fn=lambda _: None,
                              replace_params=True)
-  fresh_params = os.path.join(fresh_dir, runs.PARAMS_FILE)
+  fresh_params = os.path.join(fresh_dir, params_file.PARAMS_FILE)
   assert yaml.safe_load(open(fresh_params))["model"]["encoder"]["dropout_rate"] == 0.1
   # A new batch size cannot use the checkpointed iterator (it holds batches of 8): the
   # input position is found by skipping instead.

@@ -98,7 +98,7 @@ def checkpoints(out_dir: str) -> dict:
   """Trains 2 steps with and without float8; restores each checkpoint across."""
   from bert_tf.checkpoints import portable  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import base as task_base  # pylint: disable=g-import-not-at-top
-  from bert_tf.training import backends  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
 
   def experiment(float8_training, init_checkpoint=""):
     return trainer_helpers.tiny_experiment(
@@ -113,7 +113,7 @@ def checkpoints(out_dir: str) -> dict:
   for name, float8_training in (("float8", True), ("plain", False)):
     keras.backend.clear_session()
     model_dir = os.path.join(out_dir, name)
-    backends.run_experiment(experiment(float8_training), model_dir, "train")
+    trainer_lib.run_experiment(experiment(float8_training), model_dir, "train")
     runs[name] = portable.path_for_step(model_dir, 2)
 
   # The float8 run's checkpoint into a plain model.
@@ -146,7 +146,7 @@ def checkpoints(out_dir: str) -> dict:
 def quickstart(out_dir: str, steps: str) -> dict:
   """Trains the quickstart's experiment as tools/quickstart.py --backend=jax does (one
   device), in mixed_bfloat16, twice: plain and with runtime.float8_training."""
-  from bert_tf.training import backends  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
   from bert_tf.training import summaries  # pylint: disable=g-import-not-at-top
   with open(os.path.join(out_dir, "vocab.txt"), encoding="utf-8") as f:
@@ -164,7 +164,7 @@ def quickstart(out_dir: str, steps: str) -> dict:
         "runtime.num_cpu_devices=0", "runtime.mixed_precision_dtype=mixed_bfloat16",
         f"runtime.float8_training={str(float8_training).lower()}"])
     model_dir = os.path.join(out_dir, name)
-    backends.run_experiment(experiment, model_dir, "train")
+    trainer_lib.run_experiment(experiment, model_dir, "train")
     losses_by_run[name] = summaries.read_scalars(os.path.join(model_dir, "train"))["loss"]
   return losses_by_run
 

@@ -12,6 +12,7 @@ from bert_tf.checkpoints import tf_checkpoints
 from bert_tf.utils import errors
 from bert_tf.models import BertEncoder
 from bert_tf.models import BertPretrainer
+from bert_tf.training import steps
 from bert_tf.training.tf_engine import legacy_checkpoints
 from bert_tf.training.trainer import Trainer
 
@@ -122,7 +123,7 @@ def test_a_tensorflow_trainer_checkpoint_of_an_older_version_resumes_in_the_port
   engine = older.engine
   # The trainer checkpoint older versions wrote: a tf.train.Checkpoint of these items.
   items = legacy_checkpoints.trainer_items(engine.model, engine.optimizer,
-                                           engine.step_variable, None, engine.random_state())
+                                           engine.step_variable, None, steps.seed_states(engine.model))
   model_dir = tmp_path / "run"
   tf.train.CheckpointManager(tf.train.Checkpoint(**items), str(model_dir), max_to_keep=2,
                              step_counter=engine.step_variable).save(checkpoint_number=4)

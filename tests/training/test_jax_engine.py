@@ -179,7 +179,7 @@ def test_the_same_yaml_runs_on_jax_and_tpu_strategy_is_a_one_line_error(tmp_path
       "train: error: runtime.distribution_strategy=tpu is TensorFlow's TPUStrategy")
   # This process's Keras runs on TensorFlow.
   with pytest.raises(configs.ConfigError, match="KERAS_BACKEND=jax"):
-    backends.run_experiment(trainer_helpers.tiny_experiment().override(
+    trainer_lib.run_experiment(trainer_helpers.tiny_experiment().override(
         {"runtime": {"backend": "jax"}}), "unused")
 
 

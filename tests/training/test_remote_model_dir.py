@@ -17,7 +17,7 @@ import trainer_helpers
 from bert_tf.checkpoints import portable
 from bert_tf.export import exporter
 from bert_tf.training import experiments
-from bert_tf.training import runs
+from bert_tf.training import params_file
 from bert_tf.training import summaries
 from bert_tf.training import trainer as trainer_lib
 from bert_tf.utils import file_systems
@@ -62,7 +62,7 @@ def test_data_model_dir_init_checkpoint_and_export_on_remote_storage_train_resum
   assert not [n for n in names if ".tmp" in n or n.startswith(".write-check")]
   assert portable.checkpoints_in(model_dir) == [f"{model_dir}/ckpt-2.h5"]
   assert summaries.read_scalars(f"{model_dir}/train")  # TensorBoard events there
-  assert runs.recorded_params(model_dir) is not None
+  assert params_file.recorded_params(model_dir) is not None
 
   resumed = _experiment(4, vocab, data)
   logged = []

@@ -1,5 +1,5 @@
 """A training run that would be silently wrong says so before it writes anything
-(bert_tf.training.run_checks, bert_tf.training.runs): a vocab of another size than the
+(bert_tf.training.run_checks, Trainer.run): a vocab of another size than the
 model's table is an error naming both sizes; settings longer than the run and a resumed
 run's changed schedule are one warning line each."""
 

@@ -202,12 +202,11 @@ def data_order(data_config, process_index: int = 0, process_count: int = 1,
   Raises:
     ConfigError: a global batch that the processes cannot share evenly.
   """
-  batch = data_config.global_batch_size
-  if batch % process_count:
-    section = "train_data" if data_config.is_training else "eval_data"
-    raise configs.ConfigError(f"{section}.global_batch_size ({batch}) must be divisible "
-                              f"by the number of processes ({process_count})")
-  return batch // process_count, dict(
+  section = "train_data" if data_config.is_training else "eval_data"
+  share = configs.check_batch_sizes(data_config.global_batch_size, process_count,
+                                    share_name="processes",
+                                    batch_name=f"{section}.global_batch_size")
+  return share, dict(
       shuffle_window=data_config.shuffle_buffer_size if data_config.is_training else 0,
       repeat=data_config.is_training, seed=seed,
       process_index=process_index, process_count=process_count,

@@ -53,6 +53,19 @@ def start(runtime: configs.RuntimeConfig) -> None:
     keras.distribution.initialize()
 
 
+def keep_tensorflow_off_accelerators() -> None:
+  """Where TensorFlow is installed (a tf.data input runs in this process), keeps it off
+  the accelerators JAX uses."""
+  try:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return
+  try:
+    tf.config.set_visible_devices([], "GPU")
+  except RuntimeError:
+    pass  # TensorFlow initialized its devices already.
+
+
 def data_parallel_devices(runtime: configs.RuntimeConfig) -> List:
   """The devices of runtime.distribution_strategy (see the module docstring).
 

@@ -26,6 +26,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from bert_tf import configs
 from bert_tf.training import engine as engine_lib
+from bert_tf.training import steps
 from bert_tf.training.jax_engine import optimizer as stateless_optimizer
 from bert_tf.training.jax_engine import devices as devices_lib
 from bert_tf.training.jax_engine import input as input_lib
@@ -40,8 +41,6 @@ class JaxEngine(engine_lib.Engine):
   `sync_to_model`), step_traces (how often the training step was traced, i.e.
   compiled: once per batch shape).
   """
-
-  name = "jax"
 
   def __init__(self, experiment: configs.ExperimentConfig, task, log_fn):
     super().__init__(experiment, task, log_fn)
@@ -68,6 +67,16 @@ class JaxEngine(engine_lib.Engine):
   def process_count(self) -> int:
     return jax.process_count()
 
+  @property
+  def is_chief(self) -> bool:
+    return self.process_index == 0
+
+  @classmethod
+  def start_runtime(cls, runtime: configs.RuntimeConfig) -> None:
+    devices_lib.check_runtime(runtime)
+    devices_lib.start(runtime)
+    devices_lib.keep_tensorflow_off_accelerators()
+
   def describe(self) -> str:
     kinds = "/".join(sorted({d.platform for d in self.devices}))
     return (f"JAX ({len(self.devices)} {kinds} device(s), {self.process_count} "
@@ -87,7 +96,8 @@ class JaxEngine(engine_lib.Engine):
   def step(self) -> int:
     return self._step
 
-  def set_step(self, step: int) -> None:
+  @step.setter
+  def step(self, step: int) -> None:
     self._step = int(step)
 
   def optimizer_state(self) -> Dict[str, object]:
@@ -116,12 +126,9 @@ class JaxEngine(engine_lib.Engine):
     """The task's losses and metric sums of one micro-batch, flat. Runs in Python once
     per trace of the step."""
     self.step_traces += 1
-    values = dict(self.task.compute_loss(
-        batch, outputs, self.experiment.train_data.global_batch_size, **normalizers))
-    for name, (numerator, denominator) in self.task.train_metrics(batch, outputs).items():
-      values[f"{name}/numerator"] = numerator
-      values[f"{name}/denominator"] = denominator
-    return values
+    losses = self.task.compute_loss(
+        batch, outputs, self.experiment.train_data.global_batch_size, **normalizers)
+    return steps.flat_outputs(losses, self.task.train_metrics(batch, outputs))
 
   def _step_fn(self):
     if self._train_step is None:

@@ -26,6 +26,7 @@ from keras import ops
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf.training import loss_scale_rule
+from bert_tf.training import steps
 from bert_tf.training import update_rule
 from bert_tf.training.loss_scale_rule import LossScaleRule
 from bert_tf.training.update_rule import UpdateRule
@@ -136,12 +137,12 @@ class StatelessOptimizer:
       new_trainable.append(new_var)
       state.update(zip(names, new_slots))
     state[constants.OPTIMIZER_COUNT] = count + 1
-    logs = {"gradient_norm": gradient_norm, "learning_rate": lr,
-            "skipped_steps": 1.0 - ops.cast(finite, "float32"),
-            "non_finite_loss_steps": ops.cast(loss_scale_rule.stops_training(
+    logs = {steps.GRADIENT_NORM: gradient_norm, steps.LEARNING_RATE: lr,
+            steps.SKIPPED_STEPS: 1.0 - ops.cast(finite, "float32"),
+            steps.NON_FINITE_LOSS_STEPS: ops.cast(loss_scale_rule.stops_training(
                 ops.isfinite(loss), self.loss_scale_rule, scale), "float32")}
     if scale is not None:
-      logs["loss_scale"] = scale
+      logs[steps.LOSS_SCALE] = scale
       state[constants.LOSS_SCALE], state[constants.LOSS_SCALE_GOOD_STEPS] = (
           self.loss_scale_rule.next(scale, state[constants.LOSS_SCALE_GOOD_STEPS], finite))
     return new_trainable, [state[name] for name in self.state_names], logs

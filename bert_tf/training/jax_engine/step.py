@@ -1,6 +1,7 @@
 """The jit-compiled training and evaluation steps of a Keras model on the JAX backend.
 
-Task-free and TensorFlow-free (it imports only jax and keras), so that a program on a
+Task-free and TensorFlow-free (it imports only jax, keras and the steps' shared names,
+bert_tf.training.steps), so that a program on a
 machine with nothing but JAX and Keras can train a bert_tf model:
 
   optimizer = stateless_optimizer.build_stateless_optimizer(config, steps, variables)
@@ -14,8 +15,8 @@ One call of `step` is one optimizer update on one global batch, as the TensorFlo
 engine's step (bert_tf.training.tf_engine.step) makes it:
   1. `normalizers_fn(batch)` sums loss denominators over the whole (global) batch;
   2. with `accumulation_steps = N` the batch is split into N micro-batches (rows i,
-     i + N, i + 2N, ... form micro-batch i, so that every device's shard contributes
-     equally to each); otherwise the whole batch is one micro-batch;
+     i + N, i + 2N, ... form micro-batch i: steps.JAX_ORDER); otherwise the whole batch
+     is one micro-batch;
   3. each micro-batch runs `model.stateless_call(..., training=True)`, the loss (times
      the loss scale under mixed_float16) and `jax.value_and_grad`; the gradients are
      summed over the micro-batches (each loss is its share of the global batch's);
@@ -34,6 +35,8 @@ from typing import Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 import jax
 import jax.numpy as jnp
 import keras
+
+from bert_tf.training import steps
 
 Batch = Mapping[str, jax.Array]
 # (batch, model outputs, normalizers) -> {name: float32 scalar}, with at least "loss".
@@ -92,12 +95,13 @@ def shard_batch(batch: Mapping[str, object]) -> Dict[str, jax.Array]:
 
 
 def _micro_batches(batch: Batch, num: int) -> Batch:
-  """[B, ...] -> [num, B // num, ...], micro-batch i holding rows i, i + num, ..."""
+  """[B, ...] -> [num, B // num, ...] in the JAX engine's order (steps.JAX_ORDER: see
+  bert_tf.training.steps for why)."""
   def split(x):
-    if x.shape[0] % num:
-      raise ValueError(f"The batch ({x.shape[0]} rows) is not divisible by "
-                       f"trainer.gradient_accumulation_steps ({num})")
-    return jnp.swapaxes(jnp.reshape(x, (x.shape[0] // num, num) + x.shape[1:]), 0, 1)
+    return steps.split_micro_batches(
+        x, num, steps.JAX_ORDER, x.shape[0],
+        lambda x, leading: jnp.reshape(x, tuple(leading) + x.shape[1:]),
+        lambda x: jnp.swapaxes(x, 0, 1))
   return {key: split(value) for key, value in batch.items()}
 
 

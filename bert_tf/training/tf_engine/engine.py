@@ -6,8 +6,9 @@ code under OneDevice, Mirrored, MultiWorkerMirrored and TPU strategies.
 
 Its parts: the strategy (strategies), the input and its position (input), the step and
 its loop of several steps per call (step), the distributed evaluation step
-(evaluation), the dynamic float16 loss scale (loss_scale) and the restore of the
-TensorFlow checkpoints older versions wrote (legacy_checkpoints). The run around it is
+(evaluation) and the dynamic float16 loss scale (loss_scale). The restore of the
+TensorFlow checkpoints older versions wrote (legacy_checkpoints) is the checkpoint
+saver's (bert_tf.training.checkpointing). The run around it is
 bert_tf.training.trainer's.
 
 Where the step is compiled once per shape (XLA, TPU), training batches cut to their
@@ -24,10 +25,10 @@ import tensorflow as tf
 from bert_tf import configs
 from bert_tf import kernels
 from bert_tf.training import engine as engine_lib
+from bert_tf.training import steps
 from bert_tf.training.tf_engine.optimizer import build_optimizer
 from bert_tf.training.tf_engine import evaluation
 from bert_tf.training.tf_engine import input as input_lib
-from bert_tf.training.tf_engine import legacy_checkpoints
 from bert_tf.training.tf_engine import step as step_lib
 from bert_tf.training.tf_engine import strategies
 from bert_tf.training.tf_engine.loss_scale import DynamicLossScale
@@ -43,8 +44,6 @@ class TensorFlowEngine(engine_lib.Engine):
   loss_scale (DynamicLossScale under mixed_float16, else None), inputs
   (input.TrainerInput).
   """
-
-  name = "tensorflow"
 
   def __init__(self, experiment: configs.ExperimentConfig, task, log_fn,
                strategy: Optional[tf.distribute.Strategy] = None):
@@ -67,6 +66,10 @@ class TensorFlowEngine(engine_lib.Engine):
   @property
   def is_chief(self) -> bool:
     return strategies.is_chief(self.strategy)
+
+  @classmethod
+  def start_runtime(cls, runtime: configs.RuntimeConfig) -> None:
+    strategies.configure_runtime(runtime)
 
   def describe(self) -> str:
     return f"{type(self.strategy).__name__} ({self.num_replicas} replicas)"
@@ -125,23 +128,15 @@ class TensorFlowEngine(engine_lib.Engine):
   def step(self) -> int:
     return int(self.step_variable.numpy())
 
-  def set_step(self, step: int) -> None:
+  @step.setter
+  def step(self, step: int) -> None:
     self.step_variable.assign(step)
 
   def optimizer_state(self) -> Dict[str, object]:
     return self.optimizer.state_variables(self.step_variable, self.loss_scale)
 
-  def legacy_checkpoint(self, model_dir: str) -> Optional[str]:
-    return legacy_checkpoints.newest_readable(model_dir)
-
-  def restore_legacy(self, prefix: str) -> int:
-    items = legacy_checkpoints.trainer_items(self.model, self.optimizer, self.step_variable,
-                                             self.loss_scale, self.random_state())
-    legacy_checkpoints.restore(prefix, items)
-    return self.step
-
   def after_restore(self) -> None:
-    step_lib.seed_each_replica(self.strategy, self.random_state())
+    step_lib.seed_each_replica(self.strategy, steps.seed_states(self.model))
 
   # ----- input -----
   def start_training_input(self, step: int, checkpoint: Optional[str],
@@ -151,7 +146,7 @@ class TensorFlowEngine(engine_lib.Engine):
 
   def save_input_position(self, checkpoint: str) -> None:
     if self._iterator is not None and self.inputs.iterator_checkpointable:
-      input_lib.save_position(self._iterator, checkpoint, self.process_index)
+      input_lib.save_position(self._iterator, checkpoint)
 
   # ----- steps -----
   @property

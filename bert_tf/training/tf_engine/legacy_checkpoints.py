@@ -1,6 +1,7 @@
 """Resuming from the TensorFlow checkpoints (`ckpt-N.index`, `ckpt-N.data-*`) that
-older versions of the TensorFlow trainer wrote; runs continue in the portable format
-(bert_tf.training.checkpointing). Their root children: the model's checkpoint items,
+older versions of the TensorFlow trainer wrote, on the TensorFlow engine only (the
+checkpoint saver, bert_tf.training.checkpointing, calls it where it finds one); runs
+continue in the portable format. Their root children: the model's checkpoint items,
 `optimizer`, `step`, `loss_scale` (mixed_float16), `random_state` and `iterator`."""
 
 import logging
@@ -11,6 +12,7 @@ import tensorflow as tf
 from bert_tf.checkpoints import restore as restore_lib
 from bert_tf.checkpoints import tf_checkpoints
 from bert_tf.checkpoints import trackables
+from bert_tf.training import steps
 
 # Items a trainer checkpoint may lack without being wrong: checkpoints written before
 # they were saved resume without them.
@@ -48,3 +50,15 @@ def restore(prefix: str, items: Mapping[str, object],
   status = tf.train.Checkpoint(**present).read(prefix)
   status.assert_existing_objects_matched()
   status.expect_partial()
+
+
+def restore_trainer(engine, prefix: str) -> int:
+  """Restores a TensorFlow engine's model, optimizer, step, loss scale and random state
+  from the checkpoint at `prefix`; returns its step.
+
+  Args:
+    engine: a bert_tf.training.tf_engine.engine.TensorFlowEngine, built.
+  """
+  restore(prefix, trainer_items(engine.model, engine.optimizer, engine.step_variable,
+                                engine.loss_scale, steps.seed_states(engine.model)))
+  return engine.step

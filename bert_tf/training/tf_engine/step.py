@@ -25,19 +25,27 @@ import tensorflow as tf
 
 from bert_tf.tasks import base as task_base
 from bert_tf.training import loss_scale_rule
+from bert_tf.training import steps
 from bert_tf.training import update_rule
 from bert_tf.training.tf_engine.loss_scale import DynamicLossScale
 
+def _reshape_leading(tensor: tf.Tensor, leading) -> tf.Tensor:
+  """[B, ...] -> [*leading, ...], keeping static dimensions where known."""
+  rest = tensor.shape[1:]
+  if rest.is_fully_defined() and all(isinstance(d, int) for d in leading):
+    return tf.reshape(tensor, list(leading) + rest.as_list())
+  return tf.reshape(tensor, tf.concat([tf.stack(leading), tf.shape(tensor)[1:]], axis=0))
+
+
 def split_micro_batches(tensor: tf.Tensor, num: int) -> tf.Tensor:
-  """[B, ...] -> [num, B // num, ...], keeping static dimensions where known."""
-  shape = tensor.shape.as_list()
-  if shape[0] is not None:
-    if shape[0] % num:
-      raise ValueError(f"The per-replica batch ({shape[0]}) is not divisible by "
-                       f"trainer.gradient_accumulation_steps ({num})")
-    return tf.reshape(tensor, [num, shape[0] // num] + shape[1:])
-  dynamic = tf.shape(tensor)
-  return tf.reshape(tensor, tf.concat([[num, dynamic[0] // num], dynamic[1:]], axis=0))
+  """[B, ...] -> [num, B // num, ...] in the TensorFlow engine's order
+  (steps.TENSORFLOW_ORDER: see bert_tf.training.steps for why)."""
+  rows = tensor.shape[0]
+  if rows is None:
+    rows = tf.shape(tensor)[0]
+  return steps.split_micro_batches(tensor, num, steps.TENSORFLOW_ORDER, rows,
+                                   _reshape_leading,
+                                   lambda t: tf.experimental.numpy.swapaxes(t, 0, 1))
 
 
 def seed_each_replica(strategy: tf.distribute.Strategy, states: List) -> None:
@@ -51,7 +59,7 @@ def seed_each_replica(strategy: tf.distribute.Strategy, states: List) -> None:
   uninterrupted one holds, and draws the same masks.
 
   Args:
-    states: Engine.random_state(), the SeedGenerators' state variables.
+    states: steps.seed_states(model), the SeedGenerators' state variables.
   """
   states = [getattr(state, "value", state) for state in states]
   if not states or strategy.num_replicas_in_sync == 1:
@@ -168,19 +176,16 @@ class TrainStep:
     # are never seen apart, not even when a read error ends the loop mid-way.
     self.optimizer.apply_gradients(grads, variables, step, should_apply=step_finite,
                                    gradient_scale=gradient_scale, step_counter=self.step)
-    out = dict(losses)
-    for name, (numerator, denominator) in metrics.items():
-      out[f"{name}/numerator"] = numerator
-      out[f"{name}/denominator"] = denominator
-    out["gradient_norm"] = grad_norm
-    out["learning_rate"] = tf.cast(self.optimizer.learning_rate(step), tf.float32)
+    out = steps.flat_outputs(losses, metrics)
+    out[steps.GRADIENT_NORM] = grad_norm
+    out[steps.LEARNING_RATE] = tf.cast(self.optimizer.learning_rate(step), tf.float32)
     stops = loss_scale_rule.stops_training(
         tf.math.is_finite(losses["loss"]),
         None if self.loss_scale is None else self.loss_scale.rule, scale)
-    out["non_finite_loss_steps"] = tf.cast(stops, tf.float32)
-    out["skipped_steps"] = 1.0 - tf.cast(step_finite, tf.float32)
+    out[steps.NON_FINITE_LOSS_STEPS] = tf.cast(stops, tf.float32)
+    out[steps.SKIPPED_STEPS] = 1.0 - tf.cast(step_finite, tf.float32)
     if self.loss_scale is not None:
-      out["loss_scale"] = scale
+      out[steps.LOSS_SCALE] = scale
       self.loss_scale.update(step_finite)
     return out
 
@@ -207,16 +212,9 @@ class TrainStep:
     return self._output_names
 
   def output_keys(self) -> List[str]:
-    """The names of the loop's totals: losses, metric numerators and denominators,
-    gradient_norm, learning_rate, non_finite_loss_steps, skipped_steps (loss_scale)."""
+    """The names of the loop's totals (steps.output_keys)."""
     losses, metrics = self._task_output_names()
-    keys = list(losses)
-    for name in metrics:
-      keys += [f"{name}/numerator", f"{name}/denominator"]
-    keys += ["gradient_norm", "learning_rate", "non_finite_loss_steps", "skipped_steps"]
-    if self.loss_scale is not None:
-      keys.append("loss_scale")
-    return keys
+    return steps.output_keys(losses, metrics, self.loss_scale is not None)
 
   def make_train_loop(self):
     """The tf.function train_loop(iterator, num_steps) -> {output key: sum over the

@@ -1,0 +1,69 @@
+"""params.yaml: the configuration a training run saves in its model_dir, and the check
+that a resumed run keeps the entries that fix its variables' and data's shapes."""
+
+import os
+from typing import Dict, List, Optional
+
+from bert_tf import configs
+from bert_tf.training import experiments
+from bert_tf.utils import files
+
+PARAMS_FILE = "params.yaml"
+# params.yaml entries that fix the shapes of the checkpointed variables or of the data
+# the input position counts: a resumed run must not change them.
+_SHAPE_KEYS = ("model.", "task.", "train_data.seq_length",
+               "train_data.max_predictions_per_seq", "train_data.global_batch_size")
+_FREE_TASK_KEYS = ("task.init_checkpoint",)
+
+
+class ParamsMismatchError(configs.ConfigError):
+  """The model_dir's params.yaml fixes shapes that the new configuration changes."""
+
+
+def _flat(data: dict, prefix: str = "") -> Dict[str, object]:
+  flat = {}
+  for key, value in data.items():
+    if isinstance(value, dict):
+      flat.update(_flat(value, f"{prefix}{key}."))
+    else:
+      flat[f"{prefix}{key}"] = value
+  return flat
+
+
+def recorded_params(model_dir: str) -> Optional[configs.ExperimentConfig]:
+  """The configuration model_dir's params.yaml recorded, or None without one."""
+  path = os.path.join(model_dir, PARAMS_FILE)
+  if not files.exists(path):
+    return None
+  # Parsed, not read raw: entries a newer version added come back with their defaults.
+  return experiments.experiment_from_yaml(path)
+
+
+def check_params_match(experiment: configs.ExperimentConfig, model_dir: str,
+                       replace: bool = False) -> List[str]:
+  """Raises ParamsMismatchError when model_dir's params.yaml and `experiment` differ in
+  an entry that fixes variable or data shapes (model.*, task.*, the training data's
+  sequence length, predictions per sequence and global batch); other entries (steps,
+  intervals, learning rate, paths) may change between runs of one model_dir.
+
+  Returns:
+    the differing entries (with `replace`, which raises nothing).
+  """
+  path = os.path.join(model_dir, PARAMS_FILE)
+  recorded = recorded_params(model_dir)
+  if recorded is None:
+    return []
+  old = _flat(recorded.as_dict())
+  new = _flat(experiment.as_dict())
+  differing = sorted(
+      key for key in set(old) | set(new)
+      if key.startswith(_SHAPE_KEYS) and key not in _FREE_TASK_KEYS
+      and old.get(key) != new.get(key))
+  if differing and not replace:
+    shown = "; ".join(f"{key}: {old.get(key)!r} in {PARAMS_FILE}, now {new.get(key)!r}"
+                      for key in differing)
+    raise ParamsMismatchError(
+        f"The configuration differs from {path} in entries that fix the model or data "
+        f"shapes ({shown}). Use another model_dir, or pass replace_params (tools/train.py "
+        f"--replace_params) to replace {PARAMS_FILE}.")
+  return differing

@@ -1,0 +1,279 @@
+"""The Trainer's own behaviour, on neither backend: it drives a fake engine whose model
+is one NumPy weight, so that what it asserts (intervals, checkpoints and resume,
+params.yaml, a non-finite loss, SIGTERM, a corrupt record, evaluation) is the Trainer's
+policy and not an engine's."""
+
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from bert_tf import constants
+from bert_tf.checkpoints import portable
+from bert_tf.training import engine as engine_lib
+from bert_tf.training import params_file
+from bert_tf.training import steps
+from bert_tf.training import trainer as trainer_lib
+from bert_tf.utils import errors
+
+import trainer_helpers
+
+
+class NumpyVariable:
+  """The part of a Keras variable that checkpoints read and assign."""
+
+  def __init__(self, path: str, value):
+    self.path = path
+    self.name = path.rsplit("/", 1)[-1]
+    self.value = np.asarray(value)
+
+  @property
+  def shape(self):
+    return self.value.shape
+
+  @property
+  def dtype(self):
+    return self.value.dtype
+
+  def numpy(self):
+    return self.value.copy()
+
+  def assign(self, value):
+    self.value = np.asarray(value, self.value.dtype).reshape(self.value.shape)
+
+
+class Item:
+  def __init__(self, variables):
+    self.variables = variables
+
+
+class FakeModel:
+  """One weight, which each step raises by 1, and a dropout seed state."""
+
+  def __init__(self):
+    self.weight = NumpyVariable("encoder/weight", np.zeros([2], np.float32))
+    self.seed = NumpyVariable(f"encoder/dropout/{constants.SEED_STATE_NAME}",
+                              np.array([7, 0], np.int64))
+    self.trained_items = {"encoder": Item([self.weight])}
+    self.variables = [self.weight, self.seed]
+
+
+class FakeTask:
+  """The task members the Trainer calls, over the fake engine's outputs."""
+
+  name = "fake"
+  progress_metrics = ("loss",)
+
+  def initialize(self, model):
+    del model
+    return {}
+
+  def check_format(self, data_config):
+    del data_config
+
+  def check_inputs(self, data_config):
+    del data_config
+
+  def settings_from_inputs(self, data_config):
+    del data_config
+    return {}
+
+  def reduce_eval(self, values):
+    return {"mean_weight": float(np.mean(values["weight"]))}
+
+  def write_predictions(self, values, directory):
+    del values, directory
+    return None
+
+
+class CorruptRecord(Exception):
+  pass
+
+
+class FakeEngine(engine_lib.Engine):
+  """Steps that add 1 to the weight; `loss_at(step)` gives each step's loss.
+
+  Attributes: loops (the num_steps of each run_steps call), input_started ((step,
+  checkpoint) of each start_training_input), positions (checkpoints whose input
+  position was saved), on_step ({step: callable} run before that step).
+  """
+
+  def __init__(self, experiment, task, log_fn, loss_at=lambda step: 1.0 / (step + 1)):
+    super().__init__(experiment, task, log_fn)
+    self.loss_at = loss_at
+    self.loops, self.input_started, self.positions = [], [], []
+    self.on_step = {}
+    self._step = 0
+
+  @property
+  def num_replicas(self):
+    return 2
+
+  def describe(self):
+    return "a fake engine (2 replicas)"
+
+  def build(self):
+    self.model = FakeModel()
+    self.count = NumpyVariable(constants.OPTIMIZER_COUNT, np.zeros([], np.int64))
+
+  def run_steps(self, num_steps):
+    self.loops.append(num_steps)
+    totals = dict.fromkeys(steps.output_keys(["loss"], [], with_loss_scale=False), 0.0)
+    for _ in range(num_steps):
+      if self._step + 1 in self.on_step:
+        self.on_step[self._step + 1]()
+      loss = self.loss_at(self._step + 1)
+      finite = bool(np.isfinite(loss))
+      if finite:
+        self.model.weight.assign(self.model.weight.value + 1.0)
+        self.count.assign(self.count.value + 1)
+      self._step += 1
+      totals["loss"] += loss
+      totals[steps.LEARNING_RATE] += 0.1
+      totals[steps.NON_FINITE_LOSS_STEPS] += 0.0 if finite else 1.0
+      totals[steps.SKIPPED_STEPS] += 0.0 if finite else 1.0
+    return totals
+
+  def evaluate_outputs(self, data_config, steps):  # pylint: disable=redefined-outer-name
+    del data_config
+    return {"weight": [self.model.weight.numpy()] * max(steps, 1)}
+
+  @property
+  def step(self):
+    return self._step
+
+  @step.setter
+  def step(self, step):
+    self._step = int(step)
+
+  def optimizer_state(self):
+    return {constants.OPTIMIZER_COUNT: self.count}
+
+  def start_training_input(self, step, checkpoint, restore_position):
+    self.input_started.append((step, checkpoint and os.path.basename(checkpoint)))
+
+  def save_input_position(self, checkpoint):
+    self.positions.append(os.path.basename(checkpoint))
+
+  def corrupt_input_error(self, error, data_config):
+    del data_config
+    if isinstance(error, CorruptRecord):
+      return errors.InputError(f"corrupt record in {error}")
+    return None
+
+
+def _trainer(model_dir, steps_total=6, log=None, **trainer_settings):
+  settings = dict(steps_per_loop=4, summary_interval=6, log_interval=2,
+                  checkpoint_interval=3, max_to_keep=2)
+  settings.update(trainer_settings)
+  experiment = trainer_helpers.tiny_experiment(steps=steps_total, trainer=settings)
+  task = FakeTask()
+  engine = FakeEngine(experiment, task, lambda _: None)
+  lines = [] if log is None else log
+  return trainer_lib.Trainer(experiment, str(model_dir), task=task, engine=engine,
+                             log_fn=lines.append), engine
+
+
+def test_loops_end_at_every_interval_and_checkpoints_keep_the_newest(tmp_path):
+  lines = []
+  trainer, engine = _trainer(tmp_path, log=lines)
+  report = trainer.train()
+  # Intervals 2 (log), 3 (checkpoint), 6 (summary), at most 4 steps a loop.
+  assert engine.loops == [2, 1, 1, 2]
+  assert [os.path.basename(p) for p in portable.checkpoints_in(str(tmp_path))] == [
+      "ckpt-6.h5", "ckpt-3.h5"]
+  assert engine.positions == ["ckpt-3.h5", "ckpt-6.h5"]
+  assert engine.input_started == [(0, None)]
+  assert report["loss"] == pytest.approx(np.mean([1 / s for s in range(2, 8)]))
+  assert report[steps.LEARNING_RATE] == pytest.approx(0.1)
+  assert sum(line.startswith("Saved checkpoint") for line in lines) == 2
+
+
+def test_a_rerun_resumes_weights_optimizer_and_seed_state_at_the_saved_step(tmp_path):
+  first, _ = _trainer(tmp_path, steps_total=3)
+  first.train()
+  first.model.seed.assign([7, 3])
+  first.save()
+  resumed, engine = _trainer(tmp_path, steps_total=6)
+  resumed.initialize()
+  assert resumed.step == 3 and resumed.restored_from.endswith("ckpt-3.h5")
+  np.testing.assert_array_equal(resumed.model.weight.value, [3.0, 3.0])
+  np.testing.assert_array_equal(resumed.model.seed.value, [7, 3])
+  assert int(engine.count.value) == 3
+  resumed.train()
+  assert engine.input_started == [(3, "ckpt-3.h5")]
+  np.testing.assert_array_equal(resumed.model.weight.value, [6.0, 6.0])
+
+
+def test_a_non_finite_loss_stops_before_any_checkpoint_of_its_steps(tmp_path):
+  trainer, _ = _trainer(tmp_path)
+  trainer.engine.loss_at = lambda step: float("nan") if step == 5 else 1.0
+  with pytest.raises(trainer_lib.NonFiniteLossError, match=r"within steps 5\.\.6.*ckpt-3\.h5"):
+    trainer.train()
+  assert [os.path.basename(p) for p in portable.checkpoints_in(str(tmp_path))] == [
+      "ckpt-3.h5"]
+
+
+def test_sigterm_saves_a_checkpoint_at_the_loops_end_and_returns_early(tmp_path):
+  lines = []
+  trainer, engine = _trainer(tmp_path, steps_total=10, log=lines)
+  engine.on_step[4] = lambda: os.kill(os.getpid(), signal.SIGTERM)
+  before = signal.getsignal(signal.SIGTERM)
+  trainer.train()
+  assert signal.getsignal(signal.SIGTERM) is before
+  assert trainer.preempted and trainer.step == 4
+  assert os.path.exists(tmp_path / "ckpt-4.h5")
+  assert lines[-1] == ("Received SIGTERM: saved checkpoint "
+                       f"{os.path.join(str(tmp_path), 'ckpt-4.h5')} at step 4; stopping. "
+                       "Rerun the same command to resume.")
+
+
+def test_a_corrupt_record_is_one_error_after_a_checkpoint_at_the_last_finished_step(tmp_path):
+  trainer, engine = _trainer(tmp_path)
+
+  def corrupt():
+    raise CorruptRecord("data-1.tfrecord at offset 12")
+
+  engine.on_step[5] = corrupt
+  with pytest.raises(errors.InputError) as raised:
+    trainer.train()
+  assert str(raised.value) == (
+      "train_data: corrupt record in data-1.tfrecord at offset 12. Saved checkpoint "
+      f"{os.path.join(str(tmp_path), 'ckpt-4.h5')} at step 4, the last finished step; "
+      "replace or remove the file and rerun to resume.")
+
+
+def test_run_writes_params_yaml_and_refuses_a_run_that_changes_the_shapes(tmp_path):
+  trainer, _ = _trainer(tmp_path, steps_total=2)
+  report = trainer.run("train_and_eval")
+  assert report["eval/mean_weight"] == 2.0
+  assert os.path.exists(tmp_path / params_file.PARAMS_FILE)
+  wider = trainer_helpers.tiny_experiment(steps=2, batch=16)
+  task = FakeTask()
+  other = trainer_lib.Trainer(wider, str(tmp_path), task=task,
+                              engine=FakeEngine(wider, task, print), log_fn=print)
+  with pytest.raises(params_file.ParamsMismatchError, match="train_data.global_batch_size"):
+    other.run("train")
+  with pytest.raises(errors.MissingInputError, match="--mode=eval needs a checkpoint"):
+    _trainer(tmp_path / "empty")[0].run("eval")
+  assert not os.path.exists(tmp_path / "empty")
+
+
+def test_a_batch_that_does_not_split_over_the_replicas_is_refused_before_building(tmp_path):
+  experiment = trainer_helpers.tiny_experiment(batch=9)
+  task = FakeTask()
+  with pytest.raises(trainer_lib.configs.ConfigError, match=r"\(9\) must be divisible by "
+                     r"the number of replicas \(2\)"):
+    trainer_lib.Trainer(experiment, str(tmp_path), task=task,
+                        engine=FakeEngine(experiment, task, print))
+
+
+def test_older_tensorflow_checkpoints_are_one_error_off_the_tensorflow_engine(
+    tmp_path, monkeypatch):
+  (tmp_path / "ckpt-4.index").write_bytes(b"")
+  trainer, _ = _trainer(tmp_path)
+  monkeypatch.setattr(trainer_lib.checkpointing.keras.backend, "backend", lambda: "jax")
+  with pytest.raises(errors.UserError, match=r"holds TensorFlow checkpoints \(ckpt-N.index\) "
+                     "of an older version: resume it once on the TensorFlow engine"):
+    trainer.initialize()
