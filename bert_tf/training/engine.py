@@ -35,7 +35,8 @@ from bert_tf.tasks import base as task_base
 class Engine(abc.ABC):
   """The computation of one training run on one backend.
 
-  Its members: where it runs (start_runtime, num_replicas, is_chief, describe), the
+  Its members: where it runs (start_runtime, num_replicas, process_index, process_count, is_chief,
+  describe), the
   computation (build, run_steps, evaluate_outputs), the state a checkpoint holds (step,
   optimizer_state; sync_to_model before reading the variables, after_restore once
   they hold their values), the collectives between processes (any_process, barrier),
@@ -70,9 +71,20 @@ class Engine(abc.ABC):
     """The data-parallel replicas (devices) that share each global batch."""
 
   @property
+  def process_index(self) -> int:
+    """This process's number among the processes that write parts of a checkpoint (its
+    input position): 0 where one process writes them all."""
+    return 0
+
+  @property
+  def process_count(self) -> int:
+    """The processes that write parts of a checkpoint."""
+    return 1
+
+  @property
   def is_chief(self) -> bool:
     """Whether this process writes checkpoints, summaries and predictions."""
-    return True
+    return self.process_index == 0
 
   @abc.abstractmethod
   def describe(self) -> str:

@@ -67,10 +67,6 @@ class JaxEngine(engine_lib.Engine):
   def process_count(self) -> int:
     return jax.process_count()
 
-  @property
-  def is_chief(self) -> bool:
-    return self.process_index == 0
-
   @classmethod
   def start_runtime(cls, runtime: configs.RuntimeConfig) -> None:
     devices_lib.check_runtime(runtime)
