@@ -346,7 +346,9 @@ class Trainer:
             "same command to resume.")
 
   def save(self) -> str:
-    """Writes the checkpoint of the current step; returns its path."""
+    """Saves the checkpoint of the current step; returns its path. Under
+    trainer.async_checkpoints it is still being written on return: checkpoints.wait()
+    returns once it is committed."""
     path = self.checkpoints.save()
     self._saved = (self.step, path)
     return path

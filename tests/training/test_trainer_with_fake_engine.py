@@ -195,6 +195,7 @@ def test_a_rerun_resumes_weights_optimizer_and_seed_state_at_the_saved_step(tmp_
   first.train()
   first.model.seed.assign([7, 3])
   first.save()
+  first.checkpoints.wait()  # written in the background
   resumed, engine = _trainer(tmp_path, steps_total=6)
   resumed.initialize()
   assert resumed.step == 3 and resumed.restored_from.endswith("ckpt-3.h5")
