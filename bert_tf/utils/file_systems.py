@@ -57,11 +57,11 @@ class LocalFiles:
   listdir = staticmethod(os.listdir)
   size = staticmethod(os.path.getsize)
   GFile = staticmethod(open)  # pylint: disable=invalid-name
+  failures = (OSError,)
 
   @staticmethod
   def open_ranges(path: str):
     return open(path, "rb")
-  failures = (OSError,)
 
   @staticmethod
   def makedirs(directory: str) -> None:

@@ -194,3 +194,16 @@ def test_a_corrupt_remote_record_names_the_remote_file_and_the_offset_a_local_on
   remote = f"{remote_without_tensorflow}/bad.tfrecord"
   files.copy(bad, remote)
   assert record_files.check_records(remote) == record_files.check_records(bad) is not None
+
+
+def test_a_remote_gzip_file_streams_through_the_file_layer_and_reads_like_tensorflow(
+    shards, tmp_path, remote_without_tensorflow):
+  records = _tf_records(shards[0][0])
+  path = str(tmp_path / "c.tfrecord.gz")
+  with tf.io.TFRecordWriter(path, tf.io.TFRecordOptions("GZIP")) as writer:
+    for record in records:
+      writer.write(record)
+  remote = f"{remote_without_tensorflow}/c.tfrecord.gz"
+  files.copy(path, remote)
+  assert list(record_files.RecordFile(remote, "GZIP")) == records
+  assert record_files.read_first_record(remote, "GZIP") == records[0]
