@@ -194,6 +194,11 @@ class CheckpointSaver:
       engine.barrier(f"checkpoint of step {step} written")
     return path
 
+  @property
+  def writing(self) -> bool:
+    """Whether a save is being written in the background."""
+    return self._writes.running
+
   def wait(self) -> None:
     """Returns once no save is being written.
 

@@ -46,14 +46,16 @@ def test_steps_go_on_while_a_checkpoint_is_written_and_it_holds_its_steps_values
       seen["weights at step 2"] = trainer_helpers.weights_of(trainer.model)
     if line.startswith("step 3/"):  # while ckpt-2 is being written
       seen["ckpt-2 written at step 3"] = os.path.exists(model_dir / "ckpt-2.h5")
+      seen["writing at step 3"] = trainer.checkpoints.writing
       released.set()
 
   monkeypatch.setattr(portable, "write", held_write)
   trainer = Trainer(_experiment(), str(model_dir), log_fn=log)
   trainer.train()
   assert seen.pop("ckpt-2 written at step 3") is False
+  assert seen.pop("writing at step 3") is True
   assert trainer.step == 4
-  assert not trainer.checkpoints._writes.running  # train() returned after the last write
+  assert not trainer.checkpoints.writing  # train() returned after the last write
 
   written = _saved_weights(str(model_dir / "ckpt-2.h5"))
   expected = seen["weights at step 2"]
