@@ -227,7 +227,8 @@ class Trainer:
 
     Returns:
       the last report: averaged losses and metrics, learning_rate, gradient_norm,
-      sequences_per_second, skipped_steps, plus eval/<metric> when evaluating.
+      sequences_per_second, plus eval/<metric> when evaluating (the step counts,
+      skipped_steps and non_finite_loss_steps, are not averaged into it).
 
     Raises:
       NonFiniteLossError: the loss became NaN or Inf (no checkpoint of those steps).
