@@ -1,6 +1,7 @@
 """What a change does to the pretraining step's graph: the op census of the traced
 training loop (bench/step_graph_worker.py) of this checkout and of another one, and the
-op types whose counts differ.
+op types whose counts differ, with the in-memory batch bench/pretraining_step.py times
+and with the same batch read from TFRecords as training reads it.
 
 bench/pretraining_step.py --baseline times a change against the checkout before it; on a
 shared machine a few percent either way is within its noise. The census is not: the
@@ -16,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 from absl import app
 from absl import flags
@@ -26,13 +28,19 @@ from bench import pretraining_step
 # --configs and --baseline are bench/pretraining_step.py's own flags (imported with it):
 # the same command line names the same comparison; its other flags are not read here.
 FLAGS = flags.FLAGS
+# input: what the table calls it.
+INPUTS = {"memory": "in-memory batch", "records": "TFRecords"}
+flags.DEFINE_list("inputs", list(INPUTS), "The step's inputs to trace, among: "
+                  + ", ".join(INPUTS) + ".")
 
 
-def run_census(checkout: str, size: str, batch: int, seq: int, predictions: int) -> dict:
-  """{op type: nodes} of `checkout`'s traced training loop, from a fresh worker."""
+def run_census(checkout: str, size: str, batch: int, seq: int, predictions: int,
+               records_dir: str = "") -> dict:
+  """{op type: nodes} of `checkout`'s traced training loop, from a fresh worker; its
+  input read from TFRecords written to `records_dir` where one is given."""
   argv = [sys.executable, "-m", "bench.step_graph_worker", "--checkout", checkout,
           "--size", size, "--batch_size", str(batch), "--seq_length", str(seq),
-          "--predictions", str(predictions)]
+          "--predictions", str(predictions), "--records_dir", records_dir]
   env = dict(os.environ, PYTHONPATH=common.REPO_ROOT, CUDA_VISIBLE_DEVICES="",
              TF_CPP_MIN_LOG_LEVEL="2")
   out = subprocess.run(argv, env=env, cwd=common.REPO_ROOT, capture_output=True, text=True,
@@ -70,12 +78,18 @@ def main(argv):
     if name not in pretraining_step.CONFIGS:
       raise app.UsageError(f"Unknown config '{name}'; configs: "
                            f"{', '.join(pretraining_step.CONFIGS)}")
+  for name in FLAGS.inputs:
+    if name not in INPUTS:
+      raise app.UsageError(f"Unknown input '{name}'; inputs: {', '.join(INPUTS)}")
   baseline = os.path.abspath(FLAGS.baseline)
   for name in FLAGS.configs:
     size, batch, seq, predictions, _ = pretraining_step.CONFIGS[name]
-    ours = run_census(common.REPO_ROOT, size, batch, seq, predictions)
-    theirs = run_census(baseline, size, batch, seq, predictions)
-    print(report(name, ours, theirs), flush=True)
+    for source in FLAGS.inputs:
+      with tempfile.TemporaryDirectory() as directory:
+        records = directory if source == "records" else ""
+        ours = run_census(common.REPO_ROOT, size, batch, seq, predictions, records)
+        theirs = run_census(baseline, size, batch, seq, predictions, records)
+      print(report(f"{name}, {INPUTS[source]}", ours, theirs), flush=True)
   print(f"step_graph: command: {common.command_line()}")
 
 

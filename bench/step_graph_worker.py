@@ -3,8 +3,11 @@
 Builds the trainer of the checkout's own pretraining worker (its
 bench/ours_pretraining_worker.py `build_trainer`, the one bench/pretraining_step.py
 times) and prints, as one JSON line, how many nodes of each op type the traced training
-loop holds (`census`). Runs with the checkout first on the path and imports nothing of
-this repository's bert_tf, so that the census is the checkout's: it imports only the
+loop holds (`census`). Its input is the worker's in-memory batch, or with --records_dir
+the same batch written as a TFRecord file and read through the checkout's pretraining
+reader, as training reads records (the shapes the reader gives decide which kernels
+the step runs). Runs with the checkout first on the path and imports nothing of this
+repository's bert_tf, so that the census is the checkout's: it imports only the
 standard library until the checkout is on the path.
 
   python -m bench.step_graph_worker --checkout=PATH --size=mini --batch_size=32
@@ -71,6 +74,30 @@ def load_checkout_worker(checkout: str):
   return module
 
 
+def records_input(worker, directory: str, batch_size: int, seq_length: int,
+                  predictions: int):
+  """A dataset_fn for the checkout's `build_trainer`: its protocol batch written as
+  pretraining records (the original release's features) to a file in `directory`, read
+  through the checkout's bert_tf.data.pretraining_reader."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf import constants  # pylint: disable=g-import-not-at-top
+  from bert_tf.data import pretraining_reader  # pylint: disable=g-import-not-at-top
+  from bert_tf.data import tfrecords  # pylint: disable=g-import-not-at-top
+  batch = worker.protocol.pretraining_batch(batch_size, seq_length, predictions)
+  path = os.path.join(directory, "pretrain.tfrecord")
+  with tf.io.TFRecordWriter(path) as writer:
+    for row in range(batch_size):
+      writer.write(tfrecords.serialize_example(
+          {name: batch[key][row] for name, key in constants.TFRECORD_TO_MODEL_INPUT.items()}))
+
+  def dataset_fn(data_config, input_context, start=0):
+    del start  # Traced, not read.
+    return pretraining_reader.build_pretraining_dataset(
+        data_config.replace(input_path=path, format="tfrecord"), input_context)
+
+  return dataset_fn
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__)
   parser.add_argument("--checkout", required=True, help="The checkout's root.")
@@ -78,11 +105,17 @@ def main():
   parser.add_argument("--batch_size", type=int, default=32)
   parser.add_argument("--seq_length", type=int, default=128)
   parser.add_argument("--predictions", type=int, default=20)
+  parser.add_argument("--records_dir", default="",
+                      help="Read the batch as TFRecords written here (default: in memory).")
   args = parser.parse_args()
   worker = load_checkout_worker(os.path.abspath(args.checkout))
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  dataset_fn = None
+  if args.records_dir:
+    dataset_fn = records_input(worker, args.records_dir, args.batch_size, args.seq_length,
+                               args.predictions)
   trainer, iterator = worker.build_trainer(args.size, args.batch_size, args.seq_length,
-                                           args.predictions, 1, False)
+                                           args.predictions, 1, False, dataset_fn=dataset_fn)
   loop = trainer.engine.train_loop_function.get_concrete_function(
       iterator, tf.TensorSpec([], tf.int32))
   print(json.dumps(census(loop.graph.as_graph_def())))
