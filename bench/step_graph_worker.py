@@ -74,6 +74,23 @@ def load_checkout_worker(checkout: str):
   return module
 
 
+# Where a checkout keeps its tf.data pretraining reader: data/ in sub-packages by role,
+# and data/ flat (f6af710 and before).
+READER_MODULES = ("bert_tf.data.pipelines.pretraining_reader",
+                  "bert_tf.data.pretraining_reader")
+
+
+def _first_module(*names):
+  """The first of the modules `names` the checkout has."""
+  for name in names:
+    try:
+      return importlib.import_module(name)
+    except ModuleNotFoundError as error:
+      if not name.startswith(error.name or ""):
+        raise  # A module the checkout has, missing one it imports.
+  raise ModuleNotFoundError(f"The checkout has none of {', '.join(names)}")
+
+
 def records_input(worker, directory: str, batch_size: int, seq_length: int,
                   predictions: int):
   """A dataset_fn for the checkout's `build_trainer`: its protocol batch written as
@@ -81,14 +98,19 @@ def records_input(worker, directory: str, batch_size: int, seq_length: int,
   through the checkout's bert_tf.data.pretraining_reader."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf import constants  # pylint: disable=g-import-not-at-top
-  from bert_tf.data import pretraining_reader  # pylint: disable=g-import-not-at-top
-  from bert_tf.data import tfrecords  # pylint: disable=g-import-not-at-top
+  pretraining_reader = _first_module(*READER_MODULES)
   batch = worker.protocol.pretraining_batch(batch_size, seq_length, predictions)
   path = os.path.join(directory, "pretrain.tfrecord")
   with tf.io.TFRecordWriter(path) as writer:
     for row in range(batch_size):
-      writer.write(tfrecords.serialize_example(
-          {name: batch[key][row] for name, key in constants.TFRECORD_TO_MODEL_INPUT.items()}))
+      features = {}
+      for name, key in constants.TFRECORD_TO_MODEL_INPUT.items():
+        values = batch[key][row].reshape([-1]).tolist()
+        features[name] = (tf.train.Feature(float_list=tf.train.FloatList(value=values))
+                          if batch[key].dtype.kind == "f" else
+                          tf.train.Feature(int64_list=tf.train.Int64List(value=values)))
+      writer.write(tf.train.Example(
+          features=tf.train.Features(feature=features)).SerializeToString())
 
   def dataset_fn(data_config, input_context, start=0):
     del start  # Traced, not read.
