@@ -24,6 +24,8 @@ its entry of bench/results/pretraining_step.json (the other entries are kept), o
   python -m bench.pretraining_step --configs=base512 --pairwise --rounds=2
   python -m bench.pretraining_step --configs=mini --peers= --variants=xla,full_last_layer
   python -m bench.pretraining_step --configs=base --peers= --baseline=/tmp/before
+  python -m bench.pretraining_step --configs=mini --peers= --baseline=/tmp/before \
+      --input_path=/tmp/records/pretrain-00000-of-00004.tfrecord --nowrite_readme
 """
 
 import json
@@ -70,6 +72,10 @@ flags.DEFINE_string("baseline", "", "Path of another checkout of bert_tf (for ex
                     "`git worktree` of the commit before a change): its own worker runs as "
                     "one more system, 'baseline', interleaved with ours, so that a change's "
                     "effect on speed is an A/B within one run.")
+flags.DEFINE_string("input_path", "", "Pretraining TFRecords (comma-separated) that ours, "
+                    "its variants and --baseline read through their own reader instead of "
+                    "the in-memory batch, as training reads them (with --peers= and "
+                    "--nowrite_readme).")
 flags.DEFINE_bool("install_peers", False, "Create the peers' virtual environments first.")
 flags.DEFINE_string("venv_root", peer_envs.DEFAULT_VENV_ROOT, "Where the peers' venvs live.")
 flags.DEFINE_string("device", "cpu", "cpu or gpu. On gpu, the workers see the GPU; on "
@@ -190,7 +196,8 @@ def run_config(name, peers):
   steps = FLAGS.steps_per_round or default_steps
   shape = ["--size", size, "--batch_size", str(batch), "--seq_length", str(seq),
            "--predictions", str(predictions)]
-  ours = [sys.executable, "-m", "bench.ours_pretraining_worker", *shape,
+  records = ["--input_path", FLAGS.input_path] if FLAGS.input_path else []
+  ours = [sys.executable, "-m", "bench.ours_pretraining_worker", *shape, *records,
           "--steps_per_loop", str(FLAGS.steps_per_loop),
           "--jit_compile", str(int(FLAGS.jit_compile)),
           "--mixed_precision", FLAGS.mixed_precision]
@@ -205,7 +212,7 @@ def run_config(name, peers):
     # whose workers put their own folders on the path.
     specs.append(("baseline", [sys.executable,
                                os.path.join(baseline, "bench", "ours_pretraining_worker.py"),
-                               *shape, "--steps_per_loop", str(FLAGS.steps_per_loop),
+                               *shape, *records, "--steps_per_loop", str(FLAGS.steps_per_loop),
                                "--jit_compile", str(int(FLAGS.jit_compile)),
                                "--mixed_precision", FLAGS.mixed_precision],
                   {**worker_env(), "PYTHONPATH": baseline}))
@@ -414,6 +421,10 @@ def main(argv):
       raise app.UsageError(f"Unknown config '{name}'; configs: {', '.join(CONFIGS)}")
   if FLAGS.mixed_precision not in POLICY_DTYPES:
     raise app.UsageError(f"--mixed_precision: one of {', '.join(POLICY_DTYPES)}")
+  if FLAGS.input_path and (FLAGS.peers or FLAGS.write_readme):
+    raise app.UsageError("--input_path: a check against ours or --baseline, not a figure "
+                         "of record (the peers read no TFRecords): give --peers= "
+                         "--nowrite_readme with it")
   for variant in FLAGS.variants:
     if variant not in VARIANTS:
       raise app.UsageError(f"Unknown variant '{variant}'; variants: {', '.join(VARIANTS)}")

@@ -155,7 +155,8 @@ def ordered_record_dataset(paths: Sequence[str], spec: record_specs.RecordSpec,
       batch; the host input applies the same.
 
   Returns:
-    A dataset of {feature key: [b, *shape]}, b = global_batch_size / R.
+    A dataset of {feature key: [b, *shape]}, b = global_batch_size / R, static where
+    every batch is full (is_training, or drop_remainder).
   """
   source = _record_source(paths, data_config.compression_type)
   order = record_order.RecordOrder(
@@ -169,7 +170,11 @@ def ordered_record_dataset(paths: Sequence[str], spec: record_specs.RecordSpec,
     pipelines = input_context.num_input_pipelines
     pipeline = input_context.input_pipeline_id
   per_pipeline = parts // pipelines
-  order.part_size(parts)
+  # Where no batch can be short (training repeats; drop_remainder), every element holds
+  # its part's full share: a static batch dimension, without which the TensorFlow CPU
+  # speed path (bert_tf.kernels.tensorflow_cpu) leaves the step to the plain kernels.
+  share = order.part_size(parts)
+  rows = share if order.repeat or data_config.drop_remainder else None
 
   def place(element):
     batch, replica = divmod(int(element), per_pipeline)
@@ -199,7 +204,7 @@ def ordered_record_dataset(paths: Sequence[str], spec: record_specs.RecordSpec,
 
   def parse(element):
     records = tf.numpy_function(_python_stage(read), [element], tf.string, stateful=False)
-    batch = parse_records(tf.ensure_shape(records, [None]), spec)
+    batch = parse_records(tf.ensure_shape(records, [rows]), spec)
     if draw is None:
       return batch
     values = tf.numpy_function(_python_stage(redraw), [element, *(batch[key] for key in keys)],

@@ -78,6 +78,22 @@ def test_drop_remainder_gives_only_full_batches(files):
   assert len(sizes) == files["counts"][0] // 7
 
 
+def test_batch_dimension_is_static_where_no_batch_can_be_short(files):
+  # The TensorFlow CPU speed path (fused kernels) applies only to static shapes.
+  def batch_dims(**kw):
+    spec = reader.build_pretraining_dataset(_config(files["paths"][0], **kw)).element_spec
+    return {value.shape[0] for value in spec.values()}
+
+  assert batch_dims(is_training=True, drop_remainder=False) == {8}
+  assert batch_dims(is_training=False, drop_remainder=True) == {8}
+  assert batch_dims(is_training=False, drop_remainder=False) == {None}
+  context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                                       num_replicas_in_sync=2)
+  spec = reader.build_pretraining_dataset(
+      _config(files["paths"][0], is_training=True), context).element_spec
+  assert spec[constants.INPUT_WORD_IDS].shape.as_list() == [4, SEQ]
+
+
 def test_input_context_shards_files_over_pipelines_without_overlap(files):
   pattern = os.path.join(files["dir"], "data-*.tfrecord")
   shards = []
