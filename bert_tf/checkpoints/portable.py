@@ -195,7 +195,9 @@ def snapshot(items: Mapping[str, object],
     step: the trainer's step (None for a model-only checkpoint).
     random_state: SeedGenerator state variables, in the model's order.
     backend: the Keras backend that wrote it (for the record).
-    reuse: an earlier snapshot no longer needed, whose arrays are filled again.
+    reuse: an earlier snapshot no longer needed: its arrays are taken from it one by
+      one, filled again or dropped (so that at most one array more than a snapshot is
+      held at a time).
   """
   previous = reuse.arrays if reuse is not None else {}
   attrs = {"format": FORMAT, "version": VERSION, "backend": backend}
@@ -205,13 +207,13 @@ def snapshot(items: Mapping[str, object],
   for name, item in items.items():
     for variable_path, variable in item_variables(item).items():
       key = f"items/{name}/{variable_path}"
-      arrays[key] = _host_copy(variable, previous.get(key))
+      arrays[key] = _host_copy(variable, previous.pop(key, None))
   for name, variable in (optimizer_state or {}).items():
     key = f"optimizer/{name}"
-    arrays[key] = _host_copy(variable, previous.get(key))
+    arrays[key] = _host_copy(variable, previous.pop(key, None))
   for i, variable in enumerate(random_state):
     key = f"random_state/{i:05d}"
-    arrays[key] = _host_copy(variable, previous.get(key))
+    arrays[key] = _host_copy(variable, previous.pop(key, None))
   return Snapshot(attrs, arrays)
 
 

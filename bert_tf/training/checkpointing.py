@@ -225,6 +225,8 @@ class CheckpointSaver:
         self._wait_for_parts(path)
         portable.write(path, content)
         self._delete_old()
+    except CheckpointWriteError:
+      raise
     except (OSError, errors.UserError) as e:
       reason = errors.user_message(e) or f"{type(e).__name__}: {e}"
       raise CheckpointWriteError(f"Writing checkpoint {path} failed: {reason}") from e

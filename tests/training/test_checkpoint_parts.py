@@ -1,0 +1,66 @@
+"""A checkpoint of several processes (bert_tf.training.checkpointing): the chief commits
+`ckpt-N.h5` only once every other process has marked its part complete, and says which
+did not."""
+
+import os
+import time
+
+import keras
+import numpy as np
+import pytest
+
+from bert_tf.checkpoints import portable
+from bert_tf.training import checkpointing
+
+
+class _Item:
+
+  def __init__(self):
+    self.variables = [keras.Variable(np.arange(4, dtype=np.float32), name="kernel")]
+
+
+class _ChiefOfTwo:
+  """The engine a CheckpointSaver sees on process 0 of 2 (no training, no input)."""
+
+  is_chief, process_index, process_count, step = True, 0, 2, 1
+
+  def __init__(self):
+    self.model = type("Model", (), {"trained_items": {"encoder": _Item()}})()
+
+  def sync_to_model(self):
+    pass
+
+  def optimizer_state(self):
+    return {}
+
+  def random_state(self):
+    return []
+
+  def save_input_position(self, checkpoint):
+    del checkpoint
+
+  def barrier(self, name):
+    del name
+
+
+def test_the_chief_commits_a_checkpoint_only_once_the_other_process_marked_its_part(
+    tmp_path):
+  saver = checkpointing.CheckpointSaver(str(tmp_path), 2, _ChiefOfTwo())
+  path = saver.save()
+  time.sleep(0.3)
+  assert saver.writing and not os.path.exists(path)
+  with open(portable.input_prefix(path, 1) + checkpointing.PART_DONE, "w") as f:
+    f.write("1\n")
+  saver.wait()
+  assert portable.checkpoints_in(str(tmp_path)) == [path]
+
+
+def test_a_part_that_never_comes_is_an_error_naming_the_process(tmp_path, monkeypatch):
+  monkeypatch.setattr(checkpointing, "PARTS_TIMEOUT_S", 0.3)
+  saver = checkpointing.CheckpointSaver(str(tmp_path), 2, _ChiefOfTwo())
+  path = saver.save()
+  with pytest.raises(checkpointing.CheckpointWriteError) as raised:
+    saver.wait()
+  assert str(raised.value) == (f"Checkpoint {path} is not committed: process(es) [1] did "
+                               "not write their input position within 0 s")
+  assert portable.checkpoints_in(str(tmp_path)) == []
