@@ -55,6 +55,9 @@ def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_pat
       with file_systems.quiet_retries():
         matches = sorted(gfile.glob(glob))
         found = [path for path in matches if path not in seen and not gfile.isdir(path)]
+    except FileNotFoundError:
+      # fsspec's answer for a bucket that does not exist.
+      raise error(f"{field}: no file matches {glob} (no such bucket or folder)") from None
     except gfile.failures as e:
       raise file_systems.StorageError(
           f"{field}: cannot list {glob}: {file_systems.failure_reason(e)}") from None
