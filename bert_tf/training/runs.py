@@ -86,7 +86,7 @@ def run_in_model_dir(experiment: configs.ExperimentConfig, model_dir: str, mode:
   another size than the model's is an error) and the input are accepted and the restore
   succeeded: a refused run leaves no params.yaml behind. An existing one that fixes other
   shapes is an error (`check_params_match`) unless replace_params. params.yaml records
-  what the input files fix and the configuration left unset (task.settings_from_inputs:
+  what the input files fix and the configuration left unset (the data loader's settings_from_files:
   the vocab pretraining data was made with). A training run logs one warning line for
   each setting longer than the run (warm-up, decay, checkpoint interval), and a resumed
   one where its learning-rate schedule differs from the recorded one.
@@ -118,7 +118,7 @@ def run_in_model_dir(experiment: configs.ExperimentConfig, model_dir: str, mode:
   for section in {"train": ["train_data"], "eval": ["eval_data"],
                   "train_and_eval": ["train_data", "eval_data"]}[mode]:
     trainer.check_inputs(section)
-    inferred = trainer.task.settings_from_inputs(getattr(experiment, section))
+    inferred = trainer.task.data_loader(getattr(experiment, section)).settings_from_files()
     if inferred:
       to_record = to_record.override(inferred)
   if mode != "eval" and trainer.is_chief:

@@ -25,6 +25,7 @@ import signal
 from typing import Dict, Optional
 
 from bert_tf import configs
+from bert_tf.data.pipelines import loaders
 from bert_tf.data.records import record_files
 from bert_tf.tasks import base as task_base
 from bert_tf.training import checkpointing
@@ -120,22 +121,22 @@ class Trainer:
     """Checks the experiment's `section` (train_data or eval_data) once per run: a
     format the task reads (raw task files: with tensorflow-text installed; settings
     only tf.data reads: with TensorFlow), every
-    record's checksums where validate_inputs, then task.check_inputs. The user errors
+    record's checksums where validate_inputs, then the loader's check_files. The user errors
     of the last two are prefixed with the section."""
     if section in self._checked_inputs:
       return
     data_config = getattr(self.experiment, section)
     # Here, not when the input starts: a refused run must write nothing.
-    self.task.check_format(data_config)
-    if data_config.format not in task_base.PREPARED_FORMATS:
-      task_base.require_tensorflow_text(data_config)
+    loader = self.task.data_loader(data_config)
+    if data_config.format not in loaders.PREPARED_FORMATS:
+      loaders.require_tensorflow_text(data_config)
     run_checks.require_tf_data(data_config, section)
     try:
-      if data_config.validate_inputs and data_config.format == task_base.TFRECORD:
+      if data_config.validate_inputs and data_config.format == loaders.TFRECORD:
         count = record_files.validate_record_files(data_config.input_path,
                                                     data_config.compression_type)
         self._log(f"{section}: every record of {count} file(s) read with valid checksums")
-      self.task.check_inputs(data_config)
+      loader.check_files()
     except errors.UserError as e:
       e.args = (f"{section}: {e}",)
       raise

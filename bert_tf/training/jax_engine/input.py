@@ -2,7 +2,8 @@
 batch, padded to fixed lengths (the length buckets) so that the jit-compiled step
 compiles once per bucket, with a position saved beside each checkpoint.
 
-Batches come from the task's host input (task.host_inputs, bert_tf.data.pipelines.host_pipeline):
+Batches come from the host form of the task's data loader (bert_tf.data.pipelines.loaders,
+bert_tf.data.pipelines.host_pipeline):
 TFRecords read without TensorFlow, or raw task files featurized once where
 tensorflow-text is installed; dynamic masking draws its masks there too
 (bert_tf.data.pipelines.masking). Its position is a small JSON file beside the checkpoint
@@ -37,12 +38,12 @@ def position_path(checkpoint: str, process_index: int) -> str:
 
 
 class HostInput:
-  """This process's training batches from task.host_inputs."""
+  """This process's training batches from the data loader's host form."""
 
   def __init__(self, task: task_base.Task, data_config: configs.DataConfig,
                process_index: int, process_count: int, step: int,
                checkpoint: Optional[str], log_fn: Callable[[str], None]):
-    self._batches = task.host_inputs(data_config, process_index, process_count)
+    self._batches = task.data_loader(data_config).host_batches(process_index, process_count)
     saved = position_path(checkpoint, process_index) if checkpoint else None
     if saved and os.path.exists(saved):
       with open(saved, encoding="utf-8") as f:
@@ -88,8 +89,8 @@ class TfDataInput:
                checkpoint: Optional[str], log_fn: Callable[[str], None]):
     tf_input = self._tf_input = _tf_input()
     dataset = tf_input.padded_to_length_buckets(
-        task.build_inputs(data_config, tf_input.process_context(process_index,
-                                                                 process_count)),
+        task.data_loader(data_config).dataset(
+            tf_input.process_context(process_index, process_count)),
         data_config)
     iterator = iter(dataset)
     if step and not (checkpoint and tf_input.restore_position(
@@ -121,10 +122,10 @@ def evaluation_batches(task: task_base.Task, data_config: configs.DataConfig
   """The whole evaluation input, every batch, as NumPy arrays (this process reads all
   of it)."""
   if run_checks.needs_tf_data(data_config):
-    for batch in task.build_inputs(data_config):
+    for batch in task.data_loader(data_config).dataset():
       yield host_batch(batch)
     return
-  batches = task.host_inputs(data_config)
+  batches = task.data_loader(data_config).host_batches()
   try:
     yield from batches
   finally:
