@@ -11,9 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Optional
 
 
+import numpy as np
+
 from bert_tf import configs
 from bert_tf.data.pipelines import loaders
+from bert_tf.data.pipelines import padding
 from bert_tf.tasks import base
+from bert_tf.utils import errors
 from bert_tf.utils import files
 from bert_tf.utils import progress
 
@@ -32,6 +36,10 @@ class FeatureTask(base.Task):
 
   # Sequences per example ([B, C, T] inputs when above 1).
   num_choices: int = 1
+
+  def __init__(self, experiment: configs.ExperimentConfig):
+    super().__init__(experiment)
+    self._raw_cache: Dict[tuple, Dict[str, np.ndarray]] = {}
 
   def num_outputs(self) -> int:
     """Classes (or tags) the labels of dummy batches are drawn from."""
@@ -56,14 +64,29 @@ class FeatureTask(base.Task):
     """Unbatched features of `examples` (a bert_tf.data.pipelines.featurizers featurizer)."""
     raise NotImplementedError
 
+  def raw_arrays(self, data_config: configs.DataConfig) -> Dict[str, np.ndarray]:
+    """The examples of data_config's raw files featurized (read_examples, featurize),
+    padded to seq_length and stacked, {feature: [N, ...]} in file order; featurized
+    once per file set and length (the trainer builds an input more than once)."""
+    key = (data_config.format, data_config.input_path, data_config.seq_length,
+           data_config.tfds_name, data_config.tfds_split, data_config.tfds_data_dir)
+    if key not in self._raw_cache:
+      examples = [padding.pad_example(features, self.record_kind, data_config.seq_length,
+                                      self.regression)
+                  for features in self.featurize(self.read_examples(data_config),
+                                                 data_config).as_numpy_iterator()]
+      if not examples:
+        raise errors.InputError(f"{loaders.section_name(data_config)}.input_path "
+                                f"'{data_config.input_path}' holds no examples")
+      self._raw_cache[key] = {name: np.stack([e[name] for e in examples])
+                              for name in examples[0]}
+    return self._raw_cache[key]
+
   def input_needs(self, **needs):
-    """The feature kind's label settings, and the raw files featurized by
-    read_examples and featurize."""
+    """The feature kind's label settings, and the raw files as `raw_arrays`."""
     return super().input_needs(
         regression=self.regression, num_choices=self.num_choices,
-        num_outputs=self.num_outputs(),
-        raw_features=lambda data_config: self.featurize(self.read_examples(data_config),
-                                                        data_config), **needs)
+        num_outputs=self.num_outputs(), raw_arrays=self.raw_arrays, **needs)
 
   def piece_tokenizer(self) -> featurizers.PieceTokenizer:
     """The tokenizer of the experiment's tokenizer section, for `featurize`."""

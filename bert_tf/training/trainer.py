@@ -119,8 +119,7 @@ class Trainer:
 
   def check_inputs(self, section: str) -> None:
     """Checks the experiment's `section` (train_data or eval_data) once per run: a
-    format the task reads (raw task files: with tensorflow-text installed; settings
-    only tf.data reads: with TensorFlow), every
+    format the task reads (raw task files: with tensorflow-text installed), every
     record's checksums where validate_inputs, then the loader's check_files. The user errors
     of the last two are prefixed with the section."""
     if section in self._checked_inputs:
@@ -130,7 +129,6 @@ class Trainer:
     loader = self.task.data_loader(data_config)
     if data_config.format not in loaders.PREPARED_FORMATS:
       loaders.require_tensorflow_text(data_config)
-    run_checks.require_tf_data(data_config, section)
     try:
       if data_config.validate_inputs and data_config.format == loaders.TFRECORD:
         count = record_files.validate_record_files(data_config.input_path,

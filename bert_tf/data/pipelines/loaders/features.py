@@ -2,6 +2,7 @@
 tagging, multiple choice): synthetic ones (format "dummy"), the TFRecords
 tools/create_finetuning_data.py writes (format "tfrecord", record_specs.finetuning_spec)
 and the task's raw files, featurized by the task (GLUE TSV/CSV, TFDS, CoNLL, SWAG CSV).
+TFRecords and raw files are read in the one order (bert_tf.data.records.record_order).
 
 Host batches have their token features padded to the data section's length buckets
 (seq_length without them; bert_tf.data.pipelines.padding).
@@ -13,8 +14,9 @@ from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from bert_tf import configs
+from bert_tf import constants
 from bert_tf.data.pipelines import dummy
+from bert_tf.data.pipelines import example_packing
 from bert_tf.data.pipelines import host_pipeline
 from bert_tf.data.pipelines import padding
 from bert_tf.data.pipelines.loaders import registry
@@ -41,10 +43,6 @@ class FeatureLoader(registry.DataLoader):
     lengths = padding.bucket_lengths(padding.bucket_bounds(self.data_config))
     return lambda batch: padding.pad_batch_to_bucket(batch, lengths)
 
-  def _batch_size(self, input_context) -> int:
-    return registry.tf_data().batching.batch_size_for(self.data_config.global_batch_size,
-                                                      input_context)
-
 
 def _register_each_kind(formats_of_kind):
   """Registers a loader class for every feature kind, in the formats
@@ -58,27 +56,51 @@ def _register_each_kind(formats_of_kind):
   return decorator
 
 
+class FeatureArrays(FeatureLoader, registry.InMemoryLoader):
+  """In-memory features padded to seq_length, cut to their longest example (tf.data)
+  or padded to their length bucket (host); with pack_examples each batch's examples
+  packed into rows of seq_length (bert_tf.data.pipelines.example_packing, the same code
+  on both forms; the host form's rows padded to seq_length, so that a compiled step sees
+  fewer shapes)."""
+
+  def _packer(self, arrays, width=None):
+    if not self.data_config.pack_examples:
+      return None
+    return example_packing.Packer(arrays, self.data_config.seq_length, width)
+
+  def _row_groups(self, arrays) -> Optional[np.ndarray]:
+    """Training with length buckets: each example's bucket (record_order groups the
+    rows of each shuffle window by it, on both forms), else None."""
+    data = self.data_config
+    if self.in_file_order or not (data.is_training and data.active_length_buckets()):
+      return None
+    mask = arrays[constants.INPUT_MASK]
+    longest = np.sum(mask, axis=-1).reshape([len(mask), -1]).max(axis=1)
+    return np.searchsorted(padding.bucket_bounds(data), longest, side="left")
+
+  def _tf_batches(self, arrays, data_config, input_context, start, row_groups):
+    return registry.tf_data().tfrecords.read_finetuning_arrays(
+        arrays, data_config, self.needs.seed, input_context, start, self._packer(arrays),
+        row_groups)
+
+  def _host_finish(self, arrays):
+    return self._packer(arrays, self.data_config.seq_length) or self._to_bucket()
+
+
 @_register_each_kind(lambda kind: (registry.DUMMY,))
-class DummyFeatures(FeatureLoader):
+class DummyFeatures(FeatureArrays):
   """Synthetic batches of the structure real ones have, drawn for the global batch
-  (bert_tf.data.pipelines.dummy.finetuning_examples), endless."""
+  (bert_tf.data.pipelines.dummy.finetuning_examples), in file order: endless for
+  training, one pass for evaluation."""
 
-  def dataset(self, input_context: Optional[tf.distribute.InputContext] = None,
-              start: int = 0) -> tf.data.Dataset:
-    needs = self.needs
-    return registry.skipped(dummy.finetuning_dataset(
-        self.kind, self._batch_size(input_context), self.data_config.seq_length,
-        needs.vocab_size, needs.num_outputs, num_choices=needs.num_choices,
-        regression=needs.regression, seed=needs.seed), start)
+  in_file_order = True
 
-  def _host_batches(self, batch_size, order):
+  def arrays(self):
     needs = self.needs
-    examples = dummy.finetuning_examples(
+    return dummy.finetuning_examples(
         self.kind, self.data_config.global_batch_size, self.data_config.seq_length,
         needs.vocab_size, needs.num_outputs, num_choices=needs.num_choices,
         regression=needs.regression, seed=needs.seed)
-    return host_pipeline.array_batches(examples, batch_size, self._to_bucket(),
-                                       **dict(order, shuffle_window=0))
 
 
 @_register_each_kind(lambda kind: (registry.TFRECORD,))
@@ -105,27 +127,10 @@ class FeatureRecords(FeatureLoader):
 
 
 @_register_each_kind(lambda kind: RAW_FORMATS[kind])
-class RawFeatures(FeatureLoader):
-  """The task's raw files, featurized by the task (needs tensorflow-text)."""
+class RawFeatures(FeatureArrays):
+  """The task's raw files, featurized once by the task (needs tensorflow-text) and
+  numbered as rows in file order, read in the order both engines read records: the
+  same batches as TFRecords written from them (tools/create_finetuning_data.py)."""
 
-  def dataset(self, input_context: Optional[tf.distribute.InputContext] = None,
-              start: int = 0) -> tf.data.Dataset:
-    data, needs = self.data_config, self.needs
-    batching = registry.tf_data().batching
-    return registry.skipped(batching.finish_raw_dataset(
-        needs.raw_features(data), self.kind, self._batch_size(input_context),
-        data.is_training, data.drop_remainder, needs.regression,
-        data.shuffle_buffer_size, needs.seed, input_context,
-        length_buckets=data.active_length_buckets(),
-        pack_to_length=data.seq_length if data.pack_examples else 0), start)
-
-  def _host_batches(self, batch_size, order):
-    """The raw files featurized in memory (tf.data, once), padded to seq_length."""
-    data, needs = self.data_config, self.needs
-    if data.pack_examples:
-      raise configs.ConfigError(f"{self.section}.pack_examples: the host input does not "
-                                "pack examples; use length_buckets")
-    examples = [padding.pad_example(features, self.kind, data.seq_length, needs.regression)
-                for features in needs.raw_features(data).as_numpy_iterator()]
-    arrays = {key: np.stack([e[key] for e in examples]) for key in examples[0]}
-    return host_pipeline.array_batches(arrays, batch_size, self._to_bucket(), **order)
+  def arrays(self):
+    return self.needs.raw_arrays(self.data_config)

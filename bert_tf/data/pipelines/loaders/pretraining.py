@@ -24,35 +24,18 @@ DUMMY_EVAL_BATCHES = 4
 
 
 @registry.register_loader(PRETRAINING, registry.DUMMY)
-class DummyPretraining(registry.DataLoader):
-  """DUMMY_EVAL_BATCHES global batches of synthetic examples, endless for training;
-  training and evaluation draw different ones."""
+class DummyPretraining(registry.InMemoryLoader):
+  """DUMMY_EVAL_BATCHES global batches of synthetic examples in file order, endless for
+  training; training and evaluation draw different ones."""
 
-  def _examples(self):
+  in_file_order = True
+
+  def arrays(self):
     data = self.data_config
     return dummy.pretraining_examples(
         data.global_batch_size, data.seq_length, data.max_predictions_per_seq,
         self.needs.vocab_size, num_distinct_batches=DUMMY_EVAL_BATCHES,
         seed=0 if data.is_training else 1000)
-
-  def dataset(self, input_context: Optional[tf.distribute.InputContext] = None,
-              start: int = 0) -> tf.data.Dataset:
-    """Each input pipeline reads its own shard of the examples."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top,redefined-outer-name
-    global_batch = self.data_config.global_batch_size
-    batch = (input_context.get_per_replica_batch_size(global_batch)
-             if input_context else global_batch)
-    examples = tf.data.Dataset.from_tensor_slices(self._examples())
-    examples = examples.repeat() if self.data_config.is_training else examples
-    if input_context and input_context.num_input_pipelines > 1:
-      examples = examples.shard(input_context.num_input_pipelines,
-                                input_context.input_pipeline_id)
-    return registry.skipped(
-        examples.batch(batch, drop_remainder=self.data_config.drop_remainder), start)
-
-  def _host_batches(self, batch_size, order):
-    return host_pipeline.array_batches(self._examples(), batch_size,
-                                       **dict(order, shuffle_window=0))
 
 
 @registry.register_loader(PRETRAINING, registry.TFRECORD)

@@ -79,9 +79,8 @@ class InputNeeds:
     regression: labels are float scores.
     num_choices: sequences per example ([B, C, T] inputs when above 1).
     num_outputs: classes (or tags) synthetic labels are drawn from.
-    raw_features: data_config -> unbatched features (tf.data) of the raw files, for the
-      feature kinds.
-    raw_arrays: data_config -> {feature: [N, ...]} of the raw files, for SQuAD windows.
+    raw_arrays: data_config -> {feature: [N, ...]}, the examples of the raw files (padded
+      to seq_length; SQuAD: the windows of its questions), numbered in file order.
   """
 
   task: str
@@ -93,7 +92,6 @@ class InputNeeds:
   regression: bool = False
   num_choices: int = 1
   num_outputs: int = 1
-  raw_features: Optional[Callable[[configs.DataConfig], Any]] = None
   raw_arrays: Optional[Callable[[configs.DataConfig], Dict[str, Any]]] = None
 
 
@@ -177,6 +175,55 @@ class DataLoader:
     return record_files.corrupt_records_error(bad) if bad else error
 
 
+class InMemoryLoader(DataLoader):
+  """A loader of in-memory rows ({feature: [N, ...]}, numbered in file order: raw task
+  files featurized once, synthetic examples), read by both forms in the one order.
+
+  Subclasses define `arrays`; synthetic ones set `in_file_order` (no shuffle in
+  training either), and may change how the rows are batched (`_tf_batches`,
+  `_host_finish`) and group them (`_row_groups`).
+  """
+
+  in_file_order = False
+
+  def arrays(self) -> Dict[str, Any]:
+    """{feature: [N, ...]}, row i of each is example i."""
+    raise NotImplementedError
+
+  def _row_groups(self, arrays) -> Optional[Any]:
+    """int [N], each row's group (record_order.RecordOrder's grouping), or None."""
+    del arrays
+    return None
+
+  def _tf_batches(self, arrays, data_config: configs.DataConfig,
+                  input_context: Optional[tf.distribute.InputContext], start: int,
+                  row_groups) -> tf.data.Dataset:
+    """The tf.data batches of `arrays` in the order of `data_config`."""
+    return tf_data().tfrecords.ordered_array_dataset(
+        arrays, data_config, self.needs.seed, input_context, start, row_groups=row_groups)
+
+  def _host_finish(self, arrays) -> Optional[Callable]:
+    """Applied to each host batch (host_pipeline.array_batches' finish)."""
+    del arrays
+    return None
+
+  def dataset(self, input_context: Optional[tf.distribute.InputContext] = None,
+              start: int = 0) -> tf.data.Dataset:
+    data_config = self.data_config
+    if self.in_file_order:
+      data_config = data_config.replace(shuffle_buffer_size=0)
+    arrays = self.arrays()
+    return self._tf_batches(arrays, data_config, input_context, start,
+                            self._row_groups(arrays))
+
+  def _host_batches(self, batch_size, order):
+    if self.in_file_order:
+      order = dict(order, shuffle_window=0)
+    arrays = self.arrays()
+    return host_pipeline.array_batches(arrays, batch_size, self._host_finish(arrays),
+                                       row_groups=self._row_groups(arrays), **order)
+
+
 def register_loader(kind: str, *formats: str) -> Callable[[type], type]:
   """Class decorator registering a DataLoader for records of `kind` in `formats`."""
 
@@ -214,7 +261,3 @@ def get_loader(needs: InputNeeds, data_config: configs.DataConfig) -> DataLoader
                               f"files, not format '{fmt}'")
   return _LOADERS[(needs.record_kind, fmt)](needs, data_config)
 
-
-def skipped(dataset: tf.data.Dataset, start: int) -> tf.data.Dataset:
-  """`dataset` after its first `start` elements (read and dropped)."""
-  return dataset.skip(start) if start else dataset
