@@ -37,7 +37,7 @@ def classifier_dev_accuracy(signatures: Dict[str, Callable], experiment, glue_ta
       "global_batch_size": batch_size, "is_training": False, "drop_remainder": False}})
   task = base.get_task(dev)
   correct, count = {name: 0 for name in signatures}, 0
-  for batch in task.build_inputs(dev.eval_data):
+  for batch in task.data_loader(dev.eval_data).dataset():
     inputs = {k: batch[k] for k in ("input_word_ids", "input_mask", "input_type_ids")}
     labels = batch["label_ids"].numpy()
     for name, signature in signatures.items():

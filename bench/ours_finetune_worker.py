@@ -86,9 +86,10 @@ def main():
     task.build_model = build_plain_model
   trainer = Trainer(experiment, model_dir=tempfile.mkdtemp(prefix="bert_tf_bench_"), task=task)
   data_config = experiment.train_data
-  build = {"dynamic": task.build_inputs,
-           "buckets": task.build_inputs,
-           "packed": task.build_inputs,
+  def dataset(cfg, ctx):
+    return task.data_loader(cfg).dataset(ctx)
+
+  build = {"dynamic": dataset, "buckets": dataset, "packed": dataset,
            "max_length": lambda cfg, ctx: padded_inputs(task, cfg, ctx)}[args.batching]
   iterator = iter(trainer.engine.strategy.distribute_datasets_from_function(
       lambda ctx: build(data_config, ctx)))

@@ -42,7 +42,13 @@ def build_trainer(size, batch_size, seq_length, predictions, steps_per_loop, jit
         return model
       return type(model).from_config({**model.get_config(), "sparse_last_layer": False})
 
-    def build_inputs(self, data_config, input_context=None, start=0):
+    def data_loader(self, data_config):
+      loader = super().data_loader(data_config)
+      loader.dataset = lambda input_context=None, start=0: self.in_memory(
+          data_config, input_context, start)
+      return loader
+
+    def in_memory(self, data_config, input_context, start):
       if dataset_fn is not None:
         return dataset_fn(data_config, input_context, start)
       # Under a mirrored strategy each replica takes the next element of the dataset:
@@ -77,7 +83,7 @@ def build_trainer(size, batch_size, seq_length, predictions, steps_per_loop, jit
   trainer = Trainer(experiment, model_dir=tempfile.mkdtemp(prefix="bert_tf_bench_"), task=task)
   data_config = experiment.train_data
   dataset = trainer.engine.strategy.distribute_datasets_from_function(
-      lambda ctx: task.build_inputs(data_config, ctx))
+      lambda ctx: task.data_loader(data_config).dataset(ctx))
   return trainer, iter(dataset)
 
 

@@ -144,7 +144,7 @@ def main():
       print(f"resume at step {steps}: {times[steps]:.2f}s")
       if args.skip_reference:
         # What resuming without a checkpointed iterator does: skip the consumed batches.
-        dataset = task_base.get_task(config).build_inputs(config.train_data, None)
+        dataset = task_base.get_task(config).data_loader(config.train_data).dataset(None)
         start = time.time()
         next(iter(dataset.skip(steps)))
         print(f"  skipping the {steps} consumed batches instead: {time.time() - start:.2f}s")

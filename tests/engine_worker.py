@@ -11,6 +11,7 @@ pytest process runs TensorFlow). Each command prints one line `RESULT <json>` la
                                         often the JAX step compiles
   train_to RECORDS MODEL_DIR STEPS ...  trains each model dir to its step in turn
   shuffled_train_to RECORDS ...         the same, records shuffled by the defaults
+  tsv_train_to TSVS VOCAB ...           the same, sentence_prediction on raw TSV files
   initial_weights SEED OUT              a tiny pretrainer's weights as built with SEED
   policies OUT_DIR RECORDS_DIR          the trainer's policies (policy_scenarios.py) on
                                         this engine
@@ -178,4 +179,5 @@ if __name__ == "__main__":
   _result({"train": train, "kinds": kinds, "accumulation": accumulation, "fill_mask": fill_mask,
            "weights": weights, "compilations": compilations, "initial_weights": initial_weights,
            "train_to": policy_scenarios.train_to,
-           "shuffled_train_to": policy_scenarios.shuffled_train_to, "policies": policy_scenarios.run_all}[command](*args))
+           "shuffled_train_to": policy_scenarios.shuffled_train_to,
+           "tsv_train_to": policy_scenarios.tsv_train_to, "policies": policy_scenarios.run_all}[command](*args))

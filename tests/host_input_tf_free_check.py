@@ -1,5 +1,5 @@
 """Run as a script with TensorFlow made unimportable: imports every task, reads each
-case of host_input_helpers.task_experiments through task.host_inputs (TFRecords the
+case of host_input_helpers.task_experiments through the host form of their data loaders (TFRecords the
 parent test wrote, and the dummy inputs), saves a position and restores it in a fresh
 input, checks the pretraining files, and checks the one-line errors of what needs
 TensorFlow (raw task files), and reads pretraining records with dynamic masking. Writes
@@ -46,33 +46,34 @@ def main():
   for case, data in host_input_helpers.task_experiments(files).items():
     exp = experiment(data)
     task = base.get_task(exp)
-    task.check_inputs(exp.eval_data)
-    batches = task.host_inputs(exp.eval_data)
+    task.data_loader(exp.eval_data).check_files()
+    batches = task.data_loader(exp.eval_data).host_batches()
     for i in range(BATCHES):
       for key, value in next(batches).items():
         arrays[f"{case}/{i}/{key}"] = value
-    training = task.host_inputs(exp.replace(train_data=exp.train_data.replace(
-        is_training=True, drop_remainder=True)).train_data, process_index=1,
-                                process_count=2, num_threads=2)
+    training = task.data_loader(exp.replace(train_data=exp.train_data.replace(
+        is_training=True, drop_remainder=True)).train_data).host_batches(
+            process_index=1, process_count=2, num_threads=2)
     for _ in range(3):
       next(training)
     state = json.loads(json.dumps(training.get_state()))
     expected = next(training)
-    resumed = task.host_inputs(exp.replace(train_data=exp.train_data.replace(
-        is_training=True, drop_remainder=True)).train_data, process_index=1,
-                               process_count=2)
+    resumed = task.data_loader(exp.replace(train_data=exp.train_data.replace(
+        is_training=True, drop_remainder=True)).train_data).host_batches(
+            process_index=1, process_count=2)
     resumed.set_state(state)
     got = next(resumed)
     found[case] = {"restored": all(np.array_equal(got[k], expected[k]) for k in expected),
                    "rows": int(len(expected[next(iter(expected))]))}
   pretraining = experiment(host_input_helpers.dynamic_masking_experiment(files))
-  masked = base.get_task(pretraining).host_inputs(pretraining.train_data, num_threads=0)
+  masked = base.get_task(pretraining).data_loader(pretraining.train_data).host_batches(
+      num_threads=0)
   for i in range(BATCHES):
     for key, value in next(masked).items():
       arrays[f"dynamic_masking/{i}/{key}"] = value
   sentence = experiment(host_input_helpers.task_experiments(files)["sentence"])
-  found["tsv"] = error_of(lambda: base.get_task(sentence).host_inputs(
-      sentence.train_data.replace(format="tsv", is_training=True)))
+  found["tsv"] = error_of(lambda: base.get_task(sentence).data_loader(
+      sentence.train_data.replace(format="tsv", is_training=True)).host_batches())
   found["tensorflow"] = sys.modules["tensorflow"] is None
   np.savez(os.path.join(out_dir, "batches.npz"), **arrays)
   print(json.dumps(found))

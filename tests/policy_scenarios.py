@@ -176,6 +176,37 @@ def shuffled_train_to(records: str, *runs: str) -> dict:
   return train_to(records, *runs, shuffled=True)
 
 
+def write_tsv(path: str, seed: int = 0, rows: int = 40) -> str:
+  """A GLUE-style TSV (sentence, label) of `rows` sentences of tiny_vocab's words."""
+  rng = np.random.default_rng(seed)
+  words = ["red", "blue", "green", "dog", "man", "home", "mat", "the", "cat"]
+  lines = ["sentence\tlabel"] + [f"{' '.join(rng.choice(words, rng.integers(2, 12)))}\t{i % 2}"
+                                 for i in range(rows)]
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\n".join(lines) + "\n")
+  return path
+
+
+def tsv_train_to(tsv_files: str, vocab: str, *runs: str) -> dict:
+  """train_to for sentence_prediction on raw TSV files (comma-separated) tokenized with
+  `vocab`, shuffled by the default input settings."""
+  reached = {}
+  for model_dir, steps in zip(runs[::2], runs[1::2]):
+    data = dict(format="tsv", input_path=tsv_files, global_batch_size=BATCH,
+                seq_length=SEQ)
+    experiment = experiments.experiment_from_dict(trainer_helpers.tiny_experiment_dict(
+        steps=MOVE_STEPS, train_data=data, eval_data=dict(data, is_training=False),
+        task=dict(name="sentence_prediction", num_classes=2, text_a_column="sentence"),
+        tokenizer=dict(vocab_file=vocab), runtime=dict(deterministic=True),
+        optimizer=dict(warmup_steps=0),
+        model=dict(encoder=dict(dropout_rate=0.0, attention_dropout_rate=0.0),
+                   head_dropout_rate=0.0),
+        trainer=dict(steps_per_loop=1, checkpoint_interval=2, summary_interval=1,
+                     log_interval=1)))
+    reached[model_dir] = _run(experiment, model_dir, steps=int(steps)).step
+  return reached
+
+
 def run_all(out_dir: str, records_dir: str) -> dict:
   """Every scenario, on the engine of this process's Keras backend."""
   return {

@@ -57,7 +57,7 @@ def main():
   trainer = Trainer(experiment, os.path.join(work_dir, "model"), log_fn=lambda _: None)
   context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
                                        num_replicas_in_sync=1)
-  batches = trainer.task.build_inputs(experiment.train_data, context).take(STEPS)
+  batches = trainer.task.data_loader(experiment.train_data).dataset(context).take(STEPS)
   lengths = sorted({int(b[constants.INPUT_WORD_IDS].shape[-1]) for b in batches})
   trainer.train()
   modules = {name.split(".")[0] for name in os.listdir(dump_dir)

@@ -62,16 +62,18 @@ class DataConfig(Config):
   # (bert_tf.data.records.record_order: the one order both engines read); 0 or 1: file order.
   shuffle_buffer_size: int = 10000
   compression_type: str = ""
-  # Training batches from raw task files: upper bounds (in tokens, [CLS] and [SEP]s
-  # included) of length buckets. Each batch then holds examples of one bucket, padded to
-  # its longest, instead of short sentences padded to a long one drawn into the same
-  # batch. Bounds at or above seq_length are ignored. Empty: every batch padded to its
-  # longest example.
+  # Fine-tuning batches: upper bounds (in tokens, [CLS] and [SEP]s included) of the
+  # lengths batches are padded to. A batch (its rows those of the one order) is cut to
+  # its longest example and padded up to the smallest bound that holds it, so that a
+  # step compiled once per shape (JAX, XLA, TPUs) compiles once per bound; where the
+  # step takes any length (TensorFlow without XLA) it stays cut to its longest. Bounds
+  # at or above seq_length are ignored (the last bound is seq_length).
   length_buckets: List[int] = dataclasses.field(default_factory=list)
   # Training batches from raw task files (sentence_prediction): the examples of each
   # batch laid end to end in rows of seq_length tokens, each attending only to itself,
-  # instead of one padded row per example. A batch still holds global_batch_size
-  # examples; its row count varies. Excludes length_buckets.
+  # instead of one padded row per example (bert_tf.data.pipelines.example_packing, on
+  # both engines). A batch still holds global_batch_size examples; its row count varies.
+  # Excludes length_buckets.
   pack_examples: bool = False
   # RoBERTa-style masks drawn on the fly from unmasked sequences.
   dynamic_masking: bool = False

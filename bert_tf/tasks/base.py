@@ -1,14 +1,17 @@
 """The task protocol: what the trainer and the exporter need to know about a task, and
 the one registry of tasks.
 
-A task wires a model to its inputs, loss and metrics. The trainer calls, in order:
+A task wires a model to its loss and metrics, and declares the records it reads: its
+input comes from the data loader registered for its record kind and the data
+section's format. The trainer calls, in order:
 
   task = get_task(experiment_config)
   model = task.build_tuned_model()
   task.initialize(model)                       # from task.init_checkpoint, if set
-  task.check_inputs(data_config)               # before the first step
-  dataset = task.build_inputs(data_config, input_context)      # tf.data; or, with
-  batches = task.host_inputs(data_config, process_index, process_count)  # no TF, NumPy
+  loader = task.data_loader(data_config)       # bert_tf.data.pipelines.loaders
+  loader.check_files()                         # before the first step
+  dataset = loader.dataset(input_context)      # tf.data; or, with no TF, NumPy:
+  batches = loader.host_batches(process_index, process_count)
   # inside strategy.run, per replica:
   normalizers = task.loss_normalizers(features)  # summed over the global batch
   outputs = model(task.model_inputs(features), training=True)
@@ -37,7 +40,6 @@ from __future__ import annotations
 import abc
 import functools
 import logging
-import types
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Tuple
 
 import keras
@@ -47,8 +49,7 @@ from bert_tf import configs
 from bert_tf import constants
 from bert_tf import kernels as kernels_lib
 from bert_tf.checkpoints import restore
-from bert_tf.data.pipelines import host_pipeline
-from bert_tf.data.records import record_files
+from bert_tf.data.pipelines import loaders
 from bert_tf.models import float8
 from bert_tf.models import lora
 from bert_tf.models.bert_encoder import BertEncoder
@@ -57,26 +58,6 @@ if TYPE_CHECKING:
   import tensorflow as tf  # pylint: disable=g-bad-import-order
 
 _TASKS: Dict[str, type] = {}
-
-DUMMY = "dummy"
-TFRECORD = "tfrecord"
-# Formats read from files already featurized (or synthetic); the others are raw files.
-PREPARED_FORMATS = (DUMMY, TFRECORD)
-
-
-def tf_data() -> types.SimpleNamespace:
-  """bert_tf's TensorFlow input modules, imported on first use so that the tasks import,
-  and the JAX engine runs, without TensorFlow: the tf.data pipelines (batching,
-  featurizers, pretraining_reader, squad_features, squad_records, tfds_glue, tfrecords)
-  and tensorflow-text's tokenizer and vocab (`tokenizer`, `vocab`)."""
-  from bert_tf.data.pipelines import batching, featurizers, pretraining_reader, squad_features  # pylint: disable=g-import-not-at-top
-  from bert_tf.data.records import squad_records, tfrecords  # pylint: disable=g-import-not-at-top
-  from bert_tf.data.task_files import tfds_glue  # pylint: disable=g-import-not-at-top
-  from bert_tf.text import tokenizer, vocab  # pylint: disable=g-import-not-at-top
-  return types.SimpleNamespace(
-      batching=batching, featurizers=featurizers, pretraining_reader=pretraining_reader,
-      squad_features=squad_features, squad_records=squad_records, tfds_glue=tfds_glue,
-      tfrecords=tfrecords, tokenizer=tokenizer, vocab=vocab)
 
 
 def register_task(name: str, config_cls: type) -> Callable[[type], type]:
@@ -133,30 +114,14 @@ def get_task(experiment: configs.ExperimentConfig) -> "Task":
   return cls(experiment)
 
 
-def section_name(data_config: configs.DataConfig) -> str:
-  """The experiment section a data config is, for error messages."""
-  return "train_data" if data_config.is_training else "eval_data"
-
-
-def require_tensorflow_text(data_config: configs.DataConfig) -> None:
-  """Raises ConfigError, naming the section, where raw task files cannot be featurized:
-  tokenizing them needs tensorflow-text (and TensorFlow)."""
-  try:
-    import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
-  except ImportError:
-    raise configs.ConfigError(
-        f"{section_name(data_config)}.format '{data_config.format}': reading raw task "
-        "files needs tensorflow-text: featurize them with tools/create_finetuning_data.py "
-        "first and read format tfrecord") from None
-
-
 class Task(abc.ABC):
-  """One task family: model, inputs, loss, metrics, predictions, export.
+  """One task family: model, loss, metrics, predictions, export, and the records it
+  reads.
 
   Class attributes (the defaults fit a task that declares nothing):
     name, config_cls: set by register_task.
-    input_formats: the data_config.format values build_inputs reads. "dummy" and
-      "tfrecord" go to dummy_inputs and tfrecord_inputs, any other to raw_inputs.
+    record_kind: the kind of records the task reads; its data loaders are those
+      registered for it (bert_tf.data.pipelines.loaders), one per format.
     packs_examples: whether the model reads batches of train_data.pack_examples.
     export_kind: the kind of serving export (bert_tf.export) of this task's model;
       "" when only its encoder can be exported.
@@ -168,7 +133,7 @@ class Task(abc.ABC):
 
   name: str = ""
   config_cls: type = configs.TaskConfig
-  input_formats: Tuple[str, ...] = (DUMMY,)
+  record_kind: str = ""
   packs_examples: bool = False
   export_kind: str = ""
   label_names: Tuple[str, ...] = ()
@@ -264,138 +229,25 @@ class Task(abc.ABC):
     return ("encoder",)
 
   # ----- data -----
-  def build_inputs(self, data_config: configs.DataConfig,
-                   input_context: Optional[tf.distribute.InputContext] = None,
-                   start: int = 0) -> tf.data.Dataset:
-    """Returns batches (dicts of tensors) with model inputs and labels.
+  def input_needs(self, **needs) -> loaders.InputNeeds:
+    """What this task's loader needs of it: the record kind, the seed, the model's vocab
+    size and the tokenizer's vocab, plus `needs` (a task's label settings and raw-file
+    readers, bert_tf.data.pipelines.loaders.InputNeeds)."""
+    return loaders.InputNeeds(
+        task=self.name, record_kind=self.record_kind, seed=self.experiment.runtime.seed,
+        vocab_size=self.experiment.model.encoder.vocab_size,
+        vocab_file=self.experiment.tokenizer.vocab_file,
+        lower_case=self.experiment.tokenizer.lower_case, **needs)
 
-    Batches are per replica: global_batch_size divided by the number of replicas
-    when an input_context is given. Checks data_config.format against
-    input_formats, then reads with dummy_inputs, tfrecord_inputs or raw_inputs.
-    `start` batches (of this input pipeline) are skipped: TFRecords are read by
-    number in the order of bert_tf.data.records.record_order, and skip without reading.
-
-    Raises:
-      ConfigError: a format the task does not read, naming the data section.
-    """
-    self.check_format(data_config)
-    fmt = data_config.format
-    if fmt == TFRECORD:
-      return self.tfrecord_inputs(data_config, input_context, start)
-    if fmt == DUMMY:
-      dataset = self.dummy_inputs(data_config, input_context)
-    else:
-      dataset = self.raw_inputs(data_config, input_context)
-    return dataset.skip(start) if start else dataset
-
-  def host_inputs(self, data_config: configs.DataConfig, process_index: int = 0,
-                  process_count: int = 1, seed: Optional[int] = None,
-                  **read_options) -> host_pipeline.HostBatches:
-    """This process's batches as NumPy arrays, read without TensorFlow, with a
-    checkpointable position (bert_tf.data.pipelines.host_pipeline).
-
-    The same features, dtypes and names as build_inputs' batches; token features of
-    fine-tuning batches are padded to data_config's length buckets (seq_length without
-    them), so that a step compiled once per shape compiles once per bucket.
-
-    Args:
-      data_config: the data section; its global batch is shared by the processes.
-      process_index, process_count: this process among those reading the input.
-      seed: of the training shuffle; default runtime.seed.
-      **read_options: host_pipeline.index_batches' num_threads, prefetch_batches.
-
-    Returns:
-      HostBatches: next() gives {feature: int32/float32 [global_batch/process_count,
-      ...]}; get_state() / set_state() save and restore the position.
+  def data_loader(self, data_config: configs.DataConfig) -> loaders.DataLoader:
+    """The loader of data_config's records (bert_tf.data.pipelines.loaders): `dataset()`
+    gives tf.data batches, `host_batches()` NumPy ones without TensorFlow.
 
     Raises:
-      ConfigError: a format the task does not read, or one that needs TensorFlow where
-        it is not installed, naming the data section.
+      ConfigError: a format no loader of this task's record kind reads, naming the data
+        section.
     """
-    self.check_format(data_config)
-    batch_size, order = host_pipeline.data_order(
-        data_config, process_index, process_count,
-        self.experiment.runtime.seed if seed is None else seed)
-    order.update(read_options)
-    if data_config.format == DUMMY:
-      return self.dummy_host_inputs(data_config, batch_size, order)
-    if data_config.format == TFRECORD:
-      return self.tfrecord_host_inputs(data_config, batch_size, order)
-    require_tensorflow_text(data_config)
-    return self.raw_host_inputs(data_config, batch_size, order)
-
-  def dummy_host_inputs(self, data_config: configs.DataConfig, batch_size: int,
-                        order: Dict[str, Any]) -> host_pipeline.HostBatches:
-    """Synthetic host batches (format "dummy"): `batch_size` rows each, ordered by
-    `order` (host_pipeline.index_batches' arguments)."""
-    raise NotImplementedError(f"Task '{self.name}' has no synthetic host input")
-
-  def tfrecord_host_inputs(self, data_config: configs.DataConfig, batch_size: int,
-                           order: Dict[str, Any]) -> host_pipeline.HostBatches:
-    """Host batches of this task's TFRecords (format "tfrecord")."""
-    raise NotImplementedError(f"Task '{self.name}' reads no TFRecords")
-
-  def raw_host_inputs(self, data_config: configs.DataConfig, batch_size: int,
-                      order: Dict[str, Any]) -> host_pipeline.HostBatches:
-    """Host batches of raw task files, featurized in memory (needs TensorFlow)."""
-    raise configs.ConfigError(
-        f"{section_name(data_config)}.format '{data_config.format}': task '{self.name}' "
-        "reads raw files only through tf.data; featurize them with "
-        "tools/create_finetuning_data.py and read format tfrecord")
-
-  def check_format(self, data_config: configs.DataConfig) -> None:
-    """Raises ConfigError, naming the data section, for a format outside input_formats
-    (or pack_examples with a format that is not raw files)."""
-    section = section_name(data_config)
-    fmt = data_config.format
-    if fmt not in self.input_formats:
-      raise configs.ConfigError(
-          f"{section}.format: task '{self.name}' reads formats "
-          f"{', '.join(self.input_formats)}; got '{fmt}'")
-    if data_config.pack_examples and fmt in PREPARED_FORMATS:
-      raise configs.ConfigError(f"{section}.pack_examples packs examples read from raw task "
-                                f"files, not format '{fmt}'")
-
-  @abc.abstractmethod
-  def dummy_inputs(self, data_config: configs.DataConfig,
-                   input_context: Optional[tf.distribute.InputContext] = None
-                   ) -> tf.data.Dataset:
-    """Synthetic batches of the structure real ones have (format "dummy")."""
-
-  def tfrecord_inputs(self, data_config: configs.DataConfig,
-                      input_context: Optional[tf.distribute.InputContext] = None,
-                      start: int = 0) -> tf.data.Dataset:
-    """Batches read from this task's TFRecords (format "tfrecord"), the first `start`
-    skipped unread."""
-    raise NotImplementedError(f"Task '{self.name}' reads no TFRecords")
-
-  def raw_inputs(self, data_config: configs.DataConfig,
-                 input_context: Optional[tf.distribute.InputContext] = None
-                 ) -> tf.data.Dataset:
-    """Batches featurized from raw task files (any other declared format)."""
-    raise NotImplementedError(f"Task '{self.name}' reads no raw files")
-
-  def check_inputs(self, data_config: configs.DataConfig) -> None:
-    """Fails before training when the input does not fit the config (default: no
-    check). Raises an error naming the mismatch."""
-
-  def settings_from_inputs(self, data_config: configs.DataConfig) -> Dict[str, Any]:
-    """Settings the input files fix that the configuration leaves unset, as nested
-    overrides of the experiment (recorded in the run's params.yaml, so that the exporter
-    finds them there); default none."""
-    return {}
-
-  def explain_input_error(self, error: Exception, data_config: configs.DataConfig
-                          ) -> Exception:
-    """The error to raise for a tf.errors.DataLossError of the input pipeline: for
-    TFRecord input, a CorruptRecordError naming each corrupt file and the byte offset it
-    breaks at (the files are read again to find them); otherwise, or when every file
-    reads, the error itself."""
-    if data_config.format != TFRECORD:
-      return error
-    bad = record_files.find_corrupt_records(data_config.input_path,
-                                            data_config.compression_type)
-    return record_files.corrupt_records_error(bad) if bad else error
+    return loaders.get_loader(self.input_needs(), data_config)
 
   # ----- loss and metrics -----
   def loss_normalizers(self, features) -> Dict[str, tf.Tensor]:

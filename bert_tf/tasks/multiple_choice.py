@@ -10,6 +10,7 @@ import numpy as np
 
 from bert_tf import configs
 from bert_tf import constants
+from bert_tf.data.pipelines import loaders
 from bert_tf.data.records import record_specs
 from bert_tf.utils import files
 from bert_tf.data.task_files import swag
@@ -45,8 +46,7 @@ PREDICTIONS = "predictions"
 class MultipleChoiceTask(finetuning.FeatureTask):
   """Cross-entropy over the choices' scores; accuracy."""
 
-  input_formats = (base.DUMMY, base.TFRECORD, "swag_csv")
-  feature_kind = record_specs.MULTIPLE_CHOICE
+  record_kind = record_specs.MULTIPLE_CHOICE
   export_kind = "multiple_choice"
 
   def __init__(self, experiment):
@@ -66,7 +66,7 @@ class MultipleChoiceTask(finetuning.FeatureTask):
 
   def featurize(self, examples, data_config, tokenizer: Optional[featurizers.PieceTokenizer] = None):
     tokenizer = tokenizer or self.piece_tokenizer()
-    featurizers = base.tf_data().featurizers
+    featurizers = loaders.tf_data().featurizers
     return featurizers.multiple_choice_dataset(examples, tokenizer, data_config.seq_length,
                                       self.config.num_choices)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+from typing import Dict, Tuple
 
 import numpy as np
 from keras import ops
@@ -11,22 +11,12 @@ from keras import ops
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf import losses
-from bert_tf.data.pipelines import dummy
-from bert_tf.data.pipelines import host_pipeline
-from bert_tf.data.pipelines import masking
-from bert_tf.data.records import pretraining_files
-from bert_tf.data.records import record_specs
+from bert_tf.data.pipelines import loaders
 from bert_tf.kernels import protocol
 from bert_tf.metrics import sums
 from bert_tf.models import BertPretrainer
 from bert_tf.tasks import base
 from bert_tf.utils import files
-
-if TYPE_CHECKING:
-  import tensorflow as tf  # pylint: disable=g-bad-import-order
-
-# Distinct synthetic batches a "dummy" evaluation input holds (training repeats forever).
-DUMMY_EVAL_BATCHES = 4
 
 
 @dataclasses.dataclass
@@ -47,7 +37,7 @@ class PretrainingTask(base.Task):
   whatever the strategy and however the batch is split.
   """
 
-  input_formats = (base.DUMMY, base.TFRECORD)
+  record_kind = loaders.pretraining.PRETRAINING
   export_kind = "fill_mask"
   progress_metrics = ("loss", "masked_lm_accuracy")
 
@@ -58,89 +48,6 @@ class PretrainingTask(base.Task):
 
   def input_names(self) -> Tuple[str, ...]:
     return (*constants.ENCODER_INPUTS, constants.MASKED_LM_POSITIONS)
-
-  # ----- data -----
-  def tfrecord_inputs(self, data_config: configs.DataConfig,
-                      input_context: Optional[tf.distribute.InputContext] = None,
-                      start: int = 0) -> tf.data.Dataset:
-    """Per-replica batches of pretraining TFRecords
-    (bert_tf.data.pipelines.pretraining_reader.build_pretraining_dataset)."""
-    pretraining_reader = base.tf_data().pretraining_reader
-    return pretraining_reader.build_pretraining_dataset(
-        data_config, input_context, vocab_file=self.experiment.tokenizer.vocab_file,
-        seed=self.experiment.runtime.seed, start=start)
-
-  def check_inputs(self, data_config: configs.DataConfig) -> None:
-    """Fails before training when the TFRecords do not fit the config.
-
-    Raises:
-      PretrainingInputError: no file matches, the first file is empty, or seq_length,
-        max_predictions_per_seq or the model's vocab_size disagree with the files (the
-        message names both values and the file).
-    """
-    if data_config.format != base.TFRECORD:
-      return
-    info = pretraining_files.inspect_pretraining_files(data_config.input_path,
-                                                       data_config.compression_type)
-    info.check_config(data_config, self.experiment.model.encoder.vocab_size)
-
-  def settings_from_inputs(self, data_config: configs.DataConfig) -> Dict[str, Any]:
-    """The WordPiece vocab (and its casing) the TFRecords were made with, from the JSON
-    summary tools/create_pretraining_data.py writes beside them, where tokenizer.vocab_file
-    is unset and that vocab is still there."""
-    if data_config.format != base.TFRECORD or self.experiment.tokenizer.vocab_file:
-      return {}
-    summary = pretraining_files.inspect_pretraining_files(
-        data_config.input_path, data_config.compression_type).summary or {}
-    vocab_file = summary.get("vocab_file")
-    if not vocab_file or not files.exists(vocab_file):
-      return {}
-    lower_case = summary.get("settings", {}).get("do_lower_case",
-                                                  self.experiment.tokenizer.lower_case)
-    return {"tokenizer": {"vocab_file": vocab_file, "lower_case": bool(lower_case)}}
-
-  def _dummy_examples(self, data_config: configs.DataConfig):
-    """DUMMY_EVAL_BATCHES global batches of synthetic examples (keys as
-    bert_tf.data.pipelines.dummy gives them); training and evaluation draw different ones."""
-    return dummy.pretraining_examples(
-        data_config.global_batch_size, data_config.seq_length,
-        data_config.max_predictions_per_seq, self.experiment.model.encoder.vocab_size,
-        num_distinct_batches=DUMMY_EVAL_BATCHES, seed=0 if data_config.is_training else 1000)
-
-  def dummy_inputs(self, data_config: configs.DataConfig,
-                   input_context: Optional[tf.distribute.InputContext] = None
-                   ) -> tf.data.Dataset:
-    """The synthetic examples, endless for training and DUMMY_EVAL_BATCHES global
-    batches for evaluation; each input pipeline reads its own shard of them."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top,redefined-outer-name
-    global_batch = data_config.global_batch_size
-    batch = (input_context.get_per_replica_batch_size(global_batch)
-             if input_context else global_batch)
-    examples = tf.data.Dataset.from_tensor_slices(self._dummy_examples(data_config))
-    examples = examples.repeat() if data_config.is_training else examples
-    if input_context and input_context.num_input_pipelines > 1:
-      examples = examples.shard(input_context.num_input_pipelines,
-                                input_context.input_pipeline_id)
-    return examples.batch(batch, drop_remainder=data_config.drop_remainder)
-
-  def dummy_host_inputs(self, data_config, batch_size, order):
-    """The synthetic examples of dummy_inputs as host batches, in order."""
-    return host_pipeline.array_batches(self._dummy_examples(data_config), batch_size,
-                                       **dict(order, shuffle_window=0))
-
-  def tfrecord_host_inputs(self, data_config, batch_size, order):
-    """Host batches of pretraining TFRecords (record_specs.pretraining_spec), with
-    new masks drawn for each batch under dynamic_masking (bert_tf.data.pipelines.masking, as the
-    tf.data input draws them)."""
-    draw = None
-    if data_config.dynamic_masking:
-      draw = masking.DynamicMasking.of(data_config, self.experiment.tokenizer.vocab_file,
-                                       order["seed"])
-    return host_pipeline.record_batches(
-        pretraining_files.list_record_files(data_config.input_path),
-        record_specs.pretraining_spec(data_config.seq_length,
-                                      data_config.max_predictions_per_seq),
-        batch_size, compression_type=data_config.compression_type, draw=draw, **order)
 
   # ----- loss and metrics -----
   def loss_normalizers(self, features) -> Dict[str, object]:

@@ -11,6 +11,7 @@ from keras import ops
 
 from bert_tf import configs
 from bert_tf import constants
+from bert_tf.data.pipelines import loaders
 from bert_tf.data.records import record_specs
 from bert_tf.utils import files
 from bert_tf.data.task_files import glue
@@ -95,8 +96,7 @@ PREDICTIONS = "predictions"
 class SentencePredictionTask(finetuning.FeatureTask):
   """[CLS] vector -> dropout -> dense; cross-entropy, or squared error for regression."""
 
-  input_formats = (base.DUMMY, base.TFRECORD, "tsv", "csv", "tfds")
-  feature_kind = record_specs.SENTENCE
+  record_kind = record_specs.SENTENCE
   packs_examples = True
   export_kind = "classifier"
 
@@ -118,7 +118,7 @@ class SentencePredictionTask(finetuning.FeatureTask):
     """Reads every file of data_config (format tsv, csv or tfds) as SentenceExamples."""
     c = self.config
     if data_config.format == "tfds":
-      tfds_glue = base.tf_data().tfds_glue
+      tfds_glue = loaders.tf_data().tfds_glue
       return tfds_glue.read_tfds_glue(data_config.tfds_name, data_config.tfds_split,
                                       data_config.tfds_data_dir)
     examples = []
@@ -149,7 +149,7 @@ class SentencePredictionTask(finetuning.FeatureTask):
                 tokenizer: Optional[featurizers.PieceTokenizer] = None) -> tf.data.Dataset:
     """Unbatched features of examples (see featurizers.sentence_dataset)."""
     tokenizer = tokenizer or self.piece_tokenizer()
-    featurizers = base.tf_data().featurizers
+    featurizers = loaders.tf_data().featurizers
     return featurizers.sentence_dataset(examples, tokenizer, data_config.seq_length,
                                self.label_ids(examples), self.regression)
 

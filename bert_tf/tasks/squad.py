@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 import numpy as np
 
 from bert_tf import configs
-from bert_tf.data.pipelines import dummy
-from bert_tf.data.pipelines import host_pipeline
-from bert_tf.data.records import record_specs
+from bert_tf.data.pipelines import loaders
+from bert_tf.data.pipelines.loaders import squad as squad_loaders
 from bert_tf.data.task_files import squad as squad_data
 from bert_tf.data.task_files import squad_postprocess
 from bert_tf import losses
@@ -27,7 +26,6 @@ from bert_tf.metrics import squad as squad_metrics
 from bert_tf.metrics import sums
 from bert_tf.models.bert_span_labeler import END_LOGITS, START_LOGITS, BertSpanLabeler
 from bert_tf.tasks import base
-from bert_tf.utils import files
 
 if TYPE_CHECKING:
   import tensorflow as tf  # pylint: disable=g-bad-import-order
@@ -58,14 +56,14 @@ class SquadTaskConfig(configs.TaskConfig):
         raise configs.ConfigError(f"{name} must be positive, got {getattr(self, name)}")
 
 
-SQUAD_JSON = "squad_json"
+SQUAD_JSON = squad_loaders.SQUAD_JSON
 
 
 @base.register_task("squad", SquadTaskConfig)
 class SquadTask(base.Task):
   """Span question answering: start/end logits over the tokens, mean cross-entropy."""
 
-  input_formats = (base.DUMMY, base.TFRECORD, SQUAD_JSON)
+  record_kind = squad_loaders.SQUAD
   export_kind = "squad"
 
   def __init__(self, experiment: configs.ExperimentConfig):
@@ -83,8 +81,8 @@ class SquadTask(base.Task):
   # ----- data -----
   def _tokenize_fn(self):
     # pylint: disable=g-import-not-at-top
-    squad_features = base.tf_data().squad_features
-    BertWordPieceTokenizer = base.tf_data().tokenizer.BertWordPieceTokenizer
+    squad_features = loaders.tf_data().squad_features
+    BertWordPieceTokenizer = loaders.tf_data().tokenizer.BertWordPieceTokenizer
     # pylint: enable=g-import-not-at-top
     settings = self.experiment.tokenizer
     if not settings.vocab_file:
@@ -110,8 +108,8 @@ class SquadTask(base.Task):
         path, is_training=is_training,
         version_2_with_negative=self.config.version_2_with_negative)
     # pylint: disable=g-import-not-at-top
-    squad_features = base.tf_data().squad_features
-    vocab_lib = base.tf_data().vocab
+    squad_features = loaders.tf_data().squad_features
+    vocab_lib = loaders.tf_data().vocab
     # pylint: enable=g-import-not-at-top
     tokenize_fn = self._tokenize_fn()
     vocab_list = vocab_lib.load_vocab(self.experiment.tokenizer.vocab_file)
@@ -140,16 +138,10 @@ class SquadTask(base.Task):
     return self.create_features(path, data_config or self.experiment.eval_data,
                                 is_training=False)
 
-  def _dummy_arrays(self, data_config: configs.DataConfig):
-    num = max(4 * data_config.global_batch_size, 64) if data_config.is_training else (
-        2 * data_config.global_batch_size)
-    return dummy.span_arrays(num, data_config.seq_length,
-                             self.experiment.model.encoder.vocab_size)
-
   def _window_arrays(self, data_config: configs.DataConfig):
     """The windows of the questions of a SQuAD JSON file (format squad_json), as
     squad_features.features_to_arrays gives them."""
-    squad_features = base.tf_data().squad_features
+    squad_features = loaders.tf_data().squad_features
     if data_config.is_training:
       _, features = self.create_features(data_config.input_path, data_config,
                                          is_training=True)
@@ -159,73 +151,8 @@ class SquadTask(base.Task):
       raise ValueError(f"{data_config.input_path}: no SQuAD questions to read")
     return squad_features.features_to_arrays(features)
 
-  def dummy_inputs(self, data_config: configs.DataConfig,
-                   input_context: Optional[tf.distribute.InputContext] = None
-                   ) -> tf.data.Dataset:
-    """Synthetic windows, batched like real ones (see _batch)."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top,redefined-outer-name
-    dataset = tf.data.Dataset.from_tensor_slices(self._dummy_arrays(data_config))
-    return self._batch(dataset, data_config, input_context, shuffle=False)
-
-  def tfrecord_inputs(self, data_config: configs.DataConfig,
-                      input_context: Optional[tf.distribute.InputContext] = None,
-                      start: int = 0) -> tf.data.Dataset:
-    """Windows written by bert_tf.data.records.squad_records.write_squad_tfrecords, in the
-    order both engines read records (bert_tf.data.records.record_order)."""
-    paths = files.expand_patterns(data_config.input_path,
-                                  field=f"{base.section_name(data_config)}.input_path")
-    return base.tf_data().tfrecords.ordered_record_dataset(
-        paths, record_specs.squad_spec(data_config.seq_length), data_config,
-        self.experiment.runtime.seed, input_context, start)
-
-  def raw_inputs(self, data_config: configs.DataConfig,
-                 input_context: Optional[tf.distribute.InputContext] = None
-                 ) -> tf.data.Dataset:
-    """Windows of the questions of a SQuAD JSON file (format squad_json)."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top,redefined-outer-name
-    dataset = tf.data.Dataset.from_tensor_slices(self._window_arrays(data_config))
-    return self._batch(dataset, data_config, input_context)
-
-  def _batch(self, dataset: tf.data.Dataset, data_config: configs.DataConfig,
-             input_context: Optional[tf.distribute.InputContext], shuffle: bool = True
-             ) -> tf.data.Dataset:
-    """Batches of input_word_ids, input_mask, input_type_ids [B, T] and unique_ids,
-    start_positions, end_positions, is_impossible [B], all int32: sharded per input
-    pipeline, and for training shuffled (unless `shuffle` is off) and repeated."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top,redefined-outer-name
-    batch_size = data_config.global_batch_size
-    if input_context is not None:
-      batch_size = input_context.get_per_replica_batch_size(batch_size)
-    if input_context is not None and input_context.num_input_pipelines > 1:
-      dataset = dataset.shard(input_context.num_input_pipelines,
-                              input_context.input_pipeline_id)
-    if data_config.is_training:
-      if shuffle:
-        dataset = dataset.shuffle(data_config.shuffle_buffer_size,
-                                  seed=self.experiment.runtime.seed)
-      dataset = dataset.repeat()
-    dataset = dataset.batch(batch_size, drop_remainder=data_config.drop_remainder)
-    return dataset.prefetch(tf.data.AUTOTUNE)
-
-  # ----- host input (no TensorFlow) -----
-  def dummy_host_inputs(self, data_config, batch_size, order):
-    """dummy_inputs' synthetic windows, in order."""
-    return host_pipeline.array_batches(self._dummy_arrays(data_config), batch_size,
-                                       **dict(order, shuffle_window=0))
-
-  def tfrecord_host_inputs(self, data_config, batch_size, order):
-    """Windows of the original release's SQuAD records (record_specs.squad_spec)."""
-    paths = files.expand_patterns(data_config.input_path,
-                                  field=f"{base.section_name(data_config)}.input_path")
-    return host_pipeline.record_batches(
-        paths, record_specs.squad_spec(data_config.seq_length), batch_size,
-        compression_type=data_config.compression_type, **order)
-
-  def raw_host_inputs(self, data_config, batch_size, order):
-    """The windows of a SQuAD JSON file, created in memory (tokenized by
-    tensorflow-text)."""
-    return host_pipeline.array_batches(self._window_arrays(data_config), batch_size,
-                                       **order)
+  def input_needs(self, **needs):
+    return super().input_needs(raw_arrays=self._window_arrays, **needs)
 
   # ----- loss and metrics -----
   def compute_loss(self, features, outputs, global_batch_size: int) -> Dict[str, tf.Tensor]:

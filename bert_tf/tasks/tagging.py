@@ -12,6 +12,7 @@ from keras import ops
 from bert_tf import configs
 from bert_tf.data.task_files import conll
 from bert_tf import constants
+from bert_tf.data.pipelines import loaders
 from bert_tf.data.records import record_specs
 from bert_tf.utils import files
 from bert_tf import losses
@@ -56,8 +57,7 @@ class TaggingTask(finetuning.FeatureTask):
   """Per-token softmax; the loss and metrics see only each word's first piece, in the
   window where the word has the most context."""
 
-  input_formats = (base.DUMMY, base.TFRECORD, "conll")
-  feature_kind = record_specs.TAGGING
+  record_kind = record_specs.TAGGING
   export_kind = "tagging"
 
   def __init__(self, experiment):
@@ -77,7 +77,7 @@ class TaggingTask(finetuning.FeatureTask):
 
   def featurize(self, examples, data_config, tokenizer: Optional[featurizers.PieceTokenizer] = None):
     tokenizer = tokenizer or self.piece_tokenizer()
-    featurizers = base.tf_data().featurizers
+    featurizers = loaders.tf_data().featurizers
     return featurizers.tagging_dataset(examples, tokenizer, data_config.seq_length,
                                        self.label_names, self.config.window_stride)
 
@@ -170,7 +170,7 @@ class TaggingTask(finetuning.FeatureTask):
   def write_predictions(self, values, output_dir):
     eval_data = self.experiment.eval_data
     examples = (self.read_examples(eval_data)
-                if eval_data.format not in base.PREPARED_FORMATS else None)
+                if eval_data.format not in loaders.PREPARED_FORMATS else None)
     return files.write_lines(os.path.join(output_dir, "tagging_predictions.txt"),
                                     self.prediction_lines(values, examples))
 

@@ -73,25 +73,6 @@ def check_remote_paths(experiment: configs.ExperimentConfig, sections: Sequence[
       files.check_readable(path, field)
 
 
-def needs_tf_data(data_config: configs.DataConfig) -> bool:
-  """Whether a data section uses a setting only the tf.data input has (the JAX engine's
-  host input reads everything else, dynamic masking included)."""
-  return bool(data_config.pack_examples)
-
-
-def require_tf_data(data_config: configs.DataConfig, section: str) -> None:
-  """Raises ConfigError, naming the section, where it needs tf.data (needs_tf_data) and
-  TensorFlow is not installed (the JAX engine on its own)."""
-  if not needs_tf_data(data_config):
-    return
-  try:
-    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
-  except ImportError:
-    raise configs.ConfigError(
-        f"{section}.pack_examples is read through tf.data, which needs TensorFlow; "
-        "install it, or train without it") from None
-
-
 def schedule_warnings(experiment: configs.ExperimentConfig) -> List[str]:
   """One line for each setting longer than the run (trainer.train_steps): the warm-up
   (the rate never reaches its peak), the decay (it never reaches its end) and the

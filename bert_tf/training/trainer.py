@@ -30,6 +30,7 @@ import time
 from typing import Dict, Optional, Tuple
 
 from bert_tf import configs
+from bert_tf.data.pipelines import loaders
 from bert_tf.data.records import record_files
 from bert_tf.tasks import base as task_base
 from bert_tf.training import backends
@@ -130,24 +131,22 @@ class Trainer:
 
   def check_inputs(self, section: str) -> None:
     """Checks the experiment's `section` (train_data or eval_data) once per run: a
-    format the task reads (raw task files: with tensorflow-text installed; settings
-    only tf.data reads: with TensorFlow), every
-    record's checksums where validate_inputs, then task.check_inputs. The user errors
+    format the task reads (raw task files: with tensorflow-text installed), every
+    record's checksums where validate_inputs, then the loader's check_files. The user errors
     of the last two are prefixed with the section."""
     if section in self._checked_inputs:
       return
     data_config = getattr(self.experiment, section)
     # Here, not when the input starts: a refused run must write nothing.
-    self.task.check_format(data_config)
-    if data_config.format not in task_base.PREPARED_FORMATS:
-      task_base.require_tensorflow_text(data_config)
-    run_checks.require_tf_data(data_config, section)
+    loader = self.task.data_loader(data_config)
+    if data_config.format not in loaders.PREPARED_FORMATS:
+      loaders.require_tensorflow_text(data_config)
     try:
-      if data_config.validate_inputs and data_config.format == task_base.TFRECORD:
+      if data_config.validate_inputs and data_config.format == loaders.TFRECORD:
         count = record_files.validate_record_files(data_config.input_path,
                                                     data_config.compression_type)
         self._log(f"{section}: every record of {count} file(s) read with valid checksums")
-      self.task.check_inputs(data_config)
+      loader.check_files()
     except errors.UserError as e:
       e.args = (f"{section}: {e}",)
       raise
@@ -167,7 +166,7 @@ class Trainer:
     error) and the input are accepted and the restore succeeded: a refused run leaves
     no params.yaml behind. An existing one that fixes other shapes is an error
     (params_file.check_params_match) unless replace_params. params.yaml records what
-    the input files fix and the configuration left unset (task.settings_from_inputs:
+    the input files fix and the configuration left unset (the data loader's settings_from_files:
     the vocab pretraining data was made with). A training run logs one warning line for
     each setting longer than the run (warm-up, decay, checkpoint interval), and a
     resumed one where its learning-rate schedule differs from the recorded one.
@@ -197,7 +196,7 @@ class Trainer:
     to_record = experiment
     for section in sections:
       self.check_inputs(section)
-      inferred = self.task.settings_from_inputs(getattr(experiment, section))
+      inferred = self.task.data_loader(getattr(experiment, section)).settings_from_files()
       if inferred:
         to_record = to_record.override(inferred)
     if mode != "eval" and self.is_chief:

@@ -1,8 +1,9 @@
 """A run moves between engines: a checkpoint written on TensorFlow resumes on JAX and
 one written on JAX resumes on TensorFlow, continuing the trajectory of the run that
 stayed on the first engine (dropout off), whether the input is one file read in file
-order or three files shuffled by the default input settings: both engines read the
-records in one order (bert_tf.data.records.record_order).
+order, three files shuffled by the default input settings, or raw GLUE-style TSV files
+shuffled so: both engines read the records (and the raw files' examples, numbered as
+rows) in one order (bert_tf.data.records.record_order).
 
 The two engines compute the same maths in different orders (XLA on JAX, TensorFlow's
 kernels), so float32 runs agree to rounding, not bit for bit: after the move the losses
@@ -20,6 +21,7 @@ import sys
 import numpy as np
 import pytest
 
+import finetuning_helpers
 import paths
 import policy_scenarios
 from bert_tf.training import summaries
@@ -45,25 +47,32 @@ def _losses(model_dir):
   return [value for _, value in summaries.read_scalars(os.path.join(model_dir, "train"))["loss"]]
 
 
-# The worker command that trains, and the record files it reads.
-INPUTS = {"one_file_in_order": ("train_to", 1),
-          "three_files_shuffled": ("shuffled_train_to", 3)}
+# The worker command that trains, and the files it reads: pretraining records, or
+# raw GLUE-style TSV files (featurized in memory, their examples numbered as rows).
+INPUTS = {"one_file_in_order": ("train_to", 1, "tfrecord"),
+          "three_files_shuffled": ("shuffled_train_to", 3, "tfrecord"),
+          "two_tsv_files_shuffled": ("tsv_train_to", 2, "tsv")}
 
 
 @pytest.fixture(scope="module", params=list(INPUTS))
 def runs(tmp_path_factory, request):
   """Model dirs: 8 steps on each engine, and 4 steps on one then 4 on the other."""
-  command, num_files = INPUTS[request.param]
+  command, num_files, suffix = INPUTS[request.param]
   directory = tmp_path_factory.mktemp("move")
-  paths = [str(directory / f"clean-{i}.tfrecord") for i in range(num_files)]
+  paths = [str(directory / f"clean-{i}.{suffix}") for i in range(num_files)]
   for seed, path in enumerate(paths):
-    policy_scenarios.write_records(path, seed=seed)
-  records = ",".join(paths)
+    if suffix == "tsv":
+      policy_scenarios.write_tsv(path, seed=seed)
+    else:
+      policy_scenarios.write_records(path, seed=seed)
+  inputs = [",".join(paths)]
+  if suffix == "tsv":
+    inputs.append(finetuning_helpers.write_vocab(directory / "vocab.txt"))
   dirs = {name: str(directory / name) for name in ("tf", "jax", "tf_then_jax", "jax_then_tf")}
-  _worker("tensorflow", command, records, dirs["tf"], STEPS, dirs["tf_then_jax"], HALF)
-  _worker("jax", command, records, dirs["jax"], STEPS, dirs["jax_then_tf"], HALF,
+  _worker("tensorflow", command, *inputs, dirs["tf"], STEPS, dirs["tf_then_jax"], HALF)
+  _worker("jax", command, *inputs, dirs["jax"], STEPS, dirs["jax_then_tf"], HALF,
           dirs["tf_then_jax"], STEPS)
-  _worker("tensorflow", command, records, dirs["jax_then_tf"], STEPS)
+  _worker("tensorflow", command, *inputs, dirs["jax_then_tf"], STEPS)
   return dirs
 
 

@@ -144,10 +144,13 @@ def test_each_packed_example_gets_the_outputs_it_gets_alone():
   for n in lengths:
     ids = rng.integers(5, encoder.vocab_size, n).astype(np.int32)
     examples.append((ids, (np.arange(n) >= n // 2).astype(np.int32)))
-  ragged = {constants.INPUT_WORD_IDS: tf.ragged.constant([e[0] for e in examples]),
-            constants.INPUT_MASK: tf.ragged.constant([np.ones_like(e[0]) for e in examples]),
-            constants.INPUT_TYPE_IDS: tf.ragged.constant([e[1] for e in examples])}
-  packed = example_packing.pack_batch(ragged, seq_length=16)
+  def padded(values):
+    return np.stack([np.pad(v, (0, 16 - len(v))) for v in values])
+
+  rows = {constants.INPUT_WORD_IDS: padded([e[0] for e in examples]),
+          constants.INPUT_MASK: padded([np.ones_like(e[0]) for e in examples]),
+          constants.INPUT_TYPE_IDS: padded([e[1] for e in examples])}
+  packed = example_packing.pack_batch(rows, seq_length=16)
   rows, width = packed[constants.INPUT_WORD_IDS].shape
   every_position = tf.tile(tf.range(width)[None], [rows, 1])
   out = encoder.call_packed(packed, every_position)

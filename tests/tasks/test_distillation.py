@@ -73,7 +73,7 @@ def test_a_step_trains_the_student_on_the_teachers_soft_labels(tmp_path):
   assert task.teacher.encoder.num_layers == 3 and student.encoder.num_layers == 2
   assert not task.teacher.trainable_variables
   teacher_before = [v.numpy().copy() for v in task.teacher.weights]
-  features = next(iter(task.build_inputs(experiment.train_data)))
+  features = next(iter(task.data_loader(experiment.train_data).dataset()))
   inputs = task.model_inputs(features)
   with tf.GradientTape() as tape:
     outputs = student(inputs, training=True)

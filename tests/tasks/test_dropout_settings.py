@@ -23,7 +23,7 @@ def _training_and_inference_outputs(name, overrides):
   experiment = experiments.experiment_from_dict(experiment_dict).override(list(overrides))
   task = base.get_task(experiment)
   model = task.build_model()
-  inputs = task.model_inputs(next(iter(task.dummy_inputs(experiment.train_data))))
+  inputs = task.model_inputs(next(iter(task.data_loader(experiment.train_data).dataset())))
   training, inference = model(inputs, training=True), model(inputs, training=False)
   return ({k: np.asarray(v) for k, v in training.items()},
           {k: np.asarray(v) for k, v in inference.items()})

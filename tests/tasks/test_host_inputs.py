@@ -1,4 +1,4 @@
-"""Every task's host input (task.host_inputs) without TensorFlow: the tasks import with
+"""Every task's host input (the host form of its data loader) without TensorFlow: the tasks import with
 TensorFlow unimportable, read their TFRecords and dummy inputs into the batches the
 tf.data inputs give, restore a saved position, and refuse in one line what needs
 TensorFlow. Runs tests/host_input_tf_free_check.py in a subprocess, since this process
@@ -63,7 +63,7 @@ def test_host_batches_without_tensorflow_equal_the_tf_data_batches(tensorflow_fr
   for case, data in helpers.task_experiments(files).items():
     experiment = configs.ExperimentConfig.from_dict(data, task_configs=base.task_configs())
     task = base.get_task(experiment)
-    dataset = task.build_inputs(experiment.eval_data)
+    dataset = task.data_loader(experiment.eval_data).dataset()
     if constants.LABEL_IDS in dataset.element_spec:  # Fine-tuning: padded to buckets.
       bounds = padding.bucket_bounds(experiment.eval_data)
       dataset = dataset.map(lambda batch, b=bounds: batching.pad_to_length_bucket(batch, b))
@@ -79,7 +79,7 @@ def test_dynamic_masks_drawn_without_tensorflow_equal_the_tf_data_input_s(
   files, _, arrays = tensorflow_free_run
   experiment = configs.ExperimentConfig.from_dict(
       helpers.dynamic_masking_experiment(files), task_configs=base.task_configs())
-  dataset = base.get_task(experiment).build_inputs(experiment.train_data)
+  dataset = base.get_task(experiment).data_loader(experiment.train_data).dataset()
   for i, batch in enumerate(dataset.take(2)):
     for key, value in batch.items():
       np.testing.assert_array_equal(arrays[f"dynamic_masking/{i}/{key}"], value.numpy(),
@@ -102,8 +102,8 @@ def test_with_tensorflow_raw_task_files_featurize_into_the_tf_data_batches(tmp_p
   eval_data = experiment.eval_data.replace(global_batch_size=3)
   bounds = padding.bucket_bounds(eval_data)
   theirs = [{k: v.numpy() for k, v in batching.pad_to_length_bucket(batch, bounds).items()}
-            for batch in task.build_inputs(eval_data)]
-  ours = list(task.host_inputs(eval_data))
+            for batch in task.data_loader(eval_data).dataset()]
+  ours = list(task.data_loader(eval_data).host_batches())
   assert len(ours) == len(theirs) == 3
   for a, b in zip(ours, theirs):
     assert set(a) == set(b)

@@ -26,7 +26,7 @@ def test_dummy_inputs_are_per_replica_batches_with_every_feature():
   task = PretrainingTask(experiment)
   context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
                                        num_replicas_in_sync=2)
-  batch = next(iter(task.build_inputs(experiment.train_data, context)))
+  batch = next(iter(task.data_loader(experiment.train_data).dataset(context)))
   assert batch[constants.INPUT_WORD_IDS].shape == (4, 16)
   assert batch[constants.MASKED_LM_WEIGHTS].dtype == tf.float32
   assert set(batch) == set(constants.TFRECORD_TO_MODEL_INPUT.values())
@@ -35,7 +35,7 @@ def test_dummy_inputs_are_per_replica_batches_with_every_feature():
 def test_dummy_eval_input_is_finite():
   experiment = trainer_helpers.tiny_experiment(batch=8)
   task = PretrainingTask(experiment)
-  count = sum(1 for _ in task.build_inputs(experiment.eval_data))
+  count = sum(1 for _ in task.data_loader(experiment.eval_data).dataset())
   assert count == 4
 
 
@@ -46,7 +46,7 @@ def test_masked_lm_loss_divides_by_the_global_weight_sum_under_mirrored_strategy
   strategy = strategies.mirrored_strategy(devices)
   experiment = trainer_helpers.tiny_experiment(batch=8)
   task = PretrainingTask(experiment)
-  full = next(iter(task.build_inputs(experiment.train_data)))
+  full = next(iter(task.data_loader(experiment.train_data).dataset()))
   # Replica 1 gets no real predictions at all: a per-replica mean would be wrong.
   weights = full[constants.MASKED_LM_WEIGHTS].numpy()
   weights[4:] = 0.0
@@ -112,8 +112,11 @@ def test_a_few_steps_on_one_repeated_batch_drive_the_loss_down(tmp_path, policy)
       runtime=dict(mixed_precision_dtype=policy))
 
   class OneBatchTask(PretrainingTask):
-    def build_inputs(self, data_config, input_context=None, start=0):
-      return super().build_inputs(data_config, input_context, start).take(1).cache().repeat()
+    def data_loader(self, data_config):
+      loader = super().data_loader(data_config)
+      dataset = loader.dataset
+      loader.dataset = lambda *args: dataset(*args).take(1).cache().repeat()
+      return loader
 
   trainer = Trainer(experiment, str(tmp_path), task=OneBatchTask(experiment))
   first = trainer.train(10)["loss"]
@@ -131,7 +134,7 @@ def test_mixed_precision_step_runs_with_float32_variables_and_loss(tmp_path, pol
   assert np.isfinite(report["loss"])
   assert all(v.dtype == "float32" for v in trainer.model.trainable_variables)
   task = trainer.task
-  features = next(iter(task.build_inputs(experiment.train_data)))
+  features = next(iter(task.data_loader(experiment.train_data).dataset()))
   outputs = trainer.model(task.model_inputs(features), training=False)
   assert task.compute_loss(features, outputs, 8)["loss"].dtype == tf.float32
   if policy == "mixed_float16":

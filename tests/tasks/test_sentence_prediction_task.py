@@ -67,7 +67,7 @@ def test_eval_reduces_to_the_glue_metric_and_predictions_use_label_names(tmp_pat
 
 def _first_batch_accuracy(trainer):
   """Accuracy of the untrained model on the first training batch: what one step reports."""
-  batch = next(iter(trainer.task.build_inputs(trainer.experiment.train_data)))
+  batch = next(iter(trainer.task.data_loader(trainer.experiment.train_data).dataset()))
   logits = trainer.model(trainer.task.model_inputs(batch), training=False)[LOGITS]
   return float(np.mean(np.argmax(logits, axis=-1) == np.asarray(batch[constants.LABEL_IDS])))
 
@@ -155,7 +155,7 @@ def test_length_buckets_batch_sentences_of_one_bucket_padded_to_their_longest(tm
       vocab_file=vocab))
   assert task.experiment.train_data.active_length_buckets() == [6, 10]
   buckets_seen = set()
-  for batch in task.build_inputs(task.experiment.train_data).take(24):
+  for batch in task.data_loader(task.experiment.train_data).dataset().take(24):
     lengths = batch[constants.INPUT_MASK].numpy().sum(axis=1)
     bucket = {0 if n <= 6 else 1 if n <= 10 else 2 for n in lengths}
     assert len(bucket) == 1, lengths
@@ -182,7 +182,7 @@ def test_packed_batches_give_each_example_its_unpacked_logits_and_loss(tmp_path)
   experiment = _packing_experiment(tmp_path, pack_examples=True, shuffle_buffer_size=1)
   task = base.get_task(experiment)
   model = task.build_model()
-  packed = next(iter(task.build_inputs(experiment.train_data)))
+  packed = next(iter(task.data_loader(experiment.train_data).dataset()))
   # Sentences of 5-8 pieces: two or three share each 16-token row.
   assert packed[constants.INPUT_WORD_IDS].shape[0] < 8
   plain = next(iter(batching.batch_examples(
@@ -225,4 +225,4 @@ def test_pack_examples_settings_that_cannot_work_are_config_errors(tmp_path):
       {"name": "sentence_prediction", "num_classes": 2},
       {"format": "dummy", "pack_examples": True}, {"format": "dummy"}))
   with pytest.raises(configs.ConfigError, match="raw task files"):
-    task.build_inputs(task.experiment.train_data)
+    task.data_loader(task.experiment.train_data).dataset()

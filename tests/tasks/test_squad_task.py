@@ -88,7 +88,7 @@ def test_one_training_step_on_dummy_input_changes_weights_with_finite_loss(tmp_p
   metrics = trainer.evaluate()
   hits, count = {"start": 0, "end": 0}, 0
   steps = exp.trainer.validation_steps
-  for i, batch in enumerate(trainer.task.build_inputs(exp.eval_data)):
+  for i, batch in enumerate(trainer.task.data_loader(exp.eval_data).dataset()):
     if steps and i >= steps:
       break
     outputs = trainer.model(trainer.task.model_inputs(batch), training=False)
@@ -170,7 +170,7 @@ def test_evaluation_writes_prediction_files_for_v2(tmp_path):
                    vocab_size=len(SYNTH_VOCAB))
   task = base.get_task(exp)
   model = task.build_model()
-  batch = next(iter(task.build_inputs(exp.eval_data)))
+  batch = next(iter(task.data_loader(exp.eval_data).dataset()))
   values = {k: np.asarray(v) for k, v in task.eval_outputs(batch, model(
       task.model_inputs(batch))).items()}
   metrics = task.reduce_eval(values)
@@ -197,10 +197,10 @@ def test_tfrecord_input_yields_the_same_batches_as_json_input(tmp_path):
             "drop_remainder": False}
   exp = experiment(vocab_file=str(vocab), vocab_size=len(SYNTH_VOCAB))
   task = base.get_task(exp)
-  from_json = next(iter(task.build_inputs(configs.DataConfig(
-      format="squad_json", input_path=str(tmp_path / "train.json"), **common))))
-  from_records = next(iter(task.build_inputs(configs.DataConfig(
-      format="tfrecord", input_path=record, **common))))
+  from_json = next(iter(task.data_loader(configs.DataConfig(
+      format="squad_json", input_path=str(tmp_path / "train.json"), **common)).dataset()))
+  from_records = next(iter(task.data_loader(configs.DataConfig(
+      format="tfrecord", input_path=record, **common)).dataset()))
   assert sorted(from_json) == sorted(from_records)
   for name in from_json:
     np.testing.assert_array_equal(from_json[name].numpy(), from_records[name].numpy(), name)

@@ -10,6 +10,7 @@ import tensorflow as tf
 import export_helpers
 from bert_tf import configs
 from bert_tf import constants
+from bert_tf.data.pipelines import loaders
 from bert_tf.export import exporter
 from bert_tf.export import serving_module
 from bert_tf.models.bert_classifier import LOGITS, BertClassifier
@@ -30,25 +31,32 @@ class ToyScoreConfig(configs.TaskConfig):
   target: float = 0.5
 
 
+@loaders.register_loader("toy_score", loaders.DUMMY)
+class ToyScoreLoader(loaders.DataLoader):
+  """One synthetic batch of encoder inputs, repeated."""
+
+  def dataset(self, input_context=None, start=0):
+    data_config = self.data_config
+    batch = data_config.global_batch_size
+    ids = np.random.default_rng(0).integers(
+        5, self.needs.vocab_size, [batch, data_config.seq_length])
+    features = {constants.INPUT_WORD_IDS: ids.astype(np.int32),
+                constants.INPUT_MASK: np.ones_like(ids, np.int32),
+                constants.INPUT_TYPE_IDS: np.zeros_like(ids, np.int32)}
+    return tf.data.Dataset.from_tensors(features).repeat()
+
+
 @base.register_task("toy_score", ToyScoreConfig)
 class ToyScoreTask(base.Task):
   """Squared error between one output and task.target."""
 
+  record_kind = "toy_score"
   export_kind = "toy_score"
   regression = True
 
   def build_model(self):
     encoder = BertEncoder.from_config_object(self.experiment.model.encoder)
     return BertClassifier(encoder, 1, dropout_rate=0.0, name="toy_scorer")
-
-  def dummy_inputs(self, data_config, input_context=None):
-    batch = data_config.global_batch_size
-    ids = np.random.default_rng(0).integers(
-        5, self.experiment.model.encoder.vocab_size, [batch, data_config.seq_length])
-    features = {constants.INPUT_WORD_IDS: ids.astype(np.int32),
-                constants.INPUT_MASK: np.ones_like(ids, np.int32),
-                constants.INPUT_TYPE_IDS: np.zeros_like(ids, np.int32)}
-    return tf.data.Dataset.from_tensors(features).repeat()
 
   def compute_loss(self, features, outputs, global_batch_size):
     error = tf.math.squared_difference(outputs[LOGITS][:, 0], self.config.target)
@@ -99,9 +107,9 @@ def test_a_format_outside_the_declared_ones_is_one_error_naming_the_section():
   task = base.get_task(experiment)
   with pytest.raises(configs.ConfigError, match=r"^train_data\.format: task 'tagging' reads "
                      r"formats dummy, tfrecord, conll; got 'tsv'$"):
-    task.build_inputs(experiment.train_data)
+    task.data_loader(experiment.train_data).dataset()
   with pytest.raises(configs.ConfigError, match=r"^eval_data\.format: .*got 'swag_csv'$"):
-    task.build_inputs(experiment.eval_data)
+    task.data_loader(experiment.eval_data).dataset()
 
 
 @pytest.mark.slow  # a training and an export

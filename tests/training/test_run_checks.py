@@ -99,18 +99,6 @@ def test_a_resumed_run_whose_decay_follows_a_larger_train_steps_names_both_rates
   assert run_checks.resumed_schedule_warning(recorded, recorded, 10, "p") == ""
 
 
-def test_packing_only_tf_data_reads_is_refused_without_tensorflow_dynamic_masking_is_not(
-    monkeypatch):
-  packed = _pretraining(train_data={"pack_examples": True}).train_data
-  masked = _pretraining(train_data={"dynamic_masking": True}).train_data
-  run_checks.require_tf_data(packed, "train_data")  # TensorFlow is installed here.
-  monkeypatch.setitem(sys.modules, "tensorflow", None)
-  with pytest.raises(configs.ConfigError, match="train_data.pack_examples .* needs "
-                                                "TensorFlow"):
-    run_checks.require_tf_data(packed, "train_data")
-  run_checks.require_tf_data(masked, "train_data")  # The host input masks.
-
-
 @pytest.mark.parametrize("field,override", [
     ("train_data.input_path", {"train_data": {"format": "tfrecord",
                                               "input_path": "local-*.tfrecord,nosuch://b/d-*"}}),

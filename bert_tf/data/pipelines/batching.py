@@ -1,4 +1,4 @@
-"""Batching of featurized fine-tuning examples: dynamic padding, length buckets.
+"""Batching of featurized fine-tuning examples in tf.data: dynamic padding, length buckets.
 
 Batches are dicts of the features of `bert_tf.data.pipelines.featurizers`, padded to the longest
 example of the batch: input_word_ids, input_mask, input_type_ids int32 [B, T] (or
@@ -11,7 +11,6 @@ from typing import Dict, Optional, Sequence
 import tensorflow as tf
 
 from bert_tf import constants
-from bert_tf.data.pipelines import example_packing
 from bert_tf.data.pipelines import padding
 
 
@@ -70,45 +69,3 @@ def batch_size_for(global_batch_size: int,
   if input_context is None:
     return global_batch_size
   return input_context.get_per_replica_batch_size(global_batch_size)
-
-
-def bucket_examples(ds: tf.data.Dataset, kind: str, batch_size: int,
-                    boundaries: Sequence[int], drop_remainder: bool,
-                    regression: bool = False) -> tf.data.Dataset:
-  """Batches examples of similar length together: each batch holds the examples of one
-  length bucket, padded to its longest.
-
-  Args:
-    ds: unbatched featurized examples ([T] or, for multiple choice, [C, T] features).
-    boundaries: increasing upper bounds of the buckets, in tokens; the last bucket takes
-      every longer example.
-  """
-  values = padding.padding_values(kind, regression)
-  values = {k: tf.constant(v, ds.element_spec[k].dtype) for k, v in values.items()}
-  return ds.bucket_by_sequence_length(
-      lambda features: tf.shape(features[constants.INPUT_WORD_IDS])[-1],
-      [b + 1 for b in boundaries], [batch_size] * (len(boundaries) + 1),
-      padding_values=values, drop_remainder=drop_remainder)
-
-
-def finish_raw_dataset(ds: tf.data.Dataset, kind: str, batch_size: int, is_training: bool,
-                       drop_remainder: bool, regression: bool = False,
-                       shuffle_buffer_size: int = 10000, seed: Optional[int] = None,
-                       input_context: Optional[tf.distribute.InputContext] = None,
-                       length_buckets: Sequence[int] = (),
-                       pack_to_length: int = 0) -> tf.data.Dataset:
-  """Shards, shuffles, repeats and dynamically pads a featurized raw-file dataset; for
-  training, by length bucket when `length_buckets` are given, or with each batch's
-  examples packed into rows of `pack_to_length` tokens when it is positive
-  (bert_tf.data.pipelines.example_packing; sentence features only)."""
-  if input_context is not None and input_context.num_input_pipelines > 1:
-    ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-  if is_training:
-    ds = ds.cache().shuffle(shuffle_buffer_size, seed=seed).repeat()
-  if is_training and pack_to_length:
-    ds = example_packing.pack_examples(ds, batch_size, pack_to_length, drop_remainder)
-  elif is_training and length_buckets:
-    ds = bucket_examples(ds, kind, batch_size, length_buckets, drop_remainder, regression)
-  else:
-    ds = batch_examples(ds, kind, batch_size, drop_remainder, regression)
-  return ds.prefetch(tf.data.AUTOTUNE)

@@ -124,17 +124,6 @@ def finetuning_examples(kind: str, batch_size: int, seq_length: int, vocab_size:
   return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
 
 
-def finetuning_dataset(kind: str, batch_size: int, seq_length: int, vocab_size: int,
-                       num_classes: int, num_choices: int = 1, regression: bool = False,
-                       seed: int = 0, num_distinct_batches: int = 4):
-  """An endless tf.data.Dataset cycling over the batches of `finetuning_examples`."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  examples = finetuning_examples(kind, batch_size, seq_length, vocab_size, num_classes,
-                                 num_choices, regression, seed, num_distinct_batches)
-  return tf.data.Dataset.from_tensor_slices(examples).batch(
-      batch_size, drop_remainder=True).repeat()
-
-
 def span_arrays(num_examples: int, seq_length: int, vocab_size: int, seed: int = 0
                 ) -> Dict[str, np.ndarray]:
   """Synthetic SQuAD features: a query of seq_length // 4 tokens, then the context, and

@@ -1,69 +1,102 @@
 """Packing: the examples of a fine-tuning batch laid end to end in rows of seq_length,
 each keeping its own [CLS] ... [SEP], positions and segment ids, so that short sentences
-cost no padding (train_data.pack_examples)."""
+cost no padding (train_data.pack_examples).
 
-from typing import Dict
+Written in NumPy once for both inputs: the host input packs its batches with it, and the
+tf.data input runs it on each batch of rows it reads in the one order
+(bert_tf.data.records.tfrecords.ordered_array_dataset). Importing it needs no TensorFlow.
+"""
 
-import tensorflow as tf
+from typing import Dict, Mapping, Optional
+
+import numpy as np
 
 from bert_tf import constants
 
+# What packing adds, int32 [R, W] (the first two) or [R, Q] / [N] (the last two).
+_ROW_FEATURES = (constants.INPUT_POSITION_IDS, constants.INPUT_EXAMPLE_IDS)
 
-def pack_batch(batch: Dict[str, tf.Tensor], seq_length: int) -> Dict[str, tf.Tensor]:
-  """Packs a batch of N unpadded examples into as few rows as next-fit needs, in batch
-  order (already a shuffled one).
+
+def pack_batch(batch: Mapping[str, np.ndarray], seq_length: int,
+               width: Optional[int] = None) -> Dict[str, np.ndarray]:
+  """Packs a batch of N examples into as few rows as next-fit needs, in batch order
+  (already a shuffled one).
 
   Args:
-    batch: dict from Dataset.ragged_batch: input_word_ids, input_mask, input_type_ids
-      (int32 ragged [N, None], no example longer than seq_length), and per-example
-      features (label_ids, example_index, [N]).
+    batch: input_word_ids, input_mask, input_type_ids int [N, T] (each example's tokens
+      first, its length the sum of its input_mask, none longer than seq_length), and
+      per-example features (label_ids, example_index, [N]).
     seq_length: the longest row.
+    width: the rows' length; default the longest filled row.
 
   Returns:
     dict: input_word_ids, input_mask, input_type_ids, input_position_ids (restarting at
     0 with every example), input_example_ids (1, 2, ... along a row, 0 at padding), all
-    int32 [R, W] with W the longest filled row; packed_cls_positions int32 [R, Q], the
-    [CLS] position of each example of a row (unused slots 0); packed_example_slots
-    int32 [N], each example's slot in the flattened [R * Q], in batch order; the
-    per-example features unchanged.
+    int32 [R, W]; packed_cls_positions int32 [R, Q], the [CLS] position of each example
+    of a row (unused slots 0); packed_example_slots int32 [N], each example's slot in
+    the flattened [R * Q], in batch order; the per-example features unchanged.
   """
-  lengths = tf.cast(batch[constants.INPUT_WORD_IDS].row_lengths(), tf.int32)
-
-  def next_fit(state, length):
-    row, end = state
-    new_row = end + length > seq_length
-    return (tf.where(new_row, row + 1, row), tf.where(new_row, length, end + length))
-
-  rows, ends = tf.scan(next_fit, lengths, initializer=(tf.constant(0), tf.constant(0)))
+  lengths = np.sum(np.asarray(batch[constants.INPUT_MASK]) != 0, axis=-1).astype(np.int64)
+  count = len(lengths)
+  rows = np.zeros(count, np.int64)
+  ends = np.zeros(count, np.int64)
+  row = end = 0
+  for i, length in enumerate(lengths):
+    if end + length > seq_length:
+      row, end = row + 1, 0
+    end += length
+    rows[i], ends[i] = row, end
   starts = ends - lengths
-  num_rows = rows[-1] + 1
-  count = tf.size(lengths)
-  first_of_row = tf.math.unsorted_segment_min(tf.range(count), rows, num_rows)
-  slots = tf.range(count) - tf.gather(first_of_row, rows)
-  positions = tf.ragged.range(lengths).flat_values
-  index = tf.stack([tf.repeat(rows, lengths), tf.repeat(starts, lengths) + positions], 1)
-  shape = tf.stack([num_rows, tf.reduce_max(ends)])
+  num_rows = int(rows[-1]) + 1 if count else 0
+  first_of_row = np.searchsorted(rows, np.arange(num_rows))
+  slots = np.arange(count) - first_of_row[rows]
+  width = int(ends.max(initial=1)) if width is None else width
+  token_rows = np.repeat(rows, lengths)
+  positions = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+  columns = np.repeat(starts, lengths) + positions
+  example_tokens = np.repeat(np.arange(count), lengths)
 
   def scatter(values):
-    return tf.scatter_nd(index, values, shape)
+    out = np.zeros([num_rows, width], np.int32)
+    out[token_rows, columns] = values
+    return out
 
-  out = {name: scatter(batch[name].flat_values) for name in constants.ENCODER_INPUTS}
+  out = {name: scatter(np.asarray(batch[name])[example_tokens, positions])
+         for name in constants.ENCODER_INPUTS}
   out[constants.INPUT_POSITION_IDS] = scatter(positions)
-  out[constants.INPUT_EXAMPLE_IDS] = scatter(tf.repeat(slots + 1, lengths))
-  per_row = tf.reduce_max(slots) + 1
-  out[constants.PACKED_CLS_POSITIONS] = tf.scatter_nd(
-      tf.stack([rows, slots], 1), starts, tf.stack([num_rows, per_row]))
-  out[constants.PACKED_EXAMPLE_SLOTS] = rows * per_row + slots
+  out[constants.INPUT_EXAMPLE_IDS] = scatter(np.repeat(slots + 1, lengths))
+  per_row = int(slots.max(initial=0)) + 1
+  cls_positions = np.zeros([num_rows, per_row], np.int32)
+  cls_positions[rows, slots] = starts
+  out[constants.PACKED_CLS_POSITIONS] = cls_positions
+  out[constants.PACKED_EXAMPLE_SLOTS] = (rows * per_row + slots).astype(np.int32)
   for name, value in batch.items():
     out.setdefault(name, value)
   return out
 
 
-def pack_examples(ds: tf.data.Dataset, batch_size: int, seq_length: int,
-                  drop_remainder: bool) -> tf.data.Dataset:
-  """Batches unbatched, unpadded examples ([T_i] features) batch_size at a time and
-  packs each batch (pack_batch): a step still trains on batch_size examples."""
-  ds = ds.ragged_batch(batch_size, drop_remainder=drop_remainder)
-  return ds.map(lambda batch: pack_batch(batch, seq_length),
-                num_parallel_calls=tf.data.AUTOTUNE)
+class Packer:
+  """pack_batch as the `finish` of a batch of padded rows, for both inputs.
 
+  Args:
+    arrays: the examples, {feature: [N, ...]} (what the batches are cut from).
+    seq_length: the longest row.
+    width: the rows' length (default: each batch's longest filled row).
+
+  Attributes:
+    output_spec: {feature: (dtype, rank)} of the packed batches.
+  """
+
+  def __init__(self, arrays: Mapping[str, np.ndarray], seq_length: int,
+               width: Optional[int] = None):
+    self.seq_length = seq_length
+    self.width = width
+    self.output_spec = {key: (np.asarray(value).dtype, np.ndim(value))
+                        for key, value in arrays.items()}
+    for name in (*constants.ENCODER_INPUTS, *_ROW_FEATURES,
+                 constants.PACKED_CLS_POSITIONS):
+      self.output_spec[name] = (np.dtype(np.int32), 2)
+    self.output_spec[constants.PACKED_EXAMPLE_SLOTS] = (np.dtype(np.int32), 1)
+
+  def __call__(self, batch: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    return pack_batch(batch, self.seq_length, self.width)

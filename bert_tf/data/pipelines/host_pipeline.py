@@ -110,7 +110,8 @@ def index_batches(row_counts: Sequence[int], batch_size: int,
                   load: Callable[[np.ndarray, int, np.ndarray], Batch], *, shuffle_window: int,
                   repeat: bool, seed: int = 0, process_index: int = 0,
                   process_count: int = 1, drop_remainder: bool = True,
-                  num_threads: int = 2, prefetch_batches: int = 8) -> HostBatches:
+                  num_threads: int = 2, prefetch_batches: int = 8,
+                  row_groups: Optional[np.ndarray] = None) -> HostBatches:
   """Batches of `load(row indices)`, the rows in bert_tf.data.records.record_order's order.
 
   Args:
@@ -124,12 +125,14 @@ def index_batches(row_counts: Sequence[int], batch_size: int,
     drop_remainder: drop a last batch of fewer than batch_size rows.
     num_threads: grain reader threads loading batches ahead (0: load on next()).
     prefetch_batches: batches loaded ahead.
+    row_groups: int [rows], each row's group (length bucket): record_order's grouping.
   """
   if not 0 <= process_index < process_count:
     raise ValueError(f"process_index {process_index} is not in [0, {process_count})")
   order = record_order.RecordOrder(row_counts, batch_size * process_count,
                                    shuffle_window=shuffle_window, seed=seed,
-                                   repeat=repeat, drop_remainder=drop_remainder)
+                                   repeat=repeat, drop_remainder=drop_remainder,
+                                   row_groups=row_groups)
   num_batches = order.num_part_batches(process_index, process_count)
   dataset = _grain().MapDataset.range(sys.maxsize if repeat else num_batches).map(
       lambda batch: load(order.rows(batch, process_index, process_count), batch,

@@ -10,7 +10,9 @@ epoch e takes the files in an order drawn from (seed, e), their rows one file af
 other, and permutes each window of `shuffle_window` consecutive rows of that stream by
 a permutation drawn from (seed, e, window): what a files shuffle and a shuffle buffer
 of that size do, as a function of the row's position, so that any batch is found
-without reading the ones before it. Unshuffled, the rows are read in file order.
+without reading the ones before it. Rows given a group (their length bucket) are then
+ordered by group within each window, so that batches hold rows of similar length.
+Unshuffled, the rows are read in file order.
 
 Global batch n is the rows at stream positions [n * G, (n + 1) * G) (positions count on
 over epochs). Of K parts (processes, or replicas), part k takes positions
@@ -41,6 +43,9 @@ class RecordOrder:
     seed: of the shuffle (any int; taken modulo 2**64).
     repeat: epoch after epoch without end (training); else one pass.
     drop_remainder: one pass leaves out a last batch of fewer than G rows.
+    row_groups: int [num_rows], a group of each row (its length bucket): shuffled, each
+      window's rows are then ordered by group (stably), so that consecutive batches hold
+      rows of one group (rows of similar length batched together).
 
   Attributes:
     num_rows: rows of one pass.
@@ -49,7 +54,7 @@ class RecordOrder:
 
   def __init__(self, row_counts: Sequence[int], global_batch_size: int, *,
                shuffle_window: int = 0, seed: int = 0, repeat: bool = False,
-               drop_remainder: bool = True):
+               drop_remainder: bool = True, row_groups: Optional[np.ndarray] = None):
     counts = np.asarray(row_counts, np.int64).reshape([-1])
     self.num_rows = int(counts.sum())
     if self.num_rows == 0:
@@ -60,6 +65,7 @@ class RecordOrder:
     self.repeat = repeat
     self._counts = counts
     self._starts = np.cumsum(counts) - counts
+    self._groups = None if row_groups is None else np.asarray(row_groups, np.int64)
     if repeat:
       self.num_batches = None
     elif drop_remainder:
@@ -115,19 +121,28 @@ class RecordOrder:
     """The rows at positions `stream` of epoch `epoch`'s shuffled stream."""
     width = self.shuffle_window
     windows = stream // width
-    permuted = np.empty_like(stream)
+    out = np.empty_like(stream)
     for window in np.unique(windows):
       chosen = windows == window
       start = int(window) * width
-      permutation = self._window_permutation(epoch, int(window),
-                                             min(width, self.num_rows - start))
-      permuted[chosen] = start + permutation[stream[chosen] - start]
+      rows = self._window_rows(epoch, int(window), min(width, self.num_rows - start))
+      out[chosen] = rows[stream[chosen] - start]
+    return out
+
+  @functools.lru_cache(maxsize=16)
+  def _window_rows(self, epoch: int, window: int, size: int) -> np.ndarray:
+    """int64 [size]: the rows of one window of epoch `epoch`'s shuffled stream, in the
+    order read (by group where rows are grouped)."""
+    permuted = window * self.shuffle_window + self._window_permutation(epoch, window, size)
     files = self._file_order(epoch)
     counts = self._counts[files]
     stream_starts = np.cumsum(counts) - counts
     # Empty files share their successor's start: side="right" picks the one with rows.
     slot = np.searchsorted(stream_starts, permuted, side="right") - 1
-    return self._starts[files[slot]] + permuted - stream_starts[slot]
+    rows = self._starts[files[slot]] + permuted - stream_starts[slot]
+    if self._groups is not None:
+      rows = rows[np.argsort(self._groups[rows], kind="stable")]
+    return rows
 
   @functools.lru_cache(maxsize=4)
   def _file_order(self, epoch: int) -> np.ndarray:

@@ -2,7 +2,8 @@
 
 Every record is a `tf.train.Example` of flat int64 or float features. The generic
 pieces (`serialize_example`, `write_records`, `ordered_record_dataset`) serve SQuAD's records
-and the fine-tuning tasks' alike; `write_finetuning_tfrecord` and
+and the fine-tuning tasks' alike; `ordered_array_dataset` reads in-memory rows (raw task
+files featurized once) in the same order; `write_finetuning_tfrecord` and
 `read_finetuning_tfrecords` hold the fine-tuning tasks' layout: the original BERT
 fine-tuning feature names (`input_ids`, `input_mask`, `segment_ids`, `label_ids`)
 padded to seq_length, plus `example_index`, and a JSON metadata file beside each.
@@ -126,6 +127,56 @@ def _indexed_source(paths, compression_type, stamps) -> record_files.RecordSourc
   return record_files.RecordSource(paths, compression_type)
 
 
+def _ordered_elements(row_counts: Sequence[int], data_config, seed: int,
+                      input_context: Optional[tf.distribute.InputContext], start: int,
+                      row_groups: Optional[np.ndarray] = None):
+  """The elements of a pipeline reading rows in the order both engines read them.
+
+  Returns:
+    (a tf.data.Dataset of int64 element numbers from `start`, place: element ->
+    (global batch number, its rows int64 [b], their places in the global batch int64
+    [b]), b where every batch holds b rows (repeated or drop_remainder; else None), so
+    that the batches' shapes say it, as a step compiled once per shape needs). Element m is the batch of replica (pipeline * R / P + m % (R / P)) of step
+    m // (R / P), R = num_replicas_in_sync, P = num_input_pipelines. `row_groups` as
+    record_order.RecordOrder takes them.
+  """
+  order = record_order.RecordOrder(
+      row_counts, data_config.global_batch_size,
+      shuffle_window=data_config.shuffle_buffer_size if data_config.is_training else 0,
+      seed=seed, repeat=data_config.is_training,
+      drop_remainder=data_config.drop_remainder, row_groups=row_groups)
+  parts, pipelines, pipeline = 1, 1, 0
+  if input_context is not None:
+    parts = input_context.num_replicas_in_sync
+    pipelines = input_context.num_input_pipelines
+    pipeline = input_context.input_pipeline_id
+  per_pipeline = parts // pipelines
+  order.part_size(parts)
+
+  def place(element):
+    batch, replica = divmod(int(element), per_pipeline)
+    part = pipeline * per_pipeline + replica
+    return batch, order.rows(batch, part, parts), order.offsets(batch, part, parts)
+
+  def element_holds_rows(element):
+    batch, replica = element // per_pipeline, element % per_pipeline
+    return (batch * order.global_batch_size + pipeline * per_pipeline + replica <
+            order.num_rows)
+
+  elements = np.iinfo(np.int64).max if order.repeat else order.num_batches * per_pipeline
+  dataset = tf.data.Dataset.range(start, elements)
+  if not order.repeat:
+    dataset = dataset.filter(element_holds_rows)
+  rows = (order.part_size(parts) if order.repeat or data_config.drop_remainder else None)
+  return dataset, place, rows
+
+
+def _deterministic(dataset: tf.data.Dataset) -> tf.data.Dataset:
+  options = tf.data.Options()
+  options.deterministic = True
+  return dataset.with_options(options)
+
+
 def ordered_record_dataset(paths: Sequence[str], spec: record_specs.RecordSpec,
                            data_config, seed: int = 0,
                            input_context: Optional[tf.distribute.InputContext] = None,
@@ -145,9 +196,8 @@ def ordered_record_dataset(paths: Sequence[str], spec: record_specs.RecordSpec,
       windows of shuffle_buffer_size records by `seed`, repeat), drop_remainder,
       compression_type.
     seed: of the training shuffle.
-    input_context: this pipeline among num_input_pipelines, each for its replicas;
-      element m is the batch of replica (pipeline * R / P + m % (R / P)) of step
-      m // (R / P), R = num_replicas_in_sync, P = num_input_pipelines.
+    input_context: this pipeline among num_input_pipelines, each for its replicas (see
+      `_ordered_elements`).
     start: the pipeline's elements to skip (resuming), without reading them.
     draw: (batch of NumPy arrays, global batch number, its rows' places in the global
       batch) -> the batch with values drawn from its place in the order
@@ -159,47 +209,17 @@ def ordered_record_dataset(paths: Sequence[str], spec: record_specs.RecordSpec,
     every batch is full (is_training, or drop_remainder).
   """
   source = _record_source(paths, data_config.compression_type)
-  order = record_order.RecordOrder(
-      source.row_counts(), data_config.global_batch_size,
-      shuffle_window=data_config.shuffle_buffer_size if data_config.is_training else 0,
-      seed=seed, repeat=data_config.is_training,
-      drop_remainder=data_config.drop_remainder)
-  parts, pipelines, pipeline = 1, 1, 0
-  if input_context is not None:
-    parts = input_context.num_replicas_in_sync
-    pipelines = input_context.num_input_pipelines
-    pipeline = input_context.input_pipeline_id
-  per_pipeline = parts // pipelines
-  # Where no batch can be short (training repeats; drop_remainder), every element holds
-  # its part's full share: a static batch dimension, without which the TensorFlow CPU
-  # speed path (bert_tf.kernels.tensorflow_cpu) leaves the step to the plain kernels.
-  share = order.part_size(parts)
-  rows = share if order.repeat or data_config.drop_remainder else None
-
-  def place(element):
-    batch, replica = divmod(int(element), per_pipeline)
-    return batch, pipeline * per_pipeline + replica
+  dataset, place, rows = _ordered_elements(source.row_counts(), data_config, seed,
+                                           input_context, start)
 
   def read(element):
-    batch, part = place(element)
-    return np.array([source[row].data for row in order.rows(batch, part, parts)],
-                    dtype=object)
-
-  def element_holds_rows(element):
-    batch, replica = element // per_pipeline, element % per_pipeline
-    return (batch * order.global_batch_size + pipeline * per_pipeline + replica <
-            order.num_rows)
-
-  elements = np.iinfo(np.int64).max if order.repeat else order.num_batches * per_pipeline
-  dataset = tf.data.Dataset.range(start, elements)
-  if not order.repeat:
-    dataset = dataset.filter(element_holds_rows)
+    return np.array([source[row].data for row in place(element)[1]], dtype=object)
 
   keys = [feature.key for feature in spec]
 
   def redraw(element, *values):
-    batch, part = place(element)
-    drawn = draw(dict(zip(keys, values)), batch, order.offsets(batch, part, parts))
+    batch, _, offsets = place(element)
+    drawn = draw(dict(zip(keys, values)), batch, offsets)
     return [np.asarray(drawn[key], value.dtype) for key, value in zip(keys, values)]
 
   def parse(element):
@@ -212,10 +232,58 @@ def ordered_record_dataset(paths: Sequence[str], spec: record_specs.RecordSpec,
     return {key: tf.ensure_shape(value, batch[key].shape)
             for key, value in zip(keys, values)}
 
-  dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-  options = tf.data.Options()
-  options.deterministic = True
-  return dataset.with_options(options)
+  return _deterministic(dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE,
+                                    deterministic=True))
+
+
+def ordered_array_dataset(arrays: Mapping[str, np.ndarray], data_config, seed: int = 0,
+                          input_context: Optional[tf.distribute.InputContext] = None,
+                          start: int = 0, finish=None,
+                          row_groups: Optional[np.ndarray] = None) -> tf.data.Dataset:
+  """Batches of in-memory rows (raw task files featurized once, numbered in file order)
+  in the order both engines read them, as `ordered_record_dataset` reads records; the
+  host input (host_pipeline.array_batches) reads the same.
+
+  Args:
+    arrays: {feature key: [N, ...]}; row i of each is example i.
+    data_config, seed, input_context, start: as `ordered_record_dataset` takes them.
+    finish: applied to each NumPy batch in the tf.numpy_function (packing); it may
+      change the batch's keys and leading dims, and gives `finish.output_spec`
+      ({key: (dtype, rank)}) the shapes of what it returns.
+    row_groups: int [N], each row's group (record_order.RecordOrder's grouping).
+
+  Returns:
+    A dataset of {feature key: [b, ...]}, b = global_batch_size / R (rows of `finish`).
+  """
+  arrays = {key: np.asarray(value) for key, value in arrays.items()}
+  dataset, place, rows = _ordered_elements([len(next(iter(arrays.values())))],
+                                           data_config, seed, input_context, start,
+                                           row_groups)
+  if finish is None:
+    spec = {key: (value.dtype, value.ndim) for key, value in arrays.items()}
+  else:
+    spec = finish.output_spec
+  keys = sorted(spec)
+
+  def read(element):
+    rows = place(element)[1]
+    batch = {key: value[rows] for key, value in arrays.items()}
+    batch = finish(batch) if finish is not None else batch
+    return [np.asarray(batch[key], spec[key][0]) for key in keys]
+
+  def gather(element):
+    values = tf.numpy_function(_python_stage(read), [element],
+                               [tf.as_dtype(spec[key][0]) for key in keys], stateful=False)
+    out = {}
+    for key, value in zip(keys, values):
+      shape = [None] * spec[key][1]
+      if finish is None:
+        shape = [rows, *arrays[key].shape[1:]]
+      out[key] = tf.ensure_shape(value, shape)
+    return out
+
+  return _deterministic(dataset.map(gather, num_parallel_calls=tf.data.AUTOTUNE,
+                                    deterministic=True))
 
 
 def records_of(input_path: str, field: str = "input_path") -> tf.data.Dataset:
@@ -292,3 +360,18 @@ def read_finetuning_tfrecords(data_config, kind: str, regression: bool = False,
   paths = files.expand_patterns(data_config.input_path, field=f"{section}.input_path")
   ds = ordered_record_dataset(paths, spec, data_config, seed, input_context, start)
   return ds.map(trim_to_longest).prefetch(tf.data.AUTOTUNE)
+
+
+def read_finetuning_arrays(arrays: Mapping[str, np.ndarray], data_config, seed: int = 0,
+                           input_context: Optional[tf.distribute.InputContext] = None,
+                           start: int = 0, finish=None,
+                           row_groups: Optional[np.ndarray] = None) -> tf.data.Dataset:
+  """Batches of featurized raw-file examples (arrays padded to seq_length) in the order
+  of `ordered_array_dataset`, cut to their longest example as
+  `read_finetuning_tfrecords` gives them, or packed by `finish`
+  (bert_tf.data.pipelines.example_packing.Packer)."""
+  ds = ordered_array_dataset(arrays, data_config, seed, input_context, start, finish,
+                             row_groups)
+  if finish is None:
+    ds = ds.map(trim_to_longest)
+  return ds.prefetch(tf.data.AUTOTUNE)

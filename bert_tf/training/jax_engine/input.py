@@ -2,13 +2,12 @@
 batch, padded to fixed lengths (the length buckets) so that the jit-compiled step
 compiles once per bucket, with a position saved beside each checkpoint.
 
-Batches come from the task's host input (task.host_inputs, bert_tf.data.pipelines.host_pipeline):
+Batches come from the host form of the task's data loader (bert_tf.data.pipelines.loaders,
+bert_tf.data.pipelines.host_pipeline):
 TFRecords read without TensorFlow, or raw task files featurized once where
 tensorflow-text is installed; dynamic masking draws its masks there too
-(bert_tf.data.pipelines.masking). Its position is a small JSON file beside the checkpoint
-(`ckpt-N.input[-P].json`). The one setting only tf.data has (packed examples) takes the
-task's tf.data input instead, which needs TensorFlow; its position is a tf.data iterator
-state (bert_tf.training.tf_engine.input).
+(bert_tf.data.pipelines.masking) and packing packs there (bert_tf.data.pipelines.example_packing).
+Its position is a small JSON file beside the checkpoint (`ckpt-N.input[-P].json`).
 
 A checkpoint without a position of this input (written by the other engine, or by
 another input) resumes by skipping the consumed batches: with the same files, seed and
@@ -23,10 +22,8 @@ import numpy as np
 
 from bert_tf import configs
 from bert_tf.checkpoints import portable
-from bert_tf.data.pipelines import host_pipeline
 from bert_tf.data.records import record_files
 from bert_tf.tasks import base as task_base
-from bert_tf.training import run_checks
 
 POSITION_SUFFIX = ".json"
 
@@ -37,12 +34,12 @@ def position_path(checkpoint: str, process_index: int) -> str:
 
 
 class HostInput:
-  """This process's training batches from task.host_inputs."""
+  """This process's training batches from the data loader's host form."""
 
   def __init__(self, task: task_base.Task, data_config: configs.DataConfig,
                process_index: int, process_count: int, step: int,
                checkpoint: Optional[str], log_fn: Callable[[str], None]):
-    self._batches = task.host_inputs(data_config, process_index, process_count)
+    self._batches = task.data_loader(data_config).host_batches(process_index, process_count)
     saved = position_path(checkpoint, process_index) if checkpoint else None
     if saved and os.path.exists(saved):
       with open(saved, encoding="utf-8") as f:
@@ -63,68 +60,21 @@ class HostInput:
     os.replace(temporary, path)
 
 
-def host_batch(batch) -> Dict[str, np.ndarray]:
-  """A tf.data batch as NumPy arrays JAX takes: 64-bit values as 32-bit (JAX computes
-  in 32 bits), non-numeric features (strings) left out."""
-  out = {}
-  for key, value in batch.items():
-    array = value.numpy() if hasattr(value, "numpy") else np.asarray(value)
-    if array.dtype == np.int64:
-      array = array.astype(np.int32)
-    elif array.dtype == np.float64:
-      array = array.astype(np.float32)
-    elif array.dtype.kind not in "biuf":
-      continue
-    out[key] = array
-  return out
-
-
-class TfDataInput:
-  """This process's training batches from the task's tf.data input (packed
-  examples)."""
-
-  def __init__(self, task: task_base.Task, data_config: configs.DataConfig,
-               process_index: int, process_count: int, step: int,
-               checkpoint: Optional[str], log_fn: Callable[[str], None]):
-    tf_input = self._tf_input = _tf_input()
-    dataset = tf_input.padded_to_length_buckets(
-        task.build_inputs(data_config, tf_input.process_context(process_index,
-                                                                 process_count)),
-        data_config)
-    iterator = iter(dataset)
-    if step and not (checkpoint and tf_input.restore_position(
-        iterator, checkpoint, process_index, log_fn=log_fn)):
-      iterator = iter(dataset.skip(step))
-      log_fn(f"No input iterator restored from {checkpoint}: skipped the {step} consumed "
-             "batches")
-    self._iterator = iterator
-
-  def next_batch(self) -> Dict[str, np.ndarray]:
-    return host_batch(next(self._iterator))
-
-  def save_position(self, checkpoint: str, process_index: int) -> None:
-    self._tf_input.save_position(self._iterator, checkpoint, process_index)
-
-
 def training_input(task: task_base.Task, data_config: configs.DataConfig,
                    process_index: int, process_count: int, step: int,
                    checkpoint: Optional[str], log_fn: Callable[[str], None]):
   """This process's training input at global step `step`, at the position saved with
   `checkpoint` where it holds one of this input, else after skipping the consumed
   batches."""
-  make = TfDataInput if run_checks.needs_tf_data(data_config) else HostInput
-  return make(task, data_config, process_index, process_count, step, checkpoint, log_fn)
+  return HostInput(task, data_config, process_index, process_count, step, checkpoint,
+                   log_fn)
 
 
 def evaluation_batches(task: task_base.Task, data_config: configs.DataConfig
                        ) -> Iterator[Dict[str, np.ndarray]]:
   """The whole evaluation input, every batch, as NumPy arrays (this process reads all
   of it)."""
-  if run_checks.needs_tf_data(data_config):
-    for batch in task.build_inputs(data_config):
-      yield host_batch(batch)
-    return
-  batches = task.host_inputs(data_config)
+  batches = task.data_loader(data_config).host_batches()
   try:
     yield from batches
   finally:
@@ -133,16 +83,7 @@ def evaluation_batches(task: task_base.Task, data_config: configs.DataConfig
 
 def corrupt_input_error(task: task_base.Task, error: Exception,
                         data_config: configs.DataConfig) -> Optional[Exception]:
-  """The error naming the corrupt record that `error` met, or None."""
-  if isinstance(error, record_files.CorruptRecordError):
-    return error
-  if run_checks.needs_tf_data(data_config):
-    return _tf_input().corrupt_input_error(task, error, data_config)
-  return None
-
-
-def _tf_input():
-  """The TensorFlow engine's input module (imports TensorFlow), for the setting only
-  tf.data has."""
-  from bert_tf.training.tf_engine import input as tf_input  # pylint: disable=g-import-not-at-top
-  return tf_input
+  """The error naming the corrupt record that `error` met (the host input reads records
+  by number and names the file and offset itself), or None."""
+  del task, data_config  # The TensorFlow engine's input needs them to explain its errors.
+  return error if isinstance(error, record_files.CorruptRecordError) else None

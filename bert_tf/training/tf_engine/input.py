@@ -27,7 +27,7 @@ class TrainerInput:
 
   Args:
     strategy: the trainer's tf.distribute strategy.
-    task: the task whose build_inputs gives the per-replica batches.
+    task: the task whose data loader gives the per-replica batches.
     pads_to_length_buckets: whether training batches are padded to fixed lengths (the
       step compiles once per shape); evaluation batches are too on a TPU.
     log_fn: receives each console line.
@@ -60,7 +60,7 @@ class TrainerInput:
     `start` skipped; with `pads_to_length_buckets` (training, or any input on a TPU),
     those cut to their longest example padded to the next of data_config.length_buckets
     and seq_length."""
-    dataset = self.task.build_inputs(data_config, input_context, start)
+    dataset = self.task.data_loader(data_config).dataset(input_context, start)
     if not (self._is_tpu or (self.pads_to_length_buckets and data_config.is_training)):
       return dataset
     return padded_to_length_buckets(dataset, data_config)
@@ -73,7 +73,8 @@ class TrainerInput:
 
   def element_spec(self, data_config: configs.DataConfig):
     """The structure of one replica's batch, [per-replica batch, ...] per feature."""
-    return self.task.build_inputs(data_config, self._one_pipeline_context()).element_spec
+    return self.task.data_loader(data_config).dataset(
+        self._one_pipeline_context()).element_spec
 
   def distribute(self, data_config: configs.DataConfig, skip_steps: int = 0):
     """The tf.distribute dataset: one input pipeline per worker, prefetching to the
@@ -220,7 +221,7 @@ def corrupt_input_error(task: task_base.Task, error: Exception,
     return record_files.corrupt_records_error(bad) if bad else None
   if not isinstance(error, tf.errors.DataLossError):
     return None
-  explained = task.explain_input_error(error, data_config)
+  explained = task.data_loader(data_config).explain_error(error)
   if explained is error or not isinstance(explained, errors.UserError):
     section = "train_data" if data_config.is_training else "eval_data"
     return errors.InputError(f"{' '.join(error.message.split())} (every file of "

@@ -54,9 +54,9 @@ def test_tfrecord_batches_equal_batches_read_from_the_task_files(case, tmp_path)
   output = str(tmp_path / "out.tfrecord")
   meta = task.write_tfrecord(experiment.eval_data, output)
   assert json.load(open(output + ".json"))["num_examples"] == meta["num_examples"] >= 2
-  from_files = next(iter(task.build_inputs(experiment.eval_data)))
-  from_records = next(iter(task.build_inputs(experiment.eval_data.replace(
-      format="tfrecord", input_path=output))))
+  from_files = next(iter(task.data_loader(experiment.eval_data).dataset()))
+  from_records = next(iter(task.data_loader(experiment.eval_data.replace(
+      format="tfrecord", input_path=output)).dataset()))
   assert set(from_files) == set(from_records)
   for key in from_files:
     np.testing.assert_array_equal(from_records[key].numpy(), from_files[key].numpy(), key)

@@ -2,7 +2,6 @@
 restarting, each example findable from its [CLS] slot."""
 
 import numpy as np
-import tensorflow as tf
 
 from bert_tf import constants
 from bert_tf.data.pipelines import example_packing
@@ -24,17 +23,14 @@ def _examples(lengths=LENGTHS, seed=0):
   return examples
 
 
-def _dataset(examples):
-  return tf.data.Dataset.from_generator(
-      lambda: iter(examples),
-      output_signature={k: tf.TensorSpec([None] if k in constants.ENCODER_INPUTS else [],
-                                         tf.int32) for k in examples[0]})
+def _padded(examples, seq_length=16):
+  """The examples as one batch of rows padded to seq_length, as the inputs read them."""
+  return {k: np.stack([np.pad(e[k], (0, seq_length - len(e[k]))) if np.ndim(e[k]) else e[k]
+                       for e in examples]) for k in examples[0]}
 
 
 def _packed_batch(examples, seq_length=16):
-  ds = example_packing.pack_examples(_dataset(examples), len(examples), seq_length,
-                                     drop_remainder=True)
-  return {k: v.numpy() for k, v in next(iter(ds)).items()}
+  return example_packing.pack_batch(_padded(examples, seq_length), seq_length)
 
 
 def _unpacked(batch, name):
@@ -81,3 +77,25 @@ def test_rows_are_filled_next_fit_up_to_seq_length():
 def test_a_batch_of_short_examples_is_as_wide_as_its_longest_row():
   batch = _packed_batch(_examples([3, 4, 2]), seq_length=16)
   assert batch[constants.INPUT_WORD_IDS].shape == (1, 9)
+
+
+def test_a_given_width_pads_every_row_to_it_and_changes_nothing_else():
+  examples = _examples([3, 4, 2])
+  narrow = _packed_batch(examples)
+  wide = example_packing.pack_batch(_padded(examples), 16, width=16)
+  for key, value in narrow.items():
+    if np.ndim(value) == 2 and key != constants.PACKED_CLS_POSITIONS:
+      assert wide[key].shape == (1, 16)
+      np.testing.assert_array_equal(wide[key][:, :9], value)
+      assert not wide[key][:, 9:].any()
+    else:
+      np.testing.assert_array_equal(wide[key], value)
+
+
+def test_the_packer_declares_the_dtype_and_rank_of_every_feature_it_returns():
+  examples = _padded(_examples())
+  packer = example_packing.Packer(examples, 16)
+  batch = packer(examples)
+  assert set(batch) == set(packer.output_spec)
+  for key, (dtype, rank) in packer.output_spec.items():
+    assert (np.asarray(batch[key]).dtype, np.ndim(batch[key])) == (dtype, rank), key

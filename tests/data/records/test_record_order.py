@@ -155,3 +155,20 @@ def test_a_process_exits_while_its_tf_data_input_runs_python_stages(shards, tmp_
                              fx.write_vocab(tmp_path)], env=env, capture_output=True,
                             text=True, timeout=300, check=False)
     assert result.returncode == 0 and result.stdout.strip() == "read", result.stderr[-2000:]
+
+
+def test_grouped_rows_keep_each_window_s_rows_and_read_them_group_by_group():
+  groups = np.arange(50) % 3
+  plain = record_order.RecordOrder([20, 30], 5, shuffle_window=10, seed=4, repeat=True)
+  grouped = record_order.RecordOrder([20, 30], 5, shuffle_window=10, seed=4, repeat=True,
+                                     row_groups=groups)
+  for epoch_start in (0, 50):
+    for window in range(5):
+      positions = np.arange(epoch_start + 10 * window, epoch_start + 10 * (window + 1))
+      rows, plain_rows = grouped.rows_at(positions), plain.rows_at(positions)
+      assert sorted(rows) == sorted(plain_rows)
+      assert list(groups[rows]) == sorted(groups[rows])
+      # Within a group, the shuffled order is kept.
+      for group in range(3):
+        np.testing.assert_array_equal(rows[groups[rows] == group],
+                                      plain_rows[groups[plain_rows] == group])

@@ -1,0 +1,83 @@
+"""The loaders of pretraining records: synthetic ones (format "dummy") and the TFRecords
+tools/create_pretraining_data.py writes (format "tfrecord", record_specs.pretraining_spec),
+with dynamic masking drawn from the batch's place in the order on both forms
+(bert_tf.data.pipelines.masking)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, Optional
+
+from bert_tf.data.pipelines import dummy
+from bert_tf.data.pipelines import host_pipeline
+from bert_tf.data.pipelines import masking
+from bert_tf.data.pipelines.loaders import registry
+from bert_tf.data.records import pretraining_files
+from bert_tf.data.records import record_specs
+from bert_tf.utils import files
+
+if TYPE_CHECKING:
+  import tensorflow as tf  # pylint: disable=g-bad-import-order
+
+PRETRAINING = "pretraining"
+# Distinct synthetic batches a "dummy" evaluation input holds (training repeats forever).
+DUMMY_EVAL_BATCHES = 4
+
+
+@registry.register_loader(PRETRAINING, registry.DUMMY)
+class DummyPretraining(registry.InMemoryLoader):
+  """DUMMY_EVAL_BATCHES global batches of synthetic examples in file order, endless for
+  training; training and evaluation draw different ones."""
+
+  in_file_order = True
+
+  def arrays(self):
+    data = self.data_config
+    return dummy.pretraining_examples(
+        data.global_batch_size, data.seq_length, data.max_predictions_per_seq,
+        self.needs.vocab_size, num_distinct_batches=DUMMY_EVAL_BATCHES,
+        seed=0 if data.is_training else 1000)
+
+
+@registry.register_loader(PRETRAINING, registry.TFRECORD)
+class PretrainingRecords(registry.DataLoader):
+  """Pretraining TFRecords in the order both engines read records; new masks drawn for
+  each batch under dynamic_masking."""
+
+  def check_files(self) -> None:
+    """Raises PretrainingInputError: no file matches, the first file is empty, or
+    seq_length, max_predictions_per_seq or the model's vocab_size disagree with the
+    files (the message names both values and the file)."""
+    info = pretraining_files.inspect_pretraining_files(self.data_config.input_path,
+                                                       self.data_config.compression_type)
+    info.check_config(self.data_config, self.needs.vocab_size)
+
+  def settings_from_files(self) -> Dict[str, Any]:
+    """The WordPiece vocab (and its casing) the TFRecords were made with, from the JSON
+    summary tools/create_pretraining_data.py writes beside them, where tokenizer.vocab_file
+    is unset and that vocab is still there."""
+    if self.needs.vocab_file:
+      return {}
+    summary = pretraining_files.inspect_pretraining_files(
+        self.data_config.input_path, self.data_config.compression_type).summary or {}
+    vocab_file = summary.get("vocab_file")
+    if not vocab_file or not files.exists(vocab_file):
+      return {}
+    lower_case = summary.get("settings", {}).get("do_lower_case", self.needs.lower_case)
+    return {"tokenizer": {"vocab_file": vocab_file, "lower_case": bool(lower_case)}}
+
+  def dataset(self, input_context: Optional[tf.distribute.InputContext] = None,
+              start: int = 0) -> tf.data.Dataset:
+    """bert_tf.data.pipelines.pretraining_reader.build_pretraining_dataset."""
+    return registry.tf_data().pretraining_reader.build_pretraining_dataset(
+        self.data_config, input_context, vocab_file=self.needs.vocab_file,
+        seed=self.needs.seed, start=start)
+
+  def _host_batches(self, batch_size, order):
+    data = self.data_config
+    draw = None
+    if data.dynamic_masking:
+      draw = masking.DynamicMasking.of(data, self.needs.vocab_file, order["seed"])
+    return host_pipeline.record_batches(
+        pretraining_files.list_record_files(data.input_path),
+        record_specs.pretraining_spec(data.seq_length, data.max_predictions_per_seq),
+        batch_size, compression_type=data.compression_type, draw=draw, **order)
