@@ -3,7 +3,7 @@
 A full step each: masked LM on `predictions` gathered positions + next-sentence
 prediction, backward, AdamW (weight decay 0.01 except LayerNorm and biases, global-norm
 clipping at 1.0), on one batch of random ids held in memory, identical for every system.
-Ours is the trainer's own loop (bert_tf.training.trainer.Trainer.train_loop_function).
+Ours is the TensorFlow engine's loop (TensorFlowEngine.train_loop_function).
 Every system runs in its own process (each peer in its own virtual environment, see
 --install_peers); the processes take turns, round after round, and the table reports
 each one's median sequences/s and the ratio ours/peer within the same run.
@@ -24,8 +24,7 @@ its entry of bench/results/pretraining_step.json (the other entries are kept), o
   python -m bench.pretraining_step --configs=base512 --pairwise --rounds=2
   python -m bench.pretraining_step --configs=mini --peers= --variants=xla,full_last_layer
   python -m bench.pretraining_step --configs=base --peers= --baseline=/tmp/before
-  python -m bench.pretraining_step --configs=mini --peers= --baseline=/tmp/before \
-      --input_path=/tmp/records/pretrain-00000-of-00004.tfrecord --nowrite_readme
+  python -m bench.pretraining_step --configs=mini --peers= --baseline=/tmp/before --input_path=/tmp/r.tfrecord --nowrite_readme
 """
 
 import json
@@ -55,8 +54,8 @@ flags.DEFINE_integer("steps_per_round", 0, "Timed steps per system per round "
 flags.DEFINE_integer("steps_per_loop", 1, "Steps per call of our trainer's loop.")
 flags.DEFINE_bool("jit_compile", False, "XLA-compile our forward/backward "
                   "(runtime.jit_compile).")
-flags.DEFINE_string("mixed_precision", "float32", "runtime.mixed_precision_dtype of ours "
-                    "and --baseline's (the peers run float32).")
+flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_bfloat16", "mixed_float16"],
+                  "runtime.mixed_precision_dtype of ours and --baseline's (peers: float32).")
 flags.DEFINE_list("variants", [], "Our step with one lever switched, each as one more "
                   "system: any of the names of VARIANTS in this file.")
 flags.DEFINE_bool("peer_onednn", True, "Run the TensorFlow peers with oneDNN on "
@@ -72,10 +71,9 @@ flags.DEFINE_string("baseline", "", "Path of another checkout of bert_tf (for ex
                     "`git worktree` of the commit before a change): its own worker runs as "
                     "one more system, 'baseline', interleaved with ours, so that a change's "
                     "effect on speed is an A/B within one run.")
-flags.DEFINE_string("input_path", "", "Pretraining TFRecords (comma-separated) that ours, "
-                    "its variants and --baseline read through their own reader instead of "
-                    "the in-memory batch, as training reads them (with --peers= and "
-                    "--nowrite_readme).")
+flags.DEFINE_string("input_path", "", "Pretraining TFRecords (comma-separated) that ours, its "
+                    "variants and --baseline read through their own reader instead of the "
+                    "in-memory batch (with --peers= --nowrite_readme).")
 flags.DEFINE_bool("install_peers", False, "Create the peers' virtual environments first.")
 flags.DEFINE_string("venv_root", peer_envs.DEFAULT_VENV_ROOT, "Where the peers' venvs live.")
 flags.DEFINE_string("device", "cpu", "cpu or gpu. On gpu, the workers see the GPU; on "
@@ -197,24 +195,20 @@ def run_config(name, peers):
   shape = ["--size", size, "--batch_size", str(batch), "--seq_length", str(seq),
            "--predictions", str(predictions)]
   records = ["--input_path", FLAGS.input_path] if FLAGS.input_path else []
-  ours = [sys.executable, "-m", "bench.ours_pretraining_worker", *shape, *records,
-          "--steps_per_loop", str(FLAGS.steps_per_loop),
-          "--jit_compile", str(int(FLAGS.jit_compile)),
-          "--mixed_precision", FLAGS.mixed_precision]
+  settings = [*shape, *records, "--steps_per_loop", str(FLAGS.steps_per_loop),
+              "--jit_compile", str(int(FLAGS.jit_compile)),
+              "--mixed_precision", FLAGS.mixed_precision]
+  ours = [sys.executable, "-m", "bench.ours_pretraining_worker", *settings]
   specs = [("ours", ours, worker_env())]
   for variant in FLAGS.variants:
     _, extra, env = VARIANTS[variant]
     specs.append((f"ours_{variant}", ours + extra, {**worker_env(), **env}))
   if FLAGS.baseline:
     baseline = os.path.abspath(FLAGS.baseline)
-    # The baseline's worker runs as a file with its checkout first on the path, which
-    # serves checkouts of either layout: those where bench/ is a package, and older ones
-    # whose workers put their own folders on the path.
-    specs.append(("baseline", [sys.executable,
-                               os.path.join(baseline, "bench", "ours_pretraining_worker.py"),
-                               *shape, *records, "--steps_per_loop", str(FLAGS.steps_per_loop),
-                               "--jit_compile", str(int(FLAGS.jit_compile)),
-                               "--mixed_precision", FLAGS.mixed_precision],
+    # Run as a file with its checkout first on the path: serves checkouts where bench/
+    # is a package and older ones whose workers put their own folders on the path.
+    worker = os.path.join(baseline, "bench", "ours_pretraining_worker.py")
+    specs.append(("baseline", [sys.executable, worker, *settings],
                   {**worker_env(), "PYTHONPATH": baseline}))
   peer_threads = ["--intra_op_threads", str(FLAGS.peer_intra_op_threads),
                   "--inter_op_threads", str(FLAGS.peer_inter_op_threads)]
@@ -416,18 +410,14 @@ def report(configs):
 
 def main(argv):
   del argv
-  for name in FLAGS.configs:
-    if name not in CONFIGS:
-      raise app.UsageError(f"Unknown config '{name}'; configs: {', '.join(CONFIGS)}")
-  if FLAGS.mixed_precision not in POLICY_DTYPES:
-    raise app.UsageError(f"--mixed_precision: one of {', '.join(POLICY_DTYPES)}")
+  for name, known, what in [*((n, CONFIGS, "config") for n in FLAGS.configs),
+                            *((v, VARIANTS, "variant") for v in FLAGS.variants)]:
+    if name not in known:
+      raise app.UsageError(f"Unknown {what} '{name}'; {what}s: {', '.join(known)}")
   if FLAGS.input_path and (FLAGS.peers or FLAGS.write_readme):
     raise app.UsageError("--input_path: a check against ours or --baseline, not a figure "
                          "of record (the peers read no TFRecords): give --peers= "
                          "--nowrite_readme with it")
-  for variant in FLAGS.variants:
-    if variant not in VARIANTS:
-      raise app.UsageError(f"Unknown variant '{variant}'; variants: {', '.join(VARIANTS)}")
   if FLAGS.report_only:
     report(common.read_results(RESULTS).get("configs", {}))
     return
