@@ -25,16 +25,15 @@ class _ChiefOfTwo:
   is_chief, process_index, process_count, step = True, 0, 2, 1
 
   def __init__(self):
-    self.model = type("Model", (), {"trained_items": {"encoder": _Item()}})()
+    item = _Item()
+    self.model = type("Model", (), {"trained_items": {"encoder": item},
+                                    "variables": item.variables})()
 
   def sync_to_model(self):
     pass
 
   def optimizer_state(self):
     return {}
-
-  def random_state(self):
-    return []
 
   def save_input_position(self, checkpoint):
     del checkpoint
