@@ -36,16 +36,16 @@ from bert_tf.training import input_source
 class Engine(abc.ABC):
   """The computation of one training run on one backend.
 
-  Its members: where it runs (start_runtime, num_replicas, process_index, process_count, is_chief,
-  describe), the
-  computation (build, run_steps, evaluate_outputs), the state a checkpoint holds (step,
-  optimizer_state; sync_to_model before reading the variables, after_restore once
-  they hold their values), the collectives between processes (any_process, barrier),
-  and the training input that run_steps reads (training_input: how its batches are
-  made and placed on the devices; its position, resume and corrupt-record errors are
-  the Trainer's input source's, bert_tf.training.input_source). The dropout random
-  state a checkpoint holds is the model's (steps.seed_states); the TensorFlow checkpoints of older
-  versions are read by the TensorFlow engine's own helper (tf_engine.legacy_checkpoints).
+  Its members: where it runs (start_runtime, num_replicas, process_index,
+  process_count, is_chief, describe), the computation (build, run_steps,
+  evaluate_outputs), the state a checkpoint holds (step, optimizer_state; sync_to_model
+  before reading the variables, after_restore once they hold their values), the
+  collectives between processes (any_process, barrier), and the training input that
+  run_steps reads (training_input: how its batches are made and placed on the devices;
+  its position, resume and corrupt-record error are the Trainer's input source's,
+  bert_tf.training.input_source). The dropout random state a checkpoint holds is the
+  model's (steps.seed_states); the TensorFlow checkpoints of older versions are read by
+  the TensorFlow engine's own helper (tf_engine.legacy_checkpoints).
 
   Args:
     experiment: the resolved ExperimentConfig.

@@ -157,7 +157,8 @@ class TensorFlowEngine(engine_lib.Engine):
         self._training_input.iterator, tf.TensorSpec([], tf.int32))
 
   def run_steps(self, num_steps: int) -> Dict[str, float]:
-    totals = self.train_loop_function(self._training_input.iterator, tf.constant(num_steps, tf.int32))
+    totals = self.train_loop_function(self._training_input.iterator,
+                                      tf.constant(num_steps, tf.int32))
     return {key: float(value) for key, value in totals.items()}
 
   @property

@@ -123,8 +123,9 @@ class TrainerInput:
 
 class TrainingIterator(input_source.EngineInput):
   """The training iterator the step reads, positioned by the Trainer's input source: a
-  plain tf.data iterator where the position is saved (`TrainerInput.iterator_checkpointable`),
-  else a tf.distribute one, built at its position on first use.
+  plain tf.data iterator where its position is saved (TrainerInput's
+  iterator_checkpointable), else a tf.distribute one; built at its position on first
+  use.
 
   Args:
     inputs: the engine's TrainerInput.
