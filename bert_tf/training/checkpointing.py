@@ -6,9 +6,10 @@ written with h5py, holding the model's checkpoint items, the optimizer's state, 
 step and the dropout random state. It needs no TensorFlow, so the JAX engine reads and
 writes it where TensorFlow is absent, and a run stopped on one engine resumes on the
 other. Each process's input position is a file of its engine's input beside it
-(`ckpt-N.input...`), written before the .h5, so that a `ckpt-N.h5` on disk comes with
-its positions; a run that finds no position of its own input skips the consumed
-batches instead.
+(`ckpt-N.input...`, written by the Trainer's input source,
+bert_tf.training.input_source), written before the .h5, so that a `ckpt-N.h5` on disk
+comes with its positions; a run that finds no position of its own input skips the
+consumed batches instead.
 
 A save blocks the step only while the arrays are copied to host memory (NumPy copies of
 the variables) and the input position is taken; the file is written, uploaded and
@@ -47,25 +48,23 @@ TensorFlow engine resumes from them (its own helper, tf_engine.legacy_checkpoint
 from then on writes the portable format; the JAX engine refuses them in one line.
 """
 
-import contextlib
 import functools
 import glob
 import os
 import re
 import shutil
-import tempfile
 import time
-from typing import Iterator, Optional
+from typing import Optional
 
 import keras
 
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import restore
 from bert_tf.training import engine as engine_lib
+from bert_tf.training import input_source as input_source_lib
 from bert_tf.training import steps
 from bert_tf.utils import background as background_lib
 from bert_tf.utils import errors
-from bert_tf.utils import file_systems
 from bert_tf.utils import files
 
 _LEGACY_INDEX = re.compile(r"^ckpt-(\d+)\.index$")
@@ -120,16 +119,20 @@ class CheckpointSaver:
   Args:
     model_dir: where the checkpoints go.
     max_to_keep: how many of the newest checkpoints are kept.
-    engine: the run's engine (its variables, input position and processes).
+    engine: the run's engine (its variables and processes).
     background: write each checkpoint on a background thread (trainer.async_checkpoints;
       the attribute of that name may change between saves).
+    input_source: the training input whose position each checkpoint holds (none: no
+      position is written).
   """
 
   def __init__(self, model_dir: str, max_to_keep: int, engine: engine_lib.Engine,
-               background: bool = True):
+               background: bool = True,
+               input_source: Optional[input_source_lib.InputSource] = None):
     self.model_dir = model_dir
     self.max_to_keep = max_to_keep
     self.engine = engine
+    self.input_source = input_source
     self.background = background
     self._writes = background_lib.BackgroundJob("checkpoint-writer")
     self._snapshot: Optional[portable.Snapshot] = None
@@ -181,7 +184,7 @@ class CheckpointSaver:
                                   backend=keras.backend.backend(), reuse=self._snapshot)
       # Its memory is filled again by the next save, once this one is written.
       self._snapshot = content
-    staged = self._save_input_position(path)
+    staged = self.input_source.save(path) if self.input_source else None
     marker = self._part_marker(path)
     if marker and files.exists(marker):  # left by a save of this step that was cut off
       files.remove(marker)
@@ -259,20 +262,6 @@ class CheckpointSaver:
             f"not write their input position within {PARTS_TIMEOUT_S:.0f} s")
       time.sleep(0.1)
 
-  def _save_input_position(self, checkpoint: str) -> Optional[str]:
-    """Writes this process's input position beside `checkpoint`, or for a remote one
-    into a new local folder, which it returns (None otherwise)."""
-    if not file_systems.is_remote(checkpoint):
-      self.engine.save_input_position(checkpoint)
-      return None
-    local_dir = tempfile.mkdtemp()
-    try:
-      self.engine.save_input_position(os.path.join(local_dir, os.path.basename(checkpoint)))
-    except BaseException:
-      shutil.rmtree(local_dir)
-      raise
-    return local_dir
-
   def _delete_old(self) -> None:
     """Deletes the checkpoints beyond max_to_keep with their input positions, and the
     temporary files of checkpoints whose writing a killed process left unfinished (the
@@ -284,20 +273,3 @@ class CheckpointSaver:
     for name in files.listdir(self.model_dir):
       if _UNFINISHED.match(name):
         files.remove(os.path.join(self.model_dir, name))
-
-
-@contextlib.contextmanager
-def local_input_positions(checkpoint: Optional[str]) -> Iterator[Optional[str]]:
-  """Yields the checkpoint path to build the training input from: `checkpoint` itself
-  where it is local (or None), otherwise its name in a local folder holding a copy of
-  its input positions (the engines' inputs read local files)."""
-  if checkpoint is None or not file_systems.is_remote(checkpoint):
-    yield checkpoint
-    return
-  local_dir = tempfile.mkdtemp()
-  try:
-    for path in files.glob(glob.escape(portable.input_prefix(checkpoint)) + "*"):
-      files.copy(path, os.path.join(local_dir, os.path.basename(path)))
-    yield os.path.join(local_dir, os.path.basename(checkpoint))
-  finally:
-    shutil.rmtree(local_dir)

@@ -26,24 +26,26 @@ engines' steps share (the micro-batch order, the seed state) is there too.
 """
 
 import abc
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 from bert_tf import configs
 from bert_tf.tasks import base as task_base
+from bert_tf.training import input_source
 
 
 class Engine(abc.ABC):
   """The computation of one training run on one backend.
 
-  Its members: where it runs (start_runtime, num_replicas, process_index, process_count, is_chief,
-  describe), the
-  computation (build, run_steps, evaluate_outputs), the state a checkpoint holds (step,
-  optimizer_state; sync_to_model before reading the variables, after_restore once
-  they hold their values), the collectives between processes (any_process, barrier),
-  and the training input (pads_to_length_buckets, start_training_input,
-  save_input_position, corrupt_input_error). The dropout random state a checkpoint
-  holds is the model's (steps.seed_states); the TensorFlow checkpoints of older
-  versions are read by the TensorFlow engine's own helper (tf_engine.legacy_checkpoints).
+  Its members: where it runs (start_runtime, num_replicas, process_index,
+  process_count, is_chief, describe), the computation (build, run_steps,
+  evaluate_outputs), the state a checkpoint holds (step, optimizer_state; sync_to_model
+  before reading the variables, after_restore once they hold their values), the
+  collectives between processes (any_process, barrier), and the training input that
+  run_steps reads (training_input: how its batches are made and placed on the devices;
+  its position, resume and corrupt-record error are the Trainer's input source's,
+  bert_tf.training.input_source). The dropout random state a checkpoint holds is the
+  model's (steps.seed_states); the TensorFlow checkpoints of older versions are read by
+  the TensorFlow engine's own helper (tf_engine.legacy_checkpoints).
 
   Args:
     experiment: the resolved ExperimentConfig.
@@ -101,7 +103,8 @@ class Engine(abc.ABC):
     bert_tf.training.steps names).
 
     Raises:
-      the input's read error when it met a corrupt record (see corrupt_input_error).
+      the input's read error when it met a corrupt record (see
+      input_source.EngineInput.corrupt_record_error).
     """
 
   @abc.abstractmethod
@@ -142,27 +145,7 @@ class Engine(abc.ABC):
     """Returns once every process has arrived here."""
 
   # ----- input -----
-  @property
-  def pads_to_length_buckets(self) -> bool:
-    """Whether training batches are padded to fixed lengths (seq_length or the length
-    buckets) rather than to their longest example: where the step compiles once per
-    shape."""
-    return True
-
   @abc.abstractmethod
-  def start_training_input(self, step: int, checkpoint: Optional[str],
-                           restore_position: bool) -> None:
-    """Builds the training input at global step `step`: at the position saved beside
-    `checkpoint` where it holds one of this input (and restore_position), else by
-    skipping the `step` consumed batches (with a log line saying so)."""
-
-  @abc.abstractmethod
-  def save_input_position(self, checkpoint: str) -> None:
-    """Writes this process's training input position beside `checkpoint` (no-op where
-    the input has none)."""
-
-  @abc.abstractmethod
-  def corrupt_input_error(self, error: Exception, data_config: configs.DataConfig
-                          ) -> Optional[Exception]:
-    """The error to report when `error`, raised by run_steps or evaluate_outputs,
-    means a corrupt input record (naming the file and offset where it can), else None."""
+  def training_input(self) -> input_source.EngineInput:
+    """The training input that run_steps reads (the same object on every call); the
+    Trainer's InputSource positions it and saves its position."""

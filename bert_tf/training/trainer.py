@@ -38,6 +38,7 @@ from bert_tf.training import checkpointing
 from bert_tf.training import engine as engine_lib
 from bert_tf.training import evaluation
 from bert_tf.training import host_loop
+from bert_tf.training import input_source
 from bert_tf.training import run_checks
 from bert_tf.training import params_file
 from bert_tf.training import reports
@@ -61,8 +62,9 @@ class Trainer:
     engine: defaults to the engine of Keras's backend (backends.engine_class); extra
       keyword arguments go to it (the TensorFlow engine takes `strategy`).
 
-  Attributes: engine, task, model, optimizer, step (int), checkpoints (the
-  CheckpointSaver), restored_from (the resumed checkpoint or None), initialized_from
+  Attributes: engine, task, model, optimizer, step (int), input (the InputSource of
+  the training input), checkpoints (the CheckpointSaver), restored_from (the resumed
+  checkpoint or None), initialized_from
   ({item: path} of a warm start from task.init_checkpoint), preempted (True once
   `train` stopped early on SIGTERM).
   """
@@ -81,9 +83,11 @@ class Trainer:
                               self.engine.num_replicas,
                               experiment.trainer.gradient_accumulation_steps)
     self.engine.build()
+    self.input = input_source.InputSource(self.engine.training_input(),
+                                          self.engine.process_index, self._log)
     self.checkpoints = checkpointing.CheckpointSaver(
         model_dir, experiment.trainer.max_to_keep, self.engine,
-        background=experiment.trainer.async_checkpoints)
+        background=experiment.trainer.async_checkpoints, input_source=self.input)
     self.is_chief = self.engine.is_chief
     self.restored_from = None
     self.initialized_from: Dict[str, str] = {}
@@ -91,7 +95,6 @@ class Trainer:
     # False when the saved input position belongs to another input shape.
     self.restore_input_position = True
     self._initialized = False
-    self._input_started = False
     self._checked_inputs = set()
     self._stop_signal = None
     # (step, path) of the checkpoint last saved or restored.
@@ -239,10 +242,8 @@ class Trainer:
     total = config.train_steps if train_steps is None else train_steps
     self.initialize()
     self.check_inputs("train_data")
-    if not self._input_started:
-      with checkpointing.local_input_positions(self.restored_from) as checkpoint:
-        self.engine.start_training_input(self.step, checkpoint, self.restore_input_position)
-      self._input_started = True
+    if not self.input.started:
+      self.input.start(self.step, self.restored_from, self.restore_input_position)
     writer = SummaryWriter(self.model_dir, "train", enabled=self.is_chief)
     global_batch = self.experiment.train_data.global_batch_size
     progress = StepLogger(total, global_batch, start_step=self.step, log_fn=self._log)
@@ -316,7 +317,7 @@ class Trainer:
     try:
       totals = self.engine.run_steps(num_steps)
     except Exception as e:  # pylint: disable=broad-except
-      corrupt = self.engine.corrupt_input_error(e, self.experiment.train_data)
+      corrupt = self.input.corrupt_record_error(e, self.experiment.train_data)
       if corrupt is None:
         raise
       raise self._stop_on_corrupt_input(corrupt) from e
@@ -386,7 +387,7 @@ class Trainer:
     try:
       gathered = self.engine.evaluate_outputs(data_config, steps)
     except Exception as e:  # pylint: disable=broad-except
-      corrupt = self.engine.corrupt_input_error(e, data_config)
+      corrupt = self.input.corrupt_record_error(e, data_config)
       if corrupt is None:
         raise
       raise corrupt from e

@@ -12,6 +12,7 @@ import pytest
 from bert_tf import constants
 from bert_tf.checkpoints import portable
 from bert_tf.training import engine as engine_lib
+from bert_tf.training import input_source
 from bert_tf.training import params_file
 from bert_tf.training import steps
 from bert_tf.training import trainer as trainer_lib
@@ -95,18 +96,47 @@ class CorruptRecord(Exception):
   pass
 
 
+class FakeInput(input_source.EngineInput):
+  """A position that is the step count, saved as a file beside the checkpoint.
+
+  Attributes: events ([("restore", checkpoint name, restored) or ("skip", steps)]),
+  positions (checkpoints whose position was saved).
+  """
+
+  def __init__(self):
+    self.events, self.positions = [], []
+
+  def restore(self, checkpoint, process_index):
+    restored = os.path.exists(portable.input_prefix(checkpoint, process_index))
+    self.events.append(("restore", os.path.basename(checkpoint), restored))
+    return restored
+
+  def skip(self, steps):  # pylint: disable=redefined-outer-name
+    self.events.append(("skip", steps))
+
+  def save(self, checkpoint, process_index):
+    self.positions.append(os.path.basename(checkpoint))
+    with open(portable.input_prefix(checkpoint, process_index), "w") as f:
+      f.write("position")
+
+  def corrupt_record_error(self, error, data_config):
+    del data_config
+    if isinstance(error, CorruptRecord):
+      return errors.InputError(f"corrupt record in {error}")
+    return None
+
+
 class FakeEngine(engine_lib.Engine):
   """Steps that add 1 to the weight; `loss_at(step)` gives each step's loss.
 
-  Attributes: loops (the num_steps of each run_steps call), input_started ((step,
-  checkpoint) of each start_training_input), positions (checkpoints whose input
-  position was saved), on_step ({step: callable} run before that step).
+  Attributes: loops (the num_steps of each run_steps call), input (its FakeInput),
+  on_step ({step: callable} run before that step).
   """
 
   def __init__(self, experiment, task, log_fn, loss_at=lambda step: 1.0 / (step + 1)):
     super().__init__(experiment, task, log_fn)
     self.loss_at = loss_at
-    self.loops, self.input_started, self.positions = [], [], []
+    self.loops, self.input = [], FakeInput()
     self.on_step = {}
     self._step = 0
 
@@ -154,17 +184,8 @@ class FakeEngine(engine_lib.Engine):
   def optimizer_state(self):
     return {constants.OPTIMIZER_COUNT: self.count}
 
-  def start_training_input(self, step, checkpoint, restore_position):
-    self.input_started.append((step, checkpoint and os.path.basename(checkpoint)))
-
-  def save_input_position(self, checkpoint):
-    self.positions.append(os.path.basename(checkpoint))
-
-  def corrupt_input_error(self, error, data_config):
-    del data_config
-    if isinstance(error, CorruptRecord):
-      return errors.InputError(f"corrupt record in {error}")
-    return None
+  def training_input(self):
+    return self.input
 
 
 def _trainer(model_dir, steps_total=6, log=None, **trainer_settings):
@@ -187,8 +208,8 @@ def test_loops_end_at_every_interval_and_checkpoints_keep_the_newest(tmp_path):
   assert engine.loops == [2, 1, 1, 2]
   assert [os.path.basename(p) for p in portable.checkpoints_in(str(tmp_path))] == [
       "ckpt-6.h5", "ckpt-3.h5"]
-  assert engine.positions == ["ckpt-3.h5", "ckpt-6.h5"]
-  assert engine.input_started == [(0, None)]
+  assert engine.input.positions == ["ckpt-3.h5", "ckpt-6.h5"]
+  assert engine.input.events == []  # started at step 0: nothing to restore or skip
   assert report["loss"] == pytest.approx(np.mean([1 / s for s in range(2, 8)]))
   assert report[steps.LEARNING_RATE] == pytest.approx(0.1)
   assert sum(line.startswith("Saved checkpoint") for line in lines) == 2
@@ -207,8 +228,31 @@ def test_a_rerun_resumes_weights_optimizer_and_seed_state_at_the_saved_step(tmp_
   np.testing.assert_array_equal(resumed.model.seed.value, [7, 3])
   assert int(engine.count.value) == 3
   resumed.train()
-  assert engine.input_started == [(3, "ckpt-3.h5")]
+  assert engine.input.events == [("restore", "ckpt-3.h5", True)]
   np.testing.assert_array_equal(resumed.model.weight.value, [6.0, 6.0])
+
+
+def test_a_checkpoint_without_a_position_of_this_input_resumes_by_skipping_with_a_line(
+    tmp_path):
+  first, engine = _trainer(tmp_path, steps_total=3)
+  first.train()
+  os.remove(portable.input_prefix(str(tmp_path / "ckpt-3.h5")))
+  lines = []
+  resumed, engine = _trainer(tmp_path, steps_total=6, log=lines)
+  resumed.train()
+  assert engine.input.events == [("restore", "ckpt-3.h5", False), ("skip", 3)]
+  assert (f"No input position of this input saved with {tmp_path / 'ckpt-3.h5'}: "
+          "skipped the 3 consumed batches") in lines
+
+
+def test_a_position_of_other_data_shapes_is_not_restored_but_skipped(tmp_path):
+  first, _ = _trainer(tmp_path, steps_total=3)
+  first.train()
+  resumed, engine = _trainer(tmp_path, steps_total=6)
+  resumed.initialize()
+  resumed.restore_input_position = False  # as run() sets it when train_data changed
+  resumed.train()
+  assert engine.input.events == [("skip", 3)]
 
 
 def test_a_non_finite_loss_stops_before_any_checkpoint_of_its_steps(tmp_path):

@@ -15,7 +15,7 @@ Evaluation runs on every process over the whole eval input, on its local devices
 the first process writes the summaries and predictions.
 """
 
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import jax
 import jax.numpy as jnp
@@ -52,7 +52,8 @@ class JaxEngine(engine_lib.Engine):
     self._step = 0
     self._train_step = None
     self._eval_step = None
-    self._input = None
+    self._input = input_lib.HostInput(task, experiment.train_data, self.process_index,
+                                      self.process_count)
 
   # ----- where it runs -----
   @property
@@ -107,15 +108,8 @@ class JaxEngine(engine_lib.Engine):
     self.state = step_lib.state_from(self.model, self.optimizer)
 
   # ----- input -----
-  def start_training_input(self, step: int, checkpoint: Optional[str],
-                           restore_position: bool) -> None:
-    self._input = input_lib.training_input(
-        self.task, self.experiment.train_data, self.process_index, self.process_count,
-        step, checkpoint if restore_position else None, self._log)
-
-  def save_input_position(self, checkpoint: str) -> None:
-    if self._input is not None:
-      self._input.save_position(checkpoint, self.process_index)
+  def training_input(self) -> input_lib.HostInput:
+    return self._input
 
   # ----- steps -----
   def _loss_fn(self, batch, outputs, normalizers):
@@ -143,10 +137,6 @@ class JaxEngine(engine_lib.Engine):
       totals = logs if totals is None else jax.tree_util.tree_map(jnp.add, totals, logs)
       self._step += 1
     return {key: float(value) for key, value in totals.items()}
-
-  def corrupt_input_error(self, error: Exception, data_config: configs.DataConfig
-                          ) -> Optional[Exception]:
-    return input_lib.corrupt_input_error(self.task, error, data_config)
 
   # ----- evaluation -----
   def _local_state(self, mesh: Mesh):

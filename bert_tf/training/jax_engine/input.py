@@ -9,14 +9,13 @@ tensorflow-text is installed; dynamic masking draws its masks there too
 (bert_tf.data.pipelines.masking) and packing packs there (bert_tf.data.pipelines.example_packing).
 Its position is a small JSON file beside the checkpoint (`ckpt-N.input[-P].json`).
 
-A checkpoint without a position of this input (written by the other engine, or by
-another input) resumes by skipping the consumed batches: with the same files, seed and
-order, the very batches an uninterrupted run would read next.
+The Trainer's input source (bert_tf.training.input_source) restores, skips and saves
+the position.
 """
 
 import json
 import os
-from typing import Callable, Dict, Iterator, Optional
+from typing import Dict, Iterator, Optional
 
 import numpy as np
 
@@ -24,6 +23,7 @@ from bert_tf import configs
 from bert_tf.checkpoints import portable
 from bert_tf.data.records import record_files
 from bert_tf.tasks import base as task_base
+from bert_tf.training import input_source
 
 POSITION_SUFFIX = ".json"
 
@@ -33,41 +33,55 @@ def position_path(checkpoint: str, process_index: int) -> str:
   return portable.input_prefix(checkpoint, process_index) + POSITION_SUFFIX
 
 
-class HostInput:
-  """This process's training batches from the data loader's host form."""
+class HostInput(input_source.EngineInput):
+  """This process's training batches from the data loader's host form, opened on first
+  use.
+
+  Args:
+    task: the task whose data loader gives the batches.
+    data_config: the training data.
+    process_index, process_count: this process's share of each global batch.
+  """
 
   def __init__(self, task: task_base.Task, data_config: configs.DataConfig,
-               process_index: int, process_count: int, step: int,
-               checkpoint: Optional[str], log_fn: Callable[[str], None]):
-    self._batches = task.data_loader(data_config).host_batches(process_index, process_count)
-    saved = position_path(checkpoint, process_index) if checkpoint else None
-    if saved and os.path.exists(saved):
-      with open(saved, encoding="utf-8") as f:
-        self._batches.set_state(json.load(f))
-    elif step:
-      self._batches.seek(step)
-      log_fn(f"No input position of this input saved with {checkpoint}: skipped the "
-             f"{step} consumed batches")
+               process_index: int, process_count: int):
+    self.task = task
+    self.data_config = data_config
+    self._share = (process_index, process_count)
+    self._open = None
+
+  @property
+  def _batches(self):
+    if self._open is None:
+      self._open = self.task.data_loader(self.data_config).host_batches(*self._share)
+    return self._open
 
   def next_batch(self) -> Dict[str, np.ndarray]:
     return next(self._batches)
 
-  def save_position(self, checkpoint: str, process_index: int) -> None:
+  def restore(self, checkpoint: str, process_index: int) -> bool:
+    saved = position_path(checkpoint, process_index)
+    if not os.path.exists(saved):
+      return False
+    with open(saved, encoding="utf-8") as f:
+      self._batches.set_state(json.load(f))
+    return True
+
+  def skip(self, steps: int) -> None:
+    self._batches.seek(steps)
+
+  def save(self, checkpoint: str, process_index: int) -> None:
+    if self._open is None:  # not started: no position
+      return
     path = position_path(checkpoint, process_index)
     temporary = f"{path}.tmp"
     with open(temporary, "w", encoding="utf-8") as f:
       json.dump(self._batches.get_state(), f)
     os.replace(temporary, path)
 
-
-def training_input(task: task_base.Task, data_config: configs.DataConfig,
-                   process_index: int, process_count: int, step: int,
-                   checkpoint: Optional[str], log_fn: Callable[[str], None]):
-  """This process's training input at global step `step`, at the position saved with
-  `checkpoint` where it holds one of this input, else after skipping the consumed
-  batches."""
-  return HostInput(task, data_config, process_index, process_count, step, checkpoint,
-                   log_fn)
+  def corrupt_record_error(self, error: Exception, data_config: configs.DataConfig
+                           ) -> Optional[Exception]:
+    return corrupt_input_error(self.task, error, data_config)
 
 
 def evaluation_batches(task: task_base.Task, data_config: configs.DataConfig

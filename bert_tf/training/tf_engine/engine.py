@@ -42,7 +42,7 @@ class TensorFlowEngine(engine_lib.Engine):
 
   Attributes after `build`: model, optimizer, step_variable (tf.Variable int64),
   loss_scale (DynamicLossScale under mixed_float16, else None), inputs
-  (input.TrainerInput).
+  (input.TrainerInput; its training iterator: training_input()).
   """
 
   def __init__(self, experiment: configs.ExperimentConfig, task, log_fn,
@@ -53,10 +53,11 @@ class TensorFlowEngine(engine_lib.Engine):
     self._check_static_shapes()
     self.inputs = input_lib.TrainerInput(self.strategy, task, self.pads_to_length_buckets,
                                          log_fn)
+    self._training_input = input_lib.TrainingIterator(self.inputs, experiment.train_data)
     self._any_worker_stops = strategies.any_worker_flag(self.strategy)
     # Made by build, or on first use.
     self.step_variable = self.loss_scale = self._train_step = None
-    self._train_loop_fn = self._eval_step_fn = self._iterator = None
+    self._train_loop_fn = self._eval_step_fn = None
 
   # ----- where it runs -----
   @property
@@ -139,14 +140,8 @@ class TensorFlowEngine(engine_lib.Engine):
     step_lib.seed_each_replica(self.strategy, steps.seed_states(self.model))
 
   # ----- input -----
-  def start_training_input(self, step: int, checkpoint: Optional[str],
-                           restore_position: bool) -> None:
-    self._iterator = self.inputs.training_iterator(
-        self.experiment.train_data, step, checkpoint, restore_iterator=restore_position)
-
-  def save_input_position(self, checkpoint: str) -> None:
-    if self._iterator is not None and self.inputs.iterator_checkpointable:
-      input_lib.save_position(self._iterator, checkpoint)
+  def training_input(self) -> input_lib.TrainingIterator:
+    return self._training_input
 
   # ----- steps -----
   @property
@@ -158,18 +153,13 @@ class TensorFlowEngine(engine_lib.Engine):
 
   def train_loop_concrete_function(self):
     """The traced training loop (for inspecting its graph); starts the input."""
-    if self._iterator is None:
-      self.start_training_input(self.step, None, False)
     return self.train_loop_function.get_concrete_function(
-        self._iterator, tf.TensorSpec([], tf.int32))
+        self._training_input.iterator, tf.TensorSpec([], tf.int32))
 
   def run_steps(self, num_steps: int) -> Dict[str, float]:
-    totals = self.train_loop_function(self._iterator, tf.constant(num_steps, tf.int32))
+    totals = self.train_loop_function(self._training_input.iterator,
+                                      tf.constant(num_steps, tf.int32))
     return {key: float(value) for key, value in totals.items()}
-
-  def corrupt_input_error(self, error: Exception, data_config: configs.DataConfig
-                          ) -> Optional[Exception]:
-    return input_lib.corrupt_input_error(self.task, error, data_config)
 
   @property
   def eval_step_function(self):

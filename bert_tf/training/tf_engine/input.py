@@ -19,6 +19,7 @@ from bert_tf.checkpoints import portable
 from bert_tf.data.pipelines import batching
 from bert_tf.data.records import record_files
 from bert_tf.tasks import base as task_base
+from bert_tf.training import input_source
 from bert_tf.utils import errors
 
 
@@ -39,7 +40,7 @@ class TrainerInput:
     self.task = task
     self.pads_to_length_buckets = pads_to_length_buckets
     self._is_tpu = isinstance(strategy, tf.distribute.TPUStrategy)
-    self._log = log_fn
+    self.log_fn = log_fn
 
   @property
   def iterator_checkpointable(self) -> bool:
@@ -119,26 +120,55 @@ class TrainerInput:
 
     return self.strategy.experimental_distribute_values_from_function(on_device)
 
-  def training_iterator(self, data_config: configs.DataConfig, step: int,
-                        checkpoint: Optional[str], restore_iterator: bool = True):
-    """The training iterator at global step `step`: restored from the position saved
-    with `checkpoint` (see `position_prefix`) where it holds one of this input (and
-    `restore_iterator`), else positioned by skipping the `step` consumed batches. A plain
-    tf.data iterator where `iterator_checkpointable`, else a tf.distribute one."""
-    if not self.iterator_checkpointable:
-      if step:
-        self._log(f"{type(self.strategy).__name__} has no checkpointable input "
-                  f"iterator: skipped the {step} consumed batches")
-      return iter(self.distribute(data_config, skip_steps=step))
-    iterator = self.worker_input(data_config)
-    restored = False
-    if checkpoint is not None and restore_iterator:
-      restored = restore_position(iterator, checkpoint, log_fn=self._log)
-    if not restored and step:
-      iterator = self.worker_input(data_config, step)
-      self._log(f"No input iterator restored from {checkpoint}: skipped the "
-                f"{step} consumed batches")
-    return iterator
+
+class TrainingIterator(input_source.EngineInput):
+  """The training iterator the step reads, positioned by the Trainer's input source: a
+  plain tf.data iterator where its position is saved (TrainerInput's
+  iterator_checkpointable), else a tf.distribute one; built at its position on first
+  use.
+
+  Args:
+    inputs: the engine's TrainerInput.
+    data_config: the training data.
+  """
+
+  def __init__(self, inputs: TrainerInput, data_config: configs.DataConfig):
+    self.inputs = inputs
+    self.data_config = data_config
+    self._iterator = None
+    if not inputs.iterator_checkpointable:
+      self.unsaved_reason = (f"{type(inputs.strategy).__name__} has no checkpointable "
+                             "input iterator")
+
+  @property
+  def iterator(self):
+    """The iterator at its position (the first batch where none was set)."""
+    if self._iterator is None:
+      self.skip(0)
+    return self._iterator
+
+  def skip(self, steps: int) -> None:
+    if self.inputs.iterator_checkpointable:
+      self._iterator = self.inputs.worker_input(self.data_config, steps)
+    else:
+      self._iterator = iter(self.inputs.distribute(self.data_config, skip_steps=steps))
+
+  def restore(self, checkpoint: str, process_index: int) -> bool:
+    if not self.inputs.iterator_checkpointable:
+      return False
+    iterator = self.inputs.worker_input(self.data_config)
+    if not restore_position(iterator, checkpoint, process_index, log_fn=self.inputs.log_fn):
+      return False
+    self._iterator = iterator
+    return True
+
+  def save(self, checkpoint: str, process_index: int) -> None:
+    if self._iterator is not None and self.inputs.iterator_checkpointable:
+      save_position(self._iterator, checkpoint, process_index)
+
+  def corrupt_record_error(self, error: Exception, data_config: configs.DataConfig
+                           ) -> Optional[Exception]:
+    return corrupt_input_error(self.inputs.task, error, data_config)
 
 
 def process_context(process_index: int, process_count: int) -> tf.distribute.InputContext:
