@@ -91,6 +91,14 @@ def _emulator():
         os.environ.pop(key, None)
 
 
+def _bucket_and_cwd(tmp_path):
+  """The emulator's bucket URL, and an empty folder to run the tools in (nothing may be
+  written there)."""
+  cwd = tmp_path / "cwd"
+  cwd.mkdir()
+  return f"gs://{gcs_emulator.BUCKET}", cwd
+
+
 def _arrays(fs, remote, local_dir):
   local = os.path.join(str(local_dir), os.path.basename(remote))
   fs.get(remote, local)
@@ -134,9 +142,7 @@ def _trains_whole_and_killed_alike(fs, config, run, cwd, environment, tmp_path):
 def test_jax_runs_without_tensorflow_read_data_vocab_and_checkpoints_from_the_bucket_and_resume_bit_exactly(
     tmp_path, emulator):
   environment, fs = emulator
-  bucket = f"gs://{gcs_emulator.BUCKET}"
-  cwd = tmp_path / "cwd"
-  cwd.mkdir()
+  bucket, cwd = _bucket_and_cwd(tmp_path)
   local = tmp_path / "local"
   local.mkdir()
   shards, _ = host_helpers.write_pretraining_files(local)
@@ -207,9 +213,7 @@ def _finish(processes):
 def test_two_processes_commit_a_checkpoint_only_with_both_parts_and_resume_the_last_complete_one(
     tmp_path, emulator):
   environment, fs = emulator
-  bucket = f"gs://{gcs_emulator.BUCKET}"
-  cwd = tmp_path / "cwd"
-  cwd.mkdir()
+  bucket, cwd = _bucket_and_cwd(tmp_path)
   steps = 6
   config = _config(tmp_path, steps, runtime=dict(distribution_strategy="multi_worker_mirrored"))
   _finish(_start_hosts(config, f"{bucket}/whole", cwd, environment))

@@ -28,14 +28,8 @@ class NumpyVariable:
     self.path = path
     self.name = path.rsplit("/", 1)[-1]
     self.value = np.asarray(value)
-
-  @property
-  def shape(self):
-    return self.value.shape
-
-  @property
-  def dtype(self):
-    return self.value.dtype
+    # Fixed: assign keeps them.
+    self.shape, self.dtype = self.value.shape, self.value.dtype
 
   def numpy(self):
     return self.value.copy()
