@@ -14,14 +14,6 @@ from bert_tf import constants
 from bert_tf.data.pipelines import padding
 
 
-def batch_examples(ds: tf.data.Dataset, kind: str, batch_size: int, drop_remainder: bool,
-                   regression: bool = False) -> tf.data.Dataset:
-  """Pads each batch to its longest example (dynamic padding)."""
-  values = padding.padding_values(kind, regression)
-  values = {k: tf.constant(v, ds.element_spec[k].dtype) for k, v in values.items()}
-  return ds.padded_batch(batch_size, padding_values=values, drop_remainder=drop_remainder)
-
-
 def trim_to_longest(batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
   """Cuts a batch padded to seq_length down to its longest example (last axis)."""
   length = tf.reduce_max(tf.reduce_sum(batch[constants.INPUT_MASK], axis=-1))
