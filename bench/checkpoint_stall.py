@@ -82,7 +82,7 @@ def _state_bytes(trainer) -> int:
   engine = trainer.engine
   variables = [v for item in engine.model.trained_items.values()
                for v in portable.item_variables(item).values()]
-  variables += list(engine.optimizer_state().values())
+  variables += list(engine.checkpoint_state().values())
   return sum(int(portable.host_value(v).nbytes) for v in {id(v): v for v in variables}.values())
 
 

@@ -43,9 +43,9 @@ def train(config_path: str, start: str, out_path: str, steps: str) -> dict:
     trainer.initialize()
     model = trainer.model
     portable.restore_items(start, model.trained_items, tuple(model.trained_items))
-    trainer.engine.after_restore()
+    trainer.engine.state_restored()
     losses = [trainer.train(train_steps=step)["loss"] for step in range(1, int(steps) + 1)]
-    trainer.engine.sync_to_model()
+    trainer.engine.checkpoint_state()
     arrays = {f"weights/{v.path}": keras.ops.convert_to_numpy(v)
               for v in model.trainable_variables}
   np.savez(out_path, loss=np.asarray(losses, np.float64), **arrays)

@@ -130,7 +130,7 @@ def non_finite_loss(out_dir: str, records: str) -> dict:
     return {"error": None}
   except trainer_lib.NonFiniteLossError as e:
     message = str(e)
-  trainer.engine.sync_to_model()
+  trainer.engine.checkpoint_state()
   in_memory = {v.path: np.asarray(v.numpy()) for v in trainer.model.trainable_variables}
   saved = arrays(os.path.join(model_dir, "ckpt-4.h5"))
   finite = all(np.all(np.isfinite(v)) for v in saved.values() if v.dtype.kind == "f")

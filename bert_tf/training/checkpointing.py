@@ -44,8 +44,9 @@ several hosts only on JAX. What it would bring (background writes, a commit by r
 several hosts) is done here in the one format both engines read.
 
 Model directories of older versions hold TensorFlow checkpoints (`ckpt-N.index`); the
-TensorFlow engine resumes from them (its own helper, tf_engine.legacy_checkpoints) and
-from then on writes the portable format; the JAX engine refuses them in one line.
+TensorFlow engine resumes from them (its reader, Engine.legacy_checkpoints:
+tf_engine.legacy_checkpoints) and from then on writes the portable format; the JAX
+engine refuses them in one line.
 """
 
 import functools
@@ -97,22 +98,6 @@ def step_of(checkpoint: str) -> int:
   return int(name.rsplit("-", 1)[-1])
 
 
-def _legacy_checkpoints(model_dir: str):
-  """The TensorFlow engine's reader of the TensorFlow checkpoints older versions wrote
-  (bert_tf.training.tf_engine.legacy_checkpoints).
-
-  Raises:
-    UserError: on another backend, which cannot read them (one line).
-  """
-  if keras.backend.backend() != "tensorflow":
-    raise errors.UserError(
-        f"{model_dir} holds TensorFlow checkpoints (ckpt-N.index) of an older version: "
-        "resume it once on the TensorFlow engine (runtime.backend=tensorflow), which "
-        "continues in the portable format (ckpt-N.h5) that every engine reads")
-  from bert_tf.training.tf_engine import legacy_checkpoints  # pylint: disable=g-import-not-at-top
-  return legacy_checkpoints
-
-
 class CheckpointSaver:
   """Writes, finds and restores the checkpoints of one model_dir for an engine.
 
@@ -146,18 +131,33 @@ class CheckpointSaver:
     found = restore.newest_readable_portable(self.model_dir)
     legacy = newest_legacy_checkpoint(self.model_dir)
     if legacy and (found is None or step_of(legacy) > step_of(found)):
-      return _legacy_checkpoints(self.model_dir).newest_readable(self.model_dir) or found
+      return self._legacy_reader().newest_readable(self.model_dir) or found
     return found
+
+  def _legacy_reader(self):
+    """The engine's reader of the TensorFlow checkpoints older versions wrote
+    (Engine.legacy_checkpoints).
+
+    Raises:
+      UserError: an engine that cannot read them (one line).
+    """
+    reader = self.engine.legacy_checkpoints
+    if reader is None:
+      raise errors.UserError(
+          f"{self.model_dir} holds TensorFlow checkpoints (ckpt-N.index) of an older "
+          "version: resume it once on the TensorFlow engine (runtime.backend=tensorflow), "
+          "which continues in the portable format (ckpt-N.h5) that every engine reads")
+    return reader
 
   def restore(self, checkpoint: str) -> int:
     """Restores the model's items, optimizer, step and random state from
     `checkpoint` (see `latest`); returns its step."""
     if not checkpoint.endswith(portable.SUFFIX):
-      step = _legacy_checkpoints(self.model_dir).restore_trainer(self.engine, checkpoint)
+      step = self._legacy_reader().restore_trainer(self.engine, checkpoint)
     else:
       model = self.engine.model
       portable.restore_items(checkpoint, model.trained_items, tuple(model.trained_items))
-      step = portable.restore_trainer_state(checkpoint, self.engine.optimizer_state(),
+      step = portable.restore_trainer_state(checkpoint, self.engine.checkpoint_state(),
                                             steps.seed_states(model))
     self.engine.step = step
     return step
@@ -175,11 +175,11 @@ class CheckpointSaver:
     engine = self.engine
     step = engine.step
     path = portable.path_for_step(self.model_dir, step)
-    engine.sync_to_model()
+    optimizer_state = engine.checkpoint_state()
     files.make_dirs(self.model_dir)
     content = None
-    if engine.is_chief:
-      content = portable.snapshot(engine.model.trained_items, engine.optimizer_state(),
+    if engine.placement.is_chief:
+      content = portable.snapshot(engine.model.trained_items, optimizer_state,
                                   step=step, random_state=steps.seed_states(engine.model),
                                   backend=keras.backend.backend(), reuse=self._snapshot)
       # Its memory is filled again by the next save, once this one is written.
@@ -223,7 +223,7 @@ class CheckpointSaver:
           with files.atomic_path(os.path.join(self.model_dir, name)) as temporary:
             files.copy(os.path.join(staged, name), temporary)
       if marker:
-        files.write_lines(marker, [str(self.engine.process_index)])
+        files.write_lines(marker, [str(self.engine.placement.process_index)])
       if content is not None:
         self._wait_for_parts(path)
         portable.write(path, content)
@@ -240,7 +240,7 @@ class CheckpointSaver:
   def _part_marker(self, checkpoint: str) -> Optional[str]:
     """The file a process other than the chief writes once its part of `checkpoint` is
     complete (`ckpt-N.input-P.done`); None for the chief and for a single process."""
-    index = self.engine.process_index
+    index = self.engine.placement.process_index
     return portable.input_prefix(checkpoint, index) + PART_DONE if index else None
 
   def _wait_for_parts(self, checkpoint: str) -> None:
@@ -250,7 +250,7 @@ class CheckpointSaver:
       CheckpointWriteError: some did not within PARTS_TIMEOUT_S (naming them).
     """
     waiting = {p: portable.input_prefix(checkpoint, p) + PART_DONE
-               for p in range(1, self.engine.process_count)}
+               for p in range(1, self.engine.placement.process_count)}
     deadline = time.monotonic() + PARTS_TIMEOUT_S
     while True:
       waiting = {p: marker for p, marker in waiting.items() if not files.exists(marker)}

@@ -26,26 +26,52 @@ engines' steps share (the micro-batch order, the seed state) is there too.
 """
 
 import abc
-from typing import Dict, List
+import dataclasses
+from typing import Dict, List, Optional
 
 from bert_tf import configs
 from bert_tf.tasks import base as task_base
 from bert_tf.training import input_source
 
 
+@dataclasses.dataclass(frozen=True)
+class Placement:
+  """Where an engine runs.
+
+  Attributes:
+    num_replicas: the data-parallel replicas (devices) that share each global batch.
+    description: how it runs, for the first training line ("MirroredStrategy (2
+      replicas)").
+    process_index: this process's number among the processes that write parts of a
+      checkpoint (its input position): 0 where one process writes them all.
+    process_count: the processes that write parts of a checkpoint.
+    is_chief: whether this process writes checkpoints, summaries and predictions
+      (default: process_index == 0).
+  """
+  num_replicas: int
+  description: str
+  process_index: int = 0
+  process_count: int = 1
+  is_chief: Optional[bool] = None
+
+  def __post_init__(self):
+    if self.is_chief is None:
+      object.__setattr__(self, "is_chief", self.process_index == 0)
+
+
 class Engine(abc.ABC):
   """The computation of one training run on one backend.
 
-  Its members: where it runs (start_runtime, num_replicas, process_index,
-  process_count, is_chief, describe), the computation (build, run_steps,
-  evaluate_outputs), the state a checkpoint holds (step, optimizer_state; sync_to_model
-  before reading the variables, after_restore once they hold their values), the
-  collectives between processes (any_process, barrier), and the training input that
-  run_steps reads (training_input: how its batches are made and placed on the devices;
-  its position, resume and corrupt-record error are the Trainer's input source's,
-  bert_tf.training.input_source). The dropout random state a checkpoint holds is the
-  model's (steps.seed_states); the TensorFlow checkpoints of older versions are read by
-  the TensorFlow engine's own helper (tf_engine.legacy_checkpoints).
+  Its members: where it runs (start_runtime before the engine is made, then placement),
+  the computation (build, run_steps, evaluate_outputs), the state a checkpoint holds
+  (step; checkpoint_state, the optimizer's variables once the model's and optimizer's
+  variables hold the trained values; state_restored once they hold their initial or
+  restored values), the collectives between processes (any_process, barrier), the
+  training input that run_steps reads (training_input: how its batches are made and
+  placed on the devices; its position, resume and corrupt-record error are the
+  Trainer's input source's, bert_tf.training.input_source), and legacy_checkpoints, the
+  reader of the TensorFlow checkpoints older versions wrote where the engine can read
+  them. The dropout random state a checkpoint holds is the model's (steps.seed_states).
 
   Args:
     experiment: the resolved ExperimentConfig.
@@ -54,6 +80,11 @@ class Engine(abc.ABC):
 
   Attributes set by `build`: model (the task's Keras model) and optimizer.
   """
+
+  # A module with newest_readable(model_dir) and restore_trainer(engine, prefix)
+  # (bert_tf.training.tf_engine.legacy_checkpoints), or None where the engine cannot
+  # read the TensorFlow checkpoints (`ckpt-N.index`) older versions wrote.
+  legacy_checkpoints = None
 
   def __init__(self, experiment: configs.ExperimentConfig, task: task_base.Task, log_fn):
     self.experiment = experiment
@@ -69,28 +100,8 @@ class Engine(abc.ABC):
 
   @property
   @abc.abstractmethod
-  def num_replicas(self) -> int:
-    """The data-parallel replicas (devices) that share each global batch."""
-
-  @property
-  def process_index(self) -> int:
-    """This process's number among the processes that write parts of a checkpoint (its
-    input position): 0 where one process writes them all."""
-    return 0
-
-  @property
-  def process_count(self) -> int:
-    """The processes that write parts of a checkpoint."""
-    return 1
-
-  @property
-  def is_chief(self) -> bool:
-    """Whether this process writes checkpoints, summaries and predictions."""
-    return self.process_index == 0
-
-  @abc.abstractmethod
-  def describe(self) -> str:
-    """How it runs, for the first training line ("MirroredStrategy (2 replicas)")."""
+  def placement(self) -> Placement:
+    """Its replicas, this process among the others, and how it runs."""
 
   # ----- the computation -----
   @abc.abstractmethod
@@ -125,15 +136,13 @@ class Engine(abc.ABC):
     pass
 
   @abc.abstractmethod
-  def optimizer_state(self) -> Dict[str, object]:
-    """{name: variable} of the optimizer's state under the names both engines use
-    (bert_tf.training.update_rule), which a checkpoint stores."""
+  def checkpoint_state(self) -> Dict[str, object]:
+    """Makes the model's and optimizer's variables hold the trained values (for saving,
+    for calling the model eagerly) and returns the optimizer's state {name: variable}
+    under the names both engines use (bert_tf.training.update_rule), which a checkpoint
+    writes and restores into."""
 
-  def sync_to_model(self) -> None:
-    """Makes the model's and optimizer's variables hold the trained values (before
-    they are read: saving, calling the model eagerly)."""
-
-  def after_restore(self) -> None:
+  def state_restored(self) -> None:
     """Called once the variables hold their initial or restored values."""
 
   # ----- processes -----

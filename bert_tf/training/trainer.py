@@ -62,7 +62,7 @@ class Trainer:
     engine: defaults to the engine of Keras's backend (backends.engine_class); extra
       keyword arguments go to it (the TensorFlow engine takes `strategy`).
 
-  Attributes: engine, task, model, optimizer, step (int), input (the InputSource of
+  Attributes: engine (built on first use), task, model, optimizer, step (int), input (the InputSource of
   the training input), checkpoints (the CheckpointSaver), restored_from (the resumed
   checkpoint or None), initialized_from
   ({item: path} of a warm start from task.init_checkpoint), preempted (True once
@@ -77,18 +77,19 @@ class Trainer:
     self._log = log_fn or (lambda line: logging.info("%s", line))
     self._warn = log_fn or (lambda line: logging.warning("%s", line))
     self.task = task or task_base.get_task(experiment)
-    self.engine = engine or backends.engine_class()(experiment, self.task, self._log,
-                                                    **engine_args)
+    self._engine = engine or backends.engine_class()(experiment, self.task, self._log,
+                                                     **engine_args)
+    self._built = False
+    placement = self._engine.placement
     configs.check_batch_sizes(experiment.train_data.global_batch_size,
-                              self.engine.num_replicas,
+                              placement.num_replicas,
                               experiment.trainer.gradient_accumulation_steps)
-    self.engine.build()
-    self.input = input_source.InputSource(self.engine.training_input(),
-                                          self.engine.process_index, self._log)
+    self.input = input_source.InputSource(self._engine.training_input(),
+                                          placement.process_index, self._log)
     self.checkpoints = checkpointing.CheckpointSaver(
-        model_dir, experiment.trainer.max_to_keep, self.engine,
+        model_dir, experiment.trainer.max_to_keep, self._engine,
         background=experiment.trainer.async_checkpoints, input_source=self.input)
-    self.is_chief = self.engine.is_chief
+    self.is_chief = placement.is_chief
     self.restored_from = None
     self.initialized_from: Dict[str, str] = {}
     self.preempted = False
@@ -99,6 +100,15 @@ class Trainer:
     self._stop_signal = None
     # (step, path) of the checkpoint last saved or restored.
     self._saved = None
+
+  @property
+  def engine(self) -> engine_lib.Engine:
+    """The engine, built (its model and optimizer made) on first use: `run` checks what
+    needs no model before."""
+    if not self._built:
+      self._engine.build()
+      self._built = True
+    return self._engine
 
   @property
   def model(self):
@@ -119,6 +129,7 @@ class Trainer:
     task.init_checkpoint when model_dir holds none."""
     if self._initialized:
       return
+    engine = self.engine  # built before the checkpoint restores into it
     latest = self.checkpoints.latest()
     if latest:
       self.checkpoints.restore(latest)
@@ -129,7 +140,7 @@ class Trainer:
       self.initialized_from = self.task.initialize(self.model)
       for item, path in self.initialized_from.items():
         self._log(f"Initialized {item} from {path}")
-    self.engine.after_restore()
+    engine.state_restored()
     self._initialized = True
 
   def check_inputs(self, section: str) -> None:
@@ -157,9 +168,10 @@ class Trainer:
 
   # ----- a run in model_dir -----
   def run(self, mode: str = "train", replace_params: bool = False) -> Dict[str, float]:
-    """Runs `mode` in model_dir: checks the configuration and params.yaml, restores
-    model_dir's checkpoint, checks the input, saves params.yaml there (chief only) and
-    trains and/or evaluates.
+    """Runs `mode` in model_dir: checks the configuration, params.yaml and the input,
+    then builds the model, restores model_dir's checkpoint, saves params.yaml there
+    (chief only) and trains and/or evaluates. A refused run is refused before the model
+    is built.
 
     Nothing is written before model_dir is known to be writable (files.check_writable:
     storage that is not served or does not answer is one error naming it) and the
@@ -195,13 +207,14 @@ class Trainer:
     self.restore_input_position = not any(k.startswith("train_data.") for k in differing)
     if mode == "eval" and self.checkpoints.latest() is None:
       raise errors.MissingInputError(f"--mode=eval needs a checkpoint in {model_dir}")
-    self.initialize()
     to_record = experiment
     for section in sections:
       self.check_inputs(section)
       inferred = self.task.data_loader(getattr(experiment, section)).settings_from_files()
       if inferred:
         to_record = to_record.override(inferred)
+    # Only now, once every check that needs no model passed, is the model built.
+    self.initialize()
     if mode != "eval" and self.is_chief:
       warnings = run_checks.schedule_warnings(experiment)
       if self.restored_from:
@@ -248,7 +261,7 @@ class Trainer:
     global_batch = self.experiment.train_data.global_batch_size
     progress = StepLogger(total, global_batch, start_step=self.step, log_fn=self._log)
     self._log(f"Training {self.task.name} from step {self.step} to {total} with "
-              f"{self.engine.describe()}, global batch {global_batch}")
+              f"{self.engine.placement.description}, global batch {global_batch}")
     self._stop_signal = None
     try:
       with host_loop.sigterm_recorded(lambda signum: setattr(self, "_stop_signal", signum)):
@@ -260,7 +273,7 @@ class Trainer:
     finally:
       writer.close()
     self.checkpoints.wait()
-    self.engine.sync_to_model()
+    self.engine.checkpoint_state()  # the model's variables hold the trained values
     return last_report
 
   def _train_loops(self, total: int, evaluate_every: bool, writer, progress

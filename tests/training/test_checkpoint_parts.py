@@ -11,6 +11,7 @@ import pytest
 
 from bert_tf.checkpoints import portable
 from bert_tf.training import checkpointing
+from bert_tf.training import engine as engine_lib
 
 
 class _Item:
@@ -22,17 +23,16 @@ class _Item:
 class _ChiefOfTwo:
   """The engine a CheckpointSaver sees on process 0 of 2 (no training, no input)."""
 
-  is_chief, process_index, process_count, step = True, 0, 2, 1
+  placement = engine_lib.Placement(num_replicas=1, description="", process_index=0,
+                                   process_count=2)
+  step = 1
 
   def __init__(self):
     item = _Item()
     self.model = type("Model", (), {"trained_items": {"encoder": item},
                                     "variables": item.variables})()
 
-  def sync_to_model(self):
-    pass
-
-  def optimizer_state(self):
+  def checkpoint_state(self):
     return {}
 
   def barrier(self, name):

@@ -124,7 +124,7 @@ class FakeEngine(engine_lib.Engine):
   """Steps that add 1 to the weight; `loss_at(step)` gives each step's loss.
 
   Attributes: loops (the num_steps of each run_steps call), input (its FakeInput),
-  on_step ({step: callable} run before that step).
+  on_step ({step: callable} run before that step), builds (how often build was called).
   """
 
   def __init__(self, experiment, task, log_fn, loss_at=lambda step: 1.0 / (step + 1)):
@@ -133,15 +133,14 @@ class FakeEngine(engine_lib.Engine):
     self.loops, self.input = [], FakeInput()
     self.on_step = {}
     self._step = 0
+    self.builds = 0
 
   @property
-  def num_replicas(self):
-    return 2
-
-  def describe(self):
-    return "a fake engine (2 replicas)"
+  def placement(self):
+    return engine_lib.Placement(num_replicas=2, description="a fake engine (2 replicas)")
 
   def build(self):
+    self.builds += 1
     self.model = FakeModel()
     self.count = NumpyVariable(constants.OPTIMIZER_COUNT, np.zeros([], np.int64))
 
@@ -175,7 +174,7 @@ class FakeEngine(engine_lib.Engine):
   def step(self, step):
     self._step = int(step)
 
-  def optimizer_state(self):
+  def checkpoint_state(self):
     return {constants.OPTIMIZER_COUNT: self.count}
 
   def training_input(self):
@@ -298,9 +297,10 @@ def test_run_writes_params_yaml_and_refuses_a_run_that_changes_the_shapes(tmp_pa
                               engine=FakeEngine(wider, task, print), log_fn=print)
   with pytest.raises(params_file.ParamsMismatchError, match="train_data.global_batch_size"):
     other.run("train")
+  empty, engine = _trainer(tmp_path / "empty")
   with pytest.raises(errors.MissingInputError, match="--mode=eval needs a checkpoint"):
-    _trainer(tmp_path / "empty")[0].run("eval")
-  assert not os.path.exists(tmp_path / "empty")
+    empty.run("eval")
+  assert not os.path.exists(tmp_path / "empty") and engine.builds == 0
 
 
 def test_a_batch_that_does_not_split_over_the_replicas_is_refused_before_building(tmp_path):
@@ -312,11 +312,30 @@ def test_a_batch_that_does_not_split_over_the_replicas_is_refused_before_buildin
                         engine=FakeEngine(experiment, task, print))
 
 
-def test_older_tensorflow_checkpoints_are_one_error_off_the_tensorflow_engine(
-    tmp_path, monkeypatch):
+def test_older_tensorflow_checkpoints_are_one_error_on_an_engine_without_their_reader(
+    tmp_path):
   (tmp_path / "ckpt-4.index").write_bytes(b"")
   trainer, _ = _trainer(tmp_path)
-  monkeypatch.setattr(trainer_lib.checkpointing.keras.backend, "backend", lambda: "jax")
+  assert trainer.engine.legacy_checkpoints is None
   with pytest.raises(errors.UserError, match=r"holds TensorFlow checkpoints \(ckpt-N.index\) "
                      "of an older version: resume it once on the TensorFlow engine"):
     trainer.initialize()
+
+
+def test_a_run_refused_for_its_params_yaml_is_refused_before_the_model_is_built(tmp_path):
+  trainer, _ = _trainer(tmp_path, steps_total=2)
+  trainer.run("train")
+  wider = trainer_helpers.tiny_experiment(steps=2, batch=16)
+  task = FakeTask()
+  engine = FakeEngine(wider, task, print)
+  other = trainer_lib.Trainer(wider, str(tmp_path), task=task, engine=engine, log_fn=print)
+  with pytest.raises(params_file.ParamsMismatchError, match="train_data.global_batch_size"):
+    other.run("train")
+  assert engine.builds == 0
+
+
+def test_a_run_refused_for_its_model_dir_is_refused_before_the_model_is_built(tmp_path):
+  trainer, engine = _trainer("nope://bucket/run")
+  with pytest.raises(errors.UserError, match="model_dir: cannot write to nope://bucket/run"):
+    trainer.run("train")
+  assert engine.builds == 0

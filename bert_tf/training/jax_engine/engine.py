@@ -38,7 +38,7 @@ class JaxEngine(engine_lib.Engine):
 
   Attributes: devices (the data-parallel devices), model, optimizer, state
   (step.TrainState once the run starts; the model's variables hold it only after
-  `sync_to_model`), step_traces (how often the training step was traced, i.e.
+  `checkpoint_state`), step_traces (how often the training step was traced, i.e.
   compiled: once per batch shape).
   """
 
@@ -52,32 +52,26 @@ class JaxEngine(engine_lib.Engine):
     self._step = 0
     self._train_step = None
     self._eval_step = None
-    self._input = input_lib.HostInput(task, experiment.train_data, self.process_index,
-                                      self.process_count)
+    kinds = "/".join(sorted({d.platform for d in self.devices}))
+    self._placement = engine_lib.Placement(
+        num_replicas=len(self.devices),
+        description=(f"JAX ({len(self.devices)} {kinds} device(s), {jax.process_count()} "
+                     "process(es))"),
+        process_index=jax.process_index(), process_count=jax.process_count())
+    self._input = input_lib.HostInput(task, experiment.train_data,
+                                      self._placement.process_index,
+                                      self._placement.process_count)
 
   # ----- where it runs -----
-  @property
-  def num_replicas(self) -> int:
-    return len(self.devices)
-
-  @property
-  def process_index(self) -> int:
-    return jax.process_index()
-
-  @property
-  def process_count(self) -> int:
-    return jax.process_count()
-
   @classmethod
   def start_runtime(cls, runtime: configs.RuntimeConfig) -> None:
     devices_lib.check_runtime(runtime)
     devices_lib.start(runtime)
     devices_lib.keep_tensorflow_off_accelerators()
 
-  def describe(self) -> str:
-    kinds = "/".join(sorted({d.platform for d in self.devices}))
-    return (f"JAX ({len(self.devices)} {kinds} device(s), {self.process_count} "
-            f"process(es))")
+  @property
+  def placement(self) -> engine_lib.Placement:
+    return self._placement
 
   # ----- model, optimizer, step -----
   def build(self) -> None:
@@ -97,14 +91,12 @@ class JaxEngine(engine_lib.Engine):
   def step(self, step: int) -> None:
     self._step = int(step)
 
-  def optimizer_state(self) -> Dict[str, object]:
-    return self.optimizer.state_variables()
-
-  def sync_to_model(self) -> None:
+  def checkpoint_state(self) -> Dict[str, object]:
     if self.state is not None:
       step_lib.write_back(self.state, self.model, self.optimizer)
+    return self.optimizer.state_variables()
 
-  def after_restore(self) -> None:
+  def state_restored(self) -> None:
     self.state = step_lib.state_from(self.model, self.optimizer)
 
   # ----- input -----
@@ -153,10 +145,10 @@ class JaxEngine(engine_lib.Engine):
 
   def evaluate_outputs(self, data_config: configs.DataConfig, steps: int
                        ) -> Dict[str, List]:
-    local_devices = [d for d in self.devices if d.process_index == self.process_index]
+    local_devices = [d for d in self.devices if d.process_index == self._placement.process_index]
     mesh = Mesh(np.array(local_devices), ("batch",))
     if self.state is None:
-      self.after_restore()
+      self.state_restored()
     state = self._local_state(mesh)
     if self._eval_step is None:  # one compilation per batch shape for the whole run
       self._eval_step = step_lib.make_eval_step(self.model, self.task.eval_outputs,
@@ -177,11 +169,11 @@ class JaxEngine(engine_lib.Engine):
 
   # ----- processes -----
   def any_process(self, flag: bool) -> bool:
-    if self.process_count == 1:
+    if self._placement.process_count == 1:
       return flag
     local = np.asarray([flag], np.int32)
     return bool(np.any(multihost_utils.process_allgather(local)))
 
   def barrier(self, name: str) -> None:
-    if self.process_count > 1:
+    if self._placement.process_count > 1:
       multihost_utils.sync_global_devices(name)

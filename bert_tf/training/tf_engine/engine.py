@@ -8,7 +8,7 @@ Its parts: the strategy (strategies), the input and its position (input), the st
 its loop of several steps per call (step), the distributed evaluation step
 (evaluation) and the dynamic float16 loss scale (loss_scale). The restore of the
 TensorFlow checkpoints older versions wrote (legacy_checkpoints) is the checkpoint
-saver's (bert_tf.training.checkpointing). The run around it is
+saver's (bert_tf.training.checkpointing), which finds it on this engine. The run around it is
 bert_tf.training.trainer's.
 
 Where the step is compiled once per shape (XLA, TPU), training batches cut to their
@@ -29,6 +29,7 @@ from bert_tf.training import steps
 from bert_tf.training.tf_engine.optimizer import build_optimizer
 from bert_tf.training.tf_engine import evaluation
 from bert_tf.training.tf_engine import input as input_lib
+from bert_tf.training.tf_engine import legacy_checkpoints as legacy_reader
 from bert_tf.training.tf_engine import step as step_lib
 from bert_tf.training.tf_engine import strategies
 from bert_tf.training.tf_engine.loss_scale import DynamicLossScale
@@ -45,6 +46,8 @@ class TensorFlowEngine(engine_lib.Engine):
   (input.TrainerInput; its training iterator: training_input()).
   """
 
+  legacy_checkpoints = legacy_reader
+
   def __init__(self, experiment: configs.ExperimentConfig, task, log_fn,
                strategy: Optional[tf.distribute.Strategy] = None):
     super().__init__(experiment, task, log_fn)
@@ -60,20 +63,17 @@ class TensorFlowEngine(engine_lib.Engine):
     self._train_loop_fn = self._eval_step_fn = None
 
   # ----- where it runs -----
-  @property
-  def num_replicas(self) -> int:
-    return self.strategy.num_replicas_in_sync
-
-  @property
-  def is_chief(self) -> bool:
-    return strategies.is_chief(self.strategy)
-
   @classmethod
   def start_runtime(cls, runtime: configs.RuntimeConfig) -> None:
     strategies.configure_runtime(runtime)
 
-  def describe(self) -> str:
-    return f"{type(self.strategy).__name__} ({self.num_replicas} replicas)"
+  @property
+  def placement(self) -> engine_lib.Placement:
+    replicas = self.strategy.num_replicas_in_sync
+    return engine_lib.Placement(
+        num_replicas=replicas,
+        description=f"{type(self.strategy).__name__} ({replicas} replicas)",
+        is_chief=strategies.is_chief(self.strategy))
 
   @property
   def jit_compile(self) -> bool:
@@ -133,10 +133,10 @@ class TensorFlowEngine(engine_lib.Engine):
   def step(self, step: int) -> None:
     self.step_variable.assign(step)
 
-  def optimizer_state(self) -> Dict[str, object]:
+  def checkpoint_state(self) -> Dict[str, object]:
     return self.optimizer.state_variables(self.step_variable, self.loss_scale)
 
-  def after_restore(self) -> None:
+  def state_restored(self) -> None:
     step_lib.seed_each_replica(self.strategy, steps.seed_states(self.model))
 
   # ----- input -----
