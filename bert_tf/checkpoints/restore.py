@@ -21,12 +21,9 @@ import re
 from typing import Dict, Mapping, Optional, Sequence
 
 from bert_tf.checkpoints import portable
+from bert_tf.checkpoints import readable
 from bert_tf.utils import errors
 from bert_tf.utils import files
-
-
-class UnreadableCheckpointError(errors.UserError, OSError):
-  """A checkpoint's index or data file cannot be read; the message names the file."""
 
 
 class CheckpointItemsError(errors.UserError, KeyError):
@@ -35,25 +32,6 @@ class CheckpointItemsError(errors.UserError, KeyError):
 
   def __str__(self):
     return str(self.args[0])  # KeyError would quote it.
-
-
-def newest_readable(directory: str, candidates, check) -> Optional[str]:
-  """The first of `candidates` (newest first) that `check` reads, warning about each
-  damaged one skipped."""
-  problems = []
-  for prefix in candidates:
-    try:
-      check(prefix)
-    except (UnreadableCheckpointError, portable.PortableCheckpointError) as e:
-      problems.append(str(e))
-      continue
-    for problem in problems:
-      logging.warning("%s; using the newest readable checkpoint %s instead", problem, prefix)
-    return prefix
-  if problems:
-    raise UnreadableCheckpointError("No readable checkpoint in " + directory + ": "
-                                    + "; ".join(problems))
-  return None
 
 
 def _step_in_name(prefix: str) -> int:
@@ -67,8 +45,8 @@ def _step_in_name(prefix: str) -> int:
 def newest_readable_portable(directory: str) -> Optional[str]:
   """The newest portable checkpoint in `directory` that reads in full, or None;
   damaged newer ones are skipped with a warning, as for TensorFlow checkpoints."""
-  return newest_readable(directory, portable.checkpoints_in(directory),
-                          portable.check_readable)
+  return readable.newest_readable(directory, portable.checkpoints_in(directory),
+                                   portable.check_readable)
 
 
 class CheckpointSizeError(errors.UserError, ValueError):
@@ -114,7 +92,7 @@ def checkpoint_vocab_size(path: str) -> Optional[int]:
   directory: its newest readable checkpoint), or None where it holds no encoder.
 
   Raises:
-    FileNotFoundError or UnreadableCheckpointError: as resolve_checkpoint.
+    FileNotFoundError or readable.UnreadableCheckpointError: as resolve_checkpoint.
   """
   return _encoder_size(_stored_encoder_shapes(resolve_checkpoint(path))).get("vocab")
 
@@ -145,7 +123,7 @@ def resolve_checkpoint(path: str) -> str:
 
   Raises:
     FileNotFoundError: naming `path` when it holds no checkpoint.
-    UnreadableCheckpointError: the directory's checkpoints are all damaged.
+    readable.UnreadableCheckpointError: the directory's checkpoints are all damaged.
   """
   if portable.is_portable(path):
     return path
@@ -167,7 +145,7 @@ def resolve_checkpoint(path: str) -> str:
     for find in (tf_format.newest_readable_checkpoint, newest_readable_portable):
       try:
         prefix = find(path)
-      except UnreadableCheckpointError as e:
+      except readable.UnreadableCheckpointError as e:
         problems.append(e)
         continue
       if prefix is not None:

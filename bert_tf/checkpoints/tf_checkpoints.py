@@ -11,10 +11,8 @@ import keras
 import tensorflow as tf
 
 from bert_tf.checkpoints import object_graph
-from bert_tf.checkpoints import restore
+from bert_tf.checkpoints import readable
 from bert_tf.checkpoints import trackables
-
-UnreadableCheckpointError = restore.UnreadableCheckpointError
 
 # What reading a damaged checkpoint raises: the C++ reader's errors, and IndexError or
 # ValueError from the Python side of a truncated index or data file.
@@ -42,12 +40,12 @@ def check_readable(prefix: str) -> None:
   """
   index = prefix + ".index"
   if not tf.io.gfile.exists(index):
-    raise UnreadableCheckpointError(f"Checkpoint {prefix} is unreadable: {index} is missing")
+    raise readable.UnreadableCheckpointError(f"Checkpoint {prefix} is unreadable: {index} is missing")
   try:
     reader = tf.train.load_checkpoint(prefix)
     dtypes = reader.get_variable_to_dtype_map()
   except _READ_ERRORS as e:
-    raise UnreadableCheckpointError(
+    raise readable.UnreadableCheckpointError(
         f"Checkpoint {prefix} is unreadable: {index}: {type(e).__name__}: {e}") from None
   try:
     for key, dtype in dtypes.items():
@@ -59,7 +57,7 @@ def check_readable(prefix: str) -> None:
         reader.get_tensor(key)
   except _READ_ERRORS as e:
     data_files = sorted(tf.io.gfile.glob(prefix + ".data-*")) or [prefix + ".data-*"]
-    raise UnreadableCheckpointError(
+    raise readable.UnreadableCheckpointError(
         f"Checkpoint {prefix} is unreadable: {', '.join(data_files)} (reading {key}): "
         f"{type(e).__name__}: {e}") from None
 
@@ -74,7 +72,7 @@ def newest_readable_checkpoint(directory: str) -> Optional[str]:
     UnreadableCheckpointError: the directory lists checkpoints but none reads (the
       message names each one's bad file).
   """
-  return restore.newest_readable(directory, checkpoint_candidates(directory), check_readable)
+  return readable.newest_readable(directory, checkpoint_candidates(directory), check_readable)
 
 
 def exists(prefix: str) -> bool:

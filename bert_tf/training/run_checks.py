@@ -8,6 +8,7 @@ resumed run's schedule against the one its params.yaml recorded (one warning lin
 from typing import List, Optional, Sequence
 
 from bert_tf import configs
+from bert_tf.checkpoints import readable
 from bert_tf.checkpoints import restore
 from bert_tf.text import vocab as vocab_lib
 from bert_tf.training import schedules
@@ -35,7 +36,7 @@ def check_vocab_size(experiment: configs.ExperimentConfig) -> None:
   if checkpoint:
     try:
       rows = restore.checkpoint_vocab_size(checkpoint)
-    except (FileNotFoundError, restore.UnreadableCheckpointError):
+    except (FileNotFoundError, readable.UnreadableCheckpointError):
       rows = None  # The warm start says so where it needs the checkpoint.
     if rows is not None:
       tables.append((rows, f"the encoder in task.init_checkpoint {checkpoint} has {rows} "

@@ -126,3 +126,55 @@ def test_the_contract_catches_an_upward_import(tmp_path, monkeypatch):
                                           ("bert_tf.tasks.base", 8), ("bert_tf.export", 10)])
 def test_layer_of_known_modules(module, layer):
   assert layer_of(module) == layer
+
+
+def import_circles(paths):
+  """The sets of modules (two or more) that import one another in a loop, at module level
+  or inside functions, found as the strongly connected components of the import graph."""
+  graph = {}
+  for path in paths:
+    importer = module_name(path)
+    graph.setdefault(importer, set()).update(
+        module for _, module in imported_modules(path)
+        if module.startswith("bert_tf.") and module != importer)
+  index, low, stack, on_stack, circles = {}, {}, [], set(), []
+
+  def visit(node):
+    index[node] = low[node] = len(index)
+    stack.append(node)
+    on_stack.add(node)
+    for successor in graph.get(node, ()):
+      if successor not in index:
+        visit(successor)
+        low[node] = min(low[node], low[successor])
+      elif successor in on_stack:
+        low[node] = min(low[node], index[successor])
+    if low[node] == index[node]:
+      component = set()
+      while True:
+        member = stack.pop()
+        on_stack.discard(member)
+        component.add(member)
+        if member == node:
+          break
+      if len(component) > 1:
+        circles.append(sorted(component))
+
+  for node in sorted(graph):
+    if node not in index:
+      visit(node)
+  return circles
+
+
+def test_no_modules_import_each_other_in_a_circle():
+  assert import_circles(package_files()) == []
+
+
+def test_the_circle_check_finds_two_modules_that_import_each_other(tmp_path, monkeypatch):
+  package = tmp_path / "bert_tf" / "checkpoints"
+  package.mkdir(parents=True)
+  (package / "one.py").write_text("from bert_tf.checkpoints import two\n")
+  (package / "two.py").write_text("def f():\n  from bert_tf.checkpoints import one\n")
+  monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+  assert import_circles(sorted(package.glob("*.py"))) == [
+      ["bert_tf.checkpoints.one", "bert_tf.checkpoints.two"]]

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from bert_tf.checkpoints import portable
-from bert_tf.checkpoints import restore
+from bert_tf.checkpoints import readable
 from bert_tf.data.records import record_files
 from bert_tf.export import exporter
 from bert_tf.training import params_file
@@ -83,7 +83,7 @@ def test_params_yaml_is_kept_when_the_restore_fails_or_the_shapes_differ(tmp_pat
   for name in ("ckpt-2", "ckpt-4"):
     _cut_in_half(os.path.join(model_dir, f"{name}.h5"))
   longer = trainer_helpers.tiny_experiment(steps=6)
-  with pytest.raises(restore.UnreadableCheckpointError, match="ckpt-2.h5"):
+  with pytest.raises(readable.UnreadableCheckpointError, match="ckpt-2.h5"):
     trainer_lib.run_experiment(longer, model_dir, log_fn=lambda _: None)
   assert open(params).read() == before
 
