@@ -90,9 +90,11 @@ def step_of(path: str) -> int:
   return int(match.group(1))
 
 
-def checkpoints_in(directory: str) -> List[str]:
-  """The portable checkpoints in `directory`, newest (highest step) first."""
-  names = [name for name in files.listdir(directory) if _NAME.match(name)]
+def checkpoints_in(directory: str, names: Optional[Iterable[str]] = None) -> List[str]:
+  """The portable checkpoints in `directory`, newest (highest step) first; `names`: its
+  listing, where the caller has it already."""
+  names = [name for name in (files.listdir(directory) if names is None else names)
+           if _NAME.match(name)]
   return [os.path.join(directory, name)
           for name in sorted(names, key=lambda n: -int(_NAME.match(n).group(1)))]
 

@@ -42,10 +42,12 @@ def _step_in_name(prefix: str) -> int:
   return int(tail) if tail.isdigit() else -1
 
 
-def newest_readable_portable(directory: str) -> Optional[str]:
-  """The newest portable checkpoint in `directory` that reads in full, or None;
-  damaged newer ones are skipped with a warning, as for TensorFlow checkpoints."""
-  return readable.newest_readable(directory, portable.checkpoints_in(directory),
+def newest_readable_portable(directory: str, names: Optional[Sequence[str]] = None
+                             ) -> Optional[str]:
+  """The newest portable checkpoint in `directory` (`names`: its listing, where the
+  caller has it) that reads in full, or None; damaged newer ones are skipped with a
+  warning, as for TensorFlow checkpoints."""
+  return readable.newest_readable(directory, portable.checkpoints_in(directory, names),
                                    portable.check_readable)
 
 
@@ -111,9 +113,9 @@ def _tensorflow_installed() -> bool:
   return True
 
 
-def _has_legacy_index(directory: str) -> bool:
-  return any(name.endswith(".index") or name == "checkpoint"
-             for name in files.listdir(directory))
+def _has_legacy_index(names: Sequence[str]) -> bool:
+  """Whether a directory listing `names` holds TensorFlow checkpoints."""
+  return any(name.endswith(".index") or name == "checkpoint" for name in names)
 
 
 def resolve_checkpoint(path: str) -> str:
@@ -127,11 +129,13 @@ def resolve_checkpoint(path: str) -> str:
   """
   if portable.is_portable(path):
     return path
-  if path.endswith(portable.SUFFIX) and files.exists(path) and not files.isdir(path):
-    portable.check_readable(path)  # Raises, naming the file and what fails.
   is_directory = files.isdir(path)
-  if is_directory and not (_has_legacy_index(path) and _tensorflow_installed()):
-    found = newest_readable_portable(path)
+  # Listed once: a remote directory answers one listing, not one per question.
+  names = files.listdir(path) if is_directory else []
+  if path.endswith(portable.SUFFIX) and not is_directory and files.exists(path):
+    portable.check_readable(path)  # Raises, naming the file and what fails.
+  if is_directory and not (_has_legacy_index(names) and _tensorflow_installed()):
+    found = newest_readable_portable(path, names)
     if found is None:
       raise errors.MissingInputError(f"No checkpoint in directory {path}")
     return found
