@@ -62,11 +62,11 @@ class Trainer:
     engine: defaults to the engine of Keras's backend (backends.engine_class); extra
       keyword arguments go to it (the TensorFlow engine takes `strategy`).
 
-  Attributes: engine (built on first use), task, model, optimizer, step (int), input (the InputSource of
-  the training input), checkpoints (the CheckpointSaver), restored_from (the resumed
-  checkpoint or None), initialized_from
-  ({item: path} of a warm start from task.init_checkpoint), preempted (True once
-  `train` stopped early on SIGTERM).
+  Attributes: engine (built, its model and optimizer made, on first use), task, model,
+  optimizer, step (int), input (the InputSource of the training input), checkpoints
+  (the CheckpointSaver), restored_from (the resumed checkpoint or None),
+  initialized_from ({item: path} of a warm start from task.init_checkpoint), preempted
+  (True once `train` stopped early on SIGTERM).
   """
 
   def __init__(self, experiment: configs.ExperimentConfig, model_dir: str,
