@@ -14,7 +14,8 @@ bert_tf.training.trainer's.
 Where the step is compiled once per shape (XLA, TPU), training batches cut to their
 longest example are padded to the length buckets instead. Under MultiWorkerMirrored
 strategy the workers agree on stopping with an all-reduce of their flags, and a
-checkpoint's barriers are all-reduces too.
+checkpoint's barriers all-gather the checksum of their name (the step), so every worker
+saves the same step.
 """
 
 from typing import Dict, List, Optional
@@ -55,6 +56,7 @@ class TensorFlowEngine(engine_lib.Engine):
                                          log_fn)
     self._training_input = input_lib.TrainingIterator(self.inputs, experiment.train_data)
     self._any_worker_stops = strategies.any_worker_flag(self.strategy)
+    self._barrier = strategies.worker_barrier(self.strategy)
     # Made by build, or on first use.
     self.step_variable = self.loss_scale = self._train_step = None
     self._train_loop_fn = self._eval_step_fn = None
@@ -63,6 +65,14 @@ class TensorFlowEngine(engine_lib.Engine):
   @property
   def num_replicas(self) -> int:
     return self.strategy.num_replicas_in_sync
+
+  @property
+  def process_index(self) -> int:
+    return strategies.worker_placement(self.strategy)[0]
+
+  @property
+  def process_count(self) -> int:
+    return strategies.worker_placement(self.strategy)[1]
 
   @property
   def is_chief(self) -> bool:
@@ -178,5 +188,4 @@ class TensorFlowEngine(engine_lib.Engine):
     return self._any_worker_stops(flag)
 
   def barrier(self, name: str) -> None:
-    del name
-    self._any_worker_stops(False)
+    self._barrier(name)

@@ -1,11 +1,14 @@
 """The TensorFlow engine's input: the task's batches placed on the strategy's
 replicas, and the training iterator whose position a checkpoint holds.
 
-Under OneDeviceStrategy and MirroredStrategy the worker has one input pipeline, a plain
-tf.data iterator of per-replica batches that the loop hands to the replicas itself
-(`next_batch`): its state (shuffle buffers, file positions, the dynamic masking's random
-stream) is a checkpoint item, and restoring it reads no consumed data. Where
-tf.distribute offers no checkpointable iterator (MultiWorkerMirrored, TPU) and for
+Under OneDeviceStrategy, MirroredStrategy and MultiWorkerMirroredStrategy each worker
+(process) has one input pipeline, a plain tf.data iterator of its replicas' batches that
+the loop hands to them itself (`next_batch`): its state (shuffle buffers, file
+positions, the dynamic masking's random stream) is saved beside each checkpoint, one
+file per worker (`ckpt-N.input[-P]`), and restoring it reads no consumed data. Worker P
+of W reads the batches of its replicas, the W-th part of every global batch as
+tf.distribute's input pipeline P would (bert_tf.data.records.tfrecords: its share of the
+one record order). Where tf.distribute offers no checkpointable iterator (TPU) and for
 checkpoints without one, the input position is found by skipping the consumed batches.
 """
 
@@ -20,6 +23,7 @@ from bert_tf.data.pipelines import batching
 from bert_tf.data.records import record_files
 from bert_tf.tasks import base as task_base
 from bert_tf.training import input_source
+from bert_tf.training.tf_engine import strategies
 from bert_tf.utils import errors
 
 
@@ -47,12 +51,13 @@ class TrainerInput:
     """Whether the training input iterator is saved in checkpoints.
 
     tf.distribute's iterators are no trackable objects in TF 2.21, but plain tf.data
-    iterators are: under OneDeviceStrategy and MirroredStrategy the worker's one input
-    pipeline is a plain tf.data iterator whose elements the loop hands to the replicas
-    itself (`next_batch`).
+    iterators are: under OneDeviceStrategy, MirroredStrategy and
+    MultiWorkerMirroredStrategy the worker's one input pipeline is a plain tf.data
+    iterator whose elements the loop hands to the replicas itself (`next_batch`).
     """
     return isinstance(self.strategy, (tf.distribute.OneDeviceStrategy,
-                                      tf.distribute.MirroredStrategy))
+                                      tf.distribute.MirroredStrategy,
+                                      tf.distribute.MultiWorkerMirroredStrategy))
 
   def build_inputs(self, data_config: configs.DataConfig,
                    input_context: tf.distribute.InputContext,
@@ -66,16 +71,17 @@ class TrainerInput:
       return dataset
     return padded_to_length_buckets(dataset, data_config)
 
-  def _one_pipeline_context(self) -> tf.distribute.InputContext:
-    """The input context of the worker's one pipeline for all its replicas."""
+  def _worker_context(self) -> tf.distribute.InputContext:
+    """The input context of the worker's one pipeline for all its replicas: pipeline P
+    of the W workers (strategies.worker_placement; 0 of 1 on a single worker)."""
+    worker, workers = strategies.worker_placement(self.strategy)
     return tf.distribute.InputContext(
-        num_input_pipelines=1, input_pipeline_id=0,
+        num_input_pipelines=workers, input_pipeline_id=worker,
         num_replicas_in_sync=self.strategy.num_replicas_in_sync)
 
   def element_spec(self, data_config: configs.DataConfig):
     """The structure of one replica's batch, [per-replica batch, ...] per feature."""
-    return self.task.data_loader(data_config).dataset(
-        self._one_pipeline_context()).element_spec
+    return self.task.data_loader(data_config).dataset(self._worker_context()).element_spec
 
   def distribute(self, data_config: configs.DataConfig, skip_steps: int = 0):
     """The tf.distribute dataset: one input pipeline per worker, prefetching to the
@@ -98,11 +104,12 @@ class TrainerInput:
 
   def worker_input(self, data_config: configs.DataConfig, skip_steps: int = 0):
     """The worker's one training input pipeline as a plain (checkpointable) tf.data
-    iterator of per-replica batches, one element per replica and step, under
-    OneDeviceStrategy and MirroredStrategy: one shuffle buffer and one iterator state
-    for all the worker's replicas."""
-    return iter(self.build_inputs(data_config, self._one_pipeline_context(),
-                                  skip_steps * self.strategy.num_replicas_in_sync))
+    iterator of per-replica batches, one element per local replica and step (see
+    iterator_checkpointable): one shuffle buffer and one iterator state for all the
+    worker's replicas."""
+    local_replicas = len(self.strategy.extended.worker_devices)
+    return iter(self.build_inputs(data_config, self._worker_context(),
+                                  skip_steps * local_replicas))
 
   def next_batch(self, iterator):
     """The next step's batch (in the training loop): from the worker's tf.data iterator
@@ -114,9 +121,10 @@ class TrainerInput:
     batches = [next(iterator) for _ in devices]
 
     def on_device(context):
-      replica = context.replica_id_in_sync_group
-      with tf.device(devices[replica]):
-        return tf.nest.map_structure(tf.identity, batches[replica])
+      # Worker P's replicas are numbered P * len(devices) + local replica.
+      local = context.replica_id_in_sync_group % len(devices)
+      with tf.device(devices[local]):
+        return tf.nest.map_structure(tf.identity, batches[local])
 
     return self.strategy.experimental_distribute_values_from_function(on_device)
 
