@@ -12,7 +12,7 @@ one record order). Where tf.distribute offers no checkpointable iterator (TPU) a
 checkpoints without one, the input position is found by skipping the consumed batches.
 """
 
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 import tensorflow as tf
 
@@ -70,6 +70,13 @@ class TrainerInput:
     if not (self._is_tpu or (self.pads_to_length_buckets and data_config.is_training)):
       return dataset
     return padded_to_length_buckets(dataset, data_config)
+
+  @property
+  def layout(self) -> Tuple[int, int]:
+    """(workers, replicas): how the worker's pipeline shares each global batch, which
+    gives its iterator's position its meaning (saved with it: save_position)."""
+    context = self._worker_context()
+    return context.num_input_pipelines, context.num_replicas_in_sync
 
   def _worker_context(self) -> tf.distribute.InputContext:
     """The input context of the worker's one pipeline for all its replicas: pipeline P
@@ -165,14 +172,15 @@ class TrainingIterator(input_source.EngineInput):
     if not self.inputs.iterator_checkpointable:
       return False
     iterator = self.inputs.worker_input(self.data_config)
-    if not restore_position(iterator, checkpoint, process_index, log_fn=self.inputs.log_fn):
+    if not restore_position(iterator, checkpoint, process_index, self.inputs.layout,
+                            log_fn=self.inputs.log_fn):
       return False
     self._iterator = iterator
     return True
 
   def save(self, checkpoint: str, process_index: int) -> None:
     if self._iterator is not None and self.inputs.iterator_checkpointable:
-      save_position(self._iterator, checkpoint, process_index)
+      save_position(self._iterator, checkpoint, process_index, self.inputs.layout)
 
   def corrupt_record_error(self, error: Exception, data_config: configs.DataConfig
                            ) -> Optional[Exception]:
@@ -198,6 +206,10 @@ def padded_to_length_buckets(dataset: tf.data.Dataset, data_config: configs.Data
   return dataset.map(lambda batch: batching.pad_to_length_bucket(batch, bounds))
 
 
+# The (workers, replicas) saved with an iterator's position (save_position).
+_LAYOUT_KEY = "layout/.ATTRIBUTES/VARIABLE_VALUE"
+
+
 def position_prefix(checkpoint: str, process: int = 0) -> str:
   """The TensorFlow checkpoint holding a tf.data iterator's position for `checkpoint`:
   the file beside a portable `ckpt-N.h5` (portable.input_prefix), or a TensorFlow
@@ -207,16 +219,20 @@ def position_prefix(checkpoint: str, process: int = 0) -> str:
   return checkpoint
 
 
-def save_position(iterator: tf.data.Iterator, checkpoint: str, process: int = 0) -> None:
-  """Writes the iterator's state beside `checkpoint` (see position_prefix)."""
-  tf.train.Checkpoint(iterator=[iterator]).write(position_prefix(checkpoint, process))
+def save_position(iterator: tf.data.Iterator, checkpoint: str, process: int = 0,
+                  layout: Tuple[int, int] = (1, 1)) -> None:
+  """Writes the iterator's state beside `checkpoint` (see position_prefix), with the
+  `layout` (workers, replicas) its elements are numbered in (TrainerInput.layout)."""
+  tf.train.Checkpoint(iterator=[iterator], layout=tf.Variable(layout, dtype=tf.int64)
+                      ).write(position_prefix(checkpoint, process))
 
 
 def restore_position(iterator: tf.data.Iterator, checkpoint: str, process: int = 0,
-                     log_fn=None) -> bool:
+                     layout: Tuple[int, int] = (1, 1), log_fn=None) -> bool:
   """Restores the iterator's state saved with `checkpoint`; False (with a log line
-  where one was saved) when there is none or it is the state of another pipeline or
-  of one iterator per replica (older versions)."""
+  where one was saved) when there is none, or it is the state of another pipeline, of
+  another `layout` (workers, replicas: its element n is another part of another global
+  batch) or of one iterator per replica (older versions, which saved no layout)."""
   prefix = position_prefix(checkpoint, process)
   if not tf.io.gfile.exists(prefix + ".index"):
     return False
@@ -226,6 +242,15 @@ def restore_position(iterator: tf.data.Iterator, checkpoint: str, process: int =
       log_fn(f"{prefix} holds {saved} input iterators (one per replica, as written by an "
              "older version), this run has one")
     return False
+  reader = tf.train.load_checkpoint(prefix)
+  if reader.has_tensor(_LAYOUT_KEY):
+    saved_layout = tuple(int(n) for n in reader.get_tensor(_LAYOUT_KEY))
+    if saved_layout != tuple(layout):
+      if log_fn:
+        log_fn(f"{prefix} holds the input position of {saved_layout[0]} worker(s) with "
+               f"{saved_layout[1]} replica(s) in all, this run has {layout[0]} with "
+               f"{layout[1]}")
+      return False
   try:
     status = tf.train.Checkpoint(iterator=[iterator]).read(prefix)
     status.assert_existing_objects_matched()
