@@ -106,11 +106,11 @@ def multi_worker_strategy(runtime: configs.RuntimeConfig
   devices).
 
   Raises:
-    ValueError: TF_CONFIG is not set.
+    ConfigError: TF_CONFIG is not set.
   """
   if "TF_CONFIG" not in os.environ:
-    raise ValueError("distribution_strategy multi_worker_mirrored needs the TF_CONFIG "
-                     "environment variable (cluster and task)")
+    raise configs.ConfigError("runtime.distribution_strategy: multi_worker_mirrored needs "
+                              "the TF_CONFIG environment variable (cluster and task)")
   key = runtime.all_reduce_alg
   if key not in _MULTI_WORKER:
     _MULTI_WORKER[key] = tf.distribute.MultiWorkerMirroredStrategy(
