@@ -21,10 +21,13 @@ on the training thread there. The .h5 appears under its name only when complete 
 temporary name, then a rename) and older checkpoints are deleted only after it, so a
 process killed at any moment leaves the previous checkpoint whole.
 
-Several processes (jax.distributed): the chief (process 0) alone writes the replicated
-state, each process its own input position (`ckpt-N.input-P...`). Every process reaches
-the save of the same step (a barrier named after it, which JAX checks is the same
-everywhere); each process other than the chief marks its part complete
+Several processes (jax.distributed; TensorFlow's MultiWorkerMirroredStrategy, whose
+workers are numbered by tf_engine.strategies.worker_placement, the chief 0): the chief
+(process 0) alone writes the replicated state, each process its own input position
+(`ckpt-N.input-P...`; the chief's `ckpt-N.input...`). Every process reaches the save of
+the same step (a barrier named after it, which each engine checks is the same
+everywhere: JAX's, or an all-gather of the name's checksum); each process other than the
+chief marks its part complete
 (`ckpt-N.input-P.done`) once its position is written, and the chief renames the .h5 into
 place only once every marker is there. So a `ckpt-N.h5` is always a complete checkpoint,
 and a rerun resumes from the newest one, whichever process was killed mid-save.

@@ -24,6 +24,7 @@ import gcs_emulator
 import host_input_helpers as host_helpers
 import paths
 import policy_scenarios
+import process_helpers
 from bert_tf.training import summaries
 
 pytestmark = pytest.mark.integration
@@ -204,19 +205,13 @@ def _start_hosts(config, model_dir, cwd, environment, held_part=None):
   return processes
 
 
-def _finish(processes):
-  outputs = [p.communicate(timeout=600)[0] for p in processes]
-  assert [p.returncode for p in processes] == [0, 0], "\n".join(o[-3000:] for o in outputs)
-  return outputs
-
-
 def test_two_processes_commit_a_checkpoint_only_with_both_parts_and_resume_the_last_complete_one(
     tmp_path, emulator):
   environment, fs = emulator
   bucket, cwd = _bucket_and_cwd(tmp_path)
   steps = 6
   config = _config(tmp_path, steps, runtime=dict(distribution_strategy="multi_worker_mirrored"))
-  _finish(_start_hosts(config, f"{bucket}/whole", cwd, environment))
+  process_helpers.finish_all(_start_hosts(config, f"{bucket}/whole", cwd, environment))
   names = {name.split("/", 2)[-1] for name in fs.find(f"{bucket}/whole")}
   # The chief writes the replicated state once, each process its input position.
   assert {"ckpt-6.h5", "ckpt-6.input.json", "ckpt-6.input-1.json",
@@ -246,7 +241,7 @@ def test_two_processes_commit_a_checkpoint_only_with_both_parts_and_resume_the_l
   fs.invalidate_cache()
   assert not fs.exists(f"{killed}/ckpt-4.h5")
 
-  outputs = _finish(_start_hosts(config, killed, cwd, environment))
+  outputs = process_helpers.finish_all(_start_hosts(config, killed, cwd, environment))
   for output in outputs:
     assert f"Resumed from {killed}/ckpt-2.h5 at step 2" in output, output[-3000:]
   a = _arrays(fs, f"{bucket}/whole/ckpt-{steps}.h5", tmp_path / "whole")

@@ -63,9 +63,9 @@ def test_a_second_mirrored_strategy_in_one_process_can_gather_after_the_first_re
   np.testing.assert_array_equal(gathered["scores"], [0.5, 0.5])
 
 
-def test_multi_worker_strategy_without_tf_config_is_an_error(monkeypatch):
+def test_multi_worker_strategy_without_tf_config_is_a_config_error(monkeypatch):
   monkeypatch.delenv("TF_CONFIG", raising=False)
-  with pytest.raises(ValueError, match="TF_CONFIG"):
+  with pytest.raises(configs.ConfigError, match="TF_CONFIG"):
     strategies.build_strategy(configs.RuntimeConfig(
         distribution_strategy="multi_worker_mirrored"))
 

@@ -14,7 +14,8 @@ bert_tf.training.trainer's.
 Where the step is compiled once per shape (XLA, TPU), training batches cut to their
 longest example are padded to the length buckets instead. Under MultiWorkerMirrored
 strategy the workers agree on stopping with an all-reduce of their flags, and a
-checkpoint's barriers are all-reduces too.
+checkpoint's barriers all-gather the checksum of their name (the step), so every worker
+saves the same step.
 """
 
 from typing import Dict, List, Optional
@@ -58,6 +59,7 @@ class TensorFlowEngine(engine_lib.Engine):
                                          log_fn)
     self._training_input = input_lib.TrainingIterator(self.inputs, experiment.train_data)
     self._any_worker_stops = strategies.any_worker_flag(self.strategy)
+    self._barrier = strategies.worker_barrier(self.strategy)
     # Made by build, or on first use.
     self.step_variable = self.loss_scale = self._train_step = None
     self._train_loop_fn = self._eval_step_fn = None
@@ -70,10 +72,11 @@ class TensorFlowEngine(engine_lib.Engine):
   @property
   def placement(self) -> engine_lib.Placement:
     replicas = self.strategy.num_replicas_in_sync
+    process_index, process_count = strategies.worker_placement(self.strategy)
     return engine_lib.Placement(
         num_replicas=replicas,
         description=f"{type(self.strategy).__name__} ({replicas} replicas)",
-        is_chief=strategies.is_chief(self.strategy))
+        process_index=process_index, process_count=process_count)
 
   @property
   def jit_compile(self) -> bool:
@@ -178,5 +181,4 @@ class TensorFlowEngine(engine_lib.Engine):
     return self._any_worker_stops(flag)
 
   def barrier(self, name: str) -> None:
-    del name
-    self._any_worker_stops(False)
+    self._barrier(name)

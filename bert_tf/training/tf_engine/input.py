@@ -1,15 +1,18 @@
 """The TensorFlow engine's input: the task's batches placed on the strategy's
 replicas, and the training iterator whose position a checkpoint holds.
 
-Under OneDeviceStrategy and MirroredStrategy the worker has one input pipeline, a plain
-tf.data iterator of per-replica batches that the loop hands to the replicas itself
-(`next_batch`): its state (shuffle buffers, file positions, the dynamic masking's random
-stream) is a checkpoint item, and restoring it reads no consumed data. Where
-tf.distribute offers no checkpointable iterator (MultiWorkerMirrored, TPU) and for
+Under OneDeviceStrategy, MirroredStrategy and MultiWorkerMirroredStrategy each worker
+(process) has one input pipeline, a plain tf.data iterator of its replicas' batches that
+the loop hands to them itself (`next_batch`): its state (shuffle buffers, file
+positions, the dynamic masking's random stream) is saved beside each checkpoint, one
+file per worker (`ckpt-N.input[-P]`), and restoring it reads no consumed data. Worker P
+of W reads the batches of its replicas, the W-th part of every global batch as
+tf.distribute's input pipeline P would (bert_tf.data.records.tfrecords: its share of the
+one record order). Where tf.distribute offers no checkpointable iterator (TPU) and for
 checkpoints without one, the input position is found by skipping the consumed batches.
 """
 
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 import tensorflow as tf
 
@@ -20,6 +23,7 @@ from bert_tf.data.pipelines import batching
 from bert_tf.data.records import record_files
 from bert_tf.tasks import base as task_base
 from bert_tf.training import input_source
+from bert_tf.training.tf_engine import strategies
 from bert_tf.utils import errors
 
 
@@ -47,12 +51,13 @@ class TrainerInput:
     """Whether the training input iterator is saved in checkpoints.
 
     tf.distribute's iterators are no trackable objects in TF 2.21, but plain tf.data
-    iterators are: under OneDeviceStrategy and MirroredStrategy the worker's one input
-    pipeline is a plain tf.data iterator whose elements the loop hands to the replicas
-    itself (`next_batch`).
+    iterators are: under OneDeviceStrategy, MirroredStrategy and
+    MultiWorkerMirroredStrategy the worker's one input pipeline is a plain tf.data
+    iterator whose elements the loop hands to the replicas itself (`next_batch`).
     """
     return isinstance(self.strategy, (tf.distribute.OneDeviceStrategy,
-                                      tf.distribute.MirroredStrategy))
+                                      tf.distribute.MirroredStrategy,
+                                      tf.distribute.MultiWorkerMirroredStrategy))
 
   def build_inputs(self, data_config: configs.DataConfig,
                    input_context: tf.distribute.InputContext,
@@ -66,16 +71,24 @@ class TrainerInput:
       return dataset
     return padded_to_length_buckets(dataset, data_config)
 
-  def _one_pipeline_context(self) -> tf.distribute.InputContext:
-    """The input context of the worker's one pipeline for all its replicas."""
+  @property
+  def layout(self) -> Tuple[int, int]:
+    """(workers, replicas): how the worker's pipeline shares each global batch, which
+    gives its iterator's position its meaning (saved with it: save_position)."""
+    context = self._worker_context()
+    return context.num_input_pipelines, context.num_replicas_in_sync
+
+  def _worker_context(self) -> tf.distribute.InputContext:
+    """The input context of the worker's one pipeline for all its replicas: pipeline P
+    of the W workers (strategies.worker_placement; 0 of 1 on a single worker)."""
+    worker, workers = strategies.worker_placement(self.strategy)
     return tf.distribute.InputContext(
-        num_input_pipelines=1, input_pipeline_id=0,
+        num_input_pipelines=workers, input_pipeline_id=worker,
         num_replicas_in_sync=self.strategy.num_replicas_in_sync)
 
   def element_spec(self, data_config: configs.DataConfig):
     """The structure of one replica's batch, [per-replica batch, ...] per feature."""
-    return self.task.data_loader(data_config).dataset(
-        self._one_pipeline_context()).element_spec
+    return self.task.data_loader(data_config).dataset(self._worker_context()).element_spec
 
   def distribute(self, data_config: configs.DataConfig, skip_steps: int = 0):
     """The tf.distribute dataset: one input pipeline per worker, prefetching to the
@@ -98,11 +111,12 @@ class TrainerInput:
 
   def worker_input(self, data_config: configs.DataConfig, skip_steps: int = 0):
     """The worker's one training input pipeline as a plain (checkpointable) tf.data
-    iterator of per-replica batches, one element per replica and step, under
-    OneDeviceStrategy and MirroredStrategy: one shuffle buffer and one iterator state
-    for all the worker's replicas."""
-    return iter(self.build_inputs(data_config, self._one_pipeline_context(),
-                                  skip_steps * self.strategy.num_replicas_in_sync))
+    iterator of per-replica batches, one element per local replica and step (see
+    iterator_checkpointable): one shuffle buffer and one iterator state for all the
+    worker's replicas."""
+    local_replicas = len(self.strategy.extended.worker_devices)
+    return iter(self.build_inputs(data_config, self._worker_context(),
+                                  skip_steps * local_replicas))
 
   def next_batch(self, iterator):
     """The next step's batch (in the training loop): from the worker's tf.data iterator
@@ -114,9 +128,10 @@ class TrainerInput:
     batches = [next(iterator) for _ in devices]
 
     def on_device(context):
-      replica = context.replica_id_in_sync_group
-      with tf.device(devices[replica]):
-        return tf.nest.map_structure(tf.identity, batches[replica])
+      # Worker P's replicas are numbered P * len(devices) + local replica.
+      local = context.replica_id_in_sync_group % len(devices)
+      with tf.device(devices[local]):
+        return tf.nest.map_structure(tf.identity, batches[local])
 
     return self.strategy.experimental_distribute_values_from_function(on_device)
 
@@ -157,14 +172,15 @@ class TrainingIterator(input_source.EngineInput):
     if not self.inputs.iterator_checkpointable:
       return False
     iterator = self.inputs.worker_input(self.data_config)
-    if not restore_position(iterator, checkpoint, process_index, log_fn=self.inputs.log_fn):
+    if not restore_position(iterator, checkpoint, process_index, self.inputs.layout,
+                            log_fn=self.inputs.log_fn):
       return False
     self._iterator = iterator
     return True
 
   def save(self, checkpoint: str, process_index: int) -> None:
     if self._iterator is not None and self.inputs.iterator_checkpointable:
-      save_position(self._iterator, checkpoint, process_index)
+      save_position(self._iterator, checkpoint, process_index, self.inputs.layout)
 
   def corrupt_record_error(self, error: Exception, data_config: configs.DataConfig
                            ) -> Optional[Exception]:
@@ -190,6 +206,10 @@ def padded_to_length_buckets(dataset: tf.data.Dataset, data_config: configs.Data
   return dataset.map(lambda batch: batching.pad_to_length_bucket(batch, bounds))
 
 
+# The (workers, replicas) saved with an iterator's position (save_position).
+_LAYOUT_KEY = "layout/.ATTRIBUTES/VARIABLE_VALUE"
+
+
 def position_prefix(checkpoint: str, process: int = 0) -> str:
   """The TensorFlow checkpoint holding a tf.data iterator's position for `checkpoint`:
   the file beside a portable `ckpt-N.h5` (portable.input_prefix), or a TensorFlow
@@ -199,16 +219,20 @@ def position_prefix(checkpoint: str, process: int = 0) -> str:
   return checkpoint
 
 
-def save_position(iterator: tf.data.Iterator, checkpoint: str, process: int = 0) -> None:
-  """Writes the iterator's state beside `checkpoint` (see position_prefix)."""
-  tf.train.Checkpoint(iterator=[iterator]).write(position_prefix(checkpoint, process))
+def save_position(iterator: tf.data.Iterator, checkpoint: str, process: int = 0,
+                  layout: Tuple[int, int] = (1, 1)) -> None:
+  """Writes the iterator's state beside `checkpoint` (see position_prefix), with the
+  `layout` (workers, replicas) its elements are numbered in (TrainerInput.layout)."""
+  tf.train.Checkpoint(iterator=[iterator], layout=tf.Variable(layout, dtype=tf.int64)
+                      ).write(position_prefix(checkpoint, process))
 
 
 def restore_position(iterator: tf.data.Iterator, checkpoint: str, process: int = 0,
-                     log_fn=None) -> bool:
+                     layout: Tuple[int, int] = (1, 1), log_fn=None) -> bool:
   """Restores the iterator's state saved with `checkpoint`; False (with a log line
-  where one was saved) when there is none or it is the state of another pipeline or
-  of one iterator per replica (older versions)."""
+  where one was saved) when there is none, or it is the state of another pipeline, of
+  another `layout` (workers, replicas: its element n is another part of another global
+  batch) or of one iterator per replica (older versions, which saved no layout)."""
   prefix = position_prefix(checkpoint, process)
   if not tf.io.gfile.exists(prefix + ".index"):
     return False
@@ -218,6 +242,15 @@ def restore_position(iterator: tf.data.Iterator, checkpoint: str, process: int =
       log_fn(f"{prefix} holds {saved} input iterators (one per replica, as written by an "
              "older version), this run has one")
     return False
+  reader = tf.train.load_checkpoint(prefix)
+  if reader.has_tensor(_LAYOUT_KEY):
+    saved_layout = tuple(int(n) for n in reader.get_tensor(_LAYOUT_KEY))
+    if saved_layout != tuple(layout):
+      if log_fn:
+        log_fn(f"{prefix} holds the input position of {saved_layout[0]} worker(s) with "
+               f"{saved_layout[1]} replica(s) in all, this run has {layout[0]} with "
+               f"{layout[1]}")
+      return False
   try:
     status = tf.train.Checkpoint(iterator=[iterator]).read(prefix)
     status.assert_existing_objects_matched()

@@ -1,13 +1,14 @@
 """Device setup and the tf.distribute strategy a RuntimeConfig names.
 
 `configure_runtime` must run before TensorFlow initializes its devices (before the
-first op) when it splits the CPU into logical devices; later calls leave an existing
-split alone.
+first op) when it splits the CPU into logical devices (later calls leave an existing
+split alone) or trains on several workers (it builds MultiWorkerMirroredStrategy then).
 """
 
 import logging
 import os
-from typing import Dict, Optional, Sequence, Tuple
+import zlib
+from typing import Dict, Sequence, Tuple
 
 import keras
 import tensorflow as tf
@@ -36,6 +37,8 @@ def configure_runtime(runtime: configs.RuntimeConfig) -> None:
   keras.utils.set_random_seed(runtime.seed)
   if runtime.deterministic:
     tf.config.experimental.enable_op_determinism()
+  if runtime.distribution_strategy == "multi_worker_mirrored":
+    multi_worker_strategy(runtime)
 
 
 def _communication_options(runtime: configs.RuntimeConfig):
@@ -66,11 +69,7 @@ def build_strategy(runtime: configs.RuntimeConfig) -> tf.distribute.Strategy:
       return mirrored_strategy([f"/gpu:{i}" for i in range(runtime.num_gpus)])
     return mirrored_strategy([d.name for d in tf.config.list_logical_devices("CPU")])
   if name == "multi_worker_mirrored":
-    if "TF_CONFIG" not in os.environ:
-      raise ValueError("distribution_strategy multi_worker_mirrored needs the TF_CONFIG "
-                       "environment variable (cluster and task)")
-    return tf.distribute.MultiWorkerMirroredStrategy(
-        communication_options=_communication_options(runtime))
+    return multi_worker_strategy(runtime)
   if name == "tpu":
     return build_tpu_strategy(runtime.tpu)
   raise configs.ConfigError(f"runtime.distribution_strategy: unknown '{name}'")
@@ -95,6 +94,30 @@ def mirrored_strategy(devices: Sequence[str]) -> tf.distribute.MirroredStrategy:
   return _MIRRORED[key]
 
 
+# The process's MultiWorkerMirroredStrategy, by runtime.all_reduce_alg.
+_MULTI_WORKER: Dict[str, tf.distribute.MultiWorkerMirroredStrategy] = {}
+
+
+def multi_worker_strategy(runtime: configs.RuntimeConfig
+                          ) -> tf.distribute.MultiWorkerMirroredStrategy:
+  """The process's MultiWorkerMirroredStrategy over the workers TF_CONFIG names, built
+  once: it configures TensorFlow's collective ops, which TensorFlow allows only before
+  its first op (so configure_runtime builds it, before the first log line lists the
+  devices).
+
+  Raises:
+    ConfigError: TF_CONFIG is not set.
+  """
+  if "TF_CONFIG" not in os.environ:
+    raise configs.ConfigError("runtime.distribution_strategy: multi_worker_mirrored needs "
+                              "the TF_CONFIG environment variable (cluster and task)")
+  key = runtime.all_reduce_alg
+  if key not in _MULTI_WORKER:
+    _MULTI_WORKER[key] = tf.distribute.MultiWorkerMirroredStrategy(
+        communication_options=_communication_options(runtime))
+  return _MULTI_WORKER[key]
+
+
 def build_tpu_strategy(tpu: str) -> tf.distribute.TPUStrategy:
   """Connects to the TPU `tpu`, initializes it and returns a TPUStrategy."""
   resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
@@ -106,17 +129,26 @@ def build_tpu_strategy(tpu: str) -> tf.distribute.TPUStrategy:
   return tf.distribute.TPUStrategy(resolver)
 
 
-def is_chief(strategy: Optional[tf.distribute.Strategy] = None) -> bool:
-  """True on the process that writes checkpoints and summaries: the "chief" task, or
-  worker 0 of a cluster without one; always True outside multi-worker training."""
-  strategy = strategy or tf.distribute.get_strategy()
+def worker_placement(strategy: tf.distribute.Strategy) -> Tuple[int, int]:
+  """(this process's number, how many processes train) under MultiWorkerMirroredStrategy:
+  the "chief" task is 0 and the workers follow in task order (worker i is i + 1 where a
+  chief exists, else i), as tf.distribute numbers its input pipelines; (0, 1) under
+  every other strategy."""
   if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-    return True
+    return 0, 1
   resolver = strategy.cluster_resolver
+  cluster = resolver.cluster_spec().as_dict()
+  chiefs = len(cluster.get("chief", []))
+  count = chiefs + len(cluster.get("worker", []))
   if resolver.task_type in (None, "chief"):
-    return True
-  has_chief = "chief" in resolver.cluster_spec().as_dict()
-  return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
+    return 0, count
+  return int(resolver.task_id) + chiefs, count
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+  """True on the process that writes checkpoints and summaries (worker_placement's 0);
+  always True outside multi-worker training."""
+  return worker_placement(strategy)[0] == 0
 
 
 def any_worker_flag(strategy: tf.distribute.Strategy):
@@ -137,3 +169,32 @@ def any_worker_flag(strategy: tf.distribute.Strategy):
     return strategy.experimental_local_results(per_replica)[0]
 
   return lambda flag: float(any_worker_sets(tf.constant(float(flag)))) > 0
+
+
+def worker_barrier(strategy: tf.distribute.Strategy):
+  """A function name -> None that returns once every worker has called it, each with
+  the same name (one all-gather of the name's checksum, which every worker must call
+  at the same point; elsewhere it returns at once).
+
+  Raises (the function):
+    RuntimeError: the workers called it with different names (e.g. at different steps).
+  """
+  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return lambda name: None
+
+  @tf.function
+  def gather(value):
+    def replica_fn(replica_value):
+      return tf.distribute.get_replica_context().all_gather(
+          tf.identity(replica_value)[tf.newaxis], axis=0)
+    per_replica = strategy.run(replica_fn, args=(value,))
+    return strategy.experimental_local_results(per_replica)[0]
+
+  def barrier(name: str) -> None:
+    # A CRC-32 is exact in float64, which every collective implementation reduces.
+    mine = zlib.crc32(name.encode())
+    others = gather(tf.constant(mine, tf.float64)).numpy()
+    if (others != mine).any():
+      raise RuntimeError(f"The workers reached different barriers: this one \"{name}\", "
+                         "the others another")
+  return barrier
