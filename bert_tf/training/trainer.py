@@ -305,7 +305,8 @@ class Trainer:
         log_window = reports.Window()
       if step % config.checkpoint_interval == 0 or step == total:
         self.save()
-        self._log_committed()  # Written on this thread: committed already.
+        # A write on this thread is committed already; a background one is logged later.
+        self._log_committed()
       if evaluate_every and (step % config.validation_interval == 0 or step == total):
         last_report.update({f"eval/{k}": v for k, v in self.evaluate().items()})
       # Every process asks, whichever received SIGTERM: they stop at the same step.
