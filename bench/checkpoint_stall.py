@@ -11,14 +11,18 @@ For each encoder size it builds the pretraining Trainer (dummy input, AdamW) and
 calling (training) thread spends in it, which the step waits for; `total` the time until
 the checkpoint is committed (`wait` returns). The median of --saves saves each, every
 save on its own (the previous one committed first), the two modes taking turns. The
-first save maps new host memory for the copy; the later ones fill it again. The emulator is the tests' one
-(tests/gcs_emulator.py: gcp-storage-emulator in memory, gcsfs through
-STORAGE_EMULATOR_HOST; the extras test and gcs), which only the JAX engine without
-TensorFlow reaches (tf.io.gfile's gs:// client ignores STORAGE_EMULATOR_HOST): with
---backend=jax, TensorFlow is made unimportable. Each run merges its rows into the results
-file, keyed by backend, size and storage. BERT-large's state with its AdamW
-moments is about 4 GB: the process holds it twice while a save is written (the
-variables and their host copy), and the emulator keeps each upload in memory.
+first save maps new host memory for the copy; the later ones fill it again. Each
+checkpoint is deleted once timed, so the disk holds at most the one being written
+(BERT-large: about 12 GB on the emulator's disk and the local temporary file together).
+The emulator is the tests' one (tests/gcs_emulator.py: gcp-storage-emulator storing on
+disk in a temporary folder deleted at the end, gcsfs through STORAGE_EMULATOR_HOST; the
+extras test and gcs), which only the JAX engine without TensorFlow reaches (tf.io.gfile's
+gs:// client ignores STORAGE_EMULATOR_HOST): with --backend=jax, TensorFlow is made
+unimportable. Each run merges its rows into the results file, keyed by backend, size and
+storage. BERT-large's state with its AdamW moments is about 4 GB: the process holds it
+twice while a save is written (the variables and their host copy), and the emulator
+reads each upload whole into its memory once to commit it and once to copy it (a
+rename).
 """
 
 import os
@@ -62,18 +66,20 @@ def _time_saves(trainer, model_dirs: Dict[str, str]) -> Dict[str, Dict[str, List
   into model_dirs[mode], the modes taking turns (the load of a shared machine moves) on
   one CheckpointSaver (whose host copy each save fills again)."""
   from bert_tf.training import checkpointing  # pylint: disable=g-import-not-at-top
+  from bert_tf.utils import files  # pylint: disable=g-import-not-at-top
   saver = checkpointing.CheckpointSaver("", 1, trainer.engine)
   times = {mode: {"blocked": [], "total": []} for mode in model_dirs}
   for i in range(FLAGS.saves):
     for mode, model_dir in model_dirs.items():
       saver.model_dir, saver.background = model_dir, mode == "async"
-      trainer.engine.set_step(i + 1)
+      trainer.engine.step = i + 1
       start = time.perf_counter()
-      saver.save()
+      path = saver.save()
       blocked = time.perf_counter() - start
       saver.wait()
       times[mode]["blocked"].append(blocked)
       times[mode]["total"].append(time.perf_counter() - start)
+      files.remove(path)
   return times
 
 
@@ -86,15 +92,15 @@ def _state_bytes(trainer) -> int:
   return sum(int(portable.host_value(v).nbytes) for v in {id(v): v for v in variables}.values())
 
 
-def _start_emulator(stack) -> str:
-  """Starts the tests' GCS emulator (until `stack` closes) and points gcsfs at it;
-  returns its bucket's URL."""
+def _start_emulator(stack, directory: str) -> str:
+  """Starts the tests' GCS emulator (until `stack` closes), storing its objects under
+  `directory`, and points gcsfs at it; returns its bucket's URL."""
   sys.path.insert(0, os.path.join(common.REPO_ROOT, "tests"))
   import gcs_emulator  # pylint: disable=g-import-not-at-top
   if not gcs_emulator.available():
     raise app.UsageError("--storage=emulator needs gcp-storage-emulator and gcsfs "
                          "(extras test and gcs)")
-  host = stack.enter_context(gcs_emulator.running())
+  host = stack.enter_context(gcs_emulator.running(directory=directory))
   os.environ.update(gcs_emulator.environment(host))
   return f"gs://{gcs_emulator.BUCKET}"
 
@@ -122,8 +128,9 @@ def _report(payload: dict) -> str:
       "maps new host memory for its copy, the later ones fill it again). `step blocked`: the training thread "
       "inside the save (sync: the whole write; async: the copy of the arrays to host "
       "memory and the input position); `total`: until the checkpoint is committed.",
-      "- The state: weights, AdamW moments and step, float32; the emulator keeps each "
-      "upload in memory (tests/gcs_emulator.py).",
+      "- The state: weights, AdamW moments and step, float32. Rows measured since "
+      "2026-11-27: the emulator stores on disk (tests/gcs_emulator.py) and each "
+      "checkpoint is deleted once timed.",
       "- The load averages below are those of a shared machine: other processes kept it "
       "busy, so the absolute times move several-fold between runs; sync and async of one "
       "row shared the same moments."] + [f"- {note}" for note in notes])
@@ -146,7 +153,9 @@ def main(argv):
   with tempfile.TemporaryDirectory() as directory, contextlib.ExitStack() as stack:
     roots = {"local": directory}
     if "emulator" in FLAGS.storage:
-      roots["emulator"] = _start_emulator(stack)
+      emulator_dir = os.path.join(directory, "emulator")
+      os.makedirs(emulator_dir)
+      roots["emulator"] = _start_emulator(stack, emulator_dir)
     for size in FLAGS.sizes:
       keras.backend.clear_session()
       trainer = _trainer(size, os.path.join(directory, "unused"))
@@ -156,6 +165,9 @@ def main(argv):
             "state_gb": state_gb, "command": common.command_line(),
             "machine": common.machine_description(), "saves": FLAGS.saves,
             "load_before": load_before})
+        if storage == "emulator":
+          entry["note"] = (f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, the "
+                           "emulator on disk")
         times = _time_saves(trainer, {mode: f"{roots[storage]}/{size}-{storage}-{mode}"
                                       for mode in MODES})
         for mode in MODES:

@@ -2,17 +2,27 @@
 127.0.0.1, for tests of remote paths: `running()` starts it on a free port with one
 bucket, waits (bounded) until it answers, and stops it. Clients reach it through
 STORAGE_EMULATOR_HOST (`environment()`), which gcsfs honours.
+
+It keeps its objects in memory, or on disk under a folder (`running(directory=...)`, for
+objects of gigabytes: the benchmarks'). Its bucket keeps no deleted objects (the
+emulator keeps each one for 7 days by default, as GCS does: a run that replaces its
+checkpoints would hold every one). On disk, each chunk of an upload is appended to the
+file (run as a script, this module starts the emulator so): the emulator itself reads
+and writes the whole upload again for each chunk, 166 GB written for one 4 GB upload
+in gcsfs's 50 MiB chunks.
 """
 
 import contextlib
 import importlib.util
+import json
 import os
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, Iterator
+import urllib.request
+from typing import Dict, Iterator, Optional
 
 BUCKET = "bert-tf-test"
 _START_TIMEOUT_S = 30
@@ -38,8 +48,13 @@ def environment(host: str) -> Dict[str, str]:
 
 
 @contextlib.contextmanager
-def running(bucket: str = BUCKET) -> Iterator[str]:
-  """Yields the emulator's address (`http://127.0.0.1:PORT`), holding `bucket`, in memory.
+def running(bucket: str = BUCKET, directory: Optional[str] = None) -> Iterator[str]:
+  """Yields the emulator's address (`http://127.0.0.1:PORT`), holding `bucket`.
+
+  Args:
+    bucket: the bucket it holds.
+    directory: where it stores its objects (an existing folder, left for the caller to
+      delete); None: in memory.
 
   Raises:
     RuntimeError: it did not answer within 30 s (its output in the message).
@@ -47,9 +62,12 @@ def running(bucket: str = BUCKET) -> Iterator[str]:
   port = free_port()
   # Its request log goes to a file: a pipe nobody reads would fill and stall it.
   log = tempfile.TemporaryFile()
+  storage = ["--in-memory"] if directory is None else []
+  command = ([sys.executable, "-m", "gcp_storage_emulator"] if directory is None else
+             [sys.executable, os.path.abspath(__file__), f"--data-dir={directory}"])
   process = subprocess.Popen(
-      [sys.executable, "-m", "gcp_storage_emulator", "start", "--host=127.0.0.1",
-       f"--port={port}", "--in-memory", f"--default-bucket={bucket}"],
+      command + ["start", "--host=127.0.0.1", f"--port={port}", *storage,
+                 f"--default-bucket={bucket}"],
       stdout=log, stderr=subprocess.STDOUT)
   try:
     deadline = time.time() + _START_TIMEOUT_S
@@ -65,7 +83,9 @@ def running(bucket: str = BUCKET) -> Iterator[str]:
           raise RuntimeError("The storage emulator did not start: "
                              + log.read().decode(errors="replace")[-2000:])
         time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}"
+    host = f"http://127.0.0.1:{port}"
+    _keep_no_deleted_objects(host, bucket)
+    yield host
   finally:
     process.terminate()
     try:
@@ -74,3 +94,43 @@ def running(bucket: str = BUCKET) -> Iterator[str]:
       process.kill()
       process.wait()
     log.close()
+
+
+def _keep_no_deleted_objects(host: str, bucket: str) -> None:
+  """Turns the bucket's soft delete off: deleted objects go at once."""
+  request = urllib.request.Request(
+      f"{host}/storage/v1/b/{bucket}", method="PATCH",
+      data=json.dumps({"softDeletePolicy": {"retentionDurationSeconds": "0"}}).encode(),
+      headers={"Content-Type": "application/json"})
+  with urllib.request.urlopen(request, timeout=10) as response:
+    response.read()
+
+
+def _serve_appending_uploads(argv) -> None:
+  """Runs the emulator's command line `argv` with each chunk of a resumable upload
+  appended to its file on disk, so that an upload costs its size once."""
+  # pylint: disable=g-import-not-at-top,protected-access
+  from gcp_storage_emulator import __main__ as emulator_main
+  from gcp_storage_emulator import storage
+  from gcp_storage_emulator.exceptions import BadRequest
+
+  def add_to_resumable_upload(self, file_id, content, total_size=None, expected_start=None):
+    path = self._store._disk_path(self._object_path(storage.RESUMABLE_DIR,
+                                                    self.safe_id(file_id)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    size = path.stat().st_size if path.exists() else 0
+    if expected_start is not None and expected_start != size:
+      raise BadRequest(f"Invalid Content-Range start: expected {size}, got {expected_start}")
+    with open(path, "ab") as f:
+      f.write(content or b"")
+    size += len(content or b"")
+    if total_size is None or size < total_size:
+      return None
+    return path.read_bytes()[:total_size]
+
+  storage.Storage.add_to_resumable_upload = add_to_resumable_upload
+  emulator_main.main(argv)
+
+
+if __name__ == "__main__":
+  _serve_appending_uploads(sys.argv[1:])

@@ -9,6 +9,10 @@ Input formats (--input_format=auto tells them apart):
 Output formats: bert_tf (default), huggingface (BertForPreTraining names when the
 checkpoint has the pretraining heads, BertModel names otherwise), google_tf1.
 
+--input (a Hugging Face folder or file, a training run's model_dir), --config_file,
+--vocab_file and --output_dir may be remote (gs://BUCKET/..., through tf.io.gfile);
+storage that is not served or does not answer is one line naming the input and the path.
+
 The masked-LM and next-sentence heads are converted when present. Every shape, the vocab
 size and the variable names are checked before anything is written; the output folder
 appears only when complete.

@@ -50,7 +50,8 @@ flags.DEFINE_integer("top_k", 5, "Fill-mask: candidates per [MASK].")
 flags.DEFINE_integer("max_masks", None, "Fill-mask: [MASK]s per text; default "
                      "max_predictions_per_seq.")
 flags.DEFINE_string("hub_dir", None, "Also write <hub_dir>/preprocessor and "
-                    "<hub_dir>/encoder (TF Hub-style SavedModels).")
+                    "<hub_dir>/encoder (TF Hub-style SavedModels), both or neither; an "
+                    "earlier pair there is replaced.")
 flags.DEFINE_enum("quantize", None, ["int8", "int8_dynamic"], "Store every Dense "
                   "kernel as int8 with per-output-channel scales, and the word embeddings "
                   "as int8 with per-row scales. int8: float32 products "
@@ -78,6 +79,9 @@ def main(argv):
   # Storage that is not served or does not answer is one error before anything is read.
   files.check_readable(FLAGS.checkpoint, "--checkpoint")
   files.check_writable(FLAGS.export_dir, "--export_dir")
+  if FLAGS.hub_dir:
+    files.check_writable(FLAGS.hub_dir, "--hub_dir")
+    hub.check_hub_dir(FLAGS.hub_dir)
   # A missing checkpoint is named as such, not as the params.yaml missing beside it.
   checkpoint = restore.resolve_checkpoint(FLAGS.checkpoint)
   config_path = FLAGS.config

@@ -71,16 +71,16 @@ def check_vocab(vocab_file: str, vocab_size: int, source: str) -> None:
 
 
 def read_json(path: str) -> Dict[str, Any]:
-  """A JSON file's content (a config, a shard index).
+  """A JSON file's content (a config, a shard index), local or remote.
 
   Raises:
     ConversionError: naming the file when it does not parse.
   """
-  with open(path, encoding="utf-8") as f:
-    try:
-      return json.load(f)
-    except json.JSONDecodeError as e:
-      raise ConversionError(f"Cannot parse {path}: {e}") from None
+  data = files_lib.read_bytes(path)
+  try:
+    return json.loads(data.decode("utf-8"))
+  except ValueError as e:  # Not UTF-8, or not JSON.
+    raise ConversionError(f"Cannot parse {path}: {e}") from None
 
 
 @contextlib.contextmanager

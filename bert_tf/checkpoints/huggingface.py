@@ -4,6 +4,8 @@ A Hugging Face BERT folder holds `config.json`, the weights (`model.safetensors`
 `model.safetensors.index.json`, or the older `pytorch_model.bin`) and `vocab.txt`.
 Safetensors files are read into NumPy with the `safetensors` package; `pytorch_model.bin`
 needs torch and is loaded with `weights_only=True`, so no arbitrary object is unpickled.
+The folder may be remote (bert_tf.utils.files): both libraries read local files only, so
+a remote weights file is read from a local copy, one file at a time.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 
 from bert_tf.checkpoints.files import (ConversionError, HUGGINGFACE, RawCheckpoint, VOCAB_FILE,
                                       read_json)
+from bert_tf.utils import files as files_lib
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
@@ -25,8 +28,9 @@ WEIGHT_FILES = (SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE, PYTORCH_FILE)
 
 
 def is_huggingface_folder(path: str) -> bool:
-  return os.path.isdir(path) and os.path.isfile(os.path.join(path, CONFIG_FILE)) and any(
-      os.path.isfile(os.path.join(path, name)) for name in WEIGHT_FILES)
+  """Whether `path` (local or remote) is a folder with config.json and a weights file."""
+  return files_lib.isdir(path) and files_lib.is_file(os.path.join(path, CONFIG_FILE)) and any(
+      files_lib.is_file(os.path.join(path, name)) for name in WEIGHT_FILES)
 
 
 def read_huggingface(path: str, config_file: Optional[str] = None,
@@ -34,7 +38,8 @@ def read_huggingface(path: str, config_file: Optional[str] = None,
   """Reads a Hugging Face BERT checkpoint's arrays.
 
   Args:
-    path: the model folder, or one weights file in it (`.safetensors` or `.bin`).
+    path: the model folder, or one weights file in it (`.safetensors` or `.bin`); local
+      or remote.
     config_file: config.json; default: the one in the folder.
     vocab_file: vocab.txt; default: the one in the folder, if any.
 
@@ -42,14 +47,14 @@ def read_huggingface(path: str, config_file: Optional[str] = None,
     A RawCheckpoint keyed by the tensor names in the file, as stored (torch layout),
     floating-point tensors as float32.
   """
-  if os.path.isdir(path):
+  if files_lib.isdir(path):
     folder = path
     weights_file = next((os.path.join(path, name) for name in WEIGHT_FILES
-                         if os.path.isfile(os.path.join(path, name))), None)
+                         if files_lib.is_file(os.path.join(path, name))), None)
     if weights_file is None:
       raise ConversionError(f"No weights in {path}: expected one of {', '.join(WEIGHT_FILES)}")
-  elif os.path.isfile(path):
-    folder, weights_file = os.path.dirname(os.path.abspath(path)), path
+  elif files_lib.is_file(path):
+    folder, weights_file = os.path.dirname(files_lib.absolute_path(path)), path
   else:
     raise ConversionError(f"Hugging Face checkpoint not found: {path}")
 
@@ -61,11 +66,11 @@ def read_huggingface(path: str, config_file: Optional[str] = None,
     weights = _read_pytorch(weights_file)
 
   config_file = config_file or os.path.join(folder, CONFIG_FILE)
-  if not os.path.isfile(config_file):
+  if not files_lib.is_file(config_file):
     raise ConversionError(f"No {CONFIG_FILE} beside {weights_file}; pass the config file.")
   config = read_json(config_file)
   _check_architecture(config, config_file)
-  if vocab_file is None and os.path.isfile(os.path.join(folder, VOCAB_FILE)):
+  if vocab_file is None and files_lib.is_file(os.path.join(folder, VOCAB_FILE)):
     vocab_file = os.path.join(folder, VOCAB_FILE)
   return RawCheckpoint(HUGGINGFACE, weights, config, vocab_file, weights_file)
 
@@ -92,11 +97,12 @@ def _as_float32(name: str, array: np.ndarray, source: str) -> np.ndarray:
 
 def _read_safetensors(path: str) -> Dict[str, np.ndarray]:
   from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
-  try:
-    tensors = load_file(path)
-  except Exception as e:  # pylint: disable=broad-except
-    # NumPy has no bfloat16, so such files are among the ones that fail here.
-    raise ConversionError(f"Cannot read {path} with safetensors.numpy: {e}") from None
+  with files_lib.staged_input(path) as local:
+    try:
+      tensors = load_file(local)
+    except Exception as e:  # pylint: disable=broad-except
+      # NumPy has no bfloat16, so such files are among the ones that fail here.
+      raise ConversionError(f"Cannot read {path} with safetensors.numpy: {e}") from None
   return {name: _as_float32(name, array, path) for name, array in tensors.items()}
 
 
@@ -104,7 +110,7 @@ def _read_sharded_safetensors(index_file: str) -> Dict[str, np.ndarray]:
   weight_map = read_json(index_file).get("weight_map")
   if not isinstance(weight_map, dict):
     raise ConversionError(f"{index_file} has no 'weight_map'")
-  folder = os.path.dirname(os.path.abspath(index_file))
+  folder = os.path.dirname(files_lib.absolute_path(index_file))
   weights = {}
   for shard in sorted(set(weight_map.values())):
     weights.update(_read_safetensors(os.path.join(folder, shard)))
@@ -117,11 +123,12 @@ def _read_pytorch(path: str) -> Dict[str, np.ndarray]:
   except ImportError:
     raise ConversionError(f"Reading {path} needs torch, which is not installed. Install "
                           "torch, or convert the file to model.safetensors.") from None
-  try:
-    state = torch.load(path, map_location="cpu", weights_only=True)
-  except Exception as e:  # pylint: disable=broad-except
-    raise ConversionError(f"Cannot load {path} with torch.load(weights_only=True): {e}"
-                          ) from None
+  with files_lib.staged_input(path) as local:
+    try:
+      state = torch.load(local, map_location="cpu", weights_only=True)
+    except Exception as e:  # pylint: disable=broad-except
+      raise ConversionError(f"Cannot load {path} with torch.load(weights_only=True): {e}"
+                            ) from None
   if not isinstance(state, dict):
     raise ConversionError(f"{path} does not hold a state dict of tensors")
   out = {}

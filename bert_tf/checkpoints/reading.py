@@ -28,6 +28,7 @@ from bert_tf.checkpoints import variables as variables_lib
 from bert_tf.checkpoints.files import (BERT_TF, CONFIG_YAML, FORMATS, GOOGLE_TF1, HUGGINGFACE,
                                        VOCAB_FILE, ConversionError, RawCheckpoint,
                                        check_vocab)
+from bert_tf.utils import files as files_lib
 
 logger = logging.getLogger(__name__)
 
@@ -57,13 +58,13 @@ class LoadedCheckpoint:
 
 def detect_format(path: str) -> str:
   """Guesses the format of the checkpoint at `path` (a folder, prefix or weights file)."""
-  if not os.path.exists(path) and not tf.io.gfile.exists(path + ".index"):
+  if not files_lib.exists(path) and not files_lib.exists(path + ".index"):
     raise ConversionError(f"Checkpoint not found: {path}")
   if portable.is_portable(path) or portable.checkpoints_in(path):
     return BERT_TF  # A trainer's checkpoint, or its model_dir.
-  if os.path.isdir(path) and huggingface.is_huggingface_folder(path):
+  if huggingface.is_huggingface_folder(path):
     return HUGGINGFACE
-  if os.path.isfile(path) and path.endswith((".safetensors", ".bin", ".index.json")):
+  if files_lib.is_file(path) and path.endswith((".safetensors", ".bin", ".index.json")):
     return HUGGINGFACE
   try:
     prefix = google_tf1.find_checkpoint_prefix(path)
@@ -92,10 +93,16 @@ def read_checkpoint(path: str, input_format: str = "auto",
     config_file: the model config (bert_config.json, config.json, or for bert_tf a YAML
       with model.encoder); default: the one beside the checkpoint.
     vocab_file: default: the vocab.txt beside the checkpoint.
+    Each path may be remote (bert_tf.utils.files).
 
   Raises:
     ConversionError: naming the file, variable and shapes at fault.
+    StorageError: a remote path whose storage is not served or does not answer.
   """
+  for field, named in (("input", path), ("config_file", config_file),
+                       ("vocab_file", vocab_file)):
+    if named:
+      files_lib.check_readable(named, field)
   fmt = detect_format(path) if input_format == "auto" else input_format
   if fmt not in FORMATS:
     raise ConversionError(f"Unknown input format '{fmt}'; formats: auto, {', '.join(FORMATS)}")
@@ -233,11 +240,11 @@ def _read_bert_tf(path: str, config_file: Optional[str], vocab_file: Optional[st
         path[:-len(".index")] if path.endswith(".index") else path)
   except FileNotFoundError as e:
     raise ConversionError(str(e)) from None
-  folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(prefix))
+  folder = path if files_lib.isdir(path) else os.path.dirname(files_lib.absolute_path(prefix))
   if config_file is None:
     # A converted folder has config.yaml; a trainer's model_dir has params.yaml.
     candidates = [os.path.join(folder, name) for name in (CONFIG_YAML, TRAINER_CONFIG_YAML)]
-    config_file = next((c for c in candidates if os.path.isfile(c)), candidates[0])
+    config_file = next((c for c in candidates if files_lib.is_file(c)), candidates[0])
   try:
     data = params_upgrade.upgrade_experiment(configs.load_yaml(config_file))
     encoder_config = configs.EncoderConfig.from_dict(
@@ -268,12 +275,12 @@ def _vocab_beside(folder: str, data: dict, config_file: str) -> Optional[str]:
     ConversionError: the config names a vocab that is not there.
   """
   beside = os.path.join(folder, VOCAB_FILE)
-  if os.path.isfile(beside):
+  if files_lib.is_file(beside):
     return beside
   named = (data.get("tokenizer") or {}).get("vocab_file")
   if not named:
     return None
-  if not tf.io.gfile.exists(named):
+  if not files_lib.exists(named):
     raise ConversionError(f"{config_file} names the vocab {named}, which is not there (a "
                           "path relative to where the run started?); pass the vocab file.")
   return named

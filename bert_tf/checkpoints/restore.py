@@ -140,6 +140,10 @@ def resolve_checkpoint(path: str) -> str:
       raise errors.MissingInputError(f"No checkpoint in directory {path}")
     return found
   if not _tensorflow_installed():
+    if not files.exists(path) and not files.exists(path + ".index"):
+      where = "file or folder" if files.is_local(path) else "bucket or folder"
+      raise errors.MissingInputError(f"No checkpoint at {path}: no such {where}"
+                                     + _numbered_hint(path))
     raise errors.MissingInputError(
         f"No portable checkpoint at {path} (a file ckpt-N.h5, or a directory holding "
         "one); reading a TensorFlow checkpoint needs tensorflow" + _numbered_hint(path))

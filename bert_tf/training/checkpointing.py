@@ -55,10 +55,11 @@ engine refuses them in one line.
 import functools
 import glob
 import os
+import queue
 import re
 import shutil
 import time
-from typing import Optional
+from typing import List, Optional
 
 import keras
 
@@ -124,6 +125,9 @@ class CheckpointSaver:
     self.background = background
     self._writes = background_lib.BackgroundJob("checkpoint-writer")
     self._snapshot: Optional[portable.Snapshot] = None
+    # The paths of the checkpoints committed since `committed` was last asked; filled
+    # by the thread that commits them.
+    self._committed: "queue.SimpleQueue[str]" = queue.SimpleQueue()
 
   def latest(self) -> Optional[str]:
     """The checkpoint to resume from: the newest readable `ckpt-N.h5` (damaged newer
@@ -200,6 +204,15 @@ class CheckpointSaver:
       engine.barrier(f"checkpoint of step {step} written")
     return path
 
+  def committed(self) -> List[str]:
+    """The checkpoints whose write has been committed since the last call, oldest
+    first: a save's path once its .h5 is in place (on the chief; on other processes once
+    their part is), right after `save` where it writes on the training thread."""
+    paths = []
+    while not self._committed.empty():
+      paths.append(self._committed.get_nowait())
+    return paths
+
   @property
   def writing(self) -> bool:
     """Whether a save is being written in the background."""
@@ -231,6 +244,7 @@ class CheckpointSaver:
         self._wait_for_parts(path)
         portable.write(path, content)
         self._delete_old()
+      self._committed.put(path)
     except CheckpointWriteError:
       raise
     except (OSError, errors.UserError) as e:

@@ -273,6 +273,7 @@ class Trainer:
     finally:
       writer.close()
     self.checkpoints.wait()
+    self._log_committed()
     self.engine.checkpoint_state()  # the model's variables hold the trained values
     return last_report
 
@@ -298,6 +299,7 @@ class Trainer:
       num_steps = host_loop.next_loop_length(step, total, config.steps_per_loop, intervals)
       start = time.time()
       totals = self._run_steps(num_steps)
+      self._log_committed()
       step = self.step
       # The first loop's time includes compilation: it is left out of the rates.
       seconds = None if first_call else time.time() - start
@@ -315,7 +317,9 @@ class Trainer:
         progress.log(step, shown, steps_per_second=rate)
         log_window = reports.Window()
       if step % config.checkpoint_interval == 0 or step == total:
-        self._log(f"Saved checkpoint {self.save()}")
+        self.save()
+        # A write on this thread is committed already; a background one is logged later.
+        self._log_committed()
       if evaluate_every and (step % config.validation_interval == 0 or step == total):
         last_report.update({f"eval/{k}": v for k, v in self.evaluate().items()})
       # Every process asks, whichever received SIGTERM: they stop at the same step.
@@ -354,6 +358,7 @@ class Trainer:
   def _stop(self, step: int) -> str:
     path = self._checkpoint_now()
     self.checkpoints.wait()
+    self._log_committed()
     received = (f"Received {signal.Signals(self._stop_signal).name}"
                 if self._stop_signal is not None else "Another process received SIGTERM")
     return (f"{received}: saved checkpoint {path} at step {step}; stopping. Rerun the "
@@ -366,6 +371,12 @@ class Trainer:
     path = self.checkpoints.save()
     self._saved = (self.step, path)
     return path
+
+  def _log_committed(self) -> None:
+    """Logs each checkpoint committed since the last call (a background write is
+    reported once it is in place, not when it starts)."""
+    for path in self.checkpoints.committed():
+      self._log(f"Saved checkpoint {path}")
 
   def _checkpoint_now(self) -> str:
     """The checkpoint of the current step: the one this run saved or restored at it, or
@@ -381,6 +392,7 @@ class Trainer:
     step = self.step
     path = self._checkpoint_now()
     self.checkpoints.wait()
+    self._log_committed()
     corrupt.args = (f"train_data: {corrupt}. Saved checkpoint {path} at step {step}, the "
                     f"last finished step; replace or remove the file and rerun to resume.",)
     return corrupt

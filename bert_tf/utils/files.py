@@ -88,6 +88,12 @@ def isdir(path: str) -> bool:
   return _files(path).isdir(path)
 
 
+def is_file(path: str) -> bool:
+  """Whether `path` exists and is not a directory."""
+  gfile = _files(path)
+  return gfile.exists(path) and not gfile.isdir(path)
+
+
 def listdir(directory: str) -> List[str]:
   """The names in `directory` ([] where it does not exist)."""
   gfile = _files(directory)
@@ -194,6 +200,23 @@ def check_readable(path: str, field: str) -> None:
   except gfile.failures as e:
     raise file_systems.StorageError(
         f"{field}: cannot read {path}: {file_systems.failure_reason(e)}") from None
+
+
+@contextlib.contextmanager
+def staged_input(path: str) -> Iterator[str]:
+  """Yields a local path holding the file at `path`, for libraries that read only local
+  files (safetensors, torch): `path` itself where it is local, else a temporary local
+  copy, deleted when the block ends."""
+  if not file_systems.is_remote(path):
+    yield file_systems.local_path(path)
+    return
+  handle, local = tempfile.mkstemp(suffix=os.path.basename(path))
+  os.close(handle)
+  try:
+    copy(path, local)
+    yield local
+  finally:
+    os.remove(local)
 
 
 @contextlib.contextmanager

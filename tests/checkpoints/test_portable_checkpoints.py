@@ -123,3 +123,16 @@ def test_optimizer_state_of_a_version_1_file_of_keras_variables_restores(tmp_pat
                                   by_path[f"{keras_name}_momentum"])
     np.testing.assert_array_equal(wanted[f"v/{variable.path}"].numpy(),
                                   by_path[f"{keras_name}_velocity"])
+
+
+@pytest.mark.parametrize("path,where", [("memory://no-such-bucket/run", "bucket or folder"),
+                                        ("LOCAL/no-such-run", "file or folder")])
+def test_a_missing_checkpoint_without_tensorflow_says_nothing_is_there_not_what_tf_reads(
+    tmp_path, monkeypatch, path, where):
+  from bert_tf.utils import errors, file_systems  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(restore, "_tensorflow_installed", lambda: False)
+  monkeypatch.setattr(file_systems, "_tensorflow_gfile", lambda: None)  # fsspec, os
+  path = path.replace("LOCAL", str(tmp_path))
+  with pytest.raises(errors.MissingInputError) as raised:
+    restore.resolve_checkpoint(path)
+  assert str(raised.value) == f"No checkpoint at {path}: no such {where}"

@@ -13,6 +13,7 @@ from bert_tf.export import query
 from bert_tf.export import serving_ops_check
 from bert_tf.export import text_encoding
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
+from bert_tf.utils import errors
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +78,41 @@ def test_query_asks_the_pair_through_its_preprocessor(pair):
   np.testing.assert_allclose(answer[constants.POOLED_OUTPUT],
                              want[constants.POOLED_OUTPUT][0], atol=1e-5)
   assert query.describe(answer)[1].startswith("  pooled_output [32]: ")
+
+
+def _tree(folder):
+  """{relative path: bytes} of every file under `folder`."""
+  out = {}
+  for directory, _, names in os.walk(folder):
+    for name in names:
+      path = os.path.join(directory, name)
+      with open(path, "rb") as f:
+        out[os.path.relpath(path, folder)] = f.read()
+  return out
+
+
+def test_a_failing_hub_export_leaves_no_partial_folder_and_an_earlier_pair_intact(
+    pair, tmp_path, monkeypatch):
+  earlier = os.path.dirname(pair["paths"][hub.ENCODER])
+  before, beside = _tree(earlier), sorted(os.listdir(os.path.dirname(earlier)))
+  model = pair["model"]
+
+  def failing_encoder(*args):
+    raise RuntimeError("encoder failed")
+
+  monkeypatch.setattr(hub.hub_encoder, "HubEncoder", failing_encoder)
+  vocab = helpers.write_vocab(tmp_path / "vocab")
+  with pytest.raises(RuntimeError, match="encoder failed"):
+    hub.export_hub_pair(model.encoder, vocab, str(tmp_path / "new"), seq_length=16)
+  assert os.listdir(tmp_path) == ["vocab"]  # neither the pair nor a temporary
+  with pytest.raises(RuntimeError, match="encoder failed"):
+    hub.export_hub_pair(model.encoder, vocab, earlier, seq_length=16)
+  assert _tree(earlier) == before
+  assert sorted(os.listdir(os.path.dirname(earlier))) == beside
+
+
+def test_hub_dir_holding_other_files_is_refused_before_anything_is_written(pair, tmp_path):
+  (tmp_path / "notes.txt").write_text("mine")
+  with pytest.raises(errors.OutputExistsError, match="notes.txt"):
+    hub.export_hub_pair(pair["model"].encoder, "unused", str(tmp_path), seq_length=16)
+  assert os.listdir(tmp_path) == ["notes.txt"]

@@ -1,6 +1,7 @@
 """Checkpoints written on a background thread (trainer.async_checkpoints): training goes
-on while a save is written, the file holds the values of its step, and a failed write is
-raised on the training thread naming the path."""
+on while a save is written, the file holds the values of its step, the save is logged
+once it is committed, and a failed write is raised on the training thread naming the
+path."""
 
 import os
 import threading
@@ -33,7 +34,7 @@ def test_steps_go_on_while_a_checkpoint_is_written_and_it_holds_its_steps_values
     tmp_path, monkeypatch):
   write = portable.write
   released = threading.Event()
-  seen = {}
+  seen, lines = {}, []
   model_dir = tmp_path / "run"
 
   def held_write(path, content):
@@ -42,6 +43,9 @@ def test_steps_go_on_while_a_checkpoint_is_written_and_it_holds_its_steps_values
     return write(path, content)
 
   def log(line):
+    lines.append(line)
+    if line.startswith("Saved checkpoint "):
+      seen[line] = os.path.exists(line.split(" ", 2)[2])
     if line.startswith("step 2/"):  # logged after step 2, before its save
       seen["weights at step 2"] = trainer_helpers.weights_of(trainer.model)
     if line.startswith("step 3/"):  # while ckpt-2 is being written
@@ -56,6 +60,12 @@ def test_steps_go_on_while_a_checkpoint_is_written_and_it_holds_its_steps_values
   assert seen.pop("writing at step 3") is True
   assert trainer.step == 4
   assert not trainer.checkpoints.writing  # train() returned after the last write
+  # Each save is logged once, when its file is in place: ckpt-2 after step 3.
+  saved = [f"Saved checkpoint {model_dir / name}" for name in ("ckpt-2.h5", "ckpt-4.h5")]
+  assert [line for line in lines if line.startswith("Saved checkpoint")] == saved
+  assert [seen.pop(line) for line in saved] == [True, True]
+  assert lines.index(saved[0]) > next(
+      i for i, line in enumerate(lines) if line.startswith("step 3/"))
 
   written = _saved_weights(str(model_dir / "ckpt-2.h5"))
   expected = seen["weights at step 2"]
@@ -90,3 +100,4 @@ def test_a_failed_background_write_is_raised_at_the_next_save_naming_the_path(
   # Raised at the save of step 4, before that one was started.
   assert trainer.step == 4
   assert portable.checkpoints_in(model_dir) == []
+

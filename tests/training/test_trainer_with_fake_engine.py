@@ -208,6 +208,16 @@ def test_loops_end_at_every_interval_and_checkpoints_keep_the_newest(tmp_path):
   assert sum(line.startswith("Saved checkpoint") for line in lines) == 2
 
 
+def test_a_checkpoint_written_on_the_training_thread_is_logged_at_its_step(tmp_path):
+  lines = []
+  trainer, _ = _trainer(tmp_path, log=lines, async_checkpoints=False)
+  trainer.train()
+  assert [line for line in lines if line.startswith(("step", "Saved"))] == [
+      "step 2/6 (33%) | loss 0.4167", f"Saved checkpoint {tmp_path / 'ckpt-3.h5'}",
+      *[line for line in lines if line.startswith(("step 4/", "step 6/"))],
+      f"Saved checkpoint {tmp_path / 'ckpt-6.h5'}"]
+
+
 def test_a_rerun_resumes_weights_optimizer_and_seed_state_at_the_saved_step(tmp_path):
   first, _ = _trainer(tmp_path, steps_total=3)
   first.train()
