@@ -107,3 +107,8 @@ def test_bfloat16_serving_graph_multiplies_in_bf16_and_normalizes_in_float32(voc
     assert ops[op] == {"float32"}, (op, ops[op])
   float_ops = _float_ops(functions["float32"].graph.as_graph_def())
   assert "bfloat16" not in set().union(*float_ops.values())
+
+
+def test_the_export_tool_offers_every_quantize_mode_of_the_exporter():
+  from tools import export_saved_model  # pylint: disable=g-import-not-at-top
+  assert tuple(export_saved_model.FLAGS["quantize"].parser.enum_values) == exporter.QUANTIZE_MODES
