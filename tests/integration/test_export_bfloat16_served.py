@@ -24,8 +24,8 @@ def test_bfloat16_export_serves_what_float32_serves_with_allowlisted_ops(tmp_pat
   config = helpers.experiment(vocab, MNLI)
   model = helpers.build_model(config)
   checkpoint = helpers.save_checkpoint(model, tmp_path / "ckpt")
-  paths = {mode: exporter.export_from_checkpoint(checkpoint, config, str(tmp_path / (mode or "float32")),
-                                                 quantize_mode=mode)
+  paths = {mode: exporter.export_from_checkpoint(
+      checkpoint, config, str(tmp_path / (mode or "float32")), quantize_mode=mode)
            for mode in (None, exporter.BFLOAT16)}
   assert not serving_ops_check.unexpected_ops(paths[exporter.BFLOAT16])
   loaded = {mode: tf.saved_model.load(path) for mode, path in paths.items()}
