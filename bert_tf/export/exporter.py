@@ -275,7 +275,8 @@ def to_bfloat16(experiment: configs.ExperimentConfig, model):
   Every variable the policy governs (Dense kernels and biases, the embedding tables)
   is bf16 and the products multiply in bf16; the LayerNorm layers are float32 layers
   (their statistics, scale and offset), the attention softmax and the residual sums
-  before each LayerNorm are float32, and the outputs the models return (logits,
+  before each LayerNorm are float32 (on TensorFlow's CPU path also the bias and GELU
+  of the intermediate layer), and the outputs the models return (logits,
   sequence_output) are cast to float32, as under mixed_bfloat16 in training.
 
   Args:
