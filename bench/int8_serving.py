@@ -1,13 +1,17 @@
-r"""int8 against float32 exports of one classifier: dev accuracy, size, CPU latency.
+r"""int8 and bf16 against float32 exports of one classifier: dev accuracy, size, CPU
+latency.
 
   # A fine-tuned run (e.g. the converted all-MiniLM-L6-v2 fine-tuned on SST-2, README
   # *Released checkpoints*), scored on the GLUE dev set under --data_dir:
   python3 -m bench.int8_serving --checkpoint=runs/minilm_sst2 --glue_task=sst2
   # A BERT-base-shaped classifier with random weights (latency and size only):
   python3 -m bench.int8_serving --size=base
+  # bf16 alone against float32:
+  python3 -m bench.int8_serving --size=base --modes=bfloat16
 
 exports the classifier with bert_tf.export.exporter.export_from_checkpoint in float32
-and in each --modes quantize_mode (tools/export_saved_model.py --quantize=MODE), and
+and in each --modes quantize_mode (tools/export_saved_model.py --quantize=MODE: int8,
+int8_dynamic, bfloat16), and
 reports each SavedModel's size on disk, dev accuracy through serve_token_ids (with
 --glue_task) and the serve_token_ids latency at batch 1 (median over --iterations
 calls) and batch 32 (median over --batch_iterations calls), the exports interleaved
@@ -34,7 +38,8 @@ flags.DEFINE_integer("iterations", 30, "Timed batch-1 calls per export.")
 flags.DEFINE_integer("batch_iterations", 5, "Timed batch-32 calls per export.")
 flags.DEFINE_integer("batch_size", 32, "Batch size of the throughput measurement.")
 flags.DEFINE_integer("max_dev_examples", 0, "Score at most this many dev examples (0: all).")
-flags.DEFINE_list("modes", ["int8", "int8_dynamic"], "Quantize modes compared with float32.")
+flags.DEFINE_list("modes", ["int8", "int8_dynamic", "bfloat16"],
+                  "Quantize modes (exporter.QUANTIZE_MODES) compared with float32.")
 common.define_data_dir_flag()
 
 
@@ -64,6 +69,10 @@ def main(argv):
   del argv
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.export import exporter  # pylint: disable=g-import-not-at-top
+  unknown = sorted(set(FLAGS.modes) - set(exporter.QUANTIZE_MODES))
+  if unknown:
+    raise app.UsageError(f"--modes: unknown {unknown}; the modes are "
+                         f"{', '.join(exporter.QUANTIZE_MODES)}")
   tmp = tempfile.mkdtemp(prefix="int8_serving_")
   if FLAGS.checkpoint:
     checkpoint, experiment = FLAGS.checkpoint, exporter.load_experiment(

@@ -64,6 +64,32 @@ def build_model(config, seed=7):
   return base.get_task(config).build_model()
 
 
+# A task section of each model family the exports serve, for the tiny experiment.
+TASK_SECTIONS = {
+    "pretraining": {"name": "pretraining"},
+    "mnli": {"name": "sentence_prediction", "glue_task": "mnli"},
+    "squad": {"name": "squad", "max_query_length": 8, "max_answer_length": 5},
+    "tagging": {"name": "tagging", "label_names": ["O", "B-PER", "I-PER"]},
+}
+
+
+def random_model_inputs(model, seed=0, batch=3):
+  """Random int32 token ids [batch, SEQ_LENGTH] (the last 5 positions padding) for the
+  model's inputs, with masked_lm_positions [batch, 3] where it takes them."""
+  rng = np.random.default_rng(seed)
+  inputs = {
+      constants.INPUT_WORD_IDS: rng.integers(5, 40, (batch, SEQ_LENGTH)).astype(np.int32),
+      constants.INPUT_MASK: np.ones((batch, SEQ_LENGTH), np.int32),
+      constants.INPUT_TYPE_IDS: np.zeros((batch, SEQ_LENGTH), np.int32),
+  }
+  inputs[constants.INPUT_MASK][:, SEQ_LENGTH - 5:] = 0
+  names = [t.name.split(":")[0] for t in tf.nest.flatten(model.inputs)]
+  if constants.MASKED_LM_POSITIONS in names:
+    inputs[constants.MASKED_LM_POSITIONS] = np.tile(np.array([[1, 4, 7]], np.int32),
+                                                    (batch, 1))
+  return inputs
+
+
 def save_checkpoint(model, directory):
   """Writes a checkpoint of the model's checkpoint_items, as the trainer does."""
   checkpoint = tf.train.Checkpoint(**model.checkpoint_items)

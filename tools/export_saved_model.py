@@ -52,11 +52,13 @@ flags.DEFINE_integer("max_masks", None, "Fill-mask: [MASK]s per text; default "
 flags.DEFINE_string("hub_dir", None, "Also write <hub_dir>/preprocessor and "
                     "<hub_dir>/encoder (TF Hub-style SavedModels), both or neither; an "
                     "earlier pair there is replaced.")
-flags.DEFINE_enum("quantize", None, ["int8", "int8_dynamic"], "Store every Dense "
-                  "kernel as int8 with per-output-channel scales, and the word embeddings "
-                  "as int8 with per-row scales. int8: float32 products "
-                  "(float32 speed on CPU); int8_dynamic: inputs quantized per row at call "
-                  "time and int8 products (slower on CPU). Default: float32 weights.")
+flags.DEFINE_enum("quantize", None, ["int8", "int8_dynamic", "bfloat16"], "int8 and "
+                  "int8_dynamic store every Dense kernel as int8 with per-output-channel "
+                  "scales, and the word embeddings as int8 with per-row scales. int8: "
+                  "float32 products (float32 speed on CPU); int8_dynamic: inputs quantized "
+                  "per row at call time and int8 products (slower on CPU). bfloat16: bf16 "
+                  "weights and products, LayerNorm and softmax in float32, float32 "
+                  "outputs. Default: float32 weights.")
 flags.DEFINE_bool("check_ops", True, "Fail when the export uses an op outside the TF Serving "
                   "allowlist (bert_tf.export.serving_ops_check).")
 
@@ -102,8 +104,7 @@ def main(argv):
   files.check_readable(vocab_file, "--vocab_file")
   model = exporter.model_from_checkpoint(experiment, checkpoint)
   print(f"      restored {checkpoint}", flush=True)
-  if FLAGS.quantize:
-    exporter.quantize(model, FLAGS.quantize)
+  model = exporter.serving_model(experiment, model, FLAGS.quantize)
   _done(start)
   start = _stage(2, total, "Building the serving graph (tokenizer, packing, model)")
   # Serving options the command line sets replace the task's.

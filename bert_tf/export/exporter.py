@@ -49,10 +49,13 @@ from bert_tf.utils import files
 AUTO = "auto"
 ENCODER = "encoder"
 # The values of export_from_checkpoint's `quantize_mode` (and of --quantize): int8
-# weights with float32 products, and int8 weights with int8 products (`quantize`).
+# weights with float32 products, and int8 weights with int8 products (`quantize`);
+# bf16 weights and products, LayerNorm and softmax in float32 (`to_bfloat16`).
 INT8 = "int8"
 INT8_DYNAMIC = "int8_dynamic"
-QUANTIZE_MODES = (INT8, INT8_DYNAMIC)
+INT8_MODES = (INT8, INT8_DYNAMIC)
+BFLOAT16 = "bfloat16"
+QUANTIZE_MODES = INT8_MODES + (BFLOAT16,)
 # Items no serving signature uses; a checkpoint may lack them.
 _OPTIONAL_ITEMS = ("next_sentence",)
 
@@ -244,8 +247,8 @@ def quantize(model, mode: str = INT8):
   Raises:
     ValueError: an unknown mode, or a Dense layer the quantization left in float.
   """
-  if mode not in QUANTIZE_MODES:
-    raise errors.InputError(f"quantize must be one of {', '.join(QUANTIZE_MODES)}, got '{mode}'")
+  if mode not in INT8_MODES:
+    raise errors.InputError(f"quantize must be one of {', '.join(INT8_MODES)}, got '{mode}'")
   # activation_quantizer=None leaves the inputs in float: Keras's int8 Dense then
   # multiplies them by the kernel cast to float.
   config = keras.quantizers.Int8QuantizationConfig(
@@ -265,6 +268,61 @@ def quantize(model, mode: str = INT8):
   return model
 
 
+def to_bfloat16(experiment: configs.ExperimentConfig, model):
+  """The experiment's task model in Keras's 'bfloat16' dtype policy, with `model`'s
+  weights rounded to bf16.
+
+  Every variable the policy governs (Dense kernels and biases, the embedding tables)
+  is bf16 and the products multiply in bf16; the LayerNorm layers are float32 layers
+  (their statistics, scale and offset), the attention softmax and the residual sums
+  before each LayerNorm are float32 (on TensorFlow's CPU path also the bias and GELU
+  of the intermediate layer), and the outputs the models return (logits,
+  sequence_output) are cast to float32, as under mixed_bfloat16 in training.
+
+  Args:
+    experiment: the experiment config `model` was built from.
+    model: the float32 task model with its weights (restored, LoRA merged).
+
+  Returns:
+    A new Keras model of the same task; `model` is left as it is.
+
+  Raises:
+    ValueError: a variable of the bf16 model that `model` lacks, or has in another
+      shape.
+  """
+  task = task_base.get_task(experiment)
+  task.dtype_policy = keras.DTypePolicy(BFLOAT16)
+  twin = task.build_model()
+  # By path: a LoRA model keeps its (merged, unused) adapter variables, which the twin
+  # lacks.
+  sources = {variable.path: variable for variable in model.weights}
+  for variable in twin.weights:
+    source = sources.get(variable.path)
+    if source is None or tuple(source.shape) != tuple(variable.shape):
+      raise ValueError(f"No weight of shape {tuple(variable.shape)} at {variable.path} in "
+                       f"the model to convert to bf16")
+    variable.assign(keras.ops.cast(source, variable.dtype))
+  return twin
+
+
+def serving_model(experiment: configs.ExperimentConfig, model,
+                  quantize_mode: Optional[str] = None):
+  """The model an export serves: `model` itself (quantize_mode None), quantized in
+  place (an int8 mode, `quantize`), or its bf16 copy (`to_bfloat16`).
+
+  Raises:
+    InputError: an unknown quantize_mode.
+  """
+  if not quantize_mode:
+    return model
+  if quantize_mode == BFLOAT16:
+    return to_bfloat16(experiment, model)
+  if quantize_mode not in INT8_MODES:
+    raise errors.InputError(f"quantize must be one of {', '.join(QUANTIZE_MODES)}, got "
+                            f"'{quantize_mode}'")
+  return quantize(model, quantize_mode)
+
+
 def export_from_checkpoint(checkpoint: str, config, export_base: str,
                            vocab_file: Optional[str] = None, kind: str = AUTO,
                            version: Optional[int] = None,
@@ -278,7 +336,7 @@ def export_from_checkpoint(checkpoint: str, config, export_base: str,
     vocab_file: None takes the experiment's tokenizer.vocab_file.
     kind: one of kinds().
     version: None takes the next free integer.
-    quantize_mode: None (float32 weights) or one of QUANTIZE_MODES (`quantize`).
+    quantize_mode: None (float32 weights) or one of QUANTIZE_MODES (`serving_model`).
     **serving_args: lower_case, seq_length and serving options (fill_mask: top_k,
       max_masks) for build_serving_module.
 
@@ -289,9 +347,8 @@ def export_from_checkpoint(checkpoint: str, config, export_base: str,
   vocab_file = vocab_file or experiment.tokenizer.vocab_file
   if not vocab_file:
     raise errors.InputError("No vocab file: pass one, or set tokenizer.vocab_file in the config")
-  model = model_from_checkpoint(experiment, checkpoint)
-  if quantize_mode:
-    quantize(model, quantize_mode)
+  model = serving_model(experiment, model_from_checkpoint(experiment, checkpoint),
+                        quantize_mode)
   module = build_serving_module(experiment, model, vocab_file, kind=kind, **serving_args)
   return write_saved_model(module, export_base, version)
 

@@ -151,14 +151,20 @@ class Task(abc.ABC):
     layers (bert_tf.kernels.for_runtime of the experiment's runtime section)."""
     return kernels_lib.for_runtime(self.experiment.runtime)
 
+  @functools.cached_property
+  def dtype_policy(self) -> keras.DTypePolicy:
+    """The Keras dtype policy this task's models are built in: the runtime's
+    (runtime.mixed_precision_dtype; variables stay float32). A bf16 serving export
+    (bert_tf.export.exporter) sets it to 'bfloat16', variables included; the layers
+    keep LayerNorm and softmax in float32 under every policy."""
+    return keras.DTypePolicy(self.experiment.runtime.mixed_precision_dtype)
+
   def build_encoder(self, encoder_config: Optional[configs.EncoderConfig] = None,
                     name: str = "bert_encoder") -> BertEncoder:
-    """A BertEncoder of `encoder_config` (default model.encoder) in the runtime's dtype
-    policy (runtime.mixed_precision_dtype; variables stay float32), built with this
-    task's speed path."""
+    """A BertEncoder of `encoder_config` (default model.encoder) in this task's
+    `dtype_policy`, built with this task's speed path."""
     return BertEncoder.from_config_object(
-        encoder_config or self.experiment.model.encoder,
-        dtype=keras.DTypePolicy(self.experiment.runtime.mixed_precision_dtype),
+        encoder_config or self.experiment.model.encoder, dtype=self.dtype_policy,
         name=name, kernels=self.kernels)
 
   @abc.abstractmethod

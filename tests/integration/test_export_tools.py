@@ -46,3 +46,25 @@ def test_export_tool_writes_next_version_and_request_tool_body_is_accepted(tmp_p
                                           "mask_positions": 2,
                                           "top_k_ids": 2, "top_k_tokens": 2,
                                           "top_k_probabilities": 2}}]
+
+
+@pytest.mark.slow
+def test_export_tool_writes_a_bfloat16_export_with_allowlisted_ops(tmp_path):
+  vocab = helpers.write_vocab(tmp_path)
+  config = helpers.experiment(vocab, helpers.TASK_SECTIONS["mnli"])
+  model_dir = tmp_path / "model_dir"
+  helpers.save_checkpoint(helpers.build_model(config), model_dir)
+  config.save(str(model_dir / "params.yaml"))
+  export_dir = tmp_path / "exports"
+  out = _tool("export_saved_model.py", f"--checkpoint={model_dir}",
+              f"--export_dir={export_dir}", "--quantize=bfloat16")
+  assert (f"Exported ClassifierServing of {model_dir / 'ckpt-1'} to {export_dir / '1'}"
+          in out.stdout)
+  assert "all allowlisted: True" in out.stdout
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  reader = tf.train.load_checkpoint(str(export_dir / "1" / "variables" / "variables"))
+  dtypes = [dtype.name for name, dtype in reader.get_variable_to_dtype_map().items()
+            if name.endswith("VARIABLE_VALUE")]
+  # LayerNorm's gamma and beta (1 + 2 per block) stay float32; every other weight is bf16.
+  assert dtypes.count("float32") == 2 * (1 + 2 * 2)
+  assert dtypes.count("bfloat16") > dtypes.count("float32")

@@ -10,39 +10,17 @@ import tensorflow as tf
 
 import export_helpers as helpers
 import kernels_helpers
-from bert_tf import constants
 from bert_tf.export import exporter
 from bert_tf.export import serving_ops_check
 from bert_tf.layers import embeddings
 from bert_tf.kernels.tensorflow_cpu import hooks as cpu_hooks
 
-TASKS = {
-    "pretraining": {"name": "pretraining"},
-    "mnli": {"name": "sentence_prediction", "glue_task": "mnli"},
-    "squad": {"name": "squad", "max_query_length": 8, "max_answer_length": 5},
-    "tagging": {"name": "tagging", "label_names": ["O", "B-PER", "I-PER"]},
-}
+TASKS = helpers.TASK_SECTIONS
 # int8 weights (per output channel), and in int8_dynamic int8 inputs (per row), keep each
 # matmul within about 1% of float32; over two blocks and a head the outputs of the tiny
 # model stay within this fraction of their largest magnitude. Rounding the weights alone
 # errs less.
 RELATIVE_TOLERANCE = {exporter.INT8: 0.02, exporter.INT8_DYNAMIC: 0.05}
-
-
-def _inputs(model, seed=0):
-  rng = np.random.default_rng(seed)
-  batch, length = 3, helpers.SEQ_LENGTH
-  inputs = {
-      constants.INPUT_WORD_IDS: rng.integers(5, 40, (batch, length)).astype(np.int32),
-      constants.INPUT_MASK: np.ones((batch, length), np.int32),
-      constants.INPUT_TYPE_IDS: np.zeros((batch, length), np.int32),
-  }
-  inputs[constants.INPUT_MASK][:, length - 5:] = 0
-  names = [t.name.split(":")[0] for t in tf.nest.flatten(model.inputs)]
-  if constants.MASKED_LM_POSITIONS in names:
-    inputs[constants.MASKED_LM_POSITIONS] = np.tile(np.array([[1, 4, 7]], np.int32),
-                                                    (batch, 1))
-  return inputs
 
 
 def _float_outputs(outputs):
@@ -61,13 +39,13 @@ def vocab(tmp_path_factory):
   return helpers.write_vocab(tmp_path_factory.mktemp("vocab"))
 
 
-@pytest.mark.parametrize("mode", exporter.QUANTIZE_MODES)
+@pytest.mark.parametrize("mode", exporter.INT8_MODES)
 @pytest.mark.parametrize("task", sorted(TASKS))
 def test_every_dense_is_int8_and_outputs_stay_close_with_fusion_on_and_off(vocab, task,
                                                                             mode):
   config = helpers.experiment(vocab, TASKS[task])
   model = helpers.build_model(config)
-  inputs = _inputs(model)
+  inputs = helpers.random_model_inputs(model)
   expected = _float_outputs(model(inputs, training=False))
   quantized = exporter.quantize(model, mode)
   dense = [layer for layer in quantized._flatten_layers()  # pylint: disable=protected-access
@@ -93,11 +71,11 @@ def test_every_dense_is_int8_and_outputs_stay_close_with_fusion_on_and_off(vocab
       assert not np.array_equal(got, want)
 
 
-@pytest.mark.parametrize("mode", exporter.QUANTIZE_MODES)
+@pytest.mark.parametrize("mode", exporter.INT8_MODES)
 def test_fused_and_plain_paths_agree_on_a_quantized_model(vocab, mode):
   config = helpers.experiment(vocab, TASKS["mnli"])
   model = exporter.quantize(helpers.build_model(config), mode)
-  inputs = _inputs(model, seed=1)
+  inputs = helpers.random_model_inputs(model, seed=1)
   with kernels_helpers.kernels_of(model, cpu_hooks.KERNELS):
     fused = _traced(model, inputs)
   with kernels_helpers.kernels_of(model, None):
@@ -117,7 +95,7 @@ def _variable_bytes(export_dir):
       os.path.join(export_dir, "variables", "variables.data-*")))
 
 
-@pytest.mark.parametrize("mode", exporter.QUANTIZE_MODES)
+@pytest.mark.parametrize("mode", exporter.INT8_MODES)
 def test_int8_export_serves_raw_text_with_allowlisted_ops(vocab, tmp_path, mode):
   config = helpers.experiment(vocab, TASKS["mnli"])
   model = helpers.build_model(config)

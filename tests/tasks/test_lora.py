@@ -140,6 +140,22 @@ def test_merged_export_serves_what_the_adapted_model_computes(setup, tmp_path):
                          expected[:, :1], atol=1e-3)
 
 
+def test_a_merged_model_converts_to_bf16_with_the_adapters_folded_in(setup):
+  vocab, base_checkpoint = setup
+  experiment = _lora_experiment(vocab, base_checkpoint)
+  model = base.get_task(experiment).build_tuned_model()
+  _randomize_adapters(model, seed=11)
+  inputs = _inputs(seed=3)
+  expected = model(inputs, training=False)["logits"].numpy()
+  lora.merge(model)
+  converted = exporter.to_bfloat16(exporter.load_experiment(experiment), model)
+  # The merged (unused) adapter variables stay behind; every other weight is copied.
+  assert not any("lora" in w.path for w in converted.weights)
+  got = converted(inputs, training=False)["logits"].numpy()
+  # bf16's rounding over two blocks and a head (tests/export/test_export_bfloat16.py).
+  np.testing.assert_allclose(got, expected, atol=10 * 2.0 ** -9 * np.abs(expected).max())
+
+
 def test_lora_needs_an_init_checkpoint(setup):
   vocab, _ = setup
   with pytest.raises(configs.ConfigError, match="init_checkpoint"):
