@@ -19,6 +19,7 @@ from absl import app
 from absl import flags
 
 from bench import matmul_peak
+from bert_tf import constants
 from bert_tf import cpu_kernels
 from bert_tf.utils import files
 
@@ -60,6 +61,16 @@ def define_data_dir_flag() -> flags.FlagHolder:
       "data_dir", os.environ.get(DATA_DIR_VARIABLE),
       f"Folder of the public data sets (glue_<task>/, conll2003/, squad_v1.1/, "
       f"wikitext2_raw/, bert_vocab/); default ${DATA_DIR_VARIABLE}.")
+
+
+def define_shape_flags(size: str = "base", batch_size: int = 32, seq_length: int = 128,
+                       batch_help: str = "Sequences per step or call.") -> None:
+  """Defines --size (a released encoder size), --batch_size and --seq_length: the shape
+  of what a benchmark times, with these defaults."""
+  flags.DEFINE_enum("size", size, list(constants.ENCODER_SIZES), "Encoder size.")
+  flags.DEFINE_integer("batch_size", batch_size, batch_help)
+  flags.DEFINE_integer("seq_length", seq_length, "Sequence length: the packed length, or "
+                       "the longest where batches are padded to their longest example.")
 
 
 def define_corpus_flags() -> None:

@@ -42,9 +42,7 @@ flags.DEFINE_string("vocab_file", "", "WordPiece vocab; default DATA_DIR/bert_vo
                     "vocab.txt.")
 flags.DEFINE_list("tasks", ["sst2", "mrpc"], "GLUE tasks: sst2, mrpc.")
 flags.DEFINE_list("peers", ["model_garden", "hf"], "Peers to compare against.")
-flags.DEFINE_string("size", "mini", "Encoder size (tiny, mini, small, base, ...).")
-flags.DEFINE_integer("batch_size", 32, "Examples per step.")
-flags.DEFINE_integer("seq_length", 128, "Maximum sequence length.")
+common.define_shape_flags(size="mini", batch_help="Examples per step.")
 flags.DEFINE_integer("rounds", 5, "Interleaved rounds (at least 5 for figures of "
                      "record).")
 flags.DEFINE_integer("steps_per_round", 5, "Timed steps per system per round.")
