@@ -35,6 +35,7 @@ from bench import common
 from bench import driver
 from bench import peer_envs
 from bench import stats
+from bert_tf import configs
 
 FLAGS = flags.FLAGS
 common.define_data_dir_flag()
@@ -52,7 +53,8 @@ flags.DEFINE_bool("whole_windows", False, "Each round times one whole shuffle wi
                   "figure is its mean step per round.")
 flags.DEFINE_bool("jit_compile", False, "XLA-compile our forward/backward.")
 flags.DEFINE_list("ours_variants", [], "Also run these variants of ours side by side "
-                  "(levers): buckets, max_length, packed, full_last_layer, xla, buckets_xla.")
+                  "(levers): buckets, max_length, packed, full_last_layer, xla, buckets_xla, "
+                  "jax, jax_buckets.")
 flags.DEFINE_bool("install_peers", False, "Create the peers' virtual environments first.")
 flags.DEFINE_string("venv_root", peer_envs.DEFAULT_VENV_ROOT, "Where the peers' venvs live.")
 flags.DEFINE_string("device", "cpu", "cpu or gpu.")
@@ -77,8 +79,9 @@ OURS_VARIANTS = {
     "jax_buckets": ("bert_tf, JAX engine, length buckets",
                     ["--backend", "jax", "--batching", "buckets"]),
 }
-# train_data.shuffle_buffer_size's default, which the worker trains with.
-SHUFFLE_WINDOW = 10000
+# The rows shuffled together (train_data.shuffle_buffer_size's default, which the worker
+# trains with): the window that length buckets order by length.
+SHUFFLE_WINDOW = configs.DataConfig().shuffle_buffer_size
 PEER_MODULES = {"model_garden": "bench.peers.model_garden_finetune",
                 "hf": "bench.peers.hf_finetune"}
 
