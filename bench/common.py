@@ -6,17 +6,20 @@ The round protocol lives in driver.py, the peers' environments in peer_envs.py, 
 statistics in stats.py, the measures of exported classifiers in export_measures.py.
 """
 
+import functools
 import json
 import os
 import re
 import shlex
 import sys
+import time
 from typing import Dict, Sequence
 
 from absl import app
 from absl import flags
 
 from bench import matmul_peak
+from bert_tf import constants
 from bert_tf import cpu_kernels
 from bert_tf.utils import files
 
@@ -29,7 +32,8 @@ BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCH_DIR)
 README = os.path.join(BENCH_DIR, "README.md")
 RESULTS_DIR = os.path.join(BENCH_DIR, "results")
-# Workers' stderr (TF logs, tracebacks) goes here, outside the source tree.
+# Each run's folder (run_dir: its workers' stderr, TF logs and tracebacks, and the
+# results of a run that does not record) goes here, outside the source tree.
 LOG_DIR = os.environ.get("BERT_TF_BENCH_LOGS", "/tmp/bert_tf_bench_logs")
 # The folder of the public data sets (glue_<task>/, conll2003/, squad_v1.1/,
 # wikitext2_raw/, bert_vocab/): --data_dir, or this variable when the flag is not given.
@@ -57,6 +61,16 @@ def define_data_dir_flag() -> flags.FlagHolder:
       "data_dir", os.environ.get(DATA_DIR_VARIABLE),
       f"Folder of the public data sets (glue_<task>/, conll2003/, squad_v1.1/, "
       f"wikitext2_raw/, bert_vocab/); default ${DATA_DIR_VARIABLE}.")
+
+
+def define_shape_flags(size: str = "base", batch_size: int = 32, seq_length: int = 128,
+                       batch_help: str = "Sequences per step or call.") -> None:
+  """Defines --size (a released encoder size), --batch_size and --seq_length: the shape
+  of what a benchmark times, with these defaults."""
+  flags.DEFINE_enum("size", size, list(constants.ENCODER_SIZES), "Encoder size.")
+  flags.DEFINE_integer("batch_size", batch_size, batch_help)
+  flags.DEFINE_integer("seq_length", seq_length, "Sequence length: the packed length, or "
+                       "the longest where batches are padded to their longest example.")
 
 
 def define_corpus_flags() -> None:
@@ -100,27 +114,55 @@ def results_path(name: str) -> str:
   return os.path.join(RESULTS_DIR, f"{name}.json")
 
 
-def read_results(name: str) -> dict:
-  """bench/results/<name>.json, or {} when the benchmark has not written it yet."""
-  if not os.path.exists(results_path(name)):
+def records_run(values: flags.FlagValues = flags.FLAGS) -> bool:
+  """Whether this run records its figures (bench/results/, bench/README.md): yes unless
+  its --write_readme flag (in `values`), where it has one, is off (a check)."""
+  return "write_readme" not in values or bool(values["write_readme"].value)
+
+
+@functools.lru_cache(maxsize=None)
+def run_dir() -> str:
+  """This run's own folder under LOG_DIR, `<benchmark>-<UTC time>-<pid>`, made on first
+  use: its workers' logs and, when it does not record (records_run), its results, so
+  that runs started side by side write no file in common."""
+  name = program_name().rsplit(".", 1)[-1].replace(os.sep, "_")
+  path = os.path.join(LOG_DIR, f"{name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-"
+                      f"{os.getpid()}")
+  os.makedirs(path, exist_ok=True)
+  return path
+
+
+def _written_results_path(name: str) -> str:
+  return results_path(name) if records_run() else os.path.join(run_dir(), f"{name}.json")
+
+
+def _read_json(path: str) -> dict:
+  if not os.path.exists(path):
     return {}
-  with open(results_path(name)) as f:
+  with open(path) as f:
     return json.load(f)
 
 
+def read_results(name: str) -> dict:
+  """bench/results/<name>.json, or {} when the benchmark has not written it yet."""
+  return _read_json(results_path(name))
+
+
 def write_results(name: str, payload: dict) -> str:
-  """Writes bench/results/<name>.json (through a temporary file) and returns its path."""
-  path = results_path(name)
+  """Writes the run's results (through a temporary file) and returns their path:
+  bench/results/<name>.json for a run that records (records_run), else <name>.json in
+  the run's own folder (run_dir), leaving the recorded file alone."""
+  path = _written_results_path(name)
   with files.atomic_open(path) as f:
     json.dump(payload, f, indent=1, sort_keys=True)
   return path
 
 
 def merge_results(name: str, key: str, entries: Dict[str, dict]) -> str:
-  """Replaces the entries of payload[key] named in `entries` in bench/results/<name>.json,
-  keeping the others: a benchmark run on a few configurations or tasks at a time keeps
-  one file whose every entry carries its own command and machine."""
-  payload = read_results(name)
+  """Replaces the entries of payload[key] named in `entries` in the file write_results
+  writes, keeping the others: a benchmark run on a few configurations or tasks at a
+  time keeps one file whose every entry carries its own command and machine."""
+  payload = _read_json(_written_results_path(name))
   payload.setdefault(key, {}).update(entries)
   return write_results(name, payload)
 

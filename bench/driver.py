@@ -14,7 +14,7 @@ import os
 import statistics
 import subprocess
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Union
 
 from absl import flags
 
@@ -72,8 +72,7 @@ class Worker:
         full_env.pop(key, None)  # None: the variable unset in the worker.
       else:
         full_env[key] = value
-    self.log_path = os.path.join(common.LOG_DIR, f"{name}.log")
-    os.makedirs(common.LOG_DIR, exist_ok=True)
+    self.log_path = os.path.join(common.run_dir(), f"{name}.log")
     self._log = open(self.log_path, "w")
     self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  stderr=self._log, text=True, env=full_env, cwd=common.REPO_ROOT)
@@ -135,11 +134,12 @@ def start_sequential(specs: Sequence[tuple]) -> List[Worker]:
   return workers
 
 
-def alternate(workers: Sequence[Worker], rounds: int, steps_per_round: int,
+def alternate(workers: Sequence[Worker], rounds: int,
+              steps_per_round: Union[int, Sequence[int]],
               quiet_load: float = 0.5, quiet_timeout: float = 0.0,
               compete: bool = False, compete_alternate: bool = False) -> List[dict]:
-  """Runs `rounds` rounds, each giving every (ready) worker `steps_per_round` steps,
-  then closes the workers.
+  """Runs `rounds` rounds, each giving every (ready) worker `steps_per_round` steps
+  (one count for all, or a count per worker), then closes the workers.
 
   Before each round it waits for a quiet machine (machine_load.wait_for_quiet, up to
   quiet_timeout seconds) and samples what other processes use; the round's order
@@ -154,6 +154,8 @@ def alternate(workers: Sequence[Worker], rounds: int, steps_per_round: int,
     before it ("others_busy_cpus") and "compete".
   """
   records = []
+  counts = ([steps_per_round] * len(workers) if isinstance(steps_per_round, int)
+            else list(steps_per_round))
   plan = stats.round_plan(range(len(workers)), rounds, compete, compete_alternate)
   total = len(plan)
   for r, (indices, loaded) in enumerate(plan):
@@ -161,8 +163,8 @@ def alternate(workers: Sequence[Worker], rounds: int, steps_per_round: int,
     others = machine_load.busy_cpus(1.0)
     order = [workers[i] for i in indices]
     with machine_load.Competitor() if loaded else contextlib.nullcontext():
-      line = [f"{w.name} {statistics.median(w.run(steps_per_round)) * 1000:.0f} ms"
-              for w in order]
+      line = [f"{workers[i].name} {statistics.median(workers[i].run(counts[i])) * 1000:.0f} ms"
+              for i in indices]
     records.append({"round": r + 1, "order": [w.name for w in order], **gate,
                     "others_busy_cpus": others, "compete": loaded})
     others_text = "n/a" if others is None else f"{others:.2f}"

@@ -21,9 +21,7 @@ from bench import stats
 from bench.peers import protocol
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("size", "base", "Encoder size.")
-flags.DEFINE_integer("batch_size", 32, "Sequences per call.")
-flags.DEFINE_integer("seq_length", 128, "Sequence length.")
+common.define_shape_flags(batch_help="Sequences per call.")
 flags.DEFINE_integer("rounds", 5, "Interleaved rounds.")
 flags.DEFINE_integer("calls_per_round", 3, "Timed calls per variant per round.")
 flags.DEFINE_string("device", "cpu", "cpu or gpu.")

@@ -9,9 +9,15 @@ shuffle_buffer_size does on both engines, repeated, in batches of --batch_size) 
 the wall-clock rate, the rate per CPU second of the process (all its threads: the rate
 per core) and the start-up (until the first batch: imports, file indexing). The host
 input's process runs with TensorFlow unimportable. It prints and records the medians and
-regenerates its section of bench/README.md.
+regenerates its section of bench/README.md. --baseline=DIR adds the host input of
+another checkout (its own worker, with its own default training shuffle) to every round,
+on the same records, and the ratio of the host input's rate per CPU second to it, with
+its 95% bootstrap interval over the rounds (an A/B of a change; a check, with
+--nowrite_readme).
 
   python -m bench.input_pipeline --data_dir=$BERT_TF_DATA --rounds=5
+  python -m bench.input_pipeline --data_dir=$BERT_TF_DATA --rounds=5 --baseline=BEFORE \
+      --nowrite_readme
 """
 
 import json
@@ -26,6 +32,7 @@ from absl import app
 from absl import flags
 
 from bench import common
+from bench import stats
 
 FLAGS = flags.FLAGS
 common.define_data_dir_flag()
@@ -39,6 +46,8 @@ flags.DEFINE_integer("rounds", 5, "Rounds; every system runs once per round.")
 flags.DEFINE_float("target_per_core", 2000, "Sequences/s per core the host input is to "
                    "reach.")
 flags.DEFINE_bool("write_readme", True, "Regenerate this benchmark's README section.")
+flags.DEFINE_string("baseline", None, "Another checkout whose host input (host, "
+                    "host_threads) runs in every round too.")
 flags.DEFINE_string("worker", None, "Internal: run one system (host, host_threads, tf_data) "
                     "on --records and print its figures.")
 flags.DEFINE_string("records", None, "Internal: the worker's comma-separated TFRecords.")
@@ -51,6 +60,15 @@ SYSTEMS = {
     "host_threads": "host input, no TensorFlow (grain, 2 reader threads)",
     "tf_data": "tf.data (build_pretraining_dataset: the same order, records read by number)",
 }
+BASELINE = "baseline_"
+
+
+def _systems() -> dict:
+  """SYSTEMS, and with --baseline the baseline checkout's host inputs."""
+  if not FLAGS.baseline:
+    return dict(SYSTEMS)
+  return {**SYSTEMS, **{f"{BASELINE}{system}": f"{SYSTEMS[system]}, at --baseline"
+                        for system in ("host", "host_threads")}}
 
 
 def _batches(system: str, records: str):
@@ -105,10 +123,15 @@ def _make_records(directory: str) -> str:
 
 
 def _run(system: str, records: str) -> dict:
-  cmd = [sys.executable, "-m", "bench.input_pipeline", f"--worker={system}",
-         f"--records={records}", f"--batch_size={FLAGS.batch_size}",
+  checkout = common.REPO_ROOT
+  if system.startswith(BASELINE):
+    checkout, system = os.path.abspath(FLAGS.baseline), system[len(BASELINE):]
+  # Run as a file with its checkout first on the path: serves checkouts where bench/ is
+  # a package and older ones whose benchmarks put their own folder on the path.
+  cmd = [sys.executable, os.path.join(checkout, "bench", "input_pipeline.py"),
+         f"--worker={system}", f"--records={records}", f"--batch_size={FLAGS.batch_size}",
          f"--batches={FLAGS.batches}"]
-  env = dict(os.environ, PYTHONPATH=common.REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+  env = dict(os.environ, PYTHONPATH=checkout, TF_CPP_MIN_LOG_LEVEL="2")
   out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
   if out.returncode:
     raise RuntimeError(f"{system} failed:\n{out.stderr[-3000:]}")
@@ -125,17 +148,26 @@ def _medians(runs):
           "tensorflow_loaded": any(r["tensorflow_loaded"] for r in runs)}
 
 
+def _cpu_per_sequence(runs):
+  """Each round's CPU seconds per sequence, as stats' per-round lists of seconds."""
+  return [[r["cpu_s"] / r["sequences"]] for r in runs]
+
+
 def _report(payload) -> str:
   header = ["input", "runs", "sequences/s (wall)", "sequences per CPU s (per core)",
             "CPU s per wall s", "start-up s", "TensorFlow loaded"]
   rows = []
-  for system, name in SYSTEMS.items():
+  for system, name in _systems().items():
     m = payload["systems"][system]
     rows.append([name, m["runs"], f"{m['sequences_per_s']:,.0f}",
                  f"{m['sequences_per_cpu_s']:,.0f}", f"{m['cpu_per_wall']:.2f}",
                  f"{m['startup_s']:.1f}", "yes" if m["tensorflow_loaded"] else "no"])
   host = payload["systems"]["host"]["sequences_per_cpu_s"]
   tf_data = payload["systems"]["tf_data"]["sequences_per_cpu_s"]
+  against_baseline = [
+      f"- {system} over the baseline's, by sequences per CPU s: "
+      f"{stats.format_interval(ratio['ratio'], ratio['interval'])}."
+      for system, ratio in payload.get("over_baseline", {}).items()]
   return "\n".join([
       f"`{payload['command']}`", "",
       f"{payload['machine']}; load average {payload['load_before']} before the runs, "
@@ -154,7 +186,8 @@ def _report(payload) -> str:
       f"host input's). Both read the records in one order, computed per batch with NumPy "
       f"(bert_tf.data.records.record_order).",
       "- Wall-clock rates move with the machine's load (the CPU s per wall s column: the "
-      "share of a core the process got); the per-core rates move less."])
+      "share of a core the process got); the per-core rates move less.",
+      *against_baseline])
 
 
 def main(argv):
@@ -170,8 +203,8 @@ def main(argv):
   load_before = common.load_average()
   with tempfile.TemporaryDirectory() as directory:
     records, instances = _make_records(directory)
-    runs = {system: [] for system in SYSTEMS}
-    order = list(SYSTEMS)
+    runs = {system: [] for system in _systems()}
+    order = list(runs)
     for round_index in range(FLAGS.rounds):
       shift = round_index % len(order)
       for system in order[shift:] + order[:shift]:
@@ -183,6 +216,12 @@ def main(argv):
              "load_before": load_before, "load_after": common.load_average(),
              "instances": instances, "runs": runs,
              "systems": {system: _medians(r) for system, r in runs.items()}}
+  if FLAGS.baseline:
+    payload["baseline"] = os.path.abspath(FLAGS.baseline)
+    payload["over_baseline"] = {
+        system: stats.ratio_with_interval(_cpu_per_sequence(runs[system]),
+                                          _cpu_per_sequence(runs[BASELINE + system]))
+        for system in ("host", "host_threads")}
   common.write_results(_SECTION, payload)
   report = _report(payload)
   print(report)

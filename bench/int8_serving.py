@@ -31,12 +31,10 @@ from bench import export_measures
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", None, "A fine-tuned classifier's model_dir (params.yaml "
                     "beside its checkpoints); default: random weights of --size.")
-flags.DEFINE_string("size", "base", "Encoder size of the random-weight classifier.")
+common.define_shape_flags(batch_help="Batch size of the throughput measurement.")
 flags.DEFINE_string("glue_task", None, "Score dev accuracy on <data_dir>/glue_<task>/dev.tsv.")
-flags.DEFINE_integer("seq_length", 128, "Packed sequence length.")
 flags.DEFINE_integer("iterations", 30, "Timed batch-1 calls per export.")
 flags.DEFINE_integer("batch_iterations", 5, "Timed batch-32 calls per export.")
-flags.DEFINE_integer("batch_size", 32, "Batch size of the throughput measurement.")
 flags.DEFINE_integer("max_dev_examples", 0, "Score at most this many dev examples (0: all).")
 flags.DEFINE_list("modes", ["int8", "int8_dynamic", "bfloat16"],
                   "Quantize modes (exporter.QUANTIZE_MODES) compared with float32.")

@@ -4,8 +4,10 @@ input pipeline (GLUE TSV -> in-graph WordPiece -> dynamic padding -> tf.data).
 Each timed step pulls the next real batch, so input time is part of the figure.
 Spoken to by bench/finetune_throughput.py through bench/peers/protocol.py. The lever
 flags change one thing each (bench/finetune_throughput.py --ours_variants runs them
-side by side): the batching (--batching), XLA (--jit_compile) and the [CLS]-only last
-block (--sparse_last_layer).
+side by side): the engine (--backend), the batching (--batching), XLA (--jit_compile)
+and the [CLS]-only last block (--sparse_last_layer). Under --backend=jax the step is the
+JAX engine's, over its host input (train_data padded to seq_length, or to the length
+buckets).
 """
 
 import tempfile
@@ -52,10 +54,21 @@ def main():
                       "(default); buckets: length buckets; max_length: pad to seq_length; "
                       "packed: each batch's examples packed into rows of seq_length "
                       "(train_data.pack_examples).")
+  parser.add_argument("--warmup_steps", type=int, default=3,
+                      help="Untimed steps before READY (a whole shuffle window of them "
+                      "compiles every length bucket's step on JAX).")
+  parser.add_argument("--backend", default="tensorflow", choices=("tensorflow", "jax"),
+                      help="The engine that trains: TensorFlow's or JAX's.")
   args = parser.parse_args()
+  if args.backend == "jax" and args.batching == "max_length":
+    parser.error("--batching=max_length is a TensorFlow input; the JAX engine pads "
+                 "to seq_length without length buckets")
 
+  from bert_tf.training import backends  # pylint: disable=g-import-not-at-top
+  backends.select(args.backend)
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  thread_info = protocol.set_threads(args, tf)
+  thread_info = (protocol.set_threads(args, tf) if args.backend == "tensorflow"
+                 else {"threads": "XLA's default"})
   from bert_tf import configs  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import base  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks.sentence_prediction import SentencePredictionConfig  # pylint: disable=g-import-not-at-top
@@ -85,23 +98,33 @@ def main():
 
     task.build_model = build_plain_model
   trainer = Trainer(experiment, model_dir=tempfile.mkdtemp(prefix="bert_tf_bench_"), task=task)
-  data_config = experiment.train_data
-  def dataset(cfg, ctx):
-    return task.data_loader(cfg).dataset(ctx)
+  if args.backend == "jax":
+    import jax  # pylint: disable=g-import-not-at-top
+    trainer.initialize()
+    trainer.input.start(0, None)
+    framework = f"bert_tf (JAX {jax.__version__})"
 
-  build = {"dynamic": dataset, "buckets": dataset, "packed": dataset,
-           "max_length": lambda cfg, ctx: padded_inputs(task, cfg, ctx)}[args.batching]
-  iterator = iter(trainer.engine.strategy.distribute_datasets_from_function(
-      lambda ctx: build(data_config, ctx)))
-  loop = trainer.engine.train_loop_function
-  one = tf.constant(1, tf.int32)
+    def step():
+      trainer.engine.run_steps(1)
+  else:
+    data_config = experiment.train_data
+    def dataset(cfg, ctx):
+      return task.data_loader(cfg).dataset(ctx)
 
-  def step():
-    float(loop(iterator, one)["loss"])
+    build = {"dynamic": dataset, "buckets": dataset, "packed": dataset,
+             "max_length": lambda cfg, ctx: padded_inputs(task, cfg, ctx)}[args.batching]
+    iterator = iter(trainer.engine.strategy.distribute_datasets_from_function(
+        lambda ctx: build(data_config, ctx)))
+    loop = trainer.engine.train_loop_function
+    one = tf.constant(1, tf.int32)
+    framework = f"bert_tf (TF {tf.__version__})"
 
-  protocol.serve(step, warmup_steps=3, info={
-      **thread_info,
-      "framework": f"bert_tf (TF {tf.__version__}), {args.batching} padding, task reader",
+    def step():
+      float(loop(iterator, one)["loss"])
+
+  protocol.serve(step, warmup_steps=args.warmup_steps, info={
+      **thread_info, "backend": args.backend,
+      "framework": f"{framework}, {args.batching} padding, task reader",
       "jit_compile": bool(args.jit_compile), "batching": args.batching,
       "sparse_last_layer": bool(args.sparse_last_layer)})
 

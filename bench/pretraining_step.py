@@ -18,7 +18,7 @@ precision, so that the denominator shares the moments of the machine the steps h
 more system each (an A/B of the lever in the same run; VARIANTS below); --baseline adds
 the worker of another checkout (an A/B of a change). Each configuration's figures go to
 its entry of bench/results/pretraining_step.json (the other entries are kept), or with
---nowrite_readme (an A/B check) to the workers' log folder.
+--nowrite_readme (an A/B check) to the run's own folder (bench/common.py, run_dir).
 
   python -m bench.pretraining_step --configs=mini,small,base --install_peers
   python -m bench.pretraining_step --configs=base512 --pairwise --rounds=2
@@ -27,7 +27,6 @@ its entry of bench/results/pretraining_step.json (the other entries are kept), o
   python -m bench.pretraining_step --configs=mini --peers= --baseline=/tmp/before --input_path=/tmp/r.tfrecord --nowrite_readme
 """
 
-import json
 import os
 import sys
 
@@ -86,7 +85,7 @@ flags.DEFINE_bool("report_only", False, "Time nothing: rebuild the README sectio
                   "bench/results/pretraining_step.json.")
 flags.DEFINE_bool("write_readme", True, "Record the run: its configurations' entries in "
                   "bench/results/pretraining_step.json and the README section (without "
-                  "it, the results go to the workers' log folder).")
+                  "it, the results go to the run's own folder).")
 
 RESULTS = "pretraining_step"
 
@@ -435,11 +434,8 @@ def main(argv):
     print(f"results: {common.merge_results(RESULTS, 'configs', runs)}")
     report(common.read_results(RESULTS)["configs"])
   else:
-    # A check, not a figure of record: the results file stays as it is.
-    path = os.path.join(common.LOG_DIR, f"{RESULTS}.json")
-    with open(path, "w") as f:
-      json.dump({"configs": runs}, f, indent=1, sort_keys=True)
-    print(f"results: {path}")
+    # A check, not a figure of record: its results go to its own folder.
+    print(f"results: {common.write_results(RESULTS, {'configs': runs})}")
     report(runs)
   print(f"pretraining_step: {len(runs)} configs, systems "
         f"{','.join(['ours', *(f'ours_{v}' for v in FLAGS.variants), *peers])}; "

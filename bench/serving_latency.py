@@ -29,11 +29,9 @@ from absl import flags
 from bench import common
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("size", "base", "Encoder size: tiny, mini, small, medium, base, large.")
-flags.DEFINE_integer("seq_length", 128, "Packed sequence length.")
+common.define_shape_flags(batch_help="Batch size of the throughput measurement.")
 flags.DEFINE_integer("iterations", 50, "Timed batch-1 calls per signature.")
 flags.DEFINE_integer("batch_iterations", 5, "Timed batch-32 calls per signature.")
-flags.DEFINE_integer("batch_size", 32, "Batch size of the throughput measurement.")
 flags.DEFINE_integer("vocab_size", 30522, "Size of the synthetic vocab.")
 flags.DEFINE_integer("seed", 0, "Seed of the texts and weights.")
 flags.DEFINE_bool("write_readme", True, "Update the serving section of bench/README.md.")

@@ -1,7 +1,21 @@
-"""Names shared by the data readers, the models and the serving signatures.
+"""Names shared by the data readers, the models and the serving signatures, and the
+released encoder sizes.
 
-Each name is written once here; everything else imports it.
+Each name is written once here; everything else imports it. The module imports
+nothing, so that the benchmarks' peer workers, in environments without this library's
+dependencies, read it too (bench/peers/protocol.py).
 """
+
+# (num_layers, hidden_size, num_attention_heads) of the released BERT sizes; the
+# intermediate size is 4 * hidden_size.
+ENCODER_SIZES = {
+    "tiny": (2, 128, 2),
+    "mini": (4, 256, 4),
+    "small": (4, 512, 8),
+    "medium": (8, 512, 8),
+    "base": (12, 768, 12),
+    "large": (24, 1024, 16),
+}
 
 # Model inputs, as TF Hub BERT encoders name them.
 INPUT_WORD_IDS = "input_word_ids"

@@ -1,7 +1,7 @@
 """The worker side of the interleaved benchmark, shared by our worker and the peers'.
 
-Needs only the standard library and numpy, because it runs inside each peer's own
-virtual environment. A worker builds its model, runs its warm-up steps, prints one
+Needs only the standard library, numpy and bert_tf.constants (which imports nothing),
+because it runs inside each peer's own virtual environment. A worker builds its model, runs its warm-up steps, prints one
 `READY {json}` line, then answers commands read from stdin, one per line:
 
   run N    runs N timed steps and prints `RESULT {"step_seconds": [...],
@@ -21,15 +21,9 @@ import time
 
 import numpy as np
 
-# Sizes as in the BERT release (layers, hidden, heads); intermediate is 4 * hidden.
-SIZES = {
-    "tiny": (2, 128, 2),
-    "mini": (4, 256, 4),
-    "small": (4, 512, 8),
-    "medium": (8, 512, 8),
-    "base": (12, 768, 12),
-    "large": (24, 1024, 16),
-}
+# Imports nothing itself: the peers' environments lack this library's dependencies.
+from bert_tf.constants import ENCODER_SIZES
+
 VOCAB_SIZE = 30522
 LEARNING_RATE = 1e-4
 WEIGHT_DECAY = 0.01
@@ -95,7 +89,7 @@ def set_threads(args, framework):
 
 def size_args(size):
   """(num_layers, hidden, heads, intermediate) of a named size."""
-  layers, hidden, heads = SIZES[size]
+  layers, hidden, heads = ENCODER_SIZES[size]
   return layers, hidden, heads, 4 * hidden
 
 

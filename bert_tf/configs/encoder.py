@@ -3,19 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from bert_tf.configs.base import Config, ConfigError, field_path, nearest_name, require
+from bert_tf.constants import ENCODER_SIZES
 
-# (num_layers, hidden_size, num_attention_heads) of the released BERT sizes.
-ENCODER_SIZES: Dict[str, tuple] = {
-    "tiny": (2, 128, 2),
-    "mini": (4, 256, 4),
-    "small": (4, 512, 8),
-    "medium": (8, 512, 8),
-    "base": (12, 768, 12),
-    "large": (24, 1024, 16),
-}
 
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu", "tanh")
 
