@@ -11,7 +11,9 @@ other, and permutes each window of `shuffle_window` consecutive rows of that str
 a permutation drawn from (seed, e, window): what a files shuffle and a shuffle buffer
 of that size do, as a function of the row's position, so that any batch is found
 without reading the ones before it. Rows given a group (their length bucket) are then
-ordered by group within each window, so that batches hold rows of similar length.
+ordered by group within each window, so that batches hold rows of similar length, and
+the window's whole batches of those rows are read in an order drawn from (seed, e,
+window): not shortest first, as tf.data's bucketing hands out its batches as they fill.
 Unshuffled, the rows are read in file order.
 
 Global batch n is the rows at stream positions [n * G, (n + 1) * G) (positions count on
@@ -30,7 +32,7 @@ from bert_tf.utils import errors
 
 # The first SeedSequence entropy word after the seed of each kind of draw, so that no
 # two kinds share a stream (the dynamic masks, bert_tf.data.pipelines.masking, included).
-FILE_ORDER_DRAWS, WINDOW_DRAWS, MASK_DRAWS = 0, 1, 2
+FILE_ORDER_DRAWS, WINDOW_DRAWS, MASK_DRAWS, GROUPED_BATCH_DRAWS = 0, 1, 2, 3
 
 
 class RecordOrder:
@@ -44,8 +46,10 @@ class RecordOrder:
     repeat: epoch after epoch without end (training); else one pass.
     drop_remainder: one pass leaves out a last batch of fewer than G rows.
     row_groups: int [num_rows], a group of each row (its length bucket): shuffled, each
-      window's rows are then ordered by group (stably), so that consecutive batches hold
-      rows of one group (rows of similar length batched together).
+      window's rows are then ordered by group (stably), so that a batch holds rows of
+      one group (rows of similar length batched together), and the window's whole
+      batches are read in a drawn order (the rows of batches the window shares with
+      its neighbours keep their place).
 
   Attributes:
     num_rows: rows of one pass.
@@ -142,7 +146,22 @@ class RecordOrder:
     rows = self._starts[files[slot]] + permuted - stream_starts[slot]
     if self._groups is not None:
       rows = rows[np.argsort(self._groups[rows], kind="stable")]
+      rows = self._batches_drawn(epoch, window, rows)
     return rows
+
+  def _batches_drawn(self, epoch: int, window: int, rows: np.ndarray) -> np.ndarray:
+    """int64 [size]: a window's rows in group order, with the window's whole global
+    batches (G stream positions each) permuted by a draw from (seed, epoch, window); the
+    rows at its ends, in batches it shares with the windows beside it, stay."""
+    g = self.global_batch_size
+    start = window * self.shuffle_window
+    head = min(-start % g, len(rows))
+    whole = (len(rows) - head) // g
+    if whole < 2:
+      return rows
+    rng = np.random.default_rng([self.seed, GROUPED_BATCH_DRAWS, epoch, window])
+    batches = rows[head:head + whole * g].reshape(whole, g)[rng.permutation(whole)]
+    return np.concatenate([rows[:head], batches.reshape(-1), rows[head + whole * g:]])
 
   @functools.lru_cache(maxsize=4)
   def _file_order(self, epoch: int) -> np.ndarray:

@@ -157,7 +157,13 @@ def test_a_process_exits_while_its_tf_data_input_runs_python_stages(shards, tmp_
     assert result.returncode == 0 and result.stdout.strip() == "read", result.stderr[-2000:]
 
 
-def test_grouped_rows_keep_each_window_s_rows_and_read_them_group_by_group():
+def _group_sorted_batches(plain_rows, groups, batch_size):
+  """The batches of G rows of a window's rows (shuffled order) stably sorted by group."""
+  ordered = plain_rows[np.argsort(groups[plain_rows], kind="stable")]
+  return {tuple(ordered[k:k + batch_size]) for k in range(0, len(ordered), batch_size)}
+
+
+def test_grouped_rows_keep_each_window_s_rows_and_batch_them_group_by_group():
   groups = np.arange(50) % 3
   plain = record_order.RecordOrder([20, 30], 5, shuffle_window=10, seed=4, repeat=True)
   grouped = record_order.RecordOrder([20, 30], 5, shuffle_window=10, seed=4, repeat=True,
@@ -167,8 +173,36 @@ def test_grouped_rows_keep_each_window_s_rows_and_read_them_group_by_group():
       positions = np.arange(epoch_start + 10 * window, epoch_start + 10 * (window + 1))
       rows, plain_rows = grouped.rows_at(positions), plain.rows_at(positions)
       assert sorted(rows) == sorted(plain_rows)
-      assert list(groups[rows]) == sorted(groups[rows])
-      # Within a group, the shuffled order is kept.
-      for group in range(3):
-        np.testing.assert_array_equal(rows[groups[rows] == group],
-                                      plain_rows[groups[plain_rows] == group])
+      # Each batch is a run of the window's rows in group order (the shuffled order
+      # kept within a group); only the order of the window's batches is drawn.
+      batches = {tuple(rows[k:k + 5]) for k in (0, 5)}
+      assert batches == _group_sorted_batches(plain_rows, groups, 5)
+
+
+def test_grouped_batches_are_not_read_shortest_first():
+  rng = np.random.default_rng(0)
+  groups = rng.integers(0, 6, size=4000)
+  order = record_order.RecordOrder([4000], 8, shuffle_window=400, seed=1, repeat=True,
+                                   row_groups=groups)
+  first_groups = [groups[order.rows(b)] for b in range(50)]  # one window: 50 batches
+  assert all(len(set(batch)) <= 2 for batch in first_groups)  # batches of one length
+  starts = [int(batch[0]) for batch in first_groups]
+  assert starts != sorted(starts)
+  # Both engines' readers ask by batch number: the same batch is the same rows.
+  np.testing.assert_array_equal(order.rows(7), order.rows_at(7 * 8 + np.arange(8)))
+
+
+def test_grouped_windows_that_share_batches_keep_those_rows_in_place():
+  groups = np.arange(130) % 4
+  plain = record_order.RecordOrder([130], 8, shuffle_window=50, seed=3, repeat=True)
+  grouped = record_order.RecordOrder([130], 8, shuffle_window=50, seed=3, repeat=True,
+                                     row_groups=groups)
+  # Window 1 covers positions 50-99: 6 rows of batch 6, batches 7-11 whole, 4 of batch 12.
+  positions = np.arange(50, 100)
+  rows, plain_rows = grouped.rows_at(positions), plain.rows_at(positions)
+  ordered = plain_rows[np.argsort(groups[plain_rows], kind="stable")]
+  np.testing.assert_array_equal(rows[:6], ordered[:6])
+  np.testing.assert_array_equal(rows[-4:], ordered[-4:])
+  middle = {tuple(rows[k:k + 8]) for k in range(6, 46, 8)}
+  assert middle == {tuple(ordered[k:k + 8]) for k in range(6, 46, 8)}
+
