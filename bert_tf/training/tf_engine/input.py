@@ -187,14 +187,6 @@ class TrainingIterator(input_source.EngineInput):
     return corrupt_input_error(self.inputs.task, error, data_config)
 
 
-def process_context(process_index: int, process_count: int) -> tf.distribute.InputContext:
-  """The input context of one of `process_count` processes, each reading its share of
-  every global batch (one replica each, as JAX's processes read for their devices)."""
-  return tf.distribute.InputContext(num_input_pipelines=process_count,
-                                    input_pipeline_id=process_index,
-                                    num_replicas_in_sync=process_count)
-
-
 def padded_to_length_buckets(dataset: tf.data.Dataset, data_config: configs.DataConfig
                              ) -> tf.data.Dataset:
   """Batches cut to their longest example, padded to the next of
