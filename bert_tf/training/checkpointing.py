@@ -59,7 +59,7 @@ import queue
 import re
 import shutil
 import time
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import keras
 
@@ -87,10 +87,12 @@ class CheckpointWriteError(errors.UserError, OSError):
   processes' parts did not come; the message names its path."""
 
 
-def newest_legacy_checkpoint(model_dir: str) -> Optional[str]:
+def newest_legacy_checkpoint(model_dir: str, names: Optional[Sequence[str]] = None
+                             ) -> Optional[str]:
   """The prefix of the highest-step TensorFlow checkpoint in model_dir (by name), or
-  None."""
-  steps = [int(m.group(1)) for m in map(_LEGACY_INDEX.match, files.listdir(model_dir)) if m]
+  None; `names`: model_dir's listing, where the caller has it."""
+  names = files.listdir(model_dir) if names is None else names
+  steps = [int(m.group(1)) for m in map(_LEGACY_INDEX.match, names) if m]
   return os.path.join(model_dir, f"ckpt-{max(steps)}") if steps else None
 
 
@@ -135,8 +137,9 @@ class CheckpointSaver:
     older version where its step is higher; None when model_dir holds neither. A
     save being written is waited for first."""
     self.wait()
-    found = restore.newest_readable_portable(self.model_dir)
-    legacy = newest_legacy_checkpoint(self.model_dir)
+    names = files.listdir(self.model_dir)  # one listing: a round trip on remote storage
+    found = restore.newest_readable_portable(self.model_dir, names)
+    legacy = newest_legacy_checkpoint(self.model_dir, names)
     if legacy and (found is None or step_of(legacy) > step_of(found)):
       return self._legacy_reader().newest_readable(self.model_dir) or found
     return found
