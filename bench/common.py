@@ -144,8 +144,9 @@ def _read_json(path: str) -> dict:
 
 
 def read_results(name: str) -> dict:
-  """bench/results/<name>.json, or {} when the benchmark has not written it yet."""
-  return _read_json(results_path(name))
+  """The results write_results writes (a check reads its own run's, not the recorded
+  ones), or {} when the benchmark has not written them yet."""
+  return _read_json(_written_results_path(name))
 
 
 def write_results(name: str, payload: dict) -> str:

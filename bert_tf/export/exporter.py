@@ -36,6 +36,7 @@ import tensorflow as tf
 import bert_tf.export
 from bert_tf import configs
 from bert_tf.checkpoints import restore
+from bert_tf.checkpoints import variables
 from bert_tf.export import serving_module
 from bert_tf.export import text_encoding
 from bert_tf.layers import embeddings
@@ -295,7 +296,7 @@ def to_bfloat16(experiment: configs.ExperimentConfig, model):
   twin = task.build_model()
   # By path: a LoRA model keeps its (merged, unused) adapter variables, which the twin
   # lacks.
-  sources = {variable.path: variable for variable in model.weights}
+  sources = variables.variables_by_path(model)
   for variable in twin.weights:
     source = sources.get(variable.path)
     if source is None or tuple(source.shape) != tuple(variable.shape):

@@ -16,7 +16,6 @@ from bert_tf.kernels import protocol
 from bert_tf.metrics import sums
 from bert_tf.models import BertPretrainer
 from bert_tf.tasks import base
-from bert_tf.utils import files
 
 
 @dataclasses.dataclass

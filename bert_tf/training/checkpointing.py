@@ -286,10 +286,11 @@ class CheckpointSaver:
     """Deletes the checkpoints beyond max_to_keep with their input positions, and the
     temporary files of checkpoints whose writing a killed process left unfinished (the
     chief writes one at a time: none of them is being written now)."""
-    for path in portable.checkpoints_in(self.model_dir)[self.max_to_keep:]:
+    names = files.listdir(self.model_dir)
+    for path in portable.checkpoints_in(self.model_dir, names)[self.max_to_keep:]:
       files.remove(path)
       for sidecar in files.glob(glob.escape(portable.input_prefix(path)) + "*"):
         files.remove(sidecar)
-    for name in files.listdir(self.model_dir):
+    for name in names:
       if _UNFINISHED.match(name):
         files.remove(os.path.join(self.model_dir, name))

@@ -27,7 +27,7 @@ engines' steps share (the micro-batch order, the seed state) is there too.
 
 import abc
 import dataclasses
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 from bert_tf import configs
 from bert_tf.tasks import base as task_base
@@ -45,18 +45,16 @@ class Placement:
     process_index: this process's number among the processes that write parts of a
       checkpoint (its input position): 0 where one process writes them all.
     process_count: the processes that write parts of a checkpoint.
-    is_chief: whether this process writes checkpoints, summaries and predictions
-      (default: process_index == 0).
   """
   num_replicas: int
   description: str
   process_index: int = 0
   process_count: int = 1
-  is_chief: Optional[bool] = None
 
-  def __post_init__(self):
-    if self.is_chief is None:
-      object.__setattr__(self, "is_chief", self.process_index == 0)
+  @property
+  def is_chief(self) -> bool:
+    """Whether this process writes checkpoints, summaries and predictions: process 0."""
+    return self.process_index == 0
 
 
 class Engine(abc.ABC):

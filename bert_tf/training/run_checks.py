@@ -1,6 +1,6 @@
 """What a training run checks of its configuration before it writes anything, so that no
-run is silently wrong: that the storage of every remote path it reads answers, the vocab against the word-embedding tables of the model and of
-task.init_checkpoint, and the setting only tf.data reads (pack_examples) where TensorFlow is absent
+run is silently wrong: that the storage of every remote path it reads answers, and the
+vocab against the word-embedding tables of the model and of task.init_checkpoint
 (errors); the schedule and the checkpoint interval against trainer.train_steps, and a
 resumed run's schedule against the one its params.yaml recorded (one warning line each).
 """

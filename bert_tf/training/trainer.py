@@ -272,8 +272,7 @@ class Trainer:
       raise
     finally:
       writer.close()
-    self.checkpoints.wait()
-    self._log_committed()
+    self._log_committed(wait=True)
     self.engine.checkpoint_state()  # the model's variables hold the trained values
     return last_report
 
@@ -357,8 +356,7 @@ class Trainer:
 
   def _stop(self, step: int) -> str:
     path = self._checkpoint_now()
-    self.checkpoints.wait()
-    self._log_committed()
+    self._log_committed(wait=True)
     received = (f"Received {signal.Signals(self._stop_signal).name}"
                 if self._stop_signal is not None else "Another process received SIGTERM")
     return (f"{received}: saved checkpoint {path} at step {step}; stopping. Rerun the "
@@ -372,9 +370,12 @@ class Trainer:
     self._saved = (self.step, path)
     return path
 
-  def _log_committed(self) -> None:
+  def _log_committed(self, wait: bool = False) -> None:
     """Logs each checkpoint committed since the last call (a background write is
-    reported once it is in place, not when it starts)."""
+    reported once it is in place, not when it starts); `wait`: waits for the one being
+    written first."""
+    if wait:
+      self.checkpoints.wait()
     for path in self.checkpoints.committed():
       self._log(f"Saved checkpoint {path}")
 
@@ -391,8 +392,7 @@ class Trainer:
     checkpoint."""
     step = self.step
     path = self._checkpoint_now()
-    self.checkpoints.wait()
-    self._log_committed()
+    self._log_committed(wait=True)
     corrupt.args = (f"train_data: {corrupt}. Saved checkpoint {path} at step {step}, the "
                     f"last finished step; replace or remove the file and rerun to resume.",)
     return corrupt

@@ -36,6 +36,15 @@ def test_items_round_trip_by_variable_path_without_seed_states(tmp_path):
     np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
 
 
+def test_a_file_url_reads_as_the_local_file_it_names(tmp_path):
+  saved, fresh = _pretrainer(1), _pretrainer(2)
+  path = portable.save(str(tmp_path / "ckpt-3.h5"), saved.checkpoint_items, step=3)
+  portable.check_readable("file://" + path)
+  restore.restore_items("file://" + path, fresh.checkpoint_items, ("encoder",))
+  np.testing.assert_array_equal(saved.encoder.trainable_variables[0].numpy(),
+                                fresh.encoder.trainable_variables[0].numpy())
+
+
 def test_a_directory_resolves_to_its_newest_checkpoint_of_either_kind(tmp_path):
   model = _pretrainer(1)
   tf.train.Checkpoint(**model.checkpoint_items).save(str(tmp_path / "ckpt"))  # ckpt-1

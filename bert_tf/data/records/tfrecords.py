@@ -151,12 +151,12 @@ def _ordered_elements(row_counts: Sequence[int], data_config, seed: int,
     pipelines = input_context.num_input_pipelines
     pipeline = input_context.input_pipeline_id
   per_pipeline = parts // pipelines
-  order.part_size(parts)
+  share = order.part_size(parts)
 
   def place(element):
     batch, replica = divmod(int(element), per_pipeline)
-    part = pipeline * per_pipeline + replica
-    return batch, order.rows(batch, part, parts), order.offsets(batch, part, parts)
+    offsets = order.offsets(batch, pipeline * per_pipeline + replica, parts)
+    return batch, order.rows_at(batch * order.global_batch_size + offsets), offsets
 
   def element_holds_rows(element):
     batch, replica = element // per_pipeline, element % per_pipeline
@@ -167,7 +167,7 @@ def _ordered_elements(row_counts: Sequence[int], data_config, seed: int,
   dataset = tf.data.Dataset.range(start, elements)
   if not order.repeat:
     dataset = dataset.filter(element_holds_rows)
-  rows = (order.part_size(parts) if order.repeat or data_config.drop_remainder else None)
+  rows = share if order.repeat or data_config.drop_remainder else None
   return dataset, place, rows
 
 

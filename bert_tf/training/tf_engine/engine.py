@@ -60,6 +60,12 @@ class TensorFlowEngine(engine_lib.Engine):
     self._training_input = input_lib.TrainingIterator(self.inputs, experiment.train_data)
     self._any_worker_stops = strategies.any_worker_flag(self.strategy)
     self._barrier = strategies.worker_barrier(self.strategy)
+    replicas = self.strategy.num_replicas_in_sync
+    process_index, process_count = strategies.worker_placement(self.strategy)
+    self._placement = engine_lib.Placement(
+        num_replicas=replicas,
+        description=f"{type(self.strategy).__name__} ({replicas} replicas)",
+        process_index=process_index, process_count=process_count)
     # Made by build, or on first use.
     self.step_variable = self.loss_scale = self._train_step = None
     self._train_loop_fn = self._eval_step_fn = None
@@ -71,12 +77,7 @@ class TensorFlowEngine(engine_lib.Engine):
 
   @property
   def placement(self) -> engine_lib.Placement:
-    replicas = self.strategy.num_replicas_in_sync
-    process_index, process_count = strategies.worker_placement(self.strategy)
-    return engine_lib.Placement(
-        num_replicas=replicas,
-        description=f"{type(self.strategy).__name__} ({replicas} replicas)",
-        process_index=process_index, process_count=process_count)
+    return self._placement
 
   @property
   def jit_compile(self) -> bool:

@@ -145,12 +145,6 @@ def worker_placement(strategy: tf.distribute.Strategy) -> Tuple[int, int]:
   return int(resolver.task_id) + chiefs, count
 
 
-def is_chief(strategy: tf.distribute.Strategy) -> bool:
-  """True on the process that writes checkpoints and summaries (worker_placement's 0);
-  always True outside multi-worker training."""
-  return worker_placement(strategy)[0] == 0
-
-
 def any_worker_flag(strategy: tf.distribute.Strategy):
   """A function flag -> whether any worker's flag is set: under
   MultiWorkerMirroredStrategy a sum of the workers' flags (one scalar all-reduce, which

@@ -35,16 +35,15 @@ _LOADERS: Dict[Tuple[str, str], type] = {}
 def tf_data() -> types.SimpleNamespace:
   """bert_tf's TensorFlow input modules, imported on first use so that the loaders and
   the tasks import, and the JAX engine runs, without TensorFlow: the tf.data pipelines
-  (batching, featurizers, pretraining_reader, squad_features, squad_records, tfds_glue,
-  tfrecords) and tensorflow-text's tokenizer and vocab (`tokenizer`, `vocab`)."""
-  from bert_tf.data.pipelines import batching, featurizers, pretraining_reader, squad_features  # pylint: disable=g-import-not-at-top
-  from bert_tf.data.records import squad_records, tfrecords  # pylint: disable=g-import-not-at-top
+  (featurizers, pretraining_reader, squad_features, tfds_glue, tfrecords) and tensorflow-text's tokenizer and vocab (`tokenizer`, `vocab`)."""
+  from bert_tf.data.pipelines import featurizers, pretraining_reader, squad_features  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.records import tfrecords  # pylint: disable=g-import-not-at-top
   from bert_tf.data.task_files import tfds_glue  # pylint: disable=g-import-not-at-top
   from bert_tf.text import tokenizer, vocab  # pylint: disable=g-import-not-at-top
   return types.SimpleNamespace(
-      batching=batching, featurizers=featurizers, pretraining_reader=pretraining_reader,
-      squad_features=squad_features, squad_records=squad_records, tfds_glue=tfds_glue,
-      tfrecords=tfrecords, tokenizer=tokenizer, vocab=vocab)
+      featurizers=featurizers, pretraining_reader=pretraining_reader,
+      squad_features=squad_features, tfds_glue=tfds_glue, tfrecords=tfrecords,
+      tokenizer=tokenizer, vocab=vocab)
 
 
 def section_name(data_config: configs.DataConfig) -> str:
