@@ -242,18 +242,19 @@ def quantize(model, mode: str = INT8):
     product with its generic kernels, not oneDNN's, several times slower than the
     float32 matmul on CPUs (bench/README.md, *int8 exports*).
 
+  Args:
+    mode: one of INT8_MODES; `serving_model` refuses a user's unknown mode.
+
   Returns:
     The model.
 
   Raises:
-    ValueError: an unknown mode, or a Dense layer the quantization left in float.
+    ValueError: a Dense layer the quantization left in float.
   """
-  if mode not in INT8_MODES:
-    raise errors.InputError(f"quantize must be one of {', '.join(INT8_MODES)}, got '{mode}'")
   # activation_quantizer=None leaves the inputs in float: Keras's int8 Dense then
   # multiplies them by the kernel cast to float.
   config = keras.quantizers.Int8QuantizationConfig(
-      activation_quantizer=None if mode == INT8 else "default")
+      activation_quantizer={INT8: None, INT8_DYNAMIC: "default"}[mode])
   with warnings.catch_warnings():
     # Keras names every layer without weights to quantize (LayerNorm, Dropout, ...).
     warnings.filterwarnings("ignore", message=".*does not have a `quantize` method")
