@@ -111,6 +111,11 @@ class DataConfig(Config):
     """The length-bucket bounds below seq_length (the last bucket ends at seq_length)."""
     return [b for b in self.length_buckets if b < self.seq_length]
 
+  def section_name(self) -> str:
+    """The experiment section this data config is ("train_data" or "eval_data"), for
+    error messages."""
+    return "train_data" if self.is_training else "eval_data"
+
 
 @dataclasses.dataclass
 class TokenizerConfig(Config):

@@ -76,7 +76,7 @@ class FeatureTask(base.Task):
                   for features in self.featurize(self.read_examples(data_config),
                                                  data_config).as_numpy_iterator()]
       if not examples:
-        raise errors.InputError(f"{loaders.section_name(data_config)}.input_path "
+        raise errors.InputError(f"{data_config.section_name()}.input_path "
                                 f"'{data_config.input_path}' holds no examples")
       self._raw_cache[key] = {name: np.stack([e[name] for e in examples])
                               for name in examples[0]}
@@ -117,7 +117,7 @@ class FeatureTask(base.Task):
       raw = [f for f in loaders.formats_of(self.record_kind)
              if f not in loaders.PREPARED_FORMATS]
       raise configs.ConfigError(
-          f"{loaders.section_name(data_config)}.format is '{data_config.format}'; set it "
+          f"{data_config.section_name()}.format is '{data_config.format}'; set it "
           f"to the task files' format ({', '.join(raw)})")
     examples = self.read_examples(data_config)
     metadata = dict(self.tfrecord_metadata(), input_path=data_config.input_path,

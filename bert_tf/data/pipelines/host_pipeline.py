@@ -198,19 +198,14 @@ def array_batches(arrays: Mapping[str, np.ndarray], batch_size: int,
 def data_order(data_config, process_index: int = 0, process_count: int = 1,
                seed: int = 0):
   """(this process's batch size, `index_batches`'s order arguments) of a data section
-  (bert_tf.configs.DataConfig): training shuffles windows of shuffle_buffer_size rows
-  by `seed` and repeats, evaluation reads one pass in file order; drop_remainder as the
-  section sets it (bert_tf.data.records.record_order).
+  (bert_tf.configs.DataConfig): `record_order.settings`, the shuffle by `seed`, and this
+  process among process_count.
 
   Raises:
     ConfigError: a global batch that the processes cannot share evenly.
   """
-  section = "train_data" if data_config.is_training else "eval_data"
-  share = configs.check_batch_sizes(data_config.global_batch_size, process_count,
-                                    share_name="processes",
-                                    batch_name=f"{section}.global_batch_size")
-  return share, dict(
-      shuffle_window=data_config.shuffle_buffer_size if data_config.is_training else 0,
-      repeat=data_config.is_training, seed=seed,
-      process_index=process_index, process_count=process_count,
-      drop_remainder=data_config.drop_remainder)
+  share = configs.check_batch_sizes(
+      data_config.global_batch_size, process_count, share_name="processes",
+      batch_name=f"{data_config.section_name()}.global_batch_size")
+  return share, dict(seed=seed, process_index=process_index, process_count=process_count,
+                     **record_order.settings(data_config))

@@ -35,6 +35,16 @@ from bert_tf.utils import errors
 FILE_ORDER_DRAWS, WINDOW_DRAWS, MASK_DRAWS, GROUPED_BATCH_DRAWS = 0, 1, 2, 3
 
 
+def settings(data_config) -> dict:
+  """RecordOrder's shuffle_window, repeat and drop_remainder for a data section
+  (bert_tf.configs.DataConfig): training shuffles windows of shuffle_buffer_size rows
+  and repeats, evaluation reads one pass in file order; drop_remainder as the section
+  sets it."""
+  return dict(
+      shuffle_window=data_config.shuffle_buffer_size if data_config.is_training else 0,
+      repeat=data_config.is_training, drop_remainder=data_config.drop_remainder)
+
+
 class RecordOrder:
   """The rows of every batch of one input.
 

@@ -140,11 +140,9 @@ def _ordered_elements(row_counts: Sequence[int], data_config, seed: int,
     m // (R / P), R = num_replicas_in_sync, P = num_input_pipelines. `row_groups` as
     record_order.RecordOrder takes them.
   """
-  order = record_order.RecordOrder(
-      row_counts, data_config.global_batch_size,
-      shuffle_window=data_config.shuffle_buffer_size if data_config.is_training else 0,
-      seed=seed, repeat=data_config.is_training,
-      drop_remainder=data_config.drop_remainder, row_groups=row_groups)
+  order = record_order.RecordOrder(row_counts, data_config.global_batch_size, seed=seed,
+                                   row_groups=row_groups,
+                                   **record_order.settings(data_config))
   parts, pipelines, pipeline = 1, 1, 0
   if input_context is not None:
     parts = input_context.num_replicas_in_sync
@@ -356,8 +354,8 @@ def read_finetuning_tfrecords(data_config, kind: str, regression: bool = False,
     `bert_tf.data.pipelines.batching` describes them.
   """
   spec = record_specs.finetuning_spec(kind, data_config.seq_length, regression, num_choices)
-  section = "train_data" if data_config.is_training else "eval_data"
-  paths = files.expand_patterns(data_config.input_path, field=f"{section}.input_path")
+  paths = files.expand_patterns(data_config.input_path,
+                                field=f"{data_config.section_name()}.input_path")
   ds = ordered_record_dataset(paths, spec, data_config, seed, input_context, start)
   return ds.map(trim_to_longest).prefetch(tf.data.AUTOTUNE)
 

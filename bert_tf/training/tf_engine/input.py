@@ -278,7 +278,7 @@ def corrupt_input_error(task: task_base.Task, error: Exception,
     return None
   explained = task.data_loader(data_config).explain_error(error)
   if explained is error or not isinstance(explained, errors.UserError):
-    section = "train_data" if data_config.is_training else "eval_data"
     return errors.InputError(f"{' '.join(error.message.split())} (every file of "
-                             f"{section}.input_path reads in full when read again)")
+                             f"{data_config.section_name()}.input_path reads in full "
+                             f"when read again)")
   return explained

@@ -80,6 +80,20 @@ def test_one_pass_ends_with_a_short_batch_and_parts_without_rows_are_not_batches
   assert record_order.RecordOrder([5, 6], 4, drop_remainder=True).num_batches == 2
 
 
+def test_training_shuffles_and_repeats_and_evaluation_reads_one_pass_in_file_order():
+  train = configs.DataConfig(shuffle_buffer_size=64, drop_remainder=True)
+  evaluation = configs.DataConfig(is_training=False, shuffle_buffer_size=64,
+                                  drop_remainder=False)
+  assert record_order.settings(train) == dict(shuffle_window=64, repeat=True,
+                                              drop_remainder=True)
+  assert record_order.settings(evaluation) == dict(shuffle_window=0, repeat=False,
+                                                   drop_remainder=False)
+  assert host_pipeline.data_order(evaluation, 1, 2, seed=3) == (16, dict(
+      shuffle_window=0, repeat=False, drop_remainder=False, seed=3, process_index=1,
+      process_count=2))
+  assert (train.section_name(), evaluation.section_name()) == ("train_data", "eval_data")
+
+
 def _host(paths, config, seed, process, processes, vocab=""):
   batch_size, order = host_pipeline.data_order(config, process, processes, seed)
   draw = masking.DynamicMasking.of(config, vocab, seed) if config.dynamic_masking else None

@@ -9,5 +9,4 @@ from bert_tf.data.pipelines.loaders import squad
 from bert_tf.data.pipelines.loaders.registry import (DUMMY, PREPARED_FORMATS, TFRECORD,
                                                      DataLoader, InputNeeds, formats_of,
                                                      get_loader, register_loader,
-                                                     require_tensorflow_text, section_name,
-                                                     tf_data)
+                                                     require_tensorflow_text, tf_data)

@@ -46,11 +46,6 @@ def tf_data() -> types.SimpleNamespace:
       tokenizer=tokenizer, vocab=vocab)
 
 
-def section_name(data_config: configs.DataConfig) -> str:
-  """The experiment section a data config is, for error messages."""
-  return "train_data" if data_config.is_training else "eval_data"
-
-
 def require_tensorflow_text(data_config: configs.DataConfig) -> None:
   """Raises ConfigError, naming the section, where raw task files cannot be featurized:
   tokenizing them needs tensorflow-text (and TensorFlow)."""
@@ -58,7 +53,7 @@ def require_tensorflow_text(data_config: configs.DataConfig) -> None:
     import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
   except ImportError:
     raise configs.ConfigError(
-        f"{section_name(data_config)}.format '{data_config.format}': reading raw task "
+        f"{data_config.section_name()}.format '{data_config.format}': reading raw task "
         "files needs tensorflow-text: featurize them with tools/create_finetuning_data.py "
         "first and read format tfrecord") from None
 
@@ -106,7 +101,7 @@ class DataLoader:
 
   @property
   def section(self) -> str:
-    return section_name(self.data_config)
+    return self.data_config.section_name()
 
   def check_files(self) -> None:
     """Fails before training when the files do not fit the config, with an error
@@ -249,7 +244,7 @@ def get_loader(needs: InputNeeds, data_config: configs.DataConfig) -> DataLoader
     ConfigError: a format the task does not read, or pack_examples with a prepared
       format, naming the data section.
   """
-  section = section_name(data_config)
+  section = data_config.section_name()
   fmt = data_config.format
   if (needs.record_kind, fmt) not in _LOADERS:
     raise configs.ConfigError(
