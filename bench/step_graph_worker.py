@@ -78,6 +78,8 @@ def load_checkout_worker(checkout: str):
 # and data/ flat (f6af710 and before).
 READER_MODULES = ("bert_tf.data.pipelines.pretraining_reader",
                   "bert_tf.data.pretraining_reader")
+# And its TFRecord writing (serialize_example, write_records), in the same two layouts.
+TFRECORD_MODULES = ("bert_tf.data.records.tfrecords", "bert_tf.data.tfrecords")
 
 
 def _first_module(*names):
@@ -96,21 +98,15 @@ def records_input(worker, directory: str, batch_size: int, seq_length: int,
   """A dataset_fn for the checkout's `build_trainer`: its protocol batch written as
   pretraining records (the original release's features) to a file in `directory`, read
   through the checkout's bert_tf.data.pretraining_reader."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf import constants  # pylint: disable=g-import-not-at-top
   pretraining_reader = _first_module(*READER_MODULES)
+  tfrecords = _first_module(*TFRECORD_MODULES)
   batch = worker.protocol.pretraining_batch(batch_size, seq_length, predictions)
   path = os.path.join(directory, "pretrain.tfrecord")
-  with tf.io.TFRecordWriter(path) as writer:
-    for row in range(batch_size):
-      features = {}
-      for name, key in constants.TFRECORD_TO_MODEL_INPUT.items():
-        values = batch[key][row].reshape([-1]).tolist()
-        features[name] = (tf.train.Feature(float_list=tf.train.FloatList(value=values))
-                          if batch[key].dtype.kind == "f" else
-                          tf.train.Feature(int64_list=tf.train.Int64List(value=values)))
-      writer.write(tf.train.Example(
-          features=tf.train.Features(feature=features)).SerializeToString())
+  tfrecords.write_records(path, (
+      tfrecords.serialize_example({name: batch[key][row] for name, key in
+                                   constants.TFRECORD_TO_MODEL_INPUT.items()})
+      for row in range(batch_size)))
 
   def dataset_fn(data_config, input_context, start=0):
     del start  # Traced, not read.
