@@ -179,10 +179,6 @@ class Snapshot:
   attrs: Dict[str, object]
   arrays: Dict[str, np.ndarray]
 
-  @property
-  def nbytes(self) -> int:
-    return sum(array.nbytes for array in self.arrays.values())
-
 
 def snapshot(items: Mapping[str, object],
              optimizer_state: Optional[Mapping[str, object]] = None,

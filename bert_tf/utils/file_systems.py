@@ -55,13 +55,8 @@ class LocalFiles:
   remove = staticmethod(os.remove)
   rmtree = staticmethod(shutil.rmtree)
   listdir = staticmethod(os.listdir)
-  size = staticmethod(os.path.getsize)
   GFile = staticmethod(open)  # pylint: disable=invalid-name
   failures = (OSError,)
-
-  @staticmethod
-  def open_ranges(path: str):
-    return open(path, "rb")
 
   @staticmethod
   def makedirs(directory: str) -> None:
@@ -231,9 +226,10 @@ def for_path(path: str):
 
   Returns:
     an object with tf.io.gfile's `exists`, `isdir`, `glob`, `listdir`, `makedirs`,
-    `remove`, `rmtree`, `rename`, `copy` and `GFile`, `size` (bytes), `open_ranges`
+    `remove`, `rmtree`, `rename`, `copy` and `GFile`, and `failures` (the exception
+    types its storage raises); for a remote path also `size` (bytes) and `open_ranges`
     (a binary file to seek and read whole ranges of, without read-ahead where the
-    library has a choice), and `failures` (the exception types its storage raises).
+    library has a choice): local files are sized and read with the os module.
 
   Raises:
     StorageError: a remote protocol that no installed library serves, naming the path

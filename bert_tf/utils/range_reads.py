@@ -72,7 +72,8 @@ class RangeReader:
   """The bytes of one file, read by slicing (`reader[a:b]`) and `len`. Thread-safe.
 
   Args:
-    path: the file (any path bert_tf.utils.file_systems serves).
+    path: a remote file that bert_tf.utils.file_systems serves (a local one is
+      memory-mapped instead, bert_tf.data.records.record_files).
     cache: the cache it shares with other readers (a private one where None).
 
   Raises:
