@@ -40,17 +40,18 @@ def recorded_params(model_dir: str) -> Optional[configs.ExperimentConfig]:
 
 
 def check_params_match(experiment: configs.ExperimentConfig, model_dir: str,
+                       recorded: Optional[configs.ExperimentConfig],
                        replace: bool = False) -> List[str]:
-  """Raises ParamsMismatchError when model_dir's params.yaml and `experiment` differ in
-  an entry that fixes variable or data shapes (model.*, task.*, the training data's
-  sequence length, predictions per sequence and global batch); other entries (steps,
-  intervals, learning rate, paths) may change between runs of one model_dir.
+  """Raises ParamsMismatchError when model_dir's params.yaml (`recorded`, as
+  `recorded_params` reads it: None without one) and `experiment` differ in an entry that
+  fixes variable or data shapes (model.*, task.*, the training data's sequence length,
+  predictions per sequence and global batch); other entries (steps, intervals, learning
+  rate, paths) may change between runs of one model_dir.
 
   Returns:
     the differing entries (with `replace`, which raises nothing).
   """
   path = os.path.join(model_dir, PARAMS_FILE)
-  recorded = recorded_params(model_dir)
   if recorded is None:
     return []
   old = _flat(recorded.as_dict())

@@ -123,14 +123,14 @@ class Trainer:
     return self.engine.step
 
   # ----- setup -----
-  def initialize(self) -> None:
-    """Resumes from model_dir's newest readable checkpoint (weights, optimizer state,
-    step, random state; the input position when the input starts), or warm-starts from
-    task.init_checkpoint when model_dir holds none."""
+  def initialize(self, latest: Optional[str] = None) -> None:
+    """Resumes from `latest` (None: model_dir's newest readable checkpoint): weights,
+    optimizer state, step, random state; the input position when the input starts.
+    Warm-starts from task.init_checkpoint when model_dir holds none."""
     if self._initialized:
       return
     engine = self.engine  # built before the checkpoint restores into it
-    latest = self.checkpoints.latest()
+    latest = latest or self.checkpoints.latest()
     if latest:
       self.checkpoints.restore(latest)
       self.restored_from = latest
@@ -176,10 +176,9 @@ class Trainer:
     Nothing is written before model_dir is known to be writable (files.check_writable:
     storage that is not served or does not answer is one error naming it) and the
     storage of every remote path the run reads answers (run_checks.check_remote_paths),
-    nor before
-    the configuration (run_checks: a vocab of another size than the model's is an
-    error) and the input are accepted and the restore succeeded: a refused run leaves
-    no params.yaml behind. An existing one that fixes other shapes is an error
+    nor before the configuration (run_checks: a vocab of another size than the model's
+    is an error) and the input are accepted and the restore succeeded: a refused run
+    leaves no params.yaml behind. An existing one that fixes other shapes is an error
     (params_file.check_params_match) unless replace_params. params.yaml records what
     the input files fix and the configuration left unset (the data loader's settings_from_files:
     the vocab pretraining data was made with). A training run logs one warning line for
@@ -200,12 +199,13 @@ class Trainer:
     sections = {"train": ("train_data",), "eval": ("eval_data",),
                 "train_and_eval": ("train_data", "eval_data")}[mode]
     run_checks.check_remote_paths(experiment, sections)
-    differing = params_file.check_params_match(experiment, model_dir, replace=replace_params)
-    run_checks.check_vocab_size(experiment)
     recorded = params_file.recorded_params(model_dir)
+    differing = params_file.check_params_match(experiment, model_dir, recorded, replace_params)
+    run_checks.check_vocab_size(experiment)
     # The saved input position is one of batches of the old data shapes.
     self.restore_input_position = not any(k.startswith("train_data.") for k in differing)
-    if mode == "eval" and self.checkpoints.latest() is None:
+    latest = self.checkpoints.latest() if mode == "eval" else None
+    if mode == "eval" and latest is None:
       raise errors.MissingInputError(f"--mode=eval needs a checkpoint in {model_dir}")
     to_record = experiment
     for section in sections:
@@ -214,7 +214,7 @@ class Trainer:
       if inferred:
         to_record = to_record.override(inferred)
     # Only now, once every check that needs no model passed, is the model built.
-    self.initialize()
+    self.initialize(latest)
     if mode != "eval" and self.is_chief:
       warnings = run_checks.schedule_warnings(experiment)
       if self.restored_from:

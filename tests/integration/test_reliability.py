@@ -92,7 +92,8 @@ def test_params_yaml_is_kept_when_the_restore_fails_or_the_shapes_differ(tmp_pat
   smaller_batch = trainer_helpers.tiny_experiment(steps=6, batch=4)
   with pytest.raises(params_file.ParamsMismatchError, match="train_data.global_batch_size"):
     trainer_lib.run_experiment(smaller_batch, fresh_dir, log_fn=lambda _: None)
-  params_file.check_params_match(longer, fresh_dir)  # Steps may change on resume.
+  # Steps may change on resume.
+  params_file.check_params_match(longer, fresh_dir, params_file.recorded_params(fresh_dir))
   # An explicit replace_params accepts a change that the checkpoint can still restore.
   with_dropout = trainer_helpers.tiny_experiment(
       steps=6, model=dict(encoder=dict(trainer_helpers.TINY_ENCODER, dropout_rate=0.1)))

@@ -348,3 +348,19 @@ def test_a_run_refused_for_its_model_dir_is_refused_before_the_model_is_built(tm
   with pytest.raises(errors.UserError, match="model_dir: cannot write to nope://bucket/run"):
     trainer.run("train")
   assert engine.builds == 0
+
+
+def test_a_rerun_parses_params_yaml_once_and_eval_checks_the_newest_checkpoint_once(
+    tmp_path, monkeypatch):
+  trainer, _ = _trainer(tmp_path, steps_total=2)
+  trainer.run("train")
+  parsed, checked = [], []
+  parse = params_file.experiments.experiment_from_yaml
+  monkeypatch.setattr(params_file.experiments, "experiment_from_yaml",
+                      lambda path: parsed.append(path) or parse(path))
+  check = portable.check_readable
+  monkeypatch.setattr(portable, "check_readable", lambda path: checked.append(path) or check(path))
+  evaluation, _ = _trainer(tmp_path, steps_total=2)
+  evaluation.run("eval")
+  assert evaluation.restored_from.endswith("ckpt-2.h5")
+  assert len(parsed) == 1 and len(checked) == 1, (parsed, checked)
