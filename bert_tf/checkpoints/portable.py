@@ -41,7 +41,6 @@ import numpy as np
 
 from bert_tf import constants
 from bert_tf.utils import errors
-from bert_tf.utils import file_systems
 from bert_tf.utils import files
 
 FORMAT = "bert_tf.portable"
@@ -243,7 +242,7 @@ def _open(path: str) -> Iterator[h5py.File]:
   object of the file layer, so that only the bytes read are fetched (the names and
   shapes without the arrays), with no local copy."""
   with contextlib.ExitStack() as stack:
-    source = file_systems.local_path(path)
+    source = files.local_path(path)
     if not files.is_local(path):
       source = stack.enter_context(files.open_file(path, "rb"))
     try:

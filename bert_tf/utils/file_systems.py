@@ -40,12 +40,6 @@ def is_remote(path: str) -> bool:
   return bool(protocol(path))
 
 
-def local_path(path: str) -> str:
-  """A local path as the os module takes it (`file:///x` is `/x`)."""
-  path = str(path)
-  return path[len("file://"):] if path.startswith("file://") else path
-
-
 class LocalFiles:
   """The part of tf.io.gfile the package uses, on the local file system."""
 

@@ -49,7 +49,7 @@ def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_pat
     raise error(f"{field}: no input file given")
   files, seen = [], set()
   for glob in globs:
-    glob = glob if file_systems.is_remote(glob) else file_systems.local_path(glob)
+    glob = glob if file_systems.is_remote(glob) else local_path(glob)
     gfile = _storage_for(glob, field)
     try:
       with file_systems.quiet_retries():
@@ -128,26 +128,32 @@ def is_local(path: str) -> bool:
   return not file_systems.is_remote(path)
 
 
+def local_path(path: str) -> str:
+  """A local path as the os module takes it (`file:///x` is `/x`)."""
+  path = str(path)
+  return path[len("file://"):] if path.startswith("file://") else path
+
+
 def open_input(path: str):
   """Opens an input file for binary reading: a local one with `open` (the fast path), a
   remote one through the package's file system (tf.io.gfile with TensorFlow, fsspec
   without it)."""
   if is_local(path):
-    return open(file_systems.local_path(path), "rb")
+    return open(local_path(path), "rb")
   return open_file(path, "rb")
 
 
 def size(path: str) -> int:
   """The size in bytes of the file at `path`."""
   if is_local(path):
-    return os.path.getsize(file_systems.local_path(path))
+    return os.path.getsize(local_path(path))
   return _files(path).size(path)
 
 
 def absolute_path(path: str) -> str:
   """A local path made absolute; a remote one (gs://, ...) as it is."""
   return path if file_systems.is_remote(path) else os.path.abspath(
-      file_systems.local_path(path))
+      local_path(path))
 
 
 def read_bytes(path: str) -> bytes:
@@ -208,7 +214,7 @@ def staged_input(path: str) -> Iterator[str]:
   files (safetensors, torch): `path` itself where it is local, else a temporary local
   copy, deleted when the block ends."""
   if not file_systems.is_remote(path):
-    yield file_systems.local_path(path)
+    yield local_path(path)
     return
   handle, local = tempfile.mkstemp(suffix=os.path.basename(path))
   os.close(handle)

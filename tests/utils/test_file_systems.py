@@ -108,6 +108,7 @@ def test_file_urls_are_local_and_read_like_plain_paths(tmp_path):
   path.write_bytes(b"abc")
   url = f"file://{path}"
   assert files.is_local(url) and not file_systems.is_remote(url)
+  assert files.local_path(url) == files.local_path(str(path)) == str(path)
   assert files.absolute_path(url) == str(path)
   assert files.size(url) == 3
   with files.open_input(url) as f:

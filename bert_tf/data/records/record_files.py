@@ -27,7 +27,6 @@ from typing import Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence
 import numpy as np
 
 from bert_tf.utils import errors
-from bert_tf.utils import file_systems
 from bert_tf.utils import optional
 from bert_tf.utils import files
 from bert_tf.utils import range_reads
@@ -157,7 +156,7 @@ class RecordFile:
       self._file = _decompressed_copy(path, compression_type)
       self._data = _map(self._file)
     elif files.is_local(path):
-      with open(file_systems.local_path(path), "rb") as f:
+      with files.open_input(path) as f:
         self._data = _map(f)
     else:
       self._data = range_reads.RangeReader(path, cache)

@@ -26,7 +26,6 @@ from bert_tf.data.records import record_files
 from bert_tf.data.records import record_order
 from bert_tf.data.records import record_specs
 from bert_tf.data.pipelines.batching import trim_to_longest
-from bert_tf.utils import file_systems
 from bert_tf.utils import files
 from bert_tf.utils import progress as progress_lib
 
@@ -115,7 +114,7 @@ def _record_source(paths: Sequence[str], compression_type: str) -> record_files.
   """The files' RecordSource, indexed once per process while they stay unchanged: the
   TensorFlow engine builds the same input more than once (its element spec, the
   training iterator, a resumed one)."""
-  stats = [os.stat(file_systems.local_path(path)) if files.is_local(path) else None
+  stats = [os.stat(files.local_path(path)) if files.is_local(path) else None
            for path in paths]
   stamps = tuple((stat.st_mtime_ns, stat.st_size) if stat else None for stat in stats)
   return _indexed_source(tuple(paths), compression_type, stamps)
