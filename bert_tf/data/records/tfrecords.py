@@ -13,7 +13,6 @@ import atexit
 import functools
 import json
 import os
-import re
 import threading
 import time
 from typing import Dict, Iterable, Mapping, Optional, Sequence
