@@ -20,6 +20,12 @@
 #             script, e.g. "--variant=threefry=runtime.gpu_dropout_generator=threefry"
 #             "--variant=pallas_ln=runtime.gpu_layer_norm=pallas"
 #
+# DRY_RUN=1 runs the plan on a CPU at tiny size (no GPU needed; what a device session
+# will run, proven beforehand): BERT-tiny, seq 128, batch 4, float32, 2 timed steps,
+# ours only (its variants too), the jax matmul rate on a small product. Flags after
+# the script still come last: "--sides=ours,hf_eager --matmul=jax,torch" adds the
+# Hugging Face side where torch and transformers are installed.
+#
 # Writes to $OUT (the device machines return at most eight files): machine.txt (GPU,
 # driver, versions), gpu_pretraining.jsonl (the run's records), gpu_pretraining.txt
 # (its printed progress, tables and commands), worker_logs.txt (the end of every
@@ -49,17 +55,33 @@ case "$PLAN" in
                 "--variant=nodrop=model.encoder.dropout_rate=0;model.encoder.attention_dropout_rate=0") ;;
   *) echo "PLAN must be record or profile, got '$PLAN'" >&2; exit 2 ;;
 esac
+if [ "${DRY_RUN:-0}" = 1 ]; then
+  PLAN_FLAGS+=(--sizes=tiny --seqs=128 --batch_sizes=128:4 --sides=ours --matmul=jax
+               --precision=float32 --device=cpu --steps=2 --warmup_steps=1
+               --back_to_back_rounds=1 --profile_steps=2 --matmul_shapes=256x256x256
+               --timeout_s=240)
+fi
 mkdir -p "$OUT"
 # The frameworks' versions are in every worker's record; here the GPU, and whether
 # TensorFlow is absent as expected.
 {
-  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
+  else
+    echo "no nvidia-smi: no NVIDIA GPU here"
+  fi
   "$PYTHON" --version
   "$PYTHON" -c "import tensorflow" 2>&1 | tail -1
 } >"$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
-"$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site "$WHEELS"/*.whl || exit 1
+# Without wheels (a dry run where keras is installed) nothing is installed.
+if compgen -G "$WHEELS/*.whl" >/dev/null; then
+  "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site "$WHEELS"/*.whl || exit 1
+elif ! KERAS_BACKEND=jax "$PYTHON" -c "import keras" 2>/dev/null; then
+  echo "no wheels in $WHEELS and no keras: see bench/README.md, \"GPU pretraining step\"" >&2
+  exit 1
+fi
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
 timeout $((BUDGET + 60)) "$PYTHON" -m bench.gpu_pretraining --time_budget_s="$BUDGET" \
   --output="$OUT/gpu_pretraining.jsonl" --worker_logs="$LOGS" --profile_dir="$TRACES" \
