@@ -35,6 +35,7 @@
 # few of a 15-minute device lease for the machine's start and the transfers.
 set -u
 cd "$(dirname "$0")/.."
+source bench/gpu_machine.sh
 OUT=${OUT:-/tmp/bert_tf_gpu}
 WHEELS=${WHEELS:-.whl}
 BUDGET=${BUDGET:-480}
@@ -64,25 +65,10 @@ fi
 mkdir -p "$OUT"
 # The frameworks' versions are in every worker's record; here the GPU, and whether
 # TensorFlow is absent as expected.
-{
-  if command -v nvidia-smi >/dev/null; then
-    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
-  else
-    echo "no nvidia-smi: no NVIDIA GPU here"
-  fi
-  "$PYTHON" --version
-  "$PYTHON" -c "import tensorflow" 2>&1 | tail -1
-} >"$OUT/machine.txt" 2>&1
+write_machine_facts
 cat "$OUT/machine.txt"
-# Without wheels (a dry run where keras is installed) nothing is installed.
-if compgen -G "$WHEELS/*.whl" >/dev/null; then
-  "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site "$WHEELS"/*.whl || exit 1
-elif ! KERAS_BACKEND=jax "$PYTHON" -c "import keras" 2>/dev/null; then
-  echo "no wheels in $WHEELS and no keras: see bench/README.md, \"GPU pretraining step\"" >&2
-  exit 1
-fi
-export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
+install_wheels keras || exit 1
+export PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
 timeout $((BUDGET + 60)) "$PYTHON" -m bench.gpu_pretraining --time_budget_s="$BUDGET" \
   --output="$OUT/gpu_pretraining.jsonl" --worker_logs="$LOGS" --profile_dir="$TRACES" \
   "${PLAN_FLAGS[@]}" "$@" 2>&1 | tee "$OUT/gpu_pretraining.txt"
