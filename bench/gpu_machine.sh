@@ -14,16 +14,17 @@ write_machine_facts() {
   } >"$OUT/machine.txt" 2>&1
 }
 
-# Installs $WHEELS/*.whl into /tmp/site, outside the machine's own packages, and puts it
-# on PYTHONPATH. Without wheels (a dry run where they are installed) nothing is
-# installed, and the modules named as arguments must import.
+# Installs $WHEELS/*.whl into $SITE (default /tmp/site), outside the machine's own
+# packages, and puts it on PYTHONPATH. Without wheels (a dry run where they are
+# installed) nothing is installed, and the modules named as arguments must import.
 install_wheels() {
+  local site=${SITE:-/tmp/site}
   if compgen -G "$WHEELS/*.whl" >/dev/null; then
     "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-      --target /tmp/site "$WHEELS"/*.whl || return 1
+      --target "$site" "$WHEELS"/*.whl || return 1
   elif ! KERAS_BACKEND=jax "$PYTHON" -c "import $(IFS=,; echo "$*")" 2>/dev/null; then
     echo "no wheels in $WHEELS and no $*: see bench/README.md, \"GPU pretraining step\"" >&2
     return 1
   fi
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
 }
