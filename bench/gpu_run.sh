@@ -30,7 +30,7 @@
 # driver, versions), gpu_pretraining.jsonl (the run's records), gpu_pretraining.txt
 # (its printed progress, tables and commands), worker_logs.txt (the end of every
 # worker's stderr) and, with --profile, traces.tar.gz (the profilers' traces, when
-# under $TRACE_MB MiB). The whole run stays within $BUDGET seconds (default 480) plus a
+# under $TRACE_MB MiB, default 15: a file over 16 MiB does not come back). The whole run stays within $BUDGET seconds (default 480) plus a
 # minute: the configurations that do not fit are recorded as skipped. 480 s leaves a
 # few of a 15-minute device lease for the machine's start and the transfers.
 set -u
@@ -40,7 +40,7 @@ OUT=${OUT:-/tmp/bert_tf_gpu}
 WHEELS=${WHEELS:-.whl}
 BUDGET=${BUDGET:-480}
 PLAN=${PLAN:-record}
-TRACE_MB=${TRACE_MB:-40}
+TRACE_MB=${TRACE_MB:-15}
 PYTHON=${PYTHON:-python3}
 LOGS=$(mktemp -d)
 TRACES=$(mktemp -d)

@@ -21,14 +21,14 @@ The device phases (PHASES, in this order):
                  SIGKILLed once ckpt-{--kill_after}.h5 exists and rerun, which resumes:
                  the losses after the resume against the uninterrupted run's, and the
                  last checkpoints' arrays
-  throughput     the trainer's sequences/s (its summaries, the compiling loop left out)
-                 against bench/gpu_pretraining_worker.py's step of the same shape, and
-                 the host input's own rate (bench/gpu_numerics.py --check=input)
+  steps          bench/gpu_numerics.py --check=steps: --numerics_steps steps on the GPU
+                 (bf16 and float32) against the float32 CPU step, from one initialization
   export         a small model (--export_size, the learned vocab) trained by
                  tools/train.py; its checkpoint and params.yaml copied to --out and its
                  encoder's outputs on fixed ids (bench/gpu_numerics.py --check=outputs)
-  steps          bench/gpu_numerics.py --check=steps: --numerics_steps steps on the GPU
-                 (bf16 and float32) against the float32 CPU step, from one initialization
+  throughput     the trainer's sequences/s (its summaries, the compiling loop left out)
+                 against bench/gpu_pretraining_worker.py's step of the same shape, and
+                 the host input's own rate (bench/gpu_numerics.py --check=input)
   deterministic  the train phase again with XLA_FLAGS=--xla_gpu_deterministic_ops=true:
                  the resumed run's losses and checkpoint equal bit for bit
 
@@ -51,11 +51,11 @@ import numpy as np
 from bench import common
 from bench import gpu_devices
 
-PHASES = ("kernels", "train", "throughput", "export", "steps", "deterministic")
+PHASES = ("kernels", "train", "steps", "export", "throughput", "deterministic")
 # Seconds each phase is expected to take on one H100 or H200 at the default flags
 # (BERT-base's first step compiles in 35-55 s there; JAX_COMPILATION_CACHE_DIR spares
 # the recompiles of a resumed run): a phase starts only with this much budget left.
-ESTIMATE_S = {"kernels": 30, "train": 150, "throughput": 60, "export": 60, "steps": 60,
+ESTIMATE_S = {"kernels": 30, "train": 150, "steps": 60, "export": 45, "throughput": 60,
               "deterministic": 150}
 # What comes back from a device machine: at most 8 files of 16 MiB.
 RETURN_FILE_LIMIT = 16 * 2**20
@@ -91,7 +91,8 @@ def argument_parser() -> argparse.ArgumentParser:
       help="Also the summary interval: one loss per loop.")
   add("--checkpoint_interval", type=int, default=50)
   add("--kill_after", type=int, default=100, help="SIGKILL once this step's checkpoint exists.")
-  add("--numerics_size", default="small")
+  add("--numerics_size", default="mini",
+      help="steps: the encoder size (its float32 reference steps run on the CPU).")
   add("--numerics_batch_size", type=int, default=16)
   add("--numerics_steps", type=int, default=100)
   add("--kernel_batch_size", type=int, default=8)
@@ -315,9 +316,13 @@ class DeviceRun:
 
   def phase_steps(self) -> dict:
     args = self.args
+    env = dict(self.env)
+    platforms = env.get("JAX_PLATFORMS", "")
+    if platforms and "cpu" not in platforms.split(","):
+      env["JAX_PLATFORMS"] = platforms + ",cpu"  # the float32 reference runs on the CPU
     return self.worker("steps", "bench.gpu_numerics", [
         "--check=steps", f"--size={args.numerics_size}",
-        f"--batch_size={args.numerics_batch_size}", f"--steps={args.numerics_steps}"])
+        f"--batch_size={args.numerics_batch_size}", f"--steps={args.numerics_steps}"], env)
 
   def run(self) -> bool:
     ok = True
