@@ -39,6 +39,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -209,7 +210,7 @@ class DeviceRun:
 
   def train_killed(self, name, model_dir, env) -> int:
     """Starts tools/train.py and SIGKILLs it once ckpt-{kill_after}.h5 is written;
-    returns the step its last log line reached."""
+    returns the step of its last progress line."""
     marker = os.path.join(model_dir, f"ckpt-{self.args.kill_after}.h5")
     with open(self.log(name), "w") as log:
       process = subprocess.Popen(self.train_command(model_dir, self.args.size,
@@ -224,7 +225,9 @@ class DeviceRun:
       process.wait()
     # The resumed run's summaries start afresh; the killed run's stay beside them.
     os.rename(os.path.join(model_dir, "train"), os.path.join(model_dir, "train_killed"))
-    return self.args.kill_after
+    with open(self.log(name), errors="replace") as f:
+      logged = [int(m.group(1)) for m in map(re.compile(r"^step (\d+)/").match, f) if m]
+    return max(logged, default=0)
 
   def kill_and_resume(self, label: str, env) -> dict:
     """The uninterrupted run and the killed-and-resumed one; the losses after the resume
@@ -233,7 +236,7 @@ class DeviceRun:
     work = self.args.work_dir
     whole, killed = os.path.join(work, f"{label}_whole"), os.path.join(work, f"{label}_killed")
     whole_s = self.train(f"{label}_whole", whole, env)
-    self.train_killed(f"{label}_killed", killed, env)
+    killed_at = self.train_killed(f"{label}_killed", killed, env)
     resumed_s = self.train(f"{label}_resumed", killed, env)
     with open(self.log(f"{label}_resumed")) as f:
       resumed_line = next((l.strip() for l in f if l.startswith("Resumed from")), "")
@@ -243,7 +246,8 @@ class DeviceRun:
     relative = [abs(a[s] - b[s]) / abs(a[s]) for s in steps]
     last = f"ckpt-{self.args.train_steps}.h5"
     arrays = checkpoint_difference(os.path.join(whole, last), os.path.join(killed, last))
-    return {"resumed": resumed_line, "whole_s": whole_s, "resumed_s": resumed_s,
+    return {"resumed": resumed_line, "killed_after_step": killed_at, "whole_s": whole_s,
+            "resumed_s": resumed_s,
             "steps": steps, "whole_losses": [a[s] for s in steps],
             "resumed_losses": [b[s] for s in steps],
             "max_relative_difference": max(relative) if relative else None,
