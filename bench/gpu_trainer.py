@@ -102,11 +102,20 @@ def argument_parser() -> argparse.ArgumentParser:
   return parser
 
 
+def checkout_environment(**updates) -> dict:
+  """This process's environment with the checkout first on PYTHONPATH (tools/*.py run
+  as scripts import bert_tf from it), and `updates`."""
+  path = os.pathsep.join(p for p in (common.REPO_ROOT, os.environ.get("PYTHONPATH")) if p)
+  return dict(os.environ, PYTHONPATH=path, **updates)
+
+
 def _run(argv, log_path, timeout, env=None, check=True):
-  """Runs argv from the repo root, stdout and stderr to log_path; returns its stdout."""
+  """Runs argv from the repo root (in `env`, default checkout_environment()), stdout and
+  stderr to log_path; returns its stdout."""
   with open(log_path, "a") as log:
-    done = subprocess.run(argv, cwd=common.REPO_ROOT, env=env, stdout=subprocess.PIPE,
-                          stderr=log, text=True, timeout=timeout, check=False)
+    done = subprocess.run(argv, cwd=common.REPO_ROOT, env=env or checkout_environment(),
+                          stdout=subprocess.PIPE, stderr=log, text=True, timeout=timeout,
+                          check=False)
     log.write(done.stdout)
   if check and done.returncode:
     raise RuntimeError(f"{' '.join(argv[:3])} ... exited {done.returncode}; see {log_path}")
@@ -154,10 +163,9 @@ class DeviceRun:
     self.output = os.path.join(args.out, "trainer.jsonl")
     open(self.output, "w").close()
     gpu_devices.select_device(args.device)
-    # tools/*.py import bert_tf from the checkout.
-    path = os.pathsep.join(p for p in (common.REPO_ROOT, os.environ.get("PYTHONPATH")) if p)
-    self.env = dict(os.environ, PYTHONUNBUFFERED="1", KERAS_BACKEND="jax", PYTHONPATH=path,
-                    JAX_COMPILATION_CACHE_DIR=os.path.join(args.work_dir, "jax_cache"))
+    self.env = checkout_environment(
+        PYTHONUNBUFFERED="1", KERAS_BACKEND="jax",
+        JAX_COMPILATION_CACHE_DIR=os.path.join(args.work_dir, "jax_cache"))
     self.data = os.path.join(args.data_dir, "pretrain-*.tfrecord")
     self.vocab = os.path.join(args.data_dir, "vocab.txt")
 
