@@ -193,38 +193,52 @@ def experiment_of(args):
   return experiment
 
 
-def ours_step(args, experiment) -> gpu_devices.Side:
-  """bert_tf's JAX training step, as the JAX trainer builds it for pretraining:
-  BertPretrainer over BertEncoder in the runtime's dtype policy with its speed path
-  (bert_tf.kernels.for_runtime: the JAX GPU kernels on a GPU), float8 projections
-  with runtime.float8_training, bert_tf.losses.pretraining_loss, the project's AdamW
-  (bert_tf.training.update_rule) with its schedule, weight-decay exclusions (by variable
-  path) and global-norm clipping, compiled by
-  bert_tf.training.jax_engine.step.make_train_step (state donated)."""
-  os.environ["KERAS_BACKEND"] = "jax"
-  import jax  # pylint: disable=g-import-not-at-top
+def pretrainer(experiment, kernels=None):
+  """BertPretrainer over BertEncoder for `experiment`'s encoder in its runtime's dtype
+  policy, its layers computing `kernels`' way (None: the reference layers), float8
+  projections with runtime.float8_training."""
   import keras  # pylint: disable=g-import-not-at-top
-  from bert_tf import constants  # pylint: disable=g-import-not-at-top
-  from bert_tf import kernels  # pylint: disable=g-import-not-at-top
-  from bert_tf import losses  # pylint: disable=g-import-not-at-top
   from bert_tf.models import BertEncoder, BertPretrainer, float8  # pylint: disable=g-import-not-at-top
+  model = BertPretrainer(BertEncoder.from_config_object(
+      experiment.model.encoder,
+      dtype=keras.DTypePolicy(experiment.runtime.mixed_precision_dtype), kernels=kernels))
+  if experiment.runtime.float8_training:
+    float8.enable(model)
+  return model
+
+
+def jax_train_step(model, experiment):
+  """(step, state): `model`'s training step as the JAX trainer compiles it for
+  pretraining (bert_tf.losses.pretraining_loss, the project's AdamW from the
+  experiment's optimizer section with its schedule over DECAY_STEPS, weight-decay
+  exclusions by variable path and global-norm clipping; bert_tf.training.jax_engine.step,
+  state donated) and the initial TrainState (on the default device)."""
+  from bert_tf import constants  # pylint: disable=g-import-not-at-top
+  from bert_tf import losses  # pylint: disable=g-import-not-at-top
   from bert_tf.training.jax_engine import step as jax_step  # pylint: disable=g-import-not-at-top
   from bert_tf.training.jax_engine import optimizer as stateless_optimizer  # pylint: disable=g-import-not-at-top
-  runtime = experiment.runtime
-  config = experiment.model.encoder
-  model = BertPretrainer(BertEncoder.from_config_object(
-      config, dtype=keras.DTypePolicy(runtime.mixed_precision_dtype),
-      kernels=kernels.for_runtime(runtime)))
-  if runtime.float8_training:
-    float8.enable(model)
   optimizer = stateless_optimizer.build_stateless_optimizer(
       experiment.optimizer, DECAY_STEPS, model.trainable_variables)
   input_names = (*constants.ENCODER_INPUTS, constants.MASKED_LM_POSITIONS)
   step_fn = jax_step.make_train_step(
       model, optimizer, lambda batch, outputs, _: losses.pretraining_loss(batch, outputs),
       inputs_fn=lambda batch: {name: batch[name] for name in input_names})
-  state = [jax_step.state_from(model, optimizer)]
-  batch = jax_step.shard_batch(synthetic_batch(args, config.vocab_size))
+  return step_fn, jax_step.state_from(model, optimizer)
+
+
+def ours_step(args, experiment) -> gpu_devices.Side:
+  """bert_tf's JAX training step, as the JAX trainer builds it for pretraining:
+  `pretrainer` with the runtime's speed path (bert_tf.kernels.for_runtime: the JAX GPU
+  kernels on a GPU) and `jax_train_step`."""
+  os.environ["KERAS_BACKEND"] = "jax"
+  import jax  # pylint: disable=g-import-not-at-top
+  import keras  # pylint: disable=g-import-not-at-top
+  from bert_tf import kernels  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.jax_engine import step as jax_step  # pylint: disable=g-import-not-at-top
+  model = pretrainer(experiment, kernels.for_runtime(experiment.runtime))
+  step_fn, initial = jax_train_step(model, experiment)
+  state = [initial]
+  batch = jax_step.shard_batch(synthetic_batch(args, experiment.model.encoder.vocab_size))
 
   def step():
     state[0], logs = step_fn(state[0], batch)

@@ -20,20 +20,27 @@
 #             script, e.g. "--variant=threefry=runtime.gpu_dropout_generator=threefry"
 #             "--variant=pallas_ln=runtime.gpu_layer_norm=pallas"
 #
+# DRY_RUN=1 runs the plan on a CPU at tiny size (no GPU needed; what a device session
+# will run, proven beforehand): BERT-tiny, seq 128, batch 4, float32, 2 timed steps,
+# ours only (its variants too), the jax matmul rate on a small product. Flags after
+# the script still come last: "--sides=ours,hf_eager --matmul=jax,torch" adds the
+# Hugging Face side where torch and transformers are installed.
+#
 # Writes to $OUT (the device machines return at most eight files): machine.txt (GPU,
 # driver, versions), gpu_pretraining.jsonl (the run's records), gpu_pretraining.txt
 # (its printed progress, tables and commands), worker_logs.txt (the end of every
 # worker's stderr) and, with --profile, traces.tar.gz (the profilers' traces, when
-# under $TRACE_MB MiB). The whole run stays within $BUDGET seconds (default 480) plus a
+# under $TRACE_MB MiB, default 15: a file over 16 MiB does not come back). The whole run stays within $BUDGET seconds (default 480) plus a
 # minute: the configurations that do not fit are recorded as skipped. 480 s leaves a
 # few of a 15-minute device lease for the machine's start and the transfers.
 set -u
 cd "$(dirname "$0")/.."
+source bench/gpu_machine.sh
 OUT=${OUT:-/tmp/bert_tf_gpu}
 WHEELS=${WHEELS:-.whl}
 BUDGET=${BUDGET:-480}
 PLAN=${PLAN:-record}
-TRACE_MB=${TRACE_MB:-40}
+TRACE_MB=${TRACE_MB:-15}
 PYTHON=${PYTHON:-python3}
 LOGS=$(mktemp -d)
 TRACES=$(mktemp -d)
@@ -49,18 +56,19 @@ case "$PLAN" in
                 "--variant=nodrop=model.encoder.dropout_rate=0;model.encoder.attention_dropout_rate=0") ;;
   *) echo "PLAN must be record or profile, got '$PLAN'" >&2; exit 2 ;;
 esac
+if [ "${DRY_RUN:-0}" = 1 ]; then
+  PLAN_FLAGS+=(--sizes=tiny --seqs=128 --batch_sizes=128:4 --sides=ours --matmul=jax
+               --precision=float32 --device=cpu --steps=2 --warmup_steps=1
+               --back_to_back_rounds=1 --profile_steps=2 --matmul_shapes=256x256x256
+               --timeout_s=240)
+fi
 mkdir -p "$OUT"
 # The frameworks' versions are in every worker's record; here the GPU, and whether
 # TensorFlow is absent as expected.
-{
-  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
-  "$PYTHON" --version
-  "$PYTHON" -c "import tensorflow" 2>&1 | tail -1
-} >"$OUT/machine.txt" 2>&1
+write_machine_facts
 cat "$OUT/machine.txt"
-"$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site "$WHEELS"/*.whl || exit 1
-export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
+install_wheels keras || exit 1
+export PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
 timeout $((BUDGET + 60)) "$PYTHON" -m bench.gpu_pretraining --time_budget_s="$BUDGET" \
   --output="$OUT/gpu_pretraining.jsonl" --worker_logs="$LOGS" --profile_dir="$TRACES" \
   "${PLAN_FLAGS[@]}" "$@" 2>&1 | tee "$OUT/gpu_pretraining.txt"

@@ -10,7 +10,6 @@ import math
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
@@ -24,31 +23,10 @@ ROOT = paths.ROOT
 # Only its functions are used here (bench_helpers drops its absl flags).
 gpu_pretraining = bench_helpers.import_without_flags("gpu_pretraining")
 
-# Imported at Python start-up by every process of the run (PYTHONPATH): every import of
-# TensorFlow fails, as on a machine without it, and its stack is written down. Probes
-# through importlib.util.find_spec load nothing and are let through (torch._dynamo asks
-# where TensorFlow is installed, to leave its files alone when tracing).
-_NO_TENSORFLOW = textwrap.dedent("""\
-    import os, sys, traceback
-    class _NoTensorFlow:
-      def find_spec(self, name, path=None, target=None):
-        if name != "tensorflow" and not name.startswith("tensorflow."):
-          return None
-        stack = traceback.extract_stack()
-        if len(stack) >= 3 and stack[-3].name == "find_spec":
-          return None
-        with open(os.environ["TF_IMPORT_LOG"], "a") as log:
-          log.write("".join(traceback.format_list(stack)) + "\\n")
-        raise ModuleNotFoundError("No module named 'tensorflow' (blocked)", name=name)
-    sys.meta_path.insert(0, _NoTensorFlow())
-    """)
-
-
-
 
 def test_tiny_run_on_cpu_times_and_profiles_both_sides_and_a_variant_without_tensorflow(
     tmp_path):
-  (tmp_path / "sitecustomize.py").write_text(_NO_TENSORFLOW)
+  (tmp_path / "sitecustomize.py").write_text(bench_helpers.NO_TENSORFLOW_SITECUSTOMIZE)
   import_log = tmp_path / "tensorflow_imports.txt"
   output = tmp_path / "run.jsonl"
   # One OpenMP thread for torch: its threads spin while they wait, and on a busy

@@ -1,0 +1,107 @@
+"""The prepared GPU session's scripts, without running them: the trainer overrides that
+bench/gpu_trainer.py hands tools/train.py are config fields, the workers' arguments
+parse, the dry run's flags parse, every phase has an estimate, and the session plan
+(bench/gpu_session.py) fits a session's device time and each call the command limit."""
+
+import os
+import re
+import shlex
+
+import pytest
+
+from bench import gpu_numerics
+from bench import gpu_pretraining_worker
+from bench import gpu_session
+from bench import gpu_trainer
+from bert_tf.training import experiments
+import paths
+
+
+def _device_run(tmp_path, monkeypatch, *flags):
+  # --device=any leaves JAX_PLATFORMS as it is; the run's folders go to tmp_path.
+  args = gpu_trainer.argument_parser().parse_args([
+      "--stage=device", "--device=any", f"--out={tmp_path / 'out'}",
+      f"--work_dir={tmp_path / 'work'}", *flags])
+  run = gpu_trainer.DeviceRun(args)
+  calls = []
+  monkeypatch.setattr(run, "worker",
+                      lambda name, module, argv, env=None: calls.append((module, argv)) or {})
+  return run, calls
+
+
+def _resolved(command):
+  """The experiment tools/train.py resolves from a train_command argv."""
+  flags = dict(arg[2:].split("=", 1) for arg in command if arg.startswith("--"))
+  return experiments.resolve_experiment(
+      flags["experiment"], (), flags["params_override"],
+      {"runtime.mixed_precision_dtype": flags["mixed_precision_dtype"],
+       "runtime.backend": flags["backend"]})
+
+
+def test_trainer_runs_overrides_are_config_fields_with_the_shapes_asked(tmp_path,
+                                                                        monkeypatch):
+  run, _ = _device_run(tmp_path, monkeypatch)
+  experiment = _resolved(run.train_command("m", "base", 200))
+  assert experiment.model.encoder.num_layers == 12
+  assert experiment.train_data.global_batch_size == 64
+  assert (experiment.train_data.seq_length, experiment.train_data.max_predictions_per_seq
+          ) == (128, 20)
+  assert experiment.trainer.train_steps == 200
+  assert experiment.trainer.checkpoint_interval == 50
+  assert experiment.runtime.mixed_precision_dtype == "mixed_bfloat16"
+  export = _resolved(run.train_command("m", "tiny", 100, ["model.encoder.vocab_size=987"]))
+  assert export.model.encoder.vocab_size == 987
+
+
+def test_workers_arguments_parse_with_the_workers_parsers(tmp_path, monkeypatch):
+  run, calls = _device_run(tmp_path, monkeypatch)
+  run.phase_kernels()
+  run.phase_steps()
+  checks = [gpu_numerics.argument_parser().parse_args(argv).check for _, argv in calls]
+  assert checks == ["kernels", "steps"]
+  steps = gpu_numerics.argument_parser().parse_args(calls[1][1])
+  assert (steps.size, steps.steps) == ("mini", 100)
+
+
+def test_bench_step_arguments_parse_with_the_bench_workers_parser():
+  worker = gpu_pretraining_worker.argument_parser().parse_args([
+      "--side=ours", "--size=base", "--batch_size=64", "--seq_length=128",
+      "--predictions=20", "--steps=20", "--warmup_steps=3", "--precision=bf16",
+      "--device=gpu"])
+  assert worker.side == "ours"
+
+
+def _array(script, name):
+  """The words of the longest `NAME=( ... )` in a bash script."""
+  text = open(os.path.join(paths.ROOT, "bench", script), encoding="utf-8").read()
+  return max((shlex.split(words) for words in re.findall(rf"{name}\+?=\((.*?)\)", text,
+                                                         re.S)), key=len)
+
+
+def test_dry_run_flags_of_the_trainer_script_parse():
+  flags = _array("gpu_trainer.sh", "FLAGS")
+  args = gpu_trainer.argument_parser().parse_args(["--stage=device", *flags])
+  assert (args.device, args.size, args.kill_after) == ("cpu", "tiny", 10)
+  assert args.kill_after < args.train_steps
+  assert args.kill_after % args.checkpoint_interval == 0
+
+
+def test_unknown_phase_is_one_error_line(capsys):
+  assert gpu_trainer.main(["--stage=device", "--phases=kernels,speed"]) == 2
+  assert capsys.readouterr().err.startswith("gpu_trainer: error: --phases: unknown ['speed']")
+
+
+def test_every_phase_has_an_estimate_and_all_but_the_last_fit_the_first_sessions_budget():
+  assert set(gpu_trainer.ESTIMATE_S) == set(gpu_trainer.PHASES)
+  budget = int(re.search(r"BUDGET=(\d+)", gpu_session.FIRST_SESSION[0].command).group(1))
+  assert sum(gpu_trainer.ESTIMATE_S[p] for p in gpu_trainer.PHASES[:-1]) <= budget
+
+
+@pytest.mark.parametrize("calls", [gpu_session.FIRST_SESSION, gpu_session.NEXT_SESSION])
+def test_session_plan_fits_the_device_time_and_each_call_the_command_limit(calls):
+  assert gpu_session.expected_seconds(calls) <= gpu_session.DEVICE_SECONDS
+  for call in calls:
+    assert call.timeout_s <= gpu_session.COMMAND_LIMIT_S
+    assert f"BUDGET={call.budget_s} " in call.command
+    # The device machines return at most eight files from $OUT.
+    assert len(call.returns) <= 8
