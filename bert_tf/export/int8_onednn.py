@@ -2,23 +2,25 @@
 
 The export mode `int8_onednn` (exporter.quantize) keeps Keras's int8 weights (each
 kernel [I, O] stored as int8 with one scale per output channel, `kernel_scale`) and
-replaces the product: the inputs of each call are quantized to uint8 over their own
-range (one minimum and maximum per call, as dynamic quantization does) and multiplied
-by the int8 kernel in TensorFlow's `QuantizedMatMulWithBiasAndDequantize`, whose CPU
-kernel is oneDNN's int8 matmul (VNNI and AMX where the CPU has them), accumulating in
-int32 and returning float32. Where the float product reads 4 bytes per weight and
-multiplies float32, this one reads 1 and multiplies int8.
+replaces the product: each row of the inputs is scaled by its own absolute maximum and
+quantized to uint8, and multiplied by the int8 kernel in TensorFlow's
+`QuantizedMatMulWithBiasAndDequantize`, whose CPU kernel is oneDNN's int8 matmul (VNNI
+and AMX where the CPU has them), accumulating in int32 and returning float32. Where
+the float product reads 4 bytes per weight and multiplies float32, this one reads 1
+and multiplies int8. One scale per row, as in Keras's own int8 mode, keeps each row's
+answer independent of the other rows of the call (a served text's answer of the texts
+batched with it) and errs less than one range per call: outlier tokens ([SEP], say)
+set their own scale only.
 
-With x ~= x_min + q * step (q in [0, 255], step = (x_max - x_min) / 255) and the kernel
-W = K / s (K int8, s per output channel):
+With x = r * u (r the row's absolute maximum, u in [-1, 1]), u ~= u_min + q * step
+(q in [0, 255], QuantizeV2's range [u_min, u_max] ~= [-1, 1], step = (u_max - u_min) /
+255) and the kernel W = K / s (K int8, s per output channel):
 
-    x W + b = ((q * step) K + x_min * colsum(K) + b * s) / s
+    x W + b = r * ((q * step) K + u_min * colsum(K)) / s + b
 
-so the op takes q with the range [0, 255 * step], the kernel K with the range
-[-127, 127] (one int8 unit per step), and the bias x_min * colsum(K) + b * s; its float
-output is divided by s. The op computes that exactly for inputs at or above zero: its
-own zero-point handling (input_quant_mode MIN_FIRST with a negative minimum) is not
-what the formula needs, so the minimum is moved into the bias here.
+so the op takes q with the range [0, 255 * step] (no zero point: SCALED), the kernel K
+with the range [-127, 127] (one int8 unit per step) and the bias u_min * colsum(K); its
+float output is then scaled by r / s and the bias b added.
 
 The op exists in TensorFlow builds with oneDNN (the default Linux x86 packages, where
 oneDNN custom operations are on): `check_available` says whether this process can run it.
@@ -45,23 +47,24 @@ def int8_product(x, kernel, kernel_scale, column_sums, bias=None):
     bias: float32 [O] or None.
 
   Returns:
-    float32 [N, O].
+    float32 [N, O]; row n depends on x[n] only.
   """
   x = tf.convert_to_tensor(x, tf.float32)
-  quantized = tf.raw_ops.QuantizeV2(input=x, min_range=tf.reduce_min(x),
-                                    max_range=tf.reduce_max(x), T=tf.quint8,
+  row_scale = tf.reduce_max(tf.abs(x), axis=1, keepdims=True)  # [N, 1]
+  quantized = tf.raw_ops.QuantizeV2(input=tf.math.divide_no_nan(x, row_scale),
+                                    min_range=-1.0, max_range=1.0, T=tf.quint8,
                                     mode="MIN_FIRST")
-  x_min = quantized.output_min
-  folded_bias = x_min * column_sums
-  if bias is not None:
-    folded_bias += bias * kernel_scale
+  u_min = quantized.output_min
   product = tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
-      a=quantized.output, b=tf.bitcast(kernel, tf.qint8), bias=folded_bias,
-      min_a=0.0, max_a=quantized.output_max - x_min, min_b=-127.0, max_b=127.0,
+      a=quantized.output, b=tf.bitcast(kernel, tf.qint8), bias=u_min * column_sums,
+      min_a=0.0, max_a=quantized.output_max - u_min, min_b=-127.0, max_b=127.0,
       # Unused for a float output.
       min_freezed_output=0.0, max_freezed_output=0.0, Toutput=tf.float32,
-      input_quant_mode="MIN_FIRST")
-  return product / kernel_scale
+      # q read with no zero point: MIN_FIRST would also sum the kernel's columns again
+      # on every call.
+      input_quant_mode="SCALED")
+  outputs = product * row_scale / kernel_scale
+  return outputs if bias is None else tf.nn.bias_add(outputs, bias)
 
 
 class OneDnnInt8Dense(keras.layers.Dense):
