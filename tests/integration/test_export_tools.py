@@ -48,14 +48,19 @@ def test_export_tool_writes_next_version_and_request_tool_body_is_accepted(tmp_p
                                           "top_k_probabilities": 2}}]
 
 
-@pytest.mark.slow
-def test_export_tool_writes_a_bfloat16_export_with_allowlisted_ops(tmp_path):
+def _classifier_run(tmp_path):
+  """A tiny MNLI classifier's model_dir (checkpoint and params.yaml) and an export_dir."""
   vocab = helpers.write_vocab(tmp_path)
   config = helpers.experiment(vocab, helpers.TASK_SECTIONS["mnli"])
   model_dir = tmp_path / "model_dir"
   helpers.save_checkpoint(helpers.build_model(config), model_dir)
   config.save(str(model_dir / "params.yaml"))
-  export_dir = tmp_path / "exports"
+  return model_dir, tmp_path / "exports"
+
+
+@pytest.mark.slow
+def test_export_tool_writes_a_bfloat16_export_with_allowlisted_ops(tmp_path):
+  model_dir, export_dir = _classifier_run(tmp_path)
   out = _tool("export_saved_model.py", f"--checkpoint={model_dir}",
               f"--export_dir={export_dir}", "--quantize=bfloat16")
   assert (f"Exported ClassifierServing of {model_dir / 'ckpt-1'} to {export_dir / '1'}"
@@ -72,12 +77,7 @@ def test_export_tool_writes_a_bfloat16_export_with_allowlisted_ops(tmp_path):
 
 @pytest.mark.slow
 def test_export_tool_writes_an_int8_onednn_export_and_refuses_without_onednn(tmp_path):
-  vocab = helpers.write_vocab(tmp_path)
-  config = helpers.experiment(vocab, helpers.TASK_SECTIONS["mnli"])
-  model_dir = tmp_path / "model_dir"
-  helpers.save_checkpoint(helpers.build_model(config), model_dir)
-  config.save(str(model_dir / "params.yaml"))
-  export_dir = tmp_path / "exports"
+  model_dir, export_dir = _classifier_run(tmp_path)
   out = _tool("export_saved_model.py", f"--checkpoint={model_dir}",
               f"--export_dir={export_dir}", "--quantize=int8_onednn")
   assert "all allowlisted: True" in out.stdout
