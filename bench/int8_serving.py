@@ -11,7 +11,7 @@ latency.
 
 exports the classifier with bert_tf.export.exporter.export_from_checkpoint in float32
 and in each --modes quantize_mode (tools/export_saved_model.py --quantize=MODE: int8,
-int8_dynamic, bfloat16), and
+int8_dynamic, int8_onednn, bfloat16), and
 reports each SavedModel's size on disk, dev accuracy through serve_token_ids (with
 --glue_task) and the serve_token_ids latency at batch 1 (median over --iterations
 calls) and batch 32 (median over --batch_iterations calls), the exports interleaved
@@ -36,7 +36,7 @@ flags.DEFINE_string("glue_task", None, "Score dev accuracy on <data_dir>/glue_<t
 flags.DEFINE_integer("iterations", 30, "Timed batch-1 calls per export.")
 flags.DEFINE_integer("batch_iterations", 5, "Timed batch-32 calls per export.")
 flags.DEFINE_integer("max_dev_examples", 0, "Score at most this many dev examples (0: all).")
-flags.DEFINE_list("modes", ["int8", "int8_dynamic", "bfloat16"],
+flags.DEFINE_list("modes", ["int8", "int8_dynamic", "int8_onednn", "bfloat16"],
                   "Quantize modes (exporter.QUANTIZE_MODES) compared with float32.")
 common.define_data_dir_flag()
 

@@ -52,11 +52,14 @@ flags.DEFINE_integer("max_masks", None, "Fill-mask: [MASK]s per text; default "
 flags.DEFINE_string("hub_dir", None, "Also write <hub_dir>/preprocessor and "
                     "<hub_dir>/encoder (TF Hub-style SavedModels), both or neither; an "
                     "earlier pair there is replaced.")
-flags.DEFINE_enum("quantize", None, ["int8", "int8_dynamic", "bfloat16"], "int8 and "
-                  "int8_dynamic store every Dense kernel as int8 with per-output-channel "
+flags.DEFINE_enum("quantize", None, ["int8", "int8_dynamic", "int8_onednn", "bfloat16"],
+                  "The int8 modes store every Dense kernel as int8 with per-output-channel "
                   "scales, and the word embeddings as int8 with per-row scales. int8: "
                   "float32 products (float32 speed on CPU); int8_dynamic: inputs quantized "
-                  "per row at call time and int8 products (slower on CPU). bfloat16: bf16 "
+                  "per row at call time and int8 products on TensorFlow's generic kernels "
+                  "(slower on CPU); int8_onednn: inputs quantized per call to uint8 and "
+                  "int8 products on oneDNN's kernels (TensorFlow with oneDNN, Linux x86; "
+                  "the fastest on CPUs with VNNI or AMX). bfloat16: bf16 "
                   "weights and products, LayerNorm and softmax in float32, float32 "
                   "outputs. Default: float32 weights.")
 flags.DEFINE_bool("check_ops", True, "Fail when the export uses an op outside the TF Serving "

@@ -37,6 +37,7 @@ import bert_tf.export
 from bert_tf import configs
 from bert_tf.checkpoints import restore
 from bert_tf.checkpoints import variables
+from bert_tf.export import int8_onednn
 from bert_tf.export import serving_module
 from bert_tf.export import text_encoding
 from bert_tf.layers import embeddings
@@ -50,11 +51,13 @@ from bert_tf.utils import files
 AUTO = "auto"
 ENCODER = "encoder"
 # The values of export_from_checkpoint's `quantize_mode` (and of --quantize): int8
-# weights with float32 products, and int8 weights with int8 products (`quantize`);
-# bf16 weights and products, LayerNorm and softmax in float32 (`to_bfloat16`).
+# weights with float32 products, and int8 weights with int8 products on TensorFlow's
+# generic kernels or on oneDNN's (`quantize`); bf16 weights and products, LayerNorm and
+# softmax in float32 (`to_bfloat16`).
 INT8 = "int8"
 INT8_DYNAMIC = "int8_dynamic"
-INT8_MODES = (INT8, INT8_DYNAMIC)
+INT8_ONEDNN = int8_onednn.MODE
+INT8_MODES = (INT8, INT8_DYNAMIC, INT8_ONEDNN)
 BFLOAT16 = "bfloat16"
 QUANTIZE_MODES = INT8_MODES + (BFLOAT16,)
 # Items no serving signature uses; a checkpoint may lack them.
@@ -241,6 +244,9 @@ def quantize(model, mode: str = INT8):
     accumulating in int32 (BatchMatMulV3), rescaled to float. TensorFlow runs that
     product with its generic kernels, not oneDNN's, several times slower than the
     float32 matmul on CPUs (bench/README.md, *int8 exports*).
+  int8_onednn: each row of the inputs is scaled by its absolute maximum, quantized to
+    uint8 and multiplied by the int8 kernel in oneDNN's int8 matmul
+    (bert_tf.export.int8_onednn), in TensorFlow builds with oneDNN (refused elsewhere).
 
   Args:
     mode: one of INT8_MODES; `serving_model` refuses a user's unknown mode.
@@ -252,9 +258,11 @@ def quantize(model, mode: str = INT8):
     ValueError: a Dense layer the quantization left in float.
   """
   # activation_quantizer=None leaves the inputs in float: Keras's int8 Dense then
-  # multiplies them by the kernel cast to float.
+  # multiplies them by the kernel cast to float (int8_onednn replaces that product).
   config = keras.quantizers.Int8QuantizationConfig(
-      activation_quantizer={INT8: None, INT8_DYNAMIC: "default"}[mode])
+      activation_quantizer={INT8: None, INT8_DYNAMIC: "default", INT8_ONEDNN: None}[mode])
+  if mode == INT8_ONEDNN:
+    int8_onednn.check_available()
   with warnings.catch_warnings():
     # Keras names every layer without weights to quantize (LayerNorm, Dropout, ...).
     warnings.filterwarnings("ignore", message=".*does not have a `quantize` method")
@@ -267,6 +275,10 @@ def quantize(model, mode: str = INT8):
           if isinstance(layer, keras.layers.Dense) and layer.quantization_mode != "int8"]
   if left:
     raise ValueError(f"Dense layers not quantized to int8: {left}")
+  if mode == INT8_ONEDNN:
+    for layer in layers:
+      if isinstance(layer, keras.layers.Dense):
+        int8_onednn.convert(layer)
   return model
 
 

@@ -44,6 +44,10 @@ EXPORT_CORE_OPS = frozenset({
     # scaling of the inputs and the int8 x int8 -> int32 product (BatchMatMulV3, core
     # since TensorFlow 2.5).
     "Abs", "Round", "BatchMatMulV3", "IdentityN",
+    # int8_onednn (bert_tf.export.int8_onednn): each input row's scale, its uint8
+    # quantization and the int8 product (core ops since TensorFlow 1.x / 2.1; the
+    # product's kernel is oneDNN's, in builds with oneDNN).
+    "Max", "DivNoNan", "QuantizeV2", "QuantizedMatMulWithBiasAndDequantize", "Bitcast",
 })
 
 

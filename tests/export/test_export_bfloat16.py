@@ -67,7 +67,7 @@ def test_bfloat16_model_has_bf16_weights_float32_layer_norms_and_close_float32_o
 
 def test_an_unknown_quantize_mode_is_one_error_naming_the_modes(vocab):
   config = helpers.experiment(vocab, TASKS["mnli"])
-  with pytest.raises(errors.InputError, match="int8, int8_dynamic, bfloat16"):
+  with pytest.raises(errors.InputError, match="int8, int8_dynamic, int8_onednn, bfloat16"):
     exporter.serving_model(config, helpers.build_model(config), "float16")
 
 

@@ -12,10 +12,10 @@ import export_helpers as helpers
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _tool(name, *args):
+def _tool(name, *args, env=None, returncode=0):
   process = subprocess.run([sys.executable, os.path.join(ROOT, "tools", name), *args],
-                           capture_output=True, text=True, timeout=600, check=False)
-  assert process.returncode == 0, process.stderr[-4000:]
+                           capture_output=True, text=True, timeout=600, check=False, env=env)
+  assert process.returncode == returncode, process.stderr[-4000:]
   return process
 
 
@@ -48,14 +48,19 @@ def test_export_tool_writes_next_version_and_request_tool_body_is_accepted(tmp_p
                                           "top_k_probabilities": 2}}]
 
 
-@pytest.mark.slow
-def test_export_tool_writes_a_bfloat16_export_with_allowlisted_ops(tmp_path):
+def _classifier_run(tmp_path):
+  """A tiny MNLI classifier's model_dir (checkpoint and params.yaml) and an export_dir."""
   vocab = helpers.write_vocab(tmp_path)
   config = helpers.experiment(vocab, helpers.TASK_SECTIONS["mnli"])
   model_dir = tmp_path / "model_dir"
   helpers.save_checkpoint(helpers.build_model(config), model_dir)
   config.save(str(model_dir / "params.yaml"))
-  export_dir = tmp_path / "exports"
+  return model_dir, tmp_path / "exports"
+
+
+@pytest.mark.slow
+def test_export_tool_writes_a_bfloat16_export_with_allowlisted_ops(tmp_path):
+  model_dir, export_dir = _classifier_run(tmp_path)
   out = _tool("export_saved_model.py", f"--checkpoint={model_dir}",
               f"--export_dir={export_dir}", "--quantize=bfloat16")
   assert (f"Exported ClassifierServing of {model_dir / 'ckpt-1'} to {export_dir / '1'}"
@@ -68,3 +73,24 @@ def test_export_tool_writes_a_bfloat16_export_with_allowlisted_ops(tmp_path):
   # LayerNorm's gamma and beta (1 + 2 per block) stay float32; every other weight is bf16.
   assert dtypes.count("float32") == 2 * (1 + 2 * 2)
   assert dtypes.count("bfloat16") > dtypes.count("float32")
+
+
+@pytest.mark.slow
+def test_export_tool_writes_an_int8_onednn_export_and_refuses_without_onednn(tmp_path):
+  model_dir, export_dir = _classifier_run(tmp_path)
+  out = _tool("export_saved_model.py", f"--checkpoint={model_dir}",
+              f"--export_dir={export_dir}", "--quantize=int8_onednn")
+  assert "all allowlisted: True" in out.stdout
+  from bert_tf.export import serving_ops_check  # pylint: disable=g-import-not-at-top
+  ops = serving_ops_check.saved_model_op_types(str(export_dir / "1"))
+  assert "QuantizedMatMulWithBiasAndDequantize" in ops
+  # With oneDNN's kernels off, TensorFlow has no kernel that computes the product: one
+  # line, and no version written.
+  env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0"}
+  refused = _tool("export_saved_model.py", f"--checkpoint={model_dir}",
+                  f"--export_dir={export_dir}", "--quantize=int8_onednn", env=env,
+                  returncode=1)
+  [line] = [line for line in refused.stderr.splitlines() if "error:" in line]
+  assert line.startswith("export_saved_model: error: int8_onednn: this TensorFlow")
+  assert "Traceback" not in refused.stderr
+  assert sorted(os.listdir(export_dir)) == ["1"]
