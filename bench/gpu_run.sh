@@ -20,8 +20,8 @@
 #             script, e.g. "--variant=threefry=runtime.gpu_dropout_generator=threefry"
 #             "--variant=pallas_ln=runtime.gpu_layer_norm=pallas"
 #
-# DRY_RUN=1 runs the plan on a CPU at tiny size (no GPU needed; what a device session
-# will run, proven beforehand): BERT-tiny, seq 128, batch 4, float32, 2 timed steps,
+# DRY_RUN=1 runs the plan on a CPU at tiny size (no GPU needed: the plan proven before
+# it runs on a GPU): BERT-tiny, seq 128, batch 4, float32, 2 timed steps,
 # ours only (its variants too), the jax matmul rate on a small product. Flags after
 # the script still come last: "--sides=ours,hf_eager --matmul=jax,torch" adds the
 # Hugging Face side where torch and transformers are installed.

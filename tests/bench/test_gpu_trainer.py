@@ -1,7 +1,7 @@
-"""The prepared GPU session's scripts, without running them: the trainer overrides that
+"""The GPU trainer script's parts, without running them: the trainer overrides that
 bench/gpu_trainer.py hands tools/train.py are config fields, the workers' arguments
-parse, the dry run's flags parse, every phase has an estimate, and the session plan
-(bench/gpu_session.py) fits a session's device time and each call the command limit."""
+parse, the dry run's flags parse, and every phase has an estimate that fits the budget
+bench/README.md gives it."""
 
 import os
 import re
@@ -11,7 +11,6 @@ import pytest
 
 from bench import gpu_numerics
 from bench import gpu_pretraining_worker
-from bench import gpu_session
 from bench import gpu_trainer
 from bert_tf.training import experiments
 import paths
@@ -91,17 +90,9 @@ def test_unknown_phase_is_one_error_line(capsys):
   assert capsys.readouterr().err.startswith("gpu_trainer: error: --phases: unknown ['speed']")
 
 
-def test_every_phase_has_an_estimate_and_all_but_the_last_fit_the_first_sessions_budget():
+def test_every_phase_has_an_estimate_and_all_but_the_last_fit_a_budget_of_360_s():
+  # bench/README.md runs the trainer script first with BUDGET=360, the deterministic
+  # pair left for another run.
   assert set(gpu_trainer.ESTIMATE_S) == set(gpu_trainer.PHASES)
-  budget = int(re.search(r"BUDGET=(\d+)", gpu_session.FIRST_SESSION[0].command).group(1))
-  assert sum(gpu_trainer.ESTIMATE_S[p] for p in gpu_trainer.PHASES[:-1]) <= budget
-
-
-@pytest.mark.parametrize("calls", [gpu_session.FIRST_SESSION, gpu_session.NEXT_SESSION])
-def test_session_plan_fits_the_device_time_and_each_call_the_command_limit(calls):
-  assert gpu_session.expected_seconds(calls) <= gpu_session.DEVICE_SECONDS
-  for call in calls:
-    assert call.timeout_s <= gpu_session.COMMAND_LIMIT_S
-    assert f"BUDGET={call.budget_s} " in call.command
-    # The device machines return at most eight files from $OUT.
-    assert len(call.returns) <= 8
+  assert gpu_trainer.PHASES[-1] == "deterministic"
+  assert sum(gpu_trainer.ESTIMATE_S[p] for p in gpu_trainer.PHASES[:-1]) <= 360
