@@ -57,9 +57,10 @@ flags.DEFINE_enum("quantize", None, ["int8", "int8_dynamic", "int8_onednn", "bfl
                   "scales, and the word embeddings as int8 with per-row scales. int8: "
                   "float32 products (float32 speed on CPU); int8_dynamic: inputs quantized "
                   "per row at call time and int8 products on TensorFlow's generic kernels "
-                  "(slower on CPU); int8_onednn: inputs quantized per call to uint8 and "
-                  "int8 products on oneDNN's kernels (TensorFlow with oneDNN, Linux x86; "
-                  "the fastest on CPUs with VNNI or AMX). bfloat16: bf16 "
+                  "(slower on CPU); int8_onednn: each input row scaled to uint8 and int8 "
+                  "products on oneDNN's kernels (TensorFlow with oneDNN on, Linux x86; "
+                  "faster than float32 at large batches on CPUs with VNNI or AMX, "
+                  "bench/README.md). bfloat16: bf16 "
                   "weights and products, LayerNorm and softmax in float32, float32 "
                   "outputs. Default: float32 weights.")
 flags.DEFINE_bool("check_ops", True, "Fail when the export uses an op outside the TF Serving "

@@ -230,7 +230,7 @@ def model_from_checkpoint(experiment: configs.ExperimentConfig, checkpoint: str)
 def quantize(model, mode: str = INT8):
   """Quantizes every Dense layer of `model` in place, the encoder's included.
 
-  Both modes store each kernel [I, O] as int8 with one float32 scale per output
+  Every mode stores each kernel [I, O] as int8 with one float32 scale per output
   channel (absmax / 127), and the word-embedding table [V, H] (also the tied masked-LM
   output layer's kernel) as int8 with one scale per row: each a quarter of its float32
   size. Position and segment embeddings, LayerNorm and biases stay float32. The modes
@@ -255,6 +255,7 @@ def quantize(model, mode: str = INT8):
     The model.
 
   Raises:
+    KeyError: a mode not in INT8_MODES.
     ValueError: a Dense layer the quantization left in float.
   """
   # activation_quantizer=None leaves the inputs in float: Keras's int8 Dense then

@@ -31,8 +31,6 @@ import tensorflow as tf
 
 from bert_tf.utils import errors
 
-# Dense._int8_call is what Keras calls for a layer in int8 mode; the class below keeps
-# every other behaviour of the Dense layer it replaces.
 MODE = "int8_onednn"
 
 
@@ -54,10 +52,10 @@ def int8_product(x, kernel, kernel_scale, column_sums, bias=None):
   quantized = tf.raw_ops.QuantizeV2(input=tf.math.divide_no_nan(x, row_scale),
                                     min_range=-1.0, max_range=1.0, T=tf.quint8,
                                     mode="MIN_FIRST")
-  u_min = quantized.output_min
+  # QuantizeV2 keeps the range [-1, 1] as given: u_min = -1, 255 * step = 2.
   product = tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
-      a=quantized.output, b=tf.bitcast(kernel, tf.qint8), bias=u_min * column_sums,
-      min_a=0.0, max_a=quantized.output_max - u_min, min_b=-127.0, max_b=127.0,
+      a=quantized.output, b=tf.bitcast(kernel, tf.qint8), bias=-column_sums,
+      min_a=0.0, max_a=2.0, min_b=-127.0, max_b=127.0,
       # Unused for a float output.
       min_freezed_output=0.0, max_freezed_output=0.0, Toutput=tf.float32,
       # q read with no zero point: MIN_FIRST would also sum the kernel's columns again
@@ -72,8 +70,12 @@ class OneDnnInt8Dense(keras.layers.Dense):
 
   Made from a Dense layer Keras has quantized to int8 (weights only) by `convert`;
   the weights stay Keras's (`_kernel` int8 [I, O], `kernel_scale` [O]) plus
-  `column_sums` [O]. Inference only (no gradient).
+  `column_sums` [O]. Inference only (no gradient), for SavedModel exports: Keras's own
+  formats (`save_weights`, `.keras`) know neither the class nor `column_sums`.
   """
+
+  # Keras's Dense calls _int8_call for a layer in int8 mode; every other behaviour of
+  # the Dense layer stays.
 
   def _int8_call(self, inputs, training=None):
     del training

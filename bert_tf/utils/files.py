@@ -49,7 +49,7 @@ def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_pat
     raise error(f"{field}: no input file given")
   files, seen = [], set()
   for glob in globs:
-    glob = glob if file_systems.is_remote(glob) else local_path(glob)
+    glob = local_path(glob)
     gfile = _storage_for(glob, field)
     try:
       with file_systems.quiet_retries():

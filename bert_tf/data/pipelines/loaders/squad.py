@@ -39,7 +39,7 @@ class WindowRecords(registry.DataLoader):
 
   def _paths(self):
     return files.expand_patterns(self.data_config.input_path,
-                                 field=f"{self.section}.input_path")
+                                 field=f"{self.data_config.section_name()}.input_path")
 
   def dataset(self, input_context: Optional[tf.distribute.InputContext] = None,
               start: int = 0) -> tf.data.Dataset:
