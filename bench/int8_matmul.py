@@ -1,4 +1,4 @@
-r"""Why int8 exports are not faster on CPU: one Dense layer's product, timed alone.
+r"""int8 products of one Dense layer on CPU, timed alone against float32.
 
   python -m bench.int8_matmul                  # BERT-base shapes, batch 32 and batch 1
   python -m bench.int8_matmul --rows=4096 --shapes=768x3072
@@ -11,12 +11,10 @@ round in one process (the CPU kernels the tools choose, bench/common.py):
                  (exporter.quantize: int8 kernel cast to float32, float32 product)
   int8_dynamic   quantized as `--quantize=int8_dynamic` (Keras's int8 scheme: inputs
                  quantized per row, int8 x int8 -> int32 BatchMatMulV3, rescaled)
+  int8_onednn    quantized as `--quantize=int8_onednn` (bert_tf.export.int8_onednn:
+                 inputs scaled per row to uint8, oneDNN's u8 x s8 GEMM through
+                 QuantizedMatMulWithBiasAndDequantize; TensorFlow's oneDNN kernels on)
   int8_product   BatchMatMulV3 on int8 inputs alone (no quantization around it)
-  onednn_int8    QuantizedMatMulWithBiasAndDequantize, which TensorFlow runs with
-                 oneDNN's u8 x s8 GEMM (per-tensor scales; no serving export uses it:
-                 it is outside bert_tf.export.serving_ops_check's allowlist and needs
-                 TensorFlow's oneDNN kernels, TF_ENABLE_ONEDNN_OPTS=1), the input
-                 quantization included
 
 and prints the median milliseconds and GOP/s of each, the ratio to float32 and the
 load average. Each shape's entry of bench/results/int8_matmul.json is replaced.
@@ -46,7 +44,7 @@ def _products(rows: int, features: int, units: int):
   rng = np.random.default_rng(0)
   x = tf.constant(rng.standard_normal((1, rows, features)).astype(np.float32))
   layers = {}
-  for name in ("float32", exporter.INT8, exporter.INT8_DYNAMIC):
+  for name in ("float32",) + exporter.INT8_MODES:
     keras.utils.set_random_seed(0)
     inputs = keras.Input((rows, features), batch_size=1)
     model = keras.Model(inputs, keras.layers.Dense(units)(inputs))
@@ -59,25 +57,6 @@ def _products(rows: int, features: int, units: int):
   w8 = tf.constant(rng.integers(-127, 128, (features, units)), tf.int8)
   int8_product = tf.function(lambda a: tf.linalg.matmul(a, w8, output_type=tf.int32))
   products["int8_product"] = lambda: int8_product(x8)
-
-  w_range = 1.0
-  w_q = tf.bitcast(w8, tf.qint8)
-  bias = tf.zeros([units], tf.float32)
-
-  @tf.function
-  def onednn_int8(t):
-    t = tf.reshape(t, [rows, features])
-    low, high = tf.reduce_min(t), tf.reduce_max(t)
-    q, q_low, q_high = tf.quantization.quantize(t, low, high, tf.quint8, mode="MIN_FIRST")
-    return tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
-        a=q, b=w_q, bias=bias, min_a=q_low, max_a=q_high, min_b=-w_range, max_b=w_range,
-        min_freezed_output=-1.0, max_freezed_output=1.0, Toutput=tf.float32,
-        input_quant_mode="MIN_FIRST")
-  try:
-    onednn_int8(x)
-    products["onednn_int8"] = lambda: onednn_int8(x)
-  except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as e:
-    print(f"onednn_int8 not available: {str(e).splitlines()[0]}", flush=True)
   return products
 
 

@@ -111,7 +111,8 @@ class Product(NamedTuple):
   sync: waits until every launched product is done.
   flops: 2 x M x K x N per launch.
   framework: e.g. 'tensorflow 2.21.0'.
-  dtype: one of DTYPES; int8 products accumulate in int32.
+  dtype: one of DTYPES; int8 products accumulate in int32 (TensorFlow: on oneDNN's
+    u8 x s8 GEMM where it can, its generic int8 kernel elsewhere; `framework` says which).
   """
   launch: Callable[[], None]
   sync: Callable[[], None]
@@ -127,11 +128,16 @@ class Product(NamedTuple):
 
 def _tensorflow_product(dtype: str, m: int, k: int, n: int) -> Product:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  kernel = "" if dtype != "int8" else " (generic int8 x int8 -> int32)"
   if dtype == "int8":
     a = tf.cast(tf.random.uniform([m, k], -127, 128, tf.int32), tf.int8)
     b = tf.cast(tf.random.uniform([k, n], -127, 128, tf.int32), tf.int8)
-    # What Keras's int8 Dense runs: int8 x int8 -> int32.
+    # What Keras's int8 Dense runs: int8 x int8 -> int32 on TensorFlow's generic kernel.
     mm = lambda a, b: tf.linalg.matmul(a, b, output_type=tf.int32)
+    onednn = _onednn_int8_matmul(n)
+    if onednn is not None:
+      # TensorFlow's fastest int8 product, the one --quantize=int8_onednn runs.
+      a, mm, kernel = tf.bitcast(a, tf.quint8), onednn, " (oneDNN u8 x s8)"
   else:
     a = tf.cast(tf.random.normal([m, k]), dtype)
     b = tf.cast(tf.random.normal([k, n]), dtype)
@@ -141,7 +147,24 @@ def _tensorflow_product(dtype: str, m: int, k: int, n: int) -> Product:
   out = []
   return Product(lambda: out.__setitem__(slice(None), [product(a, b)]),
                  lambda: out and out[0].numpy(), 2.0 * m * k * n,
-                 f"tensorflow {tf.__version__}", dtype)
+                 f"tensorflow {tf.__version__}{kernel}", dtype)
+
+
+def _onednn_int8_matmul(n: int):
+  """uint8 [M, K] x int8 [K, n] -> float32 on oneDNN's int8 GEMM
+  (bert_tf.export.int8_onednn's op), or None where this TensorFlow cannot run it."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf.export import int8_onednn  # pylint: disable=g-import-not-at-top
+  from bert_tf.utils import errors  # pylint: disable=g-import-not-at-top
+  try:
+    int8_onednn.check_available()
+  except errors.UserError:
+    return None
+  bias = tf.zeros([n])
+  return lambda a, b: tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
+      a=a, b=tf.bitcast(b, tf.qint8), bias=bias, min_a=0.0, max_a=1.0, min_b=-1.0,
+      max_b=1.0, min_freezed_output=0.0, max_freezed_output=0.0, Toutput=tf.float32,
+      input_quant_mode="SCALED")
 
 
 def _jax_product(dtype: str, m: int, k: int, n: int) -> Product:

@@ -76,3 +76,11 @@ def test_tiny_inference_reports_utilisation_of_its_own_rounds_at_most_100_percen
   rows = inference.table_rows("tiny", 2, 16, result, rss_mb=1.0)
   mfu = [row[inference.HEADER.index("MFU")] for row in rows]
   assert all(cell.endswith("%") and 0 < float(cell[:-1]) <= 100 for cell in mfu), mfu
+
+
+def test_tensorflow_int8_rate_is_taken_on_onednns_u8_x_s8_product():
+  # The tests run with TensorFlow's oneDNN kernels on (tests/conftest.py), as the tools do.
+  one = matmul_peak.product("tensorflow", "int8", (64, 32, 16))
+  assert one.framework.endswith("(oneDNN u8 x s8)")
+  one.launch()
+  one.sync()
