@@ -293,9 +293,8 @@ def check_outputs(args) -> dict:
   experiment = experiments.experiment_from_yaml(
       args.config, overrides=["runtime.mixed_precision_dtype=float32"])
   model = task_base.get_task(experiment).build_tuned_model()
-  available = restore.checkpoint_children(restore.resolve_checkpoint(args.checkpoint))
   restore.restore_items(args.checkpoint, model.trained_items,
-                        items=tuple(n for n in model.trained_items if n in available))
+                        items=tuple(model.trained_items))
   inputs = fixed_inputs(experiment.model.encoder.vocab_size,
                         experiment.train_data.seq_length)
   with jax.default_matmul_precision("highest"):
