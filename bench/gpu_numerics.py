@@ -11,7 +11,9 @@
   --check=steps    from one initialization, --steps training steps of --size on the
                    accelerator (the speed path, bf16 and float32) against the float32
                    reference layers on the CPU, dropout off, the same batches: the loss
-                   of every step
+                   of every step; each the JAX engine's step of the pretraining task
+                   (its model, loss, loss normalizers and inputs, the stateless
+                   optimizer)
   --check=outputs  a trainer checkpoint restored on the accelerator; the encoder's
                    float32 outputs for fixed token ids, saved to --output (.npz) for the
                    comparison with its SavedModel on a CPU (bench/gpu_trainer.py
@@ -217,18 +219,53 @@ def check_kernels(args) -> dict:
 
 def _experiment(args, precision: str):
   """The steps check's experiment: --size, dropout off, AdamW at 1e-4 after 10 warm-up
-  steps (so that 100 steps move the weights), `precision`'s dtype policy."""
-  from bert_tf import configs  # pylint: disable=g-import-not-at-top
-  return configs.ExperimentConfig().override([
+  steps (so that 100 steps move the weights), global batches of --batch_size,
+  `precision`'s dtype policy."""
+  from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
+  return experiments.experiment_from_yaml(overrides=[
       f"model.encoder.size={args.size}", "model.encoder.dropout_rate=0",
       "model.encoder.attention_dropout_rate=0", "optimizer.warmup_steps=10",
+      f"train_data.global_batch_size={args.batch_size}",
       "runtime.backend=jax", f"runtime.mixed_precision_dtype={precision}"])
 
 
-def _losses(model, experiment, batches, device) -> list:
+def _task(experiment, kernels):
+  """The trainer's task of `experiment`, its models built with `kernels` (None: the
+  reference layers) in place of the runtime's speed path."""
+  from bert_tf.tasks import base as task_base  # pylint: disable=g-import-not-at-top
+  task = task_base.get_task(experiment)
+  task.kernels = kernels  # a cached property: the instance's value is the one used
+  return task
+
+
+def _train_step(task, model):
+  """(step, state): the JAX engine's training step over `model`
+  (bert_tf.training.jax_engine.engine: `task`'s loss, loss normalizers, model inputs
+  and train metrics, the stateless optimizer of the experiment's optimizer section
+  over trainer.train_steps) and the initial TrainState (on the default device)."""
+  from bert_tf.training import steps  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.jax_engine import optimizer as stateless_optimizer  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.jax_engine import step as jax_step  # pylint: disable=g-import-not-at-top
+  experiment = task.experiment
+  optimizer = stateless_optimizer.build_stateless_optimizer(
+      experiment.optimizer, experiment.trainer.train_steps, model.trainable_variables,
+      experiment.runtime.mixed_precision_dtype, experiment.runtime.loss_scale)
+
+  def loss_fn(batch, outputs, normalizers):
+    losses = task.compute_loss(batch, outputs, experiment.train_data.global_batch_size,
+                               **normalizers)
+    return steps.flat_outputs(losses, task.train_metrics(batch, outputs))
+
+  step_fn = jax_step.make_train_step(model, optimizer, loss_fn,
+                                     normalizers_fn=task.loss_normalizers,
+                                     inputs_fn=task.model_inputs)
+  return step_fn, jax_step.state_from(model, optimizer)
+
+
+def _losses(task, model, batches, device) -> list:
   """The loss of each step of `model` trained on `batches` on `device`."""
   import jax  # pylint: disable=g-import-not-at-top
-  step_fn, state = gpu_pretraining_worker.jax_train_step(model, experiment)
+  step_fn, state = _train_step(task, model)
   state = jax.device_put(state, device)
   losses = []
   for batch in batches:
@@ -248,21 +285,22 @@ def check_steps(args) -> dict:
                                         vocab_size=vocab, seed=i % 8)
              for i in range(args.steps)]
   keras.utils.set_random_seed(0)
+  reference_task = _task(reference_experiment, None)
   with jax.default_device(cpu):
-    reference = gpu_pretraining_worker.pretrainer(reference_experiment)
+    reference = reference_task.build_tuned_model()
   initial = [np.asarray(w) for w in reference.get_weights()]
   start = time.perf_counter()
   runs = {"cpu_float32_reference": {
-      "losses": _losses(reference, reference_experiment, batches, cpu),
+      "losses": _losses(reference_task, reference, batches, cpu),
       "device": str(cpu), "seconds": time.perf_counter() - start}}
   for precision, policy, matmul in (("bfloat16", "mixed_bfloat16", "default"),
                                     ("float32", "float32", "highest")):
-    experiment = _experiment(args, policy)
-    model = gpu_pretraining_worker.pretrainer(experiment, _accelerator_kernels())
+    task = _task(_experiment(args, policy), _accelerator_kernels())
+    model = task.build_tuned_model()
     model.set_weights(initial)
     start = time.perf_counter()
     with jax.default_matmul_precision(matmul):
-      losses = _losses(model, experiment, batches, accelerator)
+      losses = _losses(task, model, batches, accelerator)
     reference_losses = np.asarray(runs["cpu_float32_reference"]["losses"])
     relative = np.abs(np.asarray(losses) - reference_losses) / np.abs(reference_losses)
     runs[f"accelerator_{precision}_speed_path"] = {
