@@ -51,6 +51,7 @@ import numpy as np
 
 from bench import common
 from bench import gpu_devices
+from bert_tf.text import vocab as vocab_lib
 
 PHASES = ("kernels", "train", "steps", "export", "throughput", "deterministic")
 # Seconds each phase is expected to take on one H100 or H200 at the default flags
@@ -142,13 +143,9 @@ def prepare(args) -> None:
   with open(os.path.join(data, "pretrain.json")) as f:
     summary = json.load(f)
   megabytes = sum(os.path.getsize(p) for p in glob.glob(os.path.join(data, "*"))) / 2**20
-  print(f"{data}: {stats.documents} documents, vocab of {_lines(vocab)} tokens, "
+  tokens = len(vocab_lib.load_vocab(vocab))
+  print(f"{data}: {stats.documents} documents, vocab of {tokens} tokens, "
         f"{summary.get('instances', '?')} instances; {megabytes:.1f} MiB in all", flush=True)
-
-
-def _lines(path: str) -> int:
-  with open(path, encoding="utf-8") as f:
-    return sum(1 for _ in f)
 
 
 class DeviceRun:
@@ -308,7 +305,7 @@ class DeviceRun:
   def phase_export(self) -> dict:
     args = self.args
     model_dir = os.path.join(args.work_dir, "export")
-    vocab_size = _lines(os.path.join(common.REPO_ROOT, self.vocab))
+    vocab_size = len(vocab_lib.load_vocab(os.path.join(common.REPO_ROOT, self.vocab)))
     seconds = self.train("export_train", model_dir, self.env, size=args.export_size,
                          steps=args.export_steps,
                          overrides=[f"model.encoder.vocab_size={vocab_size}"])
