@@ -364,18 +364,11 @@ class DeviceRun:
 
 def checkpoint_difference(a_path: str, b_path: str) -> dict:
   """Whether two portable checkpoints hold equal arrays, and their largest difference."""
-  import h5py  # pylint: disable=g-import-not-at-top
-
-  def arrays(path):
-    out = {}
-    with h5py.File(path, "r") as f:
-      f.visititems(lambda name, item: out.__setitem__(name, item[()])
-                   if isinstance(item, h5py.Dataset) else None)
-    return out
-
-  a, b = arrays(a_path), arrays(b_path)
-  differences = [float(np.max(np.abs(a[k].astype(np.float64) - b[k].astype(np.float64))))
-                 for k in a if k in b and a[k].dtype.kind in "fiu" and a[k].size]
+  from bert_tf.checkpoints import portable  # pylint: disable=g-import-not-at-top
+  a, b = portable.arrays(a_path), portable.arrays(b_path)
+  differences = [float(np.max(np.abs(np.asarray(a[k], np.float64) -
+                                     np.asarray(b[k], np.float64))))
+                 for k in a if k in b and a[k].shape == b[k].shape and a[k].size]
   return {"arrays": len(a), "arrays_equal": a.keys() == b.keys() and all(
       np.array_equal(a[k], b[k]) for k in a),
           "max_array_difference": max(differences) if differences else None}
