@@ -27,10 +27,8 @@ kernels run in Pallas's interpreter.
 """
 
 import argparse
-import json
 import logging
 import os
-import sys
 import time
 
 import numpy as np
@@ -369,9 +367,7 @@ def main(argv=None) -> None:
   logging.basicConfig(level=logging.WARNING)
   result = {"kernels": check_kernels, "steps": check_steps, "outputs": check_outputs,
             "input": check_input}[args.check](args)
-  result["tensorflow_loaded"] = sys.modules.get("tensorflow") is not None
-  sys.stdout.write("RESULT " + json.dumps(result) + "\n")
-  sys.stdout.flush()
+  gpu_pretraining_worker.print_result(result)
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ import numpy as np
 
 from bench import common
 from bench import gpu_devices
+from bench import gpu_pretraining_worker
 from bert_tf.text import vocab as vocab_lib
 
 PHASES = ("kernels", "train", "steps", "export", "throughput", "deterministic")
@@ -182,10 +183,10 @@ class DeviceRun:
     """A worker's RESULT (bench/gpu_numerics.py, bench/gpu_pretraining_worker.py)."""
     stdout = _run([sys.executable, "-m", module, *argv], self.log(name),
                   max(1, int(self.left())), env or self.env)
-    lines = [l for l in stdout.splitlines() if l.startswith("RESULT ")]
-    if not lines:
+    result = gpu_pretraining_worker.read_result(stdout)
+    if result is None:
       raise RuntimeError(f"{module} printed no RESULT; see {self.log(name)}")
-    return json.loads(lines[-1][len("RESULT "):])
+    return result
 
   # ----- tools/train.py -----
   def train_command(self, model_dir, size, steps, overrides=()):

@@ -124,3 +124,11 @@ def test_every_phase_has_an_estimate_and_all_but_the_last_fit_a_budget_of_360_s(
   assert set(gpu_trainer.ESTIMATE_S) == set(gpu_trainer.PHASES)
   assert gpu_trainer.PHASES[-1] == "deterministic"
   assert sum(gpu_trainer.ESTIMATE_S[p] for p in gpu_trainer.PHASES[:-1]) <= 360
+
+
+def test_a_workers_result_line_reads_back_among_other_output(capsys):
+  gpu_pretraining_worker.print_result({"steps": [1, 2]})
+  stdout = "a log line\n" + capsys.readouterr().out + "another\n"
+  assert gpu_pretraining_worker.read_result(stdout) == {
+      "steps": [1, 2], "tensorflow_loaded": gpu_pretraining_worker.tensorflow_loaded()}
+  assert gpu_pretraining_worker.read_result("a log line\n") is None
