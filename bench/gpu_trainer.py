@@ -111,15 +111,19 @@ def checkout_environment(**updates) -> dict:
   return dict(os.environ, PYTHONPATH=path, **updates)
 
 
-def _run(argv, log_path, timeout, env=None, check=True):
+def _run(argv, log_path, timeout, env=None):
   """Runs argv from the repo root (in `env`, default checkout_environment()), stdout and
-  stderr to log_path; returns its stdout."""
+  stderr to log_path; returns its stdout.
+
+  Raises:
+    RuntimeError: argv exited with an error, naming log_path.
+  """
   with open(log_path, "a") as log:
     done = subprocess.run(argv, cwd=common.REPO_ROOT, env=env or checkout_environment(),
                           stdout=subprocess.PIPE, stderr=log, text=True, timeout=timeout,
                           check=False)
     log.write(done.stdout)
-  if check and done.returncode:
+  if done.returncode:
     raise RuntimeError(f"{' '.join(argv[:3])} ... exited {done.returncode}; see {log_path}")
   return done.stdout
 

@@ -8,8 +8,6 @@ import os
 import re
 import shlex
 
-import pytest
-
 from bench import gpu_numerics
 from bench import gpu_pretraining_worker
 from bench import gpu_trainer
