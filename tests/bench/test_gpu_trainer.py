@@ -51,8 +51,8 @@ def _resolved(command):
   flags = dict(arg[2:].split("=", 1) for arg in command if arg.startswith("--"))
   return experiments.resolve_experiment(
       flags["experiment"], (), flags["params_override"],
-      {"runtime.mixed_precision_dtype": flags["mixed_precision_dtype"],
-       "runtime.backend": flags["backend"]})
+      experiments.runtime_overrides(backend=flags["backend"],
+                                    mixed_precision_dtype=flags["mixed_precision_dtype"]))
 
 
 def test_trainer_runs_overrides_are_config_fields_with_the_shapes_asked(tmp_path,
