@@ -16,15 +16,16 @@ write_machine_facts() {
 
 # Installs $WHEELS/*.whl into $SITE (default /tmp/site), outside the machine's own
 # packages, and puts it on PYTHONPATH. Without wheels (a dry run where they are
-# installed) nothing is installed, and the modules named as arguments must import.
+# installed) nothing is installed, PYTHONPATH stays as it is, and the modules named as
+# arguments must import.
 install_wheels() {
   local site=${SITE:-/tmp/site}
   if compgen -G "$WHEELS/*.whl" >/dev/null; then
     "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
       --target "$site" "$WHEELS"/*.whl || return 1
+    export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
   elif ! KERAS_BACKEND=jax "$PYTHON" -c "import $(IFS=,; echo "$*")" 2>/dev/null; then
     echo "no wheels in $WHEELS and no $*: see bench/README.md, \"GPU pretraining step\"" >&2
     return 1
   fi
-  export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
 }

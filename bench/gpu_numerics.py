@@ -11,7 +11,9 @@
   --check=steps    from one initialization, --steps training steps of --size on the
                    accelerator (the speed path, bf16 and float32) against the float32
                    reference layers on the CPU, dropout off, the same batches: the loss
-                   of every step
+                   of every step; each the JAX engine's step of the pretraining task
+                   (its model, loss, loss normalizers and inputs, the stateless
+                   optimizer)
   --check=outputs  a trainer checkpoint restored on the accelerator; the encoder's
                    float32 outputs for fixed token ids, saved to --output (.npz) for the
                    comparison with its SavedModel on a CPU (bench/gpu_trainer.py
@@ -25,10 +27,8 @@ kernels run in Pallas's interpreter.
 """
 
 import argparse
-import json
 import logging
 import os
-import sys
 import time
 
 import numpy as np
@@ -217,22 +217,59 @@ def check_kernels(args) -> dict:
 
 def _experiment(args, precision: str):
   """The steps check's experiment: --size, dropout off, AdamW at 1e-4 after 10 warm-up
-  steps (so that 100 steps move the weights), `precision`'s dtype policy."""
-  from bert_tf import configs  # pylint: disable=g-import-not-at-top
-  return configs.ExperimentConfig().override([
+  steps (so that 100 steps move the weights), global batches of --batch_size,
+  `precision`'s dtype policy."""
+  from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
+  return experiments.experiment_from_yaml(overrides=[
       f"model.encoder.size={args.size}", "model.encoder.dropout_rate=0",
       "model.encoder.attention_dropout_rate=0", "optimizer.warmup_steps=10",
+      f"train_data.global_batch_size={args.batch_size}",
       "runtime.backend=jax", f"runtime.mixed_precision_dtype={precision}"])
 
 
-def _losses(model, experiment, batches, device) -> list:
-  """The loss of each step of `model` trained on `batches` on `device`."""
+def _task(experiment, kernels):
+  """The trainer's task of `experiment`, its models built with `kernels` (None: the
+  reference layers) in place of the runtime's speed path."""
+  from bert_tf.tasks import base as task_base  # pylint: disable=g-import-not-at-top
+  task = task_base.get_task(experiment)
+  task.kernels = kernels  # a cached property: the instance's value is the one used
+  return task
+
+
+def _train_step(task, model):
+  """(step, state): the JAX engine's training step over `model`
+  (bert_tf.training.jax_engine.engine: `task`'s loss, loss normalizers, model inputs
+  and train metrics, the stateless optimizer of the experiment's optimizer section
+  over trainer.train_steps) and the initial TrainState (on the default device)."""
+  from bert_tf.training import steps  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.jax_engine import optimizer as stateless_optimizer  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.jax_engine import step as jax_step  # pylint: disable=g-import-not-at-top
+  experiment = task.experiment
+  optimizer = stateless_optimizer.build_stateless_optimizer(
+      experiment.optimizer, experiment.trainer.train_steps, model.trainable_variables,
+      experiment.runtime.mixed_precision_dtype, experiment.runtime.loss_scale)
+
+  def loss_fn(batch, outputs, normalizers):
+    losses = task.compute_loss(batch, outputs, experiment.train_data.global_batch_size,
+                               **normalizers)
+    return steps.flat_outputs(losses, task.train_metrics(batch, outputs))
+
+  step_fn = jax_step.make_train_step(model, optimizer, loss_fn,
+                                     normalizers_fn=task.loss_normalizers,
+                                     inputs_fn=task.model_inputs)
+  return step_fn, jax_step.state_from(model, optimizer)
+
+
+def _losses(task, model, batches, steps: int, device) -> list:
+  """The loss of each of `steps` steps of `model` trained on `device` on `batches` in
+  turn."""
   import jax  # pylint: disable=g-import-not-at-top
-  step_fn, state = gpu_pretraining_worker.jax_train_step(model, experiment)
+  step_fn, state = _train_step(task, model)
   state = jax.device_put(state, device)
+  batches = jax.device_put(batches, device)
   losses = []
-  for batch in batches:
-    state, logs = step_fn(state, jax.device_put(batch, device))
+  for i in range(steps):
+    state, logs = step_fn(state, batches[i % len(batches)])
     losses.append(logs["loss"])
   return [float(loss) for loss in losses]
 
@@ -245,24 +282,24 @@ def check_steps(args) -> dict:
   vocab = reference_experiment.model.encoder.vocab_size
   # Eight batches in turn: the model memorizes them, so the loss falls within the steps.
   batches = [protocol.pretraining_batch(args.batch_size, args.seq_length, args.predictions,
-                                        vocab_size=vocab, seed=i % 8)
-             for i in range(args.steps)]
+                                        vocab_size=vocab, seed=seed) for seed in range(8)]
   keras.utils.set_random_seed(0)
+  reference_task = _task(reference_experiment, None)
   with jax.default_device(cpu):
-    reference = gpu_pretraining_worker.pretrainer(reference_experiment)
+    reference = reference_task.build_tuned_model()
   initial = [np.asarray(w) for w in reference.get_weights()]
   start = time.perf_counter()
   runs = {"cpu_float32_reference": {
-      "losses": _losses(reference, reference_experiment, batches, cpu),
+      "losses": _losses(reference_task, reference, batches, args.steps, cpu),
       "device": str(cpu), "seconds": time.perf_counter() - start}}
   for precision, policy, matmul in (("bfloat16", "mixed_bfloat16", "default"),
                                     ("float32", "float32", "highest")):
-    experiment = _experiment(args, policy)
-    model = gpu_pretraining_worker.pretrainer(experiment, _accelerator_kernels())
+    task = _task(_experiment(args, policy), _accelerator_kernels())
+    model = task.build_tuned_model()
     model.set_weights(initial)
     start = time.perf_counter()
     with jax.default_matmul_precision(matmul):
-      losses = _losses(model, experiment, batches, accelerator)
+      losses = _losses(task, model, batches, args.steps, accelerator)
     reference_losses = np.asarray(runs["cpu_float32_reference"]["losses"])
     relative = np.abs(np.asarray(losses) - reference_losses) / np.abs(reference_losses)
     runs[f"accelerator_{precision}_speed_path"] = {
@@ -293,9 +330,8 @@ def check_outputs(args) -> dict:
   experiment = experiments.experiment_from_yaml(
       args.config, overrides=["runtime.mixed_precision_dtype=float32"])
   model = task_base.get_task(experiment).build_tuned_model()
-  available = restore.checkpoint_children(restore.resolve_checkpoint(args.checkpoint))
   restore.restore_items(args.checkpoint, model.trained_items,
-                        items=tuple(n for n in model.trained_items if n in available))
+                        items=tuple(model.trained_items))
   inputs = fixed_inputs(experiment.model.encoder.vocab_size,
                         experiment.train_data.seq_length)
   with jax.default_matmul_precision("highest"):
@@ -332,9 +368,7 @@ def main(argv=None) -> None:
   logging.basicConfig(level=logging.WARNING)
   result = {"kernels": check_kernels, "steps": check_steps, "outputs": check_outputs,
             "input": check_input}[args.check](args)
-  result["tensorflow_loaded"] = sys.modules.get("tensorflow") is not None
-  sys.stdout.write("RESULT " + json.dumps(result) + "\n")
-  sys.stdout.flush()
+  gpu_pretraining_worker.print_result(result)
 
 
 if __name__ == "__main__":

@@ -76,6 +76,7 @@ from absl import flags
 
 from bench import common
 from bench import flops
+from bench import gpu_pretraining_worker
 from bench import gpu_report
 from bench import gpu_variants
 from bench import kernel_profile
@@ -272,14 +273,13 @@ class Run:
         process.communicate()
         return {"status": "timeout", "error": f"no result after {timeout} s; see {log_path}",
                 "process_s": time.monotonic() - start}
-    lines = [l for l in stdout.splitlines() if l.startswith("RESULT ")]
-    if process.returncode or not lines:
+    result = gpu_pretraining_worker.read_result(stdout)
+    if process.returncode or result is None:
       with open(log_path) as log:
         tail = log.read().strip().splitlines()[-3:]
       return {"status": "failed", "error": f"exit {process.returncode}: " + " | ".join(tail),
               "process_s": time.monotonic() - start}
-    return {"status": "ok", **json.loads(lines[-1][len("RESULT "):]),
-            "process_s": time.monotonic() - start}
+    return {"status": "ok", **result, "process_s": time.monotonic() - start}
 
 
 def measure_matmul(run: Run) -> dict:

@@ -36,6 +36,7 @@ import math
 import os
 import sys
 import time
+from typing import Optional
 
 
 from bench import gpu_devices
@@ -43,6 +44,8 @@ from bench import kernel_profile
 from bench import matmul_peak
 from bench.peers import protocol
 
+# The start of the line that carries a worker's result.
+RESULT = "RESULT "
 SIDES = ("matmul_jax", "matmul_torch", "ours", "hf_eager", "hf_compile")
 # Both sides take the optimizer's settings from the experiment's optimizer section
 # (by default those of the original BERT: AdamW at 1e-4 after 10,000 warm-up steps,
@@ -101,6 +104,19 @@ def parse_shapes(text: str):
 def tensorflow_loaded() -> bool:
   """Whether TensorFlow got imported into this process (a blocked import leaves None)."""
   return sys.modules.get("tensorflow") is not None
+
+
+def print_result(result: dict) -> None:
+  """Prints `result`, with tensorflow_loaded, as the worker's one `RESULT {json}` line."""
+  sys.stdout.write(RESULT + json.dumps(dict(result, tensorflow_loaded=tensorflow_loaded()))
+                   + "\n")
+  sys.stdout.flush()
+
+
+def read_result(stdout: str) -> Optional[dict]:
+  """The dict of the last `RESULT {json}` line of a worker's stdout; None without one."""
+  lines = [line for line in stdout.splitlines() if line.startswith(RESULT)]
+  return json.loads(lines[-1][len(RESULT):]) if lines else None
 
 
 def time_steps(step, sync, warmup_steps: int, steps: int):
@@ -307,9 +323,7 @@ def main(argv=None) -> None:
     result = matmul_torch(args)
   else:
     result = train_side(args)
-  result["tensorflow_loaded"] = tensorflow_loaded()
-  sys.stdout.write("RESULT " + json.dumps(result) + "\n")
-  sys.stdout.flush()
+  print_result(result)
 
 
 if __name__ == "__main__":

@@ -51,6 +51,8 @@ import numpy as np
 
 from bench import common
 from bench import gpu_devices
+from bench import gpu_pretraining_worker
+from bert_tf.text import vocab as vocab_lib
 
 PHASES = ("kernels", "train", "steps", "export", "throughput", "deterministic")
 # Seconds each phase is expected to take on one H100 or H200 at the default flags
@@ -58,8 +60,6 @@ PHASES = ("kernels", "train", "steps", "export", "throughput", "deterministic")
 # the recompiles of a resumed run): a phase starts only with this much budget left.
 ESTIMATE_S = {"kernels": 30, "train": 150, "steps": 60, "export": 45, "throughput": 60,
               "deterministic": 150}
-# What comes back from a device machine: at most 8 files of 16 MiB.
-RETURN_FILE_LIMIT = 16 * 2**20
 DETERMINISTIC_FLAG = "--xla_gpu_deterministic_ops=true"
 # Resumed losses against the uninterrupted run's without deterministic ops: bf16's
 # rounding (2^-7) times a few reordered reductions.
@@ -109,15 +109,19 @@ def checkout_environment(**updates) -> dict:
   return dict(os.environ, PYTHONPATH=path, **updates)
 
 
-def _run(argv, log_path, timeout, env=None, check=True):
+def _run(argv, log_path, timeout, env=None):
   """Runs argv from the repo root (in `env`, default checkout_environment()), stdout and
-  stderr to log_path; returns its stdout."""
+  stderr to log_path; returns its stdout.
+
+  Raises:
+    RuntimeError: argv exited with an error, naming log_path.
+  """
   with open(log_path, "a") as log:
     done = subprocess.run(argv, cwd=common.REPO_ROOT, env=env or checkout_environment(),
                           stdout=subprocess.PIPE, stderr=log, text=True, timeout=timeout,
                           check=False)
     log.write(done.stdout)
-  if check and done.returncode:
+  if done.returncode:
     raise RuntimeError(f"{' '.join(argv[:3])} ... exited {done.returncode}; see {log_path}")
   return done.stdout
 
@@ -142,13 +146,9 @@ def prepare(args) -> None:
   with open(os.path.join(data, "pretrain.json")) as f:
     summary = json.load(f)
   megabytes = sum(os.path.getsize(p) for p in glob.glob(os.path.join(data, "*"))) / 2**20
-  print(f"{data}: {stats.documents} documents, vocab of {_lines(vocab)} tokens, "
+  tokens = len(vocab_lib.load_vocab(vocab))
+  print(f"{data}: {stats.documents} documents, vocab of {tokens} tokens, "
         f"{summary.get('instances', '?')} instances; {megabytes:.1f} MiB in all", flush=True)
-
-
-def _lines(path: str) -> int:
-  with open(path, encoding="utf-8") as f:
-    return sum(1 for _ in f)
 
 
 class DeviceRun:
@@ -185,10 +185,10 @@ class DeviceRun:
     """A worker's RESULT (bench/gpu_numerics.py, bench/gpu_pretraining_worker.py)."""
     stdout = _run([sys.executable, "-m", module, *argv], self.log(name),
                   max(1, int(self.left())), env or self.env)
-    lines = [l for l in stdout.splitlines() if l.startswith("RESULT ")]
-    if not lines:
+    result = gpu_pretraining_worker.read_result(stdout)
+    if result is None:
       raise RuntimeError(f"{module} printed no RESULT; see {self.log(name)}")
-    return json.loads(lines[-1][len("RESULT "):])
+    return result
 
   # ----- tools/train.py -----
   def train_command(self, model_dir, size, steps, overrides=()):
@@ -308,7 +308,7 @@ class DeviceRun:
   def phase_export(self) -> dict:
     args = self.args
     model_dir = os.path.join(args.work_dir, "export")
-    vocab_size = _lines(os.path.join(common.REPO_ROOT, self.vocab))
+    vocab_size = len(vocab_lib.load_vocab(os.path.join(common.REPO_ROOT, self.vocab)))
     seconds = self.train("export_train", model_dir, self.env, size=args.export_size,
                          steps=args.export_steps,
                          overrides=[f"model.encoder.vocab_size={vocab_size}"])
@@ -317,14 +317,10 @@ class DeviceRun:
         "--check=outputs", f"--checkpoint={checkpoint}",
         f"--config={os.path.join(model_dir, 'params.yaml')}",
         f"--output={os.path.join(args.out, 'gpu_outputs.npz')}"])
-    size = os.path.getsize(checkpoint)
-    if size > RETURN_FILE_LIMIT:
-      raise RuntimeError(f"{checkpoint} is {size / 2**20:.1f} MiB, over the 16 MiB a file "
-                         "may come back: a smaller --export_size")
     shutil.copy(checkpoint, args.out)
     shutil.copy(os.path.join(model_dir, "params.yaml"), args.out)
     return {"train_s": seconds, "checkpoint": os.path.basename(checkpoint),
-            "checkpoint_mib": size / 2**20, "outputs": outputs}
+            "checkpoint_mib": os.path.getsize(checkpoint) / 2**20, "outputs": outputs}
 
   def phase_steps(self) -> dict:
     args = self.args
@@ -367,18 +363,11 @@ class DeviceRun:
 
 def checkpoint_difference(a_path: str, b_path: str) -> dict:
   """Whether two portable checkpoints hold equal arrays, and their largest difference."""
-  import h5py  # pylint: disable=g-import-not-at-top
-
-  def arrays(path):
-    out = {}
-    with h5py.File(path, "r") as f:
-      f.visititems(lambda name, item: out.__setitem__(name, item[()])
-                   if isinstance(item, h5py.Dataset) else None)
-    return out
-
-  a, b = arrays(a_path), arrays(b_path)
-  differences = [float(np.max(np.abs(a[k].astype(np.float64) - b[k].astype(np.float64))))
-                 for k in a if k in b and a[k].dtype.kind in "fiu" and a[k].size]
+  from bert_tf.checkpoints import portable  # pylint: disable=g-import-not-at-top
+  a, b = portable.arrays(a_path), portable.arrays(b_path)
+  differences = [float(np.max(np.abs(np.asarray(a[k], np.float64) -
+                                     np.asarray(b[k], np.float64))))
+                 for k in a if k in b and a[k].shape == b[k].shape and a[k].size]
   return {"arrays": len(a), "arrays_equal": a.keys() == b.keys() and all(
       np.array_equal(a[k], b[k]) for k in a),
           "max_array_difference": max(differences) if differences else None}

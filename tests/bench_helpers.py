@@ -2,9 +2,13 @@
 sitecustomize that makes TensorFlow unimportable in a run's processes."""
 
 import importlib
+import os
+import re
 import textwrap
 
 from absl import flags
+
+import paths
 
 
 def import_without_flags(name):
@@ -37,3 +41,21 @@ NO_TENSORFLOW_SITECUSTOMIZE = textwrap.dedent("""\
         raise ModuleNotFoundError("No module named 'tensorflow' (blocked)", name=name)
     sys.meta_path.insert(0, _NoTensorFlow())
     """)
+
+
+def tensorflow_importers(log_text: str) -> set:
+  """The frames that asked for TensorFlow in a NO_TENSORFLOW_SITECUSTOMIZE log: for
+  each blocked import, (file, function) of the last frame outside the import
+  machinery, the file relative to site-packages or to the checkout."""
+  frame = re.compile(r'^  File "(.*)", line \d+, in (.*)$', re.M)
+  importers = set()
+  for stack in log_text.split("\n\n"):
+    frames = [(path, name) for path, name in frame.findall(stack)
+              if not path.startswith("<frozen") and
+              not path.endswith(("importlib/__init__.py", "sitecustomize.py"))]
+    if frames:
+      path, name = frames[-1]
+      if path.startswith(paths.ROOT + os.sep):
+        path = os.path.relpath(path, paths.ROOT)
+      importers.add((path.rsplit("site-packages/", 1)[-1], name))
+  return importers

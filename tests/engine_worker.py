@@ -30,6 +30,7 @@ import finetuning_helpers  # pylint: disable=g-import-not-at-top
 import policy_scenarios  # pylint: disable=g-import-not-at-top
 import trainer_helpers  # pylint: disable=g-import-not-at-top
 from bert_tf import constants  # pylint: disable=g-import-not-at-top
+from bert_tf.checkpoints import portable  # pylint: disable=g-import-not-at-top
 from bert_tf.checkpoints import restore  # pylint: disable=g-import-not-at-top
 from bert_tf.tasks import base as task_base  # pylint: disable=g-import-not-at-top
 from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
@@ -123,7 +124,7 @@ def accumulation(out_dir: str) -> dict:
     keras.backend.clear_session()
     trainer_lib.run_experiment(experiments.experiment_from_dict(data),
                             os.path.join(out_dir, name), "train")
-    return policy_scenarios.arrays(os.path.join(out_dir, name, "ckpt-4.h5"))
+    return portable.arrays(os.path.join(out_dir, name, "ckpt-4.h5"))
 
   return {"accumulated_weights": policy_scenarios.largest_difference(
       run("a", 2), run("b", 1), "items/")}

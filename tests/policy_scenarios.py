@@ -9,11 +9,11 @@ damaged, reach the trainer at a known step on either engine.
 import glob
 import os
 
-import h5py
 import keras
 import numpy as np
 
 import trainer_helpers
+from bert_tf.checkpoints import portable
 from bert_tf.training import experiments
 from bert_tf.training import trainer as trainer_lib
 from bert_tf.utils import errors
@@ -89,15 +89,6 @@ def _run(experiment, model_dir, steps=None):
   return trainer
 
 
-def arrays(path: str) -> dict:
-  """{name: array} of every array of a portable checkpoint."""
-  out = {}
-  with h5py.File(path, "r") as f:
-    f.visititems(lambda name, node: out.__setitem__(name, node[()])
-                 if isinstance(node, h5py.Dataset) else None)
-  return out
-
-
 def largest_difference(a: dict, b: dict, prefix: str = "") -> float:
   """The largest absolute difference between the arrays named prefix... of a and b."""
   a = {k: v for k, v in a.items() if k.startswith(prefix)}
@@ -115,8 +106,8 @@ def resume(out_dir: str, records: str) -> dict:
   resumed = _run(experiment, os.path.join(out_dir, "resumed"))
   return {"restored_from": os.path.basename(resumed.restored_from), "step": resumed.step,
           "difference": largest_difference(
-              arrays(os.path.join(out_dir, "straight", "ckpt-6.h5")),
-              arrays(os.path.join(out_dir, "resumed", "ckpt-6.h5")))}
+              portable.arrays(os.path.join(out_dir, "straight", "ckpt-6.h5")),
+              portable.arrays(os.path.join(out_dir, "resumed", "ckpt-6.h5")))}
 
 
 def non_finite_loss(out_dir: str, records: str) -> dict:
@@ -132,7 +123,7 @@ def non_finite_loss(out_dir: str, records: str) -> dict:
     message = str(e)
   trainer.engine.checkpoint_state()
   in_memory = {v.path: np.asarray(v.numpy()) for v in trainer.model.trainable_variables}
-  saved = arrays(os.path.join(model_dir, "ckpt-4.h5"))
+  saved = portable.arrays(os.path.join(model_dir, "ckpt-4.h5"))
   finite = all(np.all(np.isfinite(v)) for v in saved.values() if v.dtype.kind == "f")
   unchanged = max(float(np.max(np.abs(value - saved[f"items/{item}/{path}"])))
                   for path, value in in_memory.items()

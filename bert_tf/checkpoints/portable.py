@@ -273,6 +273,19 @@ def check_readable(path: str) -> None:
               f"Checkpoint {path} is unreadable (reading {name}): {e}") from None
 
 
+def arrays(path: str, group: str = "") -> Dict[str, np.ndarray]:
+  """{dataset name: NumPy array} of every array of the checkpoint at `path`, or of
+  those under `group` ("items", "optimizer", "random_state") named relative to it;
+  bfloat16 arrays as ml_dtypes.bfloat16.
+
+  Raises:
+    PortableCheckpointError: the file is unreadable or no portable checkpoint.
+  """
+  with _open(path) as f:
+    return {name: _from_file(dataset)
+            for name, dataset in _datasets(f[group] if group else f).items()}
+
+
 def item_names(path: str) -> set:
   """Names of the items the checkpoint holds, plus `optimizer`, `step` and
   `random_state` where it holds them (the root children of a TF checkpoint)."""

@@ -3,29 +3,47 @@ bench/gpu_trainer.py hands tools/train.py are config fields, the workers' argume
 parse, the dry run's flags parse, and every phase has an estimate that fits the budget
 bench/README.md gives it."""
 
+import json
 import os
 import re
 import shlex
-
-import pytest
 
 from bench import gpu_numerics
 from bench import gpu_pretraining_worker
 from bench import gpu_trainer
 from bert_tf.training import experiments
+from bert_tf.training import summaries
 import paths
 
 
+# Every key the phases read from their workers' RESULT lines.
+WORKER_RESULT = {"back_to_back_step_seconds": [0.5], "step_seconds": [0.5],
+                 "first_step_s": 9.0, "device": "cpu", "sequences_per_second": 100.0}
+WORKER_PARSERS = {"bench.gpu_numerics": gpu_numerics.argument_parser,
+                  "bench.gpu_pretraining_worker": gpu_pretraining_worker.argument_parser}
+
+
 def _device_run(tmp_path, monkeypatch, *flags):
+  """A DeviceRun whose processes are not started: (run, the argv of each)."""
   # --device=any leaves JAX_PLATFORMS as it is; the run's folders go to tmp_path.
   args = gpu_trainer.argument_parser().parse_args([
       "--stage=device", "--device=any", f"--out={tmp_path / 'out'}",
       f"--work_dir={tmp_path / 'work'}", *flags])
   run = gpu_trainer.DeviceRun(args)
   calls = []
-  monkeypatch.setattr(run, "worker",
-                      lambda name, module, argv, env=None: calls.append((module, argv)) or {})
+
+  def run_process(argv, log_path, timeout, env=None):
+    calls.append(argv)
+    return "RESULT " + json.dumps(WORKER_RESULT) + "\n"
+
+  monkeypatch.setattr(gpu_trainer, "_run", run_process)
   return run, calls
+
+
+def _workers(calls):
+  """[(module, its parser's namespace)] of the `python -m MODULE ...` argvs in calls."""
+  return [(argv[2], WORKER_PARSERS[argv[2]]().parse_args(argv[3:]))
+          for argv in calls if argv[1] == "-m"]
 
 
 def _resolved(command):
@@ -33,8 +51,8 @@ def _resolved(command):
   flags = dict(arg[2:].split("=", 1) for arg in command if arg.startswith("--"))
   return experiments.resolve_experiment(
       flags["experiment"], (), flags["params_override"],
-      {"runtime.mixed_precision_dtype": flags["mixed_precision_dtype"],
-       "runtime.backend": flags["backend"]})
+      experiments.runtime_overrides(backend=flags["backend"],
+                                    mixed_precision_dtype=flags["mixed_precision_dtype"]))
 
 
 def test_trainer_runs_overrides_are_config_fields_with_the_shapes_asked(tmp_path,
@@ -52,22 +70,30 @@ def test_trainer_runs_overrides_are_config_fields_with_the_shapes_asked(tmp_path
   assert export.model.encoder.vocab_size == 987
 
 
-def test_workers_arguments_parse_with_the_workers_parsers(tmp_path, monkeypatch):
+def test_numerics_workers_arguments_parse_with_the_workers_parsers(tmp_path, monkeypatch):
   run, calls = _device_run(tmp_path, monkeypatch)
   run.phase_kernels()
   run.phase_steps()
-  checks = [gpu_numerics.argument_parser().parse_args(argv).check for _, argv in calls]
-  assert checks == ["kernels", "steps"]
-  steps = gpu_numerics.argument_parser().parse_args(calls[1][1])
-  assert (steps.size, steps.steps) == ("mini", 100)
+  (kernels_module, kernels), (steps_module, steps) = _workers(calls)
+  assert (kernels_module, steps_module) == ("bench.gpu_numerics",) * 2
+  assert (kernels.check, kernels.batch_size) == ("kernels", 8)
+  assert (steps.check, steps.size, steps.steps) == ("steps", "mini", 100)
 
 
-def test_bench_step_arguments_parse_with_the_bench_workers_parser():
-  worker = gpu_pretraining_worker.argument_parser().parse_args([
-      "--side=ours", "--size=base", "--batch_size=64", "--seq_length=128",
-      "--predictions=20", "--steps=20", "--warmup_steps=3", "--precision=bf16",
-      "--device=gpu"])
-  assert worker.side == "ours"
+def test_throughput_workers_arguments_parse_with_the_workers_parsers(tmp_path, monkeypatch):
+  run, calls = _device_run(tmp_path, monkeypatch, "--size=large", "--batch_size=32")
+  whole = os.path.join(run.args.work_dir, "train_whole")
+  os.makedirs(whole)
+  monkeypatch.setattr(summaries, "read_scalars",
+                      lambda path: {"sequences_per_second": [(10, 48.0), (20, 64.0)]})
+  result = run.phase_throughput()
+  (bench_module, bench), (input_module, host) = _workers(calls)
+  assert bench_module == "bench.gpu_pretraining_worker"
+  assert (bench.side, bench.size, bench.batch_size, bench.precision, bench.device) == (
+      "ours", "large", 32, "bf16", "any")
+  assert (input_module, host.check, host.config) == (
+      "bench.gpu_numerics", "input", os.path.join(whole, "params.yaml"))
+  assert result["trainer_over_bench"] == 56.0 / (32 / 0.5)
 
 
 def _array(script, name):
@@ -96,3 +122,11 @@ def test_every_phase_has_an_estimate_and_all_but_the_last_fit_a_budget_of_360_s(
   assert set(gpu_trainer.ESTIMATE_S) == set(gpu_trainer.PHASES)
   assert gpu_trainer.PHASES[-1] == "deterministic"
   assert sum(gpu_trainer.ESTIMATE_S[p] for p in gpu_trainer.PHASES[:-1]) <= 360
+
+
+def test_a_workers_result_line_reads_back_among_other_output(capsys):
+  gpu_pretraining_worker.print_result({"steps": [1, 2]})
+  stdout = "a log line\n" + capsys.readouterr().out + "another\n"
+  assert gpu_pretraining_worker.read_result(stdout) == {
+      "steps": [1, 2], "tensorflow_loaded": gpu_pretraining_worker.tensorflow_loaded()}
+  assert gpu_pretraining_worker.read_result("a log line\n") is None

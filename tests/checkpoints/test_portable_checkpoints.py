@@ -145,3 +145,17 @@ def test_a_missing_checkpoint_without_tensorflow_says_nothing_is_there_not_what_
   with pytest.raises(errors.MissingInputError) as raised:
     restore.resolve_checkpoint(path)
   assert str(raised.value) == f"No checkpoint at {path}: no such {where}"
+
+
+def test_arrays_reads_every_array_by_its_name_in_the_file_bfloat16_as_bfloat16(tmp_path):
+  layer = keras.layers.Dense(3, dtype="bfloat16")
+  layer.build((None, 2))
+  path = portable.save(str(tmp_path / "ckpt-1.h5"), {"dense": layer}, step=1)
+  expected = {f"dense/{name}": np.asarray(variable)
+              for name, variable in portable.item_variables(layer).items()}
+  items = portable.arrays(path, "items")
+  assert items.keys() == expected.keys()
+  for name, value in items.items():
+    assert value.dtype == expected[name].dtype == "bfloat16", name
+    np.testing.assert_array_equal(value, expected[name], err_msg=name)
+  assert {f"items/{name}" for name in items} <= set(portable.arrays(path))

@@ -24,6 +24,7 @@ import pytest
 import finetuning_helpers
 import paths
 import policy_scenarios
+from bert_tf.checkpoints import portable
 from bert_tf.training import summaries
 
 STEPS = policy_scenarios.MOVE_STEPS
@@ -83,13 +84,13 @@ def test_a_run_resumes_on_the_other_engine_and_follows_its_trajectory(runs, move
   # The first half is the first engine's own run, step for step.
   np.testing.assert_array_equal(losses[:HALF], _losses(runs[first])[:HALF])
   # After the move: within rounding of the runs that stayed on either engine.
-  moved_weights = policy_scenarios.arrays(os.path.join(runs[moved], f"ckpt-{STEPS}.h5"))
+  moved_weights = portable.arrays(os.path.join(runs[moved], f"ckpt-{STEPS}.h5"))
   for reference in ("tf", "jax"):
     straight = _losses(runs[reference])
     np.testing.assert_allclose(losses, straight, rtol=LOSS_RTOL)
     assert policy_scenarios.largest_difference(
         moved_weights,
-        policy_scenarios.arrays(os.path.join(runs[reference], f"ckpt-{STEPS}.h5")),
+        portable.arrays(os.path.join(runs[reference], f"ckpt-{STEPS}.h5")),
         "items/") < WEIGHT_ATOL
   assert losses[-1] != losses[HALF - 1]  # it trained on
 

@@ -19,8 +19,8 @@ import yaml
 
 import gcs_emulator
 import paths
-import policy_scenarios
 import process_helpers
+from bert_tf.checkpoints import portable
 
 TRAIN_TOOL = os.path.join(paths.ROOT, "tools", "train.py")
 HOOKS = os.path.join(paths.ROOT, "tests", "checkpoint_hooks_main.py")
@@ -101,8 +101,8 @@ def test_two_tensorflow_workers_commit_a_checkpoint_only_with_both_parts_and_res
   for output in outputs:
     assert f"Resumed from {killed}/ckpt-2.h5 at step 2" in output, output[-3000:]
     assert "consumed batches" not in output, output[-3000:]  # its position was restored
-  a = policy_scenarios.arrays(str(whole / f"ckpt-{STEPS}.h5"))
-  b = policy_scenarios.arrays(str(killed / f"ckpt-{STEPS}.h5"))
+  a = portable.arrays(str(whole / f"ckpt-{STEPS}.h5"))
+  b = portable.arrays(str(killed / f"ckpt-{STEPS}.h5"))
   assert a.keys() == b.keys()
   for key in a:
     np.testing.assert_array_equal(a[key], b[key], err_msg=key)

@@ -260,10 +260,9 @@ def test_sigkill_while_a_checkpoint_is_written_keeps_the_previous_one_and_resume
   assert f"Resumed from {killed / 'ckpt-2.h5'} at step 2" in rerun.stdout
   # The killed write's temporary file is deleted once the rerun commits a checkpoint.
   assert not [name for name in os.listdir(killed) if ".tmp-" in name]
-  import policy_scenarios  # pylint: disable=g-import-not-at-top
   for name in ("ckpt-2.h5", "ckpt-8.h5"):
-    a = policy_scenarios.arrays(os.path.join(whole, name))
-    b = policy_scenarios.arrays(str(killed / name))
+    a = portable.arrays(os.path.join(whole, name))
+    b = portable.arrays(str(killed / name))
     assert a.keys() == b.keys()
     for key in a:
       np.testing.assert_array_equal(a[key], b[key], err_msg=f"{name}: {key}")

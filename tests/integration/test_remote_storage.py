@@ -23,8 +23,8 @@ import yaml
 import gcs_emulator
 import host_input_helpers as host_helpers
 import paths
-import policy_scenarios
 import process_helpers
+from bert_tf.checkpoints import portable
 from bert_tf.training import summaries
 
 pytestmark = pytest.mark.integration
@@ -103,7 +103,7 @@ def _bucket_and_cwd(tmp_path):
 def _arrays(fs, remote, local_dir):
   local = os.path.join(str(local_dir), os.path.basename(remote))
   fs.get(remote, local)
-  return policy_scenarios.arrays(local)
+  return portable.arrays(local)
 
 
 def _upload(fs, local_paths, directory):

@@ -20,8 +20,8 @@ import yaml
 
 import finetuning_helpers
 import paths
-import policy_scenarios
 import pretraining_fixtures
+from bert_tf.checkpoints import portable
 
 pytestmark = pytest.mark.integration
 
@@ -90,8 +90,8 @@ def _check(config, directory):
   killed = os.path.join(str(directory), "killed")
   resumed = _killed_and_resumed(config, killed)
   assert f"Resumed from {killed}/ckpt-{KILL_AFTER}.h5 at step {KILL_AFTER}" in resumed
-  a = policy_scenarios.arrays(os.path.join(whole, f"ckpt-{STEPS}.h5"))
-  b = policy_scenarios.arrays(os.path.join(killed, f"ckpt-{STEPS}.h5"))
+  a = portable.arrays(os.path.join(whole, f"ckpt-{STEPS}.h5"))
+  b = portable.arrays(os.path.join(killed, f"ckpt-{STEPS}.h5"))
   assert a.keys() == b.keys()
   assert any(key.startswith("random_state/") for key in a)  # dropout was on
   for key in a:

@@ -7,7 +7,6 @@ import subprocess
 import sys
 import time
 
-import h5py
 import numpy as np
 import pytest
 import yaml
@@ -73,15 +72,6 @@ def _run_tool(args, timeout=300):
                         env=env, timeout=timeout, cwd=_ROOT)
 
 
-def _checkpoint_weights(path):
-  """{name: array} of the model items of a portable checkpoint."""
-  out = {}
-  with h5py.File(path, "r") as f:
-    f["items"].visititems(lambda name, node: out.__setitem__(name, node[()])
-                          if isinstance(node, h5py.Dataset) else None)
-  return out
-
-
 def _latest(model_dir):
   found = portable.checkpoints_in(model_dir)
   return found[0] if found else None
@@ -120,8 +110,8 @@ def test_run_killed_with_sigkill_then_resumed_ends_with_the_uninterrupted_weight
   resumed = _run_tool([f"--config_file={config}", f"--model_dir={killed_dir}"])
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert "Resumed from" in resumed.stdout
-  a = _checkpoint_weights(_latest(straight_dir))
-  b = _checkpoint_weights(_latest(killed_dir))
+  a = portable.arrays(_latest(straight_dir), "items")
+  b = portable.arrays(_latest(killed_dir), "items")
   assert _latest(killed_dir).endswith("ckpt-300.h5")
   assert a.keys() == b.keys() and a
   for key in a:

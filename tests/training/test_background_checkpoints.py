@@ -9,7 +9,6 @@ import threading
 import numpy as np
 import pytest
 
-import policy_scenarios
 import trainer_helpers
 from bert_tf.checkpoints import portable
 from bert_tf.training import checkpointing
@@ -26,7 +25,7 @@ def _experiment(asynchronous=True, steps=4):
 
 def _saved_weights(path):
   """{variable path: array} of the model items of a portable checkpoint."""
-  return {key.split("/", 2)[2]: value for key, value in policy_scenarios.arrays(path).items()
+  return {key.split("/", 2)[2]: value for key, value in portable.arrays(path).items()
           if key.startswith("items/")}
 
 

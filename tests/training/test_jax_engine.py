@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 
-import h5py
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -21,6 +20,7 @@ import tensorflow as tf
 import export_helpers
 import trainer_helpers
 from bert_tf import configs
+from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import restore
 from bert_tf.export import exporter
 from bert_tf.export import fill_mask_serving
@@ -54,14 +54,6 @@ def _worker(*args, timeout=900, backend="jax"):
   result = _run([WORKER, *map(str, args)], _env(KERAS_BACKEND=backend), timeout)
   line = [l for l in result.stdout.splitlines() if l.startswith("RESULT ")][-1]
   return json.loads(line[len("RESULT "):])
-
-
-def _arrays(path, group="items"):
-  out = {}
-  with h5py.File(path, "r") as f:
-    f[group].visititems(lambda name, node: out.__setitem__(name, node[()])
-                        if isinstance(node, h5py.Dataset) else None)
-  return out
 
 
 def _pretraining_yaml(directory, steps=4, dropout=0.1, **runtime):
@@ -133,7 +125,7 @@ def test_tensorflow_trainer_warm_starts_its_encoder_from_a_jax_run(jax_run, tmp_
   trainer = trainer_lib.Trainer(config, str(tmp_path / "tf_run"), log_fn=lambda line: None)
   trainer.initialize()
   assert trainer.initialized_from == {"encoder": os.path.join(model_dir, "ckpt-4.h5")}
-  saved = _arrays(os.path.join(model_dir, "ckpt-4.h5"))
+  saved = portable.arrays(os.path.join(model_dir, "ckpt-4.h5"), "items")
   for variable in trainer.model.encoder.trainable_variables:
     np.testing.assert_array_equal(variable.numpy(), saved[f"encoder/{variable.path}"],
                                   err_msg=variable.path)
@@ -259,8 +251,8 @@ def test_sigkilled_jax_run_resumes_at_its_last_checkpoint_bit_identically(tmp_pa
   resumed = _run(args + [f"--model_dir={killed}"], _env()).stdout
   assert "Resumed from" in resumed
   for group in ("items", "optimizer", "random_state"):
-    whole = _arrays(tmp_path / "whole" / "ckpt-200.h5", group)
-    again = _arrays(killed / "ckpt-200.h5", group)
+    whole = portable.arrays(str(tmp_path / "whole" / "ckpt-200.h5"), group)
+    again = portable.arrays(str(killed / "ckpt-200.h5"), group)
     assert whole.keys() == again.keys()
     for key in whole:
       np.testing.assert_array_equal(whole[key], again[key], err_msg=f"{group}/{key}")
@@ -296,8 +288,8 @@ def test_data_parallel_on_two_devices_and_two_processes_match_one_device(tmp_pat
   evaluations = [[line for line in output.splitlines() if line.startswith("Evaluation")]
                  for output in outputs]
   assert len(evaluations[0]) == 1 and evaluations[0] == evaluations[1]
-  reference = _arrays(tmp_path / "one" / "run" / "ckpt-4.h5")
+  reference = portable.arrays(str(tmp_path / "one" / "run" / "ckpt-4.h5"), "items")
   for run in (tmp_path / "two" / "run", tmp_path / "hosts"):
-    got = _arrays(run / "ckpt-4.h5")
+    got = portable.arrays(str(run / "ckpt-4.h5"), "items")
     for key in reference:
       np.testing.assert_allclose(got[key], reference[key], atol=1e-5, err_msg=f"{run}: {key}")
