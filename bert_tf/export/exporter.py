@@ -231,7 +231,7 @@ def quantize(model, mode: str = INT8):
   """Quantizes every Dense layer of `model` in place, the encoder's included.
 
   Every mode stores each kernel [I, O] as int8 with one float32 scale per output
-  channel (absmax / 127), and the word-embedding table [V, H] (also the tied masked-LM
+  channel (absmax / 127; int8_onednn: absmax / 63), and the word-embedding table [V, H] (also the tied masked-LM
   output layer's kernel) as int8 with one scale per row: each a quarter of its float32
   size. Position and segment embeddings, LayerNorm and biases stay float32. The modes
   differ in the Dense products:
@@ -244,8 +244,9 @@ def quantize(model, mode: str = INT8):
     accumulating in int32 (BatchMatMulV3), rescaled to float. TensorFlow runs that
     product with its generic kernels, not oneDNN's, several times slower than the
     float32 matmul on CPUs (bench/README.md, *int8 exports*).
-  int8_onednn: each row of the inputs is scaled by its absolute maximum, quantized to
-    uint8 and multiplied by the int8 kernel in oneDNN's int8 matmul
+  int8_onednn: the kernels' int8 values in [-63, 63] (exact on CPUs without VNNI too);
+    each row of the inputs is scaled by its absolute maximum, quantized to uint8 and
+    multiplied by the int8 kernel in oneDNN's int8 matmul
     (bert_tf.export.int8_onednn), in TensorFlow builds with oneDNN (refused elsewhere).
 
   Args:
@@ -261,6 +262,7 @@ def quantize(model, mode: str = INT8):
   # activation_quantizer=None leaves the inputs in float: Keras's int8 Dense then
   # multiplies them by the kernel cast to float (int8_onednn replaces that product).
   config = keras.quantizers.Int8QuantizationConfig(
+      weight_quantizer=int8_onednn.weight_quantizer() if mode == INT8_ONEDNN else None,
       activation_quantizer={INT8: None, INT8_DYNAMIC: "default", INT8_ONEDNN: None}[mode])
   if mode == INT8_ONEDNN:
     int8_onednn.check_available()

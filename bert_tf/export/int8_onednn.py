@@ -1,8 +1,8 @@
 """Dense products in int8 on oneDNN's u8 x s8 kernels, for exports served on CPUs.
 
-The export mode `int8_onednn` (exporter.quantize) keeps Keras's int8 weights (each
-kernel [I, O] stored as int8 with one scale per output channel, `kernel_scale`) and
-replaces the product: each row of the inputs is scaled by its own absolute maximum and
+The export mode `int8_onednn` (exporter.quantize) stores each kernel [I, O] as int8 in
+[-63, 63] (KERNEL_RANGE) with one scale per output channel (Keras's int8 weights,
+`kernel_scale`) and replaces the product: each row of the inputs is scaled by its own absolute maximum and
 quantized to uint8, and multiplied by the int8 kernel in TensorFlow's
 `QuantizedMatMulWithBiasAndDequantize`, whose CPU kernel is oneDNN's int8 matmul (VNNI
 and AMX where the CPU has them), accumulating in int32 and returning float32. Where
@@ -22,6 +22,14 @@ so the op takes q with the range [0, 255 * step] (no zero point: SCALED), the ke
 with the range [-127, 127] (one int8 unit per step) and the bias u_min * colsum(K); its
 float output is then scaled by r / s and the bias b added.
 
+Why 63 and not 127: on CPUs without VNNI (AVX2, AVX-512 before VNNI) oneDNN multiplies
+u8 x s8 with `vpmaddubsw`, which adds each pair of products in int16 with saturation:
+255 x 127 x 2 exceeds 32,767 (with ONEDNN_MAX_CPU_ISA=AVX2 such a product came out
+1,048,544 instead of 2,072,640), 255 x 63 x 2 = 32,130 does not, so the product is exact
+on every x86 CPU. The inputs keep their 256 levels: the kernels' rounding errs less
+than the inputs' (in a trial the int8-weight export changed the probabilities half as
+much as the inputs' quantization did).
+
 The op exists in TensorFlow builds with oneDNN (the default Linux x86 packages, where
 oneDNN custom operations are on): `check_available` says whether this process can run it.
 """
@@ -32,6 +40,8 @@ import tensorflow as tf
 from bert_tf.utils import errors
 
 MODE = "int8_onednn"
+# Each kernel's int8 values, the range that no pair of u8 x s8 products overflows int16.
+KERNEL_RANGE = (-63, 63)
 
 
 def int8_product(x, kernel, kernel_scale, column_sums, bias=None):
@@ -39,7 +49,7 @@ def int8_product(x, kernel, kernel_scale, column_sums, bias=None):
 
   Args:
     x: float32 [N, I].
-    kernel: int8 [I, O], K = round(W * kernel_scale).
+    kernel: int8 [I, O] within KERNEL_RANGE, K = round(W * kernel_scale).
     kernel_scale: float32 [O], s.
     column_sums: float32 [O], the sums of K over I.
     bias: float32 [O] or None.
@@ -90,13 +100,19 @@ class OneDnnInt8Dense(keras.layers.Dense):
 
 
 def convert(layer: keras.layers.Dense) -> None:
-  """Turns a Dense layer that Keras quantized to int8 (weights only, no LoRA) into a
-  OneDnnInt8Dense, in place: its weights stay, `column_sums` is added."""
+  """Turns a Dense layer that Keras quantized to int8 (weights only, no LoRA, values in
+  KERNEL_RANGE: `weight_quantizer`) into a OneDnnInt8Dense, in place: its weights stay,
+  `column_sums` is added."""
   if layer.quantization_mode != "int8" or layer.lora_enabled:
     raise ValueError(f"{layer.path}: needs Keras's int8 weights without LoRA, has mode "
                      f"{layer.quantization_mode} (LoRA {layer.lora_enabled})")
   # pylint: disable=protected-access
-  sums = tf.reduce_sum(tf.cast(tf.convert_to_tensor(layer._kernel), tf.float32), axis=0)
+  kernel = tf.convert_to_tensor(layer._kernel)
+  largest = int(tf.reduce_max(tf.abs(tf.cast(kernel, tf.int32))))
+  if largest > KERNEL_RANGE[1]:
+    raise ValueError(f"{layer.path}: int8 kernel values up to {largest}, beyond "
+                     f"{KERNEL_RANGE}; quantize with int8_onednn.weight_quantizer()")
+  sums = tf.reduce_sum(tf.cast(kernel, tf.float32), axis=0)
   # A built layer's state is locked; Keras's own quantize unlocks it the same way.
   layer._tracker.unlock()
   layer.column_sums = layer.add_weight(name="column_sums", shape=sums.shape,
@@ -104,6 +120,12 @@ def convert(layer: keras.layers.Dense) -> None:
   layer._tracker.lock()
   layer.column_sums.assign(sums)
   layer.__class__ = OneDnnInt8Dense
+
+
+def weight_quantizer():
+  """The Keras quantizer of a Dense kernel [I, O] for this mode: int8 in KERNEL_RANGE,
+  one scale per output channel."""
+  return keras.quantizers.AbsMaxQuantizer(axis=0, value_range=KERNEL_RANGE)
 
 
 def check_available() -> None:

@@ -11,12 +11,12 @@ from bert_tf.export import int8_onednn
 
 
 def _operands(rows=6, inputs=48, outputs=20, shift=0.0, seed=0):
-  """x [rows, inputs], the float kernel W, its int8 K and scale s (Keras's per-output-
-  channel absmax scheme), column sums and a bias."""
+  """x [rows, inputs], the float kernel W, its int8 K and scale s (per output channel,
+  K in int8_onednn.KERNEL_RANGE), column sums and a bias."""
   rng = np.random.default_rng(seed)
   x = (rng.normal(size=(rows, inputs)) + shift).astype(np.float32)
   weights = (rng.normal(size=(inputs, outputs)) * 0.05).astype(np.float32)
-  scale = (127.0 / np.abs(weights).max(axis=0)).astype(np.float32)
+  scale = (int8_onednn.KERNEL_RANGE[1] / np.abs(weights).max(axis=0)).astype(np.float32)
   kernel = np.round(weights * scale).astype(np.int8)
   bias = rng.normal(size=outputs).astype(np.float32)
   return x, weights, kernel, scale, kernel.astype(np.float32).sum(axis=0), bias
@@ -70,8 +70,10 @@ def test_a_converted_dense_layer_keeps_its_weights_and_computes_in_int8():
   layer.build((None, None, 48))
   x = np.random.default_rng(1).normal(size=(2, 5, 48)).astype(np.float32)
   want = layer(x).numpy()
-  layer.quantize("int8")
+  layer.quantize("int8", config=keras.quantizers.Int8QuantizationConfig(
+      weight_quantizer=int8_onednn.weight_quantizer(), activation_quantizer=None))
   kernel = layer._kernel.numpy()  # pylint: disable=protected-access
+  assert np.abs(kernel).max() == int8_onednn.KERNEL_RANGE[1]
   int8_onednn.convert(layer)
   assert isinstance(layer, int8_onednn.OneDnnInt8Dense)
   assert layer.quantization_mode == "int8"
@@ -87,4 +89,12 @@ def test_convert_refuses_a_layer_without_int8_weights():
   layer = keras.layers.Dense(4)
   layer.build((None, 3))
   with pytest.raises(ValueError, match="int8 weights"):
+    int8_onednn.convert(layer)
+
+
+def test_convert_refuses_kernels_beyond_the_range_no_pair_of_products_overflows():
+  layer = keras.layers.Dense(4)
+  layer.build((None, 3))
+  layer.quantize("int8")  # Keras's default: up to 127.
+  with pytest.raises(ValueError, match="beyond"):
     int8_onednn.convert(layer)
