@@ -51,9 +51,12 @@ def ensure_environment(extras) -> None:
     print(f"Creating virtual environment {VENV}", flush=True)
     venv.EnvBuilder(with_pip=True).create(VENV)
   print("Installing bert_tf and its dependencies (first run only)...", flush=True)
-  subprocess.check_call([_python(), "-m", "pip", "install", "-q", "--upgrade", "pip"])
-  subprocess.check_call([_python(), "-m", "pip", "install", "-q", "-e",
-                         f"{ROOT}[{','.join(extras)}]"])
+  for command in (["install", "-q", "--upgrade", "pip"],
+                  ["install", "-q", "-e", f"{ROOT}[{','.join(extras)}]"]):
+    if subprocess.call([_python(), "-m", "pip", *command]) != 0:
+      # pip has said why above (often the network): one line, and a rerun resumes.
+      raise SystemExit(f"setup_and_run: error: 'pip {' '.join(command)}' failed (its "
+                       "message is above); run the same command again to retry")
   STAMP.write_text(" ".join([digest, *extras]))
 
 
