@@ -149,6 +149,11 @@ def read_results(name: str) -> dict:
   return _read_json(_written_results_path(name))
 
 
+def read_recorded_results(name: str) -> dict:
+  """bench/results/<name>.json, the figures of record, or {} when there are none."""
+  return _read_json(results_path(name))
+
+
 def write_results(name: str, payload: dict) -> str:
   """Writes the run's results (through a temporary file) and returns their path:
   bench/results/<name>.json for a run that records (records_run), else <name>.json in
@@ -163,7 +168,7 @@ def merge_results(name: str, key: str, entries: Dict[str, dict]) -> str:
   """Replaces the entries of payload[key] named in `entries` in the file write_results
   writes, keeping the others: a benchmark run on a few configurations or tasks at a
   time keeps one file whose every entry carries its own command and machine."""
-  payload = _read_json(_written_results_path(name))
+  payload = read_results(name)
   payload.setdefault(key, {}).update(entries)
   return write_results(name, payload)
 

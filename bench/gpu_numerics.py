@@ -71,7 +71,7 @@ def _accelerator_kernels(**settings):
   return hooks.JaxGpuKernels(interpret=jax.default_backend() != "gpu", **settings)
 
 
-def _relative_errors(values, references) -> list:
+def relative_errors(values, references) -> list:
   """max |a - b| / max |b| of each pair, as floats."""
   out = []
   for a, b in zip(values, references):
@@ -95,7 +95,7 @@ def _value_and_grads(fn, args, d_out):
 
 
 def _compare(name, fused, plain, dtype, names) -> dict:
-  errors = dict(zip(names, _relative_errors(fused, plain)))
+  errors = dict(zip(names, relative_errors(fused, plain)))
   worst = max(errors.values())
   return {"name": name, "dtype": dtype, "max_relative_error": worst, "errors": errors,
           "tolerance": KERNEL_TOLERANCE[dtype], "ok": worst <= KERNEL_TOLERANCE[dtype]}
@@ -199,7 +199,7 @@ def auto_attention() -> dict:
   kernels = _accelerator_kernels(attention="pallas")
   hooked = kernels.attention(q, k, v, bias, dropout, training=False)
   plain = attention.xla_attention(q, k, v, bias)
-  error = _relative_errors([hooked], [jnp.reshape(plain, hooked.shape)])[0]
+  error = relative_errors([hooked], [jnp.reshape(plain, hooked.shape)])[0]
   out["unsupported_shape"] = {"flash_supported": attention.flash_supported(q, k, bias),
                               "max_relative_error": error, "ok": error <= 1e-6}
   return out

@@ -51,6 +51,7 @@ import numpy as np
 
 from bench import common
 from bench import gpu_devices
+from bench import gpu_numerics
 from bench import gpu_pretraining_worker
 from bert_tf.text import vocab as vocab_lib
 
@@ -390,10 +391,9 @@ def compare(args) -> bool:
   gpu = np.load(os.path.join(results, "gpu_outputs.npz"))
   served = tf.saved_model.load(os.path.join(export_base, "1")).signatures["serve_token_ids"](
       **{k: tf.constant(gpu[k]) for k in ("input_word_ids", "input_mask", "input_type_ids")})
-  report = {}
-  for name in ("sequence_output", "pooled_output"):
-    expected, actual = gpu[name], served[name].numpy()
-    report[name] = float(np.abs(actual - expected).max() / np.abs(expected).max())
+  names = ("sequence_output", "pooled_output")
+  report = dict(zip(names, gpu_numerics.relative_errors(
+      [served[name].numpy() for name in names], [gpu[name] for name in names])))
   ok = max(report.values()) <= EXPORT_TOLERANCE
   print(json.dumps({"checkpoint": checkpoint, "max_relative_error": report,
                     "tolerance": EXPORT_TOLERANCE, "ok": ok}), flush=True)

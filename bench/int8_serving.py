@@ -67,10 +67,15 @@ def main(argv):
   del argv
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.export import exporter  # pylint: disable=g-import-not-at-top
+  from bert_tf.export import int8_onednn  # pylint: disable=g-import-not-at-top
   unknown = sorted(set(FLAGS.modes) - set(exporter.QUANTIZE_MODES))
   if unknown:
     raise app.UsageError(f"--modes: unknown {unknown}; the modes are "
                          f"{', '.join(exporter.QUANTIZE_MODES)}")
+  if exporter.INT8_ONEDNN in FLAGS.modes and not int8_onednn.available():
+    print("int8_onednn left out: this TensorFlow cannot run oneDNN's int8 matmul",
+          flush=True)
+    FLAGS.modes = [mode for mode in FLAGS.modes if mode != exporter.INT8_ONEDNN]
   tmp = tempfile.mkdtemp(prefix="int8_serving_")
   if FLAGS.checkpoint:
     checkpoint, experiment = FLAGS.checkpoint, exporter.load_experiment(

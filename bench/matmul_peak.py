@@ -128,20 +128,21 @@ class Product(NamedTuple):
 
 def _tensorflow_product(dtype: str, m: int, k: int, n: int) -> Product:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  kernel = "" if dtype != "int8" else " (generic int8 x int8 -> int32)"
   if dtype == "int8":
     a = tf.cast(tf.random.uniform([m, k], -127, 128, tf.int32), tf.int8)
     b = tf.cast(tf.random.uniform([k, n], -127, 128, tf.int32), tf.int8)
-    # What Keras's int8 Dense runs: int8 x int8 -> int32 on TensorFlow's generic kernel.
-    mm = lambda a, b: tf.linalg.matmul(a, b, output_type=tf.int32)
     onednn = _onednn_int8_matmul(n)
     if onednn is not None:
       # TensorFlow's fastest int8 product, the one --quantize=int8_onednn runs.
       a, mm, kernel = tf.bitcast(a, tf.quint8), onednn, " (oneDNN u8 x s8)"
+    else:
+      # What Keras's int8 Dense runs: int8 x int8 -> int32 on TensorFlow's generic kernel.
+      mm = lambda a, b: tf.linalg.matmul(a, b, output_type=tf.int32)
+      kernel = " (generic int8 x int8 -> int32)"
   else:
     a = tf.cast(tf.random.normal([m, k]), dtype)
     b = tf.cast(tf.random.normal([k, n]), dtype)
-    mm = tf.linalg.matmul
+    mm, kernel = tf.linalg.matmul, ""
   # One element read back: the product is done, and the copy costs nothing.
   product = tf.function(lambda a, b: mm(a, b)[0, 0])
   out = []
@@ -155,10 +156,7 @@ def _onednn_int8_matmul(n: int):
   (bert_tf.export.int8_onednn's op), or None where this TensorFlow cannot run it."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.export import int8_onednn  # pylint: disable=g-import-not-at-top
-  from bert_tf.utils import errors  # pylint: disable=g-import-not-at-top
-  try:
-    int8_onednn.check_available()
-  except errors.UserError:
+  if not int8_onednn.available():
     return None
   bias = tf.zeros([n])
   return lambda a, b: tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(

@@ -418,7 +418,7 @@ def main(argv):
                          "of record (the peers read no TFRecords): give --peers= "
                          "--nowrite_readme with it")
   if FLAGS.report_only:
-    report(common.read_results(RESULTS).get("configs", {}))
+    report(common.read_recorded_results(RESULTS).get("configs", {}))
     return
   driver.check_rounds_of_record(FLAGS.rounds, FLAGS.write_readme)
   if FLAGS.write_readme:

@@ -128,6 +128,15 @@ def weight_quantizer():
   return keras.quantizers.AbsMaxQuantizer(axis=0, value_range=KERNEL_RANGE)
 
 
+def available() -> bool:
+  """Whether this TensorFlow runs the oneDNN int8 product (`check_available`)."""
+  try:
+    check_available()
+  except errors.UserError:
+    return False
+  return True
+
+
 def check_available() -> None:
   """Raises errors.UserError unless this TensorFlow runs the oneDNN int8 product (a
   build without oneDNN, or TF_ENABLE_ONEDNN_OPTS=0, has no kernel that computes it)."""

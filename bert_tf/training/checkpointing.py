@@ -53,7 +53,6 @@ engine refuses them in one line.
 """
 
 import functools
-import glob
 import os
 import queue
 import re
@@ -289,8 +288,11 @@ class CheckpointSaver:
     names = files.listdir(self.model_dir)
     for path in portable.checkpoints_in(self.model_dir, names)[self.max_to_keep:]:
       files.remove(path)
-      for sidecar in files.glob(glob.escape(portable.input_prefix(path)) + "*"):
-        files.remove(sidecar)
+      # Its input positions and markers (`ckpt-N.input*`), from the same listing.
+      sidecar = os.path.basename(portable.input_prefix(path))
+      for name in names:
+        if name.startswith(sidecar):
+          files.remove(os.path.join(self.model_dir, name))
     for name in names:
       if _UNFINISHED.match(name):
         files.remove(os.path.join(self.model_dir, name))
