@@ -34,6 +34,17 @@ def test_the_commands_are_found_in_each_kind_of_file():
   assert {"tools/train.py", "tools/convert_checkpoint.py", "tools/build_vocab.py"} <= sources
 
 
+def test_a_page_s_bash_blocks_are_read_and_its_plain_blocks_are_not(tmp_path):
+  page = tmp_path / "page.md"
+  page.write_text("```bash\n# a comment\nD=glue/MRPC\npython tools/train.py --experiment=glue_mrpc \\\n"
+                  "  --params_override=train_data.input_path=$D/train.tsv\n```\n\n```\n"
+                  "python tools/train.py --model_dir=gs://BUCKET/runs\n```\n", encoding="utf-8")
+  (command,) = shipped_commands.markdown_commands(str(page))
+  assert command.source.endswith("page.md:4") and command.tool == "train"
+  assert command.args == ["--experiment=glue_mrpc",
+                          "--params_override=train_data.input_path=glue/MRPC/train.tsv"]
+
+
 def _problems(check, commands):
   """check(command) for each command: the messages of its failures, with the source."""
   problems = []
