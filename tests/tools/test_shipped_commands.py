@@ -45,6 +45,14 @@ def test_a_page_s_bash_blocks_are_read_and_its_plain_blocks_are_not(tmp_path):
                           "--params_override=train_data.input_path=glue/MRPC/train.tsv"]
 
 
+def test_the_readme_names_every_installed_command():
+  with open(shipped_commands.README, encoding="utf-8") as f:
+    readme = f.read()
+  scripts = shipped_commands.console_scripts()
+  assert len(scripts) >= 9
+  assert not [name for name in scripts if f"`{name}`" not in readme]
+
+
 def _problems(check, commands):
   """check(command) for each command: the messages of its failures, with the source."""
   problems = []
