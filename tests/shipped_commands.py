@@ -1,7 +1,8 @@
-"""The commands the project ships, read from where a user reads them: README.md's bash
-blocks and inline `tools/...` spans, the header comments of
-official_configs/experiments/*.yaml and the docstrings of tools/*.py (their --help);
-and what each tool defines and writes, read from the tools' own source.
+"""The commands the project ships, read from where a user reads them: the bash blocks and
+inline `tools/...` spans of the documentation (README.md, docs/*.md, CONTRIBUTING.md),
+the header comments of official_configs/experiments/*.yaml and the docstrings of
+tools/*.py (their --help); and what each tool defines and writes, read from the tools'
+own source.
 
 A command is a `Command`: its source (file and line), the tool it runs and its
 arguments after shell-like parsing (line continuations joined, `NAME=value` lines of
@@ -19,6 +20,8 @@ from typing import Dict, List, Optional, Set, Tuple
 import paths
 
 README = os.path.join(paths.ROOT, "README.md")
+CONTRIBUTING = os.path.join(paths.ROOT, "CONTRIBUTING.md")
+DOCS_DIR = os.path.join(paths.ROOT, "docs")
 TOOLS_DIR = os.path.join(paths.ROOT, "tools")
 EXPERIMENTS_DIR = os.path.join(paths.ROOT, "official_configs", "experiments")
 # absl's own flags and the one run_tool adds (bert_tf.utils.errors).
@@ -169,8 +172,15 @@ def _shell_commands(lines: List[Tuple[int, str]], path: str) -> List[Command]:
   return commands
 
 
-def readme_commands(path: str = README) -> List[Command]:
-  """The commands of README.md's ```bash blocks."""
+def doc_files() -> List[str]:
+  """The documentation a user reads, in reading order: README.md, docs/*.md,
+  CONTRIBUTING.md."""
+  return [README, *sorted(glob.glob(os.path.join(DOCS_DIR, "*.md"))), CONTRIBUTING]
+
+
+def markdown_commands(path: str) -> List[Command]:
+  """The commands of one Markdown file's ```bash blocks (a plain ``` block is output or
+  a command with placeholders, and is not read)."""
   with open(path, encoding="utf-8") as f:
     lines = f.read().splitlines()
   commands, block = [], None
@@ -187,16 +197,27 @@ def readme_commands(path: str = README) -> List[Command]:
   return commands
 
 
-def readme_inline_flags(path: str = README) -> List[Tuple[str, str, List[str]]]:
-  """(source, tool, [flag names]) of README.md's inline `tools/X.py --flag...` spans."""
+def doc_commands() -> List[Command]:
+  """The commands of every documentation file's ```bash blocks, in reading order."""
+  return [c for path in doc_files() for c in markdown_commands(path)]
+
+
+def inline_flags(path: str) -> List[Tuple[str, str, List[str]]]:
+  """(source, tool, [flag names]) of one Markdown file's inline `tools/X.py --flag...`
+  spans."""
   with open(path, encoding="utf-8") as f:
     text = f.read()
   found = []
   for match in re.finditer(r"`(?:python3? )?tools/(\w+)\.py((?: --[^`]*)?)`", text):
     line = text.count("\n", 0, match.start()) + 1
     names = re.findall(r"(?:^| )--(\w+)", match.group(2))
-    found.append((f"README.md:{line}", match.group(1), names))
+    found.append((f"{os.path.relpath(path, paths.ROOT)}:{line}", match.group(1), names))
   return found
+
+
+def doc_inline_flags() -> List[Tuple[str, str, List[str]]]:
+  """inline_flags of every documentation file."""
+  return [span for path in doc_files() for span in inline_flags(path)]
 
 
 def experiment_header_commands() -> List[Command]:
@@ -226,7 +247,7 @@ def tool_docstring_commands() -> List[Command]:
 
 
 def all_commands() -> List[Command]:
-  return readme_commands() + experiment_header_commands() + tool_docstring_commands()
+  return doc_commands() + experiment_header_commands() + tool_docstring_commands()
 
 
 def produced_dirs(commands: List[Command]) -> Dict[str, Set[str]]:

@@ -2,8 +2,9 @@
 
 Every `import` and `from ... import` of a `bert_tf` module is checked, at module level
 and inside functions alike (a lazy import is still a dependency), against the layer
-order in `LAYERS`, which README.md's *Layout* section writes down. A module may import
-its own layer and the layers below it; `tools/` and `bench/` sit above everything.
+order in `LAYERS`, which CONTRIBUTING.md's *Layout and the layer contract* writes
+down. A module may import its own layer and the layers below it; `tools/` and `bench/`
+sit above everything.
 """
 
 import ast

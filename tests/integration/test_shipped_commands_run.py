@@ -1,5 +1,5 @@
-"""The shipped commands, read from README.md, the experiment YAMLs' headers and the
-tools' --help, run one after another as a user runs them, in an empty folder holding
+"""The shipped commands, read from the documentation (README.md, docs/*.md,
+CONTRIBUTING.md), the experiment YAMLs' headers and the tools' --help, run one after another as a user runs them, in an empty folder holding
 toy inputs at the paths they name: vocab, pretraining data, pretraining into
 runs/base, the trainer's model_dir converted (its vocab from params.yaml), a release
 converted into runs/bert_base and back, fine-tuning from each with --init_checkpoint
@@ -67,7 +67,7 @@ def _written(folder, tool_flag):
 
 
 def test_the_shipped_commands_run_in_turn_at_toy_size(tmp_path):
-  readme = shipped_commands.readme_commands()
+  readme = shipped_commands.doc_commands()
   headers = shipped_commands.experiment_header_commands()
   docstrings = shipped_commands.tool_docstring_commands()
   cwd = str(tmp_path)
@@ -110,7 +110,7 @@ def test_the_shipped_commands_run_in_turn_at_toy_size(tmp_path):
   _run(_find(readme, "convert_checkpoint", input="runs/bert_base"), cwd)
 
   # Fine-tuning from each, --init_checkpoint as written: the header's runs/bert_base
-  # (a converted folder) and the README's runs/base (a trainer's model_dir).
+  # (a converted folder) and the documentation's runs/base (a trainer's model_dir).
   _mrpc(str(tmp_path / "glue_data" / "MRPC" / "train.tsv"))
   _mrpc(str(tmp_path / "glue_data" / "MRPC" / "dev.tsv"), rows=8)
   shutil.copytree(tmp_path / "glue_data" / "MRPC", tmp_path / "glue" / "MRPC")

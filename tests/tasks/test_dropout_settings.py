@@ -1,4 +1,4 @@
-"""The three settings the README names for turning every dropout off
+"""The three settings docs/pretraining.md names for turning every dropout off
 (model.encoder.dropout_rate, model.encoder.attention_dropout_rate, model.head_dropout_rate):
 with them, each task's model outputs in training mode exactly what it outputs in
 inference mode; without them, the two differ (so the settings, not the input, decide)."""

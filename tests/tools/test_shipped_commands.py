@@ -1,5 +1,6 @@
 """Every command the project ships runs as written, as far as reading it can tell: the
-commands of README.md, of the experiment YAMLs' headers and of the tools' --help
+commands of the documentation (README.md, docs/*.md, CONTRIBUTING.md), of the
+experiment YAMLs' headers and of the tools' --help
 (tests/shipped_commands.py reads them from those files) name a tool and only flags it
 defines, resolve their experiment and overrides, and name as checkpoints and configs
 the folders and files that another shipped command writes. The self-contained ones
@@ -10,6 +11,7 @@ import dataclasses
 import os
 import re
 
+import paths
 import shipped_commands
 from bert_tf import configs
 from bert_tf.tasks import base as task_base
@@ -23,10 +25,32 @@ _STEP_FILE = re.compile(r"^ckpt-\d+(\.h5)?$")
 
 def test_the_commands_are_found_in_each_kind_of_file():
   sources = {c.source.split(":")[0] for c in COMMANDS}
-  assert "README.md" in sources
+  # Every documentation page with a bash block holding a tool's command.
+  assert {"README.md", "CONTRIBUTING.md", "docs/pretraining-data.md", "docs/pretraining.md",
+          "docs/fine-tuning.md", "docs/engines.md", "docs/export-and-serving.md",
+          "docs/checkpoints-and-conversion.md"} <= sources
   assert sum(s.startswith("official_configs/experiments/") for s in sources) == len(
       experiments.registered_experiments())
   assert {"tools/train.py", "tools/convert_checkpoint.py", "tools/build_vocab.py"} <= sources
+
+
+def test_a_page_s_bash_blocks_are_read_and_its_plain_blocks_are_not(tmp_path):
+  page = tmp_path / "page.md"
+  page.write_text("```bash\n# a comment\nD=glue/MRPC\npython tools/train.py --experiment=glue_mrpc \\\n"
+                  "  --params_override=train_data.input_path=$D/train.tsv\n```\n\n```\n"
+                  "python tools/train.py --model_dir=gs://BUCKET/runs\n```\n", encoding="utf-8")
+  (command,) = shipped_commands.markdown_commands(str(page))
+  assert command.source.endswith("page.md:4") and command.tool == "train"
+  assert command.args == ["--experiment=glue_mrpc",
+                          "--params_override=train_data.input_path=glue/MRPC/train.tsv"]
+
+
+def test_the_readme_names_every_installed_command():
+  with open(shipped_commands.README, encoding="utf-8") as f:
+    readme = f.read()
+  scripts = shipped_commands.console_scripts()
+  assert len(scripts) >= 9
+  assert not [name for name in scripts if f"`{name}`" not in readme]
 
 
 def _problems(check, commands):
@@ -70,8 +94,11 @@ def test_a_flag_the_tool_lacks_is_caught():
   assert "train has no flag --init_chekpoint" in _problems(_flags_defined, [command])[0]
 
 
-def test_readme_inline_tool_spans_name_flags_their_tool_defines():
-  for source, tool, names in shipped_commands.readme_inline_flags():
+def test_inline_tool_spans_of_the_documentation_name_flags_their_tool_defines():
+  spans = shipped_commands.doc_inline_flags()
+  assert {source.split(":")[0] for source, _, _ in spans} >= {
+      "docs/pretraining.md", "CONTRIBUTING.md"}
+  for source, tool, names in spans:
     assert os.path.isfile(os.path.join(shipped_commands.TOOLS_DIR, f"{tool}.py")), source
     defined = shipped_commands.tool_flags(tool)
     for name in names:
@@ -155,8 +182,8 @@ def _config_keys():
 SECTIONS = tuple(f.name for f in dataclasses.fields(configs.ExperimentConfig))
 _DOTTED = re.compile(r"(?<![\w./-])((?:%s)(?:\.[a-z_0-9]+)+)(?![\w/])" % "|".join(SECTIONS))
 _FILE_NAME = re.compile(r"\.(py|json|yaml|txt|h5|safetensors|bin|tfrecord)$")
-# Keys read when an experiment loads but not kept in it, and the README's example of a
-# misspelt key.
+# Keys read when an experiment loads but not kept in it, and the documentation's example
+# of a misspelt key.
 _NOT_STORED = {"model.encoder.size"}
 _DELIBERATE_TYPOS = {"trainer.train_stpes"}
 
@@ -166,10 +193,12 @@ def _named_keys(text):
           if not _FILE_NAME.search(m.group(1))}
 
 
-def test_config_keys_named_in_the_tools_help_and_the_readme_exist():
+def test_config_keys_named_in_the_tools_help_and_the_documentation_exist():
   keys = _config_keys() | _NOT_STORED | _DELIBERATE_TYPOS
-  with open(shipped_commands.README, encoding="utf-8") as f:
-    texts = {"README.md": f.read()}
+  texts = {}
+  for path in shipped_commands.doc_files():
+    with open(path, encoding="utf-8") as f:
+      texts[os.path.relpath(path, paths.ROOT)] = f.read()
   for tool in sorted(os.listdir(shipped_commands.TOOLS_DIR)):
     if tool.endswith(".py"):
       with open(os.path.join(shipped_commands.TOOLS_DIR, tool), encoding="utf-8") as f:
