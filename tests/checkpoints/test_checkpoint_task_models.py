@@ -20,13 +20,14 @@ transformers = pytest.importorskip("transformers")
 from bert_tf import constants
 from bert_tf.checkpoints import convert, reading, writing
 from bert_tf.checkpoints.files import ConversionError
+from bert_tf.export import exporter
 from bert_tf.models.bert_classifier import BertClassifier
 from bert_tf.models.bert_multiple_choice import BertMultipleChoice
 from bert_tf.models.bert_pretrainer import BertPretrainer
 from bert_tf.models.bert_span_labeler import BertSpanLabeler
 from bert_tf.models.bert_token_classifier import BertTokenClassifier
 
-from checkpoint_helpers import TINY, token_batch, write_vocab
+from checkpoint_helpers import TINY, tiny_task_model, token_batch, write_vocab
 
 ATOL = 1e-5
 CHOICES = 4
@@ -65,11 +66,14 @@ def hf_outputs(model, features):
                                             dtype=torch.long))
   if hasattr(out, "start_logits"):
     return {"start_logits": out.start_logits.numpy(), "end_logits": out.end_logits.numpy()}
-  if hasattr(out, "prediction_logits"):
-    positions = features[constants.MASKED_LM_POSITIONS]
-    mlm = np.take_along_axis(out.prediction_logits.numpy(), positions[..., None], axis=1)
-    return {constants.MLM_LOGITS: mlm,
-            constants.NSP_LOGITS: out.seq_relationship_logits.numpy()}
+  if constants.MASKED_LM_POSITIONS in features:
+    # The masked-LM logits of every position, at the positions bert_tf predicts.
+    positions = features[constants.MASKED_LM_POSITIONS][..., None]
+    if hasattr(out, "prediction_logits"):
+      return {constants.MLM_LOGITS: np.take_along_axis(out.prediction_logits.numpy(),
+                                                       positions, axis=1),
+              constants.NSP_LOGITS: out.seq_relationship_logits.numpy()}
+    return {constants.MLM_LOGITS: np.take_along_axis(out.logits.numpy(), positions, axis=1)}
   return {"logits": out.logits.numpy()}
 
 
@@ -101,12 +105,14 @@ CASES = {
                         {"name": "multiple_choice", "num_choices": CHOICES}),
     "pretraining": ("BertForPreTraining", {}, BertPretrainer,
                     {"name": "pretraining", "use_next_sentence_label": True}),
+    "masked_lm": ("BertForMaskedLM", {}, BertPretrainer,
+                  {"name": "pretraining", "use_next_sentence_label": False}),
 }
 
 
 def features_for(case):
   features = token_batch(choices=CHOICES if case == "multiple_choice" else None)
-  if case == "pretraining":
+  if case in ("pretraining", "masked_lm"):
     features[constants.MASKED_LM_POSITIONS] = np.array([[1, 3, 6], [0, 2, 5], [1, 2, 3]],
                                                        np.int32)
   return features
@@ -134,6 +140,11 @@ def test_huggingface_task_model_converts_with_its_head_and_labels_and_back(tmp_p
   assert params["tokenizer"]["vocab_file"] == str(tmp_path / "ours" / "vocab.txt")
   assert params["model"]["encoder"] == TINY.as_dict()
 
+  # What the exporter restores from the folder, by its params.yaml alone.
+  experiment = exporter.load_experiment(str(tmp_path / "ours" / "params.yaml"))
+  assert_outputs_match(exporter.model_from_checkpoint(experiment, str(tmp_path / "ours"))(
+      features), want)
+
   loaded = reading.read_checkpoint(str(tmp_path / "ours"))
   assert isinstance(loaded.model, model_class)
   assert set(loaded.items) == set(loaded.model.checkpoint_items)
@@ -149,9 +160,13 @@ def test_huggingface_task_model_converts_with_its_head_and_labels_and_back(tmp_p
   assert_outputs_match(hf_outputs(back.eval(), features), want)
 
 
-def test_regression_head_is_regression_in_both_directions(tmp_path):
+def test_regression_head_and_cased_tokenizer_keep_in_both_directions(tmp_path):
   save_hf_model("regression", tmp_path / "hf")
+  transformers.BertTokenizer(str(tmp_path / "hf" / "vocab.txt"),
+                             do_lower_case=False).save_pretrained(str(tmp_path / "hf"))
   convert.convert_checkpoint(str(tmp_path / "hf"), str(tmp_path / "ours"))
+  params = yaml.safe_load((tmp_path / "ours" / "params.yaml").read_text())
+  assert params["tokenizer"]["lower_case"] is False
   loaded = reading.read_checkpoint(str(tmp_path / "ours"))
   assert loaded.model.num_classes == 1
   assert loaded.settings.label_names == ()
@@ -159,6 +174,9 @@ def test_regression_head_is_regression_in_both_directions(tmp_path):
                              output_format="huggingface")
   back = transformers.AutoConfig.from_pretrained(str(tmp_path / "back"))
   assert back.problem_type == "regression" and back.num_labels == 1
+  tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "back"))
+  # Cased: "TOK1" is not the vocab's "tok1".
+  assert tokenizer.tokenize("TOK1 tok1") == ["[UNK]", "tok1"]
 
 
 def test_converted_pooler_less_folder_round_trips_without_a_pooler(tmp_path):
@@ -177,19 +195,25 @@ def test_converted_pooler_less_folder_round_trips_without_a_pooler(tmp_path):
     np.testing.assert_array_equal(again[name], value, err_msg=name)
 
 
-def test_trainers_model_dir_of_a_glue_task_converts_with_glue_label_names(tmp_path):
-  save_hf_model("classification", tmp_path / "hf")
-  convert.convert_checkpoint(str(tmp_path / "hf"), str(tmp_path / "ours"))
-  params = tmp_path / "ours" / "params.yaml"
-  data = yaml.safe_load(params.read_text())
-  # A trainer's params.yaml names a GLUE task and leaves the labels to it.
-  data["task"] = {"name": "sentence_prediction", "glue_task": "mnli", "num_classes": 0}
-  params.write_text(yaml.safe_dump(data))
-  convert.convert_checkpoint(str(tmp_path / "ours"), str(tmp_path / "back"),
-                             output_format="huggingface")
-  config = json.loads((tmp_path / "back" / "config.json").read_text())
+def test_fine_tuning_runs_model_dir_converts_to_transformers_with_glue_label_names(
+    tmp_path):
+  from bert_tf.checkpoints import portable  # pylint: disable=g-import-not-at-top
   from bert_tf.data.task_files import glue  # pylint: disable=g-import-not-at-top
-  assert list(config["id2label"].values()) == list(glue.GLUE_TASKS["mnli"].label_names)
+  model = tiny_task_model("classifier", num_classes=3, seed=4)
+  # A fine-tuning run's model_dir: a portable checkpoint and params.yaml, whose task
+  # names a GLUE task and leaves the labels to it.
+  model_dir = tmp_path / "run"
+  portable.save(portable.path_for_step(str(model_dir), 7), model.checkpoint_items, step=7)
+  (model_dir / "params.yaml").write_text(yaml.safe_dump({
+      "task": {"name": "sentence_prediction", "glue_task": "mnli"},
+      "model": {"encoder": TINY.as_dict()},
+      "tokenizer": {"vocab_file": write_vocab(tmp_path / "vocab.txt", TINY.vocab_size)}}))
+  convert.convert_checkpoint(str(model_dir), str(tmp_path / "hf"), output_format="huggingface")
+  hf_model = transformers.AutoModelForSequenceClassification.from_pretrained(
+      str(tmp_path / "hf")).eval()
+  assert list(hf_model.config.id2label.values()) == list(glue.GLUE_TASKS["mnli"].label_names)
+  features = token_batch()
+  assert_outputs_match(model(features), hf_outputs(hf_model, features))
 
 
 def test_classifier_head_without_an_architecture_is_an_error_asking_for_one(tmp_path):
