@@ -17,8 +17,8 @@ BertForSequenceClassification (classification or regression; KerasHub's
 BertTextClassifier) <-> sentence_prediction, BertForTokenClassification <-> tagging,
 BertForQuestionAnswering <-> squad, BertForMultipleChoice <-> multiple_choice. A task
 model's bert_tf folder holds params.yaml, its experiment with the label count and names,
-so that tools/export_saved_model.py and tools/train.py --mode=eval take the folder as a
-model_dir.
+which tools/export_saved_model.py reads as it reads a training run's (--checkpoint=FOLDER
+alone exports it); the experiment also serves tools/train.py as --config_file.
 
 --input (a Hugging Face folder or file, a training run's model_dir), --config_file,
 --vocab_file and --output_dir may be remote (gs://BUCKET/..., through tf.io.gfile);

@@ -8,9 +8,8 @@ A bert_tf checkpoint folder, as `save_bert_tf` writes it:
                                             experiment with tools/train.py --config_file
   params.yaml                               a task model's (a pretrainer's) experiment:
                                             the task with its labels, the model, the
-                                            tokenizer; what the exporter and
-                                            `tools/train.py --mode=eval` read from a
-                                            model_dir
+                                            tokenizer; what the exporter reads beside
+                                            a checkpoint
   vocab.txt
 """
 

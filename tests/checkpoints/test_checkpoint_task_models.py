@@ -91,6 +91,9 @@ CASES = {
                        BertClassifier,
                        {"name": "sentence_prediction", "num_classes": 3,
                         "label_names": ["negative", "neutral", "positive"]}),
+    # transformers' default names (LABEL_0, LABEL_1) are bert_tf's default ones ("0", "1").
+    "default_labels": ("BertForSequenceClassification", dict(num_labels=2), BertClassifier,
+                       {"name": "sentence_prediction", "num_classes": 2}),
     "regression": ("BertForSequenceClassification", dict(num_labels=1), BertClassifier,
                    {"name": "sentence_prediction", "num_classes": 1}),
     "token_classification": ("BertForTokenClassification",
