@@ -6,6 +6,8 @@ outputs equal keras_hub's within 1e-5, and the preset written back loads in kera
 and computes the same.
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 import yaml
@@ -116,3 +118,18 @@ def test_encoder_of_another_activation_is_refused_for_keras_hub_naming_both(tmp_
   with pytest.raises(ConversionError, match="gelu_approximate.*gelu"):
     writing.save_checkpoint(model, vocab, str(tmp_path / "out"), "keras_hub")
   assert not (tmp_path / "out").exists()
+
+
+def test_keras_hub_output_without_keras_hub_is_one_line_naming_the_install(
+    tmp_path, monkeypatch):
+  import sys  # pylint: disable=g-import-not-at-top
+  from bert_tf.checkpoints import writing  # pylint: disable=g-import-not-at-top
+  from bert_tf.utils import errors  # pylint: disable=g-import-not-at-top
+  vocab = write_vocab(tmp_path / "vocab.txt", TINY.vocab_size)
+  model = BertEncoder.from_config_object(
+      dataclasses.replace(TINY, hidden_activation="gelu_approximate"))
+  monkeypatch.setitem(sys.modules, "keras_hub", None)  # makes `import keras_hub` fail
+  with pytest.raises(ConversionError, match="pip install keras-hub") as raised:
+    writing.save_checkpoint(model, vocab, str(tmp_path / "out"), "keras_hub")
+  assert isinstance(raised.value, errors.UserError) and "\n" not in str(raised.value)
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["vocab.txt"]
