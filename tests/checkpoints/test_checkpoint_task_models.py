@@ -129,7 +129,10 @@ def save_hf_model(case, folder, seed=0):
   return model
 
 
-@pytest.mark.parametrize("case", list(CASES))
+# About 5 s a case on a loaded 2-core machine: the default suite runs the classifier.
+@pytest.mark.parametrize("case", [case if case == "classification" else
+                                  pytest.param(case, marks=pytest.mark.slow)
+                                  for case in CASES])
 def test_huggingface_task_model_converts_with_its_head_and_labels_and_back(tmp_path, case):
   class_name, _, model_class, task = CASES[case]
   hf_model = save_hf_model(case, tmp_path / "hf")
