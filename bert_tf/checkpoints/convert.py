@@ -1,9 +1,12 @@
-"""Converts BERT checkpoints between bert_tf, the Google TF1 release and Hugging Face.
+"""Converts BERT checkpoints between bert_tf, the Google TF1 release, Hugging Face and
+KerasHub.
 
-Reading any format gives a bert_tf Keras model (a BertPretrainer when the checkpoint has
-the pretraining heads, a BertEncoder otherwise; see `reading`); writing any format reads
-the variables back through the same table (see `writing`). Output folders appear only
-once complete. Stage messages go to this package's logger.
+Reading any format gives a bert_tf Keras model (the model of the checkpoint's
+architecture: an encoder, a pretrainer or a task model with its head, see
+`architectures` and `reading`) with its head's settings (label names, dropout,
+tokenizer case); writing any format reads the variables back through the same table
+(see `writing`). Output folders appear only once complete. Stage messages go to this
+package's logger.
 """
 
 from __future__ import annotations
@@ -50,8 +53,8 @@ def convert_checkpoint(input_path: str, output_dir: str, input_format: str = "au
   Args:
     input_path: a folder, checkpoint prefix or weights file.
     output_dir: the folder to create (it must not exist unless `overwrite`).
-    input_format: auto, bert_tf, google_tf1 or huggingface.
-    output_format: bert_tf, google_tf1 or huggingface.
+    input_format: auto, bert_tf, google_tf1, huggingface or keras_hub.
+    output_format: bert_tf, google_tf1, huggingface or keras_hub.
     config_file: overrides the config found beside the input.
     vocab_file: overrides the vocab.txt found beside the input; one is required.
 
@@ -63,7 +66,8 @@ def convert_checkpoint(input_path: str, output_dir: str, input_format: str = "au
   if loaded.vocab_file is None:
     raise ConversionError(f"No {VOCAB_FILE} beside {input_path}; pass the vocab file.")
   logger.info("Writing %s checkpoint to %s", output_format, output_dir)
-  writing.save_checkpoint(loaded.model, loaded.vocab_file, output_dir, output_format, overwrite)
+  writing.save_checkpoint(loaded.model, loaded.vocab_file, output_dir, output_format, overwrite,
+                          loaded.settings)
   weights = loaded.model.weights
   return ConversionSummary(
       input_path=input_path, input_format=loaded.source_format, output_dir=output_dir,

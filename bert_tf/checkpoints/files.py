@@ -19,11 +19,14 @@ from bert_tf.utils import files as files_lib
 BERT_TF = "bert_tf"
 GOOGLE_TF1 = "google_tf1"
 HUGGINGFACE = "huggingface"
-FORMATS = (BERT_TF, GOOGLE_TF1, HUGGINGFACE)
+KERAS_HUB = "keras_hub"
+FORMATS = (BERT_TF, GOOGLE_TF1, HUGGINGFACE, KERAS_HUB)
 
 VOCAB_FILE = "vocab.txt"
 # The encoder config of a bert_tf checkpoint folder.
 CONFIG_YAML = "config.yaml"
+# The experiment of a trainer's model_dir and of a converted task checkpoint.
+TRAINER_CONFIG_YAML = "params.yaml"
 
 
 class ConversionError(errors.UserError, ValueError):
@@ -35,11 +38,14 @@ class RawCheckpoint:
   """The arrays of a checkpoint under the names of its own format.
 
   Attributes:
-    fmt: google_tf1 or huggingface.
+    fmt: google_tf1, huggingface or keras_hub.
     weights: {name in that format: NumPy array}, as stored (no transposes applied).
     bert_config: the parsed bert_config.json / config.json, or None when absent.
     vocab_file: the vocab.txt beside the checkpoint, or None when absent.
     source: the path read, for messages.
+    architecture: the model class the checkpoint's config names (Hugging Face's
+      `architectures`, KerasHub's class), or None where it names none.
+    lower_case: whether its tokenizer lower-cases, where its files say.
   """
 
   fmt: str
@@ -47,6 +53,8 @@ class RawCheckpoint:
   bert_config: Optional[Dict[str, Any]]
   vocab_file: Optional[str]
   source: str
+  architecture: Optional[str] = None
+  lower_case: Optional[bool] = None
 
 
 def count_vocab(path: str) -> int:

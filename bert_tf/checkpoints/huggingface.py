@@ -1,7 +1,8 @@
 """Reads and writes Hugging Face BERT checkpoints without PyTorch.
 
 A Hugging Face BERT folder holds `config.json`, the weights (`model.safetensors`, a sharded
-`model.safetensors.index.json`, or the older `pytorch_model.bin`) and `vocab.txt`.
+`model.safetensors.index.json`, or the older `pytorch_model.bin`) and `vocab.txt`, and
+where its tokenizer was saved, `tokenizer_config.json` (whose `do_lower_case` we read).
 Safetensors files are read into NumPy with the `safetensors` package; `pytorch_model.bin`
 needs torch and is loaded with `weights_only=True`, so no arbitrary object is unpickled.
 The folder may be remote (bert_tf.utils.files): both libraries read local files only, so
@@ -25,6 +26,7 @@ SAFETENSORS_FILE = "model.safetensors"
 SAFETENSORS_INDEX_FILE = "model.safetensors.index.json"
 PYTORCH_FILE = "pytorch_model.bin"
 WEIGHT_FILES = (SAFETENSORS_FILE, SAFETENSORS_INDEX_FILE, PYTORCH_FILE)
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 
 
 def is_huggingface_folder(path: str) -> bool:
@@ -72,7 +74,18 @@ def read_huggingface(path: str, config_file: Optional[str] = None,
   _check_architecture(config, config_file)
   if vocab_file is None and files_lib.is_file(os.path.join(folder, VOCAB_FILE)):
     vocab_file = os.path.join(folder, VOCAB_FILE)
-  return RawCheckpoint(HUGGINGFACE, weights, config, vocab_file, weights_file)
+  classes = config.get("architectures") or [None]
+  return RawCheckpoint(HUGGINGFACE, weights, config, vocab_file, weights_file,
+                       architecture=classes[0], lower_case=_lower_case(folder))
+
+
+def _lower_case(folder: str) -> Optional[bool]:
+  """`do_lower_case` of the folder's tokenizer_config.json, None without one."""
+  path = os.path.join(folder, TOKENIZER_CONFIG_FILE)
+  if not files_lib.is_file(path):
+    return None
+  value = read_json(path).get("do_lower_case")
+  return value if isinstance(value, bool) else None
 
 
 def _check_architecture(config: Dict[str, Any], config_file: str) -> None:
@@ -154,6 +167,17 @@ def write_huggingface(weights: Dict[str, np.ndarray], config: Dict[str, Any],
   save_file({name: np.ascontiguousarray(array) for name, array in weights.items()}, path,
             metadata={"format": "pt"})
   os.chmod(path, 0o644)  # safetensors creates the file private to its owner.
-  with open(os.path.join(folder, CONFIG_FILE), "w", encoding="utf-8") as f:
-    json.dump(config, f, indent=2, sort_keys=True)
+  _write_json(config, os.path.join(folder, CONFIG_FILE))
+
+
+def write_tokenizer_config(lower_case: bool, folder: str) -> None:
+  """Writes the tokenizer_config.json with which transformers' AutoTokenizer reads the
+  folder's vocab.txt as a BertTokenizer of that case."""
+  _write_json({"tokenizer_class": "BertTokenizer", "do_lower_case": lower_case},
+              os.path.join(folder, TOKENIZER_CONFIG_FILE))
+
+
+def _write_json(data: Dict[str, Any], path: str) -> None:
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(data, f, indent=2, sort_keys=True)
     f.write("\n")

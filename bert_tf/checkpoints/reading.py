@@ -17,22 +17,23 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import configs
+from bert_tf.checkpoints import architectures
 from bert_tf.checkpoints import bert_config
 from bert_tf.checkpoints import google_tf1
 from bert_tf.checkpoints import huggingface
+from bert_tf.checkpoints import keras_hub
 from bert_tf.checkpoints import name_map
 from bert_tf.checkpoints import params_upgrade
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import restore
+from bert_tf.checkpoints import tf_checkpoints
 from bert_tf.checkpoints import variables as variables_lib
 from bert_tf.checkpoints.files import (BERT_TF, CONFIG_YAML, FORMATS, GOOGLE_TF1, HUGGINGFACE,
-                                       VOCAB_FILE, ConversionError, RawCheckpoint,
-                                       check_vocab)
+                                       KERAS_HUB, TRAINER_CONFIG_YAML, VOCAB_FILE,
+                                       ConversionError, RawCheckpoint, check_vocab)
 from bert_tf.utils import files as files_lib
 
 logger = logging.getLogger(__name__)
-
-TRAINER_CONFIG_YAML = "params.yaml"
 
 
 @dataclasses.dataclass
@@ -40,12 +41,14 @@ class LoadedCheckpoint:
   """A checkpoint as a bert_tf model.
 
   Attributes:
-    model: BertPretrainer when the masked-LM head was present, else BertEncoder.
+    model: the model of the checkpoint's architecture (bert_tf.checkpoints.architectures):
+      BertEncoder, BertPretrainer or a task model (BertClassifier, ...).
     encoder_config: the encoder's hyperparameters.
     vocab_file: the vocab.txt that goes with it, or None when none was found.
     items: the checkpoint items it holds, e.g. ("encoder", "masked_lm", "next_sentence").
     source: the path read.
-    source_format: bert_tf, google_tf1 or huggingface.
+    source_format: bert_tf, google_tf1, huggingface or keras_hub.
+    settings: the head's label names and dropout, and the tokenizer's case.
   """
 
   model: object
@@ -54,6 +57,8 @@ class LoadedCheckpoint:
   items: Tuple[str, ...]
   source: str
   source_format: str
+  settings: architectures.HeadSettings = dataclasses.field(
+      default_factory=architectures.HeadSettings)
 
 
 def detect_format(path: str) -> str:
@@ -62,6 +67,8 @@ def detect_format(path: str) -> str:
     raise ConversionError(f"Checkpoint not found: {path}")
   if portable.is_portable(path) or portable.checkpoints_in(path):
     return BERT_TF  # A trainer's checkpoint, or its model_dir.
+  if keras_hub.is_preset(path):
+    return KERAS_HUB
   if huggingface.is_huggingface_folder(path):
     return HUGGINGFACE
   if files_lib.is_file(path) and path.endswith((".safetensors", ".bin", ".index.json")):
@@ -70,8 +77,9 @@ def detect_format(path: str) -> str:
     prefix = google_tf1.find_checkpoint_prefix(path)
   except ConversionError:
     raise ConversionError(f"Cannot tell the format of {path}: not a Hugging Face folder "
-                          f"(config.json + {' or '.join(huggingface.WEIGHT_FILES)}) and no "
-                          "TensorFlow checkpoint. Pass the input format.") from None
+                          f"(config.json + {' or '.join(huggingface.WEIGHT_FILES)}), no "
+                          "KerasHub preset and no TensorFlow checkpoint. Pass the input "
+                          "format.") from None
   names = [name for name, _ in tf.train.list_variables(prefix)]
   if any(name.split("/", 1)[0] in name_map.ITEMS for name in names):
     return BERT_TF
@@ -89,7 +97,7 @@ def read_checkpoint(path: str, input_format: str = "auto",
 
   Args:
     path: a folder, checkpoint prefix or weights file.
-    input_format: auto, bert_tf, google_tf1 or huggingface.
+    input_format: auto, bert_tf, google_tf1, huggingface or keras_hub.
     config_file: the model config (bert_config.json, config.json, or for bert_tf a YAML
       with model.encoder); default: the one beside the checkpoint.
     vocab_file: default: the vocab.txt beside the checkpoint.
@@ -109,6 +117,8 @@ def read_checkpoint(path: str, input_format: str = "auto",
   logger.info("Reading %s checkpoint %s", fmt, path)
   if fmt == BERT_TF:
     return _read_bert_tf(path, config_file, vocab_file)
+  if fmt == KERAS_HUB:
+    return model_from_raw(*keras_hub.read_preset(path, vocab_file))
   if fmt == GOOGLE_TF1:
     raw = google_tf1.read_google_tf1(path, config_file, vocab_file)
   else:
@@ -117,12 +127,22 @@ def read_checkpoint(path: str, input_format: str = "auto",
 
 
 def model_from_raw(raw: RawCheckpoint,
-                   encoder_config: Optional[configs.EncoderConfig] = None) -> LoadedCheckpoint:
+                   encoder_config: Optional[configs.EncoderConfig] = None,
+                   settings: Optional[architectures.HeadSettings] = None) -> LoadedCheckpoint:
   """Builds the bert_tf model that `raw` describes and assigns its weights.
 
+  The model is the one of the checkpoint's architecture (its config's class where it
+  names one, else the heads its names show): an encoder, a pretrainer or a task model,
+  whose head takes its width (classes, tags) from the stored head. Where the
+  Hugging Face class has no pooler (token tagging, question answering, masked LM), ours
+  is set as a fresh one is: normal(0, initializer_range) kernel, zero bias.
+
   Args:
-    raw: arrays under Google TF1 or Hugging Face names, with the config they came with.
+    raw: arrays under Google TF1, Hugging Face or KerasHub names, with the config they
+      came with.
     encoder_config: overrides the config read from the checkpoint's config file.
+    settings: the head's settings (labels, dropout, case); default: from the Hugging
+      Face config, or the defaults.
 
   Raises:
     ConversionError: when the config is missing, a required variable is missing, a
@@ -135,18 +155,28 @@ def model_from_raw(raw: RawCheckpoint,
                             "bert_config.json / config.json file.")
     encoder_config = bert_config.from_bert_config(raw.bert_config, source=raw.source)
   arrays, original = _canonical_arrays(raw)
-  items = name_map.items_present(arrays, raw.fmt)
-  if name_map.ENCODER not in items:
-    raise ConversionError(f"{raw.source} holds no BERT encoder weights; found: "
-                          f"{_preview(original.values())}")
-  rows = name_map.weight_names(encoder_config.num_layers, items)
-  by_name = name_map.rows_by_name(rows, raw.fmt)
+  architecture = _architecture(raw, arrays)
+  rows = name_map.weight_names(encoder_config.num_layers, architecture.items)
+  fill_pooler = raw.fmt == HUGGINGFACE and not architecture.hf_pooler
+  if fill_pooler:
+    rows = [row for row in rows if row not in architectures.pooler_rows(rows)]
+  try:
+    by_name = name_map.rows_by_name(rows, raw.fmt)
+  except ValueError as e:
+    raise ConversionError(f"{raw.source}: {e}") from None
   missing = [name for name in by_name if name not in arrays]
   unexpected = [original[name] for name in arrays if name not in by_name]
   if missing or unexpected:
     raise ConversionError(_name_mismatch_message(raw, encoder_config, missing, unexpected))
 
-  model = variables_lib.build_model(encoder_config, items)
+  num_classes = _head_width(architecture, by_name, arrays, raw.fmt)
+  if settings is None:
+    settings = (architectures.settings_from_huggingface(
+        raw.bert_config or {}, architecture, num_classes, raw.source)
+                if raw.fmt == HUGGINGFACE else architectures.HeadSettings())
+  if raw.lower_case is not None:
+    settings = dataclasses.replace(settings, lower_case=raw.lower_case)
+  model = variables_lib.build_model(encoder_config, architecture.items, num_classes, settings)
   variables = variables_lib.variables_by_path(model)
   assignments = []
   for name, row in by_name.items():
@@ -155,7 +185,9 @@ def model_from_raw(raw: RawCheckpoint,
     want = tuple(target.shape)
     transposed = row.transposed_in(raw.fmt)
     want_in_file = tuple(reversed(want)) if transposed else want
-    if tuple(array.shape) != want_in_file:
+    fits = (array.size == np.prod(want) if row.reshaped_in(raw.fmt)
+            else tuple(array.shape) == want_in_file)
+    if not fits:
       raise ConversionError(
           f"{raw.source}: variable {original[name]} has shape {list(array.shape)} but the "
           f"config (num_layers={encoder_config.num_layers}, hidden_size="
@@ -163,7 +195,9 @@ def model_from_raw(raw: RawCheckpoint,
           f", vocab_size={encoder_config.vocab_size}, max_position_embeddings="
           f"{encoder_config.max_position_embeddings}, type_vocab_size="
           f"{encoder_config.type_vocab_size}) needs {list(want_in_file)} for {row.bert_tf}")
-    assignments.append((target, array.T if transposed else array))
+    assignments.append((target, (array.T if transposed else array).reshape(want)))
+  if fill_pooler:
+    assignments.extend(_fresh_pooler(variables, encoder_config))
 
   if raw.vocab_file:
     check_vocab(raw.vocab_file, encoder_config.vocab_size, raw.source)
@@ -172,8 +206,48 @@ def model_from_raw(raw: RawCheckpoint,
     raise ConversionError(f"The table leaves model variables unassigned: {unassigned}")
   for target, array in assignments:
     target.assign(array.astype(np.float32))
-  logger.info("Assigned %d variables (%s)", len(assignments), "+".join(items))
-  return LoadedCheckpoint(model, encoder_config, raw.vocab_file, items, raw.source, raw.fmt)
+  logger.info("Assigned %d variables (%s)", len(assignments), "+".join(architecture.items))
+  return LoadedCheckpoint(model, encoder_config, raw.vocab_file, architecture.items,
+                          raw.source, raw.fmt, settings)
+
+
+def _architecture(raw: RawCheckpoint, arrays) -> architectures.Architecture:
+  """The architecture `raw` holds: the class its config names, else the heads its
+  names show."""
+  items = name_map.items_present(arrays, raw.fmt)
+  if name_map.ENCODER not in items:
+    raise ConversionError(f"{raw.source} holds no BERT encoder weights; found: "
+                          f"{_preview(raw.weights)}")
+  if raw.fmt == HUGGINGFACE:
+    return architectures.huggingface_architecture(raw.bert_config or {}, arrays, raw.source)
+  if raw.architecture:
+    return architectures.of_class_name(raw.architecture, raw.fmt, raw.source)
+  return architectures.of_items(items)
+
+
+def _head_width(architecture, by_name, arrays, fmt: str) -> int:
+  """The outputs of the stored fine-tuning head (its kernel's last axis in our
+  layout), 0 without one."""
+  for name, row in by_name.items():
+    if row.item == architecture.head and row.bert_tf.endswith("/kernel"):
+      shape = arrays[name].shape
+      return int(shape[0] if row.transposed_in(fmt) else shape[-1])
+  return 0
+
+
+def _fresh_pooler(variables, encoder_config: configs.EncoderConfig):
+  """(variable, array) pairs that set the pooler as a fresh model's: a kernel drawn
+  from normal(0, initializer_range) with a fixed seed, so that conversions repeat, and
+  a zero bias."""
+  rng = np.random.default_rng(0)
+  out = []
+  for path, variable in variables.items():
+    if path == "pooler/kernel":
+      out.append((variable, encoder_config.initializer_range
+                  * rng.standard_normal(tuple(variable.shape))))
+    elif path == "pooler/bias":
+      out.append((variable, np.zeros(tuple(variable.shape))))
+  return out
 
 
 def _canonical_arrays(raw: RawCheckpoint):
@@ -255,7 +329,10 @@ def _read_bert_tf(path: str, config_file: Optional[str], vocab_file: Optional[st
   items = tuple(item for item in name_map.ITEMS if item in roots)
   if name_map.ENCODER not in items:
     raise ConversionError(f"{prefix} has no '{name_map.ENCODER}' item; it has {sorted(roots)}")
-  model = variables_lib.build_model(encoder_config, items)
+  architecture = architectures.of_items(items)
+  settings = architectures.settings_from_experiment(_with_task(data, folder), architecture)
+  num_classes = _stored_head_width(prefix, architecture.head) if architecture.head else 0
+  model = variables_lib.build_model(encoder_config, items, num_classes, settings)
   try:
     restore.restore_items(prefix, model.checkpoint_items, items=items)
   except (AssertionError, KeyError, ValueError, tf.errors.OpError) as e:
@@ -263,7 +340,33 @@ def _read_bert_tf(path: str, config_file: Optional[str], vocab_file: Optional[st
   vocab_file = vocab_file or _vocab_beside(folder, data, config_file)
   if vocab_file:
     check_vocab(vocab_file, encoder_config.vocab_size, prefix)
-  return LoadedCheckpoint(model, encoder_config, vocab_file, items, prefix, BERT_TF)
+  return LoadedCheckpoint(model, encoder_config, vocab_file, items, prefix, BERT_TF, settings)
+
+
+def _with_task(data: dict, folder: str) -> dict:
+  """`data`, or where it has no task section, the experiment beside it (the params.yaml
+  of a converted task checkpoint or a trainer's model_dir), if any."""
+  beside = os.path.join(folder, TRAINER_CONFIG_YAML)
+  if data.get("task") or not files_lib.is_file(beside):
+    return data
+  try:
+    return params_upgrade.upgrade_experiment(configs.load_yaml(beside))
+  except configs.ConfigError as e:
+    raise ConversionError(f"{beside}: {e}") from None
+
+
+def _stored_head_width(prefix: str, item: str) -> int:
+  """The outputs of the head `item` stored at `prefix`: its kernel's last axis (the
+  one matrix of a head)."""
+  if portable.is_portable(prefix):
+    shapes = portable.item_shapes(prefix, item)
+  else:
+    shapes = tf_checkpoints.item_shapes(prefix, item)
+  widths = {int(shape[-1]) for shape in shapes.values() if len(shape) == 2}
+  if len(widths) != 1:
+    raise ConversionError(f"{prefix}: the {item} item holds no one kernel; shapes "
+                          f"{dict(shapes)}")
+  return widths.pop()
 
 
 def _vocab_beside(folder: str, data: dict, config_file: str) -> Optional[str]:

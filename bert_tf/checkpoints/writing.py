@@ -3,9 +3,13 @@
 A bert_tf checkpoint folder, as `save_bert_tf` writes it:
   ckpt-1.index, ckpt-1.data-*, checkpoint   tf.train.Checkpoint whose root children are the
                                             model's checkpoint_items (encoder, masked_lm,
-                                            next_sentence)
+                                            next_sentence, or a task head)
   config.yaml                               `model: encoder: ...`, mergeable into any
                                             experiment with tools/train.py --config_file
+  params.yaml                               a task model's (a pretrainer's) experiment:
+                                            the task with its labels, the model, the
+                                            tokenizer; what the exporter reads beside
+                                            a checkpoint
   vocab.txt
 """
 
@@ -13,74 +17,100 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Dict
+from typing import Dict, Optional
 
 import tensorflow as tf
 import yaml
 
+from bert_tf.checkpoints import architectures
 from bert_tf.checkpoints import bert_config
 from bert_tf.checkpoints import google_tf1
 from bert_tf.checkpoints import huggingface
-from bert_tf.checkpoints import name_map
 from bert_tf.checkpoints.files import (BERT_TF, CONFIG_YAML, FORMATS, GOOGLE_TF1, HUGGINGFACE,
-                                       VOCAB_FILE, ConversionError, atomic_output_dir,
-                                       check_vocab)
+                                       KERAS_HUB, TRAINER_CONFIG_YAML, VOCAB_FILE,
+                                       ConversionError,
+                                       atomic_output_dir, check_vocab)
 from bert_tf.checkpoints.variables import encoder_of, model_arrays
 from bert_tf.utils import files as files_lib
 
 CHECKPOINT_NAME = "ckpt"
 
 
-def save_bert_tf(model, vocab_file: str, output_dir: str, overwrite: bool = False) -> str:
+def _write_yaml(data, path: str) -> None:
+  with open(path, "w", encoding="utf-8") as f:
+    yaml.safe_dump(data, f, sort_keys=False)
+
+
+def save_bert_tf(model, vocab_file: str, output_dir: str, overwrite: bool = False,
+                 settings: Optional[architectures.HeadSettings] = None) -> str:
   """Writes a bert_tf checkpoint folder (see the module docstring).
+
+  Args:
+    settings: a task model's label names, head dropout and tokenizer case, for its
+      params.yaml; default: label names LABEL_<i>.
 
   Returns:
     The checkpoint prefix, `<output_dir>/ckpt-1`.
   """
   encoder_config = encoder_of(model).encoder_config()
   check_vocab(vocab_file, encoder_config.vocab_size, model.name)
+  architecture = architectures.of_items(model.checkpoint_items)
   with atomic_output_dir(output_dir, overwrite) as tmp:
     checkpoint = tf.train.Checkpoint(**model.checkpoint_items)
     manager = tf.train.CheckpointManager(checkpoint, tmp, max_to_keep=1,
                                          checkpoint_name=CHECKPOINT_NAME)
     prefix = manager.save()
-    with open(os.path.join(tmp, CONFIG_YAML), "w", encoding="utf-8") as f:
-      yaml.safe_dump({"model": {"encoder": encoder_config.as_dict()}}, f, sort_keys=False)
+    _write_yaml({"model": {"encoder": encoder_config.as_dict()}},
+                os.path.join(tmp, CONFIG_YAML))
+    if architecture.task:
+      # The vocab is named where it will be once the folder is complete.
+      vocab = os.path.join(files_lib.absolute_path(output_dir), VOCAB_FILE)
+      _write_yaml(architectures.experiment(architecture, model,
+                                           settings or architectures.HeadSettings(),
+                                           encoder_config.as_dict(), vocab),
+                  os.path.join(tmp, TRAINER_CONFIG_YAML))
     files_lib.copy(vocab_file, os.path.join(tmp, VOCAB_FILE))
   return os.path.join(files_lib.absolute_path(output_dir), os.path.basename(prefix))
 
 
-def huggingface_config(model) -> Dict[str, object]:
-  """The config.json of `model` as Hugging Face transformers reads it."""
-  items = tuple(model.checkpoint_items)
+def huggingface_config(model, settings: Optional[architectures.HeadSettings] = None
+                       ) -> Dict[str, object]:
+  """The config.json of `model` as Hugging Face transformers reads it: the encoder, the
+  transformers class and, for a task model, its labels (id2label, problem_type)."""
+  architecture = architectures.of_items(model.checkpoint_items)
+  settings = settings or architectures.HeadSettings()
   config = bert_config.to_bert_config(encoder_of(model).encoder_config())
-  if name_map.NEXT_SENTENCE in items:
-    architecture = "BertForPreTraining"
-  elif name_map.MASKED_LM in items:
-    architecture = "BertForMaskedLM"
-  else:
-    architecture = "BertModel"
-  config.update(architectures=[architecture], model_type="bert", pad_token_id=0,
+  config.update(architectures=[architecture.huggingface], model_type="bert", pad_token_id=0,
                 position_embedding_type="absolute")
+  config.update(architectures.huggingface_fields(architecture, model, settings))
   return config
 
 
-def save_huggingface(model, vocab_file: str, output_dir: str, overwrite: bool = False) -> str:
+def save_huggingface(model, vocab_file: str, output_dir: str, overwrite: bool = False,
+                     settings: Optional[architectures.HeadSettings] = None) -> str:
   """Writes config.json, model.safetensors and vocab.txt of a Hugging Face BERT.
 
-  With the heads, names are BertForPreTraining's ("bert." prefix, cls.*); the tied
-  decoder matrix is not stored, as transformers itself saves it.
+  The names are those of the model's transformers class (BertModel; with heads,
+  BertForPreTraining, BertForSequenceClassification, ...: "bert." prefix, the
+  head's names); the tied decoder matrix is not stored, as transformers itself saves
+  it, nor the pooler where the class has none. `settings` gives the labels' names.
   """
   arrays = model_arrays(model, HUGGINGFACE)
   check_vocab(vocab_file, encoder_of(model).vocab_size, model.name)
   with atomic_output_dir(output_dir, overwrite) as tmp:
-    huggingface.write_huggingface(arrays, huggingface_config(model), tmp)
+    huggingface.write_huggingface(arrays, huggingface_config(model, settings), tmp)
+    if settings is not None and settings.lower_case is not None:
+      huggingface.write_tokenizer_config(settings.lower_case, tmp)
     files_lib.copy(vocab_file, os.path.join(tmp, VOCAB_FILE))
   return files_lib.absolute_path(output_dir)
 
 
-def save_google_tf1(model, vocab_file: str, output_dir: str, overwrite: bool = False) -> str:
-  """Writes bert_model.ckpt, bert_config.json and vocab.txt as the original release."""
+def save_google_tf1(model, vocab_file: str, output_dir: str, overwrite: bool = False,
+                    settings: Optional[architectures.HeadSettings] = None) -> str:
+  """Writes bert_model.ckpt, bert_config.json and vocab.txt as the original release
+  (a classifier's or SQuAD head under run_classifier.py's and run_squad.py's names;
+  `settings` is not used: the release kept no labels)."""
+  del settings
   arrays = model_arrays(model, GOOGLE_TF1)
   check_vocab(vocab_file, encoder_of(model).vocab_size, model.name)
   with atomic_output_dir(output_dir, overwrite) as tmp:
@@ -92,13 +122,29 @@ def save_google_tf1(model, vocab_file: str, output_dir: str, overwrite: bool = F
   return os.path.join(files_lib.absolute_path(output_dir), google_tf1.CHECKPOINT_PREFIX)
 
 
-_WRITERS = {BERT_TF: save_bert_tf, HUGGINGFACE: save_huggingface, GOOGLE_TF1: save_google_tf1}
+def save_keras_hub(model, vocab_file: str, output_dir: str, overwrite: bool = False,
+                   settings: Optional[architectures.HeadSettings] = None) -> str:
+  """Writes a KerasHub preset folder (bert_tf.checkpoints.keras_hub)."""
+  from bert_tf.checkpoints import keras_hub  # pylint: disable=g-import-not-at-top
+  check_vocab(vocab_file, encoder_of(model).vocab_size, model.name)
+  arrays = model_arrays(model, KERAS_HUB)
+  with atomic_output_dir(output_dir, overwrite) as tmp:
+    keras_hub.write_preset(model, arrays, vocab_file, settings or architectures.HeadSettings(),
+                           tmp)
+  return files_lib.absolute_path(output_dir)
+
+
+_WRITERS = {BERT_TF: save_bert_tf, HUGGINGFACE: save_huggingface, GOOGLE_TF1: save_google_tf1,
+            KERAS_HUB: save_keras_hub}
 
 
 def save_checkpoint(model, vocab_file: str, output_dir: str, output_format: str = BERT_TF,
-                    overwrite: bool = False) -> str:
-  """Writes `model` in `output_format` (bert_tf, huggingface or google_tf1)."""
+                    overwrite: bool = False,
+                    settings: Optional[architectures.HeadSettings] = None) -> str:
+  """Writes `model` in `output_format` (bert_tf, huggingface, google_tf1 or keras_hub);
+  `settings`: a task model's labels, head dropout and tokenizer case
+  (LoadedCheckpoint.settings)."""
   if output_format not in _WRITERS:
     raise ConversionError(f"Unknown output format '{output_format}'; formats: "
                           f"{', '.join(FORMATS)}")
-  return _WRITERS[output_format](model, vocab_file, output_dir, overwrite)
+  return _WRITERS[output_format](model, vocab_file, output_dir, overwrite, settings)

@@ -383,5 +383,34 @@ def test_converter_writes_each_format_to_remote_storage_whole_and_nothing_locall
   assert not [name for name in os.listdir(tmp_path) if name.startswith("ram:")]
   for name in names:
     with tf.io.gfile.GFile(f"{remote}/{name}", "rb") as f, open(f"{local}/{name}", "rb") as g:
-      if name not in ("checkpoint",):  # the TF checkpoint state names its own folder
+      # The TF checkpoint state and params.yaml (its vocab) name their own folder.
+      if name not in ("checkpoint", "params.yaml"):
         assert f.read() == g.read(), name
+
+
+# --------------------------------------------------------------------------------------
+# Task heads in the original release's names.
+
+
+@pytest.mark.parametrize("head, tf1_kernel", [("classifier", "output_weights"),
+                                              ("span_labeler", "cls/squad/output_weights")])
+def test_classifier_and_squad_heads_round_trip_through_original_release_names(
+    tmp_path, vocab, head, tf1_kernel):
+  from checkpoint_helpers import tiny_task_model  # pylint: disable=g-import-not-at-top
+  model = tiny_task_model(head, seed=12)
+  writing.save_checkpoint(model, vocab, str(tmp_path / "tf1"), "google_tf1")
+  names = dict(tf.train.list_variables(str(tmp_path / "tf1" / "bert_model.ckpt")))
+  # run_classifier.py and run_squad.py keep the head's weights as [classes, H].
+  assert names[tf1_kernel] == [2 if head == "span_labeler" else 3, TINY.hidden_size]
+  convert.convert_checkpoint(str(tmp_path / "tf1"), str(tmp_path / "back"))
+  back = reading.read_checkpoint(str(tmp_path / "back"))
+  assert type(back.model) is type(model)
+  _assert_same_weights(back.model, model)
+
+
+def test_a_head_the_original_release_never_named_is_refused_for_google_tf1(tmp_path, vocab):
+  from checkpoint_helpers import tiny_task_model  # pylint: disable=g-import-not-at-top
+  with pytest.raises(ConversionError, match="google_tf1 format has no names for.*tagger"):
+    writing.save_checkpoint(tiny_task_model("tagger"), vocab, str(tmp_path / "out"),
+                            "google_tf1")
+  assert not (tmp_path / "out").exists()

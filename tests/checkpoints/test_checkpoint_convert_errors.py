@@ -89,4 +89,5 @@ def test_existing_output_folder_is_kept_unless_overwrite(tmp_path, vocab):
   assert (tmp_path / "out" / "keep").exists()
   convert.convert_checkpoint(str(folder), str(tmp_path / "out"), overwrite=True)
   assert sorted(os.listdir(tmp_path / "out")) == [
-      "checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index", "config.yaml", "vocab.txt"]
+      "checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index", "config.yaml",
+      "params.yaml", "vocab.txt"]

@@ -2,8 +2,13 @@
 
 import pytest
 
-from bert_tf.checkpoints import name_map
-from bert_tf.models import BertEncoder, BertPretrainer
+from bert_tf.checkpoints import architectures, name_map
+from bert_tf.models.bert_classifier import BertClassifier
+from bert_tf.models.bert_encoder import BertEncoder
+from bert_tf.models.bert_multiple_choice import BertMultipleChoice
+from bert_tf.models.bert_pretrainer import BertPretrainer
+from bert_tf.models.bert_span_labeler import BertSpanLabeler
+from bert_tf.models.bert_token_classifier import BertTokenClassifier
 
 
 def _pretrainer(num_layers=3, nsp=True):
@@ -26,11 +31,35 @@ def test_table_names_exactly_the_variables_of_an_encoder():
   assert sorted(row.bert_tf for row in rows) == sorted(w.path for w in encoder.weights)
 
 
-@pytest.mark.parametrize("fmt", ["bert_tf", "google_tf1", "huggingface"])
-def test_names_are_unique_within_each_format(fmt):
-  rows = name_map.weight_names(12)
-  names = [row.name_in(fmt) for row in rows]
-  assert len(names) == len(set(names)) == 5 + 16 * 12 + 2 + 5 + 2
+@pytest.mark.parametrize("fmt", ["bert_tf", "google_tf1", "huggingface", "keras_hub"])
+def test_names_are_unique_within_each_architecture_and_format(fmt):
+  for architecture in architectures.ARCHITECTURES:
+    rows = name_map.weight_names(12, architecture.items)
+    names = [row.name_in(fmt) for row in rows if row.name_in(fmt) is not None]
+    assert len(names) == len(set(names)), architecture
+  pretraining = name_map.weight_names(12, ("encoder", "masked_lm", "next_sentence"))
+  assert len(pretraining) == 5 + 16 * 12 + 2 + 5 + 2
+
+
+@pytest.mark.parametrize("item, head", [
+    ("classifier", lambda e: BertClassifier(e, 3)),
+    ("tagger", lambda e: BertTokenClassifier(e, 4)),
+    ("span_labeler", BertSpanLabeler),
+    ("choice_scorer", lambda e: BertMultipleChoice(e, 4)),
+])
+def test_table_names_exactly_the_variables_of_each_task_model(item, head):
+  model = head(_pretrainer().encoder)
+  rows = name_map.weight_names(3, ("encoder", item))
+  assert sorted(row.bert_tf for row in rows) == sorted(w.path for w in model.weights)
+  assert architectures.of_items(model.checkpoint_items).head == item
+
+
+def test_huggingface_names_shared_by_several_heads_mark_no_item():
+  # classifier.* is the head of sequence and token classification and multiple choice.
+  assert name_map.items_present(["classifier.weight", "pooler.dense.bias"],
+                                "huggingface") == ("encoder",)
+  assert name_map.items_present(["qa_outputs.weight"], "huggingface") == ("span_labeler",)
+  assert name_map.items_present(["output_weights"], "google_tf1") == ("classifier",)
 
 
 def test_dense_kernels_transpose_for_huggingface_but_not_for_tf1_except_nsp():
@@ -82,5 +111,5 @@ def test_ignored_names_are_step_optimizer_slots_and_position_ids():
 
 
 def test_unknown_item_is_an_error():
-  with pytest.raises(ValueError, match="classifier"):
-    name_map.weight_names(2, ("encoder", "classifier"))
+  with pytest.raises(ValueError, match="lora"):
+    name_map.weight_names(2, ("encoder", "lora"))

@@ -48,5 +48,6 @@ def test_tool_reports_bad_input_with_exit_code_1_and_writes_nothing(tmp_path):
 
 def test_tool_help_explains_formats():
   result = _run("--help")  # absl exits with status 1 after printing the help.
-  for word in ("google_tf1", "huggingface", "bert_tf", "--output_format", "--init_checkpoint"):
+  for word in ("google_tf1", "huggingface", "bert_tf", "keras_hub", "--output_format",
+               "--init_checkpoint", "BertForSequenceClassification"):
     assert word in result.stdout
