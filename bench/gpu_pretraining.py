@@ -626,14 +626,14 @@ def report(runs: list) -> str:
 def main(argv):
   del argv
   if FLAGS.write_readme:
-    common.require_readme_section(SECTION)
+    common.require_table(SECTION)
   if not FLAGS.from_results:
     measure()
   table = report([read_records(path)
                              for path in FLAGS.from_results or [FLAGS.output]])
   print("\n" + table, flush=True)
   if FLAGS.write_readme:
-    common.update_readme_section(SECTION, table)
+    common.update_table(SECTION, table)
 
 
 if __name__ == "__main__":
