@@ -15,8 +15,8 @@ Tasks, read from --data_dir (default $BERT_TF_DATA; the layout of the public dat
   common); --squad_train_file trains on a real training file instead.
 
 Each task's result (with the budget, the time and the load average) goes to its entry of
-bench/results/accuracy.json, and the accuracy section of bench/README.md is rebuilt from
-that file (--nowrite_readme leaves the README alone; --report_only only rebuilds it).
+bench/results/accuracy.json, and its table (bench/results/accuracy.md) is rebuilt from
+that file (--nowrite_readme records nothing; --report_only only rebuilds the table).
 
 Convert all-MiniLM-L6-v2 and fine-tune it on MRPC for 3 epochs:
 
@@ -75,10 +75,10 @@ _MAX_TRAIN = flags.DEFINE_integer("max_train_questions", 0, "SQuAD: train on the
                                   "questions (0: all).")
 _MAX_EVAL = flags.DEFINE_integer("max_eval_questions", 0, "SQuAD: evaluate the first N "
                                  "questions (0: all).")
-_REPORT_ONLY = flags.DEFINE_bool("report_only", False, "Train nothing: rebuild the README "
+_REPORT_ONLY = flags.DEFINE_bool("report_only", False, "Train nothing: rebuild the table "
                                  "section from bench/results/accuracy.json.")
-_WRITE_README = flags.DEFINE_bool("write_readme", True, "Rebuild the accuracy section of "
-                                  "bench/README.md.")
+_WRITE_README = flags.DEFINE_bool("write_readme", True, "Record the run: "
+                                  "bench/results/accuracy.json and its table.")
 
 RESULTS = "accuracy"
 _NAMES = {"sst2": "SST-2", "cola": "CoLA", "mrpc": "MRPC", "rte": "RTE", "stsb": "STS-B"}
@@ -304,7 +304,7 @@ def run_squad():
 
 
 def render(entries) -> str:
-  """The README section: one row per task, then each row's command."""
+  """The table: one row per task, then each row's command."""
   keys = sorted(entries, key=lambda k: (ORDER.index(k) if k in ORDER else len(ORDER), k))
   if not keys:
     return "(not run yet) `python -m bench.accuracy ...`"
@@ -327,7 +327,7 @@ def main(argv):
     if unknown:
       raise app.UsageError(f"Unknown tasks: {', '.join(sorted(unknown))}")
     if _WRITE_README.value:
-      common.require_readme_section(RESULTS)
+      common.require_table(RESULTS)
     command = common.command_line()
     for task in _TASKS.value:
       key, payload = (run_squad() if task == "squad" else
@@ -339,7 +339,7 @@ def main(argv):
   section = render(common.read_results(RESULTS).get("tasks", {}))
   print(section)
   if _WRITE_README.value:
-    common.update_readme_section(RESULTS, section)
+    common.update_table(RESULTS, section)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """What every benchmark shares: its paths and flags, the command and machine it names
-beside its figures, and what it writes (bench/results/*.json, the generated tables of
-bench/README.md).
+beside its figures, and what it writes (bench/results/<name>.json and its table in
+bench/results/<section>.md, joined into docs/benchmark-tables.md by bench/report.py).
 
 The round protocol lives in driver.py, the peers' environments in peer_envs.py, the
 statistics in stats.py, the measures of exported classifiers in export_measures.py.
@@ -19,6 +19,7 @@ from absl import app
 from absl import flags
 
 from bench import matmul_peak
+from bench import report
 from bert_tf import constants
 from bert_tf import cpu_kernels
 from bert_tf.utils import files
@@ -28,10 +29,9 @@ from bert_tf.utils import files
 cpu_kernels.prefer_onednn()
 cpu_kernels.leave_out_absent_gpus()
 
-BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-REPO_ROOT = os.path.dirname(BENCH_DIR)
-README = os.path.join(BENCH_DIR, "README.md")
-RESULTS_DIR = os.path.join(BENCH_DIR, "results")
+BENCH_DIR = report.BENCH_DIR
+REPO_ROOT = report.REPO_ROOT
+RESULTS_DIR = report.RESULTS_DIR
 # Each run's folder (run_dir: its workers' stderr, TF logs and tracebacks, and the
 # results of a run that does not record) goes here, outside the source tree.
 LOG_DIR = os.environ.get("BERT_TF_BENCH_LOGS", "/tmp/bert_tf_bench_logs")
@@ -115,7 +115,7 @@ def results_path(name: str) -> str:
 
 
 def records_run(values: flags.FlagValues = flags.FLAGS) -> bool:
-  """Whether this run records its figures (bench/results/, bench/README.md): yes unless
+  """Whether this run records its figures (bench/results/, docs/benchmark-tables.md): yes unless
   its --write_readme flag (in `values`), where it has one, is off (a check)."""
   return "write_readme" not in values or bool(values["write_readme"].value)
 
@@ -178,26 +178,31 @@ def _section_pattern(section: str):
   return begin, end, re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
 
 
-def require_readme_section(section: str, readme: str = README) -> None:
-  """Raises before a long run if the README lacks the markers its table goes between."""
-  with open(readme) as f:
-    text = f.read()
+def require_table(section: str) -> None:
+  """Raises before a long run if bench/results/<section>.md lacks the markers its table
+  goes between."""
+  path = report.section_path(section)
+  text = open(path).read() if os.path.exists(path) else ""
   begin, end, pattern = _section_pattern(section)
   if not pattern.search(text):
-    raise ValueError(f"{readme} has no section markers for '{section}': add the lines "
-                     f"'{begin}' and '{end}' where its table belongs, or run with the "
-                     f"flag that leaves the README alone")
+    raise ValueError(f"{path} has no section markers for '{section}': add the lines "
+                     f"'{begin}' and '{end}' where its table belongs (and the section to "
+                     f"bench/report.py's SECTIONS), or run with the flag that records "
+                     f"nothing (--nowrite_readme)")
 
 
-def update_readme_section(section: str, markdown: str, readme: str = README) -> None:
-  """Replaces the text between `<!-- BEGIN section -->` and `<!-- END section -->`."""
-  require_readme_section(section, readme)
-  with open(readme) as f:
+def update_table(section: str, markdown: str) -> None:
+  """Replaces the text between `<!-- BEGIN section -->` and `<!-- END section -->` of
+  bench/results/<section>.md, then rebuilds docs/benchmark-tables.md."""
+  require_table(section)
+  path = report.section_path(section)
+  with open(path) as f:
     text = f.read()
   begin, end, pattern = _section_pattern(section)
   text = pattern.sub(lambda _: f"{begin}\n{markdown.rstrip()}\n{end}", text)
-  with files.atomic_open(readme) as f:
+  with files.atomic_open(path) as f:
     f.write(text)
+  report.write()
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:

@@ -7,16 +7,15 @@ a GPU), the loss bert_tf.losses.pretraining_loss and the project's AdamW
 (bert_tf.training.update_rule) with its schedule, weight decay and global-norm clipping,
 compiled by bert_tf.training.jax_engine.step. Hugging Face's is
 BertForPreTraining of the same size with SDPA attention, bf16 autocast, fused
-torch.optim.AdamW and clipping (bench/gpu_pretraining_worker.py and
-bench/gpu_pretraining_hf.py). Both train on the same synthetic batch of the real shapes:
+torch.optim.AdamW and clipping (bench/gpu_worker.py). Both train on the same synthetic batch of the real shapes:
 seq 128 with 20 masked positions, seq 512 with 76.
 
 Every configuration, and the matmul-rate measurement, runs in a process of its own with
 a timeout, one after the other: jax and torch never hold the device's memory at once,
 and a failed compile or a timeout costs one figure, not the run. Each finished
 configuration is appended to --output (JSON lines) at once, so a run cut short keeps
-what it measured. At the end the run prints its tables (bench/gpu_report.py) and, under
-them, the command that reproduces each figure.
+what it measured. At the end the run prints its tables (`report`) and, under them, the
+command that reproduces each figure.
 
 Figures, per configuration: the first step, which compiles, apart (`first step s`),
 then --warmup_steps untimed, then two protocols. Synced: each of --steps steps is waited
@@ -57,28 +56,28 @@ Each variant runs for every --variant_sides side after that side's base configur
       --sides=ours,hf_eager --precision=float32 --device=cpu --steps=3   # on a CPU
   python -m bench.gpu_pretraining --from_results=RUN.jsonl[,RUN2.jsonl] --write_readme
 
-bench/gpu_run.sh runs it on a GPU machine that has jax, torch and transformers but no
-TensorFlow or keras (bench/README.md, "GPU pretraining step").
+`bash bench/gpu.sh pretraining` runs it on a GPU machine that has jax, torch and transformers but no
+TensorFlow or keras (bench/README.md, "GPU benchmarks").
 """
 
 import datetime
 import json
 import os
+import re
 import shlex
 import signal
 import statistics
 import subprocess
 import sys
 import time
+from typing import Dict, List, NamedTuple, Sequence, Tuple
 
 from absl import app
 from absl import flags
 
 from bench import common
 from bench import flops
-from bench import gpu_pretraining_worker
-from bench import gpu_report
-from bench import gpu_variants
+from bench import gpu_worker
 from bench import kernel_profile
 from bench import stats
 
@@ -130,11 +129,11 @@ flags.DEFINE_string("output", os.path.join(common.RESULTS_DIR, "gpu_pretraining.
 flags.DEFINE_string("worker_logs", common.LOG_DIR, "Where each worker's stderr goes.")
 flags.DEFINE_list("from_results", [], "Time nothing: print the table of these "
                   "JSON-lines files of earlier runs (with --write_readme, into "
-                  "bench/README.md). A configuration measured in several keeps the "
+                  "bench/results/gpu_pretraining.md). A configuration measured in several keeps the "
                   "last run's figure; one skipped or failed there keeps an earlier "
                   "run's.")
-flags.DEFINE_bool("write_readme", False, "Rebuild the gpu_pretraining section of "
-                  "bench/README.md from the run.")
+flags.DEFINE_bool("write_readme", False, "Rebuild the table of "
+                  "bench/results/gpu_pretraining.md (and docs/benchmark-tables.md) from the run.")
 
 SECTION = "gpu_pretraining"
 SYSTEMS = {"ours": "bert_tf (JAX)", "hf_eager": "HF torch eager",
@@ -144,6 +143,84 @@ SIDE_FRAMEWORKS = {"ours": "jax", "hf_eager": "torch", "hf_compile": "torch"}
 # A worker is not started with less time than this left in --time_budget_s.
 MIN_WORKER_S = 30
 
+
+# --------------------------------------------------------------------------------------
+# --variant: a name and settings, NAME=SETTING[;SETTING...] (the module docstring), so
+# that a lever added to the model (a runtime field, an environment variable, an XLA
+# flag) is measured without changing the benchmark.
+
+class Variant(NamedTuple):
+  """A --variant: its name ("" for the base configuration), the worker's config
+  overrides, the environment variables it sets, the XLA flags it appends, and its
+  text as given."""
+
+  name: str = ""
+  overrides: Tuple[str, ...] = ()
+  env: Dict[str, str] = {}
+  xla_flags: Tuple[str, ...] = ()
+  spec: str = ""
+
+  def runtime_overrides(self) -> List[str]:
+    """The overrides of the runtime section, which only bert_tf's step has."""
+    return [o for o in self.overrides if o.split("=", 1)[0].strip().startswith("runtime.")]
+
+  def environment(self, base: Dict[str, str]) -> Dict[str, str]:
+    """`base` (an environment) with this variant's variables and XLA flags."""
+    env = dict(base, **self.env)
+    if self.xla_flags:
+      env["XLA_FLAGS"] = " ".join([env.get("XLA_FLAGS", ""), *self.xla_flags]).strip()
+    return env
+
+
+def parse_variant(spec: str) -> Variant:
+  """'fp8=runtime.float8_training=true;xla:--flag=1' -> its Variant.
+
+  Raises:
+    ValueError: no NAME=, a name other than letters, digits, '_', '-' and '.' (it
+      names log files), or a setting that is none of the three kinds.
+  """
+  name, separator, settings = spec.partition("=")
+  if not separator or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name == "base":
+    raise ValueError(f"--variant '{spec}': expected NAME=SETTING[;SETTING...], "
+                     "NAME of letters, digits, '_', '-', '.' (not 'base')")
+  overrides, env, xla_flags = [], {}, []
+  for setting in (s.strip() for s in settings.split(";")):
+    if setting.startswith("env:") and "=" in setting:
+      key, _, value = setting[len("env:"):].partition("=")
+      env[key] = value
+    elif setting.startswith("xla:"):
+      xla_flags.append(setting[len("xla:"):])
+    elif "=" in setting:
+      overrides.append(setting)
+    elif setting:
+      raise ValueError(f"--variant '{spec}': '{setting}' is no key.sub=value, "
+                       "env:NAME=VALUE or xla:--flag")
+  return Variant(name, tuple(overrides), env, tuple(xla_flags), spec)
+
+
+def parse_variants(specs: Sequence[str]) -> List[Variant]:
+  """The Variants of --variant's values, their config overrides checked against
+  bert_tf's schema, so that a typo fails before any device time is spent.
+
+  Raises:
+    ValueError: a malformed spec, a name given twice, or an override that is no
+      config field (naming the spec).
+  """
+  from bert_tf import configs  # pylint: disable=g-import-not-at-top
+  parsed = [parse_variant(spec) for spec in specs]
+  names = [v.name for v in parsed]
+  if len(set(names)) != len(names):
+    raise ValueError(f"--variant: names repeat: {names}")
+  for variant in parsed:
+    try:
+      configs.ExperimentConfig().override(list(variant.overrides))
+    except configs.ConfigError as e:
+      raise ValueError(f"--variant '{variant.spec}': {e}") from None
+  return parsed
+
+
+# --------------------------------------------------------------------------------------
+# The run.
 
 def model_flops_per_sequence(config, seq_length: int, predictions: int) -> float:
   """Training FLOPs of one sequence of a bert_tf.configs.EncoderConfig (bench/flops.py)."""
@@ -164,9 +241,9 @@ def seq_pairs(entries) -> list:
 
 
 def variants() -> list:
-  """The --variant settings, parsed and checked (gpu_variants.parse)."""
+  """The --variant settings, parsed and checked (parse)."""
   try:
-    return gpu_variants.parse(FLAGS.variant)
+    return parse_variants(FLAGS.variant)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
 
@@ -197,7 +274,7 @@ def plan() -> list:
     if not seq_batches:
       raise app.UsageError(f"--batch_sizes has no batch for seq {seq}")
     for side in FLAGS.sides:
-      side_variants = ([gpu_variants.Variant()] if FLAGS.base else []) + (
+      side_variants = ([Variant()] if FLAGS.base else []) + (
           extra if side in FLAGS.variant_sides else [])
       for size in FLAGS.sizes:
         for batch in seq_batches:
@@ -213,7 +290,7 @@ def common_arguments() -> list:
 
 
 def reproduce_command(size: str, seq: int, batch: int, predictions: int, side: str,
-                      variant: gpu_variants.Variant = gpu_variants.Variant()) -> str:
+                      variant: Variant = Variant()) -> str:
   """The command that measures one configuration again, with the matmul rate its MFU
   divides by."""
   args = [f"--sizes={size}", f"--seqs={seq}", f"--batch_sizes={seq}:{batch}",
@@ -249,8 +326,8 @@ class Run:
     return entry
 
   def work(self, name: str, args: list,
-           variant: gpu_variants.Variant = gpu_variants.Variant()) -> dict:
-    """Runs bench/gpu_pretraining_worker.py with `args` in `variant`'s environment;
+           variant: Variant = Variant()) -> dict:
+    """Runs bench/gpu_worker.py with `args` in `variant`'s environment;
     returns its RESULT, or {"status": "failed" | "timeout" | "skipped", "error": ...}."""
     timeout = self.timeout_s
     if self.deadline is not None:
@@ -258,7 +335,7 @@ class Run:
       if timeout < MIN_WORKER_S:
         return {"status": "skipped", "error": "out of --time_budget_s"}
     log_path = os.path.join(self.log_dir, f"gpu_pretraining_{name}.log")
-    argv = [sys.executable, "-m", "bench.gpu_pretraining_worker", *args]
+    argv = [sys.executable, "-m", "bench.gpu_worker", *args]
     start = time.monotonic()
     with open(log_path, "w") as log:
       # A session of its own, so that a timeout also ends the processes the worker
@@ -273,7 +350,7 @@ class Run:
         process.communicate()
         return {"status": "timeout", "error": f"no result after {timeout} s; see {log_path}",
                 "process_s": time.monotonic() - start}
-    result = gpu_pretraining_worker.read_result(stdout)
+    result = gpu_worker.read_result(stdout)
     if process.returncode or result is None:
       with open(log_path) as log:
         tail = log.read().strip().splitlines()[-3:]
@@ -302,7 +379,7 @@ def measure_matmul(run: Run) -> dict:
   return rates
 
 
-def encoder_of(size: str, variant: gpu_variants.Variant):
+def encoder_of(size: str, variant: Variant):
   """The bert_tf.configs.EncoderConfig a configuration trains (the worker's)."""
   from bert_tf import configs  # pylint: disable=g-import-not-at-top
   experiment = configs.ExperimentConfig().override({"model": {"encoder": {"size": size}}})
@@ -394,21 +471,169 @@ def measure() -> None:
       sequence_flops = model_flops_per_sequence(encoder_of(size, variant), seq, predictions)
       entry.update(model_flops_per_sequence=sequence_flops,
                    **figures(result, batch, seq, sequence_flops, matmul_rate))
-    print(progress_line(size, seq, batch, gpu_report.system(entry), entry), flush=True)
+    print(progress_line(size, seq, batch, system(entry), entry), flush=True)
     run.record(entry)
+
+
+# --------------------------------------------------------------------------------------
+# The tables of runs, from their JSON-lines records: one "run" line (command, date,
+# precision, the MFU denominator), one "matmul" line per framework, one "step" line per
+# configuration (size, seq_length, batch_size, predictions, side, variant; "" is the
+# base configuration, as in records written before variants existed). Several runs
+# merge: a configuration keeps the last run's figure, or an earlier run's where a
+# later one skipped it.
+
+def read_records(path: str) -> list:
+  with open(path) as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def configuration(record: dict) -> tuple:
+  return (record["size"], record["seq_length"], record["batch_size"],
+          record["predictions"], record["side"], record.get("variant", ""))
+
+
+def merge_steps(runs: list) -> list:
+  """The step records of several runs, one per configuration in first-seen order: the
+  last run's where it is ok, else the last ok one, else the last one."""
+  chosen = {}
+  for records in runs:
+    for r in records:
+      if r["record"] != "step":
+        continue
+      key = configuration(r)
+      if key not in chosen or r["status"] == "ok" or chosen[key]["status"] != "ok":
+        chosen[key] = r
+  return list(chosen.values())
+
+
+def system(record: dict) -> str:
+  """The row's system: 'bert_tf (JAX)', or with its variant, 'bert_tf (JAX) [fp8]'."""
+  variant = record.get("variant", "")
+  return f"{record['system']} [{variant}]" if variant else record["system"]
+
+
+def run_note(records: list, used: list) -> str:
+  """One run's line under the table: when, its command, device, precision and its
+  MFU denominator; `used` are its step records that made it into the table."""
+  run = next(r for r in records if r["record"] == "run")
+  matmul = [r for r in records if r["record"] == "matmul" and r["status"] == "ok"]
+  devices = sorted({r["device"] for r in used + matmul if r.get("device")})
+  # A run records its rate per framework; runs before those divided by the higher one.
+  rate = run.get("matmul_flops_per_second", float("nan"))
+  denominator = ("fastest over shapes; each side against its own framework's"
+                 if isinstance(rate, dict) else
+                 f"best median over shapes; used: {rate / 1e12:.2f} TFLOP/s")
+  head = ("at the masked positions only" if run["hf_mlm"] == "gathered"
+          else "at every position")
+  rows = sum(r["status"] == "ok" for r in used)
+  return (f"Run of {run['date']} ({rows} row{'' if rows == 1 else 's'}): "
+          f"`{run['command']}`; device {', '.join(devices) or 'unknown'}; "
+          f"{run['precision']}; Hugging Face's masked-LM head {head}. MFU denominator: " +
+          (", ".join(f"{r['framework']} {r['flops_per_second'] / 1e12:.2f} TFLOP/s"
+                     for r in matmul) or "not measured") +
+          f" (dense {run['precision']} matmul, {denominator}).")
+
+
+def _ratio(base, value) -> str:
+  return f"{base / value:.2f}x" if base and value else ""
+
+
+def step_rows(steps: list) -> list:
+  """The main table's rows: synced and back-to-back step times, throughput and MFU, and
+  ours/this: the base configuration of bert_tf's seq/s over this row's."""
+  ours = {(r["size"], r["seq_length"], r["batch_size"]): r for r in steps
+          if r["side"] == "ours" and not r.get("variant") and r["status"] == "ok"}
+  rows = []
+  for r in steps:
+    shape = f"{r['seq_length']} x {r['batch_size']} (P {r['predictions']})"
+    if r["status"] != "ok":
+      rows.append([r["size"], shape, system(r), r["status"]] + [""] * 9)
+      continue
+    base = ours.get((r["size"], r["seq_length"], r["batch_size"]))
+    is_base = base is r
+    back = r.get("back_to_back_sequences_per_second")
+    memory = r.get("peak_memory_mb")
+    rows.append([
+        r["size"], shape, system(r),
+        f"{r['median_step_ms']:.1f} [{r['q1_step_ms']:.1f}-{r['q3_step_ms']:.1f}]",
+        f"{r['back_to_back_step_ms']:.1f}" if back else "n/a",
+        f"{r['sequences_per_second']:,.1f}", f"{back:,.1f}" if back else "n/a",
+        flops.utilisation_text(r["mfu"], 1),
+        flops.utilisation_text(r.get("back_to_back_mfu"), 1),
+        f"{r['first_step_s']:.1f}", f"{memory:,.0f}" if memory else "n/a",
+        "" if is_base or not base else _ratio(base["sequences_per_second"],
+                                              r["sequences_per_second"]),
+        "" if is_base or not base else _ratio(
+            base.get("back_to_back_sequences_per_second"), back)])
+  return rows
+
+
+def profile_section(steps: list) -> str:
+  """Where the device time goes, for the rows that were profiled: ms per step by
+  category (and its share), then each row's largest kernels; "" when none was."""
+  profiled = [r for r in steps if r["status"] == "ok" and r.get("profile")]
+  if not profiled:
+    return ""
+  header = (["size", "seq x batch", "system", "device ms/step"] +
+            [kernel_profile.LABELS[c] for c in kernel_profile.CATEGORIES] +
+            ["kernels/step", "wall ms/step"])
+  rows, kernels = [], []
+  for r in profiled:
+    p = r["profile"]
+    total = p["device_ms_per_step"]
+    shape = f"{r['seq_length']} x {r['batch_size']}"
+    rows.append([r["size"], shape, system(r), f"{total:.2f}"] +
+                [f"{ms:.2f} ({100 * ms / total if total else 0:.0f}%)"
+                 for ms in (p["categories_ms_per_step"][c]
+                            for c in kernel_profile.CATEGORIES)] +
+                [f"{p['kernels_per_step']:,.0f}", f"{p['wall_ms_per_step']:.1f}"])
+    kernels.append(f"- {r['size']} {shape}, {system(r)} ({p['source']}): " + "; ".join(
+        f"`{k['name']}` {k['ms_per_step']:.2f} ms x{k['calls_per_step']:g} "
+        f"({kernel_profile.LABELS[k['category']]})" for k in p["top_kernels"]))
+  steps_note = sorted({r["profile"]["steps"] for r in profiled})
+  return ("Device time per step by kernel category (bench/kernel_profile.py; "
+          f"{'/'.join(map(str, steps_note))} profiled steps back to back; kernels on "
+          "several streams are summed; wall = the profiled steps' host clock):\n\n" +
+          common.markdown_table(header, rows) + "\n\nLargest kernels per step:\n\n" +
+          "\n".join(kernels))
+
+
+def report(runs: list) -> str:
+  """The markdown tables of one or more runs' records (each run a list of records, as
+  read_records gives), with the runs' notes and each row's command."""
+  steps = merge_steps(runs)
+  commands = []
+  for r in steps:
+    shape = f"{r['seq_length']} x {r['batch_size']} (P {r['predictions']})"
+    failure = "" if r["status"] == "ok" else f" ({r['status']}: {r['error']})"
+    commands.append(f"- {r['size']} {shape}, {system(r)}: `{r['command']}`{failure}")
+  notes = [run_note(records, used=[r for r in steps if r in records]) for records in runs]
+  if len(runs) > 1:
+    notes.append("Each row's MFU divides by its own run's matmul rate; each run started "
+                 "its own machine.")
+  frameworks = sorted({r["framework"] for r in steps if r.get("framework")})
+  if frameworks:
+    notes.append("Frameworks: " + "; ".join(frameworks) + ".")
+  header = ["size", "seq x batch", "system", "synced step ms [IQR]", "back-to-back ms",
+            "synced seq/s", "back-to-back seq/s", "MFU synced", "MFU back-to-back",
+            "first step s", "peak MiB", "ours/this synced", "ours/this back-to-back"]
+  sections = [common.markdown_table(header, step_rows(steps)), "\n\n".join(notes),
+              profile_section(steps), "\n".join(commands)]
+  return "\n\n".join(section for section in sections if section)
 
 
 def main(argv):
   del argv
   if FLAGS.write_readme:
-    common.require_readme_section(SECTION)
+    common.require_table(SECTION)
   if not FLAGS.from_results:
     measure()
-  table = gpu_report.report([gpu_report.read_records(path)
+  table = report([read_records(path)
                              for path in FLAGS.from_results or [FLAGS.output]])
   print("\n" + table, flush=True)
   if FLAGS.write_readme:
-    common.update_readme_section(SECTION, table)
+    common.update_table(SECTION, table)
 
 
 if __name__ == "__main__":

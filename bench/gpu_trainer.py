@@ -1,5 +1,5 @@
 """The whole trainer on one GPU without TensorFlow, and the GPU numerics: the prepared
-run of bench/gpu_trainer.sh, in three stages.
+run of `bash bench/gpu.sh trainer`, in three stages.
 
   --stage=prepare   (a CPU with TensorFlow, before the device run) the embedded corpus,
                     a WordPiece vocab learned from it (tools/build_vocab.py) and
@@ -13,7 +13,7 @@ run of bench/gpu_trainer.sh, in three stages.
                     serve_token_ids answers against the GPU model's outputs
 
 The device phases (PHASES, in this order):
-  kernels        bench/gpu_numerics.py --check=kernels: the Pallas attention and
+  kernels        bench/gpu_worker.py --check=kernels: the Pallas attention and
                  residual LayerNorm against their XLA forms on the GPU, outputs and
                  gradients; gpu_attention=auto's check and fallback
   train          tools/train.py --backend=jax: --size pretraining from the records,
@@ -21,14 +21,14 @@ The device phases (PHASES, in this order):
                  SIGKILLed once ckpt-{--kill_after}.h5 exists and rerun, which resumes:
                  the losses after the resume against the uninterrupted run's, and the
                  last checkpoints' arrays
-  steps          bench/gpu_numerics.py --check=steps: --numerics_steps steps on the GPU
+  steps          bench/gpu_worker.py --check=steps: --numerics_steps steps on the GPU
                  (bf16 and float32) against the float32 CPU step, from one initialization
   export         a small model (--export_size, the learned vocab) trained by
                  tools/train.py; its checkpoint and params.yaml copied to --out and its
-                 encoder's outputs on fixed ids (bench/gpu_numerics.py --check=outputs)
+                 encoder's outputs on fixed ids (bench/gpu_worker.py --check=outputs)
   throughput     the trainer's sequences/s (its summaries, the compiling loop left out)
-                 against bench/gpu_pretraining_worker.py's step of the same shape, and
-                 the host input's own rate (bench/gpu_numerics.py --check=input)
+                 against bench/gpu_worker.py's step of the same shape, and
+                 the host input's own rate (bench/gpu_worker.py --check=input)
   deterministic  the train phase again with XLA_FLAGS=--xla_gpu_deterministic_ops=true:
                  the resumed run's losses and checkpoint equal bit for bit
 
@@ -50,9 +50,7 @@ import time
 import numpy as np
 
 from bench import common
-from bench import gpu_devices
-from bench import gpu_numerics
-from bench import gpu_pretraining_worker
+from bench import gpu_worker
 from bert_tf.text import vocab as vocab_lib
 
 PHASES = ("kernels", "train", "steps", "export", "throughput", "deterministic")
@@ -163,7 +161,7 @@ class DeviceRun:
     os.makedirs(args.out, exist_ok=True)
     self.output = os.path.join(args.out, "trainer.jsonl")
     open(self.output, "w").close()
-    gpu_devices.select_device(args.device)
+    gpu_worker.select_device(args.device)
     self.env = checkout_environment(
         PYTHONUNBUFFERED="1", KERAS_BACKEND="jax",
         JAX_COMPILATION_CACHE_DIR=os.path.join(args.work_dir, "jax_cache"))
@@ -183,10 +181,10 @@ class DeviceRun:
     return os.path.join(self.args.work_dir, "logs", f"{name}.log")
 
   def worker(self, name: str, module: str, argv, env=None) -> dict:
-    """A worker's RESULT (bench/gpu_numerics.py, bench/gpu_pretraining_worker.py)."""
+    """A worker's RESULT (bench/gpu_worker.py, bench/gpu_worker.py)."""
     stdout = _run([sys.executable, "-m", module, *argv], self.log(name),
                   max(1, int(self.left())), env or self.env)
-    result = gpu_pretraining_worker.read_result(stdout)
+    result = gpu_worker.read_result(stdout)
     if result is None:
       raise RuntimeError(f"{module} printed no RESULT; see {self.log(name)}")
     return result
@@ -264,7 +262,7 @@ class DeviceRun:
 
   # ----- phases -----
   def phase_kernels(self) -> dict:
-    return self.worker("kernels", "bench.gpu_numerics", [
+    return self.worker("kernels", "bench.gpu_worker", [
         "--check=kernels", f"--batch_size={self.args.kernel_batch_size}"])
 
   def phase_train(self) -> dict:
@@ -289,12 +287,12 @@ class DeviceRun:
       raise RuntimeError("the train phase did not run: no trainer figures to compare")
     trainer = [v for _, v in summaries.read_scalars(os.path.join(whole, "train"))[
         "sequences_per_second"]]
-    step = self.worker("bench_step", "bench.gpu_pretraining_worker", [
+    step = self.worker("bench_step", "bench.gpu_worker", [
         "--side=ours", f"--size={args.size}", f"--batch_size={args.batch_size}",
         "--seq_length=128", "--predictions=20", "--steps=20", "--warmup_steps=3",
         f"--precision={args.precision}", f"--device={args.device}"])
     bench_rate = args.batch_size / statistics.median(step["back_to_back_step_seconds"])
-    host = self.worker("input", "bench.gpu_numerics", [
+    host = self.worker("input", "bench.gpu_worker", [
         "--check=input", f"--config={os.path.join(whole, 'params.yaml')}", "--steps=200"])
     trainer_rate = statistics.median(trainer)
     return {"trainer_sequences_per_second": trainer_rate, "trainer_windows": trainer,
@@ -314,7 +312,7 @@ class DeviceRun:
                          steps=args.export_steps,
                          overrides=[f"model.encoder.vocab_size={vocab_size}"])
     checkpoint = os.path.join(model_dir, f"ckpt-{args.export_steps}.h5")
-    outputs = self.worker("export_outputs", "bench.gpu_numerics", [
+    outputs = self.worker("export_outputs", "bench.gpu_worker", [
         "--check=outputs", f"--checkpoint={checkpoint}",
         f"--config={os.path.join(model_dir, 'params.yaml')}",
         f"--output={os.path.join(args.out, 'gpu_outputs.npz')}"])
@@ -329,7 +327,7 @@ class DeviceRun:
     platforms = env.get("JAX_PLATFORMS", "")
     if platforms and "cpu" not in platforms.split(","):
       env["JAX_PLATFORMS"] = platforms + ",cpu"  # the float32 reference runs on the CPU
-    return self.worker("steps", "bench.gpu_numerics", [
+    return self.worker("steps", "bench.gpu_worker", [
         "--check=steps", f"--size={args.numerics_size}",
         f"--batch_size={args.numerics_batch_size}", f"--steps={args.numerics_steps}"], env)
 
@@ -392,7 +390,7 @@ def compare(args) -> bool:
   served = tf.saved_model.load(os.path.join(export_base, "1")).signatures["serve_token_ids"](
       **{k: tf.constant(gpu[k]) for k in ("input_word_ids", "input_mask", "input_type_ids")})
   names = ("sequence_output", "pooled_output")
-  report = dict(zip(names, gpu_numerics.relative_errors(
+  report = dict(zip(names, gpu_worker.relative_errors(
       [served[name].numpy() for name in names], [gpu[name] for name in names])))
   ok = max(report.values()) <= EXPORT_TOLERANCE
   print(json.dumps({"checkpoint": checkpoint, "max_relative_error": report,

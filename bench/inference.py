@@ -25,7 +25,7 @@ common.define_shape_flags(batch_help="Sequences per call.")
 flags.DEFINE_integer("rounds", 5, "Interleaved rounds.")
 flags.DEFINE_integer("calls_per_round", 3, "Timed calls per variant per round.")
 flags.DEFINE_string("device", "cpu", "cpu or gpu.")
-flags.DEFINE_bool("write_readme", True, "Update the inference section of bench/README.md.")
+flags.DEFINE_bool("write_readme", True, "Record the run: bench/results/inference.json and its table.")
 
 HEADER = ["size", "batch x seq", "variant", "seq/s", "tokens/s", "model GFLOP/s", "MFU",
           "peak RSS MiB (process)"]
@@ -114,7 +114,7 @@ def main(argv):
                                      "utilisation": result["utilisation"],
                                      "machine": common.machine_description()})
   if FLAGS.write_readme:
-    common.update_readme_section("inference", f"{note}\n\n{table}")
+    common.update_table("inference", f"{note}\n\n{table}")
   print(f"inference: {FLAGS.size} {FLAGS.batch_size}x{FLAGS.seq_length}; command: {command}")
 
 

@@ -154,7 +154,7 @@ def lever_info(args):
 
 
 def main():
-  parser = protocol.argument_parser(__doc__, "pretraining")
+  parser = protocol.argument_parser(__doc__)
   parser.add_argument("--steps_per_loop", type=int, default=1)
   parser.add_argument("--jit_compile", type=int, default=0)
   parser.add_argument("--input_path", default="",

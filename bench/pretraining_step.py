@@ -81,10 +81,10 @@ flags.DEFINE_bool("pairwise", False, "Keep only two systems alive at a time: our
                   "each peer in turn (a fresh worker of ours per pair), for shapes where "
                   "all systems at once do not fit in memory (base512 needs about 6.5 GB "
                   "each). Each ratio then comes from its own pair.")
-flags.DEFINE_bool("report_only", False, "Time nothing: rebuild the README section from "
+flags.DEFINE_bool("report_only", False, "Time nothing: rebuild the table from "
                   "bench/results/pretraining_step.json.")
 flags.DEFINE_bool("write_readme", True, "Record the run: its configurations' entries in "
-                  "bench/results/pretraining_step.json and the README section (without "
+                  "bench/results/pretraining_step.json and its table (without "
                   "it, the results go to the run's own folder).")
 
 RESULTS = "pretraining_step"
@@ -359,7 +359,7 @@ def matmul_note(run):
 
 def report(configs):
   """Prints one table over `configs` ({key: entry of the results file}) and, with
-  --write_readme, writes it with each configuration's command to the README.
+  --write_readme, writes it with each configuration's command to its table.
 
   Entries recorded before the round protocol (no per-round step times) are left out."""
   header = ["config", "batch x seq", "system", "median step ms [IQR]", "seq/s", "tokens/s",
@@ -404,7 +404,7 @@ def report(configs):
   print(table)
   print("\n".join(notes))
   if FLAGS.write_readme:
-    common.update_readme_section(RESULTS, f"{table}\n\n" + "\n".join(notes))
+    common.update_table(RESULTS, f"{table}\n\n" + "\n".join(notes))
 
 
 def main(argv):
@@ -422,7 +422,7 @@ def main(argv):
     return
   driver.check_rounds_of_record(FLAGS.rounds, FLAGS.write_readme)
   if FLAGS.write_readme:
-    common.require_readme_section(RESULTS)
+    common.require_table(RESULTS)
   peers = peer_envs.ready_peers(FLAGS.peers, FLAGS.install_peers, FLAGS.venv_root)
   command = common.command_line()
   runs = {}

@@ -13,7 +13,7 @@ at batch 1 (p50 and p99 latency over --iterations calls) and at batch 32
 (median throughput over --batch_iterations calls), the three interleaved call by call.
 Texts are random words long enough to fill seq_length. The difference between the first
 two rows is the cost of in-graph tokenization. It prints a table and the command line,
-writes bench/results/serving_latency.json and updates bench/README.md.
+writes bench/results/serving_latency.json and its table (bench/results/serving_latency.md).
 """
 
 import os
@@ -34,7 +34,7 @@ flags.DEFINE_integer("iterations", 50, "Timed batch-1 calls per signature.")
 flags.DEFINE_integer("batch_iterations", 5, "Timed batch-32 calls per signature.")
 flags.DEFINE_integer("vocab_size", 30522, "Size of the synthetic vocab.")
 flags.DEFINE_integer("seed", 0, "Seed of the texts and weights.")
-flags.DEFINE_bool("write_readme", True, "Update the serving section of bench/README.md.")
+flags.DEFINE_bool("write_readme", True, "Record the run: bench/results/serving_latency.json and its table.")
 
 
 def synthetic_vocab(path, size):
@@ -156,7 +156,7 @@ def main(argv):
       "batch_iterations": FLAGS.batch_iterations, "results": results,
       "peak_rss_mb": peak_mb, "real_token_fraction": fill})
   if FLAGS.write_readme:
-    common.update_readme_section(
+    common.update_table(
         "serving_latency", f"{summary}\n\n{table}\n\n`{command}`")
   shutil.rmtree(tmp, ignore_errors=True)
 

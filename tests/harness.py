@@ -49,8 +49,9 @@ def tiny_encoder(dropout: float = 0.0, seed: int = 1, **overrides) -> BertEncode
 
 
 def pretraining_batch(batch_size=4, seq_length=16, max_predictions=4, vocab_size=100, seed=0):
-  return dummy.dummy_pretraining_batch(batch_size, seq_length, max_predictions, vocab_size,
-                                       seed)
+  """dummy.pretraining_arrays as a dict of tensors."""
+  return {k: tf.constant(v) for k, v in dummy.pretraining_arrays(
+      batch_size, seq_length, max_predictions, vocab_size, seed).items()}
 
 
 def encoder_inputs(batch):

@@ -54,3 +54,11 @@ def assert_weights_close(a, b, atol=1e-6, rtol=1e-5):
   assert a.keys() == b.keys()
   for key in a:
     np.testing.assert_allclose(a[key], b[key], atol=atol, rtol=rtol, err_msg=key)
+
+
+def train_loop_graph(engine):
+  """The TensorFlow engine's training loop traced for its iterator and a scalar int32
+  step count (a ConcreteFunction, to inspect its graph); starts the input."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return engine.train_loop_function.get_concrete_function(
+      engine.training_input().iterator, tf.TensorSpec([], tf.int32))

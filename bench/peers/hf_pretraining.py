@@ -14,7 +14,7 @@ from bench.peers import protocol
 
 
 def main():
-  args, thread_info = protocol.start_worker(__doc__, "pretraining", torch)
+  args, thread_info = protocol.start_worker(__doc__, torch)
 
   torch.manual_seed(0)
   layers, hidden, heads, intermediate = protocol.size_args(args.size)

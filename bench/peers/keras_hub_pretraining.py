@@ -19,7 +19,7 @@ from bench.peers import protocol  # pylint: disable=g-import-not-at-top,wrong-im
 
 
 def main():
-  args, thread_info = protocol.start_worker(__doc__, "pretraining", tf)
+  args, thread_info = protocol.start_worker(__doc__, tf)
 
   keras.utils.set_random_seed(0)
   layers, hidden, heads, intermediate = protocol.size_args(args.size)

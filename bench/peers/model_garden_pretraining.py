@@ -18,7 +18,7 @@ from bench.peers import protocol
 
 
 def main():
-  args, thread_info = protocol.start_worker(__doc__, "pretraining", tf)
+  args, thread_info = protocol.start_worker(__doc__, tf)
 
   tf_keras.utils.set_random_seed(0)
   num_layers, hidden, heads, intermediate = protocol.size_args(args.size)

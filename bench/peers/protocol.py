@@ -31,10 +31,9 @@ WEIGHT_DECAY = 0.01
 EXCLUDE_FROM_WEIGHT_DECAY = ("layer_norm", "LayerNorm", "bias", "beta", "gamma")
 
 
-def argument_parser(description, task):
-  """The command line every worker of `task` ("pretraining" or "finetune") takes: the
-  model size and batch shape, and for fine-tuning the GLUE task, its training TSV and
-  the vocab. A worker adds its own flags to the parser returned."""
+def argument_parser(description):
+  """The command line every pretraining worker takes: the model size and batch shape.
+  A worker adds its own flags to the parser returned."""
   parser = argparse.ArgumentParser(description=description)
   parser.add_argument("--size", default="mini")
   parser.add_argument("--batch_size", type=int, default=32)
@@ -44,23 +43,16 @@ def argument_parser(description, task):
                       "every core).")
   parser.add_argument("--inter_op_threads", type=int, default=0,
                       help="Ops run at once (0: the framework's default).")
-  if task == "pretraining":
-    parser.add_argument("--predictions", type=int, default=20)
-    parser.add_argument("--full_length", type=int, default=1,
-                        help="0: random lengths in [seq_length / 2, seq_length].")
-  elif task == "finetune":
-    parser.add_argument("--task", default="sst2")
-    parser.add_argument("--train_tsv", required=True)
-    parser.add_argument("--vocab_file", required=True)
-  else:
-    raise ValueError(f"task must be pretraining or finetune, got '{task}'")
+  parser.add_argument("--predictions", type=int, default=20)
+  parser.add_argument("--full_length", type=int, default=1,
+                      help="0: random lengths in [seq_length / 2, seq_length].")
   return parser
 
 
-def start_worker(description, task, framework):
+def start_worker(description, framework):
   """(args, thread_info) of a worker that takes the command line of argument_parser
   as it is: the arguments parsed, and `framework`'s threads set (set_threads)."""
-  args = argument_parser(description, task).parse_args()
+  args = argument_parser(description).parse_args()
   return args, set_threads(args, framework)
 
 

@@ -89,7 +89,3 @@ def check_supported(model) -> None:
     raise configs.ConfigError("runtime.float8_training does not combine with LoRA "
                               "(model.lora_rank)")
 
-
-def is_enabled(model) -> bool:
-  """Whether model.encoder's block projections train in float8."""
-  return any(layer.quantization_mode == MODE for layer in projections(model.encoder).values())

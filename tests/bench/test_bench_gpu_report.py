@@ -1,15 +1,13 @@
 """The GPU benchmark's arithmetic, report and variants, without timing anything: model
 FLOPs per sequence (bench/flops.py, shared by the CPU and GPU pretraining benchmarks)
-against the formula worked by hand; the tables of several runs (bench/gpu_report.py),
+against the formula worked by hand; the tables of several runs (bench/gpu_pretraining.py),
 where a later run fills the configurations an earlier one skipped, variants compare with
 the base configuration and profiled rows show where the time went; and the --variant
-settings (bench/gpu_variants.py)."""
+settings (bench/gpu_pretraining.py)."""
 
 import pytest
 
 from bench import flops
-from bench import gpu_report
-from bench import gpu_variants
 import bench_helpers
 from bert_tf import configs
 
@@ -69,7 +67,7 @@ def test_a_later_run_fills_what_an_earlier_run_skipped():
   first = _run("day 1", "first", [("ours", "ok", 1000.0), ("hf_eager", "ok", 2000.0),
                                   ("hf_compile", "skipped", 0.0)])
   second = _run("day 2", "second", [("hf_compile", "ok", 4000.0)])
-  table = gpu_report.report([first, second])
+  table = gpu_pretraining.report([first, second])
   rows = _rows(table)
   assert [row.split(" | ")[2] for row in rows] == [
       "bert_tf (JAX)", "HF torch eager", "HF torch.compile"]
@@ -86,19 +84,19 @@ def test_each_side_against_its_framework_and_no_mfu_above_100_percent_printed():
                  rate={"jax": 1e15, "torch": 9e14})
   records[1]["flops_per_second"] = 1e15  # the jax matmul record
   records[-1]["mfu"] = 1.3  # a rate measured too low: the table says so, not 130%
-  table = gpu_report.report([records])
+  table = gpu_pretraining.report([records])
   rows = [row.split(" | ") for row in _rows(table)]
   assert [row[7] for row in rows] == ["25.0%", flops.SUSPECT]
   assert "130" not in table
   assert "each side against its own framework's" in table
-  old = gpu_report.report([_run("day 0", "old", [("ours", "ok", 1000.0)])])
+  old = gpu_pretraining.report([_run("day 0", "old", [("ours", "ok", 1000.0)])])
   assert "best median over shapes; used: 1000.00 TFLOP/s" in old
 
 
 def test_a_later_skip_keeps_the_earlier_figure():
   first = _run("day 1", "first", [("ours", "ok", 1000.0)])
   second = _run("day 2", "second", [("ours", "skipped", 0.0)])
-  steps = gpu_report.merge_steps([first, second])
+  steps = gpu_pretraining.merge_steps([first, second])
   assert [(s["status"], s["command"]) for s in steps] == [("ok", "measure ours (day 1)")]
 
 
@@ -106,7 +104,7 @@ def test_variants_are_rows_of_their_own_compared_with_the_base_configuration():
   records = _run("day 1", "run", [("ours", "ok", 500.0, "", 1000.0),
                                   ("ours", "ok", 800.0, "fp8", 1250.0),
                                   ("hf_compile", "ok", 1000.0, "", 2000.0)])
-  rows = [row.split(" | ") for row in _rows(gpu_report.report([records]))]
+  rows = [row.split(" | ") for row in _rows(gpu_pretraining.report([records]))]
   assert [row[2] for row in rows] == ["bert_tf (JAX)", "bert_tf (JAX) [fp8]",
                                       "HF torch.compile"]
   # synced seq/s, back-to-back seq/s, MFU synced and back to back.
@@ -127,7 +125,7 @@ PROFILE = {"source": "gpu", "steps": 3, "device_ms_per_step": 50.0,
 def test_profiled_rows_show_device_time_by_category_and_their_largest_kernels():
   records = _run("day 1", "run", [("ours", "ok", 500.0), ("hf_compile", "ok", 1000.0,
                                                           "", 1100.0, PROFILE)])
-  table = gpu_report.report([records])
+  table = gpu_pretraining.report([records])
   section = table[table.index("Device time per step"):]
   rows = [line for line in section.splitlines() if line.startswith("| base")]
   assert len(rows) == 1
@@ -136,11 +134,11 @@ def test_profiled_rows_show_device_time_by_category_and_their_largest_kernels():
   assert rows[0].endswith("| 1,500 | 56.0 |")
   assert ("- base 128 x 64, HF torch.compile (gpu): `sm90_xmma_gemm_bf16` 5.00 ms x48 "
           "(GEMM)") in section
-  assert "Device time" not in gpu_report.report([_run("d", "r", [("ours", "ok", 5.0)])])
+  assert "Device time" not in gpu_pretraining.report([_run("d", "r", [("ours", "ok", 5.0)])])
 
 
 def test_variant_settings_are_config_overrides_environment_and_xla_flags():
-  variant = gpu_variants.parse_variant(
+  variant = gpu_pretraining.parse_variant(
       "fast=runtime.float8_training=true; model.encoder.dropout_rate=0;"
       "env:JAX_DEFAULT_PRNG_IMPL=rbg;xla:--xla_gpu_enable_command_buffer=;xla:--a=1,2")
   assert variant.name == "fast"
@@ -149,7 +147,7 @@ def test_variant_settings_are_config_overrides_environment_and_xla_flags():
   env = variant.environment({"XLA_FLAGS": "--xla_dump_to=/tmp/x", "HOME": "/root"})
   assert env == {"XLA_FLAGS": "--xla_dump_to=/tmp/x --xla_gpu_enable_command_buffer= --a=1,2",
                  "JAX_DEFAULT_PRNG_IMPL": "rbg", "HOME": "/root"}
-  assert gpu_variants.Variant().environment({"A": "1"}) == {"A": "1"}
+  assert gpu_pretraining.Variant().environment({"A": "1"}) == {"A": "1"}
 
 
 @pytest.mark.parametrize("specs, error", [
@@ -162,4 +160,4 @@ def test_variant_settings_are_config_overrides_environment_and_xla_flags():
 ])
 def test_malformed_variants_fail_before_anything_runs(specs, error):
   with pytest.raises(ValueError, match=error):
-    gpu_variants.parse(specs)
+    gpu_pretraining.parse_variants(specs)

@@ -1,16 +1,15 @@
-"""The GPU trainer script's parts, without running them: the trainer overrides that
+"""The GPU trainer's parts, without running them: the trainer overrides that
 bench/gpu_trainer.py hands tools/train.py are config fields, the workers' arguments
-parse, the dry run's flags parse, and every phase has an estimate that fits the budget
-bench/README.md gives it."""
+parse (bench/gpu_worker.py), the dry run's flags of bench/gpu.sh parse, and every phase
+has an estimate that fits the budget bench/README.md gives it."""
 
 import json
 import os
 import re
 import shlex
 
-from bench import gpu_numerics
-from bench import gpu_pretraining_worker
 from bench import gpu_trainer
+from bench import gpu_worker
 from bert_tf.training import experiments
 from bert_tf.training import summaries
 import paths
@@ -19,8 +18,6 @@ import paths
 # Every key the phases read from their workers' RESULT lines.
 WORKER_RESULT = {"back_to_back_step_seconds": [0.5], "step_seconds": [0.5],
                  "first_step_s": 9.0, "device": "cpu", "sequences_per_second": 100.0}
-WORKER_PARSERS = {"bench.gpu_numerics": gpu_numerics.argument_parser,
-                  "bench.gpu_pretraining_worker": gpu_pretraining_worker.argument_parser}
 
 
 def _device_run(tmp_path, monkeypatch, *flags):
@@ -41,8 +38,9 @@ def _device_run(tmp_path, monkeypatch, *flags):
 
 
 def _workers(calls):
-  """[(module, its parser's namespace)] of the `python -m MODULE ...` argvs in calls."""
-  return [(argv[2], WORKER_PARSERS[argv[2]]().parse_args(argv[3:]))
+  """[(module, its parser's namespace)] of the `python -m MODULE ...` argvs in calls,
+  each parsed by bench/gpu_worker.py's parser."""
+  return [(argv[2], gpu_worker.argument_parser().parse_args(argv[3:]))
           for argv in calls if argv[1] == "-m"]
 
 
@@ -75,7 +73,7 @@ def test_numerics_workers_arguments_parse_with_the_workers_parsers(tmp_path, mon
   run.phase_kernels()
   run.phase_steps()
   (kernels_module, kernels), (steps_module, steps) = _workers(calls)
-  assert (kernels_module, steps_module) == ("bench.gpu_numerics",) * 2
+  assert (kernels_module, steps_module) == ("bench.gpu_worker",) * 2
   assert (kernels.check, kernels.batch_size) == ("kernels", 8)
   assert (steps.check, steps.size, steps.steps) == ("steps", "mini", 100)
 
@@ -88,23 +86,23 @@ def test_throughput_workers_arguments_parse_with_the_workers_parsers(tmp_path, m
                       lambda path: {"sequences_per_second": [(10, 48.0), (20, 64.0)]})
   result = run.phase_throughput()
   (bench_module, bench), (input_module, host) = _workers(calls)
-  assert bench_module == "bench.gpu_pretraining_worker"
+  assert bench_module == "bench.gpu_worker"
   assert (bench.side, bench.size, bench.batch_size, bench.precision, bench.device) == (
       "ours", "large", 32, "bf16", "any")
   assert (input_module, host.check, host.config) == (
-      "bench.gpu_numerics", "input", os.path.join(whole, "params.yaml"))
+      "bench.gpu_worker", "input", os.path.join(whole, "params.yaml"))
   assert result["trainer_over_bench"] == 56.0 / (32 / 0.5)
 
 
-def _array(script, name):
-  """The words of the longest `NAME=( ... )` in a bash script."""
-  text = open(os.path.join(paths.ROOT, "bench", script), encoding="utf-8").read()
+def _array(name):
+  """The words of the longest `NAME=( ... )` in bench/gpu.sh."""
+  text = open(os.path.join(paths.ROOT, "bench", "gpu.sh"), encoding="utf-8").read()
   return max((shlex.split(words) for words in re.findall(rf"{name}\+?=\((.*?)\)", text,
                                                          re.S)), key=len)
 
 
 def test_dry_run_flags_of_the_trainer_script_parse():
-  flags = _array("gpu_trainer.sh", "FLAGS")
+  flags = _array("flags")
   args = gpu_trainer.argument_parser().parse_args(["--stage=device", *flags])
   assert (args.device, args.size, args.kill_after) == ("cpu", "tiny", 10)
   assert args.kill_after < args.train_steps
@@ -125,8 +123,8 @@ def test_every_phase_has_an_estimate_and_all_but_the_last_fit_a_budget_of_360_s(
 
 
 def test_a_workers_result_line_reads_back_among_other_output(capsys):
-  gpu_pretraining_worker.print_result({"steps": [1, 2]})
+  gpu_worker.print_result({"steps": [1, 2]})
   stdout = "a log line\n" + capsys.readouterr().out + "another\n"
-  assert gpu_pretraining_worker.read_result(stdout) == {
-      "steps": [1, 2], "tensorflow_loaded": gpu_pretraining_worker.tensorflow_loaded()}
-  assert gpu_pretraining_worker.read_result("a log line\n") is None
+  assert gpu_worker.read_result(stdout) == {
+      "steps": [1, 2], "tensorflow_loaded": gpu_worker.tensorflow_loaded()}
+  assert gpu_worker.read_result("a log line\n") is None

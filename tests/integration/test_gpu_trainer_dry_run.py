@@ -1,4 +1,4 @@
-"""bench/gpu_trainer.sh end to end on the CPU at tiny size, as a GPU session runs it:
+"""`bash bench/gpu.sh trainer` end to end on the CPU at tiny size, as a GPU session runs it:
 the records made with TensorFlow (STAGE=prepare), the device stage with every import
 of TensorFlow failing (the trainer's processes included) (DRY_RUN=1: the kernels against their XLA forms, the trainer
 killed and resumed bit-exactly, the numerics steps against the CPU reference, the
@@ -13,7 +13,7 @@ import sys
 import bench_helpers
 import paths
 
-SCRIPT = os.path.join(paths.ROOT, "bench", "gpu_trainer.sh")
+SCRIPT = os.path.join(paths.ROOT, "bench", "gpu.sh")
 # (file, function) of every place that may ask for TensorFlow in a run without it: the
 # probes that go on without it, and the machine facts that say it is absent.
 TENSORFLOW_PROBES = {
@@ -21,12 +21,12 @@ TENSORFLOW_PROBES = {
     ("bert_tf/training/jax_engine/devices.py", "keep_tensorflow_off_accelerators"),
     ("keras/src/utils/module_utils.py", "initialize"),  # keras.utils.set_random_seed
     ("tensorboard/compat/__init__.py", "tf"),
-    ("<string>", "<module>"),  # bench/gpu_machine.sh: python -c "import tensorflow"
+    ("<string>", "<module>"),  # bench/gpu.sh: python -c "import tensorflow"
 }
 
 
 def _script(env, *flags):
-  return subprocess.run(["bash", SCRIPT, *flags], cwd=paths.ROOT, env=env,
+  return subprocess.run(["bash", SCRIPT, "trainer", *flags], cwd=paths.ROOT, env=env,
                         capture_output=True, text=True, timeout=600, check=False)
 
 

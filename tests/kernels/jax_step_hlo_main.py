@@ -1,5 +1,5 @@
 """Run as a script with KERAS_BACKEND=jax (JAX_PLATFORMS=cpu): lowers the jit-compiled
-JAX training step of a tiny BertPretrainer, built as bench/gpu_pretraining_worker.py
+JAX training step of a tiny BertPretrainer, built as bench/gpu_worker.py
 builds it (mixed_bfloat16, the project's AdamW with its schedule,
 bert_tf.training.jax_engine.step.make_train_step), and prints one JSON line
 (tests/kernels/test_jax_step_hlo.py): "scatter_adds", every scatter with an add

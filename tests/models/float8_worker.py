@@ -136,7 +136,8 @@ def checkpoints(out_dir: str) -> dict:
   unset = sorted({p.rsplit("/", 1)[-1] for p in warm_arrays if p not in stored})
   return {"extra_in_float8_checkpoint": extra, "float8_into_plain": into_plain,
           "plain_into_float8": into_float8, "warm_start_reported": reported,
-          "warm_start_float8": float8.is_enabled(warm), "left_at_initial_value": unset,
+          "warm_start_float8": any(layer.quantization_mode == float8.MODE for layer
+                                   in float8.projections(warm.encoder).values()), "left_at_initial_value": unset,
           "initial_scales": sorted({float(warm_arrays[p].ravel()[0]) for p in warm_arrays
                                     if p.endswith("_scale")}),
           "float8_amax_trained": float(max(np.max(v) for p, v in _stored_encoder(

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bench.reference_tokenizer import original_words
+from reference_tokenizer import original_words
 from bert_tf.text import normalization
 
 

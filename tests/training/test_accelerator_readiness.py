@@ -59,7 +59,7 @@ def test_every_matmul_of_a_mixed_precision_training_step_runs_in_the_compute_dty
     tmp_path, precision, compute_dtype, fused_kernels):
   trainer = _mixed_precision_trainer(tmp_path, precision, fused_kernels)
   trainer.initialize()
-  graph_def = trainer.engine.train_loop_concrete_function().graph.as_graph_def()
+  graph_def = trainer_helpers.train_loop_graph(trainer.engine).graph.as_graph_def()
   matmuls = [node for node in _graph_nodes(graph_def) if node.op in _MATMULS]
   # Forward and backward of Q, K, V, attention, output, FFN, pooler and heads.
   assert len(matmuls) > 20
@@ -107,7 +107,7 @@ def test_the_optimizer_update_is_one_compiled_launch_per_replica_without_a_condi
   trainer = Trainer(trainer_helpers.tiny_experiment(strategy="mirrored"), str(tmp_path),
                     log_fn=lambda _: None)
   trainer.initialize()
-  graph_def = trainer.engine.train_loop_concrete_function().graph.as_graph_def()
+  graph_def = trainer_helpers.train_loop_graph(trainer.engine).graph.as_graph_def()
   functions = {f.signature.name: f for f in graph_def.library.function}
   nodes = _graph_nodes(graph_def)
   # Compiled launches that write variables: the optimizer's updates.
@@ -271,7 +271,7 @@ def _host_ops_per_step(trainer, monkeypatch):
     return result
 
   monkeypatch.setattr(strategy, "run", recording_run)
-  trainer.engine.train_loop_concrete_function()
+  trainer_helpers.train_loop_graph(trainer.engine)
   assert len(bodies) == 1
   graph, made_by_run = bodies[0]
   return [op for op in graph.get_operations() if op.name not in made_by_run]
@@ -359,7 +359,7 @@ def test_several_trainers_in_one_process_train_and_evaluate_with_collective_all_
   # TensorFlow's collective all-reduce, the ops MirroredStrategy runs between GPUs
   # (NCCL) and here between logical CPU devices (ring).
   for trainer in trainers:
-    graph_def = trainer.engine.train_loop_concrete_function().graph.as_graph_def()
+    graph_def = trainer_helpers.train_loop_graph(trainer.engine).graph.as_graph_def()
     ops = {node.op for node in _graph_nodes(graph_def)}
     assert "CollectiveReduceV2" in ops
   assert trainers[0].engine.strategy is trainers[1].engine.strategy

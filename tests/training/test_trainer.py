@@ -69,7 +69,7 @@ def _graph_nodes(concrete):
 def test_train_step_traces_once_with_static_shapes_and_no_python_ops(tmp_path):
   trainer = _train(tmp_path, "run", steps=6, trainer=dict(steps_per_loop=2))
   assert trainer.engine.train_loop_function.experimental_get_tracing_count() == 1
-  nodes = _graph_nodes(trainer.engine.train_loop_concrete_function())
+  nodes = _graph_nodes(trainer_helpers.train_loop_graph(trainer.engine))
   op_types = {node.op for node in nodes}
   assert not op_types & {"PyFunc", "PyFuncStateless", "EagerPyFunc"}
   shapes = [node.attr["output_shapes"] for node in nodes

@@ -55,9 +55,3 @@ def pad_to_length_bucket(batch: Dict[str, tf.Tensor],
     out[key] = tf.ensure_shape(padded, shape)
   return out
 
-
-def batch_size_for(global_batch_size: int,
-                   input_context: Optional[tf.distribute.InputContext]) -> int:
-  if input_context is None:
-    return global_batch_size
-  return input_context.get_per_replica_batch_size(global_batch_size)

@@ -53,14 +53,6 @@ def pretraining_arrays(batch_size: int, seq_length: int, max_predictions: int,
   }
 
 
-def dummy_pretraining_batch(batch_size: int, seq_length: int, max_predictions: int,
-                            vocab_size: int, seed: int = 0):
-  """`pretraining_arrays` as a dict of tensors."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return {k: tf.constant(v) for k, v in pretraining_arrays(
-      batch_size, seq_length, max_predictions, vocab_size, seed).items()}
-
-
 def pretraining_examples(batch_size: int, seq_length: int, max_predictions: int,
                          vocab_size: int, num_distinct_batches: int = 4,
                          seed: int = 0) -> Dict[str, np.ndarray]:

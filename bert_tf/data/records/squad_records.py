@@ -1,14 +1,12 @@
-"""SQuAD features as TFRecords (the original release's records) and their tf.data input."""
+"""SQuAD features as TFRecords (the original release's records), read back through
+bert_tf.data.records.record_specs.squad_spec."""
 
 from __future__ import annotations
 
 import os
 from typing import Dict, Optional, Sequence
 
-import tensorflow as tf
-
 from bert_tf import constants
-from bert_tf.data.records import record_specs
 from bert_tf.data.pipelines import squad_features
 from bert_tf.data.records import tfrecords
 from bert_tf.data.task_files.squad import (END_POSITIONS, IS_IMPOSSIBLE, START_POSITIONS, UNIQUE_IDS,
@@ -76,15 +74,3 @@ def write_squad_tfrecords(input_file: str, output_file: str, tokenizer, *,
   return {"num_examples": len(examples), "num_features": len(features),
           "num_skipped": num_skipped}
 
-
-def decode_record(record: tf.Tensor, seq_length: int) -> Dict[str, tf.Tensor]:
-  """Parses one serialized record into model inputs and labels (int32,
-  bert_tf.data.records.record_specs.squad_spec): records without labels (the original release's
-  evaluation files) get 0 labels."""
-  return tfrecords.parse_records(record, record_specs.squad_spec(seq_length))
-
-
-def tfrecord_dataset(input_path: str, seq_length: int) -> tf.data.Dataset:
-  """Unbatched examples from comma-separated TFRecord globs (files in sorted order)."""
-  return tfrecords.records_of(input_path).map(
-      lambda r: decode_record(r, seq_length), num_parallel_calls=tf.data.AUTOTUNE)

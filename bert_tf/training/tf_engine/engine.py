@@ -155,11 +155,6 @@ class TensorFlowEngine(engine_lib.Engine):
       self._train_loop_fn = self._train_step.make_train_loop()
     return self._train_loop_fn
 
-  def train_loop_concrete_function(self):
-    """The traced training loop (for inspecting its graph); starts the input."""
-    return self.train_loop_function.get_concrete_function(
-        self._training_input.iterator, tf.TensorSpec([], tf.int32))
-
   def run_steps(self, num_steps: int) -> Dict[str, float]:
     totals = self.train_loop_function(self._training_input.iterator,
                                       tf.constant(num_steps, tf.int32))

@@ -9,7 +9,9 @@ import pytest
 from bert_tf import constants
 from bert_tf.data.task_files import squad
 from bert_tf.data.pipelines import squad_features
+from bert_tf.data.records import record_specs
 from bert_tf.data.records import squad_records
+from bert_tf.data.records import tfrecords
 
 # A small uncased vocab covering the test contexts. Words not in it become [UNK].
 WORDS = [
@@ -219,7 +221,9 @@ def test_tfrecords_round_trip_the_features(tmp_path):
                                                 max_seq_length=24)
   assert summary == {"num_examples": 2, "num_features": 2, "num_skipped": 1}
   assert [n for n in os.listdir(str(tmp_path)) if ".tmp" in n] == []
-  records = list(squad_records.tfrecord_dataset(out, 24).as_numpy_iterator())
+  spec = record_specs.squad_spec(24)
+  records = list(tfrecords.records_of(out).map(
+      lambda r: tfrecords.parse_records(r, spec)).as_numpy_iterator())
   examples, _ = squad.read_squad_examples(path, True, False)
   expected = squad_features.features_to_arrays(squad_features.convert_examples_to_features(
       examples, make_tokenize_fn(vocab_path), vocab_ids(), max_seq_length=24))

@@ -1,11 +1,9 @@
-"""The original google-research/bert tokenization rules in plain Python, as a reference.
+"""The original google-research/bert word splitting in plain Python, as a reference.
 
-BasicTokenizer's cleaning and word splitting (`original_words`) and FullTokenizer's
-greedy longest-match WordPiece (`original_ids`), transcribed from their description.
-bench/tokenizer_agreement.py compares whole tokenizers with them on real text, and the
-normalization tests (tests/text/test_normalization.py) compare the in-graph splitting
-with them: the one copy lives here, with the benchmark, and imports nothing but the
-standard library.
+BasicTokenizer's cleaning and word splitting (`original_words`), transcribed from its
+description. The normalization tests (tests/text/test_normalization.py) compare the in-graph
+splitting with them (the tokenizer-agreement benchmark, retired at 597169b, compared whole
+tokenizers with them on real text); it imports nothing but the standard library.
 """
 
 import unicodedata
@@ -55,31 +53,3 @@ def original_words(text, lower_case):
       words.append(current)
   return words
 
-
-def original_wordpiece(word, index, unk_id, max_chars):
-  """Greedy longest-match-first WordPiece ids of one word (a list of int).
-
-  `index` maps each vocab entry to its id; a word longer than `max_chars` characters,
-  or one with a piece missing from the vocab, becomes [unk_id].
-  """
-  if len(word) > max_chars:
-    return [unk_id]
-  pieces, start = [], 0
-  while start < len(word):
-    end = len(word)
-    while end > start:
-      piece = word[start:end] if start == 0 else "##" + word[start:end]
-      if piece in index:
-        pieces.append(index[piece])
-        break
-      end -= 1
-    if end == start:
-      return [unk_id]
-    start = end
-  return pieces
-
-
-def original_ids(text, lower_case, index, unk_id, max_chars=200):
-  """Ids of the original FullTokenizer (its WordPiece limit: 200 characters)."""
-  return [i for w in original_words(text, lower_case)
-          for i in original_wordpiece(w, index, unk_id, max_chars)]
