@@ -25,9 +25,11 @@ from absl import flags
 
 from bert_tf import cpu_kernels
 
-# Before TensorFlow loads: it reads its CPU kernels and device kinds once, when imported.
+# Before TensorFlow loads: it reads its CPU kernels, device kinds and log level once,
+# when imported.
 cpu_kernels.prefer_onednn()
 cpu_kernels.leave_out_absent_gpus()
+cpu_kernels.quiet_startup_logs()
 
 from bert_tf.utils import errors
 from bert_tf.training import experiments
@@ -68,7 +70,7 @@ def main(argv):
 
 def run():
   """The `bert-tf-create-finetuning-data` command."""
-  errors.run_tool("create_finetuning_data", main, quiet_logs=True)
+  errors.run_tool("create_finetuning_data", main, quiet_logs=True, needs_tensorflow=True)
 
 
 if __name__ == "__main__":
