@@ -35,6 +35,7 @@ cpu_kernels.leave_out_absent_gpus()
 cpu_kernels.quiet_startup_logs()
 
 from bert_tf.utils import errors
+from bert_tf.utils import optional
 
 FLAGS = flags.FLAGS
 flags.DEFINE_multi_string(
@@ -74,7 +75,7 @@ def main(argv):
 
 def run():
   """The `bert-tf-build-vocab` command."""
-  errors.run_tool("build_vocab", main, needs_tensorflow=True)
+  errors.run_tool("build_vocab", main, needs=optional.tensorflow_for_tools)
 
 
 if __name__ == "__main__":

@@ -105,7 +105,8 @@ def main(argv):
 
 def run():
   """The `bert-tf-convert-checkpoint` command."""
-  errors.run_tool("convert_checkpoint", main, quiet_logs=True, needs_tensorflow=True)
+  errors.run_tool("convert_checkpoint", main, quiet_logs=True,
+                  needs=optional.tensorflow_for_tools)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ cpu_kernels.quiet_startup_logs()
 from bert_tf.data.creation import create_pretraining_data as cpd
 from bert_tf.data.records import pretraining_format
 from bert_tf.utils import errors
+from bert_tf.utils import optional
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None,
@@ -138,7 +139,7 @@ def main(argv):
 
 def run():
   """The `bert-tf-create-pretraining-data` command."""
-  errors.run_tool("create_pretraining_data", main, needs_tensorflow=True)
+  errors.run_tool("create_pretraining_data", main, needs=optional.tensorflow_for_tools)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from absl import flags
 
 from bert_tf import cpu_kernels
 from bert_tf.utils import errors
+from bert_tf.utils import optional
 from bert_tf.utils import files
 
 # Before TensorFlow loads: it reads its CPU kernels, device kinds and log level once,
@@ -147,7 +148,7 @@ def main(argv):
 def run():
   """The `bert-tf-export` command."""
   flags.mark_flags_as_required(["checkpoint", "export_dir"])
-  errors.run_tool("export_saved_model", main, needs_tensorflow=True)
+  errors.run_tool("export_saved_model", main, needs=optional.tensorflow_for_tools)
 
 
 if __name__ == "__main__":

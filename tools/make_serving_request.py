@@ -21,6 +21,7 @@ from absl import flags
 
 from bert_tf import cpu_kernels
 from bert_tf.utils import errors
+from bert_tf.utils import optional
 
 # Before TensorFlow loads: it reads its CPU kernels, device kinds and log level once,
 # when imported.
@@ -83,7 +84,7 @@ def main(argv):
 
 def run():
   """The `bert-tf-make-serving-request` command."""
-  errors.run_tool("make_serving_request", main, needs_tensorflow=True)
+  errors.run_tool("make_serving_request", main, needs=optional.tensorflow_for_tools)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from absl import flags
 
 from bert_tf import cpu_kernels
 from bert_tf.utils import errors
+from bert_tf.utils import optional
 
 # Before TensorFlow loads: it reads its CPU kernels, device kinds and log level once,
 # when imported.
@@ -50,7 +51,8 @@ def main(argv):
 
 def run():
   """The `bert-tf-query` command."""
-  errors.run_tool("query_saved_model", main, quiet_logs=True, needs_tensorflow=True)
+  errors.run_tool("query_saved_model", main, quiet_logs=True,
+                  needs=optional.tensorflow_for_tools)
 
 
 if __name__ == "__main__":

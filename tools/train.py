@@ -26,7 +26,7 @@ its latest checkpoint. TensorBoard logs: MODEL_DIR/train and MODEL_DIR/eval.
 Evaluate a run's latest checkpoint: --mode=eval reads the run's settings from
 MODEL_DIR/params.yaml, so only what the evaluation changes is given:
 
-  python tools/train.py --mode=eval --model_dir=runs/mrpc \
+  python tools/train.py --experiment=glue_mrpc --mode=eval --model_dir=runs/mrpc \\
     --params_override=eval_data.input_path=glue/MRPC/dev.tsv
 
 `pip install .` installs this tool as the command `bert-tf-train` (same flags).

@@ -90,7 +90,7 @@ def _show_tool_flags_in_help(main: Callable) -> None:
 
 
 def run_tool(name: str, main: Callable, quiet_logs: bool = False,
-             needs_tensorflow: bool = False) -> None:
+             needs: Optional[Callable[[], None]] = None) -> None:
   """Runs `main(argv)` under absl with one-line error reports (see the module doc).
 
   Args:
@@ -99,9 +99,10 @@ def run_tool(name: str, main: Callable, quiet_logs: bool = False,
     main: absl main; its return value is the exit status.
     quiet_logs: show warnings and errors only of TensorFlow's Python logger and of
       absl logging, so that the tool's own progress lines are what the user reads.
-    needs_tensorflow: the tool cannot run without TensorFlow and tensorflow-text;
-      without them it stops with one line saying so (after flag parsing: --help works),
-      with them TensorFlow is imported quietly (cpu_kernels.import_tensorflow_quietly).
+    needs: called after flag parsing (--help works without it), before `main`: raises
+      a UserError where the tool cannot run in this install (e.g.
+      bert_tf.utils.optional.tensorflow_for_tools: TensorFlow is missing), so that
+      the one line comes before anything is read or written.
   """
   from absl import app  # pylint: disable=g-import-not-at-top
   from absl import flags  # pylint: disable=g-import-not-at-top
@@ -124,11 +125,8 @@ def run_tool(name: str, main: Callable, quiet_logs: bool = False,
 
   def reported_main(argv):
     try:
-      if needs_tensorflow:
-        from bert_tf import cpu_kernels  # pylint: disable=g-import-not-at-top
-        from bert_tf.utils import optional  # pylint: disable=g-import-not-at-top
-        optional.require_tensorflow()
-        cpu_kernels.import_tensorflow_quietly()
+      if needs is not None:
+        needs()
       return main(argv)
     except app.UsageError as e:
       _report(name, e, flags.FLAGS.verbose)

@@ -9,6 +9,7 @@ import importlib.util
 import sys
 from typing import Optional
 
+from bert_tf import cpu_kernels
 from bert_tf.utils import errors
 
 # The install of bert_tf with TensorFlow and tensorflow-text (setup.py's requirements).
@@ -56,6 +57,14 @@ def require_tensorflow(needed_for: Optional[str] = None) -> None:
     prefix = f"{needed_for} " if needed_for else ""
     raise errors.InputError(f"{prefix}needs TensorFlow (and tensorflow-text): "
                             f"{TENSORFLOW_INSTALL}")
+
+
+def tensorflow_for_tools() -> None:
+  """What a tool that needs TensorFlow checks first (errors.run_tool's `needs`):
+  `require_tensorflow`, then TensorFlow imported without its start-up lines
+  (cpu_kernels.import_tensorflow_quietly)."""
+  require_tensorflow()
+  cpu_kernels.import_tensorflow_quietly()
 
 
 def require(name: str, needed_for: str, install: str) -> None:
