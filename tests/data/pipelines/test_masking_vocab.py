@@ -47,21 +47,29 @@ def _loader(input_path, vocab_file=""):
   return base.get_task(experiment).data_loader(experiment.train_data)
 
 
+def _assert_same_batches_with_masks(ours, theirs):
+  assert set(ours) == set(theirs)
+  for key in ours:
+    np.testing.assert_array_equal(np.asarray(ours[key]), np.asarray(theirs[key]), err_msg=key)
+  assert (np.asarray(theirs["input_word_ids"]) == fx.VOCAB.index("[MASK]")).any()
+
+
 def test_dynamic_masking_without_tokenizer_vocab_masks_with_the_records_vocab(records):
+  """The host form (the JAX engine's input)."""
   path, vocab = records
   named, inferred = _loader(path, vocab), _loader(path)
   inferred.check_files()
   assert inferred.settings_from_files()["tokenizer"]["vocab_file"] == vocab
-  mask_id = fx.VOCAB.index("[MASK]")
-  for ours, theirs in zip((next(named.host_batches(num_threads=0)),
-                           next(iter(named.dataset()))),
-                          (next(inferred.host_batches(num_threads=0)),
-                           next(iter(inferred.dataset())))):
-    assert set(ours) == set(theirs)
-    for key in ours:
-      np.testing.assert_array_equal(np.asarray(ours[key]), np.asarray(theirs[key]),
-                                    err_msg=key)
-    assert (np.asarray(theirs["input_word_ids"]) == mask_id).any()
+  _assert_same_batches_with_masks(next(named.host_batches(num_threads=0)),
+                                  next(inferred.host_batches(num_threads=0)))
+
+
+@pytest.mark.slow  # builds two tf.data pipelines
+def test_dynamic_masking_without_tokenizer_vocab_masks_with_the_records_vocab_on_tf_data(
+    records):
+  path, vocab = records
+  _assert_same_batches_with_masks(next(iter(_loader(path, vocab).dataset())),
+                                  next(iter(_loader(path).dataset())))
 
 
 def test_dynamic_masking_without_any_vocab_is_refused_naming_the_setting(records, tmp_path):
