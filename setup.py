@@ -55,9 +55,10 @@ EXTRAS_REQUIRE = {
     # Remote paths (model_dir: gs://..., s3://...) where TensorFlow is not installed (the
     # JAX engine's machines): bert_tf.utils.file_systems reaches them through fsspec,
     # whose Google Cloud Storage and S3 implementations these are. With TensorFlow,
-    # tf.io.gfile serves gs:// itself.
-    "gcs": ["gcsfs>=2024.2"],
-    "s3": ["s3fs>=2024.2"],
+    # tf.io.gfile serves gs:// itself. An extra brings bert_tf's own requirements,
+    # TensorFlow among them: without TensorFlow, `pip install -r requirements/gcs.txt`.
+    "gcs": _requirements("gcs.txt"),
+    "s3": _requirements("s3.txt"),
     "test": [
         "pytest>=8",
         "pytest-xdist>=3.5",

@@ -7,7 +7,8 @@ faster with them. TensorFlow reads `TF_ENABLE_ONEDNN_OPTS` once, when it is firs
 imported, so the choice is made before that: the tools (tools/*.py) call
 `prefer_onednn` first thing. Importing bert_tf changes nothing in the environment.
 Setting the variable yourself (`TF_ENABLE_ONEDNN_OPTS=0` keeps the kernels off) wins.
-The tools call `leave_out_absent_gpus` beside it, for the same reason.
+The tools call `leave_out_absent_gpus` and `quiet_startup_logs` beside it, for the same
+reason.
 
 This module imports nothing heavy, so that it can run before TensorFlow loads.
 """
@@ -23,6 +24,13 @@ ONEDNN_VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
 DEVICE_TYPES_VARIABLE = "TF_ENABLED_DEVICE_TYPES"
 # The device kinds TensorFlow's Linux wheel registers, less GPU.
 DEVICE_TYPES_WITHOUT_GPU = "CPU,TPU,TPU_SYSTEM"
+LOG_LEVEL_VARIABLE = "TF_CPP_MIN_LOG_LEVEL"
+# TensorFlow's C++ logging at errors only: its start-up information (oneDNN, CUDA
+# stubs, device factories, CPU instructions) and warnings are left out.
+QUIET_LOG_LEVEL = "2"
+# None at all: for output that is the tool's answer (a TensorFlow failure is a Python
+# exception all the same).
+SILENT_LOG_LEVEL = "3"
 
 
 def prefer_onednn(env: Optional[MutableMapping[str, str]] = None) -> bool:
@@ -38,7 +46,7 @@ def prefer_onednn(env: Optional[MutableMapping[str, str]] = None) -> bool:
   if platform.machine().lower() not in ("x86_64", "amd64") or ONEDNN_VARIABLE in env:
     return False
   env[ONEDNN_VARIABLE] = "1"
-  if env is os.environ and "tensorflow" in sys.modules:
+  if env is os.environ and sys.modules.get("tensorflow") is not None:
     warnings.warn(f"{ONEDNN_VARIABLE}=1 was set after TensorFlow was imported; it applies "
                   "to child processes only. Call bert_tf.cpu_kernels.prefer_onednn "
                   "before importing TensorFlow.", RuntimeWarning, stacklevel=2)
@@ -81,3 +89,43 @@ def leave_out_absent_gpus(env: Optional[MutableMapping[str, str]] = None,
     return False
   env[DEVICE_TYPES_VARIABLE] = DEVICE_TYPES_WITHOUT_GPU
   return True
+
+
+def quiet_startup_logs(env: Optional[MutableMapping[str, str]] = None,
+                       level: str = QUIET_LOG_LEVEL) -> bool:
+  """Sets TF_CPP_MIN_LOG_LEVEL=`level` (default 2: errors only; 3: none) in `env`
+  (default os.environ) unless it is set, so that a tool's output starts with its own
+  lines, not TensorFlow's start-up information (`TF_CPP_MIN_LOG_LEVEL=0` shows it
+  again). Read once, when TensorFlow loads; see also `import_tensorflow_quietly`.
+
+  Returns:
+    Whether it set the variable.
+  """
+  env = os.environ if env is None else env
+  if LOG_LEVEL_VARIABLE in env:
+    return False
+  env[LOG_LEVEL_VARIABLE] = level
+  return True
+
+
+def import_tensorflow_quietly() -> None:
+  """Imports TensorFlow, leaving out what it writes to stderr while it loads where
+  TF_CPP_MIN_LOG_LEVEL asks for quiet (2 or more).
+
+  The lines TensorFlow's libraries log while they load (CUDA stubs, oneDNN) come before
+  its logging is set up, and absl writes them whatever the level. A failed import is
+  still a Python exception, raised with its message.
+  """
+  level = os.environ.get(LOG_LEVEL_VARIABLE, "0")
+  if sys.modules.get("tensorflow") is not None or not level.isdigit() or int(level) < 2:
+    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+    return
+  sys.stderr.flush()
+  saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+  try:
+    os.dup2(devnull, 2)
+    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import,redefined-outer-name
+  finally:
+    os.dup2(saved, 2)
+    os.close(saved)
+    os.close(devnull)

@@ -28,12 +28,14 @@ from absl import flags
 
 from bert_tf import cpu_kernels
 
-# Before TensorFlow loads: it reads its CPU kernels and device kinds once, when imported.
+# Before TensorFlow loads: it reads its CPU kernels, device kinds and log level once,
+# when imported.
 cpu_kernels.prefer_onednn()
 cpu_kernels.leave_out_absent_gpus()
+cpu_kernels.quiet_startup_logs()
 
-from bert_tf.text import vocab_learning
 from bert_tf.utils import errors
+from bert_tf.utils import optional
 
 FLAGS = flags.FLAGS
 flags.DEFINE_multi_string(
@@ -47,10 +49,10 @@ flags.DEFINE_bool("lower_case", True,
                   "Uncased vocab (lower-case and strip accents); "
                   "--nolower_case for a cased one.")
 flags.DEFINE_integer(
-    "min_count", vocab_learning.LEARNER_MIN_COUNT,
-    "The fewest occurrences that make a piece a token. A corpus too small for "
-    "--vocab_size learns fewer tokens (the tool says so); a lower --min_count (down to "
-    "1) gets closer, with rarer pieces.")
+    "min_count", None,
+    "The fewest occurrences that make a piece a token (default: tensorflow-text's "
+    "learner's, 10). A corpus too small for --vocab_size learns fewer tokens (the tool "
+    "says so); a lower --min_count (down to 1) gets closer, with rarer pieces.")
 flags.DEFINE_bool("overwrite", False, "Replace an existing --output.")
 flags.DEFINE_float("progress_seconds", 10.0,
                    "Seconds between progress lines; 0 for every batch.")
@@ -62,6 +64,7 @@ def main(argv):
   for name in ("input", "output"):
     if not getattr(FLAGS, name):
       raise app.UsageError(f"--{name} is required")
+  from bert_tf.text import vocab_learning  # pylint: disable=g-import-not-at-top
   vocab_learning.build_vocab(
       FLAGS.input, vocab_size=FLAGS.vocab_size, lower_case=FLAGS.lower_case,
       output_file=FLAGS.output, overwrite=FLAGS.overwrite,
@@ -72,7 +75,7 @@ def main(argv):
 
 def run():
   """The `bert-tf-build-vocab` command."""
-  errors.run_tool("build_vocab", main)
+  errors.run_tool("build_vocab", main, needs=optional.tensorflow_for_tools)
 
 
 if __name__ == "__main__":

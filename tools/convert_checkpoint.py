@@ -58,12 +58,15 @@ from absl import flags
 
 from bert_tf import cpu_kernels
 
-# Before TensorFlow loads: it reads its CPU kernels and device kinds once, when imported.
+# Before TensorFlow loads: it reads its CPU kernels, device kinds and log level once,
+# when imported.
 cpu_kernels.prefer_onednn()
 cpu_kernels.leave_out_absent_gpus()
+cpu_kernels.quiet_startup_logs()
 
 from bert_tf.checkpoints import files
 from bert_tf.utils import errors
+from bert_tf.utils import optional
 
 _INPUT = flags.DEFINE_string(
     "input", None, "Checkpoint folder (a release, a converted folder or a training run's "
@@ -98,6 +101,10 @@ def main(argv):
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   if not _INPUT.value or not _OUTPUT_DIR.value:
     raise app.UsageError("--input and --output_dir are required")
+  if _OUTPUT_FORMAT.value == files.HUGGINGFACE:
+    # Before anything is read or written: the writer is the last stage.
+    optional.require("safetensors", f"--output_format={files.HUGGINGFACE}",
+                     optional.extra_install("hf"))
   from bert_tf import checkpoints  # pylint: disable=g-import-not-at-top
   from bert_tf.checkpoints import convert  # pylint: disable=g-import-not-at-top
   # The stages are logged by the package's modules (reading, conversion).
@@ -114,7 +121,8 @@ def main(argv):
 
 def run():
   """The `bert-tf-convert-checkpoint` command."""
-  errors.run_tool("convert_checkpoint", main, quiet_logs=True)
+  errors.run_tool("convert_checkpoint", main, quiet_logs=True,
+                  needs=optional.tensorflow_for_tools)
 
 
 if __name__ == "__main__":

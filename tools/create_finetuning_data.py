@@ -25,11 +25,14 @@ from absl import flags
 
 from bert_tf import cpu_kernels
 
-# Before TensorFlow loads: it reads its CPU kernels and device kinds once, when imported.
+# Before TensorFlow loads: it reads its CPU kernels, device kinds and log level once,
+# when imported.
 cpu_kernels.prefer_onednn()
 cpu_kernels.leave_out_absent_gpus()
+cpu_kernels.quiet_startup_logs()
 
 from bert_tf.utils import errors
+from bert_tf.utils import optional
 from bert_tf.training import experiments
 
 _EXPERIMENT = flags.DEFINE_string(
@@ -68,7 +71,8 @@ def main(argv):
 
 def run():
   """The `bert-tf-create-finetuning-data` command."""
-  errors.run_tool("create_finetuning_data", main, quiet_logs=True)
+  errors.run_tool("create_finetuning_data", main, quiet_logs=True,
+                  needs=optional.tensorflow_for_tools)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ files (`pip install "bert_tf[beam]"`); Beam's own pipeline options follow a `--`
 `pip install .` installs this tool as the command `bert-tf-create-pretraining-data` (same flags).
 """
 
-import os
 import sys
 
 from absl import app
@@ -37,13 +36,16 @@ from absl import flags
 
 from bert_tf import cpu_kernels
 
-# Before TensorFlow loads: it reads its CPU kernels and device kinds once, when imported.
+# Before TensorFlow loads: it reads its CPU kernels, device kinds and log level once,
+# when imported.
 cpu_kernels.prefer_onednn()
 cpu_kernels.leave_out_absent_gpus()
+cpu_kernels.quiet_startup_logs()
 
 from bert_tf.data.creation import create_pretraining_data as cpd
 from bert_tf.data.records import pretraining_format
 from bert_tf.utils import errors
+from bert_tf.utils import optional
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None,
@@ -137,8 +139,7 @@ def main(argv):
 
 def run():
   """The `bert-tf-create-pretraining-data` command."""
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-  errors.run_tool("create_pretraining_data", main)
+  errors.run_tool("create_pretraining_data", main, needs=optional.tensorflow_for_tools)
 
 
 if __name__ == "__main__":

@@ -26,11 +26,14 @@ from absl import flags
 
 from bert_tf import cpu_kernels
 from bert_tf.utils import errors
+from bert_tf.utils import optional
 from bert_tf.utils import files
 
-# Before TensorFlow loads: it reads its CPU kernels and device kinds once, when imported.
+# Before TensorFlow loads: it reads its CPU kernels, device kinds and log level once,
+# when imported.
 cpu_kernels.prefer_onednn()
 cpu_kernels.leave_out_absent_gpus()
+cpu_kernels.quiet_startup_logs()
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("checkpoint", None, "Checkpoint prefix, or a directory (latest checkpoint).")
@@ -145,7 +148,7 @@ def main(argv):
 def run():
   """The `bert-tf-export` command."""
   flags.mark_flags_as_required(["checkpoint", "export_dir"])
-  errors.run_tool("export_saved_model", main)
+  errors.run_tool("export_saved_model", main, needs=optional.tensorflow_for_tools)
 
 
 if __name__ == "__main__":

@@ -24,10 +24,13 @@ from absl import flags
 
 from bert_tf import cpu_kernels
 from bert_tf.utils import errors
+from bert_tf.utils import optional
 
-# Before TensorFlow loads: it reads its CPU kernels and device kinds once, when imported.
+# Before TensorFlow loads: it reads its CPU kernels, device kinds and log level once,
+# when imported.
 cpu_kernels.prefer_onednn()
 cpu_kernels.leave_out_absent_gpus()
+cpu_kernels.quiet_startup_logs()
 
 _INPUT = flags.DEFINE_string("input_file", None, "UTF-8 text, one text or 'A ||| B' per line.")
 _OUTPUT = flags.DEFINE_string("output_file", None, "JSON lines output (written atomically).")
@@ -82,7 +85,8 @@ def main(argv):
 
 def run():
   """The `bert-tf-extract-features` command."""
-  errors.run_tool("extract_features", main, quiet_logs=True)
+  errors.run_tool("extract_features", main, quiet_logs=True,
+                  needs=optional.tensorflow_for_tools)
 
 
 if __name__ == "__main__":

@@ -21,10 +21,13 @@ from absl import flags
 
 from bert_tf import cpu_kernels
 from bert_tf.utils import errors
+from bert_tf.utils import optional
 
-# Before TensorFlow loads: it reads its CPU kernels and device kinds once, when imported.
+# Before TensorFlow loads: it reads its CPU kernels, device kinds and log level once,
+# when imported.
 cpu_kernels.prefer_onednn()
 cpu_kernels.leave_out_absent_gpus()
+cpu_kernels.quiet_startup_logs()
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("signature", "serving_default",
@@ -81,7 +84,7 @@ def main(argv):
 
 def run():
   """The `bert-tf-make-serving-request` command."""
-  errors.run_tool("make_serving_request", main)
+  errors.run_tool("make_serving_request", main, needs=optional.tensorflow_for_tools)
 
 
 if __name__ == "__main__":

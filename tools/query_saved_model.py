@@ -23,10 +23,15 @@ from absl import flags
 
 from bert_tf import cpu_kernels
 from bert_tf.utils import errors
+from bert_tf.utils import optional
 
-# Before TensorFlow loads: it reads its CPU kernels and device kinds once, when imported.
+# Before TensorFlow loads: it reads its CPU kernels, device kinds and log level once,
+# when imported.
 cpu_kernels.prefer_onednn()
 cpu_kernels.leave_out_absent_gpus()
+# Errors too: on CPUs without AVX-512 oneDNN logs one for each int64 op it leaves to
+# Eigen, amid the answers.
+cpu_kernels.quiet_startup_logs(level=cpu_kernels.SILENT_LOG_LEVEL)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("json", False, "Print one JSON object per question instead of text.")
@@ -46,7 +51,8 @@ def main(argv):
 
 def run():
   """The `bert-tf-query` command."""
-  errors.run_tool("query_saved_model", main, quiet_logs=True)
+  errors.run_tool("query_saved_model", main, quiet_logs=True,
+                  needs=optional.tensorflow_for_tools)
 
 
 if __name__ == "__main__":

@@ -37,9 +37,11 @@ from absl import flags
 
 from bert_tf import cpu_kernels
 
-# Before TensorFlow loads: it reads its CPU kernels and device kinds once, when imported.
+# Before TensorFlow loads: it reads its CPU kernels, device kinds and log level once,
+# when imported.
 cpu_kernels.prefer_onednn()
 cpu_kernels.leave_out_absent_gpus()
+cpu_kernels.quiet_startup_logs()
 
 from bert_tf.data.creation import corpus
 

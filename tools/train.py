@@ -23,6 +23,12 @@ same names. The resolved config
 is written to MODEL_DIR/params.yaml; rerunning with the same --model_dir resumes from
 its latest checkpoint. TensorBoard logs: MODEL_DIR/train and MODEL_DIR/eval.
 
+Evaluate a run's latest checkpoint: --mode=eval reads the run's settings from
+MODEL_DIR/params.yaml, so only what the evaluation changes is given:
+
+  python tools/train.py --experiment=glue_mrpc --mode=eval --model_dir=runs/mrpc \\
+    --params_override=eval_data.input_path=glue/MRPC/dev.tsv
+
 `pip install .` installs this tool as the command `bert-tf-train` (same flags).
 """
 
@@ -32,13 +38,17 @@ from absl import flags
 
 from bert_tf import cpu_kernels
 
-# Before TensorFlow loads: it reads its CPU kernels and device kinds once, when imported.
+# Before TensorFlow loads: it reads its CPU kernels, device kinds and log level once,
+# when imported.
 cpu_kernels.prefer_onednn()
 cpu_kernels.leave_out_absent_gpus()
+cpu_kernels.quiet_startup_logs()
 
 from bert_tf import configs
 from bert_tf.training import backends
+from bert_tf.training import params_file
 from bert_tf.utils import errors
+from bert_tf.utils import optional
 
 _EXPERIMENT = flags.DEFINE_string(
     "experiment", None, "A registered experiment (file stem in "
@@ -50,7 +60,10 @@ _PARAMS_OVERRIDE = flags.DEFINE_string(
     "'trainer.train_steps=1000,train_data.global_batch_size=64'.")
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "Checkpoints, params.yaml, TensorBoard.")
 _MODE = flags.DEFINE_enum("mode", "train", ["train", "eval", "train_and_eval"],
-                          "eval evaluates the latest checkpoint in --model_dir.")
+                          "eval evaluates the latest checkpoint in --model_dir with the "
+                          "run's settings from MODEL_DIR/params.yaml (merged after "
+                          "--experiment, before --config_file and --params_override): "
+                          "give only what evaluation changes, e.g. eval_data.input_path.")
 _BACKEND = flags.DEFINE_enum(
     "backend", None, [b for b in configs.BACKENDS if b],
     "Shorthand for runtime.backend: the Keras backend that trains (default: "
@@ -79,16 +92,21 @@ def main(argv):
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   if not _MODEL_DIR.value:
     raise app.UsageError("--model_dir is required")
+  config_files = _CONFIG_FILE.value
+  if _MODE.value == "eval":
+    config_files = params_file.evaluation_config_files(_MODEL_DIR.value, config_files)
   # Before anything imports Keras, which fixes its backend when it loads.
-  backends.select(backends.requested_backend(_EXPERIMENT.value, _CONFIG_FILE.value,
+  backends.select(backends.requested_backend(_EXPERIMENT.value, config_files,
                                              _PARAMS_OVERRIDE.value, _BACKEND.value))
+  if optional.installed("tensorflow"):
+    cpu_kernels.import_tensorflow_quietly()
   from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
   from bert_tf.training import trainer  # pylint: disable=g-import-not-at-top
   shorthands = experiments.runtime_overrides(
       backend=_BACKEND.value, distribution_strategy=_STRATEGY.value, tpu=_TPU.value,
       num_gpus=_NUM_GPUS.value, mixed_precision_dtype=_PRECISION.value, jit_compile=_JIT.value,
       init_checkpoint=_INIT.value, validate_inputs=_VALIDATE.value)
-  config = experiments.resolve_experiment(_EXPERIMENT.value, _CONFIG_FILE.value,
+  config = experiments.resolve_experiment(_EXPERIMENT.value, config_files,
                                           _PARAMS_OVERRIDE.value, shorthands)
   results = trainer.run_experiment(config, _MODEL_DIR.value, _MODE.value,
                                    log_fn=lambda line: print(line, flush=True),

@@ -20,6 +20,7 @@ import numpy as np
 from bert_tf.checkpoints.files import (ConversionError, HUGGINGFACE, RawCheckpoint, VOCAB_FILE,
                                       read_json)
 from bert_tf.utils import files as files_lib
+from bert_tf.utils import optional
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
@@ -109,7 +110,8 @@ def _as_float32(name: str, array: np.ndarray, source: str) -> np.ndarray:
 
 
 def _read_safetensors(path: str) -> Dict[str, np.ndarray]:
-  from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
+  load_file = optional.module("safetensors.numpy", f"Reading {path}",
+                              optional.extra_install("hf")).load_file
   with files_lib.staged_input(path) as local:
     try:
       tensors = load_file(local)
@@ -161,7 +163,8 @@ def write_huggingface(weights: Dict[str, np.ndarray], config: Dict[str, Any],
     config: the config.json fields.
     folder: where to write.
   """
-  from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
+  save_file = optional.module("safetensors.numpy", "Writing a Hugging Face checkpoint",
+                              optional.extra_install("hf")).save_file
   # transformers refuses safetensors files whose metadata does not name a framework.
   path = os.path.join(folder, SAFETENSORS_FILE)
   save_file({name: np.ascontiguousarray(array) for name, array in weights.items()}, path,

@@ -85,7 +85,8 @@ def build_vocab(input_patterns, vocab_size, lower_case, output_file=None,
         f"tokens ({len(reserved_tokens)})")
   if output_file and tf.io.gfile.exists(output_file) and not overwrite:
     raise errors.OutputExistsError(
-        f"Output file exists (pass overwrite=True to replace it): {output_file}")
+        f"Output file exists: {output_file}; choose another or pass --overwrite "
+        f"(overwrite=True) to replace it")
   files = files_lib.expand_patterns(input_patterns, field="input")
   total_bytes = sum(tf.io.gfile.stat(path).length for path in files)
   progress = progress_lib.Progress("build_vocab", total=max(total_bytes, 1), unit="MiB",

@@ -24,6 +24,8 @@ import yaml
 from bert_tf import configs
 from bert_tf.kernels.jax_gpu import xla_flags
 from bert_tf.training import experiments
+from bert_tf.utils import file_systems
+from bert_tf.utils import optional
 
 def requested_backend(experiment: Optional[str] = None, config_files: Sequence[str] = (),
                       params_override: Optional[str] = None,
@@ -34,8 +36,11 @@ def requested_backend(experiment: Optional[str] = None, config_files: Sequence[s
   value = ""
   paths = ([experiments.experiment_path(experiment)] if experiment else [])
   for path in list(paths) + list(config_files or ()):
-    with open(path, encoding="utf-8") as f:
-      data = yaml.safe_load(f) or {}
+    if file_systems.is_remote(path):  # a remote model_dir's params.yaml
+      data = configs.load_yaml(path)
+    else:
+      with open(path, encoding="utf-8") as f:
+        data = yaml.safe_load(f) or {}
     runtime = data.get("runtime") if isinstance(data, dict) else None
     if isinstance(runtime, dict) and runtime.get("backend") is not None:
       value = str(runtime["backend"])
@@ -51,11 +56,17 @@ def select(backend: str) -> None:
   the JAX engine, adds its XLA defaults to XLA_FLAGS (bert_tf.kernels.jax_gpu.xla_flags).
 
   Raises:
-    ConfigError: an unknown backend, or Keras already imported with another one.
+    ConfigError: an unknown backend, Keras already imported with another one, or
+      TensorFlow's (the default) where TensorFlow is not installed.
   """
   if backend not in configs.BACKENDS:
     raise configs.ConfigError(f"runtime.backend must be one of "
                               f"{', '.join(b for b in configs.BACKENDS if b)}, got '{backend}'")
+  if (backend or os.environ.get("KERAS_BACKEND") or "tensorflow") == "tensorflow" and (
+      not optional.installed("tensorflow")):
+    raise configs.ConfigError(
+        f"runtime.backend {backend or 'tensorflow (the default)'} needs TensorFlow: "
+        f"{optional.TENSORFLOW_INSTALL}; without it, train on JAX: --backend=jax")
   if (backend or os.environ.get("KERAS_BACKEND")) == "jax":
     xla_flags.apply_jax_defaults()
   if not backend:

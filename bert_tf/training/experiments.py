@@ -52,8 +52,35 @@ def experiment_from_dict(data: Optional[Mapping[str, Any]]) -> configs.Experimen
 
 def experiment_from_yaml(*paths: str, overrides=None) -> configs.ExperimentConfig:
   """An ExperimentConfig from YAML files merged in order, then overrides (a mapping or
-  dotted `a.b=value` strings); e.g. a model_dir's params.yaml."""
-  return experiment_from_dict(configs.merged_yaml(*paths, overrides=overrides))
+  dotted `a.b=value` strings); e.g. a model_dir's params.yaml.
+
+  Raises:
+    ConfigError: an unknown key or a mistyped or impossible value, naming the field
+      and, where one file holds the mistake, that file first (`FILE: field ...`).
+  """
+  try:
+    return experiment_from_dict(configs.merged_yaml(*paths, overrides=overrides))
+  except configs.ConfigError as e:
+    source = _file_holding(e, paths)
+    if source is None:
+      raise
+    raise configs.ConfigError(f"{source}: {e}") from None
+
+
+def _file_holding(error: configs.ConfigError, paths: Sequence[str]) -> Optional[str]:
+  """The last of `paths` that makes the same error read alone; None where none does
+  (an override's mistake, one that needs several files) or the error names it already.
+  Called only once reading failed, so a valid configuration costs nothing."""
+  message = str(error)
+  for path in reversed(paths):
+    if path in message:
+      return None
+    try:
+      experiment_from_dict(configs.load_yaml(path))
+    except configs.ConfigError as alone:
+      if str(alone) == message:
+        return path
+  return None
 
 
 def registered_experiments() -> List[str]:

@@ -2,7 +2,7 @@
 that a resumed run keeps the entries that fix its variables' and data's shapes."""
 
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from bert_tf import configs
 from bert_tf.training import experiments
@@ -14,6 +14,9 @@ PARAMS_FILE = "params.yaml"
 _SHAPE_KEYS = ("model.", "task.", "train_data.seq_length",
                "train_data.max_predictions_per_seq", "train_data.global_batch_size")
 _FREE_TASK_KEYS = ("task.init_checkpoint",)
+# Differing entries a mismatch error shows (the first by _rank), so that it stays short;
+# the task's name alone where it differs.
+_SHOWN_ENTRIES = 3
 
 
 class ParamsMismatchError(configs.ConfigError):
@@ -39,6 +42,15 @@ def recorded_params(model_dir: str) -> Optional[configs.ExperimentConfig]:
   return experiments.experiment_from_yaml(path)
 
 
+def evaluation_config_files(model_dir: str, config_files: Sequence[str]) -> List[str]:
+  """The config files of an evaluation (--mode=eval) of model_dir's run: its params.yaml
+  (the training settings: model, task, data shapes, runtime), then `config_files`, so
+  that only what the evaluation changes (eval_data.*) need be given; `config_files`
+  alone where model_dir holds no params.yaml."""
+  path = os.path.join(model_dir, PARAMS_FILE)
+  return [path, *config_files] if files.exists(path) else list(config_files)
+
+
 def check_params_match(experiment: configs.ExperimentConfig, model_dir: str,
                        recorded: Optional[configs.ExperimentConfig],
                        replace: bool = False) -> List[str]:
@@ -61,10 +73,20 @@ def check_params_match(experiment: configs.ExperimentConfig, model_dir: str,
       if key.startswith(_SHAPE_KEYS) and key not in _FREE_TASK_KEYS
       and old.get(key) != new.get(key))
   if differing and not replace:
+    ranked = sorted(differing, key=lambda key: _rank(key, old.get(key), new.get(key)))
+    # Another task differs in all its fields: its name says it.
+    count = 1 if ranked[0] == "task.name" else _SHOWN_ENTRIES
     shown = "; ".join(f"{key}: {old.get(key)!r} in {PARAMS_FILE}, now {new.get(key)!r}"
-                      for key in differing)
+                      for key in ranked[:count])
+    more = f" and {len(ranked) - count} more" if len(ranked) > count else ""
     raise ParamsMismatchError(
-        f"The configuration differs from {path} in entries that fix the model or data "
-        f"shapes ({shown}). Use another model_dir, or pass replace_params (tools/train.py "
-        f"--replace_params) to replace {PARAMS_FILE}.")
+        f"{path} fixes other model or data shapes: {shown}{more}. Use another model_dir, "
+        f"or --replace_params (replace_params=True) to replace {PARAMS_FILE}.")
   return differing
+
+
+def _rank(key: str, old: object, new: object) -> tuple:
+  """The order of differing entries in the error: the task's name first (another task
+  differs in all its fields), then entries set on both sides (an entry only one task
+  has is None on the other), the model before the data, then by name."""
+  return (key != "task.name", old is None or new is None, not key.startswith("model."), key)

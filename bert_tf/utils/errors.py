@@ -5,10 +5,14 @@ is a `UserError` whose message names the file, line or field; an OSError naming 
 (no permission, a path under a file) counts as one too. `run_tool` runs a tool's main so
 that such an error is one line `TOOL: error: MESSAGE` on stderr and exit status 1, a
 flag mistake one line and exit status 2, and any other exception (a bug) keeps its
-traceback. `--verbose` prints the traceback of a user error as well.
+traceback. `--verbose` prints the traceback of a user error as well. TOOL is the command
+the user typed (`bert-tf-export` for the installed command, else the tool's name). A
+tool that needs TensorFlow says so in that line before it reads or writes anything, and
+`--help` shows the tool's own flags however it was started.
 """
 
 import logging
+import os
 import sys
 import traceback
 from typing import Callable, Optional
@@ -56,17 +60,53 @@ def user_message(error: BaseException) -> Optional[str]:
   return None
 
 
-def run_tool(name: str, main: Callable, quiet_logs: bool = False) -> None:
+# The installed commands' names (setup.py's CONSOLE_SCRIPTS) begin so.
+COMMAND_PREFIX = "bert-tf-"
+
+
+def command_name(name: str, argv0: Optional[str] = None) -> str:
+  """The prefix of a tool's error lines: the installed command the user typed
+  (`bert-tf-export`), else the tool's own name (`export_saved_model`)."""
+  typed = os.path.basename(sys.argv[0] if argv0 is None else argv0)
+  return typed if typed.startswith(COMMAND_PREFIX) else name
+
+
+def _show_tool_flags_in_help(main: Callable) -> None:
+  """Makes absl's --help describe the tool: its docstring and its flags.
+
+  absl's help shows the flags defined by the module named sys.argv[0] and the docstring
+  of __main__; an installed command's __main__ is pip's launcher, and its flags belong
+  to `bert_tf.tools.NAME`. The tool's flags (and --verbose) become key flags of
+  sys.argv[0], and its docstring that of a launcher without one.
+  """
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  for module_name in (main.__module__, __name__):
+    for flag in flags.FLAGS.flags_by_module_dict().get(module_name, []):
+      flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+  launcher, tool = sys.modules.get("__main__"), sys.modules.get(main.__module__)
+  if (launcher is not None and tool is not None and launcher is not tool
+      and not launcher.__doc__):
+    launcher.__doc__ = tool.__doc__
+
+
+def run_tool(name: str, main: Callable, quiet_logs: bool = False,
+             needs: Optional[Callable[[], None]] = None) -> None:
   """Runs `main(argv)` under absl with one-line error reports (see the module doc).
 
   Args:
-    name: the tool's name, the prefix of its error lines (`train`, `build_vocab`).
+    name: the tool's name, the prefix of its error lines (`train`, `build_vocab`)
+      unless it runs as an installed `bert-tf-*` command.
     main: absl main; its return value is the exit status.
     quiet_logs: show warnings and errors only of TensorFlow's Python logger and of
       absl logging, so that the tool's own progress lines are what the user reads.
+    needs: called after flag parsing (--help works without it), before `main`: raises
+      a UserError where the tool cannot run in this install (e.g.
+      bert_tf.utils.optional.tensorflow_for_tools: TensorFlow is missing), so that
+      the one line comes before anything is read or written.
   """
   from absl import app  # pylint: disable=g-import-not-at-top
   from absl import flags  # pylint: disable=g-import-not-at-top
+  name = command_name(name)
   if quiet_logs:
     from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
@@ -74,6 +114,7 @@ def run_tool(name: str, main: Callable, quiet_logs: bool = False) -> None:
   if "verbose" not in flags.FLAGS:
     flags.DEFINE_bool("verbose", False,
                       "Print the traceback of a reported error as well.")
+  _show_tool_flags_in_help(main)
 
   def parse(argv):
     try:
@@ -84,6 +125,8 @@ def run_tool(name: str, main: Callable, quiet_logs: bool = False) -> None:
 
   def reported_main(argv):
     try:
+      if needs is not None:
+        needs()
       return main(argv)
     except app.UsageError as e:
       _report(name, e, flags.FLAGS.verbose)

@@ -5,9 +5,11 @@ Where TensorFlow is installed, every path goes through `tf.io.gfile` (local, `gs
 `s3://` with tensorflow-io, `ram://`, ...). Where it is not (the JAX engine's machines),
 local paths use the os module and remote ones (`gs://`, `s3://`, `memory://`, ...) use
 fsspec, the library the JAX ecosystem's loaders and TensorBoard's own writer fall back
-on without TensorFlow; its cloud protocols come as extras (`bert_tf[gcs]`: gcsfs,
-`bert_tf[s3]`: s3fs). A path that no installed library serves, or whose storage does not
-answer, is a `StorageError` naming the path and what is missing.
+on without TensorFlow; its cloud protocols come as packages of their own (gcsfs,
+requirements/gcs.txt; s3fs, requirements/s3.txt; beside TensorFlow the extras
+`bert_tf[gcs]` and `bert_tf[s3]`). A path that no installed library serves, or whose
+storage does not answer, is a `StorageError` naming the path and what is missing: the
+install that fits this environment (bert_tf.utils.optional.extra_install).
 """
 
 import contextlib
@@ -18,8 +20,9 @@ import shutil
 from typing import Iterator, List
 
 from bert_tf.utils import errors
+from bert_tf.utils import optional
 
-# The extra that brings each remote protocol to the fsspec route.
+# The package, and the extra, that bring each remote protocol to the fsspec route.
 _EXTRAS = {"gs": ("gcsfs", "gcs"), "gcs": ("gcsfs", "gcs"), "s3": ("s3fs", "s3"),
            "s3a": ("s3fs", "s3")}
 
@@ -102,7 +105,12 @@ class FsspecFiles:
       # Directories are names in an object store: this only checks that the bucket
       # exists (fsspec's makedirs would create a missing bucket).
       if not self._fs.exists(directory):
-        self._fs.mkdir(directory, create_parents=False)
+        try:
+          self._fs.mkdir(directory, create_parents=False)
+        except FileNotFoundError:
+          # fsspec names only the bucket.
+          bucket = directory.split("://", 1)[-1].split("/", 1)[0]
+          raise FileNotFoundError(f"the bucket {bucket} does not exist") from None
       return
     self._fs.makedirs(directory, exist_ok=True)
 
@@ -196,7 +204,7 @@ class _TensorFlowFiles:
 def _fsspec_files(path: str) -> FsspecFiles:
   scheme = protocol(path)
   package, extra = _EXTRAS.get(scheme, (None, None))
-  install = (f"pip install 'bert_tf[{extra}]' (which installs {package})" if extra
+  install = (f"{package}: {optional.extra_install(extra)}" if extra
              else "an fsspec implementation of it")
   if scheme in ("gs", "gcs") and os.environ.get("STORAGE_EMULATOR_HOST"):
     # An emulator has no storage-control API: without this gcsfs probes each bucket's

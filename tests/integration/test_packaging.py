@@ -158,36 +158,137 @@ def test_the_wheel_installs_configs_and_commands_into_a_fresh_environment():
                           str(source / "official_configs" / "experiments" / "glue_mrpc.yaml")]
 
 
+@pytest.fixture(scope="module")
+def jax_route(tmp_path_factory):
+  """The README's install for JAX alone, with its route to gs://: requirements/jax.txt
+  and requirements/gcs.txt, then the wheel with --no-deps, in a fresh virtual
+  environment; TensorFlow stays absent.
+
+  Returns:
+    (its bin folder, an environment whose PATH finds its commands first, an empty
+    working folder outside the checkout).
+  """
+  wheel, python, bin_dir, env, work = _wheel_and_fresh_venv(
+      tmp_path_factory.mktemp("jax_route"))
+  _run([python, "-m", "pip", "install", "-q", "-r", ROOT / "requirements" / "jax.txt",
+        "-r", ROOT / "requirements" / "gcs.txt"], cwd=work, env=env)
+  _run([python, "-m", "pip", "install", "-q", "--no-deps", str(wheel)], cwd=work, env=env)
+  absent = subprocess.run([python, "-c", "import tensorflow"], cwd=work, env=env,
+                          capture_output=True, text=True, check=False)
+  assert absent.returncode != 0 and "No module named 'tensorflow'" in absent.stderr
+  return bin_dir, env, work
+
+
+def _jax_pretraining_overrides(steps, **data):
+  return ",".join([
+      *(f"train_data.{key}={value}" for key, value in data.items()),
+      "train_data.global_batch_size=4", "train_data.seq_length=32",
+      "train_data.max_predictions_per_seq=5", f"trainer.train_steps={steps}",
+      "trainer.steps_per_loop=2", "trainer.checkpoint_interval=2",
+      "model.encoder.vocab_size=100"])
+
+
 @pytest.mark.slow
-def test_the_jax_route_trains_checkpoints_and_resumes_without_tensorflow():
-  """The README's install for JAX alone: requirements/jax.txt, then the wheel with
-  --no-deps. TensorFlow is absent; bert-tf-train --backend=jax reads the tools' TFRecords
-  (written here, with TensorFlow), checkpoints, and a longer rerun resumes."""
+def test_the_jax_route_trains_checkpoints_and_resumes_without_tensorflow(jax_route):
+  """bert-tf-train --backend=jax reads the tools' TFRecords (written here, with
+  TensorFlow), checkpoints, and a longer rerun resumes."""
   import pretraining_fixtures  # pylint: disable=import-outside-toplevel
-  with tempfile.TemporaryDirectory(prefix="bert_tf_jax_route_") as tmp:
-    wheel, python, bin_dir, env, work = _wheel_and_fresh_venv(pathlib.Path(tmp))
-    _run([python, "-m", "pip", "install", "-q", "-r", ROOT / "requirements" / "jax.txt"],
-         cwd=work, env=env)
-    _run([python, "-m", "pip", "install", "-q", "--no-deps", str(wheel)], cwd=work, env=env)
-    absent = subprocess.run([python, "-c", "import tensorflow"], cwd=work, env=env,
-                            capture_output=True, text=True, check=False)
-    assert absent.returncode != 0 and "No module named 'tensorflow'" in absent.stderr
+  bin_dir, env, work = jax_route
+  records = work / "pretrain.tfrecord"
+  pretraining_fixtures.write_record_file(str(records), num_documents=40)
 
-    records = work / "pretrain.tfrecord"
-    pretraining_fixtures.write_record_file(str(records), num_documents=40)
+  def train(steps):
+    overrides = _jax_pretraining_overrides(steps, input_path=records)
+    return _run([bin_dir / "bert-tf-train", "--backend=jax",
+                 "--experiment=pretraining_bert_tiny", f"--model_dir={work / 'model'}",
+                 f"--params_override={overrides}"], cwd=work, env=env)
+  assert "step 4/4" in train(4)
+  assert (work / "model" / "ckpt-4.h5").is_file()
+  resumed = train(6)
+  assert f"Resumed from {work / 'model'}/ckpt-4.h5 at step 4" in resumed
+  assert "step 6/6" in resumed
+  assert list((work / "model" / "train").iterdir()), "no TensorBoard summaries written"
 
-    def train(steps):
-      overrides = ",".join([
-          f"train_data.input_path={records}", "train_data.global_batch_size=4",
-          "train_data.seq_length=32", "train_data.max_predictions_per_seq=5",
-          f"trainer.train_steps={steps}", "trainer.steps_per_loop=2",
-          "trainer.checkpoint_interval=2", "model.encoder.vocab_size=100"])
-      return _run([bin_dir / "bert-tf-train", "--backend=jax",
-                   "--experiment=pretraining_bert_tiny", f"--model_dir={work / 'model'}",
-                   f"--params_override={overrides}"], cwd=work, env=env)
-    assert "step 4/4" in train(4)
-    assert (work / "model" / "ckpt-4.h5").is_file()
-    resumed = train(6)
-    assert f"Resumed from {work / 'model'}/ckpt-4.h5 at step 4" in resumed
-    assert "step 6/6" in resumed
-    assert list((work / "model" / "train").iterdir()), "no TensorBoard summaries written"
+
+@pytest.mark.slow
+def test_the_jax_route_with_requirements_gcs_trains_on_gs_without_tensorflow(jax_route):
+  """requirements/gcs.txt (gcsfs, no TensorFlow) is all the JAX route needs for a gs://
+  model_dir: a run on a storage emulator writes its checkpoints and params.yaml to the
+  bucket and evaluates them from there with only the evaluation's settings."""
+  import gcs_emulator  # pylint: disable=import-outside-toplevel
+  if not gcs_emulator.available():
+    pytest.skip("needs gcp-storage-emulator and gcsfs (extra test)")
+  bin_dir, env, work = jax_route
+  before = set(os.listdir(work))
+  with gcs_emulator.running() as host:
+    run_env = dict(env, **gcs_emulator.environment(host))
+    model_dir = f"gs://{gcs_emulator.BUCKET}/run"
+    output = _run([bin_dir / "bert-tf-train", "--backend=jax",
+                   "--experiment=pretraining_bert_tiny", f"--model_dir={model_dir}",
+                   f"--params_override={_jax_pretraining_overrides(2, format='dummy')}"],
+                  cwd=work, env=run_env)
+    assert "step 2/2" in output
+    evaluated = _run([bin_dir / "bert-tf-train", "--mode=eval", f"--model_dir={model_dir}",
+                      "--params_override=eval_data.format=dummy,eval_data.global_batch_size=4,"
+                      "eval_data.seq_length=32,eval_data.max_predictions_per_seq=5"],
+                     cwd=work, env=run_env)
+    assert "Done (eval)" in evaluated
+    import gcsfs  # pylint: disable=import-outside-toplevel
+    previous = {key: os.environ.get(key) for key in gcs_emulator.environment(host)}
+    os.environ.update(gcs_emulator.environment(host))
+    try:
+      written = {os.path.basename(name) for name in
+                 gcsfs.GCSFileSystem(skip_instance_cache=True).ls(model_dir)}
+    finally:
+      for key, value in previous.items():
+        if value is None:
+          os.environ.pop(key, None)
+        else:
+          os.environ[key] = value
+  assert {"ckpt-2.h5", "params.yaml"} <= written, written
+  assert set(os.listdir(work)) == before  # nothing local, no gs:/ folder
+
+
+def _tool_flags(module: str):
+  """The flags tools/<module>.py defines, by name."""
+  source = (TOOLS / f"{module}.py").read_text(encoding="utf-8")
+  return re.findall(r'DEFINE_\w+\(\s*"(\w+)"', source)
+
+
+@pytest.mark.slow
+def test_every_command_refuses_in_one_line_without_tensorflow_and_writes_nothing(jax_route):
+  """Each installed command, where TensorFlow is absent: --help describes its flags, and a
+  run that needs TensorFlow is one line saying so, before anything is written."""
+  bin_dir, env, work = jax_route
+  outputs = work / "outputs"
+  outputs.mkdir()
+  out = lambda name: outputs / "out" / name
+  runs = {
+      "bert-tf-train": ["--experiment=pretraining_bert_tiny", f"--model_dir={out('model')}"],
+      "bert-tf-create-pretraining-data": ["--input_file=corpus.txt", "--vocab_file=vocab.txt",
+                                          f"--output={out('pretrain')}"],
+      "bert-tf-create-finetuning-data": ["--experiment=glue_sst2",
+                                         f"--output={out('sst2.tfrecord')}"],
+      "bert-tf-build-vocab": ["--input=corpus.txt", f"--output={out('vocab.txt')}"],
+      "bert-tf-convert-checkpoint": ["--input=ckpt", f"--output_dir={out('converted')}",
+                                     "--output_format=huggingface"],
+      "bert-tf-export": ["--checkpoint=ckpt", f"--export_dir={out('export')}"],
+      "bert-tf-make-serving-request": ["--text=hello", f"--output={out('request.json')}"],
+      "bert-tf-query": [str(out("export")), "a text"],
+      "bert-tf-extract-features": ["--input_file=in.txt", f"--output_file={out('f.jsonl')}",
+                                   "--vocab_file=vocab.txt", "--encoder_size=tiny"],
+  }
+  assert set(runs) == set(console_scripts())
+  for command, module in console_scripts().items():
+    shown = subprocess.run([bin_dir / command, "--help"], cwd=outputs, env=env,
+                           capture_output=True, text=True, check=False)
+    assert "Traceback" not in shown.stderr, shown.stderr[-3000:]
+    for name in _tool_flags(module) + ["verbose"]:
+      assert re.search(rf"--(\[no\])?{name}:", shown.stdout), (command, name, shown.stdout)
+    refused = subprocess.run([bin_dir / command, *runs[command]], cwd=outputs, env=env,
+                             capture_output=True, text=True, check=False)
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert refused.returncode == 1 and len(lines) == 1, (command, refused.stderr[-3000:])
+    assert lines[0].startswith(f"{command}: error: "), lines
+    assert "needs TensorFlow" in lines[0] and "pip install bert_tf" in lines[0], lines
+    assert os.listdir(outputs) == [], (command, os.listdir(outputs))

@@ -254,9 +254,19 @@ def test_two_processes_commit_a_checkpoint_only_with_both_parts_and_resume_the_l
 def test_gs_model_dir_without_gcsfs_is_one_line_naming_the_extra_and_writes_nothing(tmp_path):
   config = _config(tmp_path, 2)
   result = _train(config, "gs://bucket/run", tmp_path, {}, without="tensorflow,gcsfs")
+  # The package alone: the extra bert_tf[gcs] would install TensorFlow too.
   assert _one_error_line(result, tmp_path, config).startswith(
-      "model_dir: gs://bucket/run: gs:// paths without TensorFlow need pip "
-      "install 'bert_tf[gcs]' (which installs gcsfs)")
+      "model_dir: gs://bucket/run: gs:// paths without TensorFlow need gcsfs: pip install "
+      "gcsfs (or -r requirements/gcs.txt)")
+
+
+def test_model_dir_in_a_bucket_that_does_not_exist_is_one_line_saying_so(tmp_path, emulator):
+  environment, _ = emulator
+  config = _config(tmp_path, 2)
+  result = _train(config, "gs://nosuchbucket/run", tmp_path, environment)
+  assert _one_error_line(result, tmp_path, config) == (
+      "model_dir: cannot write to gs://nosuchbucket/run: the bucket nosuchbucket does not "
+      "exist")
 
 
 def test_storage_host_that_does_not_answer_is_one_line_naming_it_and_writes_nothing(
@@ -299,7 +309,7 @@ def test_remote_read_path_without_gcsfs_is_one_line_naming_setting_and_extra_and
   result = _train(config, str(tmp_path / "run"), tmp_path, {}, without="tensorflow,gcsfs")
   line = _one_error_line(result, tmp_path, config)
   assert line.startswith(f"{field}: gs://bucket/in")
-  assert "gs:// paths without TensorFlow need pip install 'bert_tf[gcs]'" in line
+  assert "gs:// paths without TensorFlow need gcsfs: pip install gcsfs" in line
 
 
 @pytest.mark.parametrize("field", sorted(_READ_PATHS))

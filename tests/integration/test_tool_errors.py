@@ -18,8 +18,12 @@ import trainer_helpers
 from bert_tf import constants
 from bert_tf.data.records import tfrecords
 from bert_tf.utils import errors
+from bert_tf.utils import optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+_ABSL_HELP_FLAGS = {"help", "helpshort", "helpfull", "helpxml"}
 
 
 @contextlib.contextmanager
@@ -29,24 +33,31 @@ def _tool_module(name):
   path = os.path.join(ROOT, "tools", f"{name}.py")
   spec = importlib.util.spec_from_file_location(f"_tool_under_test_{name}", path)
   module = importlib.util.module_from_spec(spec)
+  sys.modules[spec.name] = module  # as an installed tool is, bert_tf.tools.<name>
   try:
     spec.loader.exec_module(module)
     yield module
   finally:
+    sys.modules.pop(spec.name, None)
     flags.FLAGS.unparse_flags()
-    for flag_name in set(flags.FLAGS) - before:
+    # absl's --help flags are defined once per process, by the first app.run.
+    for flag_name in set(flags.FLAGS) - before - _ABSL_HELP_FLAGS:
       delattr(flags.FLAGS, flag_name)
 
 
-def run_tool(name, args, capsys, monkeypatch):
-  """(exit status, stderr) of tools/<name>.py run with `args`."""
+def run_tool(name, args, capsys, monkeypatch, argv0=None, stdout=False):
+  """(exit status, stderr) of tools/<name>.py run with `args` (argv[0]: `argv0`, default
+  `<name>.py`); with `stdout`, (exit status, stderr, stdout)."""
   capsys.readouterr()
   with _tool_module(name) as module:
     flags.FLAGS.unparse_flags()
-    monkeypatch.setattr(sys, "argv", [f"{name}.py", *args])
+    monkeypatch.setattr(sys, "argv", [argv0 or f"{name}.py", *args])
     with pytest.raises(SystemExit) as info:
       module.run()
-  return info.value.code, capsys.readouterr().err
+  captured = capsys.readouterr()
+  if stdout:
+    return info.value.code, captured.err, captured.out
+  return info.value.code, captured.err
 
 
 def assert_one_line(status, stderr, tool, *fragments, code=1):
@@ -225,6 +236,8 @@ _MISTAKES = {
                                              "--output={tmp}/v.txt"], ["nothing-*.txt"], 1),
     "build_vocab_output_is_input": ("build_vocab", ["--input={text}", "--output={vocab}"],
                                     ["{vocab}"], 1),
+    "build_vocab_existing_output": ("build_vocab", ["--input={text}", "--output={text}.v"],
+                                    ["{text}.v", "pass --overwrite"], 1),
     "create_finetuning_data": ("create_finetuning_data", [
         "--experiment=glue_sst2", "--params_override=task.num_clases=2",
         "--output={tmp}/o.tfrecord"], ["task.num_clases"], 1),
@@ -250,6 +263,9 @@ _MISTAKES = {
 def test_tool_mistake_is_one_line_naming_what_is_wrong(case, data, tmp_path, capsys,
                                                        monkeypatch):
   tool, args, fragments, code = _MISTAKES[case]
+  if case == "build_vocab_existing_output":
+    with open(f"{data['text']}.v", "w") as f:
+      f.write("[PAD]\n")
   fill = lambda text: text.format(tmp=tmp_path, vocab=data["vocab"], text=data["text"])
   status, err = run_tool(tool, [fill(a) for a in args], capsys, monkeypatch)
   assert_one_line(status, err, tool, *map(fill, fragments), code=code)
@@ -267,3 +283,85 @@ def test_train_validate_inputs_names_the_corrupt_file_and_offset(data, tmp_path,
                          capsys, monkeypatch)
   assert_one_line(status, err, "train", f"train_data: Corrupt TFRecord file(s): {corrupt} at "
                   "byte offset")
+
+
+def test_train_type_mistake_in_a_yaml_file_names_the_file_and_field(tmp_path, capsys,
+                                                                    monkeypatch):
+  config = tmp_path / "typed.yaml"
+  config.write_text("trainer:\n  train_steps: many\n")
+  status, err = run_tool("train", [f"--model_dir={tmp_path / 'run'}",
+                                   "--experiment=pretraining_bert_tiny",
+                                   f"--config_file={config}"], capsys, monkeypatch)
+  assert_one_line(status, err, "train", f"train: error: {config}: trainer.train_steps must "
+                  "be an integer, got 'many'")
+  assert not (tmp_path / "run").exists()
+
+
+def test_another_experiment_s_model_dir_is_a_short_line_with_the_task_first(
+    tmp_path, capsys, monkeypatch):
+  model_dir = tmp_path / "run"
+  model_dir.mkdir()
+  from bert_tf.training import experiments  # pylint: disable=import-outside-toplevel
+  experiments.resolve_experiment("pretraining_bert_tiny").save(str(model_dir / "params.yaml"))
+  status, err = run_tool("train", [f"--model_dir={model_dir}", "--experiment=glue_mrpc"],
+                         capsys, monkeypatch)
+  assert_one_line(status, err, "train", f"train: error: {model_dir}/params.yaml fixes other "
+                  "model or data shapes: task.name: 'pretraining' in params.yaml, now "
+                  "'sentence_prediction' and ", " more. ", "--replace_params")
+  assert len(err.strip()) < 400, err
+
+
+# Arguments that would write an output of each tool (the refusal comes first).
+_OUTPUTS = {
+    "build_vocab": ["--input={text}", "--output={tmp}/out/vocab.txt"],
+    "convert_checkpoint": ["--input={tmp}", "--output_dir={tmp}/out/converted"],
+    "create_finetuning_data": ["--experiment=glue_sst2", "--output={tmp}/out/o.tfrecord"],
+    "create_pretraining_data": ["--input_file={text}", "--vocab_file={vocab}",
+                                "--output={tmp}/out/pretrain"],
+    "export_saved_model": ["--checkpoint={tmp}", "--export_dir={tmp}/out/export"],
+    "extract_features": ["--input_file={text}", "--output_file={tmp}/out/f.jsonl",
+                         "--vocab_file={vocab}", "--encoder_size=tiny"],
+    "make_serving_request": ["--text=hello", "--output={tmp}/out/request.json"],
+    "query_saved_model": ["{tmp}/out", "a text"],
+}
+
+
+@pytest.mark.parametrize("tool", sorted(_OUTPUTS))
+def test_tool_that_needs_tensorflow_says_so_in_one_line_before_writing(
+    tool, data, tmp_path, capsys, monkeypatch):
+  monkeypatch.setattr(optional, "tensorflow_installed", lambda: False)
+  fill = lambda text: text.format(tmp=tmp_path, vocab=data["vocab"], text=data["text"])
+  status, err = run_tool(tool, [fill(a) for a in _OUTPUTS[tool]], capsys, monkeypatch,
+                         argv0="/venv/bin/bert-tf-command")
+  assert_one_line(status, err, "bert-tf-command",
+                  "bert-tf-command: error: needs TensorFlow", "pip install bert_tf")
+  assert os.listdir(tmp_path) == []
+
+
+def test_huggingface_output_without_safetensors_is_one_line_before_writing(
+    tmp_path, capsys, monkeypatch):
+  monkeypatch.setitem(sys.modules, "safetensors", None)
+  status, err = run_tool("convert_checkpoint", [f"--input={tmp_path}/ckpt",
+                                                f"--output_dir={tmp_path}/out/hf",
+                                                "--output_format=huggingface"],
+                         capsys, monkeypatch)
+  assert_one_line(status, err, "convert_checkpoint",
+                  "--output_format=huggingface needs safetensors: pip install")
+  assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("tool", sorted(_OUTPUTS) + ["train"])
+def test_help_of_the_installed_command_shows_the_tool_s_doc_and_flags(tool, capsys,
+                                                                      monkeypatch):
+  """As a console script runs it: argv[0] the command, __main__ pip's launcher."""
+  launcher = type(sys)("__main__")
+  monkeypatch.setitem(sys.modules, "__main__", launcher)
+  before = set(flags.FLAGS)
+  with _tool_module(tool) as module:
+    own = sorted(set(flags.FLAGS) - before)
+    first_doc_line = module.__doc__.strip().splitlines()[0]
+  status, _, out = run_tool(tool, ["--help"], capsys, monkeypatch,
+                            argv0=f"/venv/bin/bert-tf-{tool}", stdout=True)
+  assert status in (0, 1) and first_doc_line in out, out
+  for name in own + ["verbose"]:
+    assert f"--{name}:" in out or f"--[no]{name}:" in out, (name, out)

@@ -14,6 +14,7 @@ import pytest
 from bert_tf.checkpoints import portable
 from bert_tf.utils import file_systems
 from bert_tf.utils import files
+from bert_tf.utils import optional
 
 
 @pytest.fixture(name="without_tensorflow")
@@ -36,18 +37,28 @@ def test_without_tensorflow_local_paths_use_os_and_remote_ones_fsspec(without_te
   assert isinstance(file_systems.for_path("memory://b/x"), file_systems.FsspecFiles)
 
 
-@pytest.mark.parametrize("path,extra", [("gs://bucket/run", "gcs"), ("s3://bucket/run", "s3")])
-def test_unserved_protocol_without_tensorflow_is_one_storage_error_naming_path_and_extra(
-    without_tensorflow, monkeypatch, path, extra):
+@pytest.mark.parametrize("path,extra,package", [("gs://bucket/run", "gcs", "gcsfs"),
+                                                ("s3://bucket/run", "s3", "s3fs")])
+@pytest.mark.parametrize("tensorflow_installed", [True, False])
+def test_unserved_protocol_without_tensorflow_is_one_storage_error_naming_the_fitting_install(
+    without_tensorflow, monkeypatch, path, extra, package, tensorflow_installed):
+  """Without TensorFlow the install named is the package alone (the extra would bring
+  TensorFlow back); where TensorFlow is installed, the extra."""
   del without_tensorflow
 
   def missing(protocol):
     raise ImportError(f"Install the package for {protocol}")
   monkeypatch.setattr(fsspec, "filesystem", missing)
+  monkeypatch.setattr(optional, "tensorflow_installed", lambda: tensorflow_installed)
   with pytest.raises(file_systems.StorageError) as raised:
     files.check_writable(path)
   message = str(raised.value)
-  assert message.startswith(f"model_dir: {path}: ") and f"bert_tf[{extra}]" in message
+  assert message.startswith(f"model_dir: {path}: ") and f"need {package}: " in message
+  if tensorflow_installed:
+    assert f"pip install 'bert_tf[{extra}]'" in message
+  else:
+    assert f"pip install {package} (or -r requirements/{extra}.txt)" in message
+    assert "bert_tf[" not in message
   assert "\n" not in message
 
 

@@ -38,7 +38,7 @@ class InputStateError(errors.UserError, ValueError):
 def _grain():
   # Imported on first use: grain is the `jax` extra's, and the tasks import this module.
   return optional.module("grain", "The host input (TensorFlow-free)",
-                         "pip install 'bert_tf[jax]'")
+                         optional.extra_install("jax"))
 
 
 class HostBatches:

@@ -50,6 +50,13 @@ class PretrainingRecords(registry.DataLoader):
     info = pretraining_files.inspect_pretraining_files(self.data_config.input_path,
                                                        self.data_config.compression_type)
     info.check_config(self.data_config, self.needs.vocab_size)
+    if self.data_config.dynamic_masking and not self._vocab_file():
+      named = (info.summary or {}).get("vocab_file")
+      raise pretraining_files.PretrainingInputError(
+          "dynamic_masking draws [MASK] and random tokens from the vocab the records were "
+          "made with: set tokenizer.vocab_file (" + (
+              f"the records' summary names {named}, which does not exist)" if named else
+              "the records have no summary naming it)"))
 
   def settings_from_files(self) -> Dict[str, Any]:
     """The WordPiece vocab (and its casing) the TFRecords were made with, from the JSON
@@ -57,26 +64,37 @@ class PretrainingRecords(registry.DataLoader):
     is unset and that vocab is still there."""
     if self.needs.vocab_file:
       return {}
-    summary = pretraining_files.inspect_pretraining_files(
-        self.data_config.input_path, self.data_config.compression_type).summary or {}
-    vocab_file = summary.get("vocab_file")
-    if not vocab_file or not files.exists(vocab_file):
+    summary = self._summary()
+    vocab_file = self._vocab_file()
+    if not vocab_file:
       return {}
     lower_case = summary.get("settings", {}).get("do_lower_case", self.needs.lower_case)
     return {"tokenizer": {"vocab_file": vocab_file, "lower_case": bool(lower_case)}}
+
+  def _summary(self) -> Dict[str, Any]:
+    return pretraining_files.inspect_pretraining_files(
+        self.data_config.input_path, self.data_config.compression_type).summary or {}
+
+  def _vocab_file(self) -> str:
+    """tokenizer.vocab_file, else the vocab the records' summary names where it exists
+    ("" where neither is there): dynamic masking's vocab."""
+    if self.needs.vocab_file:
+      return self.needs.vocab_file
+    vocab_file = self._summary().get("vocab_file")
+    return vocab_file if vocab_file and files.exists(vocab_file) else ""
 
   def dataset(self, input_context: Optional[tf.distribute.InputContext] = None,
               start: int = 0) -> tf.data.Dataset:
     """bert_tf.data.pipelines.pretraining_reader.build_pretraining_dataset."""
     return registry.tf_data().pretraining_reader.build_pretraining_dataset(
-        self.data_config, input_context, vocab_file=self.needs.vocab_file,
+        self.data_config, input_context, vocab_file=self._vocab_file(),
         seed=self.needs.seed, start=start)
 
   def _host_batches(self, batch_size, order):
     data = self.data_config
     draw = None
     if data.dynamic_masking:
-      draw = masking.DynamicMasking.of(data, self.needs.vocab_file, order["seed"])
+      draw = masking.DynamicMasking.of(data, self._vocab_file(), order["seed"])
     return host_pipeline.record_batches(
         pretraining_files.list_record_files(data.input_path),
         record_specs.pretraining_spec(data.seq_length, data.max_predictions_per_seq),
