@@ -29,12 +29,11 @@ def padded_inputs(task, data_config, input_context):
   Garden's sentence-prediction data does)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.data.pipelines import batching  # pylint: disable=g-import-not-at-top
-  from bert_tf.data.pipelines import padding  # pylint: disable=g-import-not-at-top
-  from bert_tf.data.records import record_specs  # pylint: disable=g-import-not-at-top
   batch_size = batching.batch_size_for(data_config.global_batch_size, input_context)
-  ds = task.featurize(task.read_examples(data_config), data_config)
+  loader = task.data_loader(data_config)
+  ds = loader.features()
   ds = ds.cache().shuffle(data_config.shuffle_buffer_size, seed=0).repeat()
-  values = padding.padding_values(record_specs.SENTENCE)
+  values = loader.kind.padding_values(loader.needs)
   values = {k: tf.constant(v, ds.element_spec[k].dtype) for k, v in values.items()}
   shapes = {k: ([data_config.seq_length] if len(s.shape) else []) for k, s in
             ds.element_spec.items()}
