@@ -150,6 +150,11 @@ class Task(abc.ABC):
   def __init__(self, experiment: configs.ExperimentConfig):
     self.experiment = experiment
     self.config = experiment.task
+    # The Keras dtype policy this task's models are built in: the runtime's
+    # (runtime.mixed_precision_dtype; variables stay float32). A bf16 serving export
+    # (bert_tf.export.exporter) sets it to 'bfloat16', variables included; the layers
+    # keep LayerNorm and softmax in float32 under every policy.
+    self.dtype_policy = keras.DTypePolicy(experiment.runtime.mixed_precision_dtype)
 
   # ----- model -----
   @functools.cached_property
@@ -157,14 +162,6 @@ class Task(abc.ABC):
     """The speed path this task's models are built with, or None for the reference
     layers (bert_tf.kernels.for_runtime of the experiment's runtime section)."""
     return kernels_lib.for_runtime(self.experiment.runtime)
-
-  @functools.cached_property
-  def dtype_policy(self) -> keras.DTypePolicy:
-    """The Keras dtype policy this task's models are built in: the runtime's
-    (runtime.mixed_precision_dtype; variables stay float32). A bf16 serving export
-    (bert_tf.export.exporter) sets it to 'bfloat16', variables included; the layers
-    keep LayerNorm and softmax in float32 under every policy."""
-    return keras.DTypePolicy(self.experiment.runtime.mixed_precision_dtype)
 
   def build_encoder(self, encoder_config: Optional[configs.EncoderConfig] = None,
                     name: str = "bert_encoder") -> BertEncoder:
