@@ -285,8 +285,8 @@ def run_squad():
                   "log_interval": 10, "summary_interval": 10, "validation_interval": steps},
   }, task_configs=task_base.task_configs())
   trainer, metrics, seconds = _train_and_evaluate(experiment, os.path.join(out, "model"))
-  num_windows = len(trainer.task.create_features(paths["train"], experiment.train_data,
-                                                 True)[1])
+  num_windows = len(trainer.task.data_loader(experiment.train_data).arrays()[
+      "unique_ids"])
   epochs = steps * _BATCH.value / num_windows
   print(f"SQuAD v1.1: exact_match {metrics['exact_match']:.2f}, f1 {metrics['f1']:.2f} on "
         f"{num_eval} questions ({seconds:.0f}s)", flush=True)

@@ -7,9 +7,10 @@ from typing import Dict
 import numpy as np
 
 import pretraining_fixtures as fx
+from bert_tf import configs
 from bert_tf import constants
 from bert_tf.data.pipelines import dummy
-from bert_tf.data.records import record_specs
+from bert_tf.data.pipelines import loaders
 from bert_tf.data.task_files import squad
 
 SEQ, PRED = 32, 5
@@ -17,11 +18,29 @@ FINETUNING_SEQ, CHOICES = 16, 3
 SHORT_EXAMPLES, SHORT_LENGTH = 12, 4
 # name -> (kind, regression)
 FINETUNING_KINDS = {
-    "sentence": (record_specs.SENTENCE, False),
-    "regression": (record_specs.SENTENCE, True),
-    "tagging": (record_specs.TAGGING, False),
-    "multiple_choice": (record_specs.MULTIPLE_CHOICE, False),
+    "sentence": ("sentence", False),
+    "regression": ("sentence", True),
+    "tagging": ("tagging", False),
+    "multiple_choice": ("multiple_choice", False),
 }
+NUM_LABELS = 5
+
+
+def finetuning_needs(name: str) -> loaders.InputNeeds:
+  """What the loaders of case `name` need: its kind, NUM_LABELS labels (a score for
+  regression), CHOICES choices."""
+  kind, regression = FINETUNING_KINDS[name]
+  return loaders.InputNeeds(
+      task=name, record_kind=kind, seed=7, vocab_size=50, regression=regression,
+      label_names=() if regression else tuple(f"L{i}" for i in range(NUM_LABELS)),
+      options={"num_choices": CHOICES})
+
+
+def finetuning_spec(name: str):
+  """The record spec of case `name`'s kind for FINETUNING_SEQ."""
+  needs = finetuning_needs(name)
+  return loaders.get_kind(needs.record_kind).spec(
+      needs, configs.DataConfig(seq_length=FINETUNING_SEQ))
 
 
 def write_pretraining_files(directory, num_files: int = 3, gzip: bool = False):
@@ -37,15 +56,16 @@ def write_pretraining_files(directory, num_files: int = 3, gzip: bool = False):
 
 def finetuning_examples(name: str, num_examples: int = 40) -> Dict[str, np.ndarray]:
   """Synthetic examples of kind `name` padded to FINETUNING_SEQ, numbered in order."""
-  kind, regression = FINETUNING_KINDS[name]
-  examples = dummy.finetuning_examples(kind, num_examples // 4, FINETUNING_SEQ, 50, 5,
-                                       num_choices=CHOICES, regression=regression, seed=7)
+  needs = finetuning_needs(name)
+  examples = loaders.get_kind(needs.record_kind).dummy_arrays(
+      needs, configs.DataConfig(global_batch_size=num_examples // 4,
+                                seq_length=FINETUNING_SEQ))
   examples[constants.EXAMPLE_INDEX] = np.arange(num_examples, dtype=np.int32)
   # The first SHORT_EXAMPLES are cut to SHORT_LENGTH tokens, so that length buckets
   # below seq_length hold whole batches.
   for key in constants.ENCODER_INPUTS:
     examples[key][:SHORT_EXAMPLES, ..., SHORT_LENGTH:] = 0
-  if kind == record_specs.TAGGING:
+  if needs.record_kind == "tagging":
     examples[constants.LABEL_IDS][:SHORT_EXAMPLES, SHORT_LENGTH:] = constants.IGNORE_LABEL
   return examples
 
@@ -54,11 +74,14 @@ def write_finetuning_file(directory, name: str, num_examples: int = 40) -> str:
   """The records tools/create_finetuning_data.py writes for examples of kind `name`."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.data.records import tfrecords  # pylint: disable=g-import-not-at-top
-  kind, regression = FINETUNING_KINDS[name]
+  needs = finetuning_needs(name)
+  kind = loaders.get_kind(needs.record_kind)
   path = os.path.join(str(directory), f"{name}.tfrecord")
   ds = tf.data.Dataset.from_tensor_slices(finetuning_examples(name, num_examples))
-  tfrecords.write_finetuning_tfrecord(ds, path, kind, FINETUNING_SEQ, {},
-                                      regression=regression)
+  tfrecords.write_finetuning_tfrecord(
+      ds, path, finetuning_spec(name),
+      lambda features: kind.pad_example(needs, features, FINETUNING_SEQ),
+      dict(kind=kind.name, seq_length=FINETUNING_SEQ, regression=needs.regression))
   return path
 
 

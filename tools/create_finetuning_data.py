@@ -56,14 +56,14 @@ def main(argv):
     raise app.UsageError("--output is required")
   config = experiments.resolve_experiment(_EXPERIMENT.value, _CONFIG_FILE.value,
                                           _PARAMS_OVERRIDE.value)
+  from bert_tf.data.pipelines.loaders import features  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import base  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import finetuning  # pylint: disable=g-import-not-at-top
   task = base.get_task(config)
-  if not isinstance(task, finetuning.FeatureTask):
+  if not isinstance(features.registry.get_kind(task.record_kind), features.FeatureKind):
     raise app.UsageError(f"Task '{task.name}' has no fine-tuning TFRecords to write")
   data_config = config.train_data if _SPLIT.value == "train" else config.eval_data
   start = time.time()
-  meta = task.write_tfrecord(data_config, _OUTPUT.value)
+  meta = features.write_tfrecord(task.data_loader(data_config), _OUTPUT.value)
   print(f"Wrote {meta['num_examples']} {task.name} examples (seq_length {meta['seq_length']}) "
         f"to {_OUTPUT.value} in {time.time() - start:.1f}s; metadata in {_OUTPUT.value}.json",
         flush=True)

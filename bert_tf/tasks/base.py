@@ -2,8 +2,9 @@
 the one registry of tasks.
 
 A task wires a model to its loss and metrics, and declares the records it reads: its
-input comes from the data loader registered for its record kind and the data
-section's format. The trainer calls, in order:
+input comes from the data loader of its record kind for the data section's format.
+Tasks read no files: the record kinds read and featurize them
+(bert_tf.data.pipelines.loaders, bert_tf.data.task_files.readers). The trainer calls, in order:
 
   task = get_task(experiment_config)
   model = task.build_tuned_model()
@@ -120,8 +121,12 @@ class Task(abc.ABC):
 
   Class attributes (the defaults fit a task that declares nothing):
     name, config_cls: set by register_task.
-    record_kind: the kind of records the task reads; its data loaders are those
-      registered for it (bert_tf.data.pipelines.loaders), one per format.
+    record_kind: the kind of records the task reads; its data loaders are those of the
+      record kind registered under that name (bert_tf.data.pipelines.loaders), one
+      per format.
+    input_names: the model's inputs among a batch's features.
+    init_checkpoint_items: which checkpoint_items a warm start restores (fine-tuning:
+      the encoder only).
     packs_examples: whether the model reads batches of train_data.pack_examples.
     export_kind: the kind of serving export (bert_tf.export) of this task's model;
       "" when only its encoder can be exported.
@@ -134,6 +139,8 @@ class Task(abc.ABC):
   name: str = ""
   config_cls: type = configs.TaskConfig
   record_kind: str = ""
+  input_names: Tuple[str, ...] = constants.ENCODER_INPUTS
+  init_checkpoint_items: Tuple[str, ...] = ("encoder",)
   packs_examples: bool = False
   export_kind: str = ""
   label_names: Tuple[str, ...] = ()
@@ -143,6 +150,11 @@ class Task(abc.ABC):
   def __init__(self, experiment: configs.ExperimentConfig):
     self.experiment = experiment
     self.config = experiment.task
+    # The Keras dtype policy this task's models are built in: the runtime's
+    # (runtime.mixed_precision_dtype; variables stay float32). A bf16 serving export
+    # (bert_tf.export.exporter) sets it to 'bfloat16', variables included; the layers
+    # keep LayerNorm and softmax in float32 under every policy.
+    self.dtype_policy = keras.DTypePolicy(experiment.runtime.mixed_precision_dtype)
 
   # ----- model -----
   @functools.cached_property
@@ -150,14 +162,6 @@ class Task(abc.ABC):
     """The speed path this task's models are built with, or None for the reference
     layers (bert_tf.kernels.for_runtime of the experiment's runtime section)."""
     return kernels_lib.for_runtime(self.experiment.runtime)
-
-  @functools.cached_property
-  def dtype_policy(self) -> keras.DTypePolicy:
-    """The Keras dtype policy this task's models are built in: the runtime's
-    (runtime.mixed_precision_dtype; variables stay float32). A bf16 serving export
-    (bert_tf.export.exporter) sets it to 'bfloat16', variables included; the layers
-    keep LayerNorm and softmax in float32 under every policy."""
-    return keras.DTypePolicy(self.experiment.runtime.mixed_precision_dtype)
 
   def build_encoder(self, encoder_config: Optional[configs.EncoderConfig] = None,
                     name: str = "bert_encoder") -> BertEncoder:
@@ -204,10 +208,7 @@ class Task(abc.ABC):
 
   def model_inputs(self, features: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     """Selects the model's inputs from a batch that also carries labels."""
-    return {name: features[name] for name in self.input_names()}
-
-  def input_names(self) -> Tuple[str, ...]:
-    return constants.ENCODER_INPUTS
+    return {name: features[name] for name in self.input_names}
 
   def initialize(self, model) -> Dict[str, str]:
     """Restores `checkpoint_items` from task.init_checkpoint, when set.
@@ -225,25 +226,26 @@ class Task(abc.ABC):
     if hasattr(model, "initialized_when_built"):
       return dict(model.initialized_when_built)
     restored = restore.restore_items(path, model.checkpoint_items,
-                                     items=self.init_checkpoint_items())
+                                     items=self.init_checkpoint_items)
     for item in restored:
       logging.info("Initialized %s from %s", item, path)
     return restored
 
-  def init_checkpoint_items(self) -> Tuple[str, ...]:
-    """Which checkpoint_items a warm start restores (fine-tuning: the encoder only)."""
-    return ("encoder",)
-
   # ----- data -----
-  def input_needs(self, **needs) -> loaders.InputNeeds:
-    """What this task's loader needs of it: the record kind, the seed, the model's vocab
-    size and the tokenizer's vocab, plus `needs` (a task's label settings and raw-file
-    readers, bert_tf.data.pipelines.loaders.InputNeeds)."""
+  @functools.cached_property
+  def input_needs(self) -> loaders.InputNeeds:
+    """What this task's loaders need of it (bert_tf.data.pipelines.loaders.InputNeeds):
+    the record kind, the seed, the model's vocab size, the tokenizer section, the
+    labels, and as options the task section's settings (label_names as this task
+    resolved them), which its kind's featurizer and the readers of raw files take by
+    name. One per task: what its loaders read once is kept there."""
     return loaders.InputNeeds(
         task=self.name, record_kind=self.record_kind, seed=self.experiment.runtime.seed,
         vocab_size=self.experiment.model.encoder.vocab_size,
         vocab_file=self.experiment.tokenizer.vocab_file,
-        lower_case=self.experiment.tokenizer.lower_case, **needs)
+        lower_case=self.experiment.tokenizer.lower_case, regression=self.regression,
+        label_names=tuple(self.label_names),
+        options=dict(self.config.as_dict(), label_names=list(self.label_names)))
 
   def data_loader(self, data_config: configs.DataConfig) -> loaders.DataLoader:
     """The loader of data_config's records (bert_tf.data.pipelines.loaders): `dataset()`
@@ -253,7 +255,7 @@ class Task(abc.ABC):
       ConfigError: a format no loader of this task's record kind reads, naming the data
         section.
     """
-    return loaders.get_loader(self.input_needs(), data_config)
+    return loaders.get_loader(self.input_needs, data_config)
 
   # ----- loss and metrics -----
   def loss_normalizers(self, features) -> Dict[str, tf.Tensor]:

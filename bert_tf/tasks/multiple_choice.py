@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING, List, Optional
+from typing import List
 
 import numpy as np
 
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf.data.pipelines import loaders
-from bert_tf.data.records import record_specs
 from bert_tf.utils import files
 from bert_tf.data.task_files import swag
 from bert_tf import losses
@@ -20,11 +19,6 @@ from bert_tf.metrics import sums
 from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.models.bert_multiple_choice import BertMultipleChoice
 from bert_tf.tasks import base
-from bert_tf.tasks import finetuning
-
-if TYPE_CHECKING:
-  import tensorflow as tf  # pylint: disable=g-bad-import-order
-  from bert_tf.data.pipelines import featurizers  # pylint: disable=g-bad-import-order
 
 
 @dataclasses.dataclass
@@ -43,38 +37,17 @@ PREDICTIONS = "predictions"
 
 
 @base.register_task("multiple_choice", MultipleChoiceConfig)
-class MultipleChoiceTask(finetuning.FeatureTask):
+class MultipleChoiceTask(base.Task):
   """Cross-entropy over the choices' scores; accuracy."""
 
-  record_kind = record_specs.MULTIPLE_CHOICE
+  record_kind = loaders.multiple_choice.MULTIPLE_CHOICE
   export_kind = "multiple_choice"
-
-  def __init__(self, experiment):
-    super().__init__(experiment)
-    self.num_choices = self.config.num_choices
 
   def build_model(self):
     encoder = self.build_encoder()
     return BertMultipleChoice(encoder, self.config.num_choices,
                               dropout_rate=self.experiment.model.head_dropout_rate,
                               name="bert_multiple_choice")
-
-  # ----- data -----
-  def read_examples(self, data_config) -> List[swag.MultipleChoiceExample]:
-    return self.read_numbered(data_config.input_path,
-                              lambda path: swag.read_swag(path, self.config.num_choices))
-
-  def featurize(self, examples, data_config, tokenizer: Optional[featurizers.PieceTokenizer] = None):
-    tokenizer = tokenizer or self.piece_tokenizer()
-    featurizers = loaders.tf_data().featurizers
-    return featurizers.multiple_choice_dataset(examples, tokenizer, data_config.seq_length,
-                                      self.config.num_choices)
-
-  def num_outputs(self) -> int:
-    return 1
-
-  def tfrecord_metadata(self):
-    return dict(super().tfrecord_metadata(), num_choices=self.num_choices)
 
   # ----- loss and metrics -----
   def _per_example_loss(self, features, outputs):
@@ -115,4 +88,4 @@ class MultipleChoiceTask(finetuning.FeatureTask):
 
   # ----- export -----
   def serving_options(self, data_config):
-    return {"num_choices": self.num_choices}
+    return {"num_choices": self.config.num_choices}

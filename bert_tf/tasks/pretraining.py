@@ -37,6 +37,7 @@ class PretrainingTask(base.Task):
   """
 
   record_kind = loaders.pretraining.PRETRAINING
+  input_names = (*constants.ENCODER_INPUTS, constants.MASKED_LM_POSITIONS)
   export_kind = "fill_mask"
   progress_metrics = ("loss", "masked_lm_accuracy")
 
@@ -44,9 +45,6 @@ class PretrainingTask(base.Task):
     """A BertPretrainer in the runtime's dtype policy (variables stay float32)."""
     return BertPretrainer(self.build_encoder(), use_next_sentence_label=self.config.use_next_sentence_label,
                           name="bert_pretrainer")
-
-  def input_names(self) -> Tuple[str, ...]:
-    return (*constants.ENCODER_INPUTS, constants.MASKED_LM_POSITIONS)
 
   # ----- loss and metrics -----
   def loss_normalizers(self, features) -> Dict[str, object]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import List, Tuple
 
 import numpy as np
 from keras import ops
@@ -12,7 +12,6 @@ from keras import ops
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf.data.pipelines import loaders
-from bert_tf.data.records import record_specs
 from bert_tf.utils import files
 from bert_tf.data.task_files import glue
 from bert_tf import losses
@@ -20,11 +19,6 @@ from bert_tf.metrics import classification
 from bert_tf.metrics import sums
 from bert_tf.models.bert_classifier import LOGITS, BertClassifier
 from bert_tf.tasks import base
-from bert_tf.tasks import finetuning
-
-if TYPE_CHECKING:
-  import tensorflow as tf  # pylint: disable=g-bad-import-order
-  from bert_tf.data.pipelines import featurizers  # pylint: disable=g-bad-import-order
 
 
 @dataclasses.dataclass
@@ -92,11 +86,18 @@ class SentencePredictionConfig(configs.TaskConfig):
 PREDICTIONS = "predictions"
 
 
+def _predictions(outputs, regression: bool):
+  """float32 scores [B] (regression) or int32 class ids [B] of the logits."""
+  if regression:
+    return ops.cast(outputs[LOGITS], "float32")[:, 0]
+  return sums.predicted_ids(outputs[LOGITS])
+
+
 @base.register_task("sentence_prediction", SentencePredictionConfig)
-class SentencePredictionTask(finetuning.FeatureTask):
+class SentencePredictionTask(base.Task):
   """[CLS] vector -> dropout -> dense; cross-entropy, or squared error for regression."""
 
-  record_kind = record_specs.SENTENCE
+  record_kind = loaders.sentence.SENTENCE
   packs_examples = True
   export_kind = "classifier"
 
@@ -112,49 +113,6 @@ class SentencePredictionTask(finetuning.FeatureTask):
     return BertClassifier(encoder, self.num_classes,
                           dropout_rate=self.experiment.model.head_dropout_rate,
                           name="bert_classifier")
-
-  # ----- data -----
-  def read_examples(self, data_config: configs.DataConfig) -> List[glue.SentenceExample]:
-    """Reads every file of data_config (format tsv, csv or tfds) as SentenceExamples."""
-    c = self.config
-    if data_config.format == "tfds":
-      tfds_glue = loaders.tf_data().tfds_glue
-      return tfds_glue.read_tfds_glue(data_config.tfds_name, data_config.tfds_split,
-                                      data_config.tfds_data_dir)
-    examples = []
-    for path in files.expand_patterns(data_config.input_path):
-      if c.glue_task:
-        examples.extend(glue.read_glue_tsv(path, c.glue_task))
-      else:
-        examples.extend(glue.read_labelled_table(
-            path, c.text_a_column, c.text_b_column, c.label_column,
-            label_names=self.label_names, score_range=self.score_range,
-            index_column=c.index_column))
-    return examples
-
-  def label_ids(self, examples) -> np.ndarray:
-    """Class ids (int32) or scores (float32) of examples; 0 for unlabelled ones."""
-    if self.regression:
-      return np.asarray([e.label if e.label is not None else 0.0 for e in examples], np.float32)
-    index = {name: i for i, name in enumerate(self.label_names)}
-    out = []
-    for e in examples:
-      if e.label is not None and e.label not in index:
-        raise ValueError(f"Example {e.index}: label '{e.label}' is not in label_names "
-                         f"{list(self.label_names)}")
-      out.append(index.get(e.label, 0))
-    return np.asarray(out, np.int32)
-
-  def featurize(self, examples, data_config: configs.DataConfig,
-                tokenizer: Optional[featurizers.PieceTokenizer] = None) -> tf.data.Dataset:
-    """Unbatched features of examples (see featurizers.sentence_dataset)."""
-    tokenizer = tokenizer or self.piece_tokenizer()
-    featurizers = loaders.tf_data().featurizers
-    return featurizers.sentence_dataset(examples, tokenizer, data_config.seq_length,
-                               self.label_ids(examples), self.regression)
-
-  def num_outputs(self) -> int:
-    return max(self.num_classes, 1)
 
   def model_inputs(self, features):
     """The encoder inputs, and with a packed batch its packing features too."""
@@ -172,21 +130,16 @@ class SentencePredictionTask(finetuning.FeatureTask):
     return {"loss": losses.global_mean(self._per_example_loss(features, outputs),
                                        global_batch_size)}
 
-  def _predictions(self, outputs):
-    if self.regression:
-      return ops.cast(outputs[LOGITS], "float32")[:, 0]
-    return sums.predicted_ids(outputs[LOGITS])
-
   def train_metrics(self, features, outputs):
     labels = features[constants.LABEL_IDS]
     if self.regression:
-      error = losses.squared_error(self._predictions(outputs), labels)
+      error = losses.squared_error(_predictions(outputs, self.regression), labels)
       return {"mean_squared_error": sums.ratio(ops.sum(error), ops.size(error))}
     return {"accuracy": sums.accuracy_sums(outputs[LOGITS], labels)}
 
   def eval_outputs(self, features, outputs):
     return {
-        PREDICTIONS: self._predictions(outputs),
+        PREDICTIONS: _predictions(outputs, self.regression),
         constants.LABEL_IDS: features[constants.LABEL_IDS],
         constants.EXAMPLE_INDEX: features[constants.EXAMPLE_INDEX],
         "loss": self._per_example_loss(features, outputs),
@@ -219,12 +172,11 @@ class SentencePredictionTask(finetuning.FeatureTask):
                                     self.prediction_lines(values))
 
   # ----- export -----
-  @property
-  def pair(self) -> bool:
-    """Whether the task reads sentence pairs (its GLUE task's, or a text_b column)."""
-    if self.config.glue_task:
-      return bool(glue.GLUE_TASKS[self.config.glue_task].text_b)
-    return bool(self.config.text_b_column)
-
   def serving_options(self, data_config):
-    return {"label_names": self.label_names, "pair": self.pair}
+    """The label names, and whether the task reads sentence pairs (its GLUE task's, or
+    a text_b column)."""
+    if self.config.glue_task:
+      pair = bool(glue.GLUE_TASKS[self.config.glue_task].text_b)
+    else:
+      pair = bool(self.config.text_b_column)
+    return {"label_names": self.label_names, "pair": pair}

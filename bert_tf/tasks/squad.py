@@ -1,7 +1,8 @@
 """SQuAD v1.1 / v2.0 span question answering.
 
-Inputs come from a SQuAD JSON file (format "squad_json": features are created in
-Python, then fed from tensors), from TFRecords written by
+Inputs come from a SQuAD JSON file (format "squad_json": windows are created in
+Python by its record kind, bert_tf.data.pipelines.loaders.squad, then fed from
+tensors), from TFRecords written by
 bert_tf.data.records.squad_records.write_squad_tfrecords (format "tfrecord"), or are synthetic
 (format "dummy"). Evaluation post-processes the gathered logits into answers and scores
 them with the official SQuAD definitions of exact match and F1; for v2.0 it also reports
@@ -17,7 +18,6 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 import numpy as np
 
 from bert_tf import configs
-from bert_tf.data.pipelines import loaders
 from bert_tf.data.pipelines.loaders import squad as squad_loaders
 from bert_tf.data.task_files import squad as squad_data
 from bert_tf.data.task_files import squad_postprocess
@@ -66,61 +66,12 @@ class SquadTask(base.Task):
   record_kind = squad_loaders.SQUAD
   export_kind = "squad"
 
-  def __init__(self, experiment: configs.ExperimentConfig):
-    super().__init__(experiment)
-    # (examples, features) by (path, seq_length, is_training), created once each: the
-    # trainer builds an input once to trace it and again to run it.
-    self._cache: Dict[Tuple[str, int, bool], Tuple[List[squad_data.SquadExample],
-                                                   List[squad_data.SquadFeatures]]] = {}
-
   # ----- model -----
   def build_model(self) -> BertSpanLabeler:
     encoder = self.build_encoder()
     return BertSpanLabeler(encoder, name="bert_span_labeler")
 
-  # ----- data -----
-  def _tokenize_fn(self):
-    # pylint: disable=g-import-not-at-top
-    squad_features = loaders.tf_data().squad_features
-    BertWordPieceTokenizer = loaders.tf_data().tokenizer.BertWordPieceTokenizer
-    # pylint: enable=g-import-not-at-top
-    settings = self.experiment.tokenizer
-    if not settings.vocab_file:
-      raise configs.ConfigError("Reading SQuAD JSON needs tokenizer.vocab_file")
-    tokenizer = BertWordPieceTokenizer(settings.vocab_file, lower_case=settings.lower_case)
-    return squad_features.tokenize_fn_from_tokenizer(tokenizer)
-
-  def create_features(self, path: str, data_config: configs.DataConfig, is_training: bool
-                      ) -> Tuple[List[squad_data.SquadExample], List[squad_data.SquadFeatures]]:
-    """Reads a SQuAD JSON file and cuts its questions into windows (once per file,
-    window length and mode).
-
-    Returns:
-      (examples, features); the number of skipped questions is logged.
-    """
-    key = (path, data_config.seq_length, is_training)
-    if key not in self._cache:
-      self._cache[key] = self._create_features(path, data_config, is_training)
-    return self._cache[key]
-
-  def _create_features(self, path, data_config, is_training):
-    examples, num_skipped = squad_data.read_squad_examples(
-        path, is_training=is_training,
-        version_2_with_negative=self.config.version_2_with_negative)
-    # pylint: disable=g-import-not-at-top
-    squad_features = loaders.tf_data().squad_features
-    vocab_lib = loaders.tf_data().vocab
-    # pylint: enable=g-import-not-at-top
-    tokenize_fn = self._tokenize_fn()
-    vocab_list = vocab_lib.load_vocab(self.experiment.tokenizer.vocab_file)
-    features = squad_features.convert_examples_to_features(
-        examples, tokenize_fn, {t: i for i, t in enumerate(vocab_list)},
-        max_seq_length=data_config.seq_length, doc_stride=self.config.doc_stride,
-        max_query_length=self.config.max_query_length)
-    logging.info("%s: %d questions (%d skipped), %d windows", path, len(examples),
-                 num_skipped, len(features))
-    return examples, features
-
+  # ----- evaluation questions -----
   def _questions_file(self) -> str:
     data = self.experiment.eval_data
     if self.config.predict_file:
@@ -135,24 +86,9 @@ class SquadTask(base.Task):
     if not path:
       raise configs.ConfigError("SQuAD evaluation needs task.predict_file (a SQuAD JSON) "
                                 "or eval_data.format squad_json")
-    return self.create_features(path, data_config or self.experiment.eval_data,
-                                is_training=False)
-
-  def _window_arrays(self, data_config: configs.DataConfig):
-    """The windows of the questions of a SQuAD JSON file (format squad_json), as
-    squad_features.features_to_arrays gives them."""
-    squad_features = loaders.tf_data().squad_features
-    if data_config.is_training:
-      _, features = self.create_features(data_config.input_path, data_config,
-                                         is_training=True)
-    else:
-      features = self.eval_set(data_config.input_path, data_config)[1]
-    if not features:
-      raise ValueError(f"{data_config.input_path}: no SQuAD questions to read")
-    return squad_features.features_to_arrays(features)
-
-  def input_needs(self, **needs):
-    return super().input_needs(raw_arrays=self._window_arrays, **needs)
+    data_config = (data_config or self.experiment.eval_data).replace(input_path=path,
+                                                                     is_training=False)
+    return squad_loaders.KIND.windows(self.input_needs, data_config)
 
   # ----- loss and metrics -----
   def compute_loss(self, features, outputs, global_batch_size: int) -> Dict[str, tf.Tensor]:
@@ -197,9 +133,6 @@ class SquadTask(base.Task):
         version_2_with_negative=self.config.version_2_with_negative,
         null_score_diff_threshold=self.config.null_score_diff_threshold)
 
-  def _has_questions(self) -> bool:
-    return bool(self._questions_file())
-
   def reduce_eval(self, values: Dict[str, np.ndarray]) -> Dict[str, float]:
     """start/end position accuracy, and with evaluation questions exact_match and f1
     (v2.0: also HasAns/NoAns splits and best_f1 / best_f1_thresh)."""
@@ -207,19 +140,16 @@ class SquadTask(base.Task):
     for name, logits, labels in (("start_accuracy", START_LOGITS, squad_data.START_POSITIONS),
                                  ("end_accuracy", END_LOGITS, squad_data.END_POSITIONS)):
       metrics[name] = float(np.mean(np.argmax(values[logits], axis=-1) == values[labels]))
-    if not self._has_questions():
+    if not self._questions_file():
       return metrics
     result = self.postprocess(values)
-    dataset = self._eval_dataset_json()
+    dataset = squad_data.load_squad_json(self._questions_file())
     if self.config.version_2_with_negative:
       metrics.update(squad_metrics.evaluate_v2(dataset, result.predictions, result.null_odds,
                                                self.config.null_score_diff_threshold))
     else:
       metrics.update(squad_metrics.evaluate_v1(dataset, result.predictions))
     return metrics
-
-  def _eval_dataset_json(self):
-    return squad_data.load_squad_json(self._questions_file())
 
   # ----- predictions -----
   def write_predictions(self, values: Dict[str, np.ndarray], output_dir: str) -> Optional[str]:
@@ -228,13 +158,13 @@ class SquadTask(base.Task):
     For v2.0 with tune_null_threshold, predictions.json uses the null threshold that
     maximizes F1 on the evaluation questions.
     """
-    if not self._has_questions():
+    if not self._questions_file():
       return None
     result = self.postprocess(values)
     predictions = None
     if self.config.version_2_with_negative and self.config.tune_null_threshold:
-      scores = squad_metrics.evaluate_v2(self._eval_dataset_json(), result.predictions,
-                                         result.null_odds)
+      scores = squad_metrics.evaluate_v2(squad_data.load_squad_json(self._questions_file()),
+                                         result.predictions, result.null_odds)
       predictions = result.with_threshold(scores["best_f1_thresh"])
       logging.info("Null threshold tuned on the evaluation questions: %.4f (F1 %.2f)",
                    scores["best_f1_thresh"], scores["best_f1"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 from keras import ops
@@ -13,7 +13,6 @@ from bert_tf import configs
 from bert_tf.data.task_files import conll
 from bert_tf import constants
 from bert_tf.data.pipelines import loaders
-from bert_tf.data.records import record_specs
 from bert_tf.utils import files
 from bert_tf import losses
 from bert_tf.metrics import sums
@@ -21,11 +20,6 @@ from bert_tf.metrics import tagging as tagging_metrics
 from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.models.bert_token_classifier import BertTokenClassifier
 from bert_tf.tasks import base
-from bert_tf.tasks import finetuning
-
-if TYPE_CHECKING:
-  import tensorflow as tf  # pylint: disable=g-bad-import-order
-  from bert_tf.data.pipelines import featurizers  # pylint: disable=g-bad-import-order
 
 
 @dataclasses.dataclass
@@ -53,11 +47,11 @@ PREDICTIONS = "predictions"
 
 
 @base.register_task("tagging", TaggingConfig)
-class TaggingTask(finetuning.FeatureTask):
+class TaggingTask(base.Task):
   """Per-token softmax; the loss and metrics see only each word's first piece, in the
   window where the word has the most context."""
 
-  record_kind = record_specs.TAGGING
+  record_kind = loaders.tagging.TAGGING
   export_kind = "tagging"
 
   def __init__(self, experiment):
@@ -69,20 +63,6 @@ class TaggingTask(finetuning.FeatureTask):
     return BertTokenClassifier(encoder, len(self.label_names),
                                dropout_rate=self.experiment.model.head_dropout_rate,
                                name="bert_token_classifier")
-
-  # ----- data -----
-  def read_examples(self, data_config) -> List[conll.TaggingExample]:
-    return self.read_numbered(data_config.input_path,
-                              lambda path: conll.read_conll(path, self.label_names))
-
-  def featurize(self, examples, data_config, tokenizer: Optional[featurizers.PieceTokenizer] = None):
-    tokenizer = tokenizer or self.piece_tokenizer()
-    featurizers = loaders.tf_data().featurizers
-    return featurizers.tagging_dataset(examples, tokenizer, data_config.seq_length,
-                                       self.label_names, self.config.window_stride)
-
-  def num_outputs(self) -> int:
-    return len(self.label_names)
 
   # ----- loss and metrics -----
   def _scored(self, features):
@@ -169,7 +149,7 @@ class TaggingTask(finetuning.FeatureTask):
 
   def write_predictions(self, values, output_dir):
     eval_data = self.experiment.eval_data
-    examples = (self.read_examples(eval_data)
+    examples = (self.data_loader(eval_data).examples()
                 if eval_data.format not in loaders.PREPARED_FORMATS else None)
     return files.write_lines(os.path.join(output_dir, "tagging_predictions.txt"),
                                     self.prediction_lines(values, examples))

@@ -6,6 +6,7 @@ import tensorflow as tf
 
 import export_helpers as helpers
 from bert_tf.data.pipelines import featurizers
+from bert_tf.data.pipelines import loaders
 from bert_tf.data.task_files import swag
 from bert_tf.export import exporter
 from bert_tf.export import multiple_choice_serving as mcs
@@ -56,7 +57,8 @@ def test_served_inputs_are_the_training_features(served):
   examples = [swag.MultipleChoiceExample(i, c, e, 0) for i, (c, e) in
               enumerate(zip(CONTEXTS, ENDINGS))]
   task = base.get_task(config)
-  dataset = task.featurize(examples, config.eval_data)
+  kind = loaders.get_kind(task.record_kind)
+  dataset = kind.featurize(task.input_needs, examples, config.eval_data.seq_length)
   served_ids = module.encode_text({k: tf.constant(v) for k, v in _texts().items()})
   for i, features in enumerate(dataset):
     for name in ("input_word_ids", "input_mask", "input_type_ids"):

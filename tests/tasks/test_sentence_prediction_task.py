@@ -7,7 +7,6 @@ import tensorflow as tf
 import finetuning_helpers as helpers
 from bert_tf import configs
 from bert_tf import constants
-from bert_tf.data.records import record_specs
 from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.tasks import base
 from bert_tf.training.trainer import Trainer
@@ -185,8 +184,8 @@ def test_packed_batches_give_each_example_its_unpacked_logits_and_loss(tmp_path)
   # Sentences of 5-8 pieces: two or three share each 16-token row.
   assert packed[constants.INPUT_WORD_IDS].shape[0] < 8
   plain = next(iter(helpers.padded_batches(
-      task.featurize(task.read_examples(experiment.eval_data), experiment.eval_data),
-      record_specs.SENTENCE, 8, drop_remainder=True)))
+      task.data_loader(experiment.eval_data).features(), "sentence", 8,
+      drop_remainder=True)))
   np.testing.assert_array_equal(packed[constants.EXAMPLE_INDEX], plain[constants.EXAMPLE_INDEX])
   packed_out = model(task.model_inputs(packed), training=False)
   plain_out = model(task.model_inputs(plain), training=False)

@@ -31,7 +31,6 @@ class ToyScoreConfig(configs.TaskConfig):
   target: float = 0.5
 
 
-@loaders.register_loader("toy_score", loaders.DUMMY)
 class ToyScoreLoader(loaders.DataLoader):
   """One synthetic batch of encoder inputs, repeated."""
 
@@ -44,6 +43,16 @@ class ToyScoreLoader(loaders.DataLoader):
                 constants.INPUT_MASK: np.ones_like(ids, np.int32),
                 constants.INPUT_TYPE_IDS: np.zeros_like(ids, np.int32)}
     return tf.data.Dataset.from_tensors(features).repeat()
+
+
+class ToyScoreRecords(loaders.RecordKind):
+  """Encoder inputs only, synthetic."""
+
+  name = "toy_score"
+  formats = {loaders.DUMMY: ToyScoreLoader}
+
+
+loaders.register_kind(ToyScoreRecords())
 
 
 @base.register_task("toy_score", ToyScoreConfig)

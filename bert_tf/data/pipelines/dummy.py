@@ -6,13 +6,12 @@ drawn in NumPy (importing this module needs no TensorFlow) and served by tf.data
 the host input (bert_tf.data.pipelines.host_pipeline) alike.
 """
 
-from typing import Dict, Tuple
+from typing import Callable, Dict, Tuple
 
 import numpy as np
 
 from bert_tf import constants
 from bert_tf.data.task_files import squad
-from bert_tf.data.records.record_specs import MULTIPLE_CHOICE, TAGGING
 
 
 def pretraining_arrays(batch_size: int, seq_length: int, max_predictions: int,
@@ -73,45 +72,37 @@ def _random_tokens(rng: np.random.Generator, shape, seq_length: int, vocab_size:
   return ids, mask, lengths
 
 
-def finetuning_examples(kind: str, batch_size: int, seq_length: int, vocab_size: int,
-                        num_classes: int, num_choices: int = 1, regression: bool = False,
+def finetuning_examples(draw_labels: Callable[[np.random.Generator, np.ndarray],
+                                             Dict[str, np.ndarray]],
+                        batch_size: int, seq_length: int, vocab_size: int, choices: int = 0,
                         seed: int = 0, num_distinct_batches: int = 4
                         ) -> Dict[str, np.ndarray]:
-  """`num_distinct_batches` synthetic batches of the structure `kind`'s real batches
-  have, as one set of examples.
+  """`num_distinct_batches` synthetic batches of featurized examples as one set of
+  examples.
 
   Args:
-    kind: one of `bert_tf.data.records.record_specs.KINDS`.
-    num_classes: classes (or tags) the labels are drawn from.
+    draw_labels: (rng, input_mask int32 [B, T] or [B, C, T]) -> the batch's label
+      features (label_ids and any other), random but valid (a record kind's
+      dummy_labels).
+    choices: sequences per example ([B, C, T] inputs); 0: [B, T].
 
   Returns:
-    arrays [num_distinct_batches * batch_size, ...] as `bert_tf.data.pipelines.batching`
-    describes batches, padded to seq_length; example_index counts within each batch.
+    arrays [num_distinct_batches * batch_size, ...] padded to seq_length: the encoder
+    inputs, example_index (counting within each batch) and the labels drawn.
   """
   rng = np.random.default_rng(seed)
-  shape = [batch_size, num_choices] if kind == MULTIPLE_CHOICE else [batch_size]
+  shape = [batch_size, choices] if choices else [batch_size]
   batches = []
   for _ in range(num_distinct_batches):
     ids, mask, lengths = _random_tokens(rng, shape, seq_length, vocab_size,
                                         max(3, seq_length // 2))
     type_ids = ((np.arange(seq_length) >= (lengths[..., None] // 2)) * mask).astype(np.int32)
-    if kind == TAGGING:
-      labels = rng.integers(0, num_classes, size=ids.shape).astype(np.int32)
-      labels = np.where(mask > 0, labels, constants.IGNORE_LABEL).astype(np.int32)
-      labels[:, 0] = constants.IGNORE_LABEL
-    elif kind == MULTIPLE_CHOICE:
-      labels = rng.integers(0, num_choices, size=[batch_size]).astype(np.int32)
-    elif regression:
-      labels = rng.uniform(0, 1, size=[batch_size]).astype(np.float32)
-    else:
-      labels = rng.integers(0, num_classes, size=[batch_size]).astype(np.int32)
     batch = {
         constants.INPUT_WORD_IDS: ids, constants.INPUT_MASK: mask,
-        constants.INPUT_TYPE_IDS: type_ids, constants.LABEL_IDS: labels,
+        constants.INPUT_TYPE_IDS: type_ids,
         constants.EXAMPLE_INDEX: np.arange(batch_size, dtype=np.int32),
     }
-    if kind == TAGGING:
-      batch[constants.WINDOW_INDEX] = np.zeros([batch_size], np.int32)
+    batch.update(draw_labels(rng, mask))
     batches.append(batch)
   return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
 

@@ -13,33 +13,17 @@ from typing import Dict, List, Mapping, Sequence
 import numpy as np
 
 from bert_tf import constants
-from bert_tf.data.records.record_specs import TAGGING
 
 
-def padding_values(kind: str, regression: bool = False) -> Dict[str, object]:
-  """The value each feature is padded with."""
-  values = {
-      constants.INPUT_WORD_IDS: 0,
-      constants.INPUT_MASK: 0,
-      constants.INPUT_TYPE_IDS: 0,
-      constants.LABEL_IDS: (constants.IGNORE_LABEL if kind == TAGGING else
-                  (np.float32(0) if regression else np.int32(0))),
-      constants.EXAMPLE_INDEX: np.int32(0),
-  }
-  if kind == TAGGING:
-    values[constants.WINDOW_INDEX] = np.int32(0)
-  return values
-
-
-def pad_example(features: Mapping[str, np.ndarray], kind: str, seq_length: int,
-                regression: bool = False) -> Dict[str, np.ndarray]:
-  """One featurized example (bert_tf.data.pipelines.featurizers) with its token features ([T_i]
-  or [C, T_i]; tagging labels [T_i]) padded to seq_length by `padding_values`."""
-  pads = padding_values(kind, regression)
+def pad_example(features: Mapping[str, np.ndarray], pads: Mapping[str, object],
+                token_features: Sequence[str], seq_length: int) -> Dict[str, np.ndarray]:
+  """One featurized example (bert_tf.data.pipelines.featurizers) with each of its
+  `token_features` ([T_i] or [C, T_i]) padded to seq_length with its value in `pads`
+  (a record kind's padding_values)."""
   out = {}
   for key, value in features.items():
     value = np.asarray(value)
-    if key in constants.ENCODER_INPUTS or (kind == TAGGING and key == constants.LABEL_IDS):
+    if key in token_features:
       width = [(0, 0)] * (value.ndim - 1) + [(0, seq_length - value.shape[-1])]
       value = np.pad(value, width, constant_values=pads[key])
     out[key] = value

@@ -1,4 +1,5 @@
-"""The features of every kind of TFRecord the tools write, described once.
+"""The features of the TFRecords the tools write, described once (the record kinds of
+bert_tf.data.pipelines.loaders each build theirs from these).
 
 A record spec is a tuple of `RecordFeature`s: the feature's name in the records, its
 name in batches, its shape per example, its dtype in the records and its default. The
@@ -16,8 +17,6 @@ from typing import Optional, Tuple
 from bert_tf import constants
 from bert_tf.data.task_files.squad import END_POSITIONS, IS_IMPOSSIBLE, START_POSITIONS, UNIQUE_IDS
 
-# The kinds of fine-tuning feature structure, one per featurizer (bert_tf.data.pipelines.featurizers).
-KINDS = SENTENCE, TAGGING, MULTIPLE_CHOICE = ("sentence", "tagging", "multiple_choice")
 # The dtypes of features in the records.
 INT64, FLOAT32 = "int64", "float32"
 
@@ -54,7 +53,9 @@ class RecordFeature:
 RecordSpec = Tuple[RecordFeature, ...]
 
 
-def _encoder_inputs(shape: Tuple[int, ...]) -> RecordSpec:
+def encoder_inputs(shape: Tuple[int, ...]) -> RecordSpec:
+  """input_ids, input_mask and segment_ids of `shape` per example, read as the models'
+  input_word_ids, input_mask and input_type_ids."""
   return (RecordFeature(constants.TFRECORD_INPUT_IDS, constants.INPUT_WORD_IDS, shape),
           RecordFeature(constants.TFRECORD_INPUT_MASK, constants.INPUT_MASK, shape),
           RecordFeature(constants.TFRECORD_SEGMENT_IDS, constants.INPUT_TYPE_IDS, shape))
@@ -69,7 +70,7 @@ def pretraining_spec(seq_length: int, max_predictions_per_seq: int) -> RecordSpe
   """
   names = constants.TFRECORD_TO_MODEL_INPUT
   predictions = (max_predictions_per_seq,)
-  return _encoder_inputs((seq_length,)) + (
+  return encoder_inputs((seq_length,)) + (
       RecordFeature(constants.TFRECORD_MASKED_LM_POSITIONS,
                     names[constants.TFRECORD_MASKED_LM_POSITIONS], predictions),
       RecordFeature(constants.TFRECORD_MASKED_LM_IDS,
@@ -81,34 +82,6 @@ def pretraining_spec(seq_length: int, max_predictions_per_seq: int) -> RecordSpe
   )
 
 
-def finetuning_spec(kind: str, seq_length: int, regression: bool = False,
-                    num_choices: int = 1) -> RecordSpec:
-  """The fine-tuning records of tools/create_finetuning_data.py, padded to seq_length.
-
-  Args:
-    kind: one of KINDS.
-    seq_length: the length the records were padded to.
-    regression: label_ids are float scores.
-    num_choices: choices per example (multiple_choice).
-
-  Batches: input_word_ids, input_mask, input_type_ids int32 [B, T] ([B, C, T] for
-  multiple choice); label_ids int32 [B] (float32 for regression, int32 [B, T] for
-  tagging); example_index int32 [B]; tagging also window_index int32 [B].
-  """
-  if kind not in KINDS:
-    raise ValueError(f"Unknown feature kind '{kind}'; kinds: {', '.join(KINDS)}")
-  tokens = (num_choices, seq_length) if kind == MULTIPLE_CHOICE else (seq_length,)
-  spec = _encoder_inputs(tokens) + (
-      RecordFeature(constants.LABEL_IDS, constants.LABEL_IDS,
-                    (seq_length,) if kind == TAGGING else (),
-                    FLOAT32 if regression else INT64),
-      RecordFeature(constants.EXAMPLE_INDEX, constants.EXAMPLE_INDEX, (), default=0),
-  )
-  if kind == TAGGING:
-    spec += (RecordFeature(constants.WINDOW_INDEX, constants.WINDOW_INDEX, (), default=0),)
-  return spec
-
-
 def squad_spec(seq_length: int) -> RecordSpec:
   """SQuAD windows as the original release writes them (bert_tf.data.records.squad_records);
   records without labels (evaluation files) read 0 labels.
@@ -116,6 +89,6 @@ def squad_spec(seq_length: int) -> RecordSpec:
   Batches: input_word_ids, input_mask, input_type_ids int32 [B, T]; unique_ids,
   start_positions, end_positions, is_impossible int32 [B].
   """
-  return ((RecordFeature(UNIQUE_IDS, UNIQUE_IDS, ()),) + _encoder_inputs((seq_length,))
+  return ((RecordFeature(UNIQUE_IDS, UNIQUE_IDS, ()),) + encoder_inputs((seq_length,))
           + tuple(RecordFeature(name, name, (), default=0)
                   for name in (START_POSITIONS, END_POSITIONS, IS_IMPOSSIBLE)))

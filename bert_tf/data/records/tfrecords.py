@@ -15,12 +15,11 @@ import json
 import os
 import threading
 import time
-from typing import Dict, Iterable, Mapping, Optional, Sequence
+from typing import Callable, Dict, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.data.pipelines import padding
 from bert_tf.data.records import record_files
 from bert_tf.data.records import record_order
 from bert_tf.data.records import record_specs
@@ -293,46 +292,36 @@ def records_of(input_path: str, field: str = "input_path") -> tf.data.Dataset:
 # The fine-tuning tasks' records.
 
 
-def _padded_record(features: Mapping[str, np.ndarray], kind: str, seq_length: int,
-                   regression: bool) -> bytes:
-  """One featurized example, padded to seq_length, as a serialized record."""
-  names = {f.key: f.name for f in record_specs.finetuning_spec(kind, seq_length, regression)}
-  return serialize_example({names[key]: value for key, value in padding.pad_example(
-      features, kind, seq_length, regression).items()})
-
-
-def write_finetuning_tfrecord(ds: tf.data.Dataset, path: str, kind: str, seq_length: int,
-                              metadata: Dict[str, object], regression: bool = False,
+def write_finetuning_tfrecord(ds: tf.data.Dataset, path: str, spec: record_specs.RecordSpec,
+                              pad: Callable[[Mapping[str, np.ndarray]], Mapping[str, np.ndarray]],
+                              metadata: Dict[str, object],
                               progress: Optional[progress_lib.Progress] = None) -> int:
   """Writes a featurized (unbatched) dataset as a TFRecord file and its metadata.
 
   The file is written under a temporary name and renamed when complete; `path +
-  ".json"` then receives `metadata` plus kind, seq_length and the example count.
+  ".json"` then receives `metadata` plus the example count (num_examples).
 
   Args:
     ds: the output of a `bert_tf.data.pipelines.featurizers` featurizer.
     path: the output TFRecord path.
-    kind: one of `bert_tf.data.records.record_specs.KINDS`.
-    seq_length: every sequence is padded to this length.
-    metadata: task facts to record (label names, source files, ...).
-    regression: labels are float scores.
+    spec: the record kind's features (their batch keys to their record names).
+    pad: pads one example's features to the spec's shapes (the kind's pad_example).
+    metadata: facts to record (task, label names, source files, kind, seq_length, ...).
     progress: counts the examples written.
 
   Returns:
     The number of examples written.
   """
-  records = (_padded_record(features, kind, seq_length, regression)
+  names = {f.key: f.name for f in spec}
+  records = (serialize_example({names[key]: value for key, value in pad(features).items()})
              for features in ds.as_numpy_iterator())
   count = write_records(path, records, progress)
-  meta = dict(metadata, kind=kind, seq_length=seq_length, num_examples=count,
-              regression=regression)
   with files.atomic_open(path + ".json") as f:
-    f.write(json.dumps(meta, indent=2))
+    f.write(json.dumps(dict(metadata, num_examples=count), indent=2))
   return count
 
 
-def read_finetuning_tfrecords(data_config, kind: str, regression: bool = False,
-                              num_choices: int = 1, seed: int = 0,
+def read_finetuning_tfrecords(data_config, spec: record_specs.RecordSpec, seed: int = 0,
                               input_context: Optional[tf.distribute.InputContext] = None,
                               start: int = 0) -> tf.data.Dataset:
   """Reads fine-tuning TFRecords into batches trimmed to their longest example, in the
@@ -341,9 +330,7 @@ def read_finetuning_tfrecords(data_config, kind: str, regression: bool = False,
   Args:
     data_config: bert_tf.configs.DataConfig (input_path, seq_length the records were
       padded to, and the order's settings).
-    kind: one of `bert_tf.data.records.record_specs.KINDS`.
-    regression: label_ids are floats.
-    num_choices: choices per example (multiple_choice).
+    spec: the features of the records (a record kind's spec).
     seed: of the training shuffle.
     input_context, start: as `ordered_record_dataset` takes them.
 
@@ -351,7 +338,6 @@ def read_finetuning_tfrecords(data_config, kind: str, regression: bool = False,
     Batches (global_batch_size / num_replicas_in_sync examples) as
     `bert_tf.data.pipelines.batching` describes them.
   """
-  spec = record_specs.finetuning_spec(kind, data_config.seq_length, regression, num_choices)
   paths = files.expand_patterns(data_config.input_path,
                                 field=f"{data_config.section_name()}.input_path")
   ds = ordered_record_dataset(paths, spec, data_config, seed, input_context, start)

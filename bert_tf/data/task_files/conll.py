@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import List, Optional, Sequence
 
+from bert_tf.data.task_files import readers
 from bert_tf.data.task_files.glue import GlueFormatError
 
 DOCSTART = "-DOCSTART-"
@@ -90,3 +91,11 @@ def read_conll(path: str, label_names: Sequence[str] = ()) -> List[TaggingExampl
       tags.append(fields[-1])
   flush()
   return examples
+
+
+@readers.register_reader("conll")
+def read_conll_files(data_config, options) -> List[TaggingExample]:
+  """Every file of data_config.input_path, sentences numbered across the files, tags
+  among options["label_names"]."""
+  return readers.read_numbered(
+      data_config.input_path, lambda path: read_conll(path, options.get("label_names", ())))

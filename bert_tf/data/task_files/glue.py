@@ -18,7 +18,9 @@ import io
 import logging
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
+from bert_tf.data.task_files import readers
 from bert_tf.utils import errors
+from bert_tf.utils import files
 
 
 class GlueFormatError(errors.UserError, ValueError):
@@ -236,4 +238,23 @@ def read_labelled_table(path: str, text_a_column: str = "text", text_b_column: s
     examples.append(SentenceExample(
         index, fields[columns[text_a_column]],
         fields[columns[text_b_column]] if text_b_column else None, label))
+  return examples
+
+
+@readers.register_reader("tsv", "csv")
+def read_sentence_files(data_config, options) -> List[SentenceExample]:
+  """Every file of data_config.input_path as SentenceExamples: in options["glue_task"]'s
+  layout when it is set, else a table with a header read by the column names of
+  options (text_a_column, text_b_column, label_column, index_column) with labels among
+  options["label_names"] or scores in options["score_range"]."""
+  examples = []
+  for path in files.expand_patterns(data_config.input_path):
+    if options.get("glue_task"):
+      examples.extend(read_glue_tsv(path, options["glue_task"]))
+    else:
+      examples.extend(read_labelled_table(
+          path, options.get("text_a_column", "text"), options.get("text_b_column", ""),
+          options.get("label_column", "label"), label_names=options.get("label_names", ()),
+          score_range=options.get("score_range", ()),
+          index_column=options.get("index_column", "")))
   return examples

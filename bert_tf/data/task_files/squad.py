@@ -13,6 +13,7 @@ import json
 import logging
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from bert_tf.data.task_files import readers
 from bert_tf.utils import errors
 
 # Model-input names of the span labels (TFRecord features carry the same names).
@@ -200,3 +201,14 @@ def read_squad_examples(path_or_data, is_training: bool, version_2_with_negative
     logging.warning("%s: skipped %d questions whose answer is not in their context", source,
                     num_skipped)
   return examples, num_skipped
+
+
+@readers.register_reader("squad_json")
+def read_squad_file(data_config, options) -> List[SquadExample]:
+  """The questions of the SQuAD JSON file data_config.input_path (training questions
+  whose answer is not in their context skipped), unanswerable ones with
+  options["version_2_with_negative"]."""
+  examples, _ = read_squad_examples(
+      data_config.input_path, is_training=data_config.is_training,
+      version_2_with_negative=bool(options.get("version_2_with_negative", False)))
+  return examples

@@ -12,6 +12,7 @@ import dataclasses
 import io
 from typing import List, Optional
 
+from bert_tf.data.task_files import readers
 from bert_tf.data.task_files.glue import GlueFormatError
 
 NUM_SWAG_CHOICES = 4
@@ -73,3 +74,12 @@ def read_swag(path: str, num_choices: int = NUM_SWAG_CHOICES) -> List[MultipleCh
     examples.append(MultipleChoiceExample(len(examples), fields[columns["sent1"]], endings,
                                           label))
   return examples
+
+
+@readers.register_reader("swag_csv")
+def read_swag_files(data_config, options) -> List[MultipleChoiceExample]:
+  """Every file of data_config.input_path, examples numbered across the files, with
+  options["num_choices"] endings each."""
+  num_choices = options.get("num_choices", NUM_SWAG_CHOICES)
+  return readers.read_numbered(data_config.input_path,
+                               lambda path: read_swag(path, num_choices))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+from bert_tf.data.task_files import readers
 from bert_tf.data.task_files.glue import GLUE_TASKS, SentenceExample
 
 # TFDS glue config name -> (our GLUE task, text_a feature, text_b feature).
@@ -77,3 +78,11 @@ def read_tfds_glue(tfds_name: str, split: str, data_dir: Optional[str] = None
     examples.append(SentenceExample(int(row.get("idx", len(examples))),
                                     row[key_a].decode("utf-8"), text_b, label))
   return examples
+
+
+@readers.register_reader("tfds")
+def read_tfds_section(data_config, options) -> List[SentenceExample]:
+  """The split data_config.tfds_split of data_config.tfds_name under tfds_data_dir."""
+  del options
+  return read_tfds_glue(data_config.tfds_name, data_config.tfds_split,
+                        data_config.tfds_data_dir)

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 import finetuning_helpers as helpers
 from bert_tf import constants
+from bert_tf.data.pipelines.loaders import features
 from bert_tf.data.records import record_specs
 from bert_tf.data.records import tfrecords
 from bert_tf.tasks import base
@@ -52,7 +53,7 @@ def test_tfrecord_batches_equal_batches_read_from_the_task_files(case, tmp_path)
   experiment = _experiment(tmp_path, *CASES[case])
   task = base.get_task(experiment)
   output = str(tmp_path / "out.tfrecord")
-  meta = task.write_tfrecord(experiment.eval_data, output)
+  meta = features.write_tfrecord(task.data_loader(experiment.eval_data), output)
   assert json.load(open(output + ".json"))["num_examples"] == meta["num_examples"] >= 2
   from_files = next(iter(task.data_loader(experiment.eval_data).dataset()))
   from_records = next(iter(task.data_loader(experiment.eval_data.replace(
@@ -70,7 +71,8 @@ def test_interrupted_writing_leaves_no_output(tmp_path):
   ds = tf.data.Dataset.from_generator(
       broken, output_signature={constants.INPUT_WORD_IDS: tf.TensorSpec([None], tf.int32)})
   with pytest.raises(Exception, match="interrupted"):
-    tfrecords.write_finetuning_tfrecord(ds, str(tmp_path / "out.tfrecord"), record_specs.SENTENCE, 8, {})
+    tfrecords.write_finetuning_tfrecord(ds, str(tmp_path / "out.tfrecord"),
+                                        record_specs.encoder_inputs((8,)), dict, {})
   assert os.listdir(tmp_path) == []
 
 

@@ -77,16 +77,13 @@ def test_pretraining_batches_equal_the_tf_data_batches_in_file_order(shards):
 @pytest.mark.parametrize("bounds", [[helpers.FINETUNING_SEQ], [4, 8, helpers.FINETUNING_SEQ]])
 def test_finetuning_batches_equal_the_tf_data_batches_padded_to_their_bucket(
     finetuning_files, name, bounds):
-  kind, regression = helpers.FINETUNING_KINDS[name]
   path = finetuning_files[name]
   config = configs.DataConfig(input_path=path, seq_length=helpers.FINETUNING_SEQ,
                               global_batch_size=6, is_training=False, drop_remainder=False)
-  dataset = tfrecords.read_finetuning_tfrecords(config, kind, regression=regression,
-                                                num_choices=helpers.CHOICES)
+  spec = helpers.finetuning_spec(name)
+  dataset = tfrecords.read_finetuning_tfrecords(config, spec)
   dataset = dataset.map(lambda batch: batching.pad_to_length_bucket(batch, bounds))
   theirs = [{k: v.numpy() for k, v in batch.items()} for batch in dataset]
-  spec = record_specs.finetuning_spec(kind, helpers.FINETUNING_SEQ, regression,
-                                      helpers.CHOICES)
   lengths = padding.bucket_lengths(bounds)
   ours = _batches(host_pipeline.record_batches(
       [path], spec, 6, finish=lambda batch: padding.pad_batch_to_bucket(batch, lengths),

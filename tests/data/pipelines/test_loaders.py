@@ -16,7 +16,6 @@ from bert_tf import constants
 from bert_tf.data.pipelines import loaders
 from bert_tf.data.pipelines import padding
 from bert_tf.data.pipelines.loaders import registry
-from bert_tf.data.records import record_specs
 from bert_tf.tasks import base
 
 STEPS, BATCH, SEQ = 5, 8, 16
@@ -24,15 +23,15 @@ ENCODER = dict(vocab_size=100, hidden_size=16, num_layers=1, num_attention_heads
                intermediate_size=32, max_position_embeddings=64)
 TASKS = {
     "pretraining": dict(name="pretraining"),
-    record_specs.SENTENCE: dict(name="sentence_prediction", num_classes=2),
-    record_specs.TAGGING: dict(name="tagging", label_names=["O", "B-COL"]),
-    record_specs.MULTIPLE_CHOICE: dict(name="multiple_choice", num_choices=4),
+    "sentence": dict(name="sentence_prediction", num_classes=2),
+    "tagging": dict(name="tagging", label_names=["O", "B-COL"]),
+    "multiple_choice": dict(name="multiple_choice", num_choices=4),
     "squad": dict(name="squad"),
 }
 WORDS = ["red", "blue", "green", "dog", "man", "home", "mat", "the", "cat"]
 # Read from the network: no file of this test holds them.
-NOT_COVERED = {(record_specs.SENTENCE, "tfds")}
-DEFAULT_CASES = {(record_specs.SENTENCE, "tsv"), (record_specs.SENTENCE, "tsv+pack_examples")}
+NOT_COVERED = {("sentence", "tfds")}
+DEFAULT_CASES = {("sentence", "tsv"), ("sentence", "tsv+pack_examples")}
 
 
 def _tsv(path, rng, n):
@@ -76,12 +75,12 @@ def _squad_json(path, rng, n):
   return str(path)
 
 
-RAW = {(record_specs.SENTENCE, "tsv"): _tsv, (record_specs.SENTENCE, "csv"): None,
-       (record_specs.TAGGING, "conll"): _conll,
-       (record_specs.MULTIPLE_CHOICE, "swag_csv"): _swag, ("squad", "squad_json"): _squad_json}
+RAW = {("sentence", "tsv"): _tsv, ("sentence", "csv"): None,
+       ("tagging", "conll"): _conll,
+       ("multiple_choice", "swag_csv"): _swag, ("squad", "squad_json"): _squad_json}
 CASES = sorted({*((kind, fmt) for kind in TASKS for fmt in loaders.formats_of(kind)),
                 ("pretraining", "tfrecord+dynamic_masking"),
-                (record_specs.SENTENCE, "tsv+pack_examples")} - NOT_COVERED)
+                ("sentence", "tsv+pack_examples")} - NOT_COVERED)
 
 
 def _data(tmp_path, kind, fmt):
@@ -98,8 +97,7 @@ def _data(tmp_path, kind, fmt):
   elif fmt == "tfrecord" and kind == "squad":
     data["input_path"] = helpers.write_squad_file(tmp_path)
   elif fmt == "tfrecord":
-    name = {record_specs.SENTENCE: "sentence"}.get(kind, kind)
-    data.update(input_path=helpers.write_finetuning_file(tmp_path, name),
+    data.update(input_path=helpers.write_finetuning_file(tmp_path, kind),
                 length_buckets=[4, 8])
   elif fmt == "csv":
     tsv = _tsv(tmp_path / "train.tsv", rng, 30)
@@ -119,9 +117,9 @@ def _experiment(tmp_path, kind, fmt):
   vocab = (fx.write_vocab(tmp_path) if kind == "pretraining" else
            finetuning_helpers.write_vocab(tmp_path / "vocab.txt"))
   task = dict(TASKS[kind])
-  if kind == record_specs.SENTENCE and fmt.startswith(("csv", "tsv")):
+  if kind == "sentence" and fmt.startswith(("csv", "tsv")):
     task["text_a_column"] = "sentence"
-  if kind == record_specs.MULTIPLE_CHOICE and fmt == "tfrecord":
+  if kind == "multiple_choice" and fmt == "tfrecord":
     task["num_choices"] = helpers.CHOICES
   return configs.ExperimentConfig.from_dict(
       dict(task=task, model=dict(encoder=ENCODER), tokenizer=dict(vocab_file=vocab),
@@ -145,7 +143,7 @@ def _as_host_pads(batch, data_config):
 
 
 def test_the_cases_cover_every_loader_of_the_package_s_tasks():
-  registered = {key for key in registry._LOADERS if key[0] in TASKS}  # pylint: disable=protected-access
+  registered = {(kind, fmt) for kind in TASKS for fmt in registry.get_kind(kind).formats}
   assert {(kind, fmt.partition("+")[0]) for kind, fmt in CASES} == registered - NOT_COVERED
 
 

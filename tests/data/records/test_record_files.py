@@ -122,10 +122,8 @@ def _specs_and_files(tmp_path):
   """(spec, file) of every record kind the tools write."""
   out = [(record_specs.pretraining_spec(helpers.SEQ, helpers.PRED),
           helpers.write_pretraining_files(tmp_path, 1)[0][0])]
-  for name, (kind, regression) in helpers.FINETUNING_KINDS.items():
-    out.append((record_specs.finetuning_spec(kind, helpers.FINETUNING_SEQ, regression,
-                                             helpers.CHOICES),
-                helpers.write_finetuning_file(tmp_path, name)))
+  for name in helpers.FINETUNING_KINDS:
+    out.append((helpers.finetuning_spec(name), helpers.write_finetuning_file(tmp_path, name)))
   for labelled in (True, False):
     out.append((record_specs.squad_spec(helpers.FINETUNING_SEQ),
                 helpers.write_squad_file(tmp_path, labelled)))

@@ -6,7 +6,6 @@ import pytest
 import finetuning_helpers as helpers
 from bert_tf import constants
 from bert_tf.data.pipelines import featurizers
-from bert_tf.data.records import record_specs
 from bert_tf.data.task_files import glue
 
 
@@ -121,7 +120,7 @@ def test_batches_are_padded_to_their_longest_example(tmp_path):
   examples = [glue.SentenceExample(i, text, None, "0") for i, text in
               enumerate(["the cat", "the cat sat on the mat", "dog"])]
   ds = featurizers.sentence_dataset(examples, tokenizer, 32, [0, 0, 0], False)
-  [batch] = list(helpers.padded_batches(ds, record_specs.SENTENCE, 3, False).as_numpy_iterator())
+  [batch] = list(helpers.padded_batches(ds, "sentence", 3, False).as_numpy_iterator())
   assert batch[constants.INPUT_WORD_IDS].shape == (3, 8)
   np.testing.assert_array_equal(batch[constants.INPUT_MASK].sum(axis=1), [4, 8, 3])
 

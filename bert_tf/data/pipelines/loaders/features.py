@@ -1,8 +1,9 @@
-"""The loaders of fine-tuning features (bert_tf.data.records.record_specs.KINDS: sentence,
-tagging, multiple choice): synthetic ones (format "dummy"), the TFRecords
-tools/create_finetuning_data.py writes (format "tfrecord", record_specs.finetuning_spec)
-and the task's raw files, featurized by the task (GLUE TSV/CSV, TFDS, CoNLL, SWAG CSV).
-TFRecords and raw files are read in the one order (bert_tf.data.records.record_order).
+"""Record kinds of featurized examples (sentence, tagging, multiple choice: one module
+each in this package) and their loaders: synthetic ones (format "dummy"), the TFRecords
+tools/create_finetuning_data.py writes (format "tfrecord", the kind's spec) and the
+task's raw files, read by the reader of their format (bert_tf.data.task_files.readers)
+and featurized by the kind (bert_tf.data.pipelines.featurizers). TFRecords and raw
+files are read in the one order (bert_tf.data.records.record_order).
 
 Host batches have their token features padded to the data section's length buckets
 (seq_length without them; bert_tf.data.pipelines.padding).
@@ -10,10 +11,11 @@ Host batches have their token features padded to the data section's length bucke
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from bert_tf import configs
 from bert_tf import constants
 from bert_tf.data.pipelines import dummy
 from bert_tf.data.pipelines import example_packing
@@ -21,39 +23,115 @@ from bert_tf.data.pipelines import host_pipeline
 from bert_tf.data.pipelines import padding
 from bert_tf.data.pipelines.loaders import registry
 from bert_tf.data.records import record_specs
+from bert_tf.data.task_files import readers
+from bert_tf.utils import errors
 from bert_tf.utils import files
+from bert_tf.utils import progress
 
 if TYPE_CHECKING:
   import tensorflow as tf  # pylint: disable=g-bad-import-order
+  from bert_tf.data.pipelines import featurizers  # pylint: disable=g-bad-import-order
 
-RAW_FORMATS = {record_specs.SENTENCE: ("tsv", "csv", "tfds"),
-               record_specs.TAGGING: ("conll",),
-               record_specs.MULTIPLE_CHOICE: ("swag_csv",)}
+RecordFeature = record_specs.RecordFeature
+
+
+class FeatureKind(registry.RecordKind):
+  """A kind of featurized examples: encoder inputs, label_ids and example_index per
+  example, padded to seq_length in records, cut to the longest example of each batch.
+
+  A subclass sets `name` and `raw_formats` (a reader of each registered in
+  bert_tf.data.task_files.readers) and defines `label_feature`, `dummy_labels` and
+  `featurize`; one with more features per example sets `token_features` (the ones
+  with a token axis) and `extra_features`; one of several sequences per example
+  overrides `token_shape`. Its loaders are DummyFeatures, FeatureRecords and one
+  RawFeatures per raw format.
+  """
+
+  raw_formats: Tuple[str, ...] = ()
+  # The features with a token axis (their last), padded to seq_length.
+  token_features: Tuple[str, ...] = constants.ENCODER_INPUTS
+  # Features after label_ids and example_index (int32 scalars, default 0).
+  extra_features: Tuple[str, ...] = ()
+
+  @property
+  def formats(self):
+    return {registry.DUMMY: DummyFeatures, registry.TFRECORD: FeatureRecords,
+            **{fmt: RawFeatures for fmt in self.raw_formats}}
+
+  def token_shape(self, needs: registry.InputNeeds, seq_length: int) -> Tuple[int, ...]:
+    """The shape of each encoder input per example."""
+    del needs
+    return (seq_length,)
+
+  def label_feature(self, needs: registry.InputNeeds, seq_length: int) -> RecordFeature:
+    """label_ids' record feature."""
+    raise NotImplementedError
+
+  def label_fill(self, needs: registry.InputNeeds):
+    """The value label_ids are padded with."""
+    return np.float32(0) if needs.regression else np.int32(0)
+
+  def spec(self, needs, data_config):
+    """Batches: input_word_ids, input_mask, input_type_ids int32 [B, *token_shape];
+    label_ids as `label_feature` says; example_index int32 [B]; each extra feature
+    int32 [B]."""
+    seq_length = data_config.seq_length
+    return record_specs.encoder_inputs(self.token_shape(needs, seq_length)) + (
+        self.label_feature(needs, seq_length),
+        RecordFeature(constants.EXAMPLE_INDEX, constants.EXAMPLE_INDEX, (), default=0),
+    ) + tuple(RecordFeature(name, name, (), default=0) for name in self.extra_features)
+
+  def padding_values(self, needs: registry.InputNeeds) -> Dict[str, Any]:
+    """The value each feature is padded with."""
+    values = {name: 0 for name in constants.ENCODER_INPUTS}
+    values[constants.LABEL_IDS] = self.label_fill(needs)
+    values[constants.EXAMPLE_INDEX] = np.int32(0)
+    values.update({name: np.int32(0) for name in self.extra_features})
+    return values
+
+  def pad_example(self, needs: registry.InputNeeds, features, seq_length: int
+                  ) -> Dict[str, np.ndarray]:
+    """One featurized example with its token features padded to seq_length."""
+    return padding.pad_example(features, self.padding_values(needs), self.token_features,
+                               seq_length)
+
+  def dummy_labels(self, rng: np.random.Generator, needs: registry.InputNeeds,
+                   mask: np.ndarray) -> Dict[str, np.ndarray]:
+    """Random valid labels of a synthetic batch whose input_mask is `mask`: label_ids
+    and the extra features."""
+    raise NotImplementedError
+
+  def dummy_arrays(self, needs, data_config):
+    """dummy.finetuning_examples of this kind's structure, for the global batch."""
+    seq_length = data_config.seq_length
+    shape = self.token_shape(needs, seq_length)
+    return dummy.finetuning_examples(
+        lambda rng, mask: self.dummy_labels(rng, needs, mask),
+        data_config.global_batch_size, seq_length, needs.vocab_size,
+        choices=shape[0] if len(shape) > 1 else 0, seed=needs.seed)
+
+  def tokenizer(self, needs: registry.InputNeeds) -> featurizers.PieceTokenizer:
+    """The tokenizer of needs' vocab, for `featurize`."""
+    return registry.tf_data().featurizers.PieceTokenizer(needs.vocab_file, needs.lower_case)
+
+  def featurize(self, needs: registry.InputNeeds, examples: List[Any], seq_length: int
+                ) -> tf.data.Dataset:
+    """Unbatched, unpadded features of the examples the readers of raw_formats give
+    (a bert_tf.data.pipelines.featurizers featurizer)."""
+    raise NotImplementedError
+
+  def tfrecord_metadata(self, needs: registry.InputNeeds) -> Dict[str, Any]:
+    """What TFRecords written from raw files record about the task."""
+    return {"task": needs.task, "label_names": list(needs.label_names)}
 
 
 class FeatureLoader(registry.DataLoader):
   """What the loaders of one feature kind share."""
 
-  @property
-  def kind(self) -> str:
-    return self.needs.record_kind
-
   def _to_bucket(self):
     """Pads a host batch to its length bucket (bert_tf.data.pipelines.padding)."""
     lengths = padding.bucket_lengths(padding.bucket_bounds(self.data_config))
     return lambda batch: padding.pad_batch_to_bucket(batch, lengths)
-
-
-def _register_each_kind(formats_of_kind):
-  """Registers a loader class for every feature kind, in the formats
-  `formats_of_kind(kind)` gives."""
-
-  def decorator(cls):
-    for kind in record_specs.KINDS:
-      registry.register_loader(kind, *formats_of_kind(kind))(cls)
-    return cls
-
-  return decorator
 
 
 class FeatureArrays(FeatureLoader, registry.InMemoryLoader):
@@ -87,7 +165,6 @@ class FeatureArrays(FeatureLoader, registry.InMemoryLoader):
     return self._packer(arrays, self.data_config.seq_length) or self._to_bucket()
 
 
-@_register_each_kind(lambda kind: (registry.DUMMY,))
 class DummyFeatures(FeatureArrays):
   """Synthetic batches of the structure real ones have, drawn for the global batch
   (bert_tf.data.pipelines.dummy.finetuning_examples), in file order: endless for
@@ -96,14 +173,9 @@ class DummyFeatures(FeatureArrays):
   in_file_order = True
 
   def arrays(self):
-    needs = self.needs
-    return dummy.finetuning_examples(
-        self.kind, self.data_config.global_batch_size, self.data_config.seq_length,
-        needs.vocab_size, needs.num_outputs, num_choices=needs.num_choices,
-        regression=needs.regression, seed=needs.seed)
+    return self.kind.dummy_arrays(self.needs, self.data_config)
 
 
-@_register_each_kind(lambda kind: (registry.TFRECORD,))
 class FeatureRecords(FeatureLoader):
   """The records tools/create_finetuning_data.py writes, in the order both engines read
   records, cut to their longest example (tf.data) or padded to their length bucket
@@ -111,26 +183,87 @@ class FeatureRecords(FeatureLoader):
 
   def dataset(self, input_context: Optional[tf.distribute.InputContext] = None,
               start: int = 0) -> tf.data.Dataset:
-    needs = self.needs
     return registry.tf_data().tfrecords.read_finetuning_tfrecords(
-        self.data_config, self.kind, needs.regression, num_choices=needs.num_choices,
-        seed=needs.seed, input_context=input_context, start=start)
+        self.data_config, self.kind.spec(self.needs, self.data_config), seed=self.needs.seed,
+        input_context=input_context, start=start)
 
   def _host_batches(self, batch_size, order):
-    data, needs = self.data_config, self.needs
+    data = self.data_config
     paths = files.expand_patterns(data.input_path, field=f"{data.section_name()}.input_path")
-    spec = record_specs.finetuning_spec(self.kind, data.seq_length, needs.regression,
-                                        needs.num_choices)
     return host_pipeline.record_batches(
-        paths, spec, batch_size, compression_type=data.compression_type,
-        finish=self._to_bucket(), **order)
+        paths, self.kind.spec(self.needs, data), batch_size,
+        compression_type=data.compression_type, finish=self._to_bucket(), **order)
 
 
-@_register_each_kind(lambda kind: RAW_FORMATS[kind])
 class RawFeatures(FeatureArrays):
-  """The task's raw files, featurized once by the task (needs tensorflow-text) and
-  numbered as rows in file order, read in the order both engines read records: the
-  same batches as TFRecords written from them (tools/create_finetuning_data.py)."""
+  """The task's raw files, read by the reader of their format and featurized once by
+  the kind (needs tensorflow-text), numbered as rows in file order, read in the order
+  both engines read records: the same batches as TFRecords written from them
+  (tools/create_finetuning_data.py)."""
+
+  def _key(self, what: str) -> tuple:
+    data = self.data_config
+    return (what, data.format, data.input_path, data.is_training, data.tfds_name,
+            data.tfds_split, data.tfds_data_dir)
+
+  def examples(self) -> List[Any]:
+    """The examples of the raw files (read once per file set)."""
+    return self.needs.cached(self._key("examples"), lambda: readers.read_examples(
+        self.data_config, self.needs.options))
+
+  def features(self) -> tf.data.Dataset:
+    """The examples featurized by the kind: unbatched, unpadded feature dicts."""
+    return self.kind.featurize(self.needs, self.examples(), self.data_config.seq_length)
 
   def arrays(self):
-    return self.needs.raw_arrays(self.data_config)
+    """The examples featurized, padded to seq_length and stacked, {feature: [N, ...]}
+    in file order (once per file set and length)."""
+    return self.needs.cached(self._key("arrays") + (self.data_config.seq_length,),
+                             self._make_arrays)
+
+  def _make_arrays(self) -> Dict[str, np.ndarray]:
+    data = self.data_config
+    examples = [self.kind.pad_example(self.needs, features, data.seq_length)
+                for features in self.features().as_numpy_iterator()]
+    if not examples:
+      raise errors.InputError(f"{data.section_name()}.input_path '{data.input_path}' "
+                              "holds no examples")
+    return {name: np.stack([e[name] for e in examples]) for name in examples[0]}
+
+
+def write_tfrecord(loader: registry.DataLoader, output_path: str,
+                   progress_interval: Optional[float] = 10.0) -> Dict[str, Any]:
+  """Writes the features of a loader's raw files as one TFRecord
+  (tools/create_finetuning_data.py).
+
+  A progress line (examples written, rate, ETA) goes to stderr every
+  `progress_interval` seconds (None: none).
+
+  Returns:
+    The metadata written beside the file: the kind's tfrecord_metadata, the files'
+    settings, num_examples, kind and seq_length.
+
+  Raises:
+    ConfigError: the loader reads no raw files (format dummy or tfrecord), naming the
+      formats that are.
+  """
+  data = loader.data_config
+  if not isinstance(loader, RawFeatures):
+    raw = [f for f in loader.kind.formats if f not in registry.PREPARED_FORMATS]
+    raise configs.ConfigError(
+        f"{data.section_name()}.format is '{data.format}'; set it "
+        f"to the task files' format ({', '.join(raw)})")
+  kind, needs = loader.kind, loader.needs
+  examples = loader.examples()
+  metadata = dict(kind.tfrecord_metadata(needs), input_path=data.input_path,
+                  format=data.format, vocab_file=needs.vocab_file,
+                  lower_case=needs.lower_case)
+  bar = progress.Progress(needs.task, total=len(examples), unit="examples",
+                          interval=progress_interval)
+  count = registry.tf_data().tfrecords.write_finetuning_tfrecord(
+      kind.featurize(needs, examples, data.seq_length), output_path,
+      kind.spec(needs, data), lambda features: kind.pad_example(needs, features,
+                                                                data.seq_length),
+      dict(metadata, kind=kind.name, seq_length=data.seq_length,
+           regression=needs.regression), progress=bar)
+  return dict(metadata, num_examples=count, kind=kind.name, seq_length=data.seq_length)

@@ -1,7 +1,7 @@
-"""The loaders of pretraining records: synthetic ones (format "dummy") and the TFRecords
-tools/create_pretraining_data.py writes (format "tfrecord", record_specs.pretraining_spec),
-with dynamic masking drawn from the batch's place in the order on both forms
-(bert_tf.data.pipelines.masking)."""
+"""Pretraining records as a record kind: synthetic ones (format "dummy") and the
+TFRecords tools/create_pretraining_data.py writes (format "tfrecord",
+record_specs.pretraining_spec), with dynamic masking drawn from the batch's place in the
+order on both forms (bert_tf.data.pipelines.masking)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ PRETRAINING = "pretraining"
 DUMMY_EVAL_BATCHES = 4
 
 
-@registry.register_loader(PRETRAINING, registry.DUMMY)
 class DummyPretraining(registry.InMemoryLoader):
   """DUMMY_EVAL_BATCHES global batches of synthetic examples in file order, endless for
   training; training and evaluation draw different ones."""
@@ -31,14 +30,9 @@ class DummyPretraining(registry.InMemoryLoader):
   in_file_order = True
 
   def arrays(self):
-    data = self.data_config
-    return dummy.pretraining_examples(
-        data.global_batch_size, data.seq_length, data.max_predictions_per_seq,
-        self.needs.vocab_size, num_distinct_batches=DUMMY_EVAL_BATCHES,
-        seed=0 if data.is_training else 1000)
+    return self.kind.dummy_arrays(self.needs, self.data_config)
 
 
-@registry.register_loader(PRETRAINING, registry.TFRECORD)
 class PretrainingRecords(registry.DataLoader):
   """Pretraining TFRecords in the order both engines read records; new masks drawn for
   each batch under dynamic_masking."""
@@ -96,6 +90,26 @@ class PretrainingRecords(registry.DataLoader):
     if data.dynamic_masking:
       draw = masking.DynamicMasking.of(data, self._vocab_file(), order["seed"])
     return host_pipeline.record_batches(
-        pretraining_files.list_record_files(data.input_path),
-        record_specs.pretraining_spec(data.seq_length, data.max_predictions_per_seq),
+        pretraining_files.list_record_files(data.input_path), self.kind.spec(self.needs, data),
         batch_size, compression_type=data.compression_type, draw=draw, **order)
+
+
+class PretrainingKind(registry.RecordKind):
+  """Masked-LM and next-sentence examples (record_specs.pretraining_spec)."""
+
+  name = PRETRAINING
+  formats = {registry.DUMMY: DummyPretraining, registry.TFRECORD: PretrainingRecords}
+
+  def spec(self, needs, data_config):
+    return record_specs.pretraining_spec(data_config.seq_length,
+                                         data_config.max_predictions_per_seq)
+
+  def dummy_arrays(self, needs, data_config):
+    """DUMMY_EVAL_BATCHES global batches; training and evaluation draw different ones."""
+    return dummy.pretraining_examples(
+        data_config.global_batch_size, data_config.seq_length,
+        data_config.max_predictions_per_seq, needs.vocab_size,
+        num_distinct_batches=DUMMY_EVAL_BATCHES, seed=0 if data_config.is_training else 1000)
+
+
+KIND = registry.register_kind(PretrainingKind())

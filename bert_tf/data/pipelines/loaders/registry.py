@@ -1,10 +1,14 @@
-"""The registry of data loaders, keyed by (record kind, input format), and what every
-loader shares.
+"""The registry of record kinds, each with its data loaders keyed by input format, and
+what every loader shares.
 
-A task declares the kind of records it reads and what its loader needs of it (an
-`InputNeeds`); `get_loader(needs, data_config)` picks the loader registered for the
-kind and the data section's format, so the formats a task reads are those registered
-for its kind. Each loader gives one input in two forms built from
+A record kind (`RecordKind`) is one object registered once (`register_kind`): the
+features of its records, its synthetic batches and its loaders, one per format (as
+Model Garden pairs a data config with its loader); kinds of featurized examples also
+pad and featurize (bert_tf.data.pipelines.loaders.features.FeatureKind). A task declares
+the kind of records it reads and what its loader needs of it (an `InputNeeds`);
+`get_loader(needs, data_config)` picks the loader of the kind for the data section's
+format, so the formats a task reads are those of its kind. Each loader gives one input
+in two forms built from
 the same feature spec and the same order (bert_tf.data.records.record_order): `dataset`,
 per-replica tf.data batches (the TensorFlow engine, the exporter's measures), and
 `host_batches`, NumPy batches with a checkpointable position read without TensorFlow
@@ -15,11 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Tuple
 
 from bert_tf import configs
 from bert_tf.data.pipelines import host_pipeline
 from bert_tf.data.records import record_files
+from bert_tf.data.records import record_specs
 
 if TYPE_CHECKING:
   import tensorflow as tf  # pylint: disable=g-bad-import-order
@@ -29,21 +34,20 @@ TFRECORD = "tfrecord"
 # Formats read from files already featurized (or synthetic); the others are raw files.
 PREPARED_FORMATS = (DUMMY, TFRECORD)
 
-_LOADERS: Dict[Tuple[str, str], type] = {}
+_KINDS: Dict[str, "RecordKind"] = {}
 
 
 def tf_data() -> types.SimpleNamespace:
   """bert_tf's TensorFlow input modules, imported on first use so that the loaders and
   the tasks import, and the JAX engine runs, without TensorFlow: the tf.data pipelines
-  (featurizers, pretraining_reader, squad_features, tfds_glue, tfrecords) and tensorflow-text's tokenizer and vocab (`tokenizer`, `vocab`)."""
+  (featurizers, pretraining_reader, squad_features, tfrecords) and tensorflow-text's
+  tokenizer and vocab (`tokenizer`, `vocab`)."""
   from bert_tf.data.pipelines import featurizers, pretraining_reader, squad_features  # pylint: disable=g-import-not-at-top
   from bert_tf.data.records import tfrecords  # pylint: disable=g-import-not-at-top
-  from bert_tf.data.task_files import tfds_glue  # pylint: disable=g-import-not-at-top
   from bert_tf.text import tokenizer, vocab  # pylint: disable=g-import-not-at-top
   return types.SimpleNamespace(
       featurizers=featurizers, pretraining_reader=pretraining_reader,
-      squad_features=squad_features, tfds_glue=tfds_glue, tfrecords=tfrecords,
-      tokenizer=tokenizer, vocab=vocab)
+      squad_features=squad_features, tfrecords=tfrecords, tokenizer=tokenizer, vocab=vocab)
 
 
 def require_tensorflow_text(data_config: configs.DataConfig) -> None:
@@ -64,17 +68,18 @@ class InputNeeds:
 
   Attributes:
     task: the task's name (for messages).
-    record_kind: the kind of records (a key of the registry: "pretraining", "squad" or
-      one of bert_tf.data.records.record_specs.KINDS).
+    record_kind: the name of a registered RecordKind.
     seed: of the training shuffle and of synthetic data (runtime.seed).
     vocab_size: of the model (synthetic ids are drawn below it).
-    vocab_file, lower_case: the tokenizer section (dynamic masking's replacement
-      tokens; what the files' summary may fill in).
+    vocab_file, lower_case: the tokenizer section (featurizing raw files; dynamic
+      masking's replacement tokens; what the files' summary may fill in).
     regression: labels are float scores.
-    num_choices: sequences per example ([B, C, T] inputs when above 1).
-    num_outputs: classes (or tags) synthetic labels are drawn from.
-    raw_arrays: data_config -> {feature: [N, ...]}, the examples of the raw files (padded
-      to seq_length; SQuAD: the windows of its questions), numbered in file order.
+    label_names: class or tag names in id order (synthetic labels are drawn below
+      their count, raw labels are looked up in them).
+    options: the task section's settings that its kind's featurizer and the readers
+      of its raw formats (bert_tf.data.task_files.readers) take, by name.
+    cache: what the loaders keep between the inputs built for one task (raw files
+      are read and featurized once; the trainer builds an input more than once).
   """
 
   task: str
@@ -84,20 +89,58 @@ class InputNeeds:
   vocab_file: str = ""
   lower_case: bool = True
   regression: bool = False
-  num_choices: int = 1
-  num_outputs: int = 1
-  raw_arrays: Optional[Callable[[configs.DataConfig], Dict[str, Any]]] = None
+  label_names: Tuple[str, ...] = ()
+  options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  cache: Dict[Any, Any] = dataclasses.field(default_factory=dict, compare=False)
+
+  def cached(self, key, make: Callable[[], Any]):
+    """`make()`, made once per `key` for this task."""
+    if key not in self.cache:
+      self.cache[key] = make()
+    return self.cache[key]
+
+
+class RecordKind:
+  """One kind of records: the features of its records, its synthetic batches and its
+  data loaders, registered once with `register_kind`.
+
+  Subclasses set `name` and `formats` and define `spec` and `dummy_arrays`, which their
+  loaders read through `DataLoader.kind`.
+
+  Attributes:
+    name: the kind's key in the registry (a task's record_kind).
+    formats: {format: DataLoader subclass}, the formats records of this kind are read
+      in and the loader of each.
+  """
+
+  name: str = ""
+  formats: Mapping[str, type] = {}
+
+  def spec(self, needs: InputNeeds, data_config: configs.DataConfig
+           ) -> record_specs.RecordSpec:
+    """The features of this kind's TFRecords for data_config's lengths."""
+    raise NotImplementedError
+
+  def dummy_arrays(self, needs: InputNeeds, data_config: configs.DataConfig
+                   ) -> Dict[str, Any]:
+    """Synthetic examples {feature: [N, ...]} with the structure of real batches."""
+    raise NotImplementedError
 
 
 class DataLoader:
   """One input: the data section `data_config` of a task's `needs`, in two forms.
 
-  Subclasses registered with `register_loader` define `dataset` and `_host_batches`.
+  Subclasses (the loaders of a RecordKind's formats) define `dataset` and `_host_batches`.
   """
 
   def __init__(self, needs: InputNeeds, data_config: configs.DataConfig):
     self.needs = needs
     self.data_config = data_config
+
+  @property
+  def kind(self) -> RecordKind:
+    """The record kind this loader reads (needs.record_kind)."""
+    return _KINDS[self.needs.record_kind]
 
   def check_files(self) -> None:
     """Fails before training when the files do not fit the config, with an error
@@ -214,23 +257,24 @@ class InMemoryLoader(DataLoader):
                                        row_groups=self._row_groups(arrays), **order)
 
 
-def register_loader(kind: str, *formats: str) -> Callable[[type], type]:
-  """Class decorator registering a DataLoader for records of `kind` in `formats`."""
+def register_kind(kind: RecordKind) -> RecordKind:
+  """Registers a record kind (an instance) under kind.name; returns it."""
+  if _KINDS.get(kind.name, kind) is not kind:
+    raise ValueError(f"Record kind '{kind.name}' is registered twice")
+  _KINDS[kind.name] = kind
+  return kind
 
-  def decorator(cls):
-    for fmt in formats:
-      if _LOADERS.get((kind, fmt), cls) is not cls:
-        raise ValueError(f"A data loader of {kind} records in format '{fmt}' is "
-                         "registered twice")
-      _LOADERS[(kind, fmt)] = cls
-    return cls
 
-  return decorator
+def get_kind(name: str) -> RecordKind:
+  """The record kind registered under `name`."""
+  if name not in _KINDS:
+    raise ValueError(f"Unknown record kind '{name}'; kinds: {', '.join(sorted(_KINDS))}")
+  return _KINDS[name]
 
 
 def formats_of(kind: str) -> Tuple[str, ...]:
-  """The formats loaders are registered for, for records of `kind`."""
-  return tuple(fmt for loader_kind, fmt in _LOADERS if loader_kind == kind)
+  """The formats records of `kind` are read in."""
+  return tuple(get_kind(kind).formats)
 
 
 def get_loader(needs: InputNeeds, data_config: configs.DataConfig) -> DataLoader:
@@ -242,12 +286,12 @@ def get_loader(needs: InputNeeds, data_config: configs.DataConfig) -> DataLoader
   """
   section = data_config.section_name()
   fmt = data_config.format
-  if (needs.record_kind, fmt) not in _LOADERS:
+  formats = get_kind(needs.record_kind).formats
+  if fmt not in formats:
     raise configs.ConfigError(
         f"{section}.format: task '{needs.task}' reads formats "
-        f"{', '.join(formats_of(needs.record_kind))}; got '{fmt}'")
+        f"{', '.join(formats)}; got '{fmt}'")
   if data_config.pack_examples and fmt in PREPARED_FORMATS:
     raise configs.ConfigError(f"{section}.pack_examples packs examples read from raw task "
                               f"files, not format '{fmt}'")
-  return _LOADERS[(needs.record_kind, fmt)](needs, data_config)
-
+  return formats[fmt](needs, data_config)

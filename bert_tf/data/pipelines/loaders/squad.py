@@ -1,16 +1,22 @@
-"""The loaders of SQuAD windows: synthetic ones (format "dummy"), the original release's
-records (format "tfrecord", record_specs.squad_spec, written by
-bert_tf.data.records.squad_records) and the windows of a SQuAD JSON file, which the task
-creates once (format "squad_json": the task's evaluation reports need them too)."""
+"""SQuAD windows as a record kind: synthetic ones (format "dummy"), the original
+release's records (format "tfrecord", record_specs.squad_spec, written by
+bert_tf.data.records.squad_records) and the windows of a SQuAD JSON file (format
+"squad_json", read by bert_tf.data.task_files.squad and cut into windows by
+bert_tf.data.pipelines.squad_features), created once: the task's evaluation reports
+need them too."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+import logging
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
+from bert_tf import configs
 from bert_tf.data.pipelines import dummy
 from bert_tf.data.pipelines import host_pipeline
 from bert_tf.data.pipelines.loaders import registry
 from bert_tf.data.records import record_specs
+from bert_tf.data.task_files import readers
+from bert_tf.data.task_files import squad
 from bert_tf.utils import files
 
 if TYPE_CHECKING:
@@ -20,20 +26,15 @@ SQUAD = "squad"
 SQUAD_JSON = "squad_json"
 
 
-@registry.register_loader(SQUAD, registry.DUMMY)
 class DummyWindows(registry.InMemoryLoader):
   """Synthetic windows in file order."""
 
   in_file_order = True
 
   def arrays(self):
-    data = self.data_config
-    num = max(4 * data.global_batch_size, 64) if data.is_training else (
-        2 * data.global_batch_size)
-    return dummy.span_arrays(num, data.seq_length, self.needs.vocab_size)
+    return self.kind.dummy_arrays(self.needs, self.data_config)
 
 
-@registry.register_loader(SQUAD, registry.TFRECORD)
 class WindowRecords(registry.DataLoader):
   """Windows of SQuAD records, in the order both engines read records."""
 
@@ -44,19 +45,67 @@ class WindowRecords(registry.DataLoader):
   def dataset(self, input_context: Optional[tf.distribute.InputContext] = None,
               start: int = 0) -> tf.data.Dataset:
     return registry.tf_data().tfrecords.ordered_record_dataset(
-        self._paths(), record_specs.squad_spec(self.data_config.seq_length),
-        self.data_config, self.needs.seed, input_context, start)
+        self._paths(), self.kind.spec(self.needs, self.data_config), self.data_config,
+        self.needs.seed, input_context, start)
 
   def _host_batches(self, batch_size, order):
     return host_pipeline.record_batches(
-        self._paths(), record_specs.squad_spec(self.data_config.seq_length), batch_size,
+        self._paths(), self.kind.spec(self.needs, self.data_config), batch_size,
         compression_type=self.data_config.compression_type, **order)
 
 
-@registry.register_loader(SQUAD, SQUAD_JSON)
 class JsonWindows(registry.InMemoryLoader):
   """The windows of the questions of a SQuAD JSON file (tokenized by tensorflow-text),
   numbered in file order, read in the order both engines read records."""
 
   def arrays(self):
-    return self.needs.raw_arrays(self.data_config)
+    _, windows = self.kind.windows(self.needs, self.data_config)
+    if not windows:
+      raise ValueError(f"{self.data_config.input_path}: no SQuAD questions to read")
+    return registry.tf_data().squad_features.features_to_arrays(windows)
+
+
+class SquadKind(registry.RecordKind):
+  """Windows of a question and its context: encoder inputs int32 [B, T]; unique_ids,
+  start_positions, end_positions, is_impossible int32 [B]. The task's options give
+  doc_stride, max_query_length and version_2_with_negative."""
+
+  name = SQUAD
+  formats = {registry.DUMMY: DummyWindows, registry.TFRECORD: WindowRecords,
+             SQUAD_JSON: JsonWindows}
+
+  def spec(self, needs, data_config):
+    return record_specs.squad_spec(data_config.seq_length)
+
+  def dummy_arrays(self, needs, data_config):
+    num = max(4 * data_config.global_batch_size, 64) if data_config.is_training else (
+        2 * data_config.global_batch_size)
+    return dummy.span_arrays(num, data_config.seq_length, needs.vocab_size)
+
+  def windows(self, needs: registry.InputNeeds, data_config: configs.DataConfig
+              ) -> Tuple[List[squad.SquadExample], List[squad.SquadFeatures]]:
+    """The questions of the SQuAD JSON file data_config.input_path and their windows
+    of data_config.seq_length, once per file, length and mode (is_training)."""
+    key = (SQUAD_JSON, data_config.input_path, data_config.seq_length,
+           data_config.is_training)
+    return needs.cached(key, lambda: self._windows(needs, data_config))
+
+  def _windows(self, needs, data_config):
+    if not needs.vocab_file:
+      raise configs.ConfigError("Reading SQuAD JSON needs tokenizer.vocab_file")
+    tf_data = registry.tf_data()
+    examples = readers.read_examples(data_config.replace(format=SQUAD_JSON), needs.options)
+    tokenizer = tf_data.tokenizer.BertWordPieceTokenizer(needs.vocab_file,
+                                                         lower_case=needs.lower_case)
+    vocab_list = tf_data.vocab.load_vocab(needs.vocab_file)
+    windows = tf_data.squad_features.convert_examples_to_features(
+        examples, tf_data.squad_features.tokenize_fn_from_tokenizer(tokenizer),
+        {t: i for i, t in enumerate(vocab_list)}, max_seq_length=data_config.seq_length,
+        doc_stride=needs.options["doc_stride"],
+        max_query_length=needs.options["max_query_length"])
+    logging.info("%s: %d questions, %d windows", data_config.input_path, len(examples),
+                 len(windows))
+    return examples, windows
+
+
+KIND = registry.register_kind(SquadKind())
