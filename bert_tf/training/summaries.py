@@ -6,9 +6,12 @@ scalar is a float32 tensor summary with the scalars plugin's metadata, the form
 the event file is written to a local folder and uploaded whole (bert_tf.utils.files)
 after each flush: object stores cannot append, and TensorBoard's own writer without
 TensorFlow appends through fsspec, which gcsfs turns into an overwrite by the last chunk.
+Summaries are secondary: an upload that fails (storage lost) is one warning, after
+which the run's own checkpoint write reports the loss, and no upload is tried again.
 """
 
 import glob
+import logging
 import os
 import shutil
 import tempfile
@@ -37,6 +40,7 @@ class SummaryWriter:
     self.directory = os.path.join(model_dir, phase)
     self._writer = None
     self._local_directory = None
+    self._upload_failed = False
     if enabled:
       files.make_dirs(self.directory)
       if file_systems.is_remote(self.directory):
@@ -58,10 +62,17 @@ class SummaryWriter:
     self._upload()
 
   def _upload(self) -> None:
-    if self._local_directory is not None:
-      for name in os.listdir(self._local_directory):
-        files.copy(os.path.join(self._local_directory, name),
-                   os.path.join(self.directory, name))
+    if self._local_directory is None or self._upload_failed:
+      return
+    try:
+      with file_systems.answer_within(file_systems.WRITE_BOUND_S):
+        for name in os.listdir(self._local_directory):
+          files.copy(os.path.join(self._local_directory, name),
+                     os.path.join(self.directory, name))
+    except Exception as e:  # pylint: disable=broad-except
+      logging.warning("TensorBoard summaries are no longer uploaded to %s: %s",
+                      self.directory, file_systems.failure_reason(e))
+      self._upload_failed = True
 
   def close(self) -> None:
     if self._writer is not None:
