@@ -29,6 +29,8 @@ from typing import Dict, Iterator, Optional
 
 BUCKET = "bert-tf-test"
 _START_TIMEOUT_S = 30
+# The emulator process serving each address `running` yielded (`kill` stops one).
+_PROCESSES: Dict[str, subprocess.Popen] = {}
 
 
 def available() -> bool:
@@ -89,8 +91,10 @@ def running(bucket: str = BUCKET, directory: Optional[str] = None) -> Iterator[s
         time.sleep(0.1)
     host = f"http://127.0.0.1:{port}"
     _keep_no_deleted_objects(host, bucket)
+    _PROCESSES[host] = process
     yield host
   finally:
+    _PROCESSES.pop(f"http://127.0.0.1:{port}", None)
     process.terminate()
     try:
       process.wait(timeout=10)
@@ -98,6 +102,12 @@ def running(bucket: str = BUCKET, directory: Optional[str] = None) -> Iterator[s
       process.kill()
       process.wait()
     log.close()
+
+
+def kill(host: str) -> None:
+  """Kills (SIGKILL) the emulator serving `host`, as storage lost mid-run."""
+  _PROCESSES[host].kill()
+  _PROCESSES[host].wait()
 
 
 @contextlib.contextmanager

@@ -58,6 +58,7 @@ import os
 import queue
 import re
 import shutil
+import threading
 import time
 from typing import List, Optional, Sequence
 
@@ -150,6 +151,8 @@ class CheckpointSaver:
     self._committed: "queue.SimpleQueue[str]" = queue.SimpleQueue()
     # The newest checkpoint known whole: restored from or committed by this run.
     self.newest_committed: Optional[str] = None
+    # Set when a process of the run is lost: its parts will not come.
+    self._parts_lost = threading.Event()
 
   def latest(self) -> Optional[str]:
     """The checkpoint to resume from: the newest readable `ckpt-N.h5` (damaged newer
@@ -207,7 +210,6 @@ class CheckpointSaver:
     step = engine.step
     path = portable.path_for_step(self.model_dir, step)
     optimizer_state = engine.checkpoint_state()
-    files.make_dirs(self.model_dir)
     content = None
     if engine.placement.is_chief:
       content = portable.snapshot(engine.model.trained_items, optimizer_state,
@@ -215,7 +217,18 @@ class CheckpointSaver:
                                   backend=keras.backend.backend(), reuse=self._snapshot)
       # Its memory is filled again by the next save, once this one is written.
       self._snapshot = content
-    staged = self.input_source.save(path) if self.input_source else None
+    try:
+      with file_systems.answer_within(file_systems.WRITE_BOUND_S):
+        files.make_dirs(self.model_dir)
+        if content is not None:
+          # Room first (at most max_to_keep checkpoints, this one included): a rerun in
+          # a full folder would otherwise fail at the same save.
+          self._delete_old(keep=max(self.max_to_keep - 1, 1))
+        staged = self.input_source.save(path) if self.input_source else None
+    except Exception as e:  # pylint: disable=broad-except
+      if not (isinstance(e, (OSError, errors.UserError)) or _disk_full(e)):
+        raise
+      raise CheckpointWriteError(self._failure(path, content, e)) from e
     marker = self._part_marker(path)
     if marker and files.exists(marker):  # left by a save of this step that was cut off
       files.remove(marker)
@@ -270,8 +283,6 @@ class CheckpointSaver:
         size = sum(a.nbytes for a in content.arrays.values())
         with file_systems.answer_within(file_systems.WRITE_BOUND_S
                                          + size / MIN_UPLOAD_RATE):
-          # Room first: a rerun in a full folder would otherwise fail at the same save.
-          self._delete_old(keep=max(self.max_to_keep - 1, 1))
           portable.write(path, content)
           self.newest_committed = path
           self._delete_old()
@@ -305,6 +316,11 @@ class CheckpointSaver:
               "no checkpoint of this run was committed")
     return f"Writing checkpoint {path} failed: {reason}; {resume}"
 
+  def stop_waiting_for_parts(self) -> None:
+    """Makes a write that waits for other processes' parts fail now (a process of the
+    run was lost)."""
+    self._parts_lost.set()
+
   def _part_marker(self, checkpoint: str) -> Optional[str]:
     """The file a process other than the chief writes once its part of `checkpoint` is
     complete (`ckpt-N.input-P.done`); None for the chief and for a single process."""
@@ -324,6 +340,9 @@ class CheckpointSaver:
       waiting = {p: marker for p, marker in waiting.items() if not files.exists(marker)}
       if not waiting:
         return
+      if self._parts_lost.is_set():
+        raise CheckpointWriteError(f"Checkpoint {checkpoint} is not committed: a process "
+                                   "of the run was lost")
       if time.monotonic() > deadline:
         raise CheckpointWriteError(
             f"Checkpoint {checkpoint} is not committed: process(es) {sorted(waiting)} did "

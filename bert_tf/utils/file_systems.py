@@ -270,19 +270,74 @@ WRITE_BOUND_S = 60.0
 def answer_within(seconds: float) -> Iterator[None]:
   """Bounds the remote calls of the block (on this thread, fsspec route) to `seconds` in
   all: each is retried with backoff by its library (gcsfs: 6 tries, 1 to 16 s apart)
-  until the deadline, then raises TimeoutError ("no answer within N s") where it has
-  not failed with its own error before. The client's logs of failed requests are
-  silenced (quiet_retries): the caller reports the failure in one line. A deadline
-  already set (an enclosing block) stays where it is earlier."""
+  until the deadline, then raises TimeoutError ("no answer within N s (last error:
+  ...)", the last failure the client logged) where it has not failed with its own error
+  before. The client's logs of failed requests are not printed: the caller reports the
+  failure in one line. A deadline already set (an enclosing block) stays where it is
+  earlier."""
   outer = getattr(_DEADLINE, "at", None)
   at = time.monotonic() + seconds
   _DEADLINE.at = at if outer is None else min(outer, at)
   _DEADLINE.seconds = seconds if outer is None else _DEADLINE.seconds
+  _LAST_FAILURE.listen()
   try:
-    with quiet_retries():
-      yield
+    yield
   finally:
     _DEADLINE.at = outer
+    _LAST_FAILURE.stop()
+
+
+class _LastFailureHandler(logging.Handler):
+  """Keeps the last failure gcsfs logged (its retries log each one, from its own
+  thread), for the error of a call that ran out of time."""
+
+  def __init__(self):
+    super().__init__(logging.DEBUG)
+    self.text = ""
+    self._blocks = 0  # the answer_within blocks open, on every thread
+    self._saved = None
+    self._guard = threading.Lock()
+
+  def listen(self) -> None:
+    """Takes gcsfs's log records instead of its handlers (the first block to open)."""
+    with self._guard:
+      if self._blocks == 0:
+        logger = logging.getLogger("gcsfs")
+        self._saved = logger.level, logger.propagate
+        self.text = ""
+        logger.addHandler(self)
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+      self._blocks += 1
+
+  def stop(self) -> None:
+    """Gives gcsfs's log records back (the last block to close)."""
+    with self._guard:
+      self._blocks -= 1
+      if self._blocks == 0:
+        logger = logging.getLogger("gcsfs")
+        logger.removeHandler(self)
+        logger.level, logger.propagate = self._saved
+
+  def emit(self, record: logging.LogRecord) -> None:
+    message = record.getMessage()
+    if "exception:" in message:
+      self.text = " ".join(message.split("exception:", 1)[1].split())
+
+
+_LAST_FAILURE = _LastFailureHandler()
+
+
+def _not_an_abandoned_fsspec_call(record: logging.LogRecord) -> bool:
+  """False for asyncio's report of a task fsspec left when a bounded call gave up
+  ("Task exception was never retrieved", with a traceback): the caller's error says
+  it in one line."""
+  message = record.getMessage()
+  return not (message.startswith("Task exception was never retrieved")
+              and "fsspec" in message)
+
+
+logging.getLogger("asyncio").addFilter(_not_an_abandoned_fsspec_call)
 
 
 class _BoundedCalls:
@@ -301,13 +356,13 @@ class _BoundedCalls:
     def bounded(*args, **kwargs):
       from fsspec import exceptions  # pylint: disable=g-import-not-at-top
       left = self._at - time.monotonic()
-      timed_out = TimeoutError(f"no answer within {self._seconds:.0f} s")
-      if left <= 0:
-        raise timed_out
       try:
+        if left <= 0:
+          raise exceptions.FSTimeoutError()
         return method(*args, timeout=left, **kwargs)
       except exceptions.FSTimeoutError:
-        raise timed_out from None
+        last = f" (last error: {_LAST_FAILURE.text})" if _LAST_FAILURE.text else ""
+        raise TimeoutError(f"no answer within {self._seconds:.0f} s{last}") from None
     return bounded
 
 

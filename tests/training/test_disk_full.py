@@ -3,11 +3,13 @@ much the checkpoint needed and naming trainer.max_to_keep and the checkpoint to 
 from; the earlier checkpoints stay whole; a rerun makes room by deleting the checkpoints
 beyond max_to_keep before it writes, never the one it resumed from. The Trainer drives
 the fake engine of test_trainer_with_fake_engine; the disk is a stub with room for two
-checkpoints (beyond, the write fails with ENOSPC). On a real tmpfs:
-tests/integration/test_disk_full_tmpfs.py."""
+checkpoints (beyond, the write fails with ENOSPC), and a real 1 MB tmpfs, filled to less
+than a checkpoint's size (mounted by the test: where that is not allowed, not root, it
+is skipped)."""
 
 import errno
 import os
+import subprocess
 
 import pytest
 
@@ -76,3 +78,50 @@ def test_with_max_to_keep_1_the_checkpoint_resumed_from_is_kept_until_the_next_c
   _train(model_dir, steps=4, max_to_keep=1)
   assert seen == [["ckpt-2.h5"]]
   assert _names(model_dir) == ["ckpt-4.h5"]
+
+
+@pytest.fixture(name="small_disk")
+def _small_disk(tmp_path):
+  directory = tmp_path / "disk"
+  directory.mkdir()
+  mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(directory)],
+                           capture_output=True, text=True, check=False)
+  if mounted.returncode != 0:
+    pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+  try:
+    yield str(directory)
+  finally:
+    # Lazily: a writer that failed on the full disk may still hold a file open.
+    subprocess.run(["umount", "-l", str(directory)], check=True)
+
+
+def _fill(directory, leave):
+  """Fills `directory`'s file system but `leave` bytes."""
+  free = os.statvfs(directory).f_bavail * os.statvfs(directory).f_frsize
+  with open(os.path.join(directory, "filler"), "wb") as f:
+    f.write(b"\0" * max(free - leave, 0))
+
+
+def test_a_full_tmpfs_fails_in_one_line_and_a_rerun_makes_room(small_disk):
+  model_dir = os.path.join(small_disk, "run")
+  _train(model_dir, steps=4, max_to_keep=3)
+  checkpoint_size = os.path.getsize(os.path.join(model_dir, "ckpt-4.h5"))
+  _fill(small_disk, leave=checkpoint_size // 2)
+
+  with pytest.raises(checkpointing.CheckpointWriteError) as failed:
+    _train(model_dir, steps=6, max_to_keep=3)
+  message = str(failed.value)
+  assert message.startswith(f"Writing checkpoint {model_dir}/ckpt-6.h5 failed: the disk is "
+                            "full (the checkpoint needs "), message
+  assert "trainer.max_to_keep=3" in message
+  names = sorted(os.listdir(model_dir))
+  assert not [name for name in names if ".tmp-" in name], names
+  for path in portable.checkpoints_in(model_dir):
+    portable.check_readable(path)
+  assert [os.path.basename(p) for p in portable.checkpoints_in(model_dir)] == [
+      "ckpt-4.h5", "ckpt-2.h5"]
+
+  lines = _train(model_dir, steps=6, max_to_keep=2)
+  assert f"Resumed from {model_dir}/ckpt-4.h5 at step 4" in lines
+  assert [os.path.basename(p) for p in portable.checkpoints_in(model_dir)] == [
+      "ckpt-6.h5", "ckpt-4.h5"]
