@@ -31,6 +31,7 @@ import time
 from typing import Dict, Iterator, Optional, Tuple
 
 from bert_tf import configs
+from bert_tf.checkpoints import portable
 from bert_tf.data.pipelines import loaders
 from bert_tf.data.records import record_files
 from bert_tf.tasks import base as task_base
@@ -282,6 +283,14 @@ class Trainer:
       with host_loop.sigterm_recorded(lambda signum: setattr(self, "_stop_signal", signum)):
         last_report, self.preempted = self._train_loops(total, evaluate_every, writer,
                                                         progress)
+    except Exception as e:  # pylint: disable=broad-except
+      lost = self._engine.lost_process(e)
+      if lost:
+        self.checkpoints.stop_waiting_for_parts()
+      self._finish_saving_quietly()
+      if lost:
+        raise self._lost_process_error(lost, e) from e
+      raise
     except BaseException:
       self._finish_saving_quietly()
       raise
@@ -391,6 +400,16 @@ class Trainer:
           f"checkpoint was written after them; the latest good checkpoint is "
           f"{self.checkpoints.latest()}")
     return totals
+
+  def _lost_process_error(self, lost: str, error: Exception) -> errors.UserError:
+    """The one-line report of a run whose process `lost` stopped answering: which, why,
+    and the checkpoint every process's rerun resumes from."""
+    found = portable.checkpoints_in(self.model_dir)
+    resume = (f"rerun every process with the same command to resume from {found[0]}"
+              if found else "no checkpoint was committed: a rerun starts over")
+    reason = self._engine.lost_process_reason(error)
+    return errors.UserError(f"{lost} stopped answering ({reason}); this run stops: "
+                            f"{resume}")
 
   def _finish_saving_quietly(self) -> None:
     """Waits for the checkpoint being written while another error ends the run: its own
