@@ -13,8 +13,9 @@ takes it for all (bert_tf.training.trainer asks every process whether it was ref
   - gs:// model_dir (gcsfs): the object is created only where none exists (GCS
     `ifGenerationMatch=0`); the holder renews its lease every LEASE_S / 4 s (its
     metadata, on the condition that the object is still the one it created). A lock
-    whose lease ran out (a killed run on another machine) is taken over: deleted on the
-    condition that it is the expired one, then created again as above.
+    whose lease ran out (a killed run on another machine), or whose process is gone
+    from this host, is taken over: deleted on the condition that it is the stale one,
+    then created again as above.
   - Other remote storage (tf.io.gfile, s3fs) has no such condition: the lock is written
     where none exists and read back, which leaves a window of one round trip between
     two runs started together.
@@ -66,6 +67,30 @@ def in_use_message(model_dir: str, record: Optional[dict]) -> str:
   holder = _describe(record) if record else "another run"
   return (f"{model_dir} is in use by {holder} ({os.path.join(model_dir, LOCK_FILE)}): one "
           "run per model_dir; wait for it to end or use another model_dir")
+
+
+def _process_gone(record: dict) -> bool:
+  """Whether the lock's holder ran on this host and its process is gone."""
+  if record.get("host") != socket.gethostname():
+    return False
+  try:
+    os.kill(int(record.get("pid", 0)), 0)
+  except ProcessLookupError:
+    return True
+  except (OSError, ValueError):
+    return False
+  return False
+
+
+def _stale_reason(record: dict, renewed: float) -> Optional[str]:
+  """Why a remote lock last renewed at `renewed` no longer holds (its process is gone
+  from this host, or its lease ran out); None while it holds."""
+  if _process_gone(record):
+    return "that process is no longer running"
+  lease = float(record.get("lease_s", LEASE_S))
+  if _now() < renewed + lease:
+    return None
+  return f"its lease of {lease:.0f} s ran out {_now() - renewed - lease:.0f} s ago"
 
 
 def _parse(content: bytes) -> Optional[dict]:
@@ -245,6 +270,7 @@ class _GcsLock:
     self._fs = fs
     self._bucket, self._key, _ = fs.split_path(path)
     self._generation: Optional[str] = None
+    self._stale = ""
 
   def read(self) -> Optional[dict]:
     found = self._read()
@@ -277,10 +303,9 @@ class _GcsLock:
         continue
       previous, info = found
       renewed = float((info.get("metadata") or {}).get("renewed", previous.get("started", 0)))
-      lease = float(previous.get("lease_s", LEASE_S))
-      if _now() < renewed + lease:
+      self._stale = _stale_reason(previous, renewed)
+      if self._stale is None:
         raise ModelDirInUseError(in_use_message(os.path.dirname(self.path), previous))
-      previous["_expired_s"] = _now() - renewed - lease
       try:
         self._fs.call("DELETE", "b/{}/o/{}", self._bucket, self._key,
                       ifGenerationMatch=str(info["generation"]), timeout=_CALL_S)
@@ -289,10 +314,8 @@ class _GcsLock:
     raise ModelDirInUseError(in_use_message(os.path.dirname(self.path),
                                             (self._read() or ({}, None))[0]))
 
-  @staticmethod
-  def why_stale(previous: dict) -> str:
-    return (f"its lease of {float(previous.get('lease_s', LEASE_S)):.0f} s ran out "
-            f"{previous.get('_expired_s', 0):.0f} s ago")
+  def why_stale(self, _: dict) -> str:
+    return self._stale
 
   def renew(self) -> None:
     try:
@@ -321,6 +344,7 @@ class _PlainLock:
   def __init__(self, path: str):
     self.path = path
     self._token = None
+    self._stale = ""
 
   def read(self) -> Optional[dict]:
     return _read_file(self.path)
@@ -328,8 +352,9 @@ class _PlainLock:
   def take(self, record: dict) -> Optional[dict]:
     previous = self.read()
     if previous is not None:
-      if _now() < float(previous.get("renewed", previous.get("started", 0))) + float(
-          previous.get("lease_s", LEASE_S)):
+      self._stale = _stale_reason(
+          previous, float(previous.get("renewed", previous.get("started", 0))))
+      if self._stale is None:
         raise ModelDirInUseError(in_use_message(os.path.dirname(self.path), previous))
     self._token = record["token"]
     self._record = dict(record, renewed=_now())
@@ -340,9 +365,8 @@ class _PlainLock:
       raise ModelDirInUseError(in_use_message(os.path.dirname(self.path), found))
     return previous
 
-  @staticmethod
-  def why_stale(previous: dict) -> str:
-    return f"its lease of {float(previous.get('lease_s', LEASE_S)):.0f} s ran out"
+  def why_stale(self, _: dict) -> str:
+    return self._stale
 
   def renew(self) -> None:
     found = self.read()

@@ -104,3 +104,26 @@ def test_a_lock_whose_lease_ran_out_is_taken_over_and_its_holder_learns_it(
   assert not fs.exists(f"{model_dir}/{run_lock.LOCK_FILE}")
   with pytest.raises(run_lock.ModelDirInUseError, match="taken over by another run"):
     stale._store.renew()  # pylint: disable=protected-access
+
+
+def test_a_lock_whose_process_is_gone_from_this_host_is_taken_over_before_its_lease_ends(
+    emulator):
+  del emulator
+  model_dir = f"gs://{gcs_emulator.BUCKET}/killed"
+  holder = subprocess.Popen(
+      [sys.executable, "-c", "import sys, time\n"
+       "from bert_tf.training import run_lock\n"
+       "run_lock.RunLock(sys.argv[1]).acquire()\nprint('held', flush=True)\ntime.sleep(600)",
+       model_dir], stdout=subprocess.PIPE, text=True, env={**os.environ,
+                                                           "PYTHONPATH": paths.ROOT})
+  try:
+    assert holder.stdout.readline().strip() == "held"
+    with pytest.raises(run_lock.ModelDirInUseError, match=f"pid {holder.pid} on host"):
+      run_lock.RunLock(model_dir).acquire()
+  finally:
+    holder.kill()
+    holder.wait()
+  lines = []
+  with run_lock.RunLock(model_dir, log_fn=lines.append):
+    assert len(lines) == 1 and f"pid {holder.pid} on host {socket.gethostname()}" in lines[0]
+    assert lines[0].endswith("that process is no longer running"), lines
