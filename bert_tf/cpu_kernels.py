@@ -46,6 +46,8 @@ def prefer_onednn(env: Optional[MutableMapping[str, str]] = None) -> bool:
   if platform.machine().lower() not in ("x86_64", "amd64") or ONEDNN_VARIABLE in env:
     return False
   env[ONEDNN_VARIABLE] = "1"
+  # A process that blocks TensorFlow (sys.modules["tensorflow"] = None, as TF-free runs
+  # do) has not imported it.
   if env is os.environ and sys.modules.get("tensorflow") is not None:
     warnings.warn(f"{ONEDNN_VARIABLE}=1 was set after TensorFlow was imported; it applies "
                   "to child processes only. Call bert_tf.cpu_kernels.prefer_onednn "

@@ -3,16 +3,19 @@
 bucket, waits (bounded) until it answers, and stops it. Clients reach it through
 STORAGE_EMULATOR_HOST (`environment()`), which gcsfs honours.
 
-It keeps its objects in memory, or on disk under a folder (`running(directory=...)`, for
-objects of gigabytes: the benchmarks'). Its bucket keeps no deleted objects (the
+It answers GCS's generation preconditions (`ifGenerationMatch`, which model_dir locks
+use), which the emulator alone ignores. It keeps its objects in memory, or on disk under
+a folder (`running(directory=...)`, for objects of gigabytes: the benchmarks'). Its
+bucket keeps no deleted objects (the
 emulator keeps each one for 7 days by default, as GCS does: a run that replaces its
 checkpoints would hold every one). On disk, each chunk of an upload is appended to the
-file (run as a script, this module starts the emulator so): the emulator itself reads
+file: the emulator itself reads
 and writes the whole upload again for each chunk, 166 GB written for one 4 GB upload
 in gcsfs's 50 MiB chunks.
 """
 
 import contextlib
+from http import HTTPStatus
 import importlib.util
 import json
 import os
@@ -26,6 +29,8 @@ from typing import Dict, Iterator, Optional
 
 BUCKET = "bert-tf-test"
 _START_TIMEOUT_S = 30
+# The emulator process serving each address `running` yielded (`kill` stops one).
+_PROCESSES: Dict[str, subprocess.Popen] = {}
 
 
 def available() -> bool:
@@ -63,8 +68,9 @@ def running(bucket: str = BUCKET, directory: Optional[str] = None) -> Iterator[s
   # Its request log goes to a file: a pipe nobody reads would fill and stall it.
   log = tempfile.TemporaryFile()
   storage = ["--in-memory"] if directory is None else []
-  command = ([sys.executable, "-m", "gcp_storage_emulator"] if directory is None else
-             [sys.executable, os.path.abspath(__file__), f"--data-dir={directory}"])
+  command = [sys.executable, os.path.abspath(__file__)]
+  if directory is not None:
+    command.append(f"--data-dir={directory}")
   process = subprocess.Popen(
       command + ["start", "--host=127.0.0.1", f"--port={port}", *storage,
                  f"--default-bucket={bucket}"],
@@ -85,8 +91,10 @@ def running(bucket: str = BUCKET, directory: Optional[str] = None) -> Iterator[s
         time.sleep(0.1)
     host = f"http://127.0.0.1:{port}"
     _keep_no_deleted_objects(host, bucket)
+    _PROCESSES[host] = process
     yield host
   finally:
+    _PROCESSES.pop(f"http://127.0.0.1:{port}", None)
     process.terminate()
     try:
       process.wait(timeout=10)
@@ -94,6 +102,31 @@ def running(bucket: str = BUCKET, directory: Optional[str] = None) -> Iterator[s
       process.kill()
       process.wait()
     log.close()
+
+
+def kill(host: str) -> None:
+  """Kills (SIGKILL) the emulator serving `host`, as storage lost mid-run."""
+  _PROCESSES[host].kill()
+  _PROCESSES[host].wait()
+
+
+@contextlib.contextmanager
+def serving_this_process() -> Iterator[tuple]:
+  """Yields (environment(), a gcsfs file system) with the emulator running and this
+  process's gcsfs sent to it (os.environ, restored after); skips the test where the
+  emulator or gcsfs is not installed."""
+  import pytest  # pylint: disable=g-import-not-at-top
+  if not available():
+    pytest.skip("needs gcp-storage-emulator and gcsfs (extras test and gcs)")
+  with running() as host:
+    variables = environment(host)
+    os.environ.update(variables)
+    import gcsfs  # pylint: disable=g-import-not-at-top
+    try:
+      yield variables, gcsfs.GCSFileSystem(skip_instance_cache=True)
+    finally:
+      for key in variables:
+        os.environ.pop(key, None)
 
 
 def _keep_no_deleted_objects(host: str, bucket: str) -> None:
@@ -106,11 +139,60 @@ def _keep_no_deleted_objects(host: str, bucket: str) -> None:
     response.read()
 
 
-def _serve_appending_uploads(argv) -> None:
-  """Runs the emulator's command line `argv` with each chunk of a resumable upload
-  appended to its file on disk, so that an upload costs its size once."""
+def _serve(argv) -> None:
+  """Runs the emulator's command line `argv`, answering GCS's generation preconditions
+  (`_honour_generation_preconditions`) and, on disk, appending uploads
+  (`_append_resumable_uploads`)."""
+  # Before the server module takes its handlers from the objects module.
+  _honour_generation_preconditions()
+  if "--in-memory" not in argv:
+    _append_resumable_uploads()
+  from gcp_storage_emulator import __main__ as emulator_main  # pylint: disable=g-import-not-at-top
+  emulator_main.main(argv)
+
+
+def _honour_generation_preconditions() -> None:
+  """Makes uploads, deletes and metadata patches conditional on `ifGenerationMatch` as
+  GCS does (0: only where no object exists; 412 Precondition Failed otherwise), which
+  the emulator ignores."""
+  # pylint: disable=g-import-not-at-top
+  from gcp_storage_emulator.exceptions import NotFound
+  from gcp_storage_emulator.handlers import objects
+
+  def conditional(handler, object_name):
+    def checked(request, response, storage, *args, **kwargs):
+      wanted = request.query.get("ifGenerationMatch")
+      if wanted:
+        try:
+          generation = str(storage.get_file_obj(request.params["bucket_name"],
+                                                object_name(request))["generation"])
+        except NotFound:
+          generation = "0"
+        if generation != wanted[0]:
+          response.status = HTTPStatus.PRECONDITION_FAILED
+          response.json({"error": {"code": 412, "message": "Precondition Failed"}})
+          return None
+      return handler(request, response, storage, *args, **kwargs)
+    return checked
+
+  def uploaded_name(request):
+    if "name" in request.query:
+      return request.query["name"][0]
+    data = request.data
+    if isinstance(data, dict):
+      return (data.get("meta") or data).get("name")
+    return None
+
+  objects.insert = conditional(objects.insert, uploaded_name)
+  for name in ("delete", "patch"):
+    setattr(objects, name, conditional(getattr(objects, name),
+                                       lambda request: request.params["object_id"]))
+
+
+def _append_resumable_uploads() -> None:
+  """Appends each chunk of a resumable upload to its file on disk, so that an upload
+  costs its size once."""
   # pylint: disable=g-import-not-at-top,protected-access
-  from gcp_storage_emulator import __main__ as emulator_main
   from gcp_storage_emulator import storage
   from gcp_storage_emulator.exceptions import BadRequest
 
@@ -129,8 +211,7 @@ def _serve_appending_uploads(argv) -> None:
     return path.read_bytes()[:total_size]
 
   storage.Storage.add_to_resumable_upload = add_to_resumable_upload
-  emulator_main.main(argv)
 
 
 if __name__ == "__main__":
-  _serve_appending_uploads(sys.argv[1:])
+  _serve(sys.argv[1:])

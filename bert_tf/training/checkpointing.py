@@ -52,11 +52,13 @@ tf_engine.legacy_checkpoints) and from then on writes the portable format; the J
 engine refuses them in one line.
 """
 
+import errno
 import functools
 import os
 import queue
 import re
 import shutil
+import threading
 import time
 from typing import List, Optional, Sequence
 
@@ -69,6 +71,7 @@ from bert_tf.training import input_source as input_source_lib
 from bert_tf.training import steps
 from bert_tf.utils import background as background_lib
 from bert_tf.utils import errors
+from bert_tf.utils import file_systems
 from bert_tf.utils import files
 
 _LEGACY_INDEX = re.compile(r"^ckpt-(\d+)\.index$")
@@ -79,6 +82,23 @@ _UNFINISHED = re.compile(r"^\.ckpt-\d+\.h5\.tmp-[0-9a-f]+$")
 PART_DONE = ".done"
 # How long the chief waits for the other processes' parts of a checkpoint.
 PARTS_TIMEOUT_S = 600.0
+# The storage calls of one checkpoint write may take file_systems.WRITE_BOUND_S in all,
+# their retries included, plus the time its bytes take at this rate (bytes per second),
+# before the run stops (remote model_dir, fsspec route).
+MIN_UPLOAD_RATE = 10e6
+
+
+def _disk_full(error: BaseException) -> bool:
+  """Whether `error` (or an error it came from) says the device has no space left."""
+  while error is not None:
+    if getattr(error, "errno", None) == errno.ENOSPC or "No space left" in str(error):
+      return True
+    error = error.__cause__ or error.__context__
+  return False
+
+
+def _megabytes(size: int) -> str:
+  return f"{size / 1e6:.{1 if size >= 1e5 else 3}f} MB"
 
 
 class CheckpointWriteError(errors.UserError, OSError):
@@ -129,6 +149,10 @@ class CheckpointSaver:
     # The paths of the checkpoints committed since `committed` was last asked; filled
     # by the thread that commits them.
     self._committed: "queue.SimpleQueue[str]" = queue.SimpleQueue()
+    # The newest checkpoint known whole: restored from or committed by this run.
+    self.newest_committed: Optional[str] = None
+    # Set when a process of the run is lost: its parts will not come.
+    self._parts_lost = threading.Event()
 
   def latest(self) -> Optional[str]:
     """The checkpoint to resume from: the newest readable `ckpt-N.h5` (damaged newer
@@ -169,6 +193,7 @@ class CheckpointSaver:
       step = portable.restore_trainer_state(checkpoint, self.engine.checkpoint_state(),
                                             steps.seed_states(model))
     self.engine.step = step
+    self.newest_committed = checkpoint
     return step
 
   def save(self) -> str:
@@ -185,7 +210,6 @@ class CheckpointSaver:
     step = engine.step
     path = portable.path_for_step(self.model_dir, step)
     optimizer_state = engine.checkpoint_state()
-    files.make_dirs(self.model_dir)
     content = None
     if engine.placement.is_chief:
       content = portable.snapshot(engine.model.trained_items, optimizer_state,
@@ -193,7 +217,18 @@ class CheckpointSaver:
                                   backend=keras.backend.backend(), reuse=self._snapshot)
       # Its memory is filled again by the next save, once this one is written.
       self._snapshot = content
-    staged = self.input_source.save(path) if self.input_source else None
+    try:
+      with file_systems.answer_within(file_systems.WRITE_BOUND_S):
+        files.make_dirs(self.model_dir)
+        if content is not None:
+          # Room first (at most max_to_keep checkpoints, this one included): a rerun in
+          # a full folder would otherwise fail at the same save.
+          self._delete_old(keep=max(self.max_to_keep - 1, 1))
+        staged = self.input_source.save(path) if self.input_source else None
+    except Exception as e:  # pylint: disable=broad-except
+      if not (isinstance(e, (OSError, errors.UserError)) or _disk_full(e)):
+        raise
+      raise CheckpointWriteError(self._failure(path, content, e)) from e
     marker = self._part_marker(path)
     if marker and files.exists(marker):  # left by a save of this step that was cut off
       files.remove(marker)
@@ -236,25 +271,55 @@ class CheckpointSaver:
     waits for every other process's marker, writes the .h5 under a temporary name and
     renames it, then deletes the checkpoints beyond max_to_keep."""
     try:
-      if staged:
-        for name in sorted(os.listdir(staged)):
-          with files.atomic_path(os.path.join(self.model_dir, name)) as temporary:
-            files.copy(os.path.join(staged, name), temporary)
-      if marker:
-        files.write_lines(marker, [str(self.engine.placement.process_index)])
+      with file_systems.answer_within(file_systems.WRITE_BOUND_S):
+        if staged:
+          for name in sorted(os.listdir(staged)):
+            with files.atomic_path(os.path.join(self.model_dir, name)) as temporary:
+              files.copy(os.path.join(staged, name), temporary)
+        if marker:
+          files.write_lines(marker, [str(self.engine.placement.process_index)])
       if content is not None:
         self._wait_for_parts(path)
-        portable.write(path, content)
-        self._delete_old()
+        size = sum(a.nbytes for a in content.arrays.values())
+        with file_systems.answer_within(file_systems.WRITE_BOUND_S
+                                         + size / MIN_UPLOAD_RATE):
+          portable.write(path, content)
+          self.newest_committed = path
+          self._delete_old()
+      self.newest_committed = path
       self._committed.put(path)
     except CheckpointWriteError:
       raise
     except (OSError, errors.UserError) as e:
-      reason = errors.user_message(e) or f"{type(e).__name__}: {e}"
-      raise CheckpointWriteError(f"Writing checkpoint {path} failed: {reason}") from e
+      raise CheckpointWriteError(self._failure(path, content, e)) from e
     finally:
       if staged:
         shutil.rmtree(staged, ignore_errors=True)
+
+  def _failure(self, path: str, content: Optional[portable.Snapshot],
+               error: BaseException) -> str:
+    """The one-line report of a failed write of `path`: why (on a full disk, how much the
+    checkpoint needed, the space left and trainer.max_to_keep), and the checkpoint a
+    rerun resumes from."""
+    reason = (errors.user_message(error) or file_systems.failure_reason(error)
+              or type(error).__name__)
+    if _disk_full(error):
+      needed = sum(a.nbytes for a in content.arrays.values()) if content else 0
+      left = ""
+      if files.is_local(self.model_dir):
+        left = f", {_megabytes(shutil.disk_usage(files.local_path(self.model_dir)).free)} free"
+      reason = (f"the disk is full (the checkpoint needs {_megabytes(needed)}{left}): free "
+                f"space, or keep fewer checkpoints (trainer.max_to_keep={self.max_to_keep}; "
+                "a rerun deletes those beyond it before it writes)")
+    resume = (f"the newest committed checkpoint is {self.newest_committed}: rerun the same "
+              "command to resume from it" if self.newest_committed else
+              "no checkpoint of this run was committed")
+    return f"Writing checkpoint {path} failed: {reason}; {resume}"
+
+  def stop_waiting_for_parts(self) -> None:
+    """Makes a write that waits for other processes' parts fail now (a process of the
+    run was lost)."""
+    self._parts_lost.set()
 
   def _part_marker(self, checkpoint: str) -> Optional[str]:
     """The file a process other than the chief writes once its part of `checkpoint` is
@@ -275,18 +340,25 @@ class CheckpointSaver:
       waiting = {p: marker for p, marker in waiting.items() if not files.exists(marker)}
       if not waiting:
         return
+      if self._parts_lost.is_set():
+        raise CheckpointWriteError(f"Checkpoint {checkpoint} is not committed: a process "
+                                   "of the run was lost")
       if time.monotonic() > deadline:
         raise CheckpointWriteError(
             f"Checkpoint {checkpoint} is not committed: process(es) {sorted(waiting)} did "
             f"not write their input position within {PARTS_TIMEOUT_S:.0f} s")
       time.sleep(0.1)
 
-  def _delete_old(self) -> None:
-    """Deletes the checkpoints beyond max_to_keep with their input positions, and the
-    temporary files of checkpoints whose writing a killed process left unfinished (the
-    chief writes one at a time: none of them is being written now)."""
+  def _delete_old(self, keep: Optional[int] = None) -> None:
+    """Deletes the checkpoints beyond the newest `keep` (default max_to_keep) with their
+    input positions, never the newest committed one, and the temporary files of
+    checkpoints whose writing a killed process left unfinished (the chief writes one at
+    a time: none of them is being written now)."""
     names = files.listdir(self.model_dir)
-    for path in portable.checkpoints_in(self.model_dir, names)[self.max_to_keep:]:
+    keep = self.max_to_keep if keep is None else keep
+    for path in portable.checkpoints_in(self.model_dir, names)[keep:]:
+      if path == self.newest_committed:
+        continue
       files.remove(path)
       # Its input positions and markers (`ckpt-N.input*`), from the same listing.
       sidecar = os.path.basename(portable.input_prefix(path))

@@ -27,7 +27,7 @@ engines' steps share (the micro-batch order, the seed state) is there too.
 
 import abc
 import dataclasses
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from bert_tf import configs
 from bert_tf.tasks import base as task_base
@@ -150,6 +150,16 @@ class Engine(abc.ABC):
 
   def barrier(self, name: str) -> None:
     """Returns once every process has arrived here."""
+
+  def lost_process(self, error: BaseException) -> Optional[str]:
+    """The process whose loss `error` reports ("worker 1 (/job:worker/task:1)"), where it
+    says a process of the run stopped answering; None for any other error."""
+    del error
+    return None
+
+  def lost_process_reason(self, error: BaseException) -> str:
+    """What `error` (see lost_process) says of the loss, in one line."""
+    return " ".join(str(error).split())[:300]
 
   # ----- input -----
   @abc.abstractmethod

@@ -6,9 +6,13 @@ scalar is a float32 tensor summary with the scalars plugin's metadata, the form
 the event file is written to a local folder and uploaded whole (bert_tf.utils.files)
 after each flush: object stores cannot append, and TensorBoard's own writer without
 TensorFlow appends through fsspec, which gcsfs turns into an overwrite by the last chunk.
+Summaries are secondary: a write or upload that fails (a full disk, storage lost) is
+one warning, after which the run's own checkpoint write reports the fault, and no
+summary is written again.
 """
 
 import glob
+import logging
 import os
 import shutil
 import tempfile
@@ -41,8 +45,11 @@ class SummaryWriter:
       files.make_dirs(self.directory)
       if file_systems.is_remote(self.directory):
         self._local_directory = tempfile.mkdtemp(prefix=f"bert_tf-{phase}-")
-      self._writer = event_file_writer.EventFileWriter(
-          self._local_directory or self.directory)
+      try:
+        self._writer = event_file_writer.EventFileWriter(
+            self._local_directory or self.directory)
+      except Exception as e:  # pylint: disable=broad-except
+        self._give_up(e)
 
   def write(self, scalars: Mapping[str, float], step: int) -> None:
     """Writes each {name: value} as a float32 scalar at `step`, then flushes."""
@@ -52,24 +59,40 @@ class SummaryWriter:
         tag=name, metadata=_SCALAR_METADATA,
         tensor=tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT, float_val=[float(value)]))
               for name, value in scalars.items()]
-    self._writer.add_event(event_pb2.Event(wall_time=time.time(), step=int(step),
-                                           summary=summary_pb2.Summary(value=values)))
-    self._writer.flush()
-    self._upload()
+    try:
+      self._writer.add_event(event_pb2.Event(wall_time=time.time(), step=int(step),
+                                             summary=summary_pb2.Summary(value=values)))
+      self._writer.flush()
+      self._upload()
+    except Exception as e:  # pylint: disable=broad-except
+      self._give_up(e)
 
   def _upload(self) -> None:
-    if self._local_directory is not None:
+    if self._local_directory is None:
+      return
+    with file_systems.answer_within(file_systems.WRITE_BOUND_S):
       for name in os.listdir(self._local_directory):
         files.copy(os.path.join(self._local_directory, name),
                    os.path.join(self.directory, name))
 
-  def close(self) -> None:
+  def _give_up(self, error: BaseException) -> None:
+    """Warns once that summaries are no longer written, and writes none again."""
+    logging.warning("TensorBoard summaries are no longer written to %s: %s",
+                    self.directory, file_systems.failure_reason(error))
+    self.close(failed=True)
+
+  def close(self, failed: bool = False) -> None:
     if self._writer is not None:
-      self._writer.close()
-      self._upload()
+      writer, self._writer = self._writer, None
+      try:
+        writer.close()
+        if not failed:
+          self._upload()
+      except Exception as e:  # pylint: disable=broad-except
+        if not failed:
+          self._give_up(e)
       if self._local_directory is not None:
         shutil.rmtree(self._local_directory, ignore_errors=True)
-      self._writer = None
 
 
 def read_scalars(directory: str) -> dict:

@@ -23,13 +23,15 @@
     accepted.
 """
 
+import contextlib
 import logging
 import os
 import signal
 import time
-from typing import Dict, Optional, Tuple
+from typing import Dict, Iterator, Optional, Tuple
 
 from bert_tf import configs
+from bert_tf.checkpoints import portable
 from bert_tf.data.pipelines import loaders
 from bert_tf.data.records import record_files
 from bert_tf.tasks import base as task_base
@@ -42,6 +44,7 @@ from bert_tf.training import input_source
 from bert_tf.training import run_checks
 from bert_tf.training import params_file
 from bert_tf.training import reports
+from bert_tf.training import run_lock
 from bert_tf.training.summaries import SummaryWriter
 from bert_tf.utils import errors
 from bert_tf.utils import files
@@ -100,6 +103,9 @@ class Trainer:
     self._stop_signal = None
     # (step, path) of the checkpoint last saved or restored.
     self._saved = None
+    # model_dir's lock while this run trains there (the chief's; None elsewhere).
+    self._lock: Optional[run_lock.RunLock] = None
+    self._holds_model_dir = False
 
   @property
   def engine(self) -> engine_lib.Engine:
@@ -194,8 +200,14 @@ class Trainer:
     """
     if mode not in MODES:
       raise ValueError(f"mode must be train, eval or train_and_eval, got '{mode}'")
+    files.check_writable(self.model_dir)
+    if mode == "eval":  # reads checkpoints, writes no checkpoint: beside a training run
+      return self._run(mode, replace_params)
+    with self._model_dir_held():
+      return self._run(mode, replace_params)
+
+  def _run(self, mode: str, replace_params: bool) -> Dict[str, float]:
     experiment, model_dir = self.experiment, self.model_dir
-    files.check_writable(model_dir)
     sections = {"train": ("train_data",), "eval": ("eval_data",),
                 "train_and_eval": ("train_data", "eval_data")}[mode]
     run_checks.check_remote_paths(experiment, sections)
@@ -251,6 +263,10 @@ class Trainer:
         written at the last finished step; the message names the file, offset and
         checkpoint), or train_data.validate_inputs found one before training.
     """
+    with self._model_dir_held():
+      return self._train(train_steps, evaluate_every)
+
+  def _train(self, train_steps: Optional[int], evaluate_every: bool) -> Dict[str, float]:
     config = self.experiment.trainer
     total = config.train_steps if train_steps is None else train_steps
     self.initialize()
@@ -267,6 +283,14 @@ class Trainer:
       with host_loop.sigterm_recorded(lambda signum: setattr(self, "_stop_signal", signum)):
         last_report, self.preempted = self._train_loops(total, evaluate_every, writer,
                                                         progress)
+    except Exception as e:  # pylint: disable=broad-except
+      lost = self._engine.lost_process(e)
+      if lost:
+        self.checkpoints.stop_waiting_for_parts()
+      self._finish_saving_quietly()
+      if lost:
+        raise self._lost_process_error(lost, e) from e
+      raise
     except BaseException:
       self._finish_saving_quietly()
       raise
@@ -275,6 +299,35 @@ class Trainer:
     self._log_committed(wait=True)
     self.engine.checkpoint_state()  # the model's variables hold the trained values
     return last_report
+
+  @contextlib.contextmanager
+  def _model_dir_held(self) -> Iterator[None]:
+    """Holds model_dir's lock (run_lock) for the block, unless this run holds it
+    already. The chief takes it; every process learns whether it was refused, and each
+    raises ModelDirInUseError naming the holder then."""
+    if self._holds_model_dir:
+      yield
+      return
+    refusal = None
+    if self.is_chief:
+      try:
+        self._lock = run_lock.RunLock(self.model_dir, self._log).acquire()
+      except run_lock.ModelDirInUseError as e:
+        refusal = e
+    if self._engine.any_process(refusal is not None):
+      if self._lock is not None:
+        self._lock.release()
+        self._lock = None
+      raise refusal or run_lock.ModelDirInUseError(run_lock.in_use_message(
+          self.model_dir, run_lock.holder_of(self.model_dir)))
+    self._holds_model_dir = True
+    try:
+      yield
+    finally:
+      self._holds_model_dir = False
+      if self._lock is not None:
+        self._lock.release()
+        self._lock = None
 
   def _train_loops(self, total: int, evaluate_every: bool, writer, progress
                    ) -> Tuple[Dict[str, float], bool]:
@@ -298,6 +351,8 @@ class Trainer:
       num_steps = host_loop.next_loop_length(step, total, config.steps_per_loop, intervals)
       start = time.time()
       totals = self._run_steps(num_steps)
+      if self._lock is not None:
+        self._lock.check()
       self._log_committed()
       step = self.step
       # The first loop's time includes compilation: it is left out of the rates.
@@ -345,6 +400,16 @@ class Trainer:
           f"checkpoint was written after them; the latest good checkpoint is "
           f"{self.checkpoints.latest()}")
     return totals
+
+  def _lost_process_error(self, lost: str, error: Exception) -> errors.UserError:
+    """The one-line report of a run whose process `lost` stopped answering: which, why,
+    and the checkpoint every process's rerun resumes from."""
+    found = portable.checkpoints_in(self.model_dir)
+    resume = (f"rerun every process with the same command to resume from {found[0]}"
+              if found else "no checkpoint was committed: a rerun starts over")
+    reason = self._engine.lost_process_reason(error)
+    return errors.UserError(f"{lost} stopped answering ({reason}); this run stops: "
+                            f"{resume}")
 
   def _finish_saving_quietly(self) -> None:
     """Waits for the checkpoint being written while another error ends the run: its own

@@ -14,10 +14,13 @@ install that fits this environment (bert_tf.utils.optional.extra_install).
 
 import contextlib
 import glob as glob_lib
+import inspect
 import logging
 import os
 import shutil
-from typing import Iterator, List
+import threading
+import time
+from typing import Iterator, List, Optional
 
 from bert_tf.utils import errors
 from bert_tf.utils import optional
@@ -73,13 +76,18 @@ class LocalFiles:
 
 
 class FsspecFiles:
-  """The same operations on one fsspec file system (paths keep their protocol)."""
+  """The same operations on one fsspec file system (paths keep their protocol); within
+  `answer_within`, each call is bounded by its deadline."""
 
   def __init__(self, fs, prefix: str, object_store: bool):
-    self._fs = fs
+    self._unbounded_fs = fs
     self._prefix = prefix
     self._object_store = object_store
     self.failures = (OSError, ValueError, RuntimeError)
+
+  @property
+  def _fs(self):
+    return _within_deadline(self._unbounded_fs)
 
   def _full(self, name: str) -> str:
     return name if "://" in name else self._prefix + name.lstrip("/")
@@ -243,6 +251,139 @@ def for_path(path: str):
   if not is_remote(path):
     return LocalFiles
   return _fsspec_files(path)
+
+
+def gcs_with_preconditions(path: str):
+  """gcsfs's file system for a gs:// `path` where gcsfs is installed (with TensorFlow
+  too), for writes on a condition on the object's generation (created only where none
+  exists: `pipe_file(..., mode="create")`; the JSON API's `ifGenerationMatch` through
+  its `call`); None for other paths or without gcsfs."""
+  if protocol(path) not in ("gs", "gcs"):
+    return None
+  try:
+    import gcsfs  # pylint: disable=g-import-not-at-top,unused-import
+  except ImportError:
+    return None
+  return _fsspec_files(path)._unbounded_fs  # pylint: disable=protected-access
+
+
+# Where the remote calls of this thread must have been answered (answer_within).
+_DEADLINE = threading.local()
+# How long the storage calls of one output (a checkpoint, a summary upload) may take in
+# all, their retries included, before the writer gives up.
+WRITE_BOUND_S = 60.0
+
+
+@contextlib.contextmanager
+def answer_within(seconds: float) -> Iterator[None]:
+  """Bounds the remote calls of the block (on this thread, fsspec route) to `seconds` in
+  all: each is retried with backoff by its library (gcsfs: 6 tries, 1 to 16 s apart)
+  until the deadline, then raises TimeoutError ("no answer within N s (last error:
+  ...)", the last failure the client logged) where it has not failed with its own error
+  before. The client's logs of failed requests are not printed: the caller reports the
+  failure in one line. A deadline already set (an enclosing block) stays where it is
+  earlier."""
+  outer = getattr(_DEADLINE, "at", None)
+  at = time.monotonic() + seconds
+  _DEADLINE.at = at if outer is None else min(outer, at)
+  _DEADLINE.seconds = seconds if outer is None else _DEADLINE.seconds
+  _LAST_FAILURE.listen()
+  try:
+    yield
+  finally:
+    _DEADLINE.at = outer
+    _LAST_FAILURE.stop()
+
+
+class _LastFailureHandler(logging.Handler):
+  """Keeps the last failure gcsfs logged (its retries log each one, from its own
+  thread), for the error of a call that ran out of time."""
+
+  def __init__(self):
+    super().__init__(logging.DEBUG)
+    self.text = ""
+    self._blocks = 0  # the answer_within blocks open, on every thread
+    self._saved = None
+    self._guard = threading.Lock()
+
+  def listen(self) -> None:
+    """Takes gcsfs's log records instead of its handlers (the first block to open)."""
+    with self._guard:
+      if self._blocks == 0:
+        logger = logging.getLogger("gcsfs")
+        self._saved = logger.level, logger.propagate
+        self.text = ""
+        logger.addHandler(self)
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+      self._blocks += 1
+
+  def stop(self) -> None:
+    """Gives gcsfs's log records back (the last block to close)."""
+    with self._guard:
+      self._blocks -= 1
+      if self._blocks == 0:
+        logger = logging.getLogger("gcsfs")
+        logger.removeHandler(self)
+        logger.level, logger.propagate = self._saved
+
+  def emit(self, record: logging.LogRecord) -> None:
+    message = record.getMessage()
+    if "exception:" in message:
+      self.text = " ".join(message.split("exception:", 1)[1].split())
+
+
+_LAST_FAILURE = _LastFailureHandler()
+
+
+def _not_an_abandoned_fsspec_call(record: logging.LogRecord) -> bool:
+  """False for asyncio's report of a task fsspec left when a bounded call gave up
+  ("Task exception was never retrieved", with a traceback): the caller's error says
+  it in one line."""
+  message = record.getMessage()
+  return not (message.startswith("Task exception was never retrieved")
+              and "fsspec" in message)
+
+
+logging.getLogger("asyncio").addFilter(_not_an_abandoned_fsspec_call)
+
+
+class _BoundedCalls:
+  """An fsspec asynchronous file system whose blocking calls pass the time left to the
+  deadline as fsspec's `timeout`."""
+
+  def __init__(self, fs, at: float, seconds: float):
+    self._fs, self._at, self._seconds = fs, at, seconds
+
+  def __getattr__(self, name):
+    method = getattr(self._fs, name)
+    # fsspec's blocking twin of a coroutine `_NAME` takes `timeout`; others (open) do not.
+    if not inspect.iscoroutinefunction(getattr(self._fs, f"_{name}", None)):
+      return method
+
+    def bounded(*args, **kwargs):
+      from fsspec import exceptions  # pylint: disable=g-import-not-at-top
+      left = self._at - time.monotonic()
+      try:
+        if left <= 0:
+          raise exceptions.FSTimeoutError()
+        return method(*args, timeout=left, **kwargs)
+      except exceptions.FSTimeoutError:
+        last = f" (last error: {_LAST_FAILURE.text})" if _LAST_FAILURE.text else ""
+        raise TimeoutError(f"no answer within {self._seconds:.0f} s{last}") from None
+    return bounded
+
+
+def _within_deadline(fs):
+  """`fs`, its calls bounded by this thread's deadline (answer_within) where one is set
+  and fsspec can bound them (an asynchronous file system: gcsfs, s3fs)."""
+  at: Optional[float] = getattr(_DEADLINE, "at", None)
+  if at is None:
+    return fs
+  from fsspec import asyn  # pylint: disable=g-import-not-at-top
+  if not isinstance(fs, asyn.AsyncFileSystem):
+    return fs
+  return _BoundedCalls(fs, at, _DEADLINE.seconds)
 
 
 def failure_reason(error: BaseException) -> str:

@@ -79,17 +79,8 @@ def _start(config, model_dir, cwd, environment):
 
 @pytest.fixture(name="emulator")
 def _emulator():
-  if not gcs_emulator.available():
-    pytest.skip("needs gcp-storage-emulator and gcsfs (extras test and gcs)")
-  with gcs_emulator.running() as host:
-    environment = gcs_emulator.environment(host)
-    os.environ.update(environment)  # for gcsfs in this process
-    import gcsfs  # pylint: disable=g-import-not-at-top
-    try:
-      yield environment, gcsfs.GCSFileSystem(skip_instance_cache=True)
-    finally:
-      for key in environment:
-        os.environ.pop(key, None)
+  with gcs_emulator.serving_this_process() as serving:
+    yield serving
 
 
 def _bucket_and_cwd(tmp_path):

@@ -8,6 +8,8 @@ import os
 import platform
 import subprocess
 import sys
+import types
+import warnings
 
 import pytest
 
@@ -96,6 +98,20 @@ def test_prefer_onednn_sets_the_variable_only_when_unset_on_x86():
   chosen = {cpu_kernels.ONEDNN_VARIABLE: "0"}
   assert not cpu_kernels.prefer_onednn(chosen)
   assert chosen == {cpu_kernels.ONEDNN_VARIABLE: "0"}
+
+
+@pytest.mark.skipif(not _X86, reason="the variable is set on x86-64 only")
+def test_prefer_onednn_warns_only_where_tensorflow_was_imported(monkeypatch):
+  monkeypatch.delenv(cpu_kernels.ONEDNN_VARIABLE, raising=False)
+  # A process that blocks TensorFlow (a TF-free run) never imported it: no warning.
+  monkeypatch.setitem(sys.modules, "tensorflow", None)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    assert cpu_kernels.prefer_onednn()
+  monkeypatch.delenv(cpu_kernels.ONEDNN_VARIABLE)
+  monkeypatch.setitem(sys.modules, "tensorflow", types.ModuleType("tensorflow"))
+  with pytest.warns(RuntimeWarning, match="after TensorFlow was imported"):
+    assert cpu_kernels.prefer_onednn()
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="TensorFlow's CUDA wheel")

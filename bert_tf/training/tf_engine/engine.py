@@ -178,3 +178,9 @@ class TensorFlowEngine(engine_lib.Engine):
 
   def barrier(self, name: str) -> None:
     self._barrier(name)
+
+  def lost_process(self, error: BaseException) -> Optional[str]:
+    return strategies.lost_worker(self.strategy, error)
+
+  def lost_process_reason(self, error: BaseException) -> str:
+    return strategies.peer_loss_reason(error)
