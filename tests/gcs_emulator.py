@@ -16,6 +16,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -48,20 +49,23 @@ def environment(host: str) -> Dict[str, str]:
 
 
 @contextlib.contextmanager
-def running(bucket: str = BUCKET, directory: Optional[str] = None) -> Iterator[str]:
+def running(bucket: str = BUCKET, directory: Optional[str] = None,
+            log_path: Optional[str] = None) -> Iterator[str]:
   """Yields the emulator's address (`http://127.0.0.1:PORT`), holding `bucket`.
 
   Args:
     bucket: the bucket it holds.
     directory: where it stores its objects (an existing folder, left for the caller to
       delete); None: in memory.
+    log_path: a file to write its output to, one line per request it answers
+      (`requests`); None: a temporary file.
 
   Raises:
     RuntimeError: it did not answer within 30 s (its output in the message).
   """
   port = free_port()
   # Its request log goes to a file: a pipe nobody reads would fill and stall it.
-  log = tempfile.TemporaryFile()
+  log = open(log_path, "w+b") if log_path else tempfile.TemporaryFile()
   storage = ["--in-memory"] if directory is None else []
   command = ([sys.executable, "-m", "gcp_storage_emulator"] if directory is None else
              [sys.executable, os.path.abspath(__file__), f"--data-dir={directory}"])
@@ -94,6 +98,17 @@ def running(bucket: str = BUCKET, directory: Optional[str] = None) -> Iterator[s
       process.kill()
       process.wait()
     log.close()
+
+
+def requests(log_path: str, start: int = 0):
+  """The requests the emulator logged to `log_path` (see `running`) from byte `start`
+  on, and the byte where its log ends: ([(method, path), ...], end)."""
+  with open(log_path, "rb") as f:
+    f.seek(start)
+    text = f.read()
+  found = re.findall(r'"(GET|POST|PUT|PATCH|DELETE|HEAD) (\S+) HTTP/[0-9.]+"',
+                     text.decode(errors="replace"))
+  return found, start + len(text)
 
 
 def _keep_no_deleted_objects(host: str, bucket: str) -> None:

@@ -10,8 +10,9 @@ Output formats: bert_tf (default), huggingface (BertForPreTraining names when th
 checkpoint has the pretraining heads, BertModel names otherwise), google_tf1.
 
 --input (a Hugging Face folder or file, a training run's model_dir), --config_file,
---vocab_file and --output_dir may be remote (gs://BUCKET/..., through tf.io.gfile);
-storage that is not served or does not answer is one line naming the input and the path.
+--vocab_file and --output_dir may be remote (gs://BUCKET/..., through the package's file
+layer); storage that is not served or does not answer is one line naming the input and
+the path.
 
 The masked-LM and next-sentence heads are converted when present. Every shape, the vocab
 size and the variable names are checked before anything is written; the output folder
