@@ -19,6 +19,7 @@ from http import HTTPStatus
 import importlib.util
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -53,20 +54,23 @@ def environment(host: str) -> Dict[str, str]:
 
 
 @contextlib.contextmanager
-def running(bucket: str = BUCKET, directory: Optional[str] = None) -> Iterator[str]:
+def running(bucket: str = BUCKET, directory: Optional[str] = None,
+            log_path: Optional[str] = None) -> Iterator[str]:
   """Yields the emulator's address (`http://127.0.0.1:PORT`), holding `bucket`.
 
   Args:
     bucket: the bucket it holds.
     directory: where it stores its objects (an existing folder, left for the caller to
       delete); None: in memory.
+    log_path: a file to write its output to, one line per request it answers
+      (bench.remote_restore.logged_requests reads it); None: a temporary file.
 
   Raises:
     RuntimeError: it did not answer within 30 s (its output in the message).
   """
   port = free_port()
   # Its request log goes to a file: a pipe nobody reads would fill and stall it.
-  log = tempfile.TemporaryFile()
+  log = open(log_path, "w+b") if log_path else tempfile.TemporaryFile()
   storage = ["--in-memory"] if directory is None else []
   command = [sys.executable, os.path.abspath(__file__)]
   if directory is not None:
@@ -111,14 +115,14 @@ def kill(host: str) -> None:
 
 
 @contextlib.contextmanager
-def serving_this_process() -> Iterator[tuple]:
-  """Yields (environment(), a gcsfs file system) with the emulator running and this
-  process's gcsfs sent to it (os.environ, restored after); skips the test where the
-  emulator or gcsfs is not installed."""
+def serving_this_process(log_path: Optional[str] = None) -> Iterator[tuple]:
+  """Yields (environment(), a gcsfs file system) with the emulator running (its request
+  log in `log_path`, if given) and this process's gcsfs sent to it (os.environ, restored
+  after); skips the test where the emulator or gcsfs is not installed."""
   import pytest  # pylint: disable=g-import-not-at-top
   if not available():
     pytest.skip("needs gcp-storage-emulator and gcsfs (extras test and gcs)")
-  with running() as host:
+  with running(log_path=log_path) as host:
     variables = environment(host)
     os.environ.update(variables)
     import gcsfs  # pylint: disable=g-import-not-at-top
@@ -127,6 +131,7 @@ def serving_this_process() -> Iterator[tuple]:
     finally:
       for key in variables:
         os.environ.pop(key, None)
+
 
 
 def _keep_no_deleted_objects(host: str, bucket: str) -> None:

@@ -21,8 +21,9 @@ which tools/export_saved_model.py reads as it reads a training run's (--checkpoi
 alone exports it); the experiment also serves tools/train.py as --config_file.
 
 --input (a Hugging Face folder or file, a training run's model_dir), --config_file,
---vocab_file and --output_dir may be remote (gs://BUCKET/..., through tf.io.gfile);
-storage that is not served or does not answer is one line naming the input and the path.
+--vocab_file and --output_dir may be remote (gs://BUCKET/..., through the package's file
+layer); storage that is not served or does not answer is one line naming the input and
+the path.
 
 Every shape, the vocab size and the variable names are checked before anything is
 written; the output folder appears only when complete.

@@ -109,40 +109,43 @@ def main(argv):
   if not vocab_file:
     raise app.UsageError("No vocab: pass --vocab_file or set tokenizer.vocab_file in the config")
   files.check_readable(vocab_file, "--vocab_file")
-  model = exporter.model_from_checkpoint(experiment, checkpoint)
-  print(f"      restored {checkpoint}", flush=True)
-  model = exporter.serving_model(experiment, model, FLAGS.quantize)
-  _done(start)
-  start = _stage(2, total, "Building the serving graph (tokenizer, packing, model)")
-  # Serving options the command line sets replace the task's.
-  options = {name: FLAGS[name].value for name in ("top_k", "max_masks") if FLAGS[name].present}
-  module = exporter.build_serving_module(
-      experiment, model, vocab_file, kind=FLAGS.kind, seq_length=FLAGS.seq_length, **options)
-  _done(start)
-  start = _stage(3, total, f"Tracing the signatures and writing under {FLAGS.export_dir}")
-  path = exporter.write_saved_model(module, FLAGS.export_dir, FLAGS.version)
-  _done(start)
-  start = _stage(4, total, "Checking the ops against the TF Serving allowlist")
-  ops = serving_ops_check.saved_model_op_types(path)
-  if FLAGS.check_ops:
-    serving_ops_check.check_export_ops(path)
-  _done(start)
-  hub_paths = {}
-  if FLAGS.hub_dir:
-    start = _stage(5, total, f"Writing the TF Hub-style pair under {FLAGS.hub_dir}")
-    is_pretrainer = hasattr(model, "masked_lm")
-    hub_paths = hub.export_hub_pair(
-        getattr(model, "encoder", model), vocab_file, FLAGS.hub_dir,
-        lower_case=experiment.tokenizer.lower_case,
-        seq_length=module.seq_length, pretrainer=model if is_pretrainer else None)
+  # TensorFlow copies the vocab into the export (an asset) through its own file system,
+  # which reaches less storage than the package's (an emulator): a local copy.
+  with files.staged_input(vocab_file) as local_vocab:
+    model = exporter.model_from_checkpoint(experiment, checkpoint)
+    print(f"      restored {checkpoint}", flush=True)
+    model = exporter.serving_model(experiment, model, FLAGS.quantize)
     _done(start)
-  inputs = ", ".join(module.text_inputs)
-  print(f"Exported {type(module).__name__} of {checkpoint} to {path} "
-        f"(serving_default({inputs}), "
-        f"serve_token_ids, serve_examples; seq_length {module.seq_length}; {len(ops)} op types, "
-        f"all allowlisted: {not serving_ops_check.unexpected_ops(path)})"
-        + (f"; hub pair: {hub_paths['preprocessor']}, {hub_paths['encoder']}" if hub_paths
-           else "") + f" in {time.time() - begin:.1f}s")
+    start = _stage(2, total, "Building the serving graph (tokenizer, packing, model)")
+    # Serving options the command line sets replace the task's.
+    options = {name: FLAGS[name].value for name in ("top_k", "max_masks") if FLAGS[name].present}
+    module = exporter.build_serving_module(
+        experiment, model, local_vocab, kind=FLAGS.kind, seq_length=FLAGS.seq_length, **options)
+    _done(start)
+    start = _stage(3, total, f"Tracing the signatures and writing under {FLAGS.export_dir}")
+    path = exporter.write_saved_model(module, FLAGS.export_dir, FLAGS.version)
+    _done(start)
+    start = _stage(4, total, "Checking the ops against the TF Serving allowlist")
+    ops = serving_ops_check.saved_model_op_types(path)
+    if FLAGS.check_ops:
+      serving_ops_check.check_export_ops(path)
+    _done(start)
+    hub_paths = {}
+    if FLAGS.hub_dir:
+      start = _stage(5, total, f"Writing the TF Hub-style pair under {FLAGS.hub_dir}")
+      is_pretrainer = hasattr(model, "masked_lm")
+      hub_paths = hub.export_hub_pair(
+          getattr(model, "encoder", model), local_vocab, FLAGS.hub_dir,
+          lower_case=experiment.tokenizer.lower_case,
+          seq_length=module.seq_length, pretrainer=model if is_pretrainer else None)
+      _done(start)
+    inputs = ", ".join(module.text_inputs)
+    print(f"Exported {type(module).__name__} of {checkpoint} to {path} "
+          f"(serving_default({inputs}), "
+          f"serve_token_ids, serve_examples; seq_length {module.seq_length}; {len(ops)} op types, "
+          f"all allowlisted: {not serving_ops_check.unexpected_ops(path)})"
+          + (f"; hub pair: {hub_paths['preprocessor']}, {hub_paths['encoder']}" if hub_paths
+             else "") + f" in {time.time() - begin:.1f}s")
 
 
 def run():

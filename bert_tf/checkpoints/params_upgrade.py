@@ -14,8 +14,10 @@ from typing import Any, Dict, Mapping
 from bert_tf import configs
 
 
-class ObsoleteConfigKeyWarning(UserWarning):
-  """A config uses a key that moved; it was read in its new place."""
+# The runtime section's kernel settings moved too: RuntimeConfig reads them in their new
+# place itself (configs.MOVED_RUNTIME_KEYS), so that an override of a built config
+# (`config.override(["runtime.gpu_attention=xla"])`) is read as a file is.
+ObsoleteConfigKeyWarning = configs.ObsoleteConfigKeyWarning
 
 
 # Keys of the data sections that moved to the tokenizer section.

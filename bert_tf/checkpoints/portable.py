@@ -21,9 +21,10 @@ before the .h5: the TensorFlow engine a tf.data iterator checkpoint (`.index`,
 Files are written under a temporary name and renamed, so a reader never sees a
 half-written checkpoint; h5py writes local files only, so for a remote directory the
 file is written locally, uploaded under a temporary name and renamed there
-(bert_tf.utils.files.staged_output), and read through a seekable file object, which
-fetches only the bytes h5py reads. Reading asserts what TensorFlow checkpoints assert: every
-variable of a restored item is found with the same shape, and errors name the file.
+(bert_tf.utils.files.staged_output), and read from a local copy fetched in a few large
+concurrent ranges (bert_tf.utils.range_reads.local_copy). Reading asserts what
+TensorFlow checkpoints assert: every variable of a restored item is found with the
+same shape, and errors name the file.
 
 Version 1 files held Keras optimizers' variables in order (`optimizer/<i>`, attribute
 `path`: `adam_w/<variable path with _>_momentum`, `loss_scale_optimizer/dynamic_scale`);
@@ -42,6 +43,7 @@ import numpy as np
 from bert_tf import constants
 from bert_tf.utils import errors
 from bert_tf.utils import files
+from bert_tf.utils import range_reads
 
 FORMAT = "bert_tf.portable"
 VERSION = 2
@@ -63,9 +65,8 @@ def is_portable(path: str) -> bool:
   if not (path.endswith(SUFFIX) and files.exists(path) and not files.isdir(path)):
     return False
   try:
-    # h5py reads a file object where it seeks: of a remote file, only the header's bytes
-    # are fetched, not the whole checkpoint as a local copy would.
-    with files.open_file(path, "rb") as raw, h5py.File(raw, "r") as f:
+    # A remote file is fetched whole once: the restore that follows reads the copy.
+    with h5py.File(_local(path), "r") as f:
       return f.attrs.get("format") == FORMAT
   except OSError:
     return False
@@ -236,23 +237,24 @@ def save(path: str, items: Mapping[str, object],
   return write(path, snapshot(items, optimizer_state, step, random_state, backend))
 
 
+def _local(path: str) -> str:
+  """The local file to read the checkpoint at `path` from: a remote one fetched whole
+  in a few large concurrent ranges (bert_tf.utils.range_reads.local_copy; h5py's own
+  reads are many small ones), once for the several reads of one restore."""
+  return files.local_path(path) if files.is_local(path) else range_reads.local_copy(path)
+
+
 @contextlib.contextmanager
 def _open(path: str) -> Iterator[h5py.File]:
-  """The checkpoint at `path` open for reading; a remote one through a seekable file
-  object of the file layer, so that only the bytes read are fetched (the names and
-  shapes without the arrays), with no local copy."""
-  with contextlib.ExitStack() as stack:
-    source = files.local_path(path)
-    if not files.is_local(path):
-      source = stack.enter_context(files.open_file(path, "rb"))
-    try:
-      f = h5py.File(source, "r")
-    except OSError as e:
-      raise PortableCheckpointError(f"Checkpoint {path} is unreadable: {e}") from None
-    with f:
-      if f.attrs.get("format") != FORMAT:
-        raise PortableCheckpointError(f"{path} is not a bert_tf portable checkpoint")
-      yield f
+  """The checkpoint at `path` open for reading (a remote one from its local copy)."""
+  try:
+    f = h5py.File(_local(path), "r")
+  except OSError as e:
+    raise PortableCheckpointError(f"Checkpoint {path} is unreadable: {e}") from None
+  with f:
+    if f.attrs.get("format") != FORMAT:
+      raise PortableCheckpointError(f"{path} is not a bert_tf portable checkpoint")
+    yield f
 
 
 def check_readable(path: str) -> None:

@@ -11,7 +11,9 @@ from bert_tf.configs.base import (Config, ConfigError, field_path, load_yaml, me
 from bert_tf.configs.batches import check_batch_sizes
 from bert_tf.configs.encoder import ACTIVATIONS, ENCODER_SIZES, EncoderConfig
 from bert_tf.configs.experiment import (BACKENDS, GPU_ATTENTION, GPU_DROPOUT_GENERATORS,
-                                        GPU_LAYER_NORM, LORA_TARGETS, OPTIMIZERS, PRECISIONS,
-                                        STRATEGIES, DataConfig, ExperimentConfig, ModelConfig,
+                                        GPU_LAYER_NORM, LORA_TARGETS, MOVED_RUNTIME_KEYS,
+                                        OPTIMIZERS, PRECISIONS, STRATEGIES, DataConfig,
+                                        ExperimentConfig, JaxGpuKernelsConfig, KernelsConfig,
+                                        ModelConfig, ObsoleteConfigKeyWarning,
                                         OptimizerConfig, RuntimeConfig, TaskConfig,
                                         TokenizerConfig, TrainerConfig, task_config_from_dict)

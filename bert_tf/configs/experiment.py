@@ -10,6 +10,7 @@ those classes (bert_tf.training.experiments passes the task registry's).
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any, List, Mapping, Optional
 
 from bert_tf.configs.base import Config, ConfigError, field_path, nearest_name, require
@@ -202,6 +203,43 @@ BACKENDS = ("", "tensorflow", "jax")
 GPU_ATTENTION = ("auto", "pallas", "xla")
 GPU_DROPOUT_GENERATORS = ("hash", "philox", "threefry")
 GPU_LAYER_NORM = ("xla", "pallas")
+# Earlier versions' flat runtime keys of the kernel settings: {old key: its place under
+# runtime now}. They are read in their new place (see RuntimeConfig.from_dict).
+MOVED_RUNTIME_KEYS = {"gpu_attention": ("kernels", "jax_gpu", "attention"),
+                      "gpu_dropout_generator": ("kernels", "jax_gpu", "dropout_generator"),
+                      "gpu_layer_norm": ("kernels", "jax_gpu", "layer_norm")}
+
+
+class ObsoleteConfigKeyWarning(UserWarning):
+  """A config uses a key that moved; it was read in its new place."""
+
+
+@dataclasses.dataclass
+class JaxGpuKernelsConfig(Config):
+  """The JAX GPU speed path's choices (bert_tf.kernels.jax_gpu): attention auto (the
+  Pallas kernel where it compiles and agrees with XLA on this GPU), pallas or xla;
+  dropout masks from a hash of each element's index (hash), XLA's philox or Keras's
+  threefry; the residual, dropout and LayerNorm as XLA fuses them (xla) or one Pallas
+  kernel (pallas)."""
+
+  attention: str = "auto"
+  dropout_generator: str = "hash"
+  layer_norm: str = "xla"
+
+  def validate(self):
+    for name, allowed in (("attention", GPU_ATTENTION),
+                          ("dropout_generator", GPU_DROPOUT_GENERATORS),
+                          ("layer_norm", GPU_LAYER_NORM)):
+      require(getattr(self, name) in allowed,
+              f"{name} must be one of {', '.join(allowed)}, got '{getattr(self, name)}'")
+
+
+@dataclasses.dataclass
+class KernelsConfig(Config):
+  """The settings of the speed paths (bert_tf.kernels), one section per kernel set that
+  takes any, named as the set is registered."""
+
+  jax_gpu: JaxGpuKernelsConfig = dataclasses.field(default_factory=JaxGpuKernelsConfig)
 
 
 @dataclasses.dataclass
@@ -222,18 +260,14 @@ class RuntimeConfig(Config):
   # XLA-compiles the training step. Unset: on where TensorFlow runs the step on a GPU
   # or TPU, off on CPUs (where the fused kernels do better).
   jit_compile: Optional[bool] = None
-  # The speed paths (bert_tf.kernels): the same variables and results, computed faster:
+  # The speed paths (bert_tf.kernels): the same variables and results, computed faster,
+  # the kernel set registered for the backend and platform the model runs on:
   # TensorFlow's on CPUs (tensorflow_cpu), JAX's on GPUs (jax_gpu: fused attention with
-  # dropout, cheaper dropout masks). Unset: on where the model runs on TensorFlow on a
-  # CPU or on JAX on a GPU, off elsewhere. False: the reference layers.
+  # dropout, cheaper dropout masks). Unset: on where the registered set is on by default
+  # (TensorFlow on a CPU, JAX on a GPU), off elsewhere. False: the reference layers.
   fused_kernels: Optional[bool] = None
-  # The JAX GPU path's choices: attention auto (the Pallas kernel where it compiles and
-  # agrees with XLA on this GPU), pallas or xla; dropout masks from a hash of each
-  # element's index (hash), XLA's philox or Keras's threefry; the residual, dropout and
-  # LayerNorm as XLA fuses them (xla) or one Pallas kernel (pallas).
-  gpu_attention: str = "auto"
-  gpu_dropout_generator: str = "hash"
-  gpu_layer_norm: str = "xla"
+  # The kernel sets' settings (runtime.kernels.jax_gpu.attention, ...).
+  kernels: KernelsConfig = dataclasses.field(default_factory=KernelsConfig)
   seed: int = 42
   # Deterministic kernels (tf.config.experimental.enable_op_determinism).
   deterministic: bool = False
@@ -245,12 +279,32 @@ class RuntimeConfig(Config):
   # the embeddings, heads and the tied masked-LM output layer keep the dtype policy.
   float8_training: bool = False
 
+  @classmethod
+  def from_dict(cls, data: Optional[Mapping[str, Any]], path: str = ""):
+    """As Config.from_dict, with earlier versions' flat kernel keys (MOVED_RUNTIME_KEYS:
+    an earlier params.yaml, an override `runtime.gpu_attention=xla`) read in their place
+    under `kernels`, with a warning naming it. An old key given beside its new place
+    is taken over it: it is an override of a config that has the section."""
+    data = dict(data or {})
+    moved = []
+    for old, place in MOVED_RUNTIME_KEYS.items():
+      if old not in data:
+        continue
+      value = data.pop(old)
+      node = data
+      for part in place[:-1]:
+        child = node.get(part)
+        node[part] = dict(child) if isinstance(child, Mapping) else {}
+        node = node[part]
+      node[place[-1]] = value
+      moved.append(f"{field_path(path, old)}: moved to "
+                   f"{field_path(path, '.'.join(place))}")
+    if moved:
+      warnings.warn("Obsolete config keys read in their new place: " + "; ".join(moved),
+                    ObsoleteConfigKeyWarning, stacklevel=2)
+    return super().from_dict(data, path)
+
   def validate(self):
-    for name, allowed in (("gpu_attention", GPU_ATTENTION),
-                          ("gpu_dropout_generator", GPU_DROPOUT_GENERATORS),
-                          ("gpu_layer_norm", GPU_LAYER_NORM)):
-      require(getattr(self, name) in allowed,
-              f"{name} must be one of {', '.join(allowed)}, got '{getattr(self, name)}'")
     require(self.backend in BACKENDS,
             f"backend must be one of {BACKENDS}, got '{self.backend}'")
     require(self.distribution_strategy in STRATEGIES,

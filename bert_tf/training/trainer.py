@@ -48,6 +48,7 @@ from bert_tf.training import run_lock
 from bert_tf.training.summaries import SummaryWriter
 from bert_tf.utils import errors
 from bert_tf.utils import files
+from bert_tf.utils import range_reads
 from bert_tf.utils.progress import StepLogger
 
 NonFiniteLossError = host_loop.NonFiniteLossError
@@ -146,6 +147,8 @@ class Trainer:
       self.initialized_from = self.task.initialize(self.model)
       for item, path in self.initialized_from.items():
         self._log(f"Initialized {item} from {path}")
+    # The checkpoint's local copy (of a remote one) is not read again.
+    range_reads.release_local_copy()
     engine.state_restored()
     self._initialized = True
 

@@ -7,7 +7,9 @@ local paths use the os module and remote ones (`gs://`, `s3://`, `memory://`, ..
 fsspec, the library the JAX ecosystem's loaders and TensorBoard's own writer fall back
 on without TensorFlow; its cloud protocols come as packages of their own (gcsfs,
 requirements/gcs.txt; s3fs, requirements/s3.txt; beside TensorFlow the extras
-`bert_tf[gcs]` and `bert_tf[s3]`). A path that no installed library serves, or whose
+`bert_tf[gcs]` and `bert_tf[s3]`). A gs:// path on a Cloud Storage emulator
+(STORAGE_EMULATOR_HOST set) goes through fsspec with TensorFlow too: TensorFlow's client
+has no setting that reaches one. A path that no installed library serves, or whose
 storage does not answer, is a `StorageError` naming the path and what is missing: the
 install that fits this environment (bert_tf.utils.optional.extra_install).
 """
@@ -108,6 +110,14 @@ class FsspecFiles:
   def size(self, path: str) -> int:
     return self._fs.size(path)
 
+  def size_and_version(self, path: str):
+    """(size in bytes, a version that changes when the file is replaced: the object's
+    generation or etag, else its modification time; "" where the store has none)."""
+    info = self._fs.info(path)
+    version = next((info[key] for key in ("generation", "etag", "ETag", "mtime", "updated",
+                                          "LastModified", "created") if info.get(key)), "")
+    return int(info["size"]), str(version)
+
   def makedirs(self, directory: str) -> None:
     if self._object_store:
       # Directories are names in an object store: this only checks that the bucket
@@ -134,6 +144,12 @@ class FsspecFiles:
   def open_ranges(self, path: str):
     # No read-ahead: the caller reads whole blocks and caches them itself.
     return self._fs.open(path, "rb", cache_type="none")
+
+  def read_ranges(self, path: str, ranges) -> Iterator[bytes]:
+    """The bytes of each range [start, stop) of the file at `path`, in order: one
+    request each, sharing no file object (threads may read ranges at once)."""
+    for start, stop in ranges:
+      yield self._fs.cat_file(path, start=start, end=stop)
 
   def copy(self, source: str, target: str, overwrite: bool = False) -> None:
     """Copies within this file system, or between it and the local one."""
@@ -181,8 +197,22 @@ class _TensorFlowFiles:
   def size(self, path: str) -> int:
     return self._gfile.stat(path).length
 
+  def size_and_version(self, path: str):
+    """(size in bytes, modification time; "" where the file system keeps none)."""
+    stat = self._gfile.stat(path)
+    return stat.length, str(stat.mtime_nsec or "")
+
   def open_ranges(self, path: str):
     return self._gfile.GFile(path, "rb")
+
+  def read_ranges(self, path: str, ranges) -> Iterator[bytes]:
+    """The bytes of each range [start, stop) of the file at `path`, in order, through
+    one file of its own: consecutive ranges are served by the client's read-ahead
+    (TensorFlow's gs:// client fetches a block beyond a small read) where it has one."""
+    with self._gfile.GFile(path, "rb") as f:
+      for start, stop in ranges:
+        f.seek(start)
+        yield f.read(stop - start)
 
   def rename(self, source: str, target: str, overwrite: bool = False) -> None:
     """gfile.rename; a remote directory is copied file by file, then deleted (a remote
@@ -230,23 +260,33 @@ def _fsspec_files(path: str) -> FsspecFiles:
   return FsspecFiles(fs, f"{scheme}://", object_store=scheme in _EXTRAS)
 
 
+def _emulated(path: str) -> bool:
+  """Whether `path` is on a Cloud Storage emulator (STORAGE_EMULATOR_HOST), which
+  gcsfs reaches and TensorFlow's gs:// client, with no such setting, does not."""
+  return protocol(path) in ("gs", "gcs") and bool(os.environ.get("STORAGE_EMULATOR_HOST"))
+
+
 def for_path(path: str):
   """The file system of `path`: tf.io.gfile where TensorFlow is installed; without it
-  the os module for a local path, fsspec for a remote one.
+  the os module for a local path, fsspec for a remote one; fsspec also for a gs:// path
+  on an emulator (STORAGE_EMULATOR_HOST set), which TensorFlow's client cannot reach.
 
   Returns:
     an object with tf.io.gfile's `exists`, `isdir`, `glob`, `listdir`, `makedirs`,
     `remove`, `rmtree`, `rename`, `copy` and `GFile`, and `failures` (the exception
-    types its storage raises); for a remote path also `size` (bytes) and `open_ranges`
-    (a binary file to seek and read whole ranges of, without read-ahead where the
-    library has a choice): local files are sized and read with the os module.
+    types its storage raises); for a remote path also `size` (bytes),
+    `size_and_version` (bytes and a version that changes when the file is replaced),
+    `open_ranges` (a binary file to seek and read whole ranges of, without read-ahead
+    where the library has a choice) and `read_ranges` (the bytes of several ranges, in
+    order, on a file object of their own): local files are sized and read with the os
+    module.
 
   Raises:
     StorageError: a remote protocol that no installed library serves, naming the path
       and the extra to install.
   """
   gfile = _tensorflow_gfile()
-  if gfile is not None:
+  if gfile is not None and not _emulated(path):
     return _TensorFlowFiles(gfile)
   if not is_remote(path):
     return LocalFiles

@@ -6,8 +6,8 @@ complete, so that a reader never sees a half-written file and a failed run leave
 whatever was there before untouched. Paths may be local or remote: every operation goes
 through the file system bert_tf.utils.file_systems picks (tf.io.gfile where TensorFlow
 is installed, fsspec for remote paths without it). A library that writes only local
-files (h5py) writes to a local temporary file that `staged_output` then uploads; it
-reads a remote file through the seekable file object `open_file` gives.
+files (h5py) writes to a local temporary file that `staged_output` then uploads, and
+reads a local copy of a remote file (bert_tf.utils.range_reads.local_copy).
 """
 
 import contextlib
@@ -211,18 +211,19 @@ def check_readable(path: str, field: str) -> None:
 @contextlib.contextmanager
 def staged_input(path: str) -> Iterator[str]:
   """Yields a local path holding the file at `path`, for libraries that read only local
-  files (safetensors, torch): `path` itself where it is local, else a temporary local
-  copy, deleted when the block ends."""
+  files (safetensors, torch; TensorFlow's own file system, which does not reach every
+  storage the package's does): `path` itself where it is local, else a temporary local
+  copy of the same name (a SavedModel asset keeps it), deleted when the block ends."""
   if not file_systems.is_remote(path):
     yield local_path(path)
     return
-  handle, local = tempfile.mkstemp(suffix=os.path.basename(path))
-  os.close(handle)
+  directory = tempfile.mkdtemp(prefix="bert_tf_staged_")
   try:
+    local = os.path.join(directory, os.path.basename(path))
     copy(path, local)
     yield local
   finally:
-    os.remove(local)
+    shutil.rmtree(directory)
 
 
 @contextlib.contextmanager

@@ -4,8 +4,11 @@ pretraining and a GLUE task (the records tools/create_finetuning_data.py writes)
 their data, vocab and init_checkpoint from the bucket and write params.yaml, summaries,
 checkpoints and input positions there; a run killed after a checkpoint resumes from it
 bit-exactly; and storage that is not served or does not answer is one error line, for
-each kind of path, with nothing written locally. The TensorFlow engine is tested in one
-process on ram:// (tests/training/test_remote_model_dir.py).
+each kind of path, with nothing written locally. With TensorFlow installed, the package
+reaches the emulator through gcsfs too (TensorFlow's gs:// client has no emulator
+setting): a checkpoint in the bucket is read in ranged requests of 8 MiB, and the
+exporter and the converter read a model_dir there. The TensorFlow engine is tested in
+one process on ram:// (tests/training/test_remote_model_dir.py).
 """
 
 import contextlib
@@ -20,12 +23,16 @@ import numpy as np
 import pytest
 import yaml
 
+import export_helpers
 import gcs_emulator
+from bench import remote_restore
 import host_input_helpers as host_helpers
 import paths
 import process_helpers
 from bert_tf.checkpoints import portable
+from bert_tf.checkpoints import restore
 from bert_tf.training import summaries
+from bert_tf.utils import range_reads
 
 pytestmark = pytest.mark.integration
 
@@ -77,9 +84,15 @@ def _start(config, model_dir, cwd, environment):
                           stderr=subprocess.DEVNULL)
 
 
+@pytest.fixture(name="emulator_log")
+def _emulator_log(tmp_path):
+  """The file the emulator logs its requests to (bench.remote_restore.logged_requests reads it)."""
+  return str(tmp_path / "emulator.log")
+
+
 @pytest.fixture(name="emulator")
-def _emulator():
-  with gcs_emulator.serving_this_process() as serving:
+def _emulator(emulator_log):
+  with gcs_emulator.serving_this_process(log_path=emulator_log) as serving:
     yield serving
 
 
@@ -351,3 +364,84 @@ def _closed_port():
   with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     yield s.getsockname()[1]
+
+
+def test_a_checkpoint_in_the_bucket_is_read_in_one_ranged_request_per_8_mib(
+    tmp_path, emulator, emulator_log):
+  _, fs = emulator
+  bucket, _ = _bucket_and_cwd(tmp_path)
+  rng = np.random.default_rng(0)
+  # Many small arrays, as a checkpoint holds (h5py reads each in pieces of its own).
+  arrays = {f"items/encoder/layer_{i}/kernel": rng.standard_normal((128, 96)).astype(
+      np.float32) for i in range(300)}
+  arrays.update({f"optimizer/m/layer_{i}/kernel": rng.standard_normal((256, 256)).astype(
+      np.float32) for i in range(100)})
+  local = portable.write(str(tmp_path / "ckpt-5.h5"), portable.Snapshot(
+      {"format": portable.FORMAT, "version": portable.VERSION, "step": 5}, arrays))
+  path = f"{bucket}/run/ckpt-5.h5"
+  fs.put(local, path)
+  import gcsfs  # pylint: disable=g-import-not-at-top
+  gcsfs.GCSFileSystem.clear_instance_cache()  # the file layer's, made for this emulator
+  _, mark = remote_restore.logged_requests(emulator_log)
+  assert restore.resolve_checkpoint(f"{bucket}/run") == path  # reads every array
+  read = portable.arrays(path)
+  range_reads.release_local_copy()
+  requests, _ = remote_restore.logged_requests(emulator_log, mark)
+  ranges = -(-os.path.getsize(local) // (8 << 20))
+  assert len([r for r in requests if r[1].startswith("/download/")]) == ranges, requests
+  assert len(requests) <= ranges + 16, requests
+  assert read.keys() == arrays.keys()
+  for key, value in arrays.items():
+    np.testing.assert_array_equal(read[key], value, err_msg=key)
+
+
+def _tool_with_tensorflow(name, args, environment, cwd):
+  env = {k: v for k, v in os.environ.items()
+         if k not in ("KERAS_BACKEND", "XLA_FLAGS", "STORAGE_EMULATOR_HOST")}
+  env.update(environment, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=paths.ROOT)
+  result = subprocess.run([sys.executable, os.path.join(paths.ROOT, "tools", name), *args],
+                          env=env, capture_output=True, text=True, timeout=600, cwd=str(cwd))
+  assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+  return result
+
+
+def _tensorflow_variables(prefix):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  reader = tf.train.load_checkpoint(prefix)
+  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+          if not name.startswith("_CHECKPOINTABLE_OBJECT_GRAPH")}
+
+
+def test_export_and_conversion_read_a_model_dir_in_the_bucket_through_the_file_layer(
+    tmp_path, emulator):
+  """With TensorFlow installed, as the exporter needs: the checkpoint, params.yaml and
+  the vocab it names are read from the bucket; the export and the conversion are those
+  of the same model_dir read locally."""
+  environment, fs = emulator
+  bucket, cwd = _bucket_and_cwd(tmp_path)
+  remote = f"{bucket}/model_dir"
+  vocab = export_helpers.write_vocab(tmp_path / "vocab")
+  config = export_helpers.experiment(f"{remote}/vocab.txt")
+  model = export_helpers.build_model(config)
+  local = tmp_path / "model_dir"
+  portable.save(portable.path_for_step(str(local), 2), model.checkpoint_items, step=2)
+  config.save(str(local / "params.yaml"))
+  _upload(fs, [local / "ckpt-2.h5", local / "params.yaml", vocab], remote)
+
+  exported = _tool_with_tensorflow(
+      "export_saved_model.py", [f"--checkpoint={remote}", f"--export_dir={tmp_path}/exports"],
+      environment, cwd)
+  assert f"restored {remote}/ckpt-2.h5" in exported.stdout
+  assert (tmp_path / "exports" / "1" / "assets" / "vocab.txt").read_text(
+      encoding="utf-8") == open(vocab, encoding="utf-8").read()
+
+  for source, output in ((remote, "from_bucket"), (str(local), "from_local")):
+    _tool_with_tensorflow("convert_checkpoint.py",
+                          [f"--input={source}", f"--output_dir={tmp_path / output}"],
+                          environment, cwd)
+  a = _tensorflow_variables(str(tmp_path / "from_bucket" / "ckpt-1"))
+  b = _tensorflow_variables(str(tmp_path / "from_local" / "ckpt-1"))
+  assert a.keys() == b.keys() and len(a) > 10
+  for key in a:
+    np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+  assert os.listdir(cwd) == []

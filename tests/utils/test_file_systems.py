@@ -17,6 +17,9 @@ from bert_tf.utils import files
 from bert_tf.utils import optional
 
 
+from bert_tf.utils import range_reads
+
+
 @pytest.fixture(name="without_tensorflow")
 def _without_tensorflow(monkeypatch):
   monkeypatch.setattr(file_systems, "_tensorflow_gfile", lambda: None)
@@ -84,7 +87,7 @@ def test_atomic_writes_listing_and_rename_on_fsspec_leave_no_temporary(without_t
   assert files.listdir(directory) == ["a.txt"]
 
 
-def test_portable_checkpoint_round_trips_through_remote_directory_leaving_no_local_copy(
+def test_portable_checkpoint_round_trips_through_remote_directory_leaving_no_local_file(
     without_tensorflow, tmp_path, monkeypatch):
   del without_tensorflow
   staging = tmp_path / "staging"
@@ -111,7 +114,10 @@ def test_portable_checkpoint_round_trips_through_remote_directory_leaving_no_loc
   files.copy(path, local)
   with h5py.File(local, "r") as f:
     np.testing.assert_array_equal(f["items/encoder/encoder/w"][()], Item.variables[0].value)
-  assert os.listdir(staging) == []  # the local files h5py wrote and read are gone
+  # The local file h5py wrote is gone; the copy it read stays until released.
+  assert [name.endswith("-ckpt-3.h5") for name in os.listdir(staging)] == [True]
+  range_reads.release_local_copy()
+  assert os.listdir(staging) == []
 
 
 def test_file_urls_are_local_and_read_like_plain_paths(tmp_path):
@@ -141,3 +147,13 @@ def test_remote_globs_sizes_and_reads_go_through_fsspec_without_tensorflow(witho
     assert f.read() == b"a.rec\n"
   with pytest.raises(FileNotFoundError, match=f"input_path: no file matches {directory}/x"):
     files.expand_patterns(f"{directory}/x*")
+
+
+def test_with_tensorflow_gs_paths_on_an_emulator_go_through_gcsfs(monkeypatch):
+  pytest.importorskip("gcsfs")
+  monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")
+  assert isinstance(file_systems.for_path("gs://bucket/run"), file_systems.FsspecFiles)
+  assert not isinstance(file_systems.for_path("ram://run"), file_systems.FsspecFiles)
+  assert not isinstance(file_systems.for_path("/tmp/run"), file_systems.FsspecFiles)
+  monkeypatch.delenv("STORAGE_EMULATOR_HOST")
+  assert not isinstance(file_systems.for_path("gs://bucket/run"), file_systems.FsspecFiles)

@@ -1,6 +1,7 @@
 """Ranged reads of a remote file through a shared block cache (bert_tf.utils.range_reads)."""
 
 import concurrent.futures
+import os
 import uuid
 
 import numpy as np
@@ -68,3 +69,63 @@ def test_threads_reading_one_file_at_once_get_its_bytes(remote_file):
     got = list(pool.map(lambda span: reader[span[0]:span[1]], spans))
   assert got == [data[a:b] for a, b in spans]
   reader.close()
+
+
+def _counting_range_reads(monkeypatch):
+  """The sizes of the ranges FsspecFiles.read_ranges reads (one request each), as a
+  list filled as they are read."""
+  reads = []
+  read_ranges = file_systems.FsspecFiles.read_ranges
+
+  def counted(self, path, ranges):
+    for data in read_ranges(self, path, ranges):
+      reads.append(len(data))
+      yield data
+  monkeypatch.setattr(file_systems.FsspecFiles, "read_ranges", counted)
+  return reads
+
+
+def test_a_fetch_plan_covers_the_file_in_ranges_of_at_most_8_mib_in_at_most_8_runs():
+  for size in (0, 1, 8 << 20, (8 << 20) + 1, 69_000_000, 1_300_000_000):
+    plan = range_reads.fetch_plan(size)
+    ranges = [span for run in plan for span in run]
+    assert len(plan) <= range_reads.FETCH_WORKERS
+    assert len(ranges) == -(-size // range_reads.FETCH_BYTES)
+    assert all(0 < stop - start <= range_reads.FETCH_BYTES for start, stop in ranges)
+    assert [start for start, _ in ranges] == [0, *[stop for _, stop in ranges]][:len(ranges)]
+    assert (ranges[-1][1] if ranges else 0) == size
+
+
+def test_fetch_copies_the_file_in_one_read_per_range(remote_file, monkeypatch, tmp_path):
+  path, data = remote_file
+  monkeypatch.setattr(range_reads, "FETCH_BYTES", 64)
+  monkeypatch.setattr(range_reads, "FETCH_WORKERS", 4)
+  reads = _counting_range_reads(monkeypatch)
+  target = str(tmp_path / "copy")
+  assert range_reads.fetch(path, target) == len(data)
+  with open(target, "rb") as f:
+    assert f.read() == data
+  assert sorted(reads) == sorted(b - a for run in range_reads.fetch_plan(len(data), 64, 4)
+                                 for a, b in run)
+  assert len(reads) == -(-len(data) // 64)
+
+
+def test_a_local_copy_is_fetched_once_until_the_file_changes_or_is_released(
+    remote_file, monkeypatch):
+  path, data = remote_file
+  fetched = []
+  fetch = range_reads.fetch
+  monkeypatch.setattr(range_reads, "fetch",
+                      lambda *args: fetched.append(args[0]) or fetch(*args))
+  first = range_reads.local_copy(path)
+  assert range_reads.local_copy(path) == first and fetched == [path]
+  with open(first, "rb") as f:
+    assert f.read() == data
+  with files.atomic_open(path, "wb") as f:
+    f.write(b"replaced")
+  second = range_reads.local_copy(path)
+  assert fetched == [path, path] and not os.path.exists(first)
+  with open(second, "rb") as f:
+    assert f.read() == b"replaced"
+  range_reads.release_local_copy()
+  assert not os.path.exists(second)
