@@ -82,6 +82,11 @@ class PortableCheckpointError(errors.UserError, ValueError):
   the model."""
 
 
+class DamagedCheckpointError(PortableCheckpointError):
+  """A portable checkpoint cut short, unreadable, or with an array that fails its
+  checksum; the message names the file (and the array)."""
+
+
 def is_portable(path: str) -> bool:
   """Whether `path` is a portable checkpoint file."""
   if not (path.endswith(SUFFIX) and files.exists(path) and not files.isdir(path)):
@@ -313,7 +318,7 @@ def _open(path: str) -> Iterator[h5py.File]:
     try:
       f = h5py.File(source, "r")
     except OSError as e:
-      raise PortableCheckpointError(f"Checkpoint {path} is unreadable: {e}") from None
+      raise DamagedCheckpointError(f"Checkpoint {path} is unreadable: {e}") from None
     with f:
       if f.attrs.get("format") != FORMAT:
         raise PortableCheckpointError(f"{path} is not a bert_tf portable checkpoint")
@@ -326,7 +331,7 @@ def _read_dataset(dataset, path: str, name: str) -> np.ndarray:
   array = np.asarray(dataset[()])
   stored = dataset.attrs.get(CRC_ATTR)
   if stored is not None and crc32c(array) != int(stored):
-    raise PortableCheckpointError(
+    raise DamagedCheckpointError(
         f"Checkpoint {path} fails its checksum at {name} (CRC32C {crc32c(array):08x} "
         f"read, {int(stored):08x} written)")
   if dataset.attrs.get("dtype") == "bfloat16":
@@ -367,7 +372,7 @@ def read(path: str, groups: Optional[Sequence[str]] = None) -> Snapshot:
     except PortableCheckpointError:
       raise
     except (OSError, ValueError, KeyError, RuntimeError) as e:
-      raise PortableCheckpointError(f"Checkpoint {path} is unreadable (reading {name}): "
+      raise DamagedCheckpointError(f"Checkpoint {path} is unreadable (reading {name}): "
                                     f"{e}") from None
   if int(attrs.get("version", 1)) < 3 and path not in _UNVERIFIED_SAID:
     _UNVERIFIED_SAID.add(path)

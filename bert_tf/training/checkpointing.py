@@ -77,7 +77,7 @@ _LEGACY_INDEX = re.compile(r"^ckpt-(\d+)\.index$")
 # The temporary name of a `ckpt-N.h5` being written (bert_tf.utils.files.temporary_name).
 _UNFINISHED = re.compile(r"^\.ckpt-\d+\.h5\.tmp-[0-9a-f]+$")
 # Beside a checkpoint of several processes, each process's but the chief's mark that its
-# input position is complete: `ckpt-N.input-P.done`.
+# part is complete: `ckpt-N.input-P.done`.
 PART_DONE = ".done"
 # How long the chief waits for the other processes' parts of a checkpoint.
 PARTS_TIMEOUT_S = 600.0
@@ -185,7 +185,7 @@ class CheckpointSaver:
       if content is None or content.source != checkpoint:
         try:
           content = portable.read(checkpoint)
-        except portable.PortableCheckpointError as e:
+        except portable.DamagedCheckpointError as e:
           raise readable.UnreadableCheckpointError(str(e)) from None
       model = self.engine.model
       portable.restore_items(content, model.trained_items, tuple(model.trained_items))

@@ -108,3 +108,25 @@ def test_a_checkpoint_of_an_earlier_version_restores_with_one_unverified_line(
   for a, b in zip(saved.weights, fresh.weights):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
   assert portable.read(path).step == 5
+
+
+def test_the_exporter_falls_back_past_a_damaged_newest_checkpoint_or_refuses_it_named(
+    tmp_path, caplog):
+  from bert_tf.export import exporter  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import base as task_base  # pylint: disable=g-import-not-at-top
+  import trainer_helpers  # pylint: disable=g-import-not-at-top
+  experiment = trainer_helpers.tiny_experiment()
+  saved = task_base.get_task(experiment).build_tuned_model()
+  for step in (2, 4):
+    portable.save(portable.path_for_step(str(tmp_path), step), saved.trained_items, step=step)
+  damaged = str(tmp_path / "ckpt-4.h5")
+  name = "items/next_sentence/next_sentence/dense/kernel"
+  checkpoint_helpers.flip_bit(damaged, name, bit=1)
+  with caplog.at_level(logging.WARNING):
+    model = exporter.model_from_checkpoint(experiment, str(tmp_path))
+  assert f"Checkpoint {damaged} fails its checksum at {name} " in caplog.text
+  for a, b in zip(saved.weights, model.weights):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
+  with pytest.raises(portable.DamagedCheckpointError,
+                     match=f"Checkpoint {damaged} fails its checksum at {name} "):
+    exporter.model_from_checkpoint(experiment, damaged)
