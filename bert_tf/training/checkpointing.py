@@ -176,12 +176,11 @@ class CheckpointSaver:
     Raises:
       UnreadableCheckpointError: the checkpoint is damaged (naming it and what fails).
     """
+    content, self._verified = self._verified, None
     position = None
     if not checkpoint.endswith(portable.SUFFIX):
       step = self._legacy_reader().restore_trainer(self.engine, checkpoint)
     else:
-      content = self._verified
-      self._verified = None
       if content is None or content.source != checkpoint:
         try:
           content = portable.read(checkpoint)

@@ -19,6 +19,8 @@ def test_both_modes_are_timed_in_turns_on_a_whole_trainer_checkpoint(tmp_path):
       content.arrays.keys() | content.links.keys())
   report = checkpoint_checksums.report(
       {"with checksums": {"save": [1.1], "restore": [2.0]},
-       "without": {"save": [1.0], "restore": [2.0]}}, "tiny", 0.01)
+       "without": {"save": [1.0], "restore": [2.0]}}, "tiny", 0.01, 0.05)
   assert "save: 1.10 s with checksums, 1.00 s without (+10.0%)" in report
   assert "restore: 2.00 s with checksums, 2.00 s without (+0.0%)" in report
+  assert "the CRC32C of every array alone: 0.05 s" in report
+  assert checkpoint_checksums.checksum_seconds(content) > 0
