@@ -8,8 +8,8 @@ The checkpoint holds what a pretraining run's does (bert_tf.checkpoints.portable
 encoder's weights, the masked-LM head sharing its embeddings (stored once), the AdamW
 moments of every weight, the step and an input position, float32 (BERT-base: about 1.3
 GB). `save` times portable.write of a snapshot already in host memory, `restore`
-portable.read of the file (every array, each checked as it is read). "Without" replaces
-the CRC32C by a constant, which is what the format cost before the checksums. The
+portable.read of the file (every array, each checked as it is read). "Without" computes
+no CRC32C (a constant instead), as the format did before the checksums. The
 modes take turns (ABBA), so that a loaded machine weighs on both alike; the figures are
 the medians and their ratio, and the time the checksums of every array take alone.
 With --directory=/dev/shm (memory) the disk's own noise stays out.
@@ -82,6 +82,11 @@ def bert_state(size: str) -> portable.Snapshot:
                            position={"batches_read": 1000, "global_batch_size": 256})
 
 
+def _without_checksums():
+  """The format's reads and writes as before the checksums: no CRC32C."""
+  return mock.patch.object(portable, "crc32c", lambda array: 0)
+
+
 def measure(content: portable.Snapshot, repeats: int, directory: str
             ) -> Dict[str, Dict[str, List[float]]]:
   """{mode: {"save": [s], "restore": [s]}} of `content` written to and read from
@@ -91,8 +96,7 @@ def measure(content: portable.Snapshot, repeats: int, directory: str
   for repeat in range(repeats):
     # ABBA: neither mode always follows the other's deleted file.
     for mode in MODES if repeat % 2 == 0 else MODES[::-1]:
-      without = mock.patch.object(portable, "crc32c", lambda array, crc=0: 0)
-      with without if mode == "without" else contextlib.nullcontext():
+      with _without_checksums() if mode == "without" else contextlib.nullcontext():
         start = time.perf_counter()
         portable.write(path, content)
         times[mode]["save"].append(time.perf_counter() - start)

@@ -68,9 +68,6 @@ CRC_ATTR = "crc32c"
 STEP = "step"
 INPUT = "input"
 _GROUPS = ("items", "optimizer", "random_state")
-# Arrays are written and read (and their checksums computed) in blocks of about this
-# many bytes, each checksummed while it is still in the processor's cache.
-_BLOCK_BYTES = 4 << 20
 _NAME = re.compile(r"^ckpt-(\d+)\.h5$")
 # Version 1 files (Keras optimizer variables): the end of the Keras variable's path.
 _KERAS_NAMES = {constants.LOSS_SCALE: "dynamic_scale",
@@ -132,24 +129,11 @@ def checkpoints_in(directory: str, names: Optional[Iterable[str]] = None) -> Lis
           for name in sorted(names, key=lambda n: -int(_NAME.match(n).group(1)))]
 
 
-def crc32c(array: np.ndarray, crc: int = 0) -> int:
-  """The CRC32C of an array's bytes in C order (those h5py writes and reads), extending
-  `crc`, the CRC32C of the bytes before them."""
+def crc32c(array: np.ndarray) -> int:
+  """The CRC32C of an array's bytes in C order (those h5py writes and reads)."""
   view = np.ascontiguousarray(array).view()
   view.flags.writeable = False  # google_crc32c takes read-only buffers
-  return google_crc32c.extend(crc, view.reshape([-1]).view(np.uint8))
-
-
-def _row_blocks(shape: Sequence[int], itemsize: int) -> Iterator[object]:
-  """Indices of an array of `shape`: slices of its first axis of about _BLOCK_BYTES
-  each (`...` for a scalar, none for an empty array)."""
-  if not shape:
-    yield Ellipsis
-    return
-  row = itemsize * int(np.prod(shape[1:], dtype=np.int64))
-  rows = max(1, _BLOCK_BYTES // max(row, 1))
-  for start in range(0, shape[0] if row else 0, rows):
-    yield slice(start, start + rows)
+  return google_crc32c.value(view.reshape([-1]).view(np.uint8))
 
 
 def _path(variable) -> str:
@@ -305,13 +289,9 @@ def write(path: str, content: Snapshot) -> str:
       f.create_group(group)
     for name, value in content.arrays.items():
       array, dtype = _to_file(value)
-      dataset = f.create_dataset(name, shape=array.shape, dtype=array.dtype)
-      crc = 0
-      for block in _row_blocks(array.shape, array.itemsize):
-        dataset[block] = array[block]
-        crc = crc32c(array[block], crc)
+      dataset = f.create_dataset(name, data=array)
       dataset.attrs["dtype"] = dtype
-      dataset.attrs[CRC_ATTR] = np.uint32(crc)
+      dataset.attrs[CRC_ATTR] = np.uint32(crc32c(array))
     for name, target in content.links.items():
       f[name] = f[target]
   return path
@@ -346,23 +326,14 @@ def _open(path: str) -> Iterator[h5py.File]:
 
 
 def _read_dataset(dataset, path: str, name: str) -> np.ndarray:
-  """A dataset's array, read block by block, each block's bytes checksummed as it is
-  read where the dataset carries a CRC32C, and checked; bfloat16 arrays as
-  ml_dtypes.bfloat16."""
+  """A dataset's array, its CRC32C checked on the bytes read where it carries one;
+  bfloat16 arrays as ml_dtypes.bfloat16."""
+  array = np.asarray(dataset[()])
   stored = dataset.attrs.get(CRC_ATTR)
-  array = np.empty(dataset.shape, dataset.dtype)
-  crc = 0
-  for block in _row_blocks(dataset.shape, dataset.dtype.itemsize):
-    if block is Ellipsis:
-      array[...] = dataset[()]
-    else:
-      dataset.read_direct(array, block, block)
-    if stored is not None:
-      crc = crc32c(array[block], crc)
-  if stored is not None and crc != int(stored):
+  if stored is not None and crc32c(array) != int(stored):
     raise DamagedCheckpointError(
-        f"Checkpoint {path} fails its checksum at {name} (CRC32C {crc:08x} read, "
-        f"{int(stored):08x} written)")
+        f"Checkpoint {path} fails its checksum at {name} (CRC32C {crc32c(array):08x} "
+        f"read, {int(stored):08x} written)")
   if dataset.attrs.get("dtype") == "bfloat16":
     import ml_dtypes  # pylint: disable=g-import-not-at-top
     array = array.view(ml_dtypes.bfloat16)
