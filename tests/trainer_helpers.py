@@ -1,6 +1,7 @@
 """Tiny pretraining experiments shared by the trainer tests."""
 
 import copy
+import os
 
 import numpy as np
 
@@ -54,3 +55,16 @@ def assert_weights_close(a, b, atol=1e-6, rtol=1e-5):
   assert a.keys() == b.keys()
   for key in a:
     np.testing.assert_allclose(a[key], b[key], atol=atol, rtol=rtol, err_msg=key)
+
+
+def write_dropout_experiment(directory, steps: int, max_to_keep: int) -> str:
+  """`directory/tiny.yaml`: the tiny experiment with dropout 0.1 (a resume must restore
+  the random state to continue bit-exactly), checkpoints every 2 steps; returns its
+  path."""
+  import yaml  # pylint: disable=g-import-not-at-top
+  path = os.path.join(str(directory), "tiny.yaml")
+  with open(path, "w", encoding="utf-8") as f:
+    yaml.safe_dump(tiny_experiment_dict(
+        steps=steps, model=dict(encoder=dict(TINY_ENCODER, dropout_rate=0.1)),
+        trainer=dict(max_to_keep=max_to_keep)), f)
+  return path

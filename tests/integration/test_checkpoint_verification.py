@@ -10,7 +10,6 @@ import sys
 
 import numpy as np
 import pytest
-import yaml
 
 import checkpoint_helpers
 import paths
@@ -37,10 +36,7 @@ def _train(config, model_dir, backend, steps):
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_a_flipped_bit_in_each_kind_of_item_resumes_from_the_checkpoint_before(
     tmp_path, backend):
-  config = tmp_path / "tiny.yaml"
-  config.write_text(yaml.safe_dump(trainer_helpers.tiny_experiment_dict(
-      steps=6, model=dict(encoder=dict(trainer_helpers.TINY_ENCODER, dropout_rate=0.1)),
-      trainer=dict(max_to_keep=5))))
+  config = trainer_helpers.write_dropout_experiment(tmp_path, steps=6, max_to_keep=5)
   _train(config, tmp_path / "straight", backend, 6)
   _train(config, tmp_path / "base", backend, 4)
   expected = portable.arrays(str(tmp_path / "straight" / "ckpt-6.h5"))
