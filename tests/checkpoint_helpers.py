@@ -69,3 +69,37 @@ def token_batch(seed=0, batch=3, length=11, choices=None):
   types[..., 5:] = 1
   return {constants.INPUT_WORD_IDS: ids * mask, constants.INPUT_MASK: mask,
           constants.INPUT_TYPE_IDS: types * mask}
+
+
+def rewrite_as_version_2(path):
+  """Rewrites the portable checkpoint at `path` as version 2 wrote it: no checksums,
+  each shared variable stored under each item, the step an attribute, no input position
+  (version 2 kept it beside the file)."""
+  import h5py  # pylint: disable=g-import-not-at-top
+  from bert_tf.checkpoints import portable  # pylint: disable=g-import-not-at-top
+  content = portable.read(path)
+  with h5py.File(path, "w") as f:
+    f.attrs.update({key: value for key, value in content.attrs.items()
+                    if key != "optimizer_paths"})
+    f.attrs["version"] = 2
+    if content.step is not None:
+      f.attrs["step"] = content.step
+    for group in ("items", "optimizer", "random_state"):
+      f.create_group(group)
+    for name, value in content.arrays.items():
+      if name == "step" or name.startswith("input/"):
+        continue
+      stored = value.view(np.uint16) if str(value.dtype) == "bfloat16" else value
+      f.create_dataset(name, data=stored).attrs["dtype"] = str(value.dtype)
+
+
+def flip_bit(path, name, bit=0):
+  """Flips bit `bit` of the first byte of dataset `name`'s data in the file `path`."""
+  import h5py  # pylint: disable=g-import-not-at-top
+  with h5py.File(path, "r") as f:
+    offset = f[name].id.get_offset()
+  with open(path, "r+b") as f:
+    f.seek(offset)
+    byte = f.read(1)[0]
+    f.seek(offset)
+    f.write(bytes([byte ^ (1 << bit)]))

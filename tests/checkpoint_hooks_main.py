@@ -6,8 +6,8 @@ checkpoint is being written.
 HOOK:
   slow_write   each array of `ckpt-STEP.h5` takes SECONDS longer to write, once the file
                is open under its temporary name;
-  held_part    this process (not the chief) waits SECONDS after uploading its input
-               position of step STEP, before it marks its part complete.
+  held_part    this process (not the chief) waits SECONDS before it marks its part of
+               step STEP complete, having written `<marker>.held` beside it.
 --without makes the named modules unimportable (`tensorflow`: the JAX engine's remote
 paths through fsspec).
 """
@@ -48,6 +48,7 @@ def _held_part(step, seconds):
 
   def held_write_lines(path, lines):
     if marker in path and path.endswith(checkpointing.PART_DONE):
+      write_lines(path + ".held", ["held"])
       time.sleep(seconds)
     return write_lines(path, lines)
 

@@ -1,6 +1,7 @@
 """Tiny pretraining experiments shared by the trainer tests."""
 
 import copy
+import os
 
 import numpy as np
 
@@ -62,3 +63,16 @@ def train_loop_graph(engine):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return engine.train_loop_function.get_concrete_function(
       engine.training_input().iterator, tf.TensorSpec([], tf.int32))
+
+
+def write_dropout_experiment(directory, steps: int, max_to_keep: int) -> str:
+  """`directory/tiny.yaml`: the tiny experiment with dropout 0.1 (a resume must restore
+  the random state to continue bit-exactly), checkpoints every 2 steps; returns its
+  path."""
+  import yaml  # pylint: disable=g-import-not-at-top
+  path = os.path.join(str(directory), "tiny.yaml")
+  with open(path, "w", encoding="utf-8") as f:
+    yaml.safe_dump(tiny_experiment_dict(
+        steps=steps, model=dict(encoder=dict(TINY_ENCODER, dropout_rate=0.1)),
+        trainer=dict(max_to_keep=max_to_keep)), f)
+  return path

@@ -1,10 +1,14 @@
 """Backend-neutral ("portable") checkpoints: one HDF5 file per checkpoint, written and
 read with h5py and NumPy on every Keras backend (no TensorFlow).
 
-A file `ckpt-N.h5` holds:
+A file `ckpt-N.h5` (version 3) holds:
   items/<item>/<variable path>   each `checkpoint_items` entry's variables, keyed by
                                  item name and Keras `variable.path` (the same on every
-                                 backend), without the dropout seed states;
+                                 backend), without the dropout seed states; a variable
+                                 two items share (the masked-LM head's tied word
+                                 embeddings) is stored once, under its first item, and
+                                 hard-linked under the other, so it is read once and
+                                 found under both names;
   optimizer/<name>               a trainer's optimizer state by name, the same on every
                                  backend (bert_tf.constants names it,
                                  bert_tf.training.update_rule describes it): `count`,
@@ -12,11 +16,18 @@ A file `ckpt-N.h5` holds:
                                  `loss_scale/scale`, `loss_scale/good_steps`; restored
                                  only by an optimizer with the same names;
   random_state/<i>               the model's SeedGenerator states in variable order;
-  attributes                     format, version, step, and the writing backend.
-A trainer keeps each process's input position beside it, under the prefix
-`ckpt-N.input[-P]` (input_prefix; P the process index, none for process 0), written
-before the .h5: the TensorFlow engine a tf.data iterator checkpoint (`.index`,
-`.data-*`), the JAX engine a JSON file (`.json`).
+  step                           the trainer's step (int64, trainer checkpoints);
+  input/<name>                   the training input's position in the record order
+                                 (bert_tf.training.input_source.POSITION: the global
+                                 batches read, and the order's global batch size,
+                                 shuffle window and seed), one for every process;
+  attributes                     format, version and the writing backend.
+Every array carries the CRC32C of its bytes (attribute `crc32c`, as TensorFlow's tensor
+bundle stores one per tensor), computed when it is written and checked on the bytes
+read, once, when it is read: a mismatch is a PortableCheckpointError naming the file and
+the array, which the readers of a directory treat as a damaged checkpoint
+(bert_tf.checkpoints.readable). Files of earlier versions carry none: they are read with
+one line saying so.
 
 Files are written under a temporary name and renamed, so a reader never sees a
 half-written checkpoint; h5py writes local files only, so for a remote directory the
@@ -26,17 +37,22 @@ concurrent ranges (bert_tf.utils.range_reads.local_copy). Reading asserts what
 TensorFlow checkpoints assert: every variable of a restored item is found with the
 same shape, and errors name the file.
 
-Version 1 files held Keras optimizers' variables in order (`optimizer/<i>`, attribute
-`path`: `adam_w/<variable path with _>_momentum`, `loss_scale_optimizer/dynamic_scale`);
-their moments, loss scale and step restore into the version 2 names.
+Earlier versions: version 2 stored a shared variable under each item, the step as an
+attribute, and the input position beside the file (`ckpt-N.input[-P]...`, see
+input_prefix); version 1 held Keras optimizers' variables in order (`optimizer/<i>`,
+attribute `path`: `adam_w/<variable path with _>_momentum`,
+`loss_scale_optimizer/dynamic_scale`), whose moments, loss scale and step restore into
+the version 2 names.
 """
 
 import contextlib
 import dataclasses
+import logging
 import os
 import re
-from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
 
+import google_crc32c
 import h5py
 import numpy as np
 
@@ -46,18 +62,31 @@ from bert_tf.utils import files
 from bert_tf.utils import range_reads
 
 FORMAT = "bert_tf.portable"
-VERSION = 2
+VERSION = 3
 SUFFIX = ".h5"
 INPUT_SUFFIX = ".input"
+# The attribute of each array holding the CRC32C of its bytes (version 3).
+CRC_ATTR = "crc32c"
+STEP = "step"
+INPUT = "input"
+_GROUPS = ("items", "optimizer", "random_state")
 _NAME = re.compile(r"^ckpt-(\d+)\.h5$")
 # Version 1 files (Keras optimizer variables): the end of the Keras variable's path.
 _KERAS_NAMES = {constants.LOSS_SCALE: "dynamic_scale",
                 constants.LOSS_SCALE_GOOD_STEPS: "step_counter"}
 _KERAS_SLOTS = dict(zip(constants.ADAM_SLOTS, ("momentum", "velocity")))
+# The checkpoints of an earlier version already said to be read unverified.
+_UNVERIFIED_SAID = set()
 
 
 class PortableCheckpointError(errors.UserError, ValueError):
-  """A portable checkpoint that cannot be read, or that does not fit the model."""
+  """A portable checkpoint that cannot be read, fails its checksums, or does not fit
+  the model."""
+
+
+class DamagedCheckpointError(PortableCheckpointError):
+  """A portable checkpoint cut short, unreadable, or with an array that fails its
+  checksum; the message names the file (and the array)."""
 
 
 def is_portable(path: str) -> bool:
@@ -78,8 +107,9 @@ def path_for_step(directory: str, step: int) -> str:
 
 
 def input_prefix(path: str, process: int = 0) -> str:
-  """The TensorFlow checkpoint prefix of the input iterator of process `process`
-  saved beside `path` (`ckpt-N.input`, `ckpt-N.input-1`, ...)."""
+  """The prefix of the files beside `path` that belong to process `process`
+  (`ckpt-N.input`, `ckpt-N.input-1`, ...): the input positions of version 2, and the
+  markers of a checkpoint of several processes."""
   return path[:-len(SUFFIX)] + INPUT_SUFFIX + (f"-{process}" if process else "")
 
 
@@ -98,6 +128,13 @@ def checkpoints_in(directory: str, names: Optional[Iterable[str]] = None) -> Lis
            if _NAME.match(name)]
   return [os.path.join(directory, name)
           for name in sorted(names, key=lambda n: -int(_NAME.match(n).group(1)))]
+
+
+def crc32c(array: np.ndarray) -> int:
+  """The CRC32C of an array's bytes in C order (those h5py writes and reads)."""
+  view = np.ascontiguousarray(array).view()
+  view.flags.writeable = False  # google_crc32c takes read-only buffers
+  return google_crc32c.value(view.reshape([-1]).view(np.uint8))
 
 
 def _path(variable) -> str:
@@ -158,32 +195,53 @@ def _to_file(value) -> tuple:
   return array, name
 
 
-def _from_file(dataset) -> np.ndarray:
-  array = dataset[()]
-  if dataset.attrs.get("dtype") == "bfloat16":
-    import ml_dtypes  # pylint: disable=g-import-not-at-top
-    array = np.asarray(array).view(ml_dtypes.bfloat16)
-  return np.asarray(array)
-
-
 @dataclasses.dataclass
 class Snapshot:
-  """A checkpoint's content in host memory, ready to write (see `snapshot`).
+  """A checkpoint's content in host memory: ready to write (see `snapshot`), or read
+  and verified (see `read`).
 
   Attributes:
-    attrs: the file's attributes (format, version, backend, step).
+    attrs: the file's attributes (format, version, backend; `step` in version 2).
     arrays: {dataset name in the file ("items/encoder/...", "optimizer/m/...",
-      "random_state/00000"): NumPy array}, in writing order.
+      "random_state/00000", "step", "input/batches_read"): NumPy array}, in writing
+      order; a shared variable's second name maps to the same array.
+    links: {dataset name: the name it is stored under} of the arrays stored once for
+      several names (written as hard links).
+    source: the file it was read from ("" for one to write).
   """
 
   attrs: Dict[str, object]
   arrays: Dict[str, np.ndarray]
+  links: Dict[str, str] = dataclasses.field(default_factory=dict)
+  source: str = ""
+
+  @property
+  def step(self) -> Optional[int]:
+    """The trainer's step, or None for a model-only checkpoint."""
+    if STEP in self.arrays:
+      return int(self.arrays[STEP])
+    return int(self.attrs[STEP]) if STEP in self.attrs else None
+
+  @property
+  def position(self) -> Optional[Dict[str, int]]:
+    """{name: value} of the input position it holds (`input/<name>`), or None."""
+    prefix = INPUT + "/"
+    found = {name[len(prefix):]: int(value) for name, value in self.arrays.items()
+             if name.startswith(prefix)}
+    return found or None
+
+  def group(self, group: str) -> Dict[str, np.ndarray]:
+    """{name relative to `group`: array} of the arrays under `group`."""
+    prefix = group.rstrip("/") + "/"
+    return {name[len(prefix):]: value for name, value in self.arrays.items()
+            if name.startswith(prefix)}
 
 
 def snapshot(items: Mapping[str, object],
              optimizer_state: Optional[Mapping[str, object]] = None,
              step: Optional[int] = None, random_state: Sequence = (),
-             backend: str = "", reuse: Optional[Snapshot] = None) -> Snapshot:
+             backend: str = "", reuse: Optional[Snapshot] = None,
+             position: Optional[Mapping[str, int]] = None) -> Snapshot:
   """Copies a checkpoint's arrays to host memory (the only part of a save that must
   happen before the variables change again).
 
@@ -197,15 +255,18 @@ def snapshot(items: Mapping[str, object],
     reuse: an earlier snapshot no longer needed: its arrays are taken from it one by
       one, filled again or dropped (so that at most one array more than a snapshot is
       held at a time).
+    position: {name: int} of the training input's position (the `input` group).
   """
   previous = reuse.arrays if reuse is not None else {}
   attrs = {"format": FORMAT, "version": VERSION, "backend": backend}
-  if step is not None:
-    attrs["step"] = int(step)
-  arrays = {}
+  arrays, links, stored_as = {}, {}, {}
   for name, item in items.items():
     for variable_path, variable in item_variables(item).items():
       key = f"items/{name}/{variable_path}"
+      if id(variable) in stored_as:  # shared with an item before: stored once
+        links[key] = stored_as[id(variable)]
+        continue
+      stored_as[id(variable)] = key
       arrays[key] = _host_copy(variable, previous.pop(key, None))
   for name, variable in (optimizer_state or {}).items():
     key = f"optimizer/{name}"
@@ -213,18 +274,27 @@ def snapshot(items: Mapping[str, object],
   for i, variable in enumerate(random_state):
     key = f"random_state/{i:05d}"
     arrays[key] = _host_copy(variable, previous.pop(key, None))
-  return Snapshot(attrs, arrays)
+  if step is not None:
+    arrays[STEP] = np.asarray(step, np.int64)
+  for name, value in (position or {}).items():
+    arrays[f"{INPUT}/{name}"] = np.asarray(value, np.uint64 if value >= 2**63 else np.int64)
+  return Snapshot(attrs, arrays, links)
 
 
 def write(path: str, content: Snapshot) -> str:
-  """Writes `content` to `path` (under a temporary name, then renamed); returns `path`."""
+  """Writes `content` to `path` (under a temporary name, then renamed), each array with
+  its CRC32C; returns `path`."""
   with files.staged_output(path) as temporary, h5py.File(temporary, "w") as f:
     f.attrs.update(content.attrs)
-    for group in ("items", "optimizer", "random_state"):
+    for group in _GROUPS:
       f.create_group(group)
     for name, value in content.arrays.items():
       array, dtype = _to_file(value)
-      f.create_dataset(name, data=array).attrs["dtype"] = dtype
+      dataset = f.create_dataset(name, data=array)
+      dataset.attrs["dtype"] = dtype
+      dataset.attrs[CRC_ATTR] = np.uint32(crc32c(array))
+    for name, target in content.links.items():
+      f[name] = f[target]
   return path
 
 
@@ -250,57 +320,107 @@ def _open(path: str) -> Iterator[h5py.File]:
   try:
     f = h5py.File(_local(path), "r")
   except OSError as e:
-    raise PortableCheckpointError(f"Checkpoint {path} is unreadable: {e}") from None
+    raise DamagedCheckpointError(f"Checkpoint {path} is unreadable: {e}") from None
   with f:
     if f.attrs.get("format") != FORMAT:
       raise PortableCheckpointError(f"{path} is not a bert_tf portable checkpoint")
     yield f
 
 
+def _read_dataset(dataset, path: str, name: str) -> np.ndarray:
+  """A dataset's array, its CRC32C checked on the bytes read where it carries one;
+  bfloat16 arrays as ml_dtypes.bfloat16."""
+  array = np.asarray(dataset[()])
+  stored = dataset.attrs.get(CRC_ATTR)
+  if stored is not None and crc32c(array) != int(stored):
+    raise DamagedCheckpointError(
+        f"Checkpoint {path} fails its checksum at {name} (CRC32C {crc32c(array):08x} "
+        f"read, {int(stored):08x} written)")
+  if dataset.attrs.get("dtype") == "bfloat16":
+    import ml_dtypes  # pylint: disable=g-import-not-at-top
+    array = array.view(ml_dtypes.bfloat16)
+  return array
+
+
+def _wanted(name: str, groups: Optional[Sequence[str]]) -> bool:
+  return groups is None or any(name == g or name.startswith(g + "/") for g in groups)
+
+
+def read(path: str, groups: Optional[Sequence[str]] = None) -> Snapshot:
+  """Reads the arrays of the checkpoint at `path` (those under `groups`, e.g.
+  ("items/encoder", "step"), or all), each stored array once, checking the CRC32C of
+  each as it is read. A file of an earlier version (no checksums) is read with one
+  warning line saying so, once per file.
+
+  Raises:
+    PortableCheckpointError: the file is unreadable or no portable checkpoint, or an
+      array fails its checksum (naming the file and the array).
+  """
+  with _open(path) as f:
+    attrs = dict(f.attrs)
+    arrays, legacy_paths, by_object, name = {}, {}, {}, ""
+    try:
+      names = []
+      f.visit_links(names.append)  # every name, a hard-linked array's both
+      for name in names:
+        node = f[name] if _wanted(name, groups) else None
+        if not isinstance(node, h5py.Dataset):
+          continue
+        if node.id not in by_object:
+          by_object[node.id] = _read_dataset(node, path, name)
+        arrays[name] = by_object[node.id]
+        if "path" in node.attrs:
+          legacy_paths[name] = str(node.attrs["path"])
+    except PortableCheckpointError:
+      raise
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+      raise DamagedCheckpointError(f"Checkpoint {path} is unreadable (reading {name}): "
+                                    f"{e}") from None
+  if int(attrs.get("version", 1)) < 3 and path not in _UNVERIFIED_SAID:
+    _UNVERIFIED_SAID.add(path)
+    logging.warning("Checkpoint %s was written by an earlier version without checksums: "
+                    "read unverified", path)
+  if legacy_paths:
+    attrs["optimizer_paths"] = legacy_paths
+  return Snapshot(attrs, arrays, source=path)
+
+
 def check_readable(path: str) -> None:
-  """Reads every array of the checkpoint at `path`.
+  """Reads every array of the checkpoint at `path`, checking its checksum.
 
   Raises:
     PortableCheckpointError: naming the file and the array that fails.
   """
-  with _open(path) as f:
-    names = []
-    f.visit(names.append)
-    for name in names:
-      if isinstance(f[name], h5py.Dataset):
-        try:
-          f[name][()]
-        except (OSError, ValueError) as e:
-          raise PortableCheckpointError(
-              f"Checkpoint {path} is unreadable (reading {name}): {e}") from None
+  read(path)
 
 
 def arrays(path: str, group: str = "") -> Dict[str, np.ndarray]:
   """{dataset name: NumPy array} of every array of the checkpoint at `path`, or of
   those under `group` ("items", "optimizer", "random_state") named relative to it;
-  bfloat16 arrays as ml_dtypes.bfloat16.
+  bfloat16 arrays as ml_dtypes.bfloat16; a shared variable under each name.
 
   Raises:
-    PortableCheckpointError: the file is unreadable or no portable checkpoint.
+    PortableCheckpointError: the file is unreadable, no portable checkpoint, or fails
+      its checksums.
   """
-  with _open(path) as f:
-    return {name: _from_file(dataset)
-            for name, dataset in _datasets(f[group] if group else f).items()}
+  if not group:
+    return read(path).arrays
+  return read(path, (group,)).group(group)
 
 
 def item_names(path: str) -> set:
-  """Names of the items the checkpoint holds, plus `optimizer`, `step` and
-  `random_state` where it holds them (the root children of a TF checkpoint)."""
+  """Names of the items the checkpoint holds, plus `optimizer`, `step`,
+  `random_state` and `input` (its input position) where it holds them (the root
+  children of a TF checkpoint)."""
   with _open(path) as f:
     names = set(f["items"].keys())
-    if len(f["optimizer"]):
-      names.add("optimizer")
-    if len(f["random_state"]):
-      names.add("random_state")
-    if "step" in f.attrs:
-      names.add("step")
-  if files.exists(input_prefix(path) + ".index"):
-    names.add("iterator")
+    for group in ("optimizer", "random_state", INPUT):
+      if group in f and len(f[group]):
+        names.add(group)
+    if STEP in f.attrs or STEP in f:
+      names.add(STEP)
+  if INPUT not in names and files.exists(input_prefix(path) + ".index"):
+    names.add(INPUT)
   return names
 
 
@@ -309,8 +429,12 @@ def item_shapes(path: str, item: str) -> Dict[str, tuple]:
   shapes = {}
   with _open(path) as f:
     if item in f["items"]:
-      f["items"][item].visititems(lambda name, node: shapes.__setitem__(name, node.shape)
-                                  if isinstance(node, h5py.Dataset) else None)
+      names = []
+      f["items"][item].visit_links(names.append)
+      for name in names:
+        node = f["items"][item][name]
+        if isinstance(node, h5py.Dataset):
+          shapes[name] = node.shape
   return shapes
 
 
@@ -318,72 +442,80 @@ def _assign(variable, value: np.ndarray, where: str) -> None:
   if tuple(variable.shape) != tuple(value.shape):
     raise PortableCheckpointError(f"{where}: shape {tuple(value.shape)} in the checkpoint, "
                                   f"{tuple(variable.shape)} in the model")
-  value = np.asarray(value)  # an h5py dataset is read here, once
+  value = np.asarray(value)
   if value.dtype.kind in "biu":
     # Integer state (step counts) takes the variable's integer width.
     value = value.astype(getattr(variable.dtype, "as_numpy_dtype", variable.dtype))
   variable.assign(value)
 
 
-def restore_items(path: str, checkpoint_items: Mapping[str, object],
+Source = Union[str, Snapshot]
+
+
+def _content(source: Source, groups: Sequence[str]) -> tuple:
+  """(path for messages, Snapshot) of a path (reading `groups`) or a Snapshot read."""
+  if isinstance(source, Snapshot):
+    return source.source, source
+  return source, read(source, groups)
+
+
+def restore_items(source: Source, checkpoint_items: Mapping[str, object],
                   items: Iterable[str] = ("encoder",)) -> Dict[str, str]:
-  """Assigns the named items' variables from the checkpoint at `path`.
+  """Assigns the named items' variables from the checkpoint at `source` (a path, or
+  the Snapshot `read` returned); a variable two items share is assigned once.
 
   Returns:
     {item: path} for every restored item.
 
   Raises:
     PortableCheckpointError: an item the model or the checkpoint lacks, a variable of
-      the model the checkpoint lacks, or a shape that differs (each naming the file).
+      the model the checkpoint lacks, a shape that differs (each naming the file), or
+      an array that fails its checksum.
   """
   items = list(items)
   missing = [name for name in items if name not in checkpoint_items]
   if missing:
     raise PortableCheckpointError(f"The model has no checkpoint item(s) {missing}; it has "
                                   f"{sorted(checkpoint_items)}")
-  with _open(path) as f:
-    stored = f["items"]
-    absent = [name for name in items if name not in stored]
-    if absent:
-      raise PortableCheckpointError(f"Checkpoint {path} has no item(s) {absent}; it has "
-                                    f"{sorted(stored)}")
-    for name in items:
-      variables = item_variables(checkpoint_items[name])
-      if not variables:
-        raise ValueError(f"Checkpoint item '{name}' has no variables yet; build the model "
-                         f"before restoring")
-      lacking = [p for p in variables if p not in stored[name]
-                 or not isinstance(stored[name][p], h5py.Dataset)]
-      if lacking:
-        raise PortableCheckpointError(
-            f"Checkpoint {path} does not cover every variable of '{name}': it lacks "
-            f"{', '.join(lacking[:5])}{' ...' if len(lacking) > 5 else ''}")
-      for variable_path, variable in variables.items():
-        _assign(variable, _from_file(stored[name][variable_path]),
-                f"{path}: {name}/{variable_path}")
+  path, content = _content(source, [f"items/{name}" for name in items])
+  stored = {name: content.group(f"items/{name}") for name in items}
+  absent = [name for name in items if not stored[name]]
+  if absent:
+    with _open(path) as f:
+      held = sorted(f["items"])
+    raise PortableCheckpointError(f"Checkpoint {path} has no item(s) {absent}; it has "
+                                  f"{held}")
+  assigned = set()
+  for name in items:
+    variables = item_variables(checkpoint_items[name])
+    if not variables:
+      raise ValueError(f"Checkpoint item '{name}' has no variables yet; build the model "
+                       f"before restoring")
+    lacking = [p for p in variables if p not in stored[name]]
+    if lacking:
+      raise PortableCheckpointError(
+          f"Checkpoint {path} does not cover every variable of '{name}': it lacks "
+          f"{', '.join(lacking[:5])}{' ...' if len(lacking) > 5 else ''}")
+    for variable_path, variable in variables.items():
+      if id(variable) in assigned:  # shared with an item restored before
+        continue
+      assigned.add(id(variable))
+      _assign(variable, stored[name][variable_path], f"{path}: {name}/{variable_path}")
   return {name: path for name in items}
 
 
-def _datasets(group) -> Dict[str, object]:
-  """{name relative to `group`: dataset} of every dataset under it."""
-  out = {}
-  group.visititems(lambda name, node: out.__setitem__(name, node)
-                   if isinstance(node, h5py.Dataset) else None)
-  return out
-
-
-def _keras_optimizer_state(f, wanted: Iterable[str]) -> Dict[str, object]:
+def _keras_optimizer_state(content: Snapshot, wanted: Iterable[str]
+                           ) -> Dict[str, np.ndarray]:
   """A version 1 file's optimizer variables under the version 2 names of `wanted`
   (those it holds): the moments of a variable by Keras's slot names, the count from
   the step (the trainer's step is the update count)."""
-  by_suffix = {}
-  for key in f["optimizer"]:
-    dataset = f["optimizer"][key]
-    by_suffix[str(dataset.attrs.get("path", "")).split("/", 1)[-1]] = dataset
+  paths = content.attrs.get("optimizer_paths", {})
+  by_suffix = {paths.get(f"optimizer/{key}", "").split("/", 1)[-1]: value
+               for key, value in content.group("optimizer").items()}
   out = {}
   for name in wanted:
     if name == constants.OPTIMIZER_COUNT:
-      out[name] = np.asarray(f.attrs["step"], np.int64)
+      out[name] = np.asarray(content.step, np.int64)
       continue
     slot, _, variable_path = name.partition("/")
     suffix = _KERAS_NAMES.get(name) or (
@@ -394,42 +526,42 @@ def _keras_optimizer_state(f, wanted: Iterable[str]) -> Dict[str, object]:
   return out
 
 
-def restore_trainer_state(path: str, optimizer_state: Optional[Mapping[str, object]] = None,
+def restore_trainer_state(source: Source,
+                          optimizer_state: Optional[Mapping[str, object]] = None,
                           random_state: Sequence = ()) -> int:
-  """Assigns the optimizer state and SeedGenerator states saved in a trainer checkpoint;
-  returns its step.
+  """Assigns the optimizer state and SeedGenerator states saved in a trainer checkpoint
+  (a path, or the Snapshot `read` returned); returns its step.
 
   Args:
     optimizer_state: {name: variable} of the optimizer (this module's docstring).
 
   Raises:
     PortableCheckpointError: the checkpoint holds no step, or the state of another
-      optimizer (other names or shapes), naming the file.
+      optimizer (other names or shapes), naming the file; an array that fails its
+      checksum.
   """
   optimizer_state = dict(optimizer_state or {})
-  with _open(path) as f:
-    if "step" not in f.attrs:
-      raise PortableCheckpointError(f"Checkpoint {path} is no trainer checkpoint (no step)")
-    if int(f.attrs.get("version", 1)) < 2:
-      saved = _keras_optimizer_state(f, optimizer_state)
-      lacking, extra = sorted(set(optimizer_state) - set(saved)), []
-    else:
-      saved = _datasets(f["optimizer"])
-      lacking = sorted(set(optimizer_state) - set(saved))
-      extra = sorted(set(saved) - set(optimizer_state))
-    if lacking or extra:
-      raise PortableCheckpointError(
-          f"Checkpoint {path} holds the state of another optimizer ({len(saved)} "
-          f"arrays, this run's has {len(optimizer_state)}; the checkpoint lacks "
-          f"{lacking[:3] or '-'}, and holds {extra[:3] or '-'} beyond it)")
-    for name, variable in optimizer_state.items():
-      value = saved[name]
-      _assign(variable, value if isinstance(value, np.ndarray) else _from_file(value),
-              f"{path}: optimizer/{name}")
-    seeds = [f["random_state"][key] for key in sorted(f["random_state"])]
-    if seeds and len(seeds) != len(random_state):
-      raise PortableCheckpointError(f"Checkpoint {path} holds {len(seeds)} random states, "
-                                    f"the model has {len(random_state)}")
-    for dataset, variable in zip(seeds, random_state):
-      _assign(variable, _from_file(dataset), f"{path}: random_state")
-    return int(f.attrs["step"])
+  path, content = _content(source, ("optimizer", "random_state", STEP))
+  if content.step is None:
+    raise PortableCheckpointError(f"Checkpoint {path} is no trainer checkpoint (no step)")
+  if int(content.attrs.get("version", 1)) < 2:
+    saved = _keras_optimizer_state(content, optimizer_state)
+    lacking, extra = sorted(set(optimizer_state) - set(saved)), []
+  else:
+    saved = content.group("optimizer")
+    lacking = sorted(set(optimizer_state) - set(saved))
+    extra = sorted(set(saved) - set(optimizer_state))
+  if lacking or extra:
+    raise PortableCheckpointError(
+        f"Checkpoint {path} holds the state of another optimizer ({len(saved)} "
+        f"arrays, this run's has {len(optimizer_state)}; the checkpoint lacks "
+        f"{lacking[:3] or '-'}, and holds {extra[:3] or '-'} beyond it)")
+  for name, variable in optimizer_state.items():
+    _assign(variable, saved[name], f"{path}: optimizer/{name}")
+  seeds = [value for _, value in sorted(content.group("random_state").items())]
+  if seeds and len(seeds) != len(random_state):
+    raise PortableCheckpointError(f"Checkpoint {path} holds {len(seeds)} random states, "
+                                  f"the model has {len(random_state)}")
+  for value, variable in zip(seeds, random_state):
+    _assign(variable, value, f"{path}: random_state")
+  return content.step

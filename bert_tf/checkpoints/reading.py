@@ -335,6 +335,8 @@ def _read_bert_tf(path: str, config_file: Optional[str], vocab_file: Optional[st
   model = variables_lib.build_model(encoder_config, items, num_classes, settings)
   try:
     restore.restore_items(prefix, model.checkpoint_items, items=items)
+  except portable.DamagedCheckpointError as e:
+    raise ConversionError(str(e)) from None
   except (AssertionError, KeyError, ValueError, tf.errors.OpError) as e:
     raise ConversionError(f"{prefix} does not fit the model of {config_file}: {e}") from None
   vocab_file = vocab_file or _vocab_beside(folder, data, config_file)

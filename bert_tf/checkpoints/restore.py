@@ -11,14 +11,15 @@ the input position for trainer checkpoints. Two formats hold them:
 
 A directory resolves to its newest checkpoint that reads in full (the higher step where
 it holds both formats): a damaged one (a file cut short by a kill during a write, a
-lost shard) is skipped with a warning that names it, its bad file and the checkpoint
-used instead.
+lost shard, an array that fails its checksum) is skipped with a warning that names it,
+its bad file (or array) and the checkpoint used instead. A portable file named itself
+is checked as it is restored: one that fails is an error naming it.
 """
 
 import logging
 import os
 import re
-from typing import Dict, Mapping, Optional, Sequence
+from typing import Callable, Dict, Mapping, Optional, Sequence
 
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import readable
@@ -42,13 +43,14 @@ def _step_in_name(prefix: str) -> int:
   return int(tail) if tail.isdigit() else -1
 
 
-def newest_readable_portable(directory: str, names: Optional[Sequence[str]] = None
+def newest_readable_portable(directory: str, names: Optional[Sequence[str]] = None,
+                             check: Callable[[str], None] = portable.check_readable
                              ) -> Optional[str]:
   """The newest portable checkpoint in `directory` (`names`: its listing, where the
-  caller has it) that reads in full, or None; damaged newer ones are skipped with a
-  warning, as for TensorFlow checkpoints."""
+  caller has it) that reads in full with valid checksums (`check`: what reads it), or
+  None; damaged newer ones are skipped with a warning, as for TensorFlow checkpoints."""
   return readable.newest_readable(directory, portable.checkpoints_in(directory, names),
-                                   portable.check_readable)
+                                   check)
 
 
 class CheckpointSizeError(errors.UserError, ValueError):

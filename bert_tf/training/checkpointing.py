@@ -3,13 +3,14 @@ last K kept, the newest readable one resumed.
 
 The format is the portable one (bert_tf.checkpoints.portable): `ckpt-N.h5`, HDF5
 written with h5py, holding the model's checkpoint items, the optimizer's state, the
-step and the dropout random state. It needs no TensorFlow, so the JAX engine reads and
-writes it where TensorFlow is absent, and a run stopped on one engine resumes on the
-other. Each process's input position is a file of its engine's input beside it
-(`ckpt-N.input...`, written by the Trainer's input source,
-bert_tf.training.input_source), written before the .h5, so that a `ckpt-N.h5` on disk
-comes with its positions; a run that finds no position of its own input skips the
-consumed batches instead.
+step, the dropout random state and the input position (bert_tf.training.input_source:
+one for every process and engine), each array with its CRC32C. It needs no
+TensorFlow, so the JAX engine reads and writes it where TensorFlow is absent, and a run
+stopped on one engine resumes on the other. The resume reads the newest checkpoint once,
+checking each array's checksum as it is read; one that is damaged (cut short, or an
+array that fails its checksum) is named in one line and the newest one that verifies
+is used. Checkpoints of earlier versions (no checksums, the input position beside the
+.h5: `ckpt-N.input...`) restore with a line saying they are unverified.
 
 A save blocks the step only while the arrays are copied to host memory (NumPy copies of
 the variables) and the input position is taken; the file is written, uploaded and
@@ -23,19 +24,19 @@ process killed at any moment leaves the previous checkpoint whole.
 
 Several processes (jax.distributed; TensorFlow's MultiWorkerMirroredStrategy, whose
 workers are numbered by tf_engine.strategies.worker_placement, the chief 0): the chief
-(process 0) alone writes the replicated state, each process its own input position
-(`ckpt-N.input-P...`; the chief's `ckpt-N.input...`). Every process reaches the save of
-the same step (a barrier named after it, which each engine checks is the same
-everywhere: JAX's, or an all-gather of the name's checksum); each process other than the
-chief marks its part complete
-(`ckpt-N.input-P.done`) once its position is written, and the chief renames the .h5 into
-place only once every marker is there. So a `ckpt-N.h5` is always a complete checkpoint,
-and a rerun resumes from the newest one, whichever process was killed mid-save.
+(process 0) alone writes the replicated state and the input position, which is the same
+on every process (each reads its part of the same global batches). Every process
+reaches the save of the same step (a barrier named after it, which each engine checks
+is the same everywhere: JAX's, or an all-gather of the name's checksum); each process
+other than the chief marks its part complete (`ckpt-N.input-P.done`, holding its
+process number and the CRC32C of that line), and the chief renames the .h5 into place
+only once every marker is there and verifies. So a `ckpt-N.h5` is always a complete
+checkpoint, and a rerun resumes from the newest one, whichever process was killed
+mid-save.
 
 model_dir may be remote (bert_tf.utils.files): the .h5 is uploaded under a temporary
-name and renamed there, and the input positions, which the engines' inputs write and
-read as local files, are written to a local folder and uploaded before it (downloaded
-again for a resume).
+name and renamed there (an input position of an earlier version, beside it, is
+downloaded for a resume).
 
 Orbax (orbax-checkpoint, and Keras 3.14's keras.callbacks.OrbaxCheckpoint on it) is not
 used: it requires JAX (and TensorStore) even where only TensorFlow trains, so the
@@ -63,8 +64,10 @@ import time
 from typing import List, Optional, Sequence
 
 import keras
+import numpy as np
 
 from bert_tf.checkpoints import portable
+from bert_tf.checkpoints import readable
 from bert_tf.checkpoints import restore
 from bert_tf.training import engine as engine_lib
 from bert_tf.training import input_source as input_source_lib
@@ -78,7 +81,7 @@ _LEGACY_INDEX = re.compile(r"^ckpt-(\d+)\.index$")
 # The temporary name of a `ckpt-N.h5` being written (bert_tf.utils.files.temporary_name).
 _UNFINISHED = re.compile(r"^\.ckpt-\d+\.h5\.tmp-[0-9a-f]+$")
 # Beside a checkpoint of several processes, each process's but the chief's mark that its
-# input position is complete: `ckpt-N.input-P.done`.
+# part is complete: `ckpt-N.input-P.done`.
 PART_DONE = ".done"
 # How long the chief waits for the other processes' parts of a checkpoint.
 PARTS_TIMEOUT_S = 600.0
@@ -146,6 +149,8 @@ class CheckpointSaver:
     self.background = background
     self._writes = background_lib.BackgroundJob("checkpoint-writer")
     self._snapshot: Optional[portable.Snapshot] = None
+    # The checkpoint `latest` read and verified last, for `restore` to read no more.
+    self._verified: Optional[portable.Snapshot] = None
     # The paths of the checkpoints committed since `committed` was last asked; filled
     # by the thread that commits them.
     self._committed: "queue.SimpleQueue[str]" = queue.SimpleQueue()
@@ -155,13 +160,15 @@ class CheckpointSaver:
     self._parts_lost = threading.Event()
 
   def latest(self) -> Optional[str]:
-    """The checkpoint to resume from: the newest readable `ckpt-N.h5` (damaged newer
-    ones are skipped with a warning naming them), or a TensorFlow checkpoint of an
-    older version where its step is higher; None when model_dir holds neither. A
-    save being written is waited for first."""
+    """The checkpoint to resume from: the newest `ckpt-N.h5` that reads in full with
+    valid checksums (damaged newer ones are skipped with a warning naming them and the
+    array that fails), or a TensorFlow checkpoint of an older version where its step
+    is higher; None when model_dir holds neither. A save being written is waited for
+    first. What it read is kept for `restore`, which then reads the file no more."""
     self.wait()
     names = files.listdir(self.model_dir)  # one listing: a round trip on remote storage
-    found = restore.newest_readable_portable(self.model_dir, names)
+    self._verified = None
+    found = restore.newest_readable_portable(self.model_dir, names, self._read)
     legacy = newest_legacy_checkpoint(self.model_dir, names)
     if legacy and (found is None or step_of(legacy) > step_of(found)):
       return self._legacy_reader().newest_readable(self.model_dir) or found
@@ -182,16 +189,35 @@ class CheckpointSaver:
           "which continues in the portable format (ckpt-N.h5) that every engine reads")
     return reader
 
+  def _read(self, path: str) -> None:
+    """Reads and verifies the checkpoint at `path`, keeping it for `restore`."""
+    self._verified = portable.read(path)
+
   def restore(self, checkpoint: str) -> int:
     """Restores the model's items, optimizer, step and random state from
-    `checkpoint` (see `latest`); returns its step."""
+    `checkpoint` (see `latest`), and hands its input position to the input source;
+    returns its step.
+
+    Raises:
+      UnreadableCheckpointError: the checkpoint is damaged (naming it and what fails).
+    """
+    content, self._verified = self._verified, None
+    position = None
     if not checkpoint.endswith(portable.SUFFIX):
       step = self._legacy_reader().restore_trainer(self.engine, checkpoint)
     else:
+      if content is None or content.source != checkpoint:
+        try:
+          content = portable.read(checkpoint)
+        except portable.DamagedCheckpointError as e:
+          raise readable.UnreadableCheckpointError(str(e)) from None
       model = self.engine.model
-      portable.restore_items(checkpoint, model.trained_items, tuple(model.trained_items))
-      step = portable.restore_trainer_state(checkpoint, self.engine.checkpoint_state(),
+      portable.restore_items(content, model.trained_items, tuple(model.trained_items))
+      step = portable.restore_trainer_state(content, self.engine.checkpoint_state(),
                                             steps.seed_states(model))
+      position = content.position
+    if self.input_source is not None:
+      self.input_source.saved_position = position
     self.engine.step = step
     self.newest_committed = checkpoint
     return step
@@ -200,10 +226,10 @@ class CheckpointSaver:
     """Saves the checkpoint of the engine's current step; returns its path.
 
     On the calling (training) thread: waits for the previous save (raising its
-    CheckpointWriteError), copies the arrays to host memory (chief), writes this
-    process's input position (for a remote model_dir, to a local folder) and passes a
-    barrier named after the step, which every process reaches with the same step. The
-    rest is `_write`'s, on the background thread (inline when background is off).
+    CheckpointWriteError), copies the arrays and the input position to host memory
+    (chief) and passes a barrier named after the step, which every process reaches
+    with the same step. The rest is `_write`'s, on the background thread (inline when
+    background is off).
     """
     self.wait()
     engine = self.engine
@@ -212,9 +238,11 @@ class CheckpointSaver:
     optimizer_state = engine.checkpoint_state()
     content = None
     if engine.placement.is_chief:
+      position = self.input_source.position(step) if self.input_source else None
       content = portable.snapshot(engine.model.trained_items, optimizer_state,
                                   step=step, random_state=steps.seed_states(engine.model),
-                                  backend=keras.backend.backend(), reuse=self._snapshot)
+                                  backend=keras.backend.backend(), reuse=self._snapshot,
+                                  position=position)
       # Its memory is filled again by the next save, once this one is written.
       self._snapshot = content
     try:
@@ -224,7 +252,6 @@ class CheckpointSaver:
           # Room first (at most max_to_keep checkpoints, this one included): a rerun in
           # a full folder would otherwise fail at the same save.
           self._delete_old(keep=max(self.max_to_keep - 1, 1))
-        staged = self.input_source.save(path) if self.input_source else None
     except Exception as e:  # pylint: disable=broad-except
       if not (isinstance(e, (OSError, errors.UserError)) or _disk_full(e)):
         raise
@@ -233,7 +260,7 @@ class CheckpointSaver:
     if marker and files.exists(marker):  # left by a save of this step that was cut off
       files.remove(marker)
     engine.barrier(f"checkpoint of step {step}")
-    job = functools.partial(self._write, path, content, staged, marker)
+    job = functools.partial(self._write, path, content, marker)
     if self.background:
       self._writes.start(job)
     else:
@@ -264,20 +291,15 @@ class CheckpointSaver:
     self._writes.wait()
 
   def _write(self, path: str, content: Optional[portable.Snapshot],
-             staged: Optional[str], marker: Optional[str]) -> None:
-    """Commits the checkpoint at `path`: uploads this process's input position from
-    `staged` (a local folder, for a remote model_dir), marks this process's part
-    complete (`marker`, processes other than the chief), and on the chief (`content`)
-    waits for every other process's marker, writes the .h5 under a temporary name and
-    renames it, then deletes the checkpoints beyond max_to_keep."""
+             marker: Optional[str]) -> None:
+    """Commits the checkpoint at `path`: marks this process's part complete (`marker`,
+    processes other than the chief), and on the chief (`content`) waits for every
+    other process's marker, writes the .h5 under a temporary name and renames it, then
+    deletes the checkpoints beyond max_to_keep."""
     try:
       with file_systems.answer_within(file_systems.WRITE_BOUND_S):
-        if staged:
-          for name in sorted(os.listdir(staged)):
-            with files.atomic_path(os.path.join(self.model_dir, name)) as temporary:
-              files.copy(os.path.join(staged, name), temporary)
         if marker:
-          files.write_lines(marker, [str(self.engine.placement.process_index)])
+          files.write_lines(marker, part_marker_lines(self.engine.placement.process_index))
       if content is not None:
         self._wait_for_parts(path)
         size = sum(a.nbytes for a in content.arrays.values())
@@ -292,9 +314,6 @@ class CheckpointSaver:
       raise
     except (OSError, errors.UserError) as e:
       raise CheckpointWriteError(self._failure(path, content, e)) from e
-    finally:
-      if staged:
-        shutil.rmtree(staged, ignore_errors=True)
 
   def _failure(self, path: str, content: Optional[portable.Snapshot],
                error: BaseException) -> str:
@@ -337,7 +356,8 @@ class CheckpointSaver:
                for p in range(1, self.engine.placement.process_count)}
     deadline = time.monotonic() + PARTS_TIMEOUT_S
     while True:
-      waiting = {p: marker for p, marker in waiting.items() if not files.exists(marker)}
+      waiting = {p: marker for p, marker in waiting.items()
+                 if not part_marker_verifies(marker, p)}
       if not waiting:
         return
       if self._parts_lost.is_set():
@@ -346,7 +366,7 @@ class CheckpointSaver:
       if time.monotonic() > deadline:
         raise CheckpointWriteError(
             f"Checkpoint {checkpoint} is not committed: process(es) {sorted(waiting)} did "
-            f"not write their input position within {PARTS_TIMEOUT_S:.0f} s")
+            f"not mark their part complete within {PARTS_TIMEOUT_S:.0f} s")
       time.sleep(0.1)
 
   def _delete_old(self, keep: Optional[int] = None) -> None:
@@ -368,3 +388,21 @@ class CheckpointSaver:
     for name in names:
       if _UNFINISHED.match(name):
         files.remove(os.path.join(self.model_dir, name))
+
+
+def part_marker_lines(process: int) -> List[str]:
+  """The lines of process `process`'s marker: its number and that line's CRC32C."""
+  line = str(process)
+  return [line, f"crc32c {portable.crc32c(np.frombuffer(line.encode(), np.uint8)):08x}"]
+
+
+def part_marker_verifies(marker: str, process: int) -> bool:
+  """Whether the marker file `marker` is there and holds process `process`'s lines
+  (one cut short or damaged is not: the part is not complete)."""
+  if not files.exists(marker):
+    return False
+  try:
+    lines = files.read_bytes(marker).decode("utf-8").split()
+  except (OSError, UnicodeDecodeError):
+    return False
+  return " ".join(lines) == " ".join(part_marker_lines(process))

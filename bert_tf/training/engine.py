@@ -42,9 +42,10 @@ class Placement:
     num_replicas: the data-parallel replicas (devices) that share each global batch.
     description: how it runs, for the first training line ("MirroredStrategy (2
       replicas)").
-    process_index: this process's number among the processes that write parts of a
-      checkpoint (its input position): 0 where one process writes them all.
-    process_count: the processes that write parts of a checkpoint.
+    process_index: this process's number among the processes that take part in a
+      checkpoint (each but the chief marks its part complete): 0 for the chief, which
+      writes it.
+    process_count: the processes that take part in a checkpoint.
   """
   num_replicas: int
   description: str

@@ -89,7 +89,8 @@ class Trainer:
                               placement.num_replicas,
                               experiment.trainer.gradient_accumulation_steps)
     self.input = input_source.InputSource(self._engine.training_input(),
-                                          placement.process_index, self._log)
+                                          placement.process_index, self._log,
+                                          input_source.order_of(experiment))
     self.checkpoints = checkpointing.CheckpointSaver(
         model_dir, experiment.trainer.max_to_keep, self._engine,
         background=experiment.trainer.async_checkpoints, input_source=self.input)

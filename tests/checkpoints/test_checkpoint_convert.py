@@ -414,3 +414,37 @@ def test_a_head_the_original_release_never_named_is_refused_for_google_tf1(tmp_p
     writing.save_checkpoint(tiny_task_model("tagger"), vocab, str(tmp_path / "out"),
                             "google_tf1")
   assert not (tmp_path / "out").exists()
+
+
+def test_conversion_falls_back_past_a_newest_checkpoint_failing_its_checksum_or_refuses_it(
+    tmp_path, vocab, caplog):
+  import logging  # pylint: disable=g-import-not-at-top
+  import yaml  # pylint: disable=g-import-not-at-top
+  import checkpoint_helpers  # pylint: disable=g-import-not-at-top
+  from bert_tf.checkpoints import portable  # pylint: disable=g-import-not-at-top
+  from bert_tf.utils import errors  # pylint: disable=g-import-not-at-top
+  older, newer = tiny_model(seed=12), tiny_model(seed=13)
+  model_dir = tmp_path / "run"
+  for step, model in ((2, older), (4, newer)):
+    portable.save(portable.path_for_step(str(model_dir), step), model.checkpoint_items,
+                  step=step)
+  (model_dir / "params.yaml").write_text(yaml.safe_dump(
+      {"model": {"encoder": TINY.as_dict()}, "tokenizer": {"vocab_file": vocab}}))
+  damaged = str(model_dir / "ckpt-4.h5")
+  name = "items/encoder/embeddings/word_embeddings"
+  checkpoint_helpers.flip_bit(damaged, name, bit=6)
+  with caplog.at_level(logging.WARNING):
+    convert.convert_checkpoint(str(model_dir), str(tmp_path / "hf"),
+                               output_format="huggingface")
+  assert [r.getMessage() for r in caplog.records if "checksum" in r.getMessage()][0].endswith(
+      f"using the newest readable checkpoint {model_dir / 'ckpt-2.h5'} instead")
+  back = reading.read_checkpoint(str(tmp_path / "hf")).model
+  features = batch()
+  for key, value in older(features).items():
+    np.testing.assert_allclose(back(features)[key], value, atol=1e-6)
+  # Named itself, the damaged checkpoint is refused in one line naming it and the array.
+  with pytest.raises(ConversionError) as raised:
+    convert.convert_checkpoint(damaged, str(tmp_path / "hf2"), output_format="huggingface")
+  message = errors.user_message(raised.value)
+  assert message.startswith(f"Checkpoint {damaged} fails its checksum at {name} ")
+  assert "\n" not in message and not (tmp_path / "hf2").exists()

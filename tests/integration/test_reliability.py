@@ -220,10 +220,7 @@ def test_validate_inputs_passes_intact_files_and_checks_gzip_ones(tmp_path):
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_sigkill_while_a_checkpoint_is_written_keeps_the_previous_one_and_resumes_bit_exactly(
     tmp_path, backend):
-  config = tmp_path / "tiny.yaml"
-  config.write_text(yaml.safe_dump(trainer_helpers.tiny_experiment_dict(
-      steps=8, model=dict(encoder=dict(trainer_helpers.TINY_ENCODER, dropout_rate=0.1)),
-      trainer=dict(max_to_keep=10))))
+  config = trainer_helpers.write_dropout_experiment(tmp_path, steps=8, max_to_keep=10)
   env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
   env["TF_CPP_MIN_LOG_LEVEL"] = "2"
 

@@ -163,8 +163,8 @@ def test_jax_runs_without_tensorflow_read_data_vocab_and_checkpoints_from_the_bu
   _trains_whole_and_killed_alike(fs, pretraining, f"{bucket}/pretraining", cwd, environment,
                                  tmp_path)
   names = {name.split("/whole/", 1)[-1] for name in fs.find(f"{bucket}/pretraining/whole")}
-  assert {"params.yaml", "ckpt-2.h5", "ckpt-2.input.json", f"ckpt-{STEPS}.h5",
-          f"ckpt-{STEPS}.input.json"} <= names, names
+  assert {"params.yaml", "ckpt-2.h5", f"ckpt-{STEPS}.h5"} <= names, names
+  assert not [name for name in names if ".input" in name], names  # in the checkpoint
   assert not [name for name in names if ".tmp-" in name or "write-check" in name], names
   # The event file holds every step written (object stores cannot append: it is
   # uploaded whole after each flush).
@@ -217,18 +217,18 @@ def test_two_processes_commit_a_checkpoint_only_with_both_parts_and_resume_the_l
   config = _config(tmp_path, steps, runtime=dict(distribution_strategy="multi_worker_mirrored"))
   process_helpers.finish_all(_start_hosts(config, f"{bucket}/whole", cwd, environment))
   names = {name.split("/", 2)[-1] for name in fs.find(f"{bucket}/whole")}
-  # The chief writes the replicated state once, each process its input position.
-  assert {"ckpt-6.h5", "ckpt-6.input.json", "ckpt-6.input-1.json",
-          "ckpt-6.input-1.done"} <= names, names
-  assert not [name for name in names if ".tmp-" in name or "ckpt-6.input-0" in name], names
+  # The chief writes the replicated state and the position once, the other process
+  # its marker.
+  assert {"ckpt-6.h5", "ckpt-6.input-1.done"} <= names, names
+  assert not [name for name in names if ".tmp-" in name or ".json" in name], names
 
-  # Process 1 uploads its position of step 4, then is SIGKILLed before marking its part
+  # Process 1 reaches the save of step 4, then is SIGKILLed before marking its part
   # complete: the chief does not commit ckpt-4.h5.
   killed = f"{bucket}/killed"
   processes = _start_hosts(config, killed, cwd, environment, held_part=4)
   try:
     deadline = time.time() + 600
-    while not fs.exists(f"{killed}/ckpt-4.input-1.json"):
+    while not fs.exists(f"{killed}/ckpt-4.input-1.done.held"):
       ended = [p for p in processes if p.poll() is not None]
       assert not ended and time.time() < deadline, ended and ended[0].communicate()[0][-3000:]
       fs.invalidate_cache()
@@ -236,7 +236,7 @@ def test_two_processes_commit_a_checkpoint_only_with_both_parts_and_resume_the_l
     processes[1].send_signal(signal.SIGKILL)
     time.sleep(3)
     fs.invalidate_cache()
-    assert fs.exists(f"{killed}/ckpt-4.input.json") and fs.exists(f"{killed}/ckpt-2.h5")
+    assert fs.exists(f"{killed}/ckpt-2.h5")
     assert not fs.exists(f"{killed}/ckpt-4.h5")
   finally:
     for process in processes:

@@ -1,6 +1,6 @@
 """A checkpoint of several processes (bert_tf.training.checkpointing): the chief commits
-`ckpt-N.h5` only once every other process has marked its part complete, and says which
-did not."""
+`ckpt-N.h5` only once every other process has marked its part complete (a marker that
+verifies), and says which did not."""
 
 import os
 import time
@@ -45,8 +45,13 @@ def test_the_chief_commits_a_checkpoint_only_once_the_other_process_marked_its_p
   path = saver.save()
   time.sleep(0.3)
   assert saver.writing and not os.path.exists(path)
-  with open(portable.input_prefix(path, 1) + checkpointing.PART_DONE, "w") as f:
+  marker = portable.input_prefix(path, 1) + checkpointing.PART_DONE
+  with open(marker, "w") as f:  # a marker cut short, or of another process: not its part
     f.write("1\n")
+  time.sleep(0.3)
+  assert saver.writing and not os.path.exists(path)
+  with open(marker, "w") as f:
+    f.write("\n".join(checkpointing.part_marker_lines(1)) + "\n")
   saver.wait()
   assert portable.checkpoints_in(str(tmp_path)) == [path]
 
@@ -58,5 +63,5 @@ def test_a_part_that_never_comes_is_an_error_naming_the_process(tmp_path, monkey
   with pytest.raises(checkpointing.CheckpointWriteError) as raised:
     saver.wait()
   assert str(raised.value) == (f"Checkpoint {path} is not committed: process(es) [1] did "
-                               "not write their input position within 0 s")
+                               "not mark their part complete within 0 s")
   assert portable.checkpoints_in(str(tmp_path)) == []

@@ -73,15 +73,12 @@ def test_trainer_saves_every_n_steps_keeps_the_last_k_and_follows_the_convention
       steps=10, trainer=dict(steps_per_loop=2, checkpoint_interval=2, max_to_keep=2))
   trainer = Trainer(experiment, str(tmp_path), log_fn=lambda _: None)
   trainer.train()
-  # The portable format on every engine, each checkpoint with its input position.
+  # The portable format on every engine, each checkpoint holding its input position.
   assert sorted(p for p in os.listdir(tmp_path) if p.startswith("ckpt-")) == [
-      "ckpt-10.h5", "ckpt-10.input.data-00000-of-00001", "ckpt-10.input.index",
-      "ckpt-8.h5", "ckpt-8.input.data-00000-of-00001", "ckpt-8.input.index"]
-  assert sorted(p for p in os.listdir(tmp_path) if p.endswith(".h5")) == ["ckpt-10.h5",
-                                                                          "ckpt-8.h5"]
+      "ckpt-10.h5", "ckpt-8.h5"]
   children = restore.checkpoint_children(str(tmp_path / "ckpt-10.h5"))
   assert {"encoder", "masked_lm", "next_sentence", "optimizer", "step",
-          "iterator"} <= children
+          "input"} <= children
   # A trainer checkpoint warm-starts a fresh model's encoder.
   fresh = _pretrainer(5)
   restore.restore_items(str(tmp_path), fresh.checkpoint_items)
@@ -154,3 +151,44 @@ def test_an_encoder_of_another_size_is_an_error_naming_both_sizes(tmp_path, file
       f"Checkpoint {path} holds an encoder of another size than the model's: 2 layers, "
       "hidden size 32 in the checkpoint; 3 layers, hidden size 48 in the model. Set "
       "model.encoder to the checkpoint's size.")
+
+
+@pytest.mark.slow  # three trainings
+@pytest.mark.parametrize("sidecar", ["whole", "data file deleted"])
+def test_a_checkpoint_of_an_earlier_version_resumes_at_its_iterator_beside_it(
+    tmp_path, sidecar):
+  """Version 2 kept the TensorFlow engine's position beside the .h5 as a tf.data
+  iterator checkpoint: it still resumes there (or, its data file lost, by skipping the
+  consumed batches, in one line), and the run goes on in the current format."""
+  import glob  # pylint: disable=g-import-not-at-top
+  import checkpoint_helpers  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.tf_engine import input as tf_input  # pylint: disable=g-import-not-at-top
+  experiment = trainer_helpers.tiny_experiment(
+      steps=5, trainer=dict(checkpoint_interval=3, max_to_keep=5))
+  Trainer(experiment, str(tmp_path / "straight"), log_fn=lambda _: None).train()
+  first = Trainer(experiment, str(tmp_path / "old"), log_fn=lambda _: None)
+  first.train(train_steps=3)
+  path = str(tmp_path / "old" / "ckpt-3.h5")
+  checkpoint_helpers.rewrite_as_version_2(path)
+  inputs = first.engine.training_input().inputs
+  tf.train.Checkpoint(iterator=[inputs.worker_input(experiment.train_data, 3)],
+                      layout=tf.Variable(inputs.layout, dtype=tf.int64)).write(
+                          tf_input.position_prefix(path))
+  if sidecar == "data file deleted":
+    for data in glob.glob(tf_input.position_prefix(path) + ".data-*"):
+      os.remove(data)
+  lines = []
+  resumed = Trainer(experiment, str(tmp_path / "old"), log_fn=lines.append)
+  resumed.train()
+  skipped = [line for line in lines if "consumed batches" in line]
+  if sidecar == "whole":
+    assert not skipped, lines
+  else:
+    assert any(line.startswith("Cannot restore the input iterator from ") for line in lines)
+    assert skipped == [f"No input position of this input saved with {path}: skipped the "
+                       "3 consumed batches"]
+  expected = portable.arrays(str(tmp_path / "straight" / "ckpt-5.h5"))
+  got = portable.arrays(str(tmp_path / "old" / "ckpt-5.h5"))
+  assert got.keys() == expected.keys()
+  for key in expected:
+    np.testing.assert_array_equal(got[key], expected[key], err_msg=key)

@@ -89,10 +89,10 @@ def test_train_tool_on_jax_names_the_backend_first_and_in_params_yaml(jax_run):
   assert stdout.splitlines()[0] == "Keras backend jax: 1 cpu device(s) in 1 process(es)"
   assert experiments.experiment_from_yaml(
       os.path.join(model_dir, "params.yaml")).runtime.backend == "jax"
-  # max_to_keep 2 of the checkpoints at steps 2 and 4, each with its input position.
-  assert sorted(f for f in os.listdir(model_dir) if f.endswith(".h5")) == ["ckpt-2.h5",
-                                                                           "ckpt-4.h5"]
-  assert os.path.exists(os.path.join(model_dir, "ckpt-4.input.json"))
+  # max_to_keep 2 of the checkpoints at steps 2 and 4, each holding its input position.
+  assert sorted(f for f in os.listdir(model_dir) if f.startswith("ckpt-")) == [
+      "ckpt-2.h5", "ckpt-4.h5"]
+  assert portable.read(os.path.join(model_dir, "ckpt-4.h5")).position["batches_read"] == 4
   assert restore.resolve_checkpoint(model_dir) == os.path.join(model_dir, "ckpt-4.h5")
 
 
@@ -190,9 +190,8 @@ def test_dynamic_masking_on_jax_reads_the_host_input_and_resumes_at_its_position
   config.save(path)
   model_dir = str(tmp_path / "run")
   assert np.isfinite(_worker("train", path, model_dir, "train")["loss"])
-  # Its position is the host input's, beside the checkpoint (no tf.data iterator).
-  assert os.path.exists(os.path.join(model_dir, "ckpt-2.input.json"))
-  assert not os.path.exists(os.path.join(model_dir, "ckpt-2.input.index"))
+  # Its position is in the checkpoint, as the TensorFlow engine's is.
+  assert portable.read(os.path.join(model_dir, "ckpt-2.h5")).position["batches_read"] == 2
   config.override({"trainer": {"train_steps": 4}}).save(path)
   _worker("train", path, model_dir, "train")
   assert os.path.exists(os.path.join(model_dir, "ckpt-4.h5"))

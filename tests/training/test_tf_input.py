@@ -1,6 +1,9 @@
-"""The TensorFlow engine's input position (bert_tf.training.tf_engine.input): saved with
-the layout its element numbers belong to, restored only into the same layout."""
+"""The TensorFlow engine's input positions of earlier versions
+(bert_tf.training.tf_engine.input): a tf.data iterator checkpoint beside `ckpt-N.h5`,
+saved with the layout its element numbers belong to, restored only into the same
+layout, and one that cannot be read is a line, not an error."""
 
+import glob
 import os
 
 import tensorflow as tf
@@ -15,10 +18,18 @@ def _iterator_after(reads):
   return iterator
 
 
+def _save_position(iterator, checkpoint, process=0, layout=None):
+  """Writes an iterator's position beside `checkpoint` as earlier versions did."""
+  saved = {"iterator": [iterator]}
+  if layout is not None:
+    saved["layout"] = tf.Variable(layout, dtype=tf.int64)
+  tf.train.Checkpoint(**saved).write(input_lib.position_prefix(checkpoint, process))
+
+
 def test_a_position_resumes_only_into_the_layout_of_workers_and_replicas_it_was_saved_in(
     tmp_path):
   checkpoint = os.path.join(str(tmp_path), "ckpt-3.h5")
-  input_lib.save_position(_iterator_after(3), checkpoint, process=1, layout=(2, 4))
+  _save_position(_iterator_after(3), checkpoint, process=1, layout=(2, 4))
   lines = []
   moved = _iterator_after(0)
   # Element n of a pipeline is another part of another global batch there.
@@ -33,8 +44,21 @@ def test_a_position_resumes_only_into_the_layout_of_workers_and_replicas_it_was_
 
 def test_a_position_of_an_earlier_version_without_a_layout_still_resumes(tmp_path):
   checkpoint = os.path.join(str(tmp_path), "ckpt-5.h5")
-  tf.train.Checkpoint(iterator=[_iterator_after(5)]).write(
-      input_lib.position_prefix(checkpoint))
+  _save_position(_iterator_after(5), checkpoint)
   resumed = _iterator_after(0)
   assert input_lib.restore_position(resumed, checkpoint)
   assert int(next(resumed)) == 5
+
+
+def test_a_position_whose_data_file_was_deleted_is_one_line_not_an_error(tmp_path):
+  checkpoint = os.path.join(str(tmp_path), "ckpt-5.h5")
+  _save_position(_iterator_after(5), checkpoint, layout=(1, 1))
+  prefix = input_lib.position_prefix(checkpoint)
+  for data in glob.glob(prefix + ".data-*"):
+    os.remove(data)
+  lines = []
+  resumed = _iterator_after(0)
+  assert not input_lib.restore_position(resumed, checkpoint, log_fn=lines.append)
+  assert len(lines) == 1 and lines[0].startswith(
+      f"Cannot restore the input iterator from {prefix} (")
+  assert int(next(resumed)) == 0

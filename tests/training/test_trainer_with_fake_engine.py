@@ -3,6 +3,7 @@ is one NumPy weight, so that what it asserts (intervals, checkpoints and resume,
 params.yaml, a non-finite loss, SIGTERM, a corrupt record, evaluation) is the Trainer's
 policy and not an engine's."""
 
+import logging
 import os
 import signal
 
@@ -18,6 +19,7 @@ from bert_tf.training import steps
 from bert_tf.training import trainer as trainer_lib
 from bert_tf.utils import errors
 
+import checkpoint_helpers
 import trainer_helpers
 
 
@@ -91,27 +93,27 @@ class CorruptRecord(Exception):
 
 
 class FakeInput(input_source.EngineInput):
-  """A position that is the step count, saved as a file beside the checkpoint.
+  """An input that records how it is positioned; an earlier version's position of it
+  is a file beside the checkpoint holding "position".
 
-  Attributes: events ([("restore", checkpoint name, restored) or ("skip", steps)]),
-  positions (checkpoints whose position was saved).
+  Attributes: events ([("restore", checkpoint name, restored) or ("skip", steps)]).
   """
 
   def __init__(self):
-    self.events, self.positions = [], []
+    self.events = []
 
   def restore(self, checkpoint, process_index):
-    restored = os.path.exists(portable.input_prefix(checkpoint, process_index))
+    saved = portable.input_prefix(checkpoint, process_index)
+    restored = os.path.exists(saved)
+    if restored:
+      with open(saved, encoding="utf-8") as f:
+        if f.read() != "position":
+          raise ValueError(f"{saved} is damaged")
     self.events.append(("restore", os.path.basename(checkpoint), restored))
     return restored
 
   def skip(self, steps):  # pylint: disable=redefined-outer-name
     self.events.append(("skip", steps))
-
-  def save(self, checkpoint, process_index):
-    self.positions.append(os.path.basename(checkpoint))
-    with open(portable.input_prefix(checkpoint, process_index), "w") as f:
-      f.write("position")
 
   def corrupt_record_error(self, error, data_config):
     del data_config
@@ -201,7 +203,9 @@ def test_loops_end_at_every_interval_and_checkpoints_keep_the_newest(tmp_path):
   assert engine.loops == [2, 1, 1, 2]
   assert [os.path.basename(p) for p in portable.checkpoints_in(str(tmp_path))] == [
       "ckpt-6.h5", "ckpt-3.h5"]
-  assert engine.input.positions == ["ckpt-3.h5", "ckpt-6.h5"]
+  # Each holds the input position, the global batches read, in the run's order.
+  order = input_source.order_of(trainer.experiment)
+  assert portable.read(str(tmp_path / "ckpt-6.h5")).position == dict(order, batches_read=6)
   assert engine.input.events == []  # started at step 0: nothing to restore or skip
   assert report["loss"] == pytest.approx(np.mean([1 / s for s in range(2, 8)]))
   assert report[steps.LEARNING_RATE] == pytest.approx(0.1)
@@ -230,22 +234,85 @@ def test_a_rerun_resumes_weights_optimizer_and_seed_state_at_the_saved_step(tmp_
   np.testing.assert_array_equal(resumed.model.weight.value, [3.0, 3.0])
   np.testing.assert_array_equal(resumed.model.seed.value, [7, 3])
   assert int(engine.count.value) == 3
+  lines = []
+  resumed._log = lines.append  # pylint: disable=protected-access
   resumed.train()
-  assert engine.input.events == [("restore", "ckpt-3.h5", True)]
+  # At the checkpoint's position (seeking, no line), not a skip for want of one.
+  assert engine.input.events == [("skip", 3)]
+  assert not any("consumed batches" in line for line in lines)
   np.testing.assert_array_equal(resumed.model.weight.value, [6.0, 6.0])
 
 
-def test_a_checkpoint_without_a_position_of_this_input_resumes_by_skipping_with_a_line(
-    tmp_path):
-  first, engine = _trainer(tmp_path, steps_total=3)
+def _as_earlier_version(path, position=None):
+  """Rewrites the checkpoint as version 2, with `position` (a file's content) beside it
+  where given."""
+  checkpoint_helpers.rewrite_as_version_2(path)
+  if position is not None:
+    with open(portable.input_prefix(path), "w", encoding="utf-8") as f:
+      f.write(position)
+
+
+@pytest.mark.parametrize("beside, events, line", [
+    ("position", [("restore", "ckpt-3.h5", True)], None),
+    (None, [("restore", "ckpt-3.h5", False), ("skip", 3)],
+     "No input position of this input saved with {}: skipped the 3 consumed batches"),
+    ("posi", [("skip", 3)], "Cannot read the input position saved with {} (ValueError: ")])
+def test_a_checkpoint_of_an_earlier_version_resumes_its_position_beside_it_or_skips(
+    tmp_path, beside, events, line):
+  first, _ = _trainer(tmp_path, steps_total=3)
   first.train()
-  os.remove(portable.input_prefix(str(tmp_path / "ckpt-3.h5")))
+  path = str(tmp_path / "ckpt-3.h5")
+  _as_earlier_version(path, beside)
   lines = []
   resumed, engine = _trainer(tmp_path, steps_total=6, log=lines)
   resumed.train()
-  assert engine.input.events == [("restore", "ckpt-3.h5", False), ("skip", 3)]
-  assert (f"No input position of this input saved with {tmp_path / 'ckpt-3.h5'}: "
-          "skipped the 3 consumed batches") in lines
+  assert engine.input.events == events
+  if line:
+    assert any(l.startswith(line.format(path)) for l in lines), lines
+    if "Cannot" in line:
+      assert (f"No input position of this input saved with {path}: skipped the 3 "
+              "consumed batches") in lines
+  np.testing.assert_array_equal(resumed.model.weight.value, [6.0, 6.0])
+  # It continues in the current format.
+  assert portable.read(str(tmp_path / "ckpt-6.h5")).position["batches_read"] == 6
+
+
+def test_a_position_in_another_order_is_not_restored_but_skipped_with_a_line(tmp_path):
+  first, _ = _trainer(tmp_path, steps_total=3)
+  first.train()
+  lines = []
+  resumed, engine = _trainer(tmp_path, steps_total=6, log=lines)
+  resumed.input.order["seed"] += 1
+  resumed.train()
+  assert engine.input.events == [("skip", 3)]
+  assert any(line.startswith(f"The input position of {tmp_path / 'ckpt-3.h5'} was taken "
+                             "with seed ") and line.endswith("skipped the 3 consumed batches")
+             for line in lines), lines
+
+
+@pytest.mark.parametrize("name", ["items/encoder/encoder/weight", "optimizer/count",
+                                  "step", "input/batches_read"])
+def test_a_flipped_bit_in_any_item_resumes_from_the_previous_checkpoint_bit_exactly(
+    tmp_path, name, caplog):
+  straight, _ = _trainer(tmp_path / "straight", steps_total=9, max_to_keep=5)
+  straight.train()
+  first, _ = _trainer(tmp_path / "flipped", steps_total=6, max_to_keep=5)
+  first.train()
+  damaged = str(tmp_path / "flipped" / "ckpt-6.h5")
+  checkpoint_helpers.flip_bit(damaged, name, bit=3)
+  resumed, engine = _trainer(tmp_path / "flipped", steps_total=9, max_to_keep=5)
+  with caplog.at_level(logging.WARNING):
+    resumed.train()
+  assert resumed.restored_from == str(tmp_path / "flipped" / "ckpt-3.h5")
+  assert engine.input.events == [("skip", 3)]
+  [line] = [r.getMessage() for r in caplog.records if "fails its checksum" in r.getMessage()]
+  assert line.startswith(f"Checkpoint {damaged} fails its checksum at {name} ")
+  assert line.endswith(f"using the newest readable checkpoint {resumed.restored_from} instead")
+  a = portable.arrays(str(tmp_path / "straight" / "ckpt-9.h5"))
+  b = portable.arrays(str(tmp_path / "flipped" / "ckpt-9.h5"))
+  assert a.keys() == b.keys()
+  for key in a:
+    np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
 def test_a_position_of_other_data_shapes_is_not_restored_but_skipped(tmp_path):
@@ -350,7 +417,7 @@ def test_a_run_refused_for_its_model_dir_is_refused_before_the_model_is_built(tm
   assert engine.builds == 0
 
 
-def test_a_rerun_parses_params_yaml_once_and_eval_checks_the_newest_checkpoint_once(
+def test_a_rerun_parses_params_yaml_once_and_eval_reads_the_newest_checkpoint_once(
     tmp_path, monkeypatch):
   trainer, _ = _trainer(tmp_path, steps_total=2)
   trainer.run("train")
@@ -358,8 +425,9 @@ def test_a_rerun_parses_params_yaml_once_and_eval_checks_the_newest_checkpoint_o
   parse = params_file.experiments.experiment_from_yaml
   monkeypatch.setattr(params_file.experiments, "experiment_from_yaml",
                       lambda path: parsed.append(path) or parse(path))
-  check = portable.check_readable
-  monkeypatch.setattr(portable, "check_readable", lambda path: checked.append(path) or check(path))
+  read = portable.read
+  monkeypatch.setattr(portable, "read",
+                      lambda path, *args: checked.append(path) or read(path, *args))
   evaluation, _ = _trainer(tmp_path, steps_total=2)
   evaluation.run("eval")
   assert evaluation.restored_from.endswith("ckpt-2.h5")

@@ -60,7 +60,7 @@ class JaxEngine(engine_lib.Engine):
         process_index=jax.process_index(), process_count=jax.process_count())
     self._input = input_lib.HostInput(task, experiment.train_data,
                                       self._placement.process_index,
-                                      self._placement.process_count)
+                                      self._placement.process_count, log_fn)
 
   # ----- where it runs -----
   @classmethod

@@ -7,15 +7,15 @@ bert_tf.data.pipelines.host_pipeline):
 TFRecords read without TensorFlow, or raw task files featurized once where
 tensorflow-text is installed; dynamic masking draws its masks there too
 (bert_tf.data.pipelines.masking) and packing packs there (bert_tf.data.pipelines.example_packing).
-Its position is a small JSON file beside the checkpoint (`ckpt-N.input[-P].json`).
 
-The Trainer's input source (bert_tf.training.input_source) restores, skips and saves
-the position.
+The Trainer's input source (bert_tf.training.input_source) positions it (the position
+is in the checkpoint); earlier versions kept it in a small JSON file beside the
+checkpoint (`ckpt-N.input[-P].json`), which `restore` still reads.
 """
 
 import json
 import os
-from typing import Dict, Iterator, Optional
+from typing import Callable, Dict, Iterator, Optional
 
 import numpy as np
 
@@ -29,7 +29,8 @@ POSITION_SUFFIX = ".json"
 
 
 def position_path(checkpoint: str, process_index: int) -> str:
-  """`ckpt-N.input[-P].json` beside the portable checkpoint `ckpt-N.h5`."""
+  """`ckpt-N.input[-P].json` beside the portable checkpoint `ckpt-N.h5` (earlier
+  versions)."""
   return portable.input_prefix(checkpoint, process_index) + POSITION_SUFFIX
 
 
@@ -41,11 +42,14 @@ class HostInput(input_source.EngineInput):
     task: the task whose data loader gives the batches.
     data_config: the training data.
     process_index, process_count: this process's share of each global batch.
+    log_fn: receives each console line.
   """
 
   def __init__(self, task: task_base.Task, data_config: configs.DataConfig,
-               process_index: int, process_count: int):
+               process_index: int, process_count: int,
+               log_fn: Callable[[str], None] = lambda _: None):
     self.task = task
+    self.log_fn = log_fn
     self.data_config = data_config
     self._share = (process_index, process_count)
     self._open = None
@@ -63,21 +67,18 @@ class HostInput(input_source.EngineInput):
     saved = position_path(checkpoint, process_index)
     if not os.path.exists(saved):
       return False
-    with open(saved, encoding="utf-8") as f:
-      self._batches.set_state(json.load(f))
+    try:
+      with open(saved, encoding="utf-8") as f:
+        state = json.load(f)
+      self._batches.set_state(state)
+    except (OSError, ValueError, KeyError, TypeError) as e:  # cut, damaged or foreign
+      self.log_fn(f"Cannot restore the input position from {saved} "
+                  f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+      return False
     return True
 
   def skip(self, steps: int) -> None:
     self._batches.seek(steps)
-
-  def save(self, checkpoint: str, process_index: int) -> None:
-    if self._open is None:  # not started: no position
-      return
-    path = position_path(checkpoint, process_index)
-    temporary = f"{path}.tmp"
-    with open(temporary, "w", encoding="utf-8") as f:
-      json.dump(self._batches.get_state(), f)
-    os.replace(temporary, path)
 
   def corrupt_record_error(self, error: Exception, data_config: configs.DataConfig
                            ) -> Optional[Exception]:

@@ -1,15 +1,15 @@
 """The TensorFlow engine's input: the task's batches placed on the strategy's
-replicas, and the training iterator whose position a checkpoint holds.
+replicas, and the training iterator the Trainer's input source positions.
 
 Under OneDeviceStrategy, MirroredStrategy and MultiWorkerMirroredStrategy each worker
 (process) has one input pipeline, a plain tf.data iterator of its replicas' batches that
-the loop hands to them itself (`next_batch`): its state (shuffle buffers, file
-positions, the dynamic masking's random stream) is saved beside each checkpoint, one
-file per worker (`ckpt-N.input[-P]`), and restoring it reads no consumed data. Worker P
-of W reads the batches of its replicas, the W-th part of every global batch as
-tf.distribute's input pipeline P would (bert_tf.data.records.tfrecords: its share of the
-one record order). Where tf.distribute offers no checkpointable iterator (TPU) and for
-checkpoints without one, the input position is found by skipping the consumed batches.
+the loop hands to them itself (`next_batch`); worker P of W reads the batches of its
+replicas, the W-th part of every global batch as tf.distribute's input pipeline P would
+(bert_tf.data.records.tfrecords: its share of the one record order); a TPU reads a
+tf.distribute dataset. Either starts at any global batch without reading the ones before
+it, the position a checkpoint holds (bert_tf.training.input_source). Checkpoints of
+earlier versions saved the plain iterator's state beside them instead (a TensorFlow
+checkpoint `ckpt-N.input[-P]`), which `restore_position` still reads.
 """
 
 from typing import Callable, Optional, Tuple
@@ -48,7 +48,8 @@ class TrainerInput:
 
   @property
   def iterator_checkpointable(self) -> bool:
-    """Whether the training input iterator is saved in checkpoints.
+    """Whether the training input is a plain tf.data iterator (whose state earlier
+    versions saved beside checkpoints).
 
     tf.distribute's iterators are no trackable objects in TF 2.21, but plain tf.data
     iterators are: under OneDeviceStrategy, MirroredStrategy and
@@ -74,7 +75,8 @@ class TrainerInput:
   @property
   def layout(self) -> Tuple[int, int]:
     """(workers, replicas): how the worker's pipeline shares each global batch, which
-    gives its iterator's position its meaning (saved with it: save_position)."""
+    gives its iterator's position its meaning (saved with it by earlier versions:
+    restore_position)."""
     context = self._worker_context()
     return context.num_input_pipelines, context.num_replicas_in_sync
 
@@ -151,9 +153,6 @@ class TrainingIterator(input_source.EngineInput):
     self.inputs = inputs
     self.data_config = data_config
     self._iterator = None
-    if not inputs.iterator_checkpointable:
-      self.unsaved_reason = (f"{type(inputs.strategy).__name__} has no checkpointable "
-                             "input iterator")
 
   @property
   def iterator(self):
@@ -178,10 +177,6 @@ class TrainingIterator(input_source.EngineInput):
     self._iterator = iterator
     return True
 
-  def save(self, checkpoint: str, process_index: int) -> None:
-    if self._iterator is not None and self.inputs.iterator_checkpointable:
-      save_position(self._iterator, checkpoint, process_index, self.inputs.layout)
-
   def corrupt_record_error(self, error: Exception, data_config: configs.DataConfig
                            ) -> Optional[Exception]:
     return corrupt_input_error(self.inputs.task, error, data_config)
@@ -198,61 +193,60 @@ def padded_to_length_buckets(dataset: tf.data.Dataset, data_config: configs.Data
   return dataset.map(lambda batch: batching.pad_to_length_bucket(batch, bounds))
 
 
-# The (workers, replicas) saved with an iterator's position (save_position).
-_LAYOUT_KEY = "layout/.ATTRIBUTES/VARIABLE_VALUE"
+# The (workers, replicas) earlier versions saved with an iterator's position.
+LAYOUT_KEY = "layout/.ATTRIBUTES/VARIABLE_VALUE"
 
 
 def position_prefix(checkpoint: str, process: int = 0) -> str:
-  """The TensorFlow checkpoint holding a tf.data iterator's position for `checkpoint`:
-  the file beside a portable `ckpt-N.h5` (portable.input_prefix), or a TensorFlow
-  trainer checkpoint of an older version itself."""
+  """The TensorFlow checkpoint holding a tf.data iterator's position for `checkpoint`
+  (earlier versions): the file beside a portable `ckpt-N.h5` (portable.input_prefix),
+  or a TensorFlow trainer checkpoint of an older version itself."""
   if checkpoint.endswith(portable.SUFFIX):
     return portable.input_prefix(checkpoint, process)
   return checkpoint
 
 
-def save_position(iterator: tf.data.Iterator, checkpoint: str, process: int = 0,
-                  layout: Tuple[int, int] = (1, 1)) -> None:
-  """Writes the iterator's state beside `checkpoint` (see position_prefix), with the
-  `layout` (workers, replicas) its elements are numbered in (TrainerInput.layout)."""
-  tf.train.Checkpoint(iterator=[iterator], layout=tf.Variable(layout, dtype=tf.int64)
-                      ).write(position_prefix(checkpoint, process))
-
-
 def restore_position(iterator: tf.data.Iterator, checkpoint: str, process: int = 0,
                      layout: Tuple[int, int] = (1, 1), log_fn=None) -> bool:
-  """Restores the iterator's state saved with `checkpoint`; False (with a log line
-  where one was saved) when there is none, or it is the state of another pipeline, of
-  another `layout` (workers, replicas: its element n is another part of another global
-  batch) or of one iterator per replica (older versions, which saved no layout)."""
+  """Restores the iterator's state an earlier version saved with `checkpoint`; False
+  (with a log line where one was saved) when there is none, it cannot be read (a
+  missing or damaged data file), or it is the state of another pipeline, of another
+  `layout` (workers, replicas: its element n is another part of another global batch)
+  or of one iterator per replica (older versions, which saved no layout)."""
   prefix = position_prefix(checkpoint, process)
   if not tf.io.gfile.exists(prefix + ".index"):
     return False
+  try:
+    return _restore_iterator(iterator, prefix, layout, log_fn or (lambda _: None))
+  except (AssertionError, ValueError, tf.errors.OpError) as e:
+    # E.g. the state of a pipeline of another structure, or a data file deleted.
+    (log_fn or (lambda _: None))(
+        f"Cannot restore the input iterator from {prefix} "
+        f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+    return False
+
+
+def _restore_iterator(iterator: tf.data.Iterator, prefix: str, layout: Tuple[int, int],
+                      log_fn: Callable[[str], None]) -> bool:
+  """restore_position's reading of the TensorFlow checkpoint at `prefix` (raising
+  what it meets)."""
   saved = saved_iterator_count(prefix)
   if saved != 1:
-    if saved and log_fn:
+    if saved:
       log_fn(f"{prefix} holds {saved} input iterators (one per replica, as written by an "
              "older version), this run has one")
     return False
   reader = tf.train.load_checkpoint(prefix)
-  if reader.has_tensor(_LAYOUT_KEY):
-    saved_layout = tuple(int(n) for n in reader.get_tensor(_LAYOUT_KEY))
+  if reader.has_tensor(LAYOUT_KEY):
+    saved_layout = tuple(int(n) for n in reader.get_tensor(LAYOUT_KEY))
     if saved_layout != tuple(layout):
-      if log_fn:
-        log_fn(f"{prefix} holds the input position of {saved_layout[0]} worker(s) with "
-               f"{saved_layout[1]} replica(s) in all, this run has {layout[0]} with "
-               f"{layout[1]}")
+      log_fn(f"{prefix} holds the input position of {saved_layout[0]} worker(s) with "
+             f"{saved_layout[1]} replica(s) in all, this run has {layout[0]} with "
+             f"{layout[1]}")
       return False
-  try:
-    status = tf.train.Checkpoint(iterator=[iterator]).read(prefix)
-    status.assert_existing_objects_matched()
-    status.expect_partial()
-  except (AssertionError, ValueError, tf.errors.OpError) as e:
-    # E.g. the state of a pipeline of another structure.
-    if log_fn:
-      log_fn(f"Cannot restore the input iterator from {prefix} "
-             f"({type(e).__name__}: {str(e).splitlines()[0]})")
-    return False
+  status = tf.train.Checkpoint(iterator=[iterator]).read(prefix)
+  status.assert_existing_objects_matched()
+  status.expect_partial()
   return True
 
 
