@@ -2,7 +2,7 @@
 restore (read) of a BERT-sized trainer checkpoint, with checksums and without, taking
 turns.
 
-  python -m bench.checkpoint_checksums --size=base --repeats=5 --directory=/tmp
+  python -m bench.checkpoint_checksums --encoder=base --turns=5 --directory=/tmp
 
 The checkpoint holds what a pretraining run's does (bert_tf.checkpoints.portable): the
 encoder's weights, the masked-LM head sharing its embeddings (stored once), the AdamW
@@ -30,8 +30,8 @@ from absl import flags
 from bert_tf import configs
 from bert_tf.checkpoints import portable
 
-flags.DEFINE_string("size", "base", "Encoder size (configs.ENCODER_SIZES).")
-flags.DEFINE_integer("repeats", 5, "Saves and restores of each mode.")
+flags.DEFINE_string("encoder", "base", "Encoder size (configs.ENCODER_SIZES).")
+flags.DEFINE_integer("turns", 5, "Saves and restores of each mode.")
 flags.DEFINE_string("directory", None, "Where the checkpoint is written (default: a "
                     "temporary folder).")
 FLAGS = flags.FLAGS
@@ -130,13 +130,13 @@ def report(times: Dict[str, Dict[str, List[float]]], size: str, gigabytes: float
 
 def main(argv):
   del argv
-  content = bert_state(FLAGS.size)
+  content = bert_state(FLAGS.encoder)
   with tempfile.TemporaryDirectory(dir=FLAGS.directory) as directory:
-    times = measure(content, FLAGS.repeats, directory)
+    times = measure(content, FLAGS.turns, directory)
   gigabytes = sum(a.nbytes for a in content.arrays.values()) / 1e9
-  print(report(times, FLAGS.size, gigabytes, checksum_seconds(content)))
-  print(f"command: python -m bench.checkpoint_checksums --size={FLAGS.size} "
-        f"--repeats={FLAGS.repeats}"
+  print(report(times, FLAGS.encoder, gigabytes, checksum_seconds(content)))
+  print(f"command: python -m bench.checkpoint_checksums --encoder={FLAGS.encoder} "
+        f"--turns={FLAGS.turns}"
         + (f" --directory={FLAGS.directory}" if FLAGS.directory else ""))
 
 

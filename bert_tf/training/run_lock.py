@@ -21,6 +21,7 @@ takes it for all (bert_tf.training.trainer asks every process whether it was ref
     two runs started together.
 """
 
+import contextlib
 import datetime
 import errno
 import json
@@ -124,6 +125,10 @@ class RunLock:
     self._lost: Optional[str] = None
     self._stop = threading.Event()
     self._renewer: Optional[threading.Thread] = None
+    # A local model_dir that the lock created, removed again with the lock where the run
+    # wrote nothing else (a run refused by its checks leaves no folder behind).
+    self._created_dir = files.is_local(model_dir) and not os.path.isdir(
+        files.local_path(model_dir))
 
   def acquire(self) -> "RunLock":
     """Takes the lock (creating model_dir); returns self.
@@ -155,6 +160,9 @@ class RunLock:
     try:
       with file_systems.quiet_retries():
         self._store.give_back()
+      if self._created_dir:
+        with contextlib.suppress(OSError):  # not empty: the run wrote into it
+          os.rmdir(files.local_path(self.model_dir))
     except Exception as e:  # pylint: disable=broad-except
       # Storage lost: the run's own error says so; the lease runs out by itself.
       logging.warning("Could not remove %s (%s): another run takes it over once its "
