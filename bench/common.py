@@ -15,7 +15,6 @@ import sys
 import time
 from typing import Dict, Sequence
 
-from absl import app
 from absl import flags
 
 from bench import matmul_peak
@@ -71,30 +70,6 @@ def define_shape_flags(size: str = "base", batch_size: int = 32, seq_length: int
   flags.DEFINE_integer("batch_size", batch_size, batch_help)
   flags.DEFINE_integer("seq_length", seq_length, "Sequence length: the packed length, or "
                        "the longest where batches are padded to their longest example.")
-
-
-def define_corpus_flags() -> None:
-  """Defines --input_file and --vocab_file, the text and vocab of the benchmarks that make
-  pretraining data (defaults under --data_dir: see resolve_corpus_flags)."""
-  flags.DEFINE_string("input_file", None, "Text in the tool's input format; default "
-                      "DATA_DIR/wikitext2_raw/wikitext2_valid_test.bertfmt.txt.")
-  flags.DEFINE_string("vocab_file", None, "WordPiece vocab; default "
-                      "DATA_DIR/bert_vocab/uncased/vocab.txt.")
-
-
-def resolve_corpus_flags() -> None:
-  """Sets --input_file and --vocab_file left empty to their files under --data_dir."""
-  values = flags.FLAGS
-  values.input_file = values.input_file or data_path("wikitext2_raw",
-                                                     "wikitext2_valid_test.bertfmt.txt")
-  values.vocab_file = values.vocab_file or data_path("bert_vocab", "uncased", "vocab.txt")
-
-
-def require_flags(*names: str) -> None:
-  """Raises app.UsageError naming the first of the flags `names` left empty."""
-  for name in names:
-    if not flags.FLAGS[name].value:
-      raise app.UsageError(f"--{name} is required")
 
 
 def data_path(*parts: str) -> str:

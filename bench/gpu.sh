@@ -74,7 +74,7 @@ pretraining() {
       PLAN_FLAGS=(--sizes=large --seqs=128 --batch_sizes=128:64 --steps=10 --profile
                   --sides=ours,hf_compile,hf_eager
                   "--variant=reference=runtime.fused_kernels=false"
-                  "--variant=xla_attention=runtime.gpu_attention=xla"
+                  "--variant=xla_attention=runtime.kernels.jax_gpu.attention=xla"
                   "--variant=cmdbuf=xla:--xla_gpu_enable_command_buffer=+FUSION"
                   "--variant=fp8=runtime.float8_training=true"
                   "--variant=nodrop=model.encoder.dropout_rate=0;model.encoder.attention_dropout_rate=0") ;;

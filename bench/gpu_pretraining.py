@@ -2,41 +2,16 @@
 Hugging Face BertForPreTraining in torch (eager and torch.compile), with no TensorFlow,
 and where each step's device time goes.
 
-Ours is BertPretrainer over BertEncoder (with the JAX engine's speed path where it runs on
-a GPU), the loss bert_tf.losses.pretraining_loss and the project's AdamW
-(bert_tf.training.update_rule) with its schedule, weight decay and global-norm clipping,
-compiled by bert_tf.training.jax_engine.step. Hugging Face's is
-BertForPreTraining of the same size with SDPA attention, bf16 autocast, fused
-torch.optim.AdamW and clipping (bench/gpu_worker.py). Both train on the same synthetic batch of the real shapes:
-seq 128 with 20 masked positions, seq 512 with 76.
-
-Every configuration, and the matmul-rate measurement, runs in a process of its own with
-a timeout, one after the other: jax and torch never hold the device's memory at once,
-and a failed compile or a timeout costs one figure, not the run. Each finished
-configuration is appended to --output (JSON lines) at once, so a run cut short keeps
-what it measured. At the end the run prints its tables (`report`) and, under them, the
-command that reproduces each figure.
-
-Figures, per configuration: the first step, which compiles, apart (`first step s`),
-then --warmup_steps untimed, then two protocols. Synced: each of --steps steps is waited
-for before its clock stops: the median step with its quartiles. Back to back: --steps
-steps dispatched and waited for once, as a training loop runs them (which hides the
-host's launch work behind the device's), in --back_to_back_rounds rounds: the median
-round's step. Sequences/s = batch / step, and MFU = model FLOPs/s / the dense matmul
-rate the same run measured on the same device in the side's own framework (jax for
-ours, torch for Hugging Face; bench/matmul_peak.py's products in --precision's dtype, the
-fastest over --matmul_shapes), so that a run's MFU never divides by another machine's
-rate; on a CPU the device names the instruction sets it found. Runs recorded before
-2026-11-27 divided every side by the higher of the two rates. Model FLOPs per training sequence are
-bench/flops.py's: the matmuls only, 3x the forward pass, the masked-LM head at the
-masked positions and the pooler included. Every side and variant is credited with these
-FLOPs, whatever it computes beyond them (Hugging Face's stock forward, --hf_mlm=all,
-runs the masked-LM head at all T positions) or saves (ours computes the last block only
-at [CLS] and the masked positions), and float8 variants too: their MFU stays against the
-bf16 rate.
-
---profile records --profile_steps more steps under each framework's profiler and
-reports the device time per step by kernel category and the largest kernels
+Both sides train on one synthetic batch of the real shapes (seq 128 with 20 masked
+positions, seq 512 with 76); what each side's step is, and the timing protocols (first
+step apart, synced and back to back), are bench/gpu_worker.py's docstring. Every
+configuration runs in a process of its own with a timeout, and each finished one is
+appended to --output (JSON lines) at once, so a run cut short keeps what it measured; at
+the end the run prints its tables and the command that reproduces each figure. MFU is
+model FLOPs/s (bench/flops.py, the same for every side and variant) over the dense matmul
+rate the same run measured in the side's own framework (bench/matmul_peak.py); runs
+recorded before 2026-11-27 divided every side by the higher of the two rates (bench/README.md).
+--profile records --profile_steps more steps under each framework's profiler
 (bench/kernel_profile.py); the traces stay in --profile_dir.
 
 --variant A/Bs settings in the same run: NAME=SETTING[;SETTING...], each SETTING one of

@@ -15,7 +15,7 @@ run of `bash bench/gpu.sh trainer`, in three stages.
 The device phases (PHASES, in this order):
   kernels        bench/gpu_worker.py --check=kernels: the Pallas attention and
                  residual LayerNorm against their XLA forms on the GPU, outputs and
-                 gradients; gpu_attention=auto's check and fallback
+                 gradients; attention=auto's check and fallback
   train          tools/train.py --backend=jax: --size pretraining from the records,
                  --train_steps steps with checkpoints, uninterrupted; then the same run
                  SIGKILLed once ckpt-{--kill_after}.h5 exists and rerun, which resumes:

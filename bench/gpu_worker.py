@@ -36,7 +36,7 @@ Numerics checks, for bench/gpu_trainer.py (`--check=...`), JAX and Keras only:
   kernels  the JAX speed path's Pallas attention and residual LayerNorm against their
            XLA forms (bert_tf.kernels.jax_gpu), outputs and gradients, in float32 and
            bfloat16, with and without dropout (the same hashed masks in both forms), on
-           the accelerator; gpu_attention=auto's check (hooks.pallas_attention_works)
+           the accelerator; attention=auto's check (hooks.pallas_attention_works)
            on it, and its fallback to XLA ops where the kernel fails to compile or
            disagrees, and for shapes the kernel does not take
   steps    from one initialization, --steps training steps of --size on the
@@ -602,9 +602,9 @@ def layer_norm_cases(args, interpret: bool) -> list:
 
 
 def auto_attention() -> dict:
-  """gpu_attention=auto on this device, then with the kernel made to fail to compile and
-  to disagree (each must fall back to XLA ops), and the hook on a shape the kernel does
-  not take (it must compute xla_attention's result)."""
+  """attention=auto on this device, then with the kernel made to fail to compile and to
+  disagree (each must fall back to XLA ops), and the hook on a shape the kernel does not
+  take (it must compute xla_attention's result)."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from bert_tf.kernels.jax_gpu import attention  # pylint: disable=g-import-not-at-top

@@ -1,14 +1,10 @@
 r"""The dense matmul rate of this machine, measured in the run that divides by it.
 
-Every utilisation (MFU) figure in bench/ divides a model's FLOP rate by the rate of a
-matrix product in the same framework and precision as what it times (TensorFlow for the
-TensorFlow steps, jax for the JAX engine, torch for the torch peers; float32, bfloat16 or
-int8), measured in the same run on the same machine, interleaved with the timed steps
-where the benchmark has rounds; the peak is the product's fastest round or step (on a
-shared machine the slower ones carry the other work). No rate is read from a file: a
-rate from another hour or another machine is how an MFU column comes to read 250%. The
-figures name the instruction sets the CPU has (cpu_isa), which decide what the rate can
-be: AVX-512's bf16 products (AVX512_BF16) and AMX's run several times the float32 rate.
+Every MFU figure in bench/ divides by the rate of a matrix product in the framework and
+precision of what it times, measured in the same run on the same machine (interleaved
+with the timed steps where there are rounds; the fastest round counts). No rate is read
+from a file. The figures name the CPU's instruction sets (cpu_isa): AVX512_BF16 and AMX
+run bf16 products several times the float32 rate.
 
 The product is BERT's feed-forward one, [4096, 768] x [768, 3072] (32 x 128 tokens).
 At import this module needs the standard library only: it also runs inside the peers'

@@ -9,10 +9,8 @@ Every system runs in its own process (each peer in its own virtual environment, 
 each one's median sequences/s and the ratio ours/peer within the same run.
 
 MFU: each system's model FLOP/s (bench/flops.py) over the rate of a matrix product in its
-framework and precision (bench/matmul_peak.py: TensorFlow's for ours and the TensorFlow
-peers, float32 or bfloat16 as ours runs; torch's, in the Hugging Face peer's environment,
-for it), timed as one more system of the same rounds: a product worker per framework and
-precision, so that the denominator shares the moments of the machine the steps had.
+framework and precision (bench/matmul_peak.py), timed as one more system of the same
+rounds, so that the denominator shares the moments of the machine the steps had.
 
 --variants adds our worker with one speed lever switched away from its default as one
 more system each (an A/B of the lever in the same run; VARIANTS below); --baseline adds
