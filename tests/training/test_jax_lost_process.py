@@ -84,3 +84,17 @@ def test_a_loss_no_error_of_the_run_takes_ends_the_process_in_the_runs_line(watc
 def test_other_errors_are_no_lost_process(monkeypatch):
   monkeypatch.setattr(devices, "_LOSS", devices._Loss())  # pylint: disable=protected-access
   assert devices.lost_process(ValueError("Incompatible shapes: [2,3] vs. [2,4]")) is None
+
+
+def test_a_normal_end_reports_no_loss_when_the_service_shuts_down(monkeypatch):
+  monkeypatch.setattr(devices, "_LOSS", devices._Loss())  # pylint: disable=protected-access
+  ended = []
+  monkeypatch.setattr(devices.errors, "end_process", ended.append)
+
+  class _ShutDown:
+    def key_value_set(self, key, value, allow_overwrite=False):
+      raise RuntimeError("UNAVAILABLE: the coordination service has shut down")
+
+  devices._LOSS.ending.set()  # pylint: disable=protected-access
+  devices._watch_heartbeats(_ShutDown(), 1, 4)  # pylint: disable=protected-access
+  assert ended == [] and not devices._LOSS.known.is_set()  # pylint: disable=protected-access

@@ -96,6 +96,7 @@ class _Loss:
     self.process: Optional[int] = None
     self.reason = ""
     self.message: Optional[Callable[[str, str], str]] = None
+    self.ending = threading.Event()  # this process ends normally
     self.client = None  # jax.distributed's client, and this process's index and count
     self.index = 0
     self.count = 1
@@ -161,7 +162,10 @@ def _watch_heartbeats(client, index: int, count: int) -> None:
         if value != seen[process][0]:
           seen[process] = (value, now)
     except Exception as e:  # pylint: disable=broad-except
-      _LOSS.report(None, " ".join(str(e).split())[:200])
+      if not _LOSS.ending.is_set():
+        _LOSS.report(None, " ".join(str(e).split())[:200])
+      return
+    if _LOSS.ending.is_set():
       return
     for process, (_, at) in seen.items():
       if time.monotonic() - at > HEARTBEAT_TIMEOUT_S:
@@ -220,6 +224,9 @@ def _start_distributed() -> None:
   from jax._src import distributed  # pylint: disable=g-import-not-at-top
   _LOSS.client = distributed.global_state.client
   _LOSS.index, _LOSS.count = jax.process_index(), jax.process_count()
+  # Runs before jax.distributed's shutdown (registered before): the others' heartbeats
+  # stop as they end.
+  atexit.register(_LOSS.ending.set)
   threading.Thread(target=_watch_heartbeats, name="heartbeats", daemon=True,
                    args=(_LOSS.client, _LOSS.index, _LOSS.count)).start()
 
