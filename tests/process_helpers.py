@@ -1,7 +1,8 @@
 """Tests that run the tools as several processes at once: their common end."""
 
 import subprocess
-from typing import List, Sequence
+import time
+from typing import Callable, List, Sequence
 
 
 def finish_all(processes: Sequence[subprocess.Popen], timeout: float = 600) -> List[str]:
@@ -11,3 +12,23 @@ def finish_all(processes: Sequence[subprocess.Popen], timeout: float = 600) -> L
   assert [p.returncode for p in processes] == [0] * len(processes), (
       "\n".join(o[-3000:] for o in outputs))
   return outputs
+
+
+def wait_until(processes: Sequence[subprocess.Popen], condition: Callable[[], bool],
+               timeout: float = 600, every: float = 0.05) -> None:
+  """Returns once `condition()` holds, asserting meanwhile that every process still runs
+  (the message shows the tail of the first one that ended) and that `timeout` did not
+  pass."""
+  deadline = time.time() + timeout
+  while not condition():
+    ended = [p for p in processes if p.poll() is not None]
+    assert not ended and time.time() < deadline, ended and ended[0].communicate()[0][-3000:]
+    time.sleep(every)
+
+
+def kill_all(processes: Sequence[subprocess.Popen]) -> None:
+  """Kills the processes that still run and collects every one's end."""
+  for process in processes:
+    if process.poll() is None:
+      process.kill()
+    process.communicate()

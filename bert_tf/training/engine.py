@@ -27,7 +27,7 @@ engines' steps share (the micro-batch order, the seed state) is there too.
 
 import abc
 import dataclasses
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from bert_tf import configs
 from bert_tf.tasks import base as task_base
@@ -161,6 +161,13 @@ class Engine(abc.ABC):
   def lost_process_reason(self, error: BaseException) -> str:
     """What `error` (see lost_process) says of the loss, in one line."""
     return " ".join(str(error).split())[:300]
+
+  def end_on_lost_process(self, message: Callable[[str, str], str]) -> None:
+    """Where the engine learns of a lost process outside the run's calls (while the
+    run waits in a collective that never returns), it ends this process with the one
+    line message(lost, reason) (bert_tf.utils.errors.end_process); by default nothing:
+    such a loss surfaces as an error of the run's call (lost_process)."""
+    del message
 
   # ----- input -----
   @abc.abstractmethod

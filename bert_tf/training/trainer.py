@@ -283,6 +283,8 @@ class Trainer:
     self._log(f"Training {self.task.name} from step {self.step} to {total} with "
               f"{self.engine.placement.description}, global batch {global_batch}")
     self._stop_signal = None
+    self._engine.end_on_lost_process(
+        lambda lost, reason: str(self._lost_process_error(lost, reason)))
     try:
       with host_loop.sigterm_recorded(lambda signum: setattr(self, "_stop_signal", signum)):
         last_report, self.preempted = self._train_loops(total, evaluate_every, writer,
@@ -293,7 +295,7 @@ class Trainer:
         self.checkpoints.stop_waiting_for_parts()
       self._finish_saving_quietly()
       if lost:
-        raise self._lost_process_error(lost, e) from e
+        raise self._lost_process_error(lost, self._engine.lost_process_reason(e)) from e
       raise
     except BaseException:
       self._finish_saving_quietly()
@@ -405,13 +407,12 @@ class Trainer:
           f"{self.checkpoints.latest()}")
     return totals
 
-  def _lost_process_error(self, lost: str, error: Exception) -> errors.UserError:
-    """The one-line report of a run whose process `lost` stopped answering: which, why,
-    and the checkpoint every process's rerun resumes from."""
+  def _lost_process_error(self, lost: str, reason: str) -> errors.UserError:
+    """The one-line report of a run whose process `lost` stopped answering: which, why
+    (`reason`), and the checkpoint every process's rerun resumes from."""
     found = portable.checkpoints_in(self.model_dir)
     resume = (f"rerun every process with the same command to resume from {found[0]}"
               if found else "no checkpoint was committed: a rerun starts over")
-    reason = self._engine.lost_process_reason(error)
     return errors.UserError(f"{lost} stopped answering ({reason}); this run stops: "
                             f"{resume}")
 

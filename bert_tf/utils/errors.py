@@ -19,6 +19,8 @@ from typing import Callable, Optional
 
 ERROR_EXIT = 1
 USAGE_EXIT = 2
+# The prefix of the running tool's error lines (run_tool sets it), for end_process.
+_tool_name = None
 
 
 class UserError(Exception):
@@ -106,7 +108,8 @@ def run_tool(name: str, main: Callable, quiet_logs: bool = False,
   """
   from absl import app  # pylint: disable=g-import-not-at-top
   from absl import flags  # pylint: disable=g-import-not-at-top
-  name = command_name(name)
+  global _tool_name
+  name = _tool_name = command_name(name)
   if quiet_logs:
     from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
@@ -145,3 +148,14 @@ def _report(name: str, error: BaseException, verbose: bool) -> None:
     traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
   message = user_message(error) or _one_line(str(error))
   print(f"{name}: error: {message}", file=sys.stderr, flush=True)
+
+
+def end_process(message: str) -> None:
+  """Ends this process with the one-line report of a user error, from a thread other than
+  the main one where the main thread cannot raise it (it waits in a call that never
+  returns): `TOOL: error: MESSAGE` on stderr (without a tool, `error: MESSAGE`) and exit
+  status 1, without running exit handlers that could wait on the same call."""
+  prefix = f"{_tool_name}: error: " if _tool_name else "error: "
+  print(prefix + _one_line(message), file=sys.stderr, flush=True)
+  sys.stdout.flush()
+  os._exit(ERROR_EXIT)  # pylint: disable=protected-access

@@ -110,6 +110,12 @@ def _arrays(fs, remote, local_dir):
   return portable.arrays(local)
 
 
+def _exists(fs, path):
+  """Whether `path` is in the bucket now (not in gcsfs's listing cache)."""
+  fs.invalidate_cache()
+  return fs.exists(path)
+
+
 def _upload(fs, local_paths, directory):
   for path in local_paths:
     fs.put(str(path), f"{directory}/{os.path.basename(str(path))}")
@@ -191,19 +197,21 @@ def test_jax_runs_without_tensorflow_read_data_vocab_and_checkpoints_from_the_bu
 HOOKS = os.path.join(paths.ROOT, "tests", "checkpoint_hooks_main.py")
 
 
-def _start_hosts(config, model_dir, cwd, environment, held_part=None):
-  """Starts tools/train.py as two jax.distributed processes on 127.0.0.1 (TensorFlow
-  unimportable); with held_part=STEP, process 1 stops before marking its part of
-  ckpt-STEP complete (tests/checkpoint_hooks_main.py)."""
+def _start_hosts(config, model_dir, cwd, environment, held_part=None, count=2,
+                 held_process=1):
+  """Starts tools/train.py as `count` jax.distributed processes on 127.0.0.1 (TensorFlow
+  unimportable); with held_part=STEP, process `held_process` stops before marking its
+  part of ckpt-STEP complete (tests/checkpoint_hooks_main.py)."""
   port = gcs_emulator.free_port()
   processes = []
-  for index in range(2):
+  for index in range(count):
     command, env = _command(config, model_dir, environment, "tensorflow")
-    if held_part and index == 1:
+    if held_part and index == held_process:
       command = [sys.executable, HOOKS, "held_part", str(held_part), "3600",
                  "--without=tensorflow"] + command[command.index(TRAIN_TOOL) + 1:]
     env.update(KERAS_DISTRIBUTION_JOB_ADDRESSES=f"127.0.0.1:{port}",
-               KERAS_DISTRIBUTION_NUM_PROCESSES="2", KERAS_DISTRIBUTION_PROCESS_ID=str(index))
+               KERAS_DISTRIBUTION_NUM_PROCESSES=str(count),
+               KERAS_DISTRIBUTION_PROCESS_ID=str(index))
     processes.append(subprocess.Popen(command, env=env, cwd=str(cwd), stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
   return processes
@@ -227,12 +235,7 @@ def test_two_processes_commit_a_checkpoint_only_with_both_parts_and_resume_the_l
   killed = f"{bucket}/killed"
   processes = _start_hosts(config, killed, cwd, environment, held_part=4)
   try:
-    deadline = time.time() + 600
-    while not fs.exists(f"{killed}/ckpt-4.input-1.done.held"):
-      ended = [p for p in processes if p.poll() is not None]
-      assert not ended and time.time() < deadline, ended and ended[0].communicate()[0][-3000:]
-      fs.invalidate_cache()
-      time.sleep(0.05)
+    process_helpers.wait_until(processes, lambda: _exists(fs, f"{killed}/ckpt-4.input-1.done.held"))
     processes[1].send_signal(signal.SIGKILL)
     time.sleep(3)
     fs.invalidate_cache()
@@ -245,10 +248,22 @@ def test_two_processes_commit_a_checkpoint_only_with_both_parts_and_resume_the_l
   fs.invalidate_cache()
   assert not fs.exists(f"{killed}/ckpt-4.h5")
 
-  outputs = process_helpers.finish_all(_start_hosts(config, killed, cwd, environment))
+  rerun_hosts_equal(config, (f"{bucket}/whole", killed), 2, cwd, emulator, tmp_path)
+
+
+def rerun_hosts_equal(config, runs, resumed_step, cwd, emulator, tmp_path, count=2):
+  """Reruns the `count` processes of `config` into runs[1] (whose run was killed),
+  asserting that each resumed at `resumed_step` and that its last checkpoint holds the
+  arrays of the uninterrupted run runs[0] (weights, optimizer state, random state)."""
+  environment, fs = emulator
+  whole, killed = runs
+  steps = yaml.safe_load(open(config, encoding="utf-8"))["trainer"]["train_steps"]
+  outputs = process_helpers.finish_all(_start_hosts(config, killed, cwd, environment,
+                                                    count=count))
   for output in outputs:
-    assert f"Resumed from {killed}/ckpt-2.h5 at step 2" in output, output[-3000:]
-  a = _arrays(fs, f"{bucket}/whole/ckpt-{steps}.h5", tmp_path / "whole")
+    assert f"Resumed from {killed}/ckpt-{resumed_step}.h5 at step {resumed_step}" in output, (
+        output[-3000:])
+  a = _arrays(fs, f"{whole}/ckpt-{steps}.h5", tmp_path / "whole")
   b = _arrays(fs, f"{killed}/ckpt-{steps}.h5", tmp_path / "killed")
   assert a.keys() == b.keys()
   for key in a:

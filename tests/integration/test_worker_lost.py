@@ -11,6 +11,7 @@ import time
 import pytest
 import yaml
 
+import process_helpers
 from bert_tf.checkpoints import portable
 
 from test_multi_worker_checkpoints import _start_workers  # pylint: disable=g-importing-member
@@ -33,20 +34,13 @@ def test_the_survivor_of_a_lost_worker_names_it_and_the_checkpoint_to_resume_fro
   model_dir = tmp_path / "run"
   processes = _start_workers(str(config), model_dir)
   try:
-    deadline = time.time() + 600
-    while not (model_dir / "ckpt-4.h5").exists():
-      ended = [p for p in processes if p.poll() is not None]
-      assert not ended and time.time() < deadline, ended and ended[0].communicate()[0][-3000:]
-      time.sleep(0.1)
+    process_helpers.wait_until(processes, (model_dir / "ckpt-4.h5").exists, every=0.1)
     processes[1].send_signal(signal.SIGKILL)
     lost_at = time.time()
     output, _ = processes[0].communicate(timeout=300)
     stopped_after = time.time() - lost_at
   finally:
-    for process in processes:
-      if process.poll() is None:
-        process.kill()
-      process.communicate()
+    process_helpers.kill_all(processes)
   assert processes[0].returncode == 1, output[-3000:]
   assert "Traceback" not in output, output[-5000:]
   last = output.strip().splitlines()[-1]

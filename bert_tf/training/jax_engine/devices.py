@@ -12,15 +12,46 @@ either engine:
                          multi_worker_mirrored).
 """
 
+import atexit
 import os
-from typing import List
+import re
+import sys
+import threading
+import time
+from typing import Callable, List, Optional
 
 import jax
 import keras
 
 from bert_tf import configs
+from bert_tf.utils import errors
 
 _NUM_PROCESSES = "KERAS_DISTRIBUTION_NUM_PROCESSES"
+_ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
+_PROCESS_ID = "KERAS_DISTRIBUTION_PROCESS_ID"
+# How long a process of the run may go without a heartbeat before the others report it
+# lost and stop: the bound within which they stop when one dies. Each process sets its
+# heartbeat (a counter in jax.distributed's key-value store) every HEARTBEAT_EVERY_S.
+HEARTBEAT_TIMEOUT_S = 30
+HEARTBEAT_EVERY_S = 2
+# JAX's own heartbeat timeout, longer than ours: when it passes, its client ends every
+# other process with a fatal log and a C++ stack trace (its callback for a missed
+# heartbeat cannot be set from Python), which ours comes before.
+_JAX_HEARTBEAT_TIMEOUT_S = 120
+# How long a process's end waits for the others at jax.distributed's shutdown barrier
+# (JAX's default: 300 s), which a lost process never reaches.
+SHUTDOWN_TIMEOUT_S = 10
+# How long the report of a lost process waits for the run's own error (a collective
+# that failed) to take it, before it ends the process itself (the run waits in a
+# collective that never returns).
+TAKE_WAIT_S = 15
+# A collective whose peer process is gone (gloo on CPUs: "Gloo AllGather failed: ...
+# Read error [127.0.0.1]:PORT: Connection reset by peer").
+_PEER_GONE = re.compile(r"Gloo \w+ failed|Connection (reset|closed) by peer|Broken pipe")
+_ALIVE_KEY = "bert_tf/alive/"
+# Set by each process that stops for a lost one: process 0 serves jax.distributed's
+# coordination service, whose end ends the others with a fatal log, so it ends last.
+_STOPPED_KEY = "bert_tf/stopped/"
 
 
 def check_runtime(runtime: configs.RuntimeConfig) -> None:
@@ -50,7 +81,154 @@ def start(runtime: configs.RuntimeConfig) -> None:
           "XLA_FLAGS=--xla_force_host_platform_device_count=N before JAX starts)") from None
   if int(os.environ.get(_NUM_PROCESSES, "1") or 1) > 1 and not jax.distributed.is_initialized():
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    keras.distribution.initialize()
+    _start_distributed()
+
+
+class _Loss:
+  """A process of the run that stopped answering: `process` (its index; None where the
+  coordination service itself is gone), `known` once seen, `taken` once the run's error
+  took it; `message(lost, reason)` the run's one-line report
+  (Engine.end_on_lost_process)."""
+
+  def __init__(self):
+    self.known = threading.Event()
+    self.taken = threading.Event()
+    self.process: Optional[int] = None
+    self.reason = ""
+    self.message: Optional[Callable[[str, str], str]] = None
+    self.ending = threading.Event()  # this process ends normally
+    self.client = None  # jax.distributed's client, and this process's index and count
+    self.index = 0
+    self.count = 1
+
+  def name(self) -> str:
+    return ("process 0 (the coordination service)" if self.process is None
+            else f"process {self.process}")
+
+  def report(self, process: Optional[int], reason: str) -> None:
+    """Records the loss; ends this process with the run's one line where the run's own
+    error does not take the report within TAKE_WAIT_S."""
+    self.process, self.reason = process, reason
+    self.known.set()
+    if self.taken.wait(TAKE_WAIT_S):
+      return
+    message = self.message or (lambda lost, why: f"{lost} stopped answering ({why})")
+    self.stop_in_turn()
+    errors.end_process(message(self.name(), self.reason))
+
+  def stop_in_turn(self) -> None:
+    """Says that this process stops; in process 0, waits (bounded) until every other
+    process but the lost one has said so."""
+    try:
+      self.client.key_value_set(f"{_STOPPED_KEY}{self.index}", "1", allow_overwrite=True)
+    except Exception:  # pylint: disable=broad-except
+      return  # the service is gone
+    if self.index != 0:
+      return
+    waiting = {p for p in range(1, self.count) if p != self.process}
+    deadline = time.monotonic() + HEARTBEAT_TIMEOUT_S + 2 * TAKE_WAIT_S
+    while waiting and time.monotonic() < deadline:
+      for process in list(waiting):
+        try:
+          self.client.key_value_try_get(f"{_STOPPED_KEY}{process}")
+          waiting.discard(process)
+        except Exception:  # pylint: disable=broad-except
+          pass
+      time.sleep(0.2)
+
+
+_LOSS = _Loss()
+
+
+def _watch_heartbeats(client, index: int, count: int) -> None:
+  """Sets this process's heartbeat and watches the others' (a thread for the life of
+  the process); reports the first process whose heartbeat stopped for
+  HEARTBEAT_TIMEOUT_S, or the coordination service where it stops answering."""
+  others = [p for p in range(count) if p != index]
+  seen = {p: (None, time.monotonic()) for p in others}
+  beat = 0
+  while True:
+    beat += 1
+    try:
+      client.key_value_set(f"{_ALIVE_KEY}{index}", str(beat), allow_overwrite=True)
+      now = time.monotonic()
+      for process in others:
+        try:
+          value = client.key_value_try_get(f"{_ALIVE_KEY}{process}")
+        except Exception as e:  # pylint: disable=broad-except
+          if "NOT_FOUND" not in str(e):
+            raise
+          continue  # its first heartbeat is still to come
+        if value != seen[process][0]:
+          seen[process] = (value, now)
+    except Exception as e:  # pylint: disable=broad-except
+      if not _LOSS.ending.is_set():
+        _LOSS.report(None, " ".join(str(e).split())[:200])
+      return
+    if _LOSS.ending.is_set():
+      return
+    for process, (_, at) in seen.items():
+      if time.monotonic() - at > HEARTBEAT_TIMEOUT_S:
+        _LOSS.report(process, f"no heartbeat for {HEARTBEAT_TIMEOUT_S} s")
+        return
+    time.sleep(HEARTBEAT_EVERY_S)
+
+
+def end_on_lost_process(message: Callable[[str, str], str]) -> None:
+  """See Engine.end_on_lost_process."""
+  _LOSS.message = message
+
+
+def lost_process(error: BaseException) -> Optional[str]:
+  """The process (`process 3`) whose loss `error` shows: a collective whose peer is
+  gone, or any error once a loss is known; None otherwise. Where the collective failed
+  first, waits (at most HEARTBEAT_TIMEOUT_S and a margin) for the heartbeats to name
+  the process."""
+  if not (_LOSS.known.is_set() or _PEER_GONE.search(str(error))):
+    return None
+  if not _LOSS.known.wait(HEARTBEAT_TIMEOUT_S + 2 * HEARTBEAT_EVERY_S + TAKE_WAIT_S / 2):
+    return "a process"
+  if not _LOSS.taken.is_set():
+    _LOSS.taken.set()
+    # Runs first at exit: jax.distributed's shutdown waits at a barrier the lost process
+    # never reaches, then ends the process with a fatal log and a C++ stack trace.
+    atexit.register(_exit_without_shutdown)
+  return _LOSS.name()
+
+
+def _exit_without_shutdown() -> None:
+  _LOSS.stop_in_turn()
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(errors.ERROR_EXIT)  # pylint: disable=protected-access
+
+
+def lost_process_reason(error: BaseException) -> str:
+  """Why the loss was seen: the failed collective's words, or the missing heartbeat."""
+  if _PEER_GONE.search(str(error)) or not _LOSS.known.is_set():
+    return " ".join(str(error).split())[:200]
+  return _LOSS.reason
+
+
+def _start_distributed() -> None:
+  """jax.distributed from Keras's KERAS_DISTRIBUTION_* variables (as
+  keras.distribution.initialize, which has no timeouts to pass), with the bounds above.
+  (The random seed every process shares is runtime.seed, set when the model is built.)"""
+  addresses = os.environ.get(_ADDRESSES, "")
+  jax.distributed.initialize(
+      coordinator_address=addresses.split(",")[0] or None,
+      num_processes=int(os.environ[_NUM_PROCESSES]),
+      process_id=int(os.environ[_PROCESS_ID]) if _PROCESS_ID in os.environ else None,
+      heartbeat_timeout_seconds=_JAX_HEARTBEAT_TIMEOUT_S,
+      shutdown_timeout_seconds=SHUTDOWN_TIMEOUT_S)
+  from jax._src import distributed  # pylint: disable=g-import-not-at-top
+  _LOSS.client = distributed.global_state.client
+  _LOSS.index, _LOSS.count = jax.process_index(), jax.process_count()
+  # Runs before jax.distributed's shutdown (registered before): the others' heartbeats
+  # stop as they end.
+  atexit.register(_LOSS.ending.set)
+  threading.Thread(target=_watch_heartbeats, name="heartbeats", daemon=True,
+                   args=(_LOSS.client, _LOSS.index, _LOSS.count)).start()
 
 
 def keep_tensorflow_off_accelerators() -> None:

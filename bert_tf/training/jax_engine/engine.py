@@ -15,7 +15,7 @@ Evaluation runs on every process over the whole eval input, on its local devices
 the first process writes the summaries and predictions.
 """
 
-from typing import Dict, List
+from typing import Callable, Dict, List, Optional
 
 import jax
 import jax.numpy as jnp
@@ -177,3 +177,12 @@ class JaxEngine(engine_lib.Engine):
   def barrier(self, name: str) -> None:
     if self._placement.process_count > 1:
       multihost_utils.sync_global_devices(name)
+
+  def lost_process(self, error: BaseException) -> Optional[str]:
+    return devices_lib.lost_process(error)
+
+  def lost_process_reason(self, error: BaseException) -> str:
+    return devices_lib.lost_process_reason(error)
+
+  def end_on_lost_process(self, message: Callable[[str, str], str]) -> None:
+    devices_lib.end_on_lost_process(message)

@@ -1,0 +1,65 @@
+"""A process lost from a JAX run of four processes (jax.distributed on 127.0.0.1,
+tools/train.py without TensorFlow, model_dir on the GCS emulator): process 3 is
+SIGKILLed while the background save of ckpt-4 waits for its part; every other process
+stops within the bound (devices.HEARTBEAT_TIMEOUT_S, the heartbeats' own timeout, plus
+slack for a loaded machine) with one error line naming the lost process and the
+checkpoint a rerun resumes from, no traceback; the rerun of every process ends with the
+arrays of an uninterrupted four-process run."""
+
+import signal
+import time
+
+import pytest
+
+import process_helpers
+from bert_tf.training.jax_engine import devices
+from test_remote_storage import _bucket_and_cwd, _config, _emulator, _exists, _start_hosts, rerun_hosts_equal  # pylint: disable=g-importing-member,unused-import
+
+pytestmark = pytest.mark.integration
+
+PROCESSES = 4
+STEPS = 8
+KILLED = 3
+# The wait for the run's own error to take the report (devices.TAKE_WAIT_S), the
+# survivors' end, and a loaded machine's scheduling.
+_SLACK_S = 60
+
+
+def test_a_lost_process_stops_the_others_in_one_line_and_a_rerun_equals_an_unbroken_run(
+    tmp_path, emulator):
+  environment, fs = emulator
+  bucket, cwd = _bucket_and_cwd(tmp_path)
+  config = _config(tmp_path, STEPS, runtime=dict(distribution_strategy="multi_worker_mirrored"))
+  process_helpers.finish_all(_start_hosts(config, f"{bucket}/whole", cwd, environment,
+                                          count=PROCESSES))
+
+  killed = f"{bucket}/killed"
+  processes = _start_hosts(config, killed, cwd, environment, held_part=4, count=PROCESSES,
+                           held_process=KILLED)
+  try:
+    # Its part of step 4 is held before its marker is written; the chief's save of ckpt-4 waits for
+    # its part (tests/checkpoint_hooks_main.py holds it).
+    process_helpers.wait_until(processes,
+                               lambda: _exists(fs, f"{killed}/ckpt-4.input-{KILLED}.done.held"))
+    processes[KILLED].send_signal(signal.SIGKILL)
+    lost_at = time.time()
+    outputs = [p.communicate(timeout=devices.HEARTBEAT_TIMEOUT_S + 4 * _SLACK_S)[0]
+               for p in processes[:KILLED]]
+    stopped_after = time.time() - lost_at
+  finally:
+    process_helpers.kill_all(processes)
+  fs.invalidate_cache()
+  assert not fs.exists(f"{killed}/ckpt-4.h5")  # the killed process's part never came
+  resume = f"{killed}/ckpt-2.h5"
+  for process, output in zip(processes, outputs):
+    assert process.returncode == 1, output[-3000:]
+    assert "Traceback" not in output, output[-5000:]
+    last = output.strip().splitlines()[-1]
+    assert last.startswith(f"train: error: process {KILLED} stopped answering ("), last
+    assert last.endswith("this run stops: rerun every process with the same command to "
+                         f"resume from {resume}"), last
+  assert stopped_after < devices.HEARTBEAT_TIMEOUT_S + _SLACK_S, stopped_after
+
+  rerun_hosts_equal(config, (f"{bucket}/whole", killed), 2, cwd, emulator, tmp_path,
+                    count=PROCESSES)
+  print(f"the others stopped {stopped_after:.0f} s after process {KILLED} was killed")
