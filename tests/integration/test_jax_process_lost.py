@@ -37,8 +37,8 @@ def test_a_lost_process_stops_the_others_in_one_line_and_a_rerun_equals_an_unbro
   processes = _start_hosts(config, killed, cwd, environment, held_part=4, count=PROCESSES,
                            held_process=KILLED)
   try:
-    # Its part of step 4 is held before its marker is written; the chief's save of ckpt-4 waits for
-    # its part (tests/checkpoint_hooks_main.py holds it).
+    # Its part of step 4 is held before its marker is written, and the chief's save of
+    # ckpt-4 waits for it (tests/checkpoint_hooks_main.py holds it).
     process_helpers.wait_until(processes,
                                lambda: _exists(fs, f"{killed}/ckpt-4.input-{KILLED}.done.held"))
     processes[KILLED].send_signal(signal.SIGKILL)
