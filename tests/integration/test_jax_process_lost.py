@@ -13,7 +13,10 @@ import pytest
 
 import process_helpers
 from bert_tf.training.jax_engine import devices
-from test_remote_storage import _bucket_and_cwd, _config, _emulator, _exists, _start_hosts, rerun_hosts_equal  # pylint: disable=g-importing-member,unused-import
+# The emulator fixtures (_emulator needs _emulator_log) and the multi-process helpers.
+from test_remote_storage import (  # pylint: disable=g-importing-member,unused-import
+    _bucket_and_cwd, _config, _emulator, _emulator_log, _exists, _start_hosts,
+    rerun_hosts_equal)
 
 pytestmark = pytest.mark.integration
 
