@@ -73,7 +73,8 @@ def report(name: str, ours: dict, baseline: dict) -> str:
 
 def main(argv):
   del argv
-  common.require_flags("baseline")
+  if not FLAGS.baseline:
+    raise app.UsageError("--baseline is required")
   for name in FLAGS.configs:
     if name not in pretraining_step.CONFIGS:
       raise app.UsageError(f"Unknown config '{name}'; configs: "
