@@ -30,10 +30,6 @@ from absl import flags
 from bert_tf import configs
 from bert_tf.checkpoints import portable
 
-flags.DEFINE_string("encoder", "base", "Encoder size (configs.ENCODER_SIZES).")
-flags.DEFINE_integer("turns", 5, "Saves and restores of each mode.")
-flags.DEFINE_string("directory", None, "Where the checkpoint is written (default: a "
-                    "temporary folder).")
 FLAGS = flags.FLAGS
 
 MODES = ("with checksums", "without")
@@ -141,4 +137,10 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  # Defined here, not on import: tests import this module's arithmetic beside the
+  # tools, whose flags share absl's registry.
+  flags.DEFINE_string("encoder", "base", "Encoder size (configs.ENCODER_SIZES).")
+  flags.DEFINE_integer("turns", 5, "Saves and restores of each mode.")
+  flags.DEFINE_string("directory", None, "Where the checkpoint is written (default: a "
+                      "temporary folder).")
   app.run(main)

@@ -42,13 +42,6 @@ from absl import flags
 from bench import common
 from bench import stats
 
-flags.DEFINE_list("sizes", ["base"], "Encoder sizes (configs: base, large, ...).")
-flags.DEFINE_integer("repeats", 3, "Turns of download and restore per size.")
-flags.DEFINE_enum("backend", "tensorflow", ["tensorflow", "jax"], "The Keras backend.")
-flags.DEFINE_string("emulator_host", os.environ.get("STORAGE_EMULATOR_HOST", ""),
-                    "The running Cloud Storage emulator's address (http://HOST:PORT).")
-flags.DEFINE_string("emulator_log", "", "The file the emulator logs its requests to.")
-flags.DEFINE_string("bucket", "bench", "A bucket the emulator holds.")
 FLAGS = flags.FLAGS
 
 PHASES = ("download", "fetch", "restore")
@@ -171,4 +164,13 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  # Defined here, not on import: tests import this module's arithmetic beside the
+  # tools, whose flags share absl's registry.
+  flags.DEFINE_list("sizes", ["base"], "Encoder sizes (configs: base, large, ...).")
+  flags.DEFINE_integer("repeats", 3, "Turns of download and restore per size.")
+  flags.DEFINE_enum("backend", "tensorflow", ["tensorflow", "jax"], "The Keras backend.")
+  flags.DEFINE_string("emulator_host", os.environ.get("STORAGE_EMULATOR_HOST", ""),
+                      "The running Cloud Storage emulator's address (http://HOST:PORT).")
+  flags.DEFINE_string("emulator_log", "", "The file the emulator logs its requests to.")
+  flags.DEFINE_string("bucket", "bench", "A bucket the emulator holds.")
   app.run(main)

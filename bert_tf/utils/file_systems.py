@@ -59,6 +59,7 @@ class LocalFiles:
   listdir = staticmethod(os.listdir)
   GFile = staticmethod(open)  # pylint: disable=invalid-name
   failures = (OSError,)
+  missing = (FileNotFoundError,)  # what opening an absent file raises
 
   @staticmethod
   def makedirs(directory: str) -> None:
@@ -86,6 +87,7 @@ class FsspecFiles:
     self._prefix = prefix
     self._object_store = object_store
     self.failures = (OSError, ValueError, RuntimeError)
+    self.missing = (FileNotFoundError,)
 
   @property
   def _fs(self):
@@ -193,6 +195,7 @@ class _TensorFlowFiles:
     self._gfile = gfile
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     self.failures = (OSError, tf.errors.OpError)
+    self.missing = (FileNotFoundError, tf.errors.NotFoundError)
 
   def size(self, path: str) -> int:
     return self._gfile.stat(path).length
@@ -273,8 +276,8 @@ def for_path(path: str):
 
   Returns:
     an object with tf.io.gfile's `exists`, `isdir`, `glob`, `listdir`, `makedirs`,
-    `remove`, `rmtree`, `rename`, `copy` and `GFile`, and `failures` (the exception
-    types its storage raises); for a remote path also `size` (bytes),
+    `remove`, `rmtree`, `rename`, `copy` and `GFile`, `failures` (the exception
+    types its storage raises) and `missing` (those of a file that is absent); for a remote path also `size` (bytes),
     `size_and_version` (bytes and a version that changes when the file is replaced),
     `open_ranges` (a binary file to seek and read whole ranges of, without read-ahead
     where the library has a choice) and `read_ranges` (the bytes of several ranges, in
@@ -386,6 +389,17 @@ def _not_an_abandoned_fsspec_call(record: logging.LogRecord) -> bool:
 
 
 logging.getLogger("asyncio").addFilter(_not_an_abandoned_fsspec_call)
+
+
+def _without_traceback(record: logging.LogRecord) -> bool:
+  """Keeps a gcsfs record to its one line: a request out of retries is logged with its
+  traceback, also after a bounded call gave up on it (from fsspec's own thread), and the
+  caller's error already says why in one line. A traceback is for bugs."""
+  record.exc_info, record.exc_text = None, None
+  return True
+
+
+logging.getLogger("gcsfs").addFilter(_without_traceback)
 
 
 class _BoundedCalls:

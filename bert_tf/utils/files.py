@@ -157,9 +157,20 @@ def absolute_path(path: str) -> str:
 
 
 def read_bytes(path: str) -> bytes:
-  """The whole content of the file at `path`."""
-  with open_file(path, "rb") as f:
-    return f.read()
+  """The whole content of the file at `path`.
+
+  Raises:
+    FileNotFoundError: there is no file at `path` (on every file system; tf.io.gfile
+      raises its own NotFoundError).
+  """
+  storage = _files(path)
+  try:
+    with storage.GFile(path, "rb") as f:
+      return f.read()
+  except storage.missing as e:
+    if isinstance(e, FileNotFoundError):
+      raise
+    raise FileNotFoundError(f"{path}: no such file") from e
 
 
 def check_writable(directory: str, field: str = "model_dir") -> None:

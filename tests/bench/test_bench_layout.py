@@ -2,7 +2,10 @@
 it), and the GPU benchmarks are the four files bench/README.md names."""
 
 import ast
+import os
 import pathlib
+import subprocess
+import sys
 
 import paths
 
@@ -36,3 +39,33 @@ def test_no_bench_module_imports_from_tests():
 def test_the_gpu_benchmarks_are_four_files():
   assert sorted(p.name for p in BENCH.glob("gpu*")) == [
       "gpu.sh", "gpu_pretraining.py", "gpu_trainer.py", "gpu_worker.py"]
+
+
+def _bench_modules_tests_import() -> set:
+  names = set()
+  for path in TESTS.rglob("*.py"):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+      if isinstance(node, ast.ImportFrom) and node.module == "bench" and not node.level:
+        names.update(alias.name for alias in node.names)
+      elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bench."):
+        names.add(node.module[len("bench."):])
+  return names
+
+
+def test_bench_modules_tests_import_define_no_flags_on_import():
+  """A flag defined on import would collide with a tool's of the same name once a test
+  worker loads both (absl keeps one registry per process)."""
+  modules = sorted(_bench_modules_tests_import())
+  assert "remote_restore" in modules and "checkpoint_checksums" in modules
+  script = ("import sys, importlib\nfrom absl import app, flags, logging\n"
+            "before = set(flags.FLAGS)\n"
+            "for name in sys.argv[1:]:\n"
+            "  importlib.import_module('bench.' + name)\n"
+            "  added = set(flags.FLAGS) - before\n"
+            "  if added: print(name, sorted(added))\n"
+            "  before |= added\n")
+  result = subprocess.run([sys.executable, "-c", script, *modules], cwd=paths.ROOT,
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "KERAS_BACKEND": "tensorflow"})
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert result.stdout == "", result.stdout

@@ -85,9 +85,10 @@ def _start(config, model_dir, cwd, environment):
 
 
 @pytest.fixture(name="emulator_log")
-def _emulator_log(tmp_path):
-  """The file the emulator logs its requests to (bench.remote_restore.logged_requests reads it)."""
-  return str(tmp_path / "emulator.log")
+def _emulator_log(tmp_path_factory):
+  """The file the emulator logs its requests to (bench.remote_restore.logged_requests
+  reads it), outside tmp_path: tests check that a failed run left nothing there."""
+  return str(tmp_path_factory.mktemp("emulator") / "emulator.log")
 
 
 @pytest.fixture(name="emulator")

@@ -52,3 +52,12 @@ def test_atomic_path_writes_directories_and_refuses_to_overwrite(tmp_path):
     with files.atomic_path(path, overwrite=False):
       pass
   assert sorted(os.listdir(tmp_path)) == ["export"]
+
+
+@pytest.mark.parametrize("directory", ["local", "ram://read-bytes"])
+def test_read_bytes_of_an_absent_file_is_file_not_found_on_every_file_system(
+    tmp_path, directory):
+  # tf.io.gfile raises its own NotFoundError (ram://, gs://); callers catch one type.
+  directory = str(tmp_path) if directory == "local" else directory
+  with pytest.raises(FileNotFoundError, match="absent"):
+    files.read_bytes(f"{directory}/absent")
