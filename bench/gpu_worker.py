@@ -718,6 +718,7 @@ def _losses(task, model, batches, steps: int, device) -> list:
 def check_steps(args) -> dict:
   import jax  # pylint: disable=g-import-not-at-top
   import keras  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import trained_model  # pylint: disable=g-import-not-at-top
   accelerator, cpu = jax.devices()[0], jax.devices("cpu")[0]
   reference_experiment = _experiment(args, "float32")
   vocab = reference_experiment.model.encoder.vocab_size
@@ -727,7 +728,7 @@ def check_steps(args) -> dict:
   keras.utils.set_random_seed(0)
   reference_task = _task(reference_experiment, None)
   with jax.default_device(cpu):
-    reference = reference_task.build_tuned_model()
+    reference = trained_model.build(reference_task)
   initial = [np.asarray(w) for w in reference.get_weights()]
   start = time.perf_counter()
   runs = {"cpu_float32_reference": {
@@ -736,7 +737,7 @@ def check_steps(args) -> dict:
   for precision, policy, matmul in (("bfloat16", "mixed_bfloat16", "default"),
                                     ("float32", "float32", "highest")):
     task = _task(_experiment(args, policy), _accelerator_kernels())
-    model = task.build_tuned_model()
+    model = trained_model.build(task)
     model.set_weights(initial)
     start = time.perf_counter()
     with jax.default_matmul_precision(matmul):
@@ -768,9 +769,10 @@ def check_outputs(args) -> dict:
   from bert_tf.checkpoints import restore  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import base as task_base  # pylint: disable=g-import-not-at-top
   from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import trained_model  # pylint: disable=g-import-not-at-top
   experiment = experiments.experiment_from_yaml(
       args.config, overrides=["runtime.mixed_precision_dtype=float32"])
-  model = task_base.get_task(experiment).build_tuned_model()
+  model = trained_model.build(task_base.get_task(experiment))
   restore.restore_items(args.checkpoint, model.trained_items,
                         items=tuple(model.trained_items))
   inputs = fixed_inputs(experiment.model.encoder.vocab_size,

@@ -34,6 +34,7 @@ from bert_tf.checkpoints import portable  # pylint: disable=g-import-not-at-top
 from bert_tf.checkpoints import restore  # pylint: disable=g-import-not-at-top
 from bert_tf.tasks import base as task_base  # pylint: disable=g-import-not-at-top
 from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
+from bert_tf.training import trained_model
 from bert_tf.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
 
 TOP_K = 3
@@ -137,7 +138,7 @@ def fill_mask(model_dir: str, texts_path: str, out_path: str) -> dict:
   from bert_tf.text.tokenizer import BertWordPieceTokenizer  # pylint: disable=g-import-not-at-top
   experiment = experiments.experiment_from_yaml(os.path.join(model_dir, "params.yaml"))
   task = task_base.get_task(experiment)
-  model = task.build_tuned_model()
+  model = trained_model.build(task)
   restore.restore_items(model_dir, model.checkpoint_items, tuple(model.checkpoint_items))
   with open(texts_path, encoding="utf-8") as f:
     texts = json.load(f)

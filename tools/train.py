@@ -48,7 +48,6 @@ from bert_tf import configs
 from bert_tf.training import backends
 from bert_tf.training import params_file
 from bert_tf.utils import errors
-from bert_tf.utils import optional
 
 _EXPERIMENT = flags.DEFINE_string(
     "experiment", None, "A registered experiment (file stem in "
@@ -96,9 +95,11 @@ def main(argv):
   if _MODE.value == "eval":
     config_files = params_file.evaluation_config_files(_MODEL_DIR.value, config_files)
   # Before anything imports Keras, which fixes its backend when it loads.
-  backends.select(backends.requested_backend(_EXPERIMENT.value, config_files,
-                                             _PARAMS_OVERRIDE.value, _BACKEND.value))
-  if optional.installed("tensorflow"):
+  backend = backends.select(backends.requested_backend(
+      _EXPERIMENT.value, config_files, _PARAMS_OVERRIDE.value, _BACKEND.value))
+  if backend == "tensorflow":
+    # Loaded now, quietly: its libraries write to stderr before its logging is set up.
+    # The JAX engine runs without it (a JAX host need not have it).
     cpu_kernels.import_tensorflow_quietly()
   from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
   from bert_tf.training import trainer  # pylint: disable=g-import-not-at-top

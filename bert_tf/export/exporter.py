@@ -45,6 +45,7 @@ from bert_tf.models import lora
 from bert_tf.tasks import base as task_base
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
 from bert_tf.training import experiments
+from bert_tf.training import trained_model
 from bert_tf.utils import errors
 from bert_tf.utils import files
 
@@ -217,7 +218,7 @@ def model_from_checkpoint(experiment: configs.ExperimentConfig, checkpoint: str)
   Raises:
     KeyError: the checkpoint lacks an item the model serves with (naming both sets).
   """
-  model = task_base.get_task(experiment).build_tuned_model()
+  model = trained_model.build(task_base.get_task(experiment))
   prefix = restore.resolve_checkpoint(checkpoint)
   available = restore.checkpoint_children(prefix)
   trained = model.trained_items

@@ -17,7 +17,7 @@ carries (Keras's `overwrite_with_gradient`), so the optimizer neither decays nor
 them. A checkpoint of a float8 model therefore holds the plain model's weights under the
 same paths plus that extra state: it restores into a plain model (which leaves the
 extra state unread), and a plain checkpoint restores into the layers before they are
-converted (bert_tf.tasks.base.Task.build_tuned_model), the scales then starting at 1.
+converted (bert_tf.training.trained_model.build), the scales then starting at 1.
 
 Keras trains float8 on every backend, but bert_tf does so on JAX only (the JAX trainer
 and the GPU benchmark); other backends refuse the setting. On CPUs the run says in one

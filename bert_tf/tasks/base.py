@@ -7,7 +7,7 @@ Tasks read no files: the record kinds read and featurize them
 (bert_tf.data.pipelines.loaders, bert_tf.data.task_files.readers). The trainer calls, in order:
 
   task = get_task(experiment_config)
-  model = task.build_tuned_model()
+  model = trained_model.build(task)              # bert_tf.training.trained_model
   task.initialize(model)                       # from task.init_checkpoint, if set
   loader = task.data_loader(data_config)       # bert_tf.data.pipelines.loaders
   loader.check_files()                         # before the first step
@@ -51,8 +51,6 @@ from bert_tf import constants
 from bert_tf import kernels as kernels_lib
 from bert_tf.checkpoints import restore
 from bert_tf.data.pipelines import loaders
-from bert_tf.models import float8
-from bert_tf.models import lora
 from bert_tf.models.bert_encoder import BertEncoder
 
 if TYPE_CHECKING:
@@ -179,33 +177,6 @@ class Task(abc.ABC):
     `encoder`) so that `initialize` restores by object, not by variable name.
     """
 
-  def build_tuned_model(self):
-    """build_model(), given the adapters of model.lora_rank when it is set: the encoder
-    restored from task.init_checkpoint, frozen, with low-rank adapters
-    (bert_tf.models.lora). The model the trainer trains and the exporter restores:
-    with adapters, `trained_items` holds only what trains, and the encoder always
-    comes from task.init_checkpoint, on a resumed run too. With
-    runtime.float8_training the block projections train in float8
-    (bert_tf.models.float8), converted after the warm start from task.init_checkpoint,
-    which `initialize` then reports."""
-    model = self.build_model()
-    settings = self.experiment.model
-    if settings.lora_rank:
-      if not self.config.init_checkpoint:
-        raise configs.ConfigError("model.lora_rank: LoRA fine-tunes a pretrained encoder; "
-                                  "set task.init_checkpoint")
-      restore.restore_items(self.config.init_checkpoint, model.checkpoint_items,
-                            items=("encoder",))
-      lora.enable(model, settings.lora_rank, settings.lora_targets, settings.lora_alpha)
-    if self.experiment.runtime.float8_training:
-      # Checkpoints of plain models hold no float8 scaling state: restore into the
-      # plain layers, then convert them.
-      float8.check_supported(model)
-      restored = self.initialize(model)
-      float8.enable(model)
-      object.__setattr__(model, "initialized_when_built", restored)
-    return model
-
   def model_inputs(self, features: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     """Selects the model's inputs from a batch that also carries labels."""
     return {name: features[name] for name in self.input_names}
@@ -221,7 +192,8 @@ class Task(abc.ABC):
     """
     path = self.config.init_checkpoint
     if not path or getattr(model, "lora_adapters", None) is not None:
-      # A LoRA model's encoder was restored when it was built (build_tuned_model).
+      # A LoRA model's encoder was restored when it was built
+      # (bert_tf.training.trained_model).
       return {}
     if hasattr(model, "initialized_when_built"):
       return dict(model.initialized_when_built)

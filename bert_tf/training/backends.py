@@ -51,9 +51,12 @@ def requested_backend(experiment: Optional[str] = None, config_files: Sequence[s
   return flag or value
 
 
-def select(backend: str) -> None:
+def select(backend: str) -> str:
   """Makes `backend` Keras's backend ("" leaves KERAS_BACKEND or Keras's default). For
   the JAX engine, adds its XLA defaults to XLA_FLAGS (bert_tf.kernels.jax_gpu.xla_flags).
+
+  Returns:
+    the backend Keras runs with: `backend`, else KERAS_BACKEND, else "tensorflow".
 
   Raises:
     ConfigError: an unknown backend, Keras already imported with another one, or
@@ -62,21 +65,22 @@ def select(backend: str) -> None:
   if backend not in configs.BACKENDS:
     raise configs.ConfigError(f"runtime.backend must be one of "
                               f"{', '.join(b for b in configs.BACKENDS if b)}, got '{backend}'")
-  if (backend or os.environ.get("KERAS_BACKEND") or "tensorflow") == "tensorflow" and (
-      not optional.installed("tensorflow")):
+  chosen = backend or os.environ.get("KERAS_BACKEND") or "tensorflow"
+  if chosen == "tensorflow" and not optional.installed("tensorflow"):
     raise configs.ConfigError(
         f"runtime.backend {backend or 'tensorflow (the default)'} needs TensorFlow: "
         f"{optional.TENSORFLOW_INSTALL}; without it, train on JAX: --backend=jax")
   if (backend or os.environ.get("KERAS_BACKEND")) == "jax":
     xla_flags.apply_jax_defaults()
   if not backend:
-    return
+    return chosen
   if "keras" in sys.modules:
     loaded = sys.modules["keras"].backend.backend()
     if loaded != backend:
       raise configs.ConfigError(f"runtime.backend is '{backend}' but Keras was already "
                                 f"imported with the '{loaded}' backend")
   os.environ["KERAS_BACKEND"] = backend
+  return chosen
 
 
 def describe_devices() -> str:

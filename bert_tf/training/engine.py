@@ -14,7 +14,7 @@ processes. Two engines implement this interface:
                                                 (jax.distributed), jit steps; imports
                                                 no TensorFlow.
 
-Both build the same model (task.build_tuned_model), apply the same optimizer maths
+Both build the same model (trained_model.build), apply the same optimizer maths
 (bert_tf.training.update_rule) and hand the Trainer the same variables to checkpoint,
 under the same names, so that a checkpoint written under one engine resumes under the
 other.

@@ -5,13 +5,16 @@ vocab against the word-embedding tables of the model and of task.init_checkpoint
 resumed run's schedule against the one its params.yaml recorded (one warning line each).
 """
 
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 from bert_tf import configs
 from bert_tf.checkpoints import readable
 from bert_tf.checkpoints import restore
+from bert_tf.data.pipelines import loaders
+from bert_tf.data.records import record_files
 from bert_tf.text import vocab as vocab_lib
 from bert_tf.training import schedules
+from bert_tf.utils import errors
 from bert_tf.utils import files
 
 
@@ -134,3 +137,23 @@ def resumed_schedule_warning(recorded: Optional[configs.ExperimentConfig],
           f"{schedules.rate_at(new, step):.3g}, {schedules.rate_at(old, step):.3g} on the "
           f"recorded schedule. The run goes on with the new one; to keep the old, rerun "
           f"with its values.")
+
+
+def check_input(task, data_config: configs.DataConfig, section: str,
+                log_fn: Callable[[str], None]) -> None:
+  """Checks the input of `section` (train_data or eval_data) before a run writes
+  anything: a format the task reads (raw task files: with tensorflow-text installed),
+  every record's checksums where validate_inputs, then the loader's check_files. The
+  user errors of the last two are prefixed with the section."""
+  loader = task.data_loader(data_config)
+  if data_config.format not in loaders.PREPARED_FORMATS:
+    loaders.require_tensorflow_text(data_config)
+  try:
+    if data_config.validate_inputs and data_config.format == loaders.TFRECORD:
+      count = record_files.validate_record_files(data_config.input_path,
+                                                  data_config.compression_type)
+      log_fn(f"{section}: every record of {count} file(s) read with valid checksums")
+    loader.check_files()
+  except errors.UserError as e:
+    e.args = (f"{section}: {e}",)
+    raise

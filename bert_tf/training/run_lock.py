@@ -32,8 +32,9 @@ import sys
 import threading
 import time
 import uuid
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
+from bert_tf.utils import client_logs
 from bert_tf.utils import errors
 from bert_tf.utils import file_systems
 from bert_tf.utils import files
@@ -158,7 +159,7 @@ class RunLock:
     if self._lost is not None:
       return
     try:
-      with file_systems.quiet_retries():
+      with client_logs.quiet_retries():
         self._store.give_back()
       if self._created_dir:
         with contextlib.suppress(OSError):  # not empty: the run wrote into it
@@ -178,7 +179,7 @@ class RunLock:
   def _renew_while_held(self) -> None:
     while not self._stop.wait(self.lease_s / 4):
       try:
-        with file_systems.quiet_retries():
+        with client_logs.quiet_retries():
           self._store.renew()
       except ModelDirInUseError as e:
         self._lost = str(e)
@@ -192,6 +193,30 @@ class RunLock:
 
   def __exit__(self, *exc) -> None:
     self.release()
+
+
+@contextlib.contextmanager
+def held_by_run(model_dir: str, is_chief: bool, any_process: Callable[[bool], bool],
+                log_fn: Callable[[str], None]) -> Iterator[Optional[RunLock]]:
+  """Holds model_dir's lock for the block, for all of a run's processes: the chief
+  takes it, every process learns through `any_process` (True where any process passes
+  True) whether it was refused, and each raises ModelDirInUseError naming the holder
+  then. Yields the chief's RunLock (None on the other processes)."""
+  refusal, lock = None, None
+  if is_chief:
+    try:
+      lock = RunLock(model_dir, log_fn).acquire()
+    except ModelDirInUseError as e:
+      refusal = e
+  if any_process(refusal is not None):
+    if lock is not None:
+      lock.release()
+    raise refusal or ModelDirInUseError(in_use_message(model_dir, holder_of(model_dir)))
+  try:
+    yield lock
+  finally:
+    if lock is not None:
+      lock.release()
 
 
 def holder_of(model_dir: str) -> Optional[dict]:

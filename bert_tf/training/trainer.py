@@ -32,8 +32,6 @@ from typing import Dict, Iterator, Optional, Tuple
 
 from bert_tf import configs
 from bert_tf.checkpoints import portable
-from bert_tf.data.pipelines import loaders
-from bert_tf.data.records import record_files
 from bert_tf.tasks import base as task_base
 from bert_tf.training import backends
 from bert_tf.training import checkpointing
@@ -154,46 +152,26 @@ class Trainer:
     self._initialized = True
 
   def check_inputs(self, section: str) -> None:
-    """Checks the experiment's `section` (train_data or eval_data) once per run: a
-    format the task reads (raw task files: with tensorflow-text installed), every
-    record's checksums where validate_inputs, then the loader's check_files. The user errors
-    of the last two are prefixed with the section."""
-    if section in self._checked_inputs:
-      return
-    data_config = getattr(self.experiment, section)
-    # Here, not when the input starts: a refused run must write nothing.
-    loader = self.task.data_loader(data_config)
-    if data_config.format not in loaders.PREPARED_FORMATS:
-      loaders.require_tensorflow_text(data_config)
-    try:
-      if data_config.validate_inputs and data_config.format == loaders.TFRECORD:
-        count = record_files.validate_record_files(data_config.input_path,
-                                                    data_config.compression_type)
-        self._log(f"{section}: every record of {count} file(s) read with valid checksums")
-      loader.check_files()
-    except errors.UserError as e:
-      e.args = (f"{section}: {e}",)
-      raise
-    self._checked_inputs.add(section)
+    """Checks the experiment's `section` (train_data or eval_data) once per run
+    (run_checks.check_input)."""
+    if section not in self._checked_inputs:
+      run_checks.check_input(self.task, getattr(self.experiment, section), section,
+                             self._log)
+      self._checked_inputs.add(section)
 
   # ----- a run in model_dir -----
   def run(self, mode: str = "train", replace_params: bool = False) -> Dict[str, float]:
-    """Runs `mode` in model_dir: checks the configuration, params.yaml and the input,
-    then builds the model, restores model_dir's checkpoint, saves params.yaml there
-    (chief only) and trains and/or evaluates. A refused run is refused before the model
-    is built.
+    """Runs `mode` in model_dir: checks, then builds the model, restores model_dir's
+    checkpoint, saves params.yaml (chief only) and trains and/or evaluates.
 
-    Nothing is written before model_dir is known to be writable (files.check_writable:
-    storage that is not served or does not answer is one error naming it) and the
-    storage of every remote path the run reads answers (run_checks.check_remote_paths),
-    nor before the configuration (run_checks: a vocab of another size than the model's
-    is an error) and the input are accepted and the restore succeeded: a refused run
-    leaves no params.yaml behind. An existing one that fixes other shapes is an error
-    (params_file.check_params_match) unless replace_params. params.yaml records what
-    the input files fix and the configuration left unset (the data loader's settings_from_files:
-    the vocab pretraining data was made with). A training run logs one warning line for
-    each setting longer than the run (warm-up, decay, checkpoint interval), and a
-    resumed one where its learning-rate schedule differs from the recorded one.
+    Nothing is written, and no model built, before every check passed: model_dir takes
+    writes (files.check_writable), the remote paths read answer
+    (run_checks.check_remote_paths), the vocab fits the model, the input is readable
+    (check_inputs) and an existing params.yaml fixes the same shapes
+    (params_file.check_params_match; replace_params replaces it). params.yaml records
+    what the input files fix and the configuration left unset (the loader's
+    settings_from_files). A training run warns once for each setting longer than the
+    run, and where a resumed run's schedule differs from the recorded one.
 
     Args:
       mode: "train", "eval" (the latest checkpoint in model_dir) or "train_and_eval".
@@ -308,32 +286,18 @@ class Trainer:
 
   @contextlib.contextmanager
   def _model_dir_held(self) -> Iterator[None]:
-    """Holds model_dir's lock (run_lock) for the block, unless this run holds it
-    already. The chief takes it; every process learns whether it was refused, and each
-    raises ModelDirInUseError naming the holder then."""
+    """Holds model_dir's lock for the block (run_lock.held_by_run), unless this run
+    holds it already."""
     if self._holds_model_dir:
       yield
       return
-    refusal = None
-    if self.is_chief:
+    with run_lock.held_by_run(self.model_dir, self.is_chief, self._engine.any_process,
+                              self._log) as self._lock:
+      self._holds_model_dir = True
       try:
-        self._lock = run_lock.RunLock(self.model_dir, self._log).acquire()
-      except run_lock.ModelDirInUseError as e:
-        refusal = e
-    if self._engine.any_process(refusal is not None):
-      if self._lock is not None:
-        self._lock.release()
-        self._lock = None
-      raise refusal or run_lock.ModelDirInUseError(run_lock.in_use_message(
-          self.model_dir, run_lock.holder_of(self.model_dir)))
-    self._holds_model_dir = True
-    try:
-      yield
-    finally:
-      self._holds_model_dir = False
-      if self._lock is not None:
-        self._lock.release()
-        self._lock = None
+        yield
+      finally:
+        self._holds_model_dir, self._lock = False, None
 
   def _train_loops(self, total: int, evaluate_every: bool, writer, progress
                    ) -> Tuple[Dict[str, float], bool]:

@@ -17,13 +17,13 @@ install that fits this environment (bert_tf.utils.optional.extra_install).
 import contextlib
 import glob as glob_lib
 import inspect
-import logging
 import os
 import shutil
 import threading
 import time
 from typing import Iterator, List, Optional
 
+from bert_tf.utils import client_logs
 from bert_tf.utils import errors
 from bert_tf.utils import optional
 
@@ -330,76 +330,12 @@ def answer_within(seconds: float) -> Iterator[None]:
   at = time.monotonic() + seconds
   _DEADLINE.at = at if outer is None else min(outer, at)
   _DEADLINE.seconds = seconds if outer is None else _DEADLINE.seconds
-  _LAST_FAILURE.listen()
+  client_logs.LAST_FAILURE.listen()
   try:
     yield
   finally:
     _DEADLINE.at = outer
-    _LAST_FAILURE.stop()
-
-
-class _LastFailureHandler(logging.Handler):
-  """Keeps the last failure gcsfs logged (its retries log each one, from its own
-  thread), for the error of a call that ran out of time."""
-
-  def __init__(self):
-    super().__init__(logging.DEBUG)
-    self.text = ""
-    self._blocks = 0  # the answer_within blocks open, on every thread
-    self._saved = None
-    self._guard = threading.Lock()
-
-  def listen(self) -> None:
-    """Takes gcsfs's log records instead of its handlers (the first block to open)."""
-    with self._guard:
-      if self._blocks == 0:
-        logger = logging.getLogger("gcsfs")
-        self._saved = logger.level, logger.propagate
-        self.text = ""
-        logger.addHandler(self)
-        logger.setLevel(logging.DEBUG)
-        logger.propagate = False
-      self._blocks += 1
-
-  def stop(self) -> None:
-    """Gives gcsfs's log records back (the last block to close)."""
-    with self._guard:
-      self._blocks -= 1
-      if self._blocks == 0:
-        logger = logging.getLogger("gcsfs")
-        logger.removeHandler(self)
-        logger.level, logger.propagate = self._saved
-
-  def emit(self, record: logging.LogRecord) -> None:
-    message = record.getMessage()
-    if "exception:" in message:
-      self.text = " ".join(message.split("exception:", 1)[1].split())
-
-
-_LAST_FAILURE = _LastFailureHandler()
-
-
-def _not_an_abandoned_fsspec_call(record: logging.LogRecord) -> bool:
-  """False for asyncio's report of a task fsspec left when a bounded call gave up
-  ("Task exception was never retrieved", with a traceback): the caller's error says
-  it in one line."""
-  message = record.getMessage()
-  return not (message.startswith("Task exception was never retrieved")
-              and "fsspec" in message)
-
-
-logging.getLogger("asyncio").addFilter(_not_an_abandoned_fsspec_call)
-
-
-def _without_traceback(record: logging.LogRecord) -> bool:
-  """Keeps a gcsfs record to its one line: a request out of retries is logged with its
-  traceback, also after a bounded call gave up on it (from fsspec's own thread), and the
-  caller's error already says why in one line. A traceback is for bugs."""
-  record.exc_info, record.exc_text = None, None
-  return True
-
-
-logging.getLogger("gcsfs").addFilter(_without_traceback)
+    client_logs.LAST_FAILURE.stop()
 
 
 class _BoundedCalls:
@@ -423,7 +359,8 @@ class _BoundedCalls:
           raise exceptions.FSTimeoutError()
         return method(*args, timeout=left, **kwargs)
       except exceptions.FSTimeoutError:
-        last = f" (last error: {_LAST_FAILURE.text})" if _LAST_FAILURE.text else ""
+        failure = client_logs.LAST_FAILURE.text
+        last = f" (last error: {failure})" if failure else ""
         raise TimeoutError(f"no answer within {self._seconds:.0f} s{last}") from None
     return bounded
 
@@ -445,17 +382,3 @@ def failure_reason(error: BaseException) -> str:
   reason = (getattr(error, "message", None) or str(error)
             or getattr(error, "strerror", None) or type(error).__name__)
   return " ".join(str(reason).split())
-
-
-@contextlib.contextmanager
-def quiet_retries() -> Iterator[None]:
-  """Silences the client libraries' own logs of failed requests (gcsfs logs each
-  request that runs out of retries with its traceback), for a check whose failure is
-  reported as one line."""
-  logger = logging.getLogger("gcsfs")
-  level = logger.level
-  logger.setLevel(logging.CRITICAL)
-  try:
-    yield
-  finally:
-    logger.setLevel(level)

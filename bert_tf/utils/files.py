@@ -17,6 +17,7 @@ import tempfile
 import uuid
 from typing import Iterable, Iterator, List, Sequence, Union
 
+from bert_tf.utils import client_logs
 from bert_tf.utils import errors
 from bert_tf.utils import file_systems
 
@@ -52,7 +53,7 @@ def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_pat
     glob = local_path(glob)
     gfile = _storage_for(glob, field)
     try:
-      with file_systems.quiet_retries():
+      with client_logs.quiet_retries():
         matches = sorted(gfile.glob(glob))
         found = [path for path in matches if path not in seen and not gfile.isdir(path)]
     except FileNotFoundError:
@@ -188,7 +189,7 @@ def check_writable(directory: str, field: str = "model_dir") -> None:
   gfile = _storage_for(directory, field)
   probe = os.path.join(directory, f".write-check-{uuid.uuid4().hex[:12]}")
   try:
-    with file_systems.quiet_retries():
+    with client_logs.quiet_retries():
       gfile.makedirs(directory)
       with gfile.GFile(probe, "wb") as f:
         f.write(b"bert_tf")
@@ -212,7 +213,7 @@ def check_readable(path: str, field: str) -> None:
     return
   gfile = _storage_for(path, field)
   try:
-    with file_systems.quiet_retries():
+    with client_logs.quiet_retries():
       gfile.exists(path)
   except gfile.failures as e:
     raise file_systems.StorageError(

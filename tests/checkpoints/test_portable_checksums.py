@@ -13,6 +13,7 @@ import checkpoint_helpers
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import readable
 from bert_tf.checkpoints import restore
+from bert_tf.training import trained_model
 
 WORD_EMBEDDINGS = "embeddings/word_embeddings"
 
@@ -116,7 +117,7 @@ def test_the_exporter_falls_back_past_a_damaged_newest_checkpoint_or_refuses_it_
   from bert_tf.tasks import base as task_base  # pylint: disable=g-import-not-at-top
   import trainer_helpers  # pylint: disable=g-import-not-at-top
   experiment = trainer_helpers.tiny_experiment()
-  saved = task_base.get_task(experiment).build_tuned_model()
+  saved = trained_model.build(task_base.get_task(experiment))
   for step in (2, 4):
     portable.save(portable.path_for_step(str(tmp_path), step), saved.trained_items, step=step)
   damaged = str(tmp_path / "ckpt-4.h5")

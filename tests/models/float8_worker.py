@@ -28,6 +28,7 @@ from bert_tf import constants  # pylint: disable=g-import-not-at-top,wrong-impor
 from bert_tf import losses  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.models import BertEncoder, BertPretrainer  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.models import float8  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.training import trained_model
 
 SCALING = ("inputs_scale", "inputs_amax_history", "kernel_scale", "kernel_amax_history",
            "outputs_grad_scale", "outputs_grad_amax_history")
@@ -118,7 +119,7 @@ def checkpoints(out_dir: str) -> dict:
 
   # The float8 run's checkpoint into a plain model.
   keras.backend.clear_session()
-  plain = task_base.get_task(experiment(False)).build_tuned_model()
+  plain = trained_model.build(task_base.get_task(experiment(False)))
   portable.restore_items(runs["float8"], plain.checkpoint_items, ("encoder",))
   stored = _stored_encoder(runs["float8"])
   plain_arrays = encoder_arrays(plain)
@@ -128,7 +129,7 @@ def checkpoints(out_dir: str) -> dict:
   # The plain run's checkpoint warm-starts a float8 model.
   keras.backend.clear_session()
   task = task_base.get_task(experiment(True, init_checkpoint=runs["plain"]))
-  warm = task.build_tuned_model()
+  warm = trained_model.build(task)
   reported = task.initialize(warm)
   stored = _stored_encoder(runs["plain"])
   warm_arrays = encoder_arrays(warm)

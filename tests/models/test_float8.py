@@ -16,6 +16,7 @@ from bert_tf import configs
 from bert_tf.export import exporter
 from bert_tf.models import float8
 from bert_tf.tasks import base
+from bert_tf.training import trained_model
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,7 +41,7 @@ def test_float8_with_lora_is_a_config_error():
 def test_tensorflow_backend_refuses_float8_training_in_one_line():
   task = base.get_task(trainer_helpers.tiny_experiment(runtime={"float8_training": True}))
   with pytest.raises(configs.ConfigError) as error:
-    task.build_tuned_model()
+    trained_model.build(task)
   message = str(error.value)
   assert "JAX backend only" in message and "tensorflow" in message
   assert "\n" not in message
@@ -50,7 +51,7 @@ def test_exports_build_the_plain_model_of_a_float8_run():
   experiment = exporter.load_experiment(
       trainer_helpers.tiny_experiment(runtime={"float8_training": True}))
   assert experiment.runtime.float8_training is False
-  model = base.get_task(experiment).build_tuned_model()
+  model = trained_model.build(base.get_task(experiment))
   assert {w.path.rsplit("/", 1)[-1] for w in model.weights}.isdisjoint({"inputs_scale"})
 
 

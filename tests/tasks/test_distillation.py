@@ -14,6 +14,7 @@ from bert_tf import constants
 from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.tasks import base
 from bert_tf.tasks import distillation
+from bert_tf.training import trained_model
 
 TEACHER = {"vocab_size": 100, "hidden_size": 48, "num_layers": 3, "num_attention_heads": 3,
            "intermediate_size": 96, "max_position_embeddings": 64, "dropout_rate": 0.0,
@@ -69,7 +70,7 @@ def _teacher_checkpoint(tmp_path):
 def test_a_step_trains_the_student_on_the_teachers_soft_labels(tmp_path):
   experiment = _experiment(tmp_path, _teacher_checkpoint(tmp_path))
   task = base.get_task(experiment)
-  student = task.build_tuned_model()
+  student = trained_model.build(task)
   assert task.teacher.encoder.num_layers == 3 and student.encoder.num_layers == 2
   assert not task.teacher.trainable_variables
   teacher_before = [v.numpy().copy() for v in task.teacher.weights]

@@ -17,6 +17,7 @@ from bert_tf.export import exporter
 from bert_tf.kernels.tensorflow_cpu import hooks as cpu_hooks
 from bert_tf.models import lora
 from bert_tf.tasks import base
+from bert_tf.training import trained_model
 
 MNLI = {"name": "sentence_prediction", "glue_task": "mnli"}
 RANK = 2
@@ -59,7 +60,7 @@ def _randomize_adapters(model, seed=5):
 
 def test_only_adapters_and_head_are_trainable(setup):
   vocab, base_checkpoint = setup
-  model = base.get_task(_lora_experiment(vocab, base_checkpoint)).build_tuned_model()
+  model = trained_model.build(base.get_task(_lora_experiment(vocab, base_checkpoint)))
   trainable = model.trainable_variables
   assert trainable and all(_is_trained(v) for v in trainable)
   # 2 blocks x 3 targets x (A, B), and the head's kernel and bias.
@@ -71,7 +72,7 @@ def test_only_adapters_and_head_are_trainable(setup):
 def test_a_step_changes_only_adapters_and_head(setup, fused):
   vocab, base_checkpoint = setup
   keras.utils.set_random_seed(0)
-  model = base.get_task(_lora_experiment(vocab, base_checkpoint)).build_tuned_model()
+  model = trained_model.build(base.get_task(_lora_experiment(vocab, base_checkpoint)))
   _randomize_adapters(model)
   before = {v.path: np.array(v.numpy()) for v in model.weights}
   inputs = {k: tf.constant(v) for k, v in _inputs().items()}
@@ -95,7 +96,7 @@ def test_a_step_changes_only_adapters_and_head(setup, fused):
 def test_checkpoint_holds_only_adapters_and_head_and_restores_onto_the_base(setup, tmp_path):
   vocab, base_checkpoint = setup
   experiment = _lora_experiment(vocab, base_checkpoint)
-  model = base.get_task(experiment).build_tuned_model()
+  model = trained_model.build(base.get_task(experiment))
   _randomize_adapters(model)
   expected = model(_inputs(), training=False)["logits"].numpy()
   prefix = tf.train.Checkpoint(**trackables.as_trackables(model.trained_items)).save(
@@ -123,7 +124,7 @@ def test_checkpoint_holds_only_adapters_and_head_and_restores_onto_the_base(setu
 def test_merged_export_serves_what_the_adapted_model_computes(setup, tmp_path):
   vocab, base_checkpoint = setup
   experiment = _lora_experiment(vocab, base_checkpoint, targets=configs.LORA_TARGETS)
-  model = base.get_task(experiment).build_tuned_model()
+  model = trained_model.build(base.get_task(experiment))
   _randomize_adapters(model, seed=9)
   inputs = _inputs(seed=2)
   expected = tf.nn.softmax(model(inputs, training=False)["logits"]).numpy()
@@ -143,7 +144,7 @@ def test_merged_export_serves_what_the_adapted_model_computes(setup, tmp_path):
 def test_a_merged_model_converts_to_bf16_with_the_adapters_folded_in(setup):
   vocab, base_checkpoint = setup
   experiment = _lora_experiment(vocab, base_checkpoint)
-  model = base.get_task(experiment).build_tuned_model()
+  model = trained_model.build(base.get_task(experiment))
   _randomize_adapters(model, seed=11)
   inputs = _inputs(seed=3)
   expected = model(inputs, training=False)["logits"].numpy()
@@ -159,4 +160,4 @@ def test_a_merged_model_converts_to_bf16_with_the_adapters_folded_in(setup):
 def test_lora_needs_an_init_checkpoint(setup):
   vocab, _ = setup
   with pytest.raises(configs.ConfigError, match="init_checkpoint"):
-    base.get_task(_lora_experiment(vocab, "")).build_tuned_model()
+    trained_model.build(base.get_task(_lora_experiment(vocab, "")))

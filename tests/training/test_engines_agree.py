@@ -23,6 +23,7 @@ import trainer_helpers
 from bert_tf.checkpoints import portable
 from bert_tf.tasks import base as task_base
 from bert_tf.training import experiments
+from bert_tf.training import trained_model
 from bert_tf.training.tf_engine import optimizer as optimizers
 from bert_tf.training import update_rule
 from bert_tf.training.tf_engine.loss_scale import DynamicLossScale
@@ -230,7 +231,7 @@ def trained(tmp_path_factory):
   directory = tmp_path_factory.mktemp("engines")
   experiment, config = _experiment_yaml(directory, STEPS_TRAINED)
   keras.utils.set_random_seed(experiment.runtime.seed)
-  model = task_base.get_task(experiment).build_tuned_model()
+  model = trained_model.build(task_base.get_task(experiment))
   init = portable.save(str(directory / "init.h5"), model.trained_items)
   runs = {backend: _start(backend, "train", config, init, directory / f"{backend}.npz",
                           STEPS_TRAINED)

@@ -27,6 +27,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from bert_tf import configs
 from bert_tf.training import engine as engine_lib
 from bert_tf.training import steps
+from bert_tf.training import trained_model
 from bert_tf.training.jax_engine import optimizer as stateless_optimizer
 from bert_tf.training.jax_engine import devices as devices_lib
 from bert_tf.training.jax_engine import input as input_lib
@@ -77,7 +78,7 @@ class JaxEngine(engine_lib.Engine):
   def build(self) -> None:
     experiment = self.experiment
     keras.utils.set_random_seed(experiment.runtime.seed)
-    self.model = self.task.build_tuned_model()
+    self.model = trained_model.build(self.task)
     self.optimizer = stateless_optimizer.build_stateless_optimizer(
         experiment.optimizer, experiment.trainer.train_steps,
         self.model.trainable_variables, experiment.runtime.mixed_precision_dtype,

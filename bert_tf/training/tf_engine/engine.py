@@ -27,6 +27,7 @@ from bert_tf import configs
 from bert_tf import kernels
 from bert_tf.training import engine as engine_lib
 from bert_tf.training import steps
+from bert_tf.training import trained_model
 from bert_tf.training.tf_engine.optimizer import build_optimizer
 from bert_tf.training.tf_engine import evaluation
 from bert_tf.training.tf_engine import input as input_lib
@@ -112,7 +113,7 @@ class TensorFlowEngine(engine_lib.Engine):
     # The same seed gives the same initial weights under every strategy.
     keras.utils.set_random_seed(experiment.runtime.seed)
     with self.strategy.scope():
-      self.model = self.task.build_tuned_model()
+      self.model = trained_model.build(self.task)
       self.optimizer = build_optimizer(experiment.optimizer, experiment.trainer.train_steps,
                                        jit_compile=not self._is_tpu)
       self.optimizer.build(self.model.trainable_variables)
