@@ -193,29 +193,38 @@ class CheckpointSaver:
     """Reads and verifies the checkpoint at `path`, keeping it for `restore`."""
     self._verified = portable.read(path)
 
-  def restore(self, checkpoint: str) -> int:
+  def restore(self, checkpoint: str, weights_only: bool = False) -> int:
     """Restores the model's items, optimizer, step and random state from
     `checkpoint` (see `latest`), and hands its input position to the input source;
-    returns its step.
+    returns its step. With `weights_only` (an evaluation), the model's items and the
+    step alone: a checkpoint without optimizer state (tools/convert_checkpoint.py's)
+    evaluates too.
 
     Raises:
       UnreadableCheckpointError: the checkpoint is damaged (naming it and what fails).
     """
     content, self._verified = self._verified, None
     position = None
+    model = self.engine.model
     if not checkpoint.endswith(portable.SUFFIX):
-      step = self._legacy_reader().restore_trainer(self.engine, checkpoint)
+      if weights_only:
+        restore.restore_items(checkpoint, model.trained_items, tuple(model.trained_items))
+        step = step_of(checkpoint)
+      else:
+        step = self._legacy_reader().restore_trainer(self.engine, checkpoint)
     else:
       if content is None or content.source != checkpoint:
         try:
           content = portable.read(checkpoint)
         except portable.DamagedCheckpointError as e:
           raise readable.UnreadableCheckpointError(str(e)) from None
-      model = self.engine.model
       portable.restore_items(content, model.trained_items, tuple(model.trained_items))
-      step = portable.restore_trainer_state(content, self.engine.checkpoint_state(),
-                                            steps.seed_states(model))
-      position = content.position
+      if weights_only:
+        step = content.step
+      else:
+        step = portable.restore_trainer_state(content, self.engine.checkpoint_state(),
+                                              steps.seed_states(model))
+        position = content.position
     if self.input_source is not None:
       self.input_source.saved_position = position
     self.engine.step = step

@@ -129,16 +129,17 @@ class Trainer:
     return self.engine.step
 
   # ----- setup -----
-  def initialize(self, latest: Optional[str] = None) -> None:
+  def initialize(self, latest: Optional[str] = None, weights_only: bool = False) -> None:
     """Resumes from `latest` (None: model_dir's newest readable checkpoint): weights,
-    optimizer state, step, random state; the input position when the input starts.
-    Warm-starts from task.init_checkpoint when model_dir holds none."""
+    optimizer state, step, random state; the input position when the input starts
+    (`weights_only`: the weights and step, for an evaluation). Warm-starts from
+    task.init_checkpoint when model_dir holds none."""
     if self._initialized:
       return
     engine = self.engine  # built before the checkpoint restores into it
     latest = latest or self.checkpoints.latest()
     if latest:
-      self.checkpoints.restore(latest)
+      self.checkpoints.restore(latest, weights_only=weights_only)
       self.restored_from = latest
       self._saved = (self.step, latest)
       self._log(f"Resumed from {latest} at step {self.step}")
@@ -208,7 +209,7 @@ class Trainer:
       if inferred:
         to_record = to_record.override(inferred)
     # Only now, once every check that needs no model passed, is the model built.
-    self.initialize(latest)
+    self.initialize(latest, weights_only=(mode == "eval"))
     if mode != "eval" and self.is_chief:
       warnings = run_checks.schedule_warnings(experiment)
       if self.restored_from:

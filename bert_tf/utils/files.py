@@ -80,7 +80,11 @@ def _storage_for(path: str, field: str):
 
 
 def exists(path: str) -> bool:
-  """Whether `path` exists (on any file system bert_tf.utils.file_systems serves)."""
+  """Whether `path` exists (on any file system bert_tf.utils.file_systems serves). A
+  local path is asked of the os module: the check loads no TensorFlow (which would
+  import Keras before a tool chose its backend)."""
+  if is_local(path):
+    return os.path.exists(local_path(path))
   return _files(path).exists(path)
 
 

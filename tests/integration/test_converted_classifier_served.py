@@ -80,3 +80,19 @@ def test_converted_transformers_classifier_exports_and_serves_its_logits(tmp_pat
   # The label names came with config.json's id2label.
   assert [name.decode() for name in out["label_names"].numpy()] == [
       LABELS[i] for i in want.argmax(-1)]
+
+  # The converted folder evaluates too (its checkpoint holds no optimizer state), with
+  # the settings of its params.yaml: the predictions are the served model's labels.
+  texts = [" ".join(helpers.WORDS[i:i + 6]) for i in range(0, 30, 5)]
+  dev = tmp_path / "dev.tsv"
+  dev.write_text("text\tlabel\n" + "".join(f"{text}\t{LABELS[i % 3]}\n"
+                                          for i, text in enumerate(texts)))
+  _tool("train.py", "--mode=eval", f"--model_dir={tmp_path / 'ours'}", "--params_override="
+        f"eval_data.input_path={dev},eval_data.format=tsv,eval_data.global_batch_size=2")
+  predictions = tmp_path / "ours" / "predictions" / "step_1"
+  (written,) = os.listdir(predictions)
+  rows = (predictions / written).read_text().splitlines()[1:]
+  evaluated = [row.split("\t")[1] for row in rows]
+  served_labels = served.signatures["serving_default"](text=tf.constant(texts))["label_names"]
+  assert evaluated == [name.decode() for name in served_labels.numpy()]
+

@@ -1,6 +1,8 @@
 """bert_tf.utils.files: one expander of input globs, one atomic writer."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -61,3 +63,16 @@ def test_read_bytes_of_an_absent_file_is_file_not_found_on_every_file_system(
   directory = str(tmp_path) if directory == "local" else directory
   with pytest.raises(FileNotFoundError, match="absent"):
     files.read_bytes(f"{directory}/absent")
+
+
+def test_asking_whether_a_local_file_exists_loads_no_tensorflow(tmp_path):
+  # tools/train.py --mode=eval asks for MODEL_DIR/params.yaml before it chooses the
+  # Keras backend; TensorFlow's import would import Keras with its own.
+  (tmp_path / "params.yaml").write_text("task: {}\n")
+  script = ("import sys\nfrom bert_tf.utils import files\n"
+            f"assert files.exists({str(tmp_path / 'params.yaml')!r})\n"
+            f"assert not files.exists({str(tmp_path / 'absent')!r})\n"
+            "print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))\n")
+  result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, check=True)
+  assert result.stdout.strip() == "[]"
