@@ -11,6 +11,7 @@ import tensorflow as tf
 import harness
 from bert_tf import constants
 from bert_tf.checkpoints import portable
+from bert_tf.checkpoints import portable_restore
 from bert_tf.checkpoints import restore
 from bert_tf.models import BertPretrainer
 
@@ -95,11 +96,11 @@ def test_optimizer_state_round_trips_by_name_and_needs_the_same_names(tmp_path):
   restored = _slots(model)
   for variable in restored.values():
     variable.assign(np.zeros(variable.shape))
-  assert portable.restore_trainer_state(path, restored) == 7
+  assert portable_restore.restore_trainer_state(path, restored) == 7
   for name, variable in saved.items():
     np.testing.assert_array_equal(restored[name].numpy(), variable.numpy(), err_msg=name)
   with pytest.raises(portable.PortableCheckpointError, match="another optimizer"):
-    portable.restore_trainer_state(path, _slots(model, names=()))  # SGD: a count alone
+    portable_restore.restore_trainer_state(path, _slots(model, names=()))  # SGD: a count alone
   assert not os.path.exists(portable.input_prefix(path) + ".index")
 
 
@@ -121,7 +122,7 @@ def test_optimizer_state_of_a_version_1_file_of_keras_variables_restores(tmp_pat
   wanted = _slots(model)
   wanted[constants.LOSS_SCALE] = keras.Variable(1.0)
   wanted[constants.LOSS_SCALE_GOOD_STEPS] = keras.Variable(0, dtype="int64")
-  assert portable.restore_trainer_state(path, wanted) == 9
+  assert portable_restore.restore_trainer_state(path, wanted) == 9
   by_path = {v.path.split("/", 1)[1]: v.numpy() for v in optimizer.variables}
   assert int(wanted[constants.OPTIMIZER_COUNT].numpy()) == 9
   assert float(wanted[constants.LOSS_SCALE].numpy()) == by_path["dynamic_scale"]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import checkpoint_helpers
+from bert_tf.checkpoints import checksums
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import readable
 from bert_tf.checkpoints import restore
@@ -29,7 +30,7 @@ def test_a_flipped_bit_in_an_array_is_an_error_naming_the_checkpoint_and_the_arr
   path = _save(tmp_path, 3)
   name = "items/encoder/transformer_layer_0/attention/query/kernel"
   with h5py.File(path, "r") as f:
-    assert name in f and all(portable.CRC_ATTR in f[key].attrs
+    assert name in f and all(checksums.CRC_ATTR in f[key].attrs
                              for key in ("step", name))
   checkpoint_helpers.flip_bit(path, name, bit=5)
   with pytest.raises(portable.PortableCheckpointError,
@@ -96,7 +97,7 @@ def test_a_checkpoint_of_an_earlier_version_restores_with_one_unverified_line(
   checkpoint_helpers.rewrite_as_version_2(path)
   with h5py.File(path, "r") as f:  # both copies of the tied table, no checksums
     assert f[f"items/encoder/{WORD_EMBEDDINGS}"].id != f[f"items/masked_lm/{WORD_EMBEDDINGS}"].id
-    assert portable.CRC_ATTR not in f[f"items/encoder/{WORD_EMBEDDINGS}"].attrs
+    assert checksums.CRC_ATTR not in f[f"items/encoder/{WORD_EMBEDDINGS}"].attrs
   fresh = checkpoint_helpers.tiny_model(seed=1)
   with caplog.at_level(logging.WARNING):
     restore.restore_items(str(tmp_path), fresh.checkpoint_items,

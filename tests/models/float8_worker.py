@@ -97,6 +97,7 @@ def convert(out_dir: str) -> dict:
 def checkpoints(out_dir: str) -> dict:
   """Trains 2 steps with and without float8; restores each checkpoint across."""
   from bert_tf.checkpoints import portable  # pylint: disable=g-import-not-at-top
+  from bert_tf.checkpoints import portable_restore  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import base as task_base  # pylint: disable=g-import-not-at-top
   from bert_tf.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
 
@@ -119,7 +120,7 @@ def checkpoints(out_dir: str) -> dict:
   # The float8 run's checkpoint into a plain model.
   keras.backend.clear_session()
   plain = task_base.get_task(experiment(False)).build_tuned_model()
-  portable.restore_items(runs["float8"], plain.checkpoint_items, ("encoder",))
+  portable_restore.restore_items(runs["float8"], plain.checkpoint_items, ("encoder",))
   stored = _stored_encoder(runs["float8"])
   plain_arrays = encoder_arrays(plain)
   extra = sorted(path for path in stored if path not in plain_arrays)
