@@ -2,38 +2,31 @@
 read with h5py and NumPy on every Keras backend (no TensorFlow).
 
 A file `ckpt-N.h5` (version 3) holds:
-  items/<item>/<variable path>   each `checkpoint_items` entry's variables, keyed by
-                                 item name and Keras `variable.path` (the same on every
-                                 backend), without the dropout seed states; a variable
-                                 two items share (the masked-LM head's tied word
-                                 embeddings) is stored once, under its first item, and
-                                 hard-linked under the other, so it is read once and
-                                 found under both names;
+  items/<item>/<variable path>   each `checkpoint_items` entry's variables by Keras
+                                 `variable.path` (the same on every backend), without
+                                 dropout seed states; a variable two items share (the
+                                 tied word embeddings) is stored once, under its first
+                                 item, and hard-linked under the other;
   optimizer/<name>               a trainer's optimizer state by name, the same on every
-                                 backend (bert_tf.constants names it,
-                                 bert_tf.training.update_rule describes it): `count`,
-                                 `m/<variable path>`, `v/<variable path>`,
-                                 `loss_scale/scale`, `loss_scale/good_steps`; restored
-                                 only by an optimizer with the same names;
+                                 backend (bert_tf.constants, bert_tf.training.update_rule):
+                                 `count`, `m/<variable path>`, `v/<variable path>`,
+                                 `loss_scale/scale`, `loss_scale/good_steps`;
   random_state/<i>               the model's SeedGenerator states in variable order;
   step                           the trainer's step (int64, trainer checkpoints);
   input/<name>                   the training input's position in the record order
-                                 (bert_tf.training.input_source.POSITION: the global
-                                 batches read, and the order's global batch size,
-                                 shuffle window and seed), one for every process;
+                                 (bert_tf.training.input_source.POSITION), one for
+                                 every process;
   attributes                     format, version and the writing backend.
 Every array carries the CRC32C of its bytes (bert_tf.checkpoints.checksums), computed
-when it is written and checked on the bytes read, once, when it is read: a mismatch is a PortableCheckpointError naming the file and
-the array, which the readers of a directory treat as a damaged checkpoint
-(bert_tf.checkpoints.readable). Files of earlier versions carry none: they are read with
-one line saying so.
+when it is written and checked on the bytes read when it is read: a mismatch is a
+DamagedCheckpointError naming the file and the array (bert_tf.checkpoints.readable).
+Files of earlier versions carry none: they are read with one line saying so.
 
-Files are written under a temporary name and renamed, so a reader never sees a
-half-written checkpoint; h5py writes local files only, so for a remote directory the
-file is written locally, uploaded under a temporary name and renamed there
-(bert_tf.utils.files.staged_output), and read from a local copy fetched in a few large
-concurrent ranges (bert_tf.utils.range_reads.local_copy). Restoring into a model and
-a trainer: bert_tf.checkpoints.portable_restore.
+Files are written under a temporary name and renamed (bert_tf.utils.files.staged_output:
+for a remote directory, written locally, uploaded under a temporary name and renamed
+there), and a remote one is read from a local copy fetched in a few large concurrent
+ranges (bert_tf.utils.range_reads.local_copy). Restoring into a model and a trainer:
+bert_tf.checkpoints.portable_restore.
 
 Earlier versions: version 2 stored a shared variable under each item, the step as an
 attribute, and the input position beside the file (`ckpt-N.input[-P]...`, see
@@ -64,6 +57,8 @@ VERSION = 3
 SUFFIX = ".h5"
 INPUT_SUFFIX = ".input"
 STEP = "step"
+# Arrays read of at least this size start on a 64-byte boundary (_aligned_empty).
+ALIGNED_BYTES = 1 << 20
 INPUT = "input"
 _GROUPS = ("items", "optimizer", "random_state")
 _NAME = re.compile(r"^ckpt-(\d+)\.h5$")
@@ -318,7 +313,11 @@ def _read_dataset(dataset, crcs: checksums.Background) -> tuple:
   """(array, check): a dataset's array (bfloat16 ones as ml_dtypes.bfloat16) and the
   function that returns (CRC32C of the bytes read, CRC32C written), or None where the
   dataset carries no checksum; the CRC is computed on the `crcs` thread meanwhile."""
-  array = np.asarray(dataset[()])
+  if dataset.nbytes >= ALIGNED_BYTES:
+    array = _aligned_empty(dataset.shape, dataset.dtype)
+    dataset.read_direct(array)
+  else:
+    array = np.asarray(dataset[()])
   stored = dataset.attrs.get(checksums.CRC_ATTR)
   check = None
   if stored is not None:
@@ -328,6 +327,15 @@ def _read_dataset(dataset, crcs: checksums.Background) -> tuple:
     import ml_dtypes  # pylint: disable=g-import-not-at-top
     array = array.view(ml_dtypes.bfloat16)
   return array, check
+
+
+def _aligned_empty(shape: Sequence[int], dtype) -> np.ndarray:
+  """An uninitialized array whose data starts on a 64-byte boundary, as TensorFlow's
+  kernels need of memory a tensor shares (bert_tf.checkpoints.portable_restore)."""
+  size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+  raw = np.empty(size + 64, np.uint8)
+  start = -raw.ctypes.data % 64
+  return raw[start:start + size].view(dtype).reshape(shape)
 
 
 def _verify(path: str, checks: Mapping[str, object]) -> None:
@@ -386,26 +394,18 @@ def read(path: str, groups: Optional[Sequence[str]] = None) -> Snapshot:
 
 
 def check_readable(path: str) -> None:
-  """Reads every array of the checkpoint at `path`, checking its checksum.
-
-  Raises:
-    PortableCheckpointError: naming the file and the array that fails.
-  """
+  """Reads every array of the checkpoint at `path`, checking its checksum; raises
+  PortableCheckpointError naming the file and the array that fails."""
   read(path)
 
 
 def arrays(path: str, group: str = "") -> Dict[str, np.ndarray]:
   """{dataset name: NumPy array} of every array of the checkpoint at `path`, or of
   those under `group` ("items", "optimizer", "random_state") named relative to it;
-  bfloat16 arrays as ml_dtypes.bfloat16; a shared variable under each name.
-
-  Raises:
-    PortableCheckpointError: the file is unreadable, no portable checkpoint, or fails
-      its checksums.
+  bfloat16 arrays as ml_dtypes.bfloat16; a shared variable under each name. Raises
+  PortableCheckpointError: the file is unreadable, no checkpoint, or fails its checksums.
   """
-  if not group:
-    return read(path).arrays
-  return read(path, (group,)).group(group)
+  return read(path, (group,)).group(group) if group else read(path).arrays
 
 
 def item_names(path: str) -> set:

@@ -214,9 +214,11 @@ class CheckpointSaver:
         except portable.DamagedCheckpointError as e:
           raise readable.UnreadableCheckpointError(str(e)) from None
       model = self.engine.model
-      portable_restore.restore_items(content, model.trained_items, tuple(model.trained_items))
-      step = portable_restore.restore_trainer_state(content, self.engine.checkpoint_state(),
-                                            steps.seed_states(model))
+      # The content is this restore's alone: the variables may take its arrays.
+      portable_restore.restore_items(content, model.trained_items, tuple(model.trained_items),
+                                     hand_over=True)
+      step = portable_restore.restore_trainer_state(
+          content, self.engine.checkpoint_state(), steps.seed_states(model), hand_over=True)
       position = content.position
     if self.input_source is not None:
       self.input_source.saved_position = position

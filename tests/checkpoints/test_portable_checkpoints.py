@@ -160,3 +160,23 @@ def test_arrays_reads_every_array_by_its_name_in_the_file_bfloat16_as_bfloat16(t
     assert value.dtype == expected[name].dtype == "bfloat16", name
     np.testing.assert_array_equal(value, expected[name], err_msg=name)
   assert {f"items/{name}" for name in items} <= set(portable.arrays(path))
+
+
+def test_tensorflow_variables_take_a_handed_over_arrays_memory_and_copy_a_kept_one(tmp_path):
+  # 1 MiB: the size from which arrays are read aligned and may be shared.
+  saved = tf.Variable(np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32))
+  path = portable.write(str(tmp_path / "ckpt-1.h5"),
+                        portable.snapshot({}, {"m/x": saved}, step=1))
+  kept = portable.read(path)
+  array = kept.arrays["optimizer/m/x"]
+  assert array.nbytes >= portable.ALIGNED_BYTES and array.ctypes.data % 64 == 0
+  copied = tf.Variable(tf.zeros_like(saved))
+  portable_restore.restore_trainer_state(kept, {"m/x": copied})
+  copied.assign_add(tf.ones_like(copied))
+  np.testing.assert_array_equal(array, saved.numpy())  # the kept array is untouched
+  handed = portable.read(path)
+  taken = tf.Variable(tf.zeros_like(saved))
+  portable_restore.restore_trainer_state(handed, {"m/x": taken}, hand_over=True)
+  np.testing.assert_array_equal(taken.numpy(), saved.numpy())
+  handed.arrays["optimizer/m/x"][0, 0] = 7.0  # what the contract forbids: shows the sharing
+  assert taken.numpy()[0, 0] == 7.0
