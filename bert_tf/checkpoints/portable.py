@@ -269,12 +269,13 @@ def write(path: str, content: Snapshot) -> str:
     f.attrs.update(content.attrs)
     for group in _GROUPS:
       f.create_group(group)
+    written = {}
     for name, value in content.arrays.items():
       array, dtype = _to_file(value)
-      crc = crcs.start(array)  # on its thread while h5py writes the array
-      dataset = f.create_dataset(name, data=array)
-      dataset.attrs["dtype"] = dtype
-      dataset.attrs[checksums.CRC_ATTR] = np.uint32(crc())
+      written[name] = crcs.start(array)  # on its thread while h5py writes the arrays
+      f.create_dataset(name, data=array).attrs["dtype"] = dtype
+    for name, crc in written.items():
+      f[name].attrs[checksums.CRC_ATTR] = np.uint32(crc())
     for name, target in content.links.items():
       f[name] = f[target]
   return path
