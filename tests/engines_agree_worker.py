@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bert_tf.checkpoints import portable  # pylint: disable=g-import-not-at-top
+from bert_tf.checkpoints import portable_restore  # pylint: disable=g-import-not-at-top
 from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
 from bert_tf.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
 
@@ -42,7 +42,7 @@ def train(config_path: str, start: str, out_path: str, steps: str) -> dict:
     trainer = _trainer(experiment, model_dir)
     trainer.initialize()
     model = trainer.model
-    portable.restore_items(start, model.trained_items, tuple(model.trained_items))
+    portable_restore.restore_items(start, model.trained_items, tuple(model.trained_items))
     trainer.engine.state_restored()
     losses = [trainer.train(train_steps=step)["loss"] for step in range(1, int(steps) + 1)]
     trainer.engine.checkpoint_state()

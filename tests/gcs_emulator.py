@@ -63,7 +63,7 @@ def running(bucket: str = BUCKET, directory: Optional[str] = None,
     directory: where it stores its objects (an existing folder, left for the caller to
       delete); None: in memory.
     log_path: a file to write its output to, one line per request it answers
-      (bench.remote_restore.logged_requests reads it); None: a temporary file.
+      (bench.checkpoint_io.logged_requests reads it); None: a temporary file.
 
   Raises:
     RuntimeError: it did not answer within 30 s (its output in the message).

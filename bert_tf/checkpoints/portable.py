@@ -2,40 +2,31 @@
 read with h5py and NumPy on every Keras backend (no TensorFlow).
 
 A file `ckpt-N.h5` (version 3) holds:
-  items/<item>/<variable path>   each `checkpoint_items` entry's variables, keyed by
-                                 item name and Keras `variable.path` (the same on every
-                                 backend), without the dropout seed states; a variable
-                                 two items share (the masked-LM head's tied word
-                                 embeddings) is stored once, under its first item, and
-                                 hard-linked under the other, so it is read once and
-                                 found under both names;
+  items/<item>/<variable path>   each `checkpoint_items` entry's variables by Keras
+                                 `variable.path` (the same on every backend), without
+                                 dropout seed states; a variable two items share (the
+                                 tied word embeddings) is stored once, under its first
+                                 item, and hard-linked under the other;
   optimizer/<name>               a trainer's optimizer state by name, the same on every
-                                 backend (bert_tf.constants names it,
-                                 bert_tf.training.update_rule describes it): `count`,
-                                 `m/<variable path>`, `v/<variable path>`,
-                                 `loss_scale/scale`, `loss_scale/good_steps`; restored
-                                 only by an optimizer with the same names;
+                                 backend (bert_tf.constants, bert_tf.training.update_rule):
+                                 `count`, `m/<variable path>`, `v/<variable path>`,
+                                 `loss_scale/scale`, `loss_scale/good_steps`;
   random_state/<i>               the model's SeedGenerator states in variable order;
   step                           the trainer's step (int64, trainer checkpoints);
   input/<name>                   the training input's position in the record order
-                                 (bert_tf.training.input_source.POSITION: the global
-                                 batches read, and the order's global batch size,
-                                 shuffle window and seed), one for every process;
+                                 (bert_tf.training.input_source.POSITION), one for
+                                 every process;
   attributes                     format, version and the writing backend.
-Every array carries the CRC32C of its bytes (attribute `crc32c`, as TensorFlow's tensor
-bundle stores one per tensor), computed when it is written and checked on the bytes
-read, once, when it is read: a mismatch is a PortableCheckpointError naming the file and
-the array, which the readers of a directory treat as a damaged checkpoint
-(bert_tf.checkpoints.readable). Files of earlier versions carry none: they are read with
-one line saying so.
+Every array carries the CRC32C of its bytes (bert_tf.checkpoints.checksums), computed
+when it is written and checked on the bytes read when it is read: a mismatch is a
+DamagedCheckpointError naming the file and the array (bert_tf.checkpoints.readable).
+Files of earlier versions carry none: they are read with one line saying so.
 
-Files are written under a temporary name and renamed, so a reader never sees a
-half-written checkpoint; h5py writes local files only, so for a remote directory the
-file is written locally, uploaded under a temporary name and renamed there
-(bert_tf.utils.files.staged_output), and read from a local copy fetched in a few large
-concurrent ranges (bert_tf.utils.range_reads.local_copy). Reading asserts what
-TensorFlow checkpoints assert: every variable of a restored item is found with the
-same shape, and errors name the file.
+Files are written under a temporary name and renamed (bert_tf.utils.files.staged_output:
+for a remote directory, written locally, uploaded under a temporary name and renamed
+there), and a remote one is read from a local copy fetched in a few large concurrent
+ranges (bert_tf.utils.range_reads.local_copy). Restoring into a model and a trainer:
+bert_tf.checkpoints.portable_restore.
 
 Earlier versions: version 2 stored a shared variable under each item, the step as an
 attribute, and the input position beside the file (`ckpt-N.input[-P]...`, see
@@ -50,13 +41,13 @@ import dataclasses
 import logging
 import os
 import re
-from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
-import google_crc32c
 import h5py
 import numpy as np
 
 from bert_tf import constants
+from bert_tf.checkpoints import checksums
 from bert_tf.utils import errors
 from bert_tf.utils import files
 from bert_tf.utils import range_reads
@@ -65,16 +56,12 @@ FORMAT = "bert_tf.portable"
 VERSION = 3
 SUFFIX = ".h5"
 INPUT_SUFFIX = ".input"
-# The attribute of each array holding the CRC32C of its bytes (version 3).
-CRC_ATTR = "crc32c"
 STEP = "step"
+# Arrays read of at least this size start on a 64-byte boundary (_aligned_empty).
+ALIGNED_BYTES = 1 << 20
 INPUT = "input"
 _GROUPS = ("items", "optimizer", "random_state")
 _NAME = re.compile(r"^ckpt-(\d+)\.h5$")
-# Version 1 files (Keras optimizer variables): the end of the Keras variable's path.
-_KERAS_NAMES = {constants.LOSS_SCALE: "dynamic_scale",
-                constants.LOSS_SCALE_GOOD_STEPS: "step_counter"}
-_KERAS_SLOTS = dict(zip(constants.ADAM_SLOTS, ("momentum", "velocity")))
 # The checkpoints of an earlier version already said to be read unverified.
 _UNVERIFIED_SAID = set()
 
@@ -128,13 +115,6 @@ def checkpoints_in(directory: str, names: Optional[Iterable[str]] = None) -> Lis
            if _NAME.match(name)]
   return [os.path.join(directory, name)
           for name in sorted(names, key=lambda n: -int(_NAME.match(n).group(1)))]
-
-
-def crc32c(array: np.ndarray) -> int:
-  """The CRC32C of an array's bytes in C order (those h5py writes and reads)."""
-  view = np.ascontiguousarray(array).view()
-  view.flags.writeable = False  # google_crc32c takes read-only buffers
-  return google_crc32c.value(view.reshape([-1]).view(np.uint8))
 
 
 def _path(variable) -> str:
@@ -284,15 +264,18 @@ def snapshot(items: Mapping[str, object],
 def write(path: str, content: Snapshot) -> str:
   """Writes `content` to `path` (under a temporary name, then renamed), each array with
   its CRC32C; returns `path`."""
-  with files.staged_output(path) as temporary, h5py.File(temporary, "w") as f:
+  with files.staged_output(path) as temporary, h5py.File(temporary, "w") as f, \
+      checksums.Background() as crcs:
     f.attrs.update(content.attrs)
     for group in _GROUPS:
       f.create_group(group)
+    written = {}
     for name, value in content.arrays.items():
       array, dtype = _to_file(value)
-      dataset = f.create_dataset(name, data=array)
-      dataset.attrs["dtype"] = dtype
-      dataset.attrs[CRC_ATTR] = np.uint32(crc32c(array))
+      written[name] = crcs.start(array)  # on its thread while h5py writes the arrays
+      f.create_dataset(name, data=array).attrs["dtype"] = dtype
+    for name, crc in written.items():
+      f[name].attrs[checksums.CRC_ATTR] = np.uint32(crc())
     for name, target in content.links.items():
       f[name] = f[target]
   return path
@@ -327,19 +310,44 @@ def _open(path: str) -> Iterator[h5py.File]:
     yield f
 
 
-def _read_dataset(dataset, path: str, name: str) -> np.ndarray:
-  """A dataset's array, its CRC32C checked on the bytes read where it carries one;
-  bfloat16 arrays as ml_dtypes.bfloat16."""
-  array = np.asarray(dataset[()])
-  stored = dataset.attrs.get(CRC_ATTR)
-  if stored is not None and crc32c(array) != int(stored):
-    raise DamagedCheckpointError(
-        f"Checkpoint {path} fails its checksum at {name} (CRC32C {crc32c(array):08x} "
-        f"read, {int(stored):08x} written)")
+def _read_dataset(dataset, crcs: checksums.Background) -> tuple:
+  """(array, check): a dataset's array (bfloat16 ones as ml_dtypes.bfloat16) and the
+  function that returns (CRC32C of the bytes read, CRC32C written), or None where the
+  dataset carries no checksum; the CRC is computed on the `crcs` thread meanwhile."""
+  if dataset.nbytes >= ALIGNED_BYTES:
+    array = _aligned_empty(dataset.shape, dataset.dtype)
+    dataset.read_direct(array)
+  else:
+    array = np.asarray(dataset[()])
+  stored = dataset.attrs.get(checksums.CRC_ATTR)
+  check = None
+  if stored is not None:
+    crc = crcs.start(array)
+    check = lambda: (crc(), int(stored))
   if dataset.attrs.get("dtype") == "bfloat16":
     import ml_dtypes  # pylint: disable=g-import-not-at-top
     array = array.view(ml_dtypes.bfloat16)
-  return array
+  return array, check
+
+
+def _aligned_empty(shape: Sequence[int], dtype) -> np.ndarray:
+  """An uninitialized array whose data starts on a 64-byte boundary, as TensorFlow's
+  kernels need of memory a tensor shares (bert_tf.checkpoints.portable_restore)."""
+  size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+  raw = np.empty(size + 64, np.uint8)
+  start = -raw.ctypes.data % 64
+  return raw[start:start + size].view(dtype).reshape(shape)
+
+
+def _verify(path: str, checks: Mapping[str, object]) -> None:
+  """Raises DamagedCheckpointError naming the first of `checks` ({dataset name: check
+  of _read_dataset}) whose CRC32C read differs from the one written."""
+  for name, check in checks.items():
+    read_crc, written = check()
+    if read_crc != written:
+      raise DamagedCheckpointError(
+          f"Checkpoint {path} fails its checksum at {name} (CRC32C {read_crc:08x} "
+          f"read, {written:08x} written)")
 
 
 def _wanted(name: str, groups: Optional[Sequence[str]]) -> bool:
@@ -356,9 +364,9 @@ def read(path: str, groups: Optional[Sequence[str]] = None) -> Snapshot:
     PortableCheckpointError: the file is unreadable or no portable checkpoint, or an
       array fails its checksum (naming the file and the array).
   """
-  with _open(path) as f:
+  with _open(path) as f, checksums.Background() as crcs:
     attrs = dict(f.attrs)
-    arrays, legacy_paths, by_object, name = {}, {}, {}, ""
+    arrays, legacy_paths, by_object, checks, name = {}, {}, {}, {}, ""
     try:
       names = []
       f.visit_links(names.append)  # every name, a hard-linked array's both
@@ -367,15 +375,16 @@ def read(path: str, groups: Optional[Sequence[str]] = None) -> Snapshot:
         if not isinstance(node, h5py.Dataset):
           continue
         if node.id not in by_object:
-          by_object[node.id] = _read_dataset(node, path, name)
+          by_object[node.id], check = _read_dataset(node, crcs)
+          if check is not None:
+            checks[name] = check
         arrays[name] = by_object[node.id]
         if "path" in node.attrs:
           legacy_paths[name] = str(node.attrs["path"])
-    except PortableCheckpointError:
-      raise
     except (OSError, ValueError, KeyError, RuntimeError) as e:
       raise DamagedCheckpointError(f"Checkpoint {path} is unreadable (reading {name}): "
                                     f"{e}") from None
+    _verify(path, checks)
   if int(attrs.get("version", 1)) < 3 and path not in _UNVERIFIED_SAID:
     _UNVERIFIED_SAID.add(path)
     logging.warning("Checkpoint %s was written by an earlier version without checksums: "
@@ -386,26 +395,18 @@ def read(path: str, groups: Optional[Sequence[str]] = None) -> Snapshot:
 
 
 def check_readable(path: str) -> None:
-  """Reads every array of the checkpoint at `path`, checking its checksum.
-
-  Raises:
-    PortableCheckpointError: naming the file and the array that fails.
-  """
+  """Reads every array of the checkpoint at `path`, checking its checksum; raises
+  PortableCheckpointError naming the file and the array that fails."""
   read(path)
 
 
 def arrays(path: str, group: str = "") -> Dict[str, np.ndarray]:
   """{dataset name: NumPy array} of every array of the checkpoint at `path`, or of
   those under `group` ("items", "optimizer", "random_state") named relative to it;
-  bfloat16 arrays as ml_dtypes.bfloat16; a shared variable under each name.
-
-  Raises:
-    PortableCheckpointError: the file is unreadable, no portable checkpoint, or fails
-      its checksums.
+  bfloat16 arrays as ml_dtypes.bfloat16; a shared variable under each name. Raises
+  PortableCheckpointError: the file is unreadable, no checkpoint, or fails its checksums.
   """
-  if not group:
-    return read(path).arrays
-  return read(path, (group,)).group(group)
+  return read(path, (group,)).group(group) if group else read(path).arrays
 
 
 def item_names(path: str) -> set:
@@ -413,7 +414,7 @@ def item_names(path: str) -> set:
   `random_state` and `input` (its input position) where it holds them (the root
   children of a TF checkpoint)."""
   with _open(path) as f:
-    names = set(f["items"].keys())
+    names = set(f["items"])
     for group in ("optimizer", "random_state", INPUT):
       if group in f and len(f[group]):
         names.add(group)
@@ -422,6 +423,12 @@ def item_names(path: str) -> set:
   if INPUT not in names and files.exists(input_prefix(path) + ".index"):
     names.add(INPUT)
   return names
+
+
+def stored_items(path: str) -> List[str]:
+  """The names of the items the checkpoint at `path` holds, sorted."""
+  with _open(path) as f:
+    return sorted(f["items"])
 
 
 def item_shapes(path: str, item: str) -> Dict[str, tuple]:
@@ -438,130 +445,3 @@ def item_shapes(path: str, item: str) -> Dict[str, tuple]:
   return shapes
 
 
-def _assign(variable, value: np.ndarray, where: str) -> None:
-  if tuple(variable.shape) != tuple(value.shape):
-    raise PortableCheckpointError(f"{where}: shape {tuple(value.shape)} in the checkpoint, "
-                                  f"{tuple(variable.shape)} in the model")
-  value = np.asarray(value)
-  if value.dtype.kind in "biu":
-    # Integer state (step counts) takes the variable's integer width.
-    value = value.astype(getattr(variable.dtype, "as_numpy_dtype", variable.dtype))
-  variable.assign(value)
-
-
-Source = Union[str, Snapshot]
-
-
-def _content(source: Source, groups: Sequence[str]) -> tuple:
-  """(path for messages, Snapshot) of a path (reading `groups`) or a Snapshot read."""
-  if isinstance(source, Snapshot):
-    return source.source, source
-  return source, read(source, groups)
-
-
-def restore_items(source: Source, checkpoint_items: Mapping[str, object],
-                  items: Iterable[str] = ("encoder",)) -> Dict[str, str]:
-  """Assigns the named items' variables from the checkpoint at `source` (a path, or
-  the Snapshot `read` returned); a variable two items share is assigned once.
-
-  Returns:
-    {item: path} for every restored item.
-
-  Raises:
-    PortableCheckpointError: an item the model or the checkpoint lacks, a variable of
-      the model the checkpoint lacks, a shape that differs (each naming the file), or
-      an array that fails its checksum.
-  """
-  items = list(items)
-  missing = [name for name in items if name not in checkpoint_items]
-  if missing:
-    raise PortableCheckpointError(f"The model has no checkpoint item(s) {missing}; it has "
-                                  f"{sorted(checkpoint_items)}")
-  path, content = _content(source, [f"items/{name}" for name in items])
-  stored = {name: content.group(f"items/{name}") for name in items}
-  absent = [name for name in items if not stored[name]]
-  if absent:
-    with _open(path) as f:
-      held = sorted(f["items"])
-    raise PortableCheckpointError(f"Checkpoint {path} has no item(s) {absent}; it has "
-                                  f"{held}")
-  assigned = set()
-  for name in items:
-    variables = item_variables(checkpoint_items[name])
-    if not variables:
-      raise ValueError(f"Checkpoint item '{name}' has no variables yet; build the model "
-                       f"before restoring")
-    lacking = [p for p in variables if p not in stored[name]]
-    if lacking:
-      raise PortableCheckpointError(
-          f"Checkpoint {path} does not cover every variable of '{name}': it lacks "
-          f"{', '.join(lacking[:5])}{' ...' if len(lacking) > 5 else ''}")
-    for variable_path, variable in variables.items():
-      if id(variable) in assigned:  # shared with an item restored before
-        continue
-      assigned.add(id(variable))
-      _assign(variable, stored[name][variable_path], f"{path}: {name}/{variable_path}")
-  return {name: path for name in items}
-
-
-def _keras_optimizer_state(content: Snapshot, wanted: Iterable[str]
-                           ) -> Dict[str, np.ndarray]:
-  """A version 1 file's optimizer variables under the version 2 names of `wanted`
-  (those it holds): the moments of a variable by Keras's slot names, the count from
-  the step (the trainer's step is the update count)."""
-  paths = content.attrs.get("optimizer_paths", {})
-  by_suffix = {paths.get(f"optimizer/{key}", "").split("/", 1)[-1]: value
-               for key, value in content.group("optimizer").items()}
-  out = {}
-  for name in wanted:
-    if name == constants.OPTIMIZER_COUNT:
-      out[name] = np.asarray(content.step, np.int64)
-      continue
-    slot, _, variable_path = name.partition("/")
-    suffix = _KERAS_NAMES.get(name) or (
-        f"{variable_path.replace('/', '_')}_{_KERAS_SLOTS[slot]}" if slot in _KERAS_SLOTS
-        else None)
-    if suffix in by_suffix:
-      out[name] = by_suffix[suffix]
-  return out
-
-
-def restore_trainer_state(source: Source,
-                          optimizer_state: Optional[Mapping[str, object]] = None,
-                          random_state: Sequence = ()) -> int:
-  """Assigns the optimizer state and SeedGenerator states saved in a trainer checkpoint
-  (a path, or the Snapshot `read` returned); returns its step.
-
-  Args:
-    optimizer_state: {name: variable} of the optimizer (this module's docstring).
-
-  Raises:
-    PortableCheckpointError: the checkpoint holds no step, or the state of another
-      optimizer (other names or shapes), naming the file; an array that fails its
-      checksum.
-  """
-  optimizer_state = dict(optimizer_state or {})
-  path, content = _content(source, ("optimizer", "random_state", STEP))
-  if content.step is None:
-    raise PortableCheckpointError(f"Checkpoint {path} is no trainer checkpoint (no step)")
-  if int(content.attrs.get("version", 1)) < 2:
-    saved = _keras_optimizer_state(content, optimizer_state)
-    lacking, extra = sorted(set(optimizer_state) - set(saved)), []
-  else:
-    saved = content.group("optimizer")
-    lacking = sorted(set(optimizer_state) - set(saved))
-    extra = sorted(set(saved) - set(optimizer_state))
-  if lacking or extra:
-    raise PortableCheckpointError(
-        f"Checkpoint {path} holds the state of another optimizer ({len(saved)} "
-        f"arrays, this run's has {len(optimizer_state)}; the checkpoint lacks "
-        f"{lacking[:3] or '-'}, and holds {extra[:3] or '-'} beyond it)")
-  for name, variable in optimizer_state.items():
-    _assign(variable, saved[name], f"{path}: optimizer/{name}")
-  seeds = [value for _, value in sorted(content.group("random_state").items())]
-  if seeds and len(seeds) != len(random_state):
-    raise PortableCheckpointError(f"Checkpoint {path} holds {len(seeds)} random states, "
-                                  f"the model has {len(random_state)}")
-  for value, variable in zip(seeds, random_state):
-    _assign(variable, value, f"{path}: random_state")
-  return content.step

@@ -22,6 +22,7 @@ import re
 from typing import Callable, Dict, Mapping, Optional, Sequence
 
 from bert_tf.checkpoints import portable
+from bert_tf.checkpoints import portable_restore
 from bert_tf.checkpoints import readable
 from bert_tf.utils import errors
 from bert_tf.utils import files
@@ -231,7 +232,7 @@ def restore_items(path: str, checkpoint_items: Mapping[str, object],
 def _restore_items(prefix: str, checkpoint_items: Mapping[str, object],
                    items: Sequence[str]) -> Dict[str, str]:
   if portable.is_portable(prefix):
-    restored = portable.restore_items(prefix, checkpoint_items, items)
+    restored = portable_restore.restore_items(prefix, checkpoint_items, items)
     for name in items:
       logging.info("Restored %s from %s", name, prefix)
     return restored

@@ -66,7 +66,9 @@ from typing import List, Optional, Sequence
 import keras
 import numpy as np
 
+from bert_tf.checkpoints import checksums
 from bert_tf.checkpoints import portable
+from bert_tf.checkpoints import portable_restore
 from bert_tf.checkpoints import readable
 from bert_tf.checkpoints import restore
 from bert_tf.training import engine as engine_lib
@@ -218,12 +220,15 @@ class CheckpointSaver:
           content = portable.read(checkpoint)
         except portable.DamagedCheckpointError as e:
           raise readable.UnreadableCheckpointError(str(e)) from None
-      portable.restore_items(content, model.trained_items, tuple(model.trained_items))
+      # The content is this restore's alone: the variables may take its arrays.
+      portable_restore.restore_items(content, model.trained_items, tuple(model.trained_items),
+                                     hand_over=True)
       if weights_only:
         step = content.step
       else:
-        step = portable.restore_trainer_state(content, self.engine.checkpoint_state(),
-                                              steps.seed_states(model))
+        step = portable_restore.restore_trainer_state(
+            content, self.engine.checkpoint_state(), steps.seed_states(model),
+            hand_over=True)
         position = content.position
     if self.input_source is not None:
       self.input_source.saved_position = position
@@ -402,7 +407,7 @@ class CheckpointSaver:
 def part_marker_lines(process: int) -> List[str]:
   """The lines of process `process`'s marker: its number and that line's CRC32C."""
   line = str(process)
-  return [line, f"crc32c {portable.crc32c(np.frombuffer(line.encode(), np.uint8)):08x}"]
+  return [line, f"crc32c {checksums.crc32c(np.frombuffer(line.encode(), np.uint8)):08x}"]
 
 
 def part_marker_verifies(marker: str, process: int) -> bool:

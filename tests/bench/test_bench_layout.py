@@ -56,7 +56,7 @@ def test_bench_modules_tests_import_define_no_flags_on_import():
   """A flag defined on import would collide with a tool's of the same name once a test
   worker loads both (absl keeps one registry per process)."""
   modules = sorted(_bench_modules_tests_import())
-  assert "remote_restore" in modules and "checkpoint_checksums" in modules
+  assert "checkpoint_io" in modules
   script = ("import sys, importlib\nfrom absl import app, flags, logging\n"
             "before = set(flags.FLAGS)\n"
             "for name in sys.argv[1:]:\n"

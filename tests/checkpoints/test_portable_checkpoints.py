@@ -11,6 +11,7 @@ import tensorflow as tf
 import harness
 from bert_tf import constants
 from bert_tf.checkpoints import portable
+from bert_tf.checkpoints import portable_restore
 from bert_tf.checkpoints import restore
 from bert_tf.models import BertPretrainer
 
@@ -95,11 +96,11 @@ def test_optimizer_state_round_trips_by_name_and_needs_the_same_names(tmp_path):
   restored = _slots(model)
   for variable in restored.values():
     variable.assign(np.zeros(variable.shape))
-  assert portable.restore_trainer_state(path, restored) == 7
+  assert portable_restore.restore_trainer_state(path, restored) == 7
   for name, variable in saved.items():
     np.testing.assert_array_equal(restored[name].numpy(), variable.numpy(), err_msg=name)
   with pytest.raises(portable.PortableCheckpointError, match="another optimizer"):
-    portable.restore_trainer_state(path, _slots(model, names=()))  # SGD: a count alone
+    portable_restore.restore_trainer_state(path, _slots(model, names=()))  # SGD: a count alone
   assert not os.path.exists(portable.input_prefix(path) + ".index")
 
 
@@ -121,7 +122,7 @@ def test_optimizer_state_of_a_version_1_file_of_keras_variables_restores(tmp_pat
   wanted = _slots(model)
   wanted[constants.LOSS_SCALE] = keras.Variable(1.0)
   wanted[constants.LOSS_SCALE_GOOD_STEPS] = keras.Variable(0, dtype="int64")
-  assert portable.restore_trainer_state(path, wanted) == 9
+  assert portable_restore.restore_trainer_state(path, wanted) == 9
   by_path = {v.path.split("/", 1)[1]: v.numpy() for v in optimizer.variables}
   assert int(wanted[constants.OPTIMIZER_COUNT].numpy()) == 9
   assert float(wanted[constants.LOSS_SCALE].numpy()) == by_path["dynamic_scale"]
@@ -159,3 +160,23 @@ def test_arrays_reads_every_array_by_its_name_in_the_file_bfloat16_as_bfloat16(t
     assert value.dtype == expected[name].dtype == "bfloat16", name
     np.testing.assert_array_equal(value, expected[name], err_msg=name)
   assert {f"items/{name}" for name in items} <= set(portable.arrays(path))
+
+
+def test_tensorflow_variables_take_a_handed_over_arrays_memory_and_copy_a_kept_one(tmp_path):
+  # 1 MiB: the size from which arrays are read aligned and may be shared.
+  saved = tf.Variable(np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32))
+  path = portable.write(str(tmp_path / "ckpt-1.h5"),
+                        portable.snapshot({}, {"m/x": saved}, step=1))
+  kept = portable.read(path)
+  array = kept.arrays["optimizer/m/x"]
+  assert array.nbytes >= portable.ALIGNED_BYTES and array.ctypes.data % 64 == 0
+  copied = tf.Variable(tf.zeros_like(saved))
+  portable_restore.restore_trainer_state(kept, {"m/x": copied})
+  copied.assign_add(tf.ones_like(copied))
+  np.testing.assert_array_equal(array, saved.numpy())  # the kept array is untouched
+  handed = portable.read(path)
+  taken = tf.Variable(tf.zeros_like(saved))
+  portable_restore.restore_trainer_state(handed, {"m/x": taken}, hand_over=True)
+  np.testing.assert_array_equal(taken.numpy(), saved.numpy())
+  handed.arrays["optimizer/m/x"][0, 0] = 7.0  # what the contract forbids: shows the sharing
+  assert taken.numpy()[0, 0] == 7.0

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import checkpoint_helpers
+from bert_tf.checkpoints import checksums
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import readable
 from bert_tf.checkpoints import restore
@@ -30,7 +31,7 @@ def test_a_flipped_bit_in_an_array_is_an_error_naming_the_checkpoint_and_the_arr
   path = _save(tmp_path, 3)
   name = "items/encoder/transformer_layer_0/attention/query/kernel"
   with h5py.File(path, "r") as f:
-    assert name in f and all(portable.CRC_ATTR in f[key].attrs
+    assert name in f and all(checksums.CRC_ATTR in f[key].attrs
                              for key in ("step", name))
   checkpoint_helpers.flip_bit(path, name, bit=5)
   with pytest.raises(portable.PortableCheckpointError,
@@ -97,7 +98,7 @@ def test_a_checkpoint_of_an_earlier_version_restores_with_one_unverified_line(
   checkpoint_helpers.rewrite_as_version_2(path)
   with h5py.File(path, "r") as f:  # both copies of the tied table, no checksums
     assert f[f"items/encoder/{WORD_EMBEDDINGS}"].id != f[f"items/masked_lm/{WORD_EMBEDDINGS}"].id
-    assert portable.CRC_ATTR not in f[f"items/encoder/{WORD_EMBEDDINGS}"].attrs
+    assert checksums.CRC_ATTR not in f[f"items/encoder/{WORD_EMBEDDINGS}"].attrs
   fresh = checkpoint_helpers.tiny_model(seed=1)
   with caplog.at_level(logging.WARNING):
     restore.restore_items(str(tmp_path), fresh.checkpoint_items,
@@ -131,3 +132,16 @@ def test_the_exporter_falls_back_past_a_damaged_newest_checkpoint_or_refuses_it_
   with pytest.raises(portable.DamagedCheckpointError,
                      match=f"Checkpoint {damaged} fails its checksum at {name} "):
     exporter.model_from_checkpoint(experiment, damaged)
+
+
+def test_background_crcs_equal_the_direct_ones_whether_their_batch_went_or_is_filling(
+    monkeypatch):
+  monkeypatch.setattr(checksums.Background, "BATCH_BYTES", 3 << 20)
+  rng = np.random.default_rng(0)
+  arrays = [rng.standard_normal(n).astype(np.float32) for n in (1 << 18, 1 << 19, 300, 1 << 18)]
+  with checksums.Background() as crcs:
+    # 1, 2 and 1 MiB (the first two fill a batch), and a small array checked at once.
+    started = [crcs.start(array) for array in arrays]
+    values = [get() for get in reversed(started)][::-1]
+  assert values == [checksums.crc32c(array) for array in arrays]
+  assert checksums.crc32c(np.frombuffer(b"123456789", np.uint8)) == 0xE3069283  # RFC 3720

@@ -25,7 +25,7 @@ import yaml
 
 import export_helpers
 import gcs_emulator
-from bench import remote_restore
+from bench import checkpoint_io
 import host_input_helpers as host_helpers
 import paths
 import process_helpers
@@ -86,7 +86,7 @@ def _start(config, model_dir, cwd, environment):
 
 @pytest.fixture(name="emulator_log")
 def _emulator_log(tmp_path_factory):
-  """The file the emulator logs its requests to (bench.remote_restore.logged_requests
+  """The file the emulator logs its requests to (bench.checkpoint_io.logged_requests
   reads it), outside tmp_path: tests check that a failed run left nothing there."""
   return str(tmp_path_factory.mktemp("emulator") / "emulator.log")
 
@@ -398,11 +398,11 @@ def test_a_checkpoint_in_the_bucket_is_read_in_one_ranged_request_per_8_mib(
   fs.put(local, path)
   import gcsfs  # pylint: disable=g-import-not-at-top
   gcsfs.GCSFileSystem.clear_instance_cache()  # the file layer's, made for this emulator
-  _, mark = remote_restore.logged_requests(emulator_log)
+  _, mark = checkpoint_io.logged_requests(emulator_log)
   assert restore.resolve_checkpoint(f"{bucket}/run") == path  # reads every array
   read = portable.arrays(path)
   range_reads.release_local_copy()
-  requests, _ = remote_restore.logged_requests(emulator_log, mark)
+  requests, _ = checkpoint_io.logged_requests(emulator_log, mark)
   ranges = -(-os.path.getsize(local) // (8 << 20))
   assert len([r for r in requests if r[1].startswith("/download/")]) == ranges, requests
   assert len(requests) <= ranges + 16, requests

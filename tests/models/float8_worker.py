@@ -28,7 +28,7 @@ from bert_tf import constants  # pylint: disable=g-import-not-at-top,wrong-impor
 from bert_tf import losses  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.models import BertEncoder, BertPretrainer  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.models import float8  # pylint: disable=g-import-not-at-top,wrong-import-position
-from bert_tf.training import trained_model
+from bert_tf.training import trained_model  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 SCALING = ("inputs_scale", "inputs_amax_history", "kernel_scale", "kernel_amax_history",
            "outputs_grad_scale", "outputs_grad_amax_history")
@@ -98,6 +98,7 @@ def convert(out_dir: str) -> dict:
 def checkpoints(out_dir: str) -> dict:
   """Trains 2 steps with and without float8; restores each checkpoint across."""
   from bert_tf.checkpoints import portable  # pylint: disable=g-import-not-at-top
+  from bert_tf.checkpoints import portable_restore  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import base as task_base  # pylint: disable=g-import-not-at-top
   from bert_tf.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
 
@@ -120,7 +121,7 @@ def checkpoints(out_dir: str) -> dict:
   # The float8 run's checkpoint into a plain model.
   keras.backend.clear_session()
   plain = trained_model.build(task_base.get_task(experiment(False)))
-  portable.restore_items(runs["float8"], plain.checkpoint_items, ("encoder",))
+  portable_restore.restore_items(runs["float8"], plain.checkpoint_items, ("encoder",))
   stored = _stored_encoder(runs["float8"])
   plain_arrays = encoder_arrays(plain)
   extra = sorted(path for path in stored if path not in plain_arrays)
