@@ -51,7 +51,7 @@ def glue_token_ids(experiment, glue_task: str, split: str = "dev", max_examples:
     {input_word_ids, input_mask, input_type_ids: int32 [N, T], labels: int32 [N]}.
   """
   from bert_tf.tasks import base  # pylint: disable=g-import-not-at-top
-  config = experiment.override({"eval_data": {
+  config = experiment.override({"task": {"glue_task": glue_task}, "eval_data": {
       "input_path": common.data_path(f"glue_{glue_task}", f"{split}.tsv"), "format": "tsv",
       "global_batch_size": batch_size, "is_training": False, "drop_remainder": False}})
   keys = ("input_word_ids", "input_mask", "input_type_ids", "label_ids")
@@ -152,7 +152,11 @@ def summary_table(summary: Dict[str, dict], sizes_mb: Dict[str, float], batch: i
                   if "max_log_prob_difference" in row else "-")
     if row.get("agrees") is False:
       difference += f" (over {FLOAT32_TOLERANCE:g})"
-    rows.append([name, PRECISIONS.get(name, "?"), f"{sizes_mb.get(name, float('nan')):.1f}",
+    precision = PRECISIONS.get(name, "?")
+    ran = row.get("info", {}).get("precision")  # OpenVINO's: f32 where the CPU lacks bf16
+    rows.append([name, f"{precision} (ran {ran})" if precision == "bf16" and ran not in
+                 (None, "bf16") else precision,
+                 f"{sizes_mb.get(name, float('nan')):.1f}",
                  difference, f"{row['dev_accuracy']:.2f}" if "dev_accuracy" in row else "-",
                  f"{row['batch1_ms']:.1f} ({row['batch1_p99_ms']:.1f})", ratios[0],
                  f"{row[f'batch{batch}_per_second']:.1f}", ratios[1]])

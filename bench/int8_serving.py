@@ -1,33 +1,23 @@
-r"""bert_tf's export kinds against float32 and against the CPU serving stacks (ONNX
-Runtime, OpenVINO) on the same weights: size, agreement, dev accuracy, batch-1 latency
-and batch-32 throughput, interleaved round by round.
+r"""bert_tf's export kinds against float32 and against ONNX Runtime and OpenVINO on the
+same weights: size, agreement, dev accuracy, batch-1 latency (p50, p99) and batch-32
+throughput, every system a worker process (bench/driver.py) of interleaved rounds.
 
-  # A BERT-base-shaped classifier with random weights, every export kind and peer:
   python -m bench.int8_serving --size=base --peers=onnxruntime,openvino --install_peers
-  # The same with a one-core competing job during each round's timed calls (loaded):
-  python -m bench.int8_serving --size=base --peers=onnxruntime,openvino --compete
-  # A fine-tuned run (e.g. all-MiniLM-L6-v2 fine-tuned on SST-2), dev accuracy of each:
+  python -m bench.int8_serving --size=base --peers=onnxruntime,openvino --compete  # loaded
   python -m bench.int8_serving --checkpoint=runs/minilm_sst2 --glue_task=sst2 \
       --seq_length=64 --peers=onnxruntime,openvino
-  # bf16 alone against float32:
-  python -m bench.int8_serving --size=base --modes=bfloat16
 
-The weights come from one classifier: --checkpoint (a fine-tuned run or a converted
-folder), or random weights of --size written as a Hugging Face
-BertForSequenceClassification and converted into bert_tf (bert_tf.checkpoints), as a
-user of a Hugging Face model does. bert_tf exports it in float32 and in each --modes
-quantize_mode (tools/export_saved_model.py --quantize=MODE); each --peers stack exports
-and quantizes the Hugging Face folder itself, in its own venv (bench/peers/cpu_serving.py:
-ONNX Runtime plain, transformer-optimized, quantize_dynamic and quantize_static;
-OpenVINO float32, bf16 hint and NNCF int8). Every system runs as a worker process
-(bench/driver.py), all fed the same token ids (bert_tf's serve_token_ids and the peers'
-input_ids, attention_mask, token_type_ids): first each returns its log-probabilities on
-padded rows (agreement with bert_tf's float32 export) and on the dev set (--glue_task),
-then the workers take turns, round after round, --iterations batch-1 calls each, then
-the same with --batch_iterations calls at --batch_size. The static quantizers calibrate
-on --calibration_rows rows (of train.tsv with --glue_task, else random ids).
-Each run replaces its entry (--size or the checkpoint's folder name, `_compete` when
-loaded) of bench/results/int8_serving.json (--nowrite_readme: the run's own folder).
+The weights: --checkpoint (a fine-tuned run or a converted folder, written as Hugging Face
+for the peers), or random ones of --size written as a Hugging Face
+BertForSequenceClassification and converted into bert_tf. bert_tf exports float32 and
+each --modes quantize mode, and times raw text in (`float32_text`); each --peers stack
+exports and quantizes the Hugging Face folder in its own venv (bench/peers/cpu_serving.py).
+All get the same token ids: each first returns its log-probabilities on padded rows
+(agreement with bert_tf's float32) and the dev set (--glue_task); then, round after
+round, --iterations batch-1 calls each, then --batch_iterations at --batch_size. The
+static quantizers calibrate on --calibration_rows rows (train.tsv, or random ids). Each
+run replaces its entry (--size or the checkpoint's folder, `_compete` when loaded) of
+bench/results/int8_serving.json (--nowrite_readme: the run's own folder).
 """
 
 import os
@@ -48,29 +38,26 @@ from bench.peers import protocol
 
 FLAGS = flags.FLAGS
 RESULTS = "int8_serving"
-
-
-def define_flags():
-  flags.DEFINE_string("checkpoint", None, "A fine-tuned classifier's model_dir or a "
-                      "converted folder (params.yaml beside its checkpoints); default: "
-                      "random weights of --size.")
-  common.define_shape_flags(batch_help="Batch size of the throughput measurement.")
-  flags.DEFINE_string("glue_task", None, "Score dev accuracy on <data_dir>/glue_<task>/dev.tsv.")
-  flags.DEFINE_integer("rounds", 5, "Interleaved rounds at each batch size.")
-  flags.DEFINE_integer("iterations", 20, "Timed batch-1 calls per system per round.")
-  flags.DEFINE_integer("batch_iterations", 2, "Timed --batch_size calls per system per round.")
-  flags.DEFINE_integer("max_dev_examples", 0, "Score at most this many dev examples (0: all).")
-  flags.DEFINE_integer("calibration_rows", 64, "Rows the static int8 quantizers calibrate on.")
-  flags.DEFINE_list("modes", ["int8", "int8_dynamic", "int8_onednn", "bfloat16"],
-                    "Quantize modes (exporter.QUANTIZE_MODES) compared with float32.")
-  flags.DEFINE_list("peers", [], f"Serving stacks beside bert_tf: {', '.join(cpu_serving.VARIANTS)}.")
-  flags.DEFINE_integer("threads", 0, "Threads of one call of every system (0: each one's default).")
-  flags.DEFINE_bool("install_peers", False, "Create the peers' virtual environments first.")
-  flags.DEFINE_string("venv_root", peer_envs.DEFAULT_VENV_ROOT, "Where the peers' venvs live.")
-  flags.DEFINE_bool("write_readme", True, "Record the run in bench/results/int8_serving.json "
-                    "(without it, the results go to the run's own folder).")
-  driver.define_protocol_flags()
-  common.define_data_dir_flag()
+flags.DEFINE_string("checkpoint", None, "A fine-tuned classifier's model_dir or a "
+                    "converted folder (params.yaml beside its checkpoints); default: "
+                    "random weights of --size.")
+common.define_shape_flags(batch_help="Batch size of the throughput measurement.")
+flags.DEFINE_string("glue_task", None, "Score dev accuracy on <data_dir>/glue_<task>/dev.tsv.")
+flags.DEFINE_integer("rounds", 5, "Interleaved rounds at each batch size.")
+flags.DEFINE_integer("iterations", 20, "Timed batch-1 calls per system per round.")
+flags.DEFINE_integer("batch_iterations", 2, "Timed --batch_size calls per system per round.")
+flags.DEFINE_integer("max_dev_examples", 0, "Score at most this many dev examples (0: all).")
+flags.DEFINE_integer("calibration_rows", 64, "Rows the static int8 quantizers calibrate on.")
+flags.DEFINE_list("modes", ["int8", "int8_dynamic", "int8_onednn", "bfloat16"],
+                  "Quantize modes (exporter.QUANTIZE_MODES) compared with float32.")
+flags.DEFINE_list("peers", [], f"Serving stacks beside bert_tf: {', '.join(cpu_serving.VARIANTS)}.")
+flags.DEFINE_integer("threads", 0, "Threads of one call of every system (0: each one's default).")
+flags.DEFINE_bool("install_peers", False, "Create the peers' virtual environments first.")
+flags.DEFINE_string("venv_root", peer_envs.DEFAULT_VENV_ROOT, "Where the peers' venvs live.")
+flags.DEFINE_bool("write_readme", True, "Record the run in bench/results/int8_serving.json "
+                  "(without it, the results go to the run's own folder).")
+driver.define_protocol_flags()
+common.define_data_dir_flag()
 
 
 def _random_run(tmp):
@@ -127,8 +114,9 @@ def serving_arrays(experiment, path):
     sets["calibration"] = random_rows(FLAGS.calibration_rows, False)
   arrays = {f"{name}_{key}": rows[key] for name, rows in sets.items()
             for key in protocol.TOKEN_ID_NAMES}
-  np.savez(path, **arrays, timing_text=np.array(texts), dev_labels=sets["dev"]["labels"] if FLAGS.glue_task else [])
-  return sets["dev"]["labels"] if FLAGS.glue_task else None
+  labels = sets["dev"]["labels"] if FLAGS.glue_task else None
+  np.savez(path, **arrays, timing_text=np.array(texts))
+  return labels
 
 
 def worker_specs(paths, peers, hf_dir, tmp, batch, scored):
@@ -227,5 +215,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  define_flags()
   app.run(main)

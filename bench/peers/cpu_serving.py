@@ -152,7 +152,7 @@ def openvino_predict(variant, hf_dir, work_dir, arrays, threads):
 
   size = os.path.getsize(path[:-len(".xml")] + ".bin") / 2 ** 20
   return predict, {"framework": f"openvino {openvino.__version__}", "model_mb": size,
-                   "precision": str(compiled.get_property("INFERENCE_PRECISION_HINT"))}
+                   "precision": compiled.get_property("INFERENCE_PRECISION_HINT").to_string()}
 
 
 def main():

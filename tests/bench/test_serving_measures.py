@@ -71,6 +71,17 @@ def test_dev_accuracy_counts_the_rows_whose_largest_log_probability_is_the_label
   assert summary["openvino_int8"]["dev_examples"] == 4
 
 
+def test_the_table_says_when_a_bf16_hint_ran_in_float32():
+  rounds = {name: {1: [[0.01]], 32: [[0.1]]}
+            for name in ("float32", "openvino_bf16", "openvino_int8")}
+  summary = export_measures.serving_summary(rounds, {name: _scores() for name in rounds})
+  summary["openvino_bf16"]["info"] = {"precision": "f32"}
+  summary["openvino_int8"]["info"] = {"precision": "f32"}
+  table = export_measures.summary_table(summary, {}, 32)
+  assert "| openvino_bf16 | bf16 (ran f32) |" in table
+  assert "| openvino_int8 | int8 |" in table
+
+
 def test_each_export_is_compared_with_the_fastest_peer_of_its_own_precision():
   ms = {"float32": 10.0, "int8_onednn": 4.0, "bfloat16": 6.0, "int8": 9.0,
         "onnxruntime_float32": 12.0, "openvino_float32": 8.0,
