@@ -185,7 +185,7 @@ def main(argv):
     loads[batch] = stats.load_summary(records)
     for worker in workers:
       rounds.setdefault(worker.name, {})[batch] = worker.rounds
-      infos[worker.name] = worker.info
+      infos[worker.name] = dict(worker.info, peak_rss_mb=worker.peak_rss_mb)
   scores = {name: dict(np.load(os.path.join(tmp, "scores", f"{name}.npz")))
             for name in rounds if name != "float32_text"}
   results = export_measures.serving_summary(rounds, scores, labels)
