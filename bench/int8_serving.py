@@ -1,124 +1,217 @@
-r"""int8 and bf16 against float32 exports of one classifier: dev accuracy, size, CPU
-latency.
+r"""bert_tf's export kinds against float32 and against ONNX Runtime and OpenVINO on the
+same weights: size, agreement, dev accuracy, batch-1 latency (p50, p99) and batch-32
+throughput, every system a worker process (bench/driver.py) of interleaved rounds.
 
-  # A fine-tuned run (e.g. the converted all-MiniLM-L6-v2 fine-tuned on SST-2, README
-  # *Released checkpoints*), scored on the GLUE dev set under --data_dir:
-  python3 -m bench.int8_serving --checkpoint=runs/minilm_sst2 --glue_task=sst2
-  # A BERT-base-shaped classifier with random weights (latency and size only):
-  python3 -m bench.int8_serving --size=base
-  # bf16 alone against float32:
-  python3 -m bench.int8_serving --size=base --modes=bfloat16
+  python -m bench.int8_serving --size=base --peers=onnxruntime,openvino --install_peers
+  python -m bench.int8_serving --size=base --peers=onnxruntime,openvino --compete  # loaded
+  python -m bench.int8_serving --checkpoint=runs/minilm_sst2 --glue_task=sst2 \
+      --seq_length=64 --peers=onnxruntime,openvino
 
-exports the classifier with bert_tf.export.exporter.export_from_checkpoint in float32
-and in each --modes quantize_mode (tools/export_saved_model.py --quantize=MODE: int8,
-int8_dynamic, int8_onednn, bfloat16), and
-reports each SavedModel's size on disk, dev accuracy through serve_token_ids (with
---glue_task) and the serve_token_ids latency at batch 1 (median over --iterations
-calls) and batch 32 (median over --batch_iterations calls), the exports interleaved
-call by call, with the load average before and after. Each run replaces its entry
-(--size, or the checkpoint's folder name) of bench/results/int8_serving.json.
+The weights: --checkpoint (a fine-tuned run or a converted folder, written as Hugging Face
+for the peers), or random ones of --size written as a Hugging Face
+BertForSequenceClassification and converted into bert_tf. bert_tf exports float32 and
+each --modes quantize mode, and times raw text in (`float32_text`); each --peers stack
+exports and quantizes the Hugging Face folder in its own venv (bench/peers/cpu_serving.py).
+All get the same token ids: each first returns its log-probabilities on padded rows
+(agreement with bert_tf's float32) and the dev set (--glue_task); then, round after
+round, --iterations batch-1 calls each, then --batch_iterations at --batch_size. The
+static quantizers calibrate on --calibration_rows rows (train.tsv, or random ids). Each
+run replaces its entry (--size or the checkpoint's folder, `_compete` when loaded) of
+bench/results/int8_serving.json (--nowrite_readme: the run's own folder).
 """
 
 import os
+import shutil
+import sys
 import tempfile
 
 from absl import app
 from absl import flags
 
 from bench import common
+from bench import driver
 from bench import export_measures
+from bench import peer_envs
+from bench import stats
+from bench.peers import cpu_serving
+from bench.peers import protocol
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("checkpoint", None, "A fine-tuned classifier's model_dir (params.yaml "
-                    "beside its checkpoints); default: random weights of --size.")
+RESULTS = "int8_serving"
+flags.DEFINE_string("checkpoint", None, "A fine-tuned classifier's model_dir or a "
+                    "converted folder (params.yaml beside its checkpoints); default: "
+                    "random weights of --size.")
 common.define_shape_flags(batch_help="Batch size of the throughput measurement.")
 flags.DEFINE_string("glue_task", None, "Score dev accuracy on <data_dir>/glue_<task>/dev.tsv.")
-flags.DEFINE_integer("iterations", 30, "Timed batch-1 calls per export.")
-flags.DEFINE_integer("batch_iterations", 5, "Timed batch-32 calls per export.")
+flags.DEFINE_integer("rounds", 5, "Interleaved rounds at each batch size.")
+flags.DEFINE_integer("iterations", 20, "Timed batch-1 calls per system per round.")
+flags.DEFINE_integer("batch_iterations", 2, "Timed --batch_size calls per system per round.")
 flags.DEFINE_integer("max_dev_examples", 0, "Score at most this many dev examples (0: all).")
+flags.DEFINE_integer("calibration_rows", 64, "Rows the static int8 quantizers calibrate on.")
 flags.DEFINE_list("modes", ["int8", "int8_dynamic", "int8_onednn", "bfloat16"],
                   "Quantize modes (exporter.QUANTIZE_MODES) compared with float32.")
+flags.DEFINE_list("peers", [], f"Serving stacks beside bert_tf: {', '.join(cpu_serving.VARIANTS)}.")
+flags.DEFINE_integer("threads", 0, "Threads of one call of every system (0: each one's default).")
+flags.DEFINE_bool("install_peers", False, "Create the peers' virtual environments first.")
+flags.DEFINE_string("venv_root", peer_envs.DEFAULT_VENV_ROOT, "Where the peers' venvs live.")
+flags.DEFINE_bool("write_readme", True, "Record the run in bench/results/int8_serving.json "
+                  "(without it, the results go to the run's own folder).")
+driver.define_protocol_flags()
 common.define_data_dir_flag()
 
 
 def _random_run(tmp):
-  """(checkpoint, experiment) of a --size classifier with random weights."""
+  """(bert_tf folder, Hugging Face folder) of a --size classifier with random weights:
+  written as Hugging Face, then converted into bert_tf as a user's model is."""
   import keras  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf import configs  # pylint: disable=g-import-not-at-top
+  from bert_tf.checkpoints import convert  # pylint: disable=g-import-not-at-top
+  from bert_tf.checkpoints import writing  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import base  # pylint: disable=g-import-not-at-top
   from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
   vocab = os.path.join(tmp, "vocab.txt")
+  encoder = configs.EncoderConfig.from_size(FLAGS.size)
   with open(vocab, "w", encoding="utf-8") as f:
     f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-                      + [f"w{i}" for i in range(30517)]) + "\n")
+                      + [f"w{i}" for i in range(encoder.vocab_size - 5)]) + "\n")
   data = {"seq_length": FLAGS.seq_length}
   experiment = experiments.experiment_from_dict({
       "task": {"name": "sentence_prediction", "num_classes": 2},
-      "model": {"encoder": configs.EncoderConfig.from_size(FLAGS.size).as_dict()},
+      "model": {"encoder": encoder.as_dict()},
       "tokenizer": {"vocab_file": vocab}, "train_data": data, "eval_data": data})
   keras.utils.set_random_seed(0)
   model = base.get_task(experiment).build_model()
-  prefix = tf.train.Checkpoint(**model.checkpoint_items).save(os.path.join(tmp, "ckpt"))
-  return prefix, experiment
+  hf_dir, bert_tf_dir = os.path.join(tmp, "huggingface"), os.path.join(tmp, "bert_tf")
+  writing.save_checkpoint(model, vocab, hf_dir, "huggingface")
+  convert.convert_checkpoint(hf_dir, bert_tf_dir)
+  return bert_tf_dir, hf_dir
+
+
+def serving_arrays(experiment, path):
+  """Writes the run's arrays (protocol.py) to `path`; returns the dev labels or None."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  length, vocab = FLAGS.seq_length, experiment.model.encoder.vocab_size
+
+  def random_rows(count, full):
+    lengths = np.full(count, length) if full else rng.integers(length // 4, length + 1, count)
+    positions = np.arange(length)[None, :]
+    mask = (positions < lengths[:, None]).astype(np.int32)
+    return {"input_word_ids": rng.integers(5, vocab, (count, length)).astype(np.int32) * mask,
+            "input_mask": mask,
+            "input_type_ids": ((positions >= lengths[:, None] // 2) * mask).astype(np.int32)}
+
+  sets = {"timing": random_rows(FLAGS.batch_size, True), "agreement": random_rows(16, False)}
+  with open(experiment.tokenizer.vocab_file, encoding="utf-8") as f:
+    words = [w for w in f.read().split() if w.isalnum()]  # no "##" pieces, no [CLS]
+  texts = [" ".join(rng.choice(words, length)) for _ in range(FLAGS.batch_size)]
+  if FLAGS.glue_task:
+    sets["calibration"] = export_measures.glue_token_ids(
+        experiment, FLAGS.glue_task, "train", FLAGS.calibration_rows)
+    sets["dev"] = export_measures.glue_token_ids(
+        experiment, FLAGS.glue_task, "dev", FLAGS.max_dev_examples)
+  else:
+    sets["calibration"] = random_rows(FLAGS.calibration_rows, False)
+  arrays = {f"{name}_{key}": rows[key] for name, rows in sets.items()
+            for key in protocol.TOKEN_ID_NAMES}
+  labels = sets["dev"]["labels"] if FLAGS.glue_task else None
+  np.savez(path, **arrays, timing_text=np.array(texts))
+  return labels
+
+
+def worker_specs(paths, peers, hf_dir, tmp, batch, scored):
+  """[(name, argv, env)] of every system at `batch`; with `scored`, each writes its
+  log-probabilities to <tmp>/scores/<name>.npz."""
+  shared = ["--inputs", os.path.join(tmp, "arrays.npz"), "--batch_size", str(batch),
+            "--threads", str(FLAGS.threads)]
+  outputs = lambda name: ["--outputs", os.path.join(tmp, "scores", f"{name}.npz")] if scored else []
+  specs = [(name, [sys.executable, "-m", "bench.ours_serving_worker", "--saved_model", path,
+                   *shared, *outputs(name)], {"CUDA_VISIBLE_DEVICES": ""})
+           for name, path in paths.items()]
+  specs.append(("float32_text", [sys.executable, "-m", "bench.ours_serving_worker", "--text",
+                                 "--saved_model", paths["float32"], *shared],
+                {"CUDA_VISIBLE_DEVICES": ""}))
+  for peer in peers:
+    for variant in cpu_serving.VARIANTS[peer]:
+      name = f"{peer}_{variant}"
+      specs.append((name, [peer_envs.peer_python(peer, FLAGS.venv_root), "-m",
+                           "bench.peers.cpu_serving", "--stack", peer, "--variant", variant,
+                           "--hf_dir", hf_dir, "--work_dir", tmp, *shared, *outputs(name)],
+                    {"CUDA_VISIBLE_DEVICES": ""}))
+  return specs
 
 
 def main(argv):
   del argv
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from bert_tf.checkpoints import convert  # pylint: disable=g-import-not-at-top
   from bert_tf.export import exporter  # pylint: disable=g-import-not-at-top
   from bert_tf.export import int8_onednn  # pylint: disable=g-import-not-at-top
   unknown = sorted(set(FLAGS.modes) - set(exporter.QUANTIZE_MODES))
   if unknown:
     raise app.UsageError(f"--modes: unknown {unknown}; the modes are "
                          f"{', '.join(exporter.QUANTIZE_MODES)}")
+  unknown = sorted(set(FLAGS.peers) - set(cpu_serving.VARIANTS))
+  if unknown:
+    raise app.UsageError(f"--peers: unknown {unknown}; the peers are "
+                         f"{', '.join(cpu_serving.VARIANTS)}")
+  driver.check_rounds_of_record(FLAGS.rounds, FLAGS.write_readme)
+  peers = peer_envs.ready_peers(FLAGS.peers, FLAGS.install_peers, FLAGS.venv_root)
   if exporter.INT8_ONEDNN in FLAGS.modes and not int8_onednn.available():
     print("int8_onednn left out: this TensorFlow cannot run oneDNN's int8 matmul",
           flush=True)
     FLAGS.modes = [mode for mode in FLAGS.modes if mode != exporter.INT8_ONEDNN]
-  tmp = tempfile.mkdtemp(prefix="int8_serving_")
+  tmp = tempfile.mkdtemp(prefix="int8_serving_", dir=common.run_dir())
+  os.makedirs(os.path.join(tmp, "scores"))
   if FLAGS.checkpoint:
-    checkpoint, experiment = FLAGS.checkpoint, exporter.load_experiment(
-        os.path.join(FLAGS.checkpoint, "params.yaml"))
+    checkpoint, hf_dir = FLAGS.checkpoint, os.path.join(tmp, "huggingface")
+    if peers:
+      convert.convert_checkpoint(checkpoint, hf_dir, output_format="huggingface")
   else:
-    checkpoint, experiment = _random_run(tmp)
-  experiment = experiment.override({"eval_data": {"seq_length": FLAGS.seq_length}})
-  load_before = os.getloadavg()
+    checkpoint, hf_dir = _random_run(tmp)
+  experiment = exporter.load_experiment(os.path.join(checkpoint, "params.yaml")).override(
+      {"eval_data": {"seq_length": FLAGS.seq_length}})
   paths = {mode or "float32": exporter.export_from_checkpoint(
       checkpoint, experiment, os.path.join(tmp, mode or "float32"), quantize_mode=mode)
            for mode in (None, *FLAGS.modes)}
-  signatures = {name: tf.saved_model.load(path).signatures["serve_token_ids"]
-                for name, path in paths.items()}
-  results = {name: {"saved_model_mb": export_measures.directory_bytes(path) / 2 ** 20}
-             for name, path in paths.items()}
-  if FLAGS.glue_task:
-    accuracy = export_measures.classifier_dev_accuracy(
-        signatures, experiment, FLAGS.glue_task, FLAGS.batch_size, FLAGS.max_dev_examples)
-    for name in signatures:
-      results[name].update(dev_accuracy=accuracy[name], dev_examples=accuracy["dev_examples"])
-  latency = export_measures.token_ids_latency_ms(
-      signatures, experiment.model.encoder.vocab_size, FLAGS.seq_length,
-      {1: FLAGS.iterations, FLAGS.batch_size: FLAGS.batch_iterations})
-  for name in signatures:
-    results[name]["batch1_ms"] = latency[name][1]
-    results[name][f"batch{FLAGS.batch_size}_ms"] = latency[name][FLAGS.batch_size]
-  load = " / ".join(f"{a:.1f}-{b:.1f}" for a, b in zip(load_before, os.getloadavg()))
+  labels = serving_arrays(experiment, os.path.join(tmp, "arrays.npz"))
+  rounds, infos, loads = {}, {}, {}
+  for batch, calls in ((1, FLAGS.iterations), (FLAGS.batch_size, FLAGS.batch_iterations)):
+    print(f"batch {batch}: {FLAGS.rounds} rounds x {calls} calls", flush=True)
+    workers = driver.start_sequential(
+        worker_specs(paths, peers, hf_dir, tmp, batch, scored=batch == 1))
+    records = driver.alternate(workers, FLAGS.rounds, calls, FLAGS.quiet_load,
+                               FLAGS.quiet_timeout, FLAGS.compete)
+    loads[batch] = stats.load_summary(records)
+    for worker in workers:
+      rounds.setdefault(worker.name, {})[batch] = worker.rounds
+      infos[worker.name] = dict(worker.info, peak_rss_mb=worker.peak_rss_mb)
+  scores = {name: dict(np.load(os.path.join(tmp, "scores", f"{name}.npz")))
+            for name in rounds if name != "float32_text"}
+  results = export_measures.serving_summary(rounds, scores, labels)
+  paths["float32_text"] = paths["float32"]
+  sizes = {name: (export_measures.directory_bytes(paths[name]) / 2 ** 20 if name in paths
+                  else infos[name]["model_mb"]) for name in results}
   for name, row in results.items():
-    print(name, {k: round(v, 2) for k, v in row.items()}, flush=True)
-  f32 = results["float32"]
-  batch_key = f"batch{FLAGS.batch_size}_ms"
-  for mode in FLAGS.modes:
-    row = results[mode]
-    print(f"{mode} / float32: size {row['saved_model_mb'] / f32['saved_model_mb']:.2f}x, "
-          f"batch-1 speed-up {f32['batch1_ms'] / row['batch1_ms']:.2f}x, "
-          f"batch-{FLAGS.batch_size} speed-up {f32[batch_key] / row[batch_key]:.2f}x")
-  print(f"load average (1/5/15 min, before-after): {load}")
+    row.update(model_mb=sizes[name], info=infos[name])
+  print(export_measures.summary_table(results, sizes, FLAGS.batch_size))
+  for batch in (1, FLAGS.batch_size):
+    for name, best in export_measures.best_peer_ratios(results, batch).items():
+      print(f"batch {batch}: {name} / fastest {export_measures.PRECISIONS[name]} peer "
+            f"({best['peer']}): {best['ratio']:.2f}x")
+  print(f"load: batch 1 {loads[1]}; batch {FLAGS.batch_size} {loads[FLAGS.batch_size]}")
   # The run's entry: the checkpoint's last two path parts (output_dir/task), or the size.
   name = ("/".join(os.path.normpath(FLAGS.checkpoint).split(os.sep)[-2:]) if FLAGS.checkpoint
-          else FLAGS.size)
-  common.merge_results("int8_serving", "runs", {name: {
+          else FLAGS.size) + ("_compete" if FLAGS.compete else "")
+  path = common.merge_results(RESULTS, "runs", {name: {
       "command": common.command_line(), "machine": common.machine_description(),
-      "load_average": load, "results": results}})
+      "load": loads, "rounds": FLAGS.rounds, "results": results}})
+  print(f"results: {path}")
+  shutil.rmtree(tmp, ignore_errors=True)
+  disagree = [n for n, row in results.items() if row.get("agrees") is False]
+  if disagree:
+    raise SystemExit(f"Not the same model: {', '.join(disagree)} differ from bert_tf's "
+                     f"float32 export by more than {export_measures.FLOAT32_TOLERANCE:g}")
 
 
 if __name__ == "__main__":

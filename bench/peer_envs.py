@@ -20,6 +20,10 @@ PEER_PACKAGES = {
     "model_garden": [["tf-models-official==2.20.0", "tf_keras"]],
     "keras_hub": [["keras-hub", "tensorflow==2.21.0"]],
     "hf": [["torch==2.13.0"], ["transformers"]],
+    # The CPU serving stacks: each exports the Hugging Face model itself (torch.onnx, or
+    # OpenVINO's converter of the torch model), as their users do.
+    "onnxruntime": [["torch==2.13.0"], ["transformers", "onnx", "onnxscript", "onnxruntime"]],
+    "openvino": [["torch==2.13.0"], ["transformers", "openvino", "nncf"]],
 }
 PEER_LABELS = {
     "ours": "bert_tf",
@@ -27,6 +31,8 @@ PEER_LABELS = {
     "model_garden": "Model Garden",
     "keras_hub": "KerasHub",
     "hf": "HF transformers",
+    "onnxruntime": "ONNX Runtime",
+    "openvino": "OpenVINO",
 }
 
 

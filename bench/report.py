@@ -25,10 +25,10 @@ OUTPUT = os.path.join(REPO_ROOT, "docs", "benchmark-tables.md")
 # of benchmarks retired once their question was answered (their figures name the
 # commit whose bench/ ran them).
 SECTIONS = ("matmul_peak", "pretraining_step", "gpu_pretraining", "gpu_trainer",
-            "inference", "serving_latency", "exports",
+            "inference", "exports",
             "accuracy", "finetune_throughput", "create_pretraining_data", "input_pipeline",
             "beam_pretraining", "tokenizer_agreement", "lora_finetune", "distillation",
-            "checkpoint_stall", "resume_time", "serving_squad_agreement")
+            "checkpoint_stall", "resume_time", "serving_latency", "serving_squad_agreement")
 
 _HEADER = """# Benchmark results
 

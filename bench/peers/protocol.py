@@ -161,6 +161,67 @@ def serve_tf_training(tf, loss_fn, variables, optimizer, info):
         info={**info, "params": sum(int(tf.size(v)) for v in variables)})
 
 
+# The arrays of a serving run (bench/int8_serving.py writes them, every worker reads
+# them): token ids [N, T] under "<set>_input_word_ids", "<set>_input_mask" and
+# "<set>_input_type_ids" for each set: "timing" (the timed batches' rows), "agreement"
+# (rows with padding whose log-probabilities every system returns), "calibration" (the
+# static quantizers' rows) and, with a GLUE task, "dev" (with "dev_labels").
+TOKEN_ID_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+SCORED_SETS = ("agreement", "dev")
+
+
+def token_ids(arrays, name, rows=None):
+  """(input_word_ids, input_mask, input_type_ids) int32 [rows, T] of set `name`."""
+  return tuple(arrays[f"{name}_{key}"][:rows] for key in TOKEN_ID_NAMES)
+
+
+def log_softmax(logits):
+  """float32 [B, C] log-probabilities of logits [B, C] (numpy)."""
+  logits = np.asarray(logits, np.float64)
+  shifted = logits - logits.max(axis=-1, keepdims=True)
+  return (shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))).astype(np.float32)
+
+
+def serve_classifier(predict, args, info):
+  """Serves (see serve) a classifier on the arrays of --inputs: first writes the
+  log-probabilities of each SCORED_SETS set present to --outputs (when given, as
+  "<set>_log_probs" float32 [N, C], in batches of 32), then times one call of `predict`
+  on the first --batch_size rows of the "timing" set per step.
+
+  Args:
+    predict: callable(input_word_ids, input_mask, input_type_ids), int32 numpy [B, T]
+      each, returning logits or log-probabilities float [B, C] as numpy.
+    args: the worker's parsed serving_argument_parser flags.
+    info: READY entries (the system, its versions and model size).
+  """
+  arrays = dict(np.load(args.inputs))
+  if args.outputs:
+    scores = {}
+    for name in SCORED_SETS:
+      if f"{name}_input_word_ids" not in arrays:
+        continue
+      ids = token_ids(arrays, name)
+      scores[f"{name}_log_probs"] = np.concatenate([
+          log_softmax(predict(*(a[i:i + 32] for a in ids)))
+          for i in range(0, len(ids[0]), 32)])
+    partial = args.outputs + ".partial.npz"
+    np.savez(partial, **scores)
+    os.replace(partial, args.outputs)
+  batch = token_ids(arrays, "timing", args.batch_size)
+  serve(lambda: predict(*batch), warmup_steps=2, info=info)
+
+
+def serving_argument_parser(description):
+  """The command line of a serving worker (serve_classifier)."""
+  parser = argparse.ArgumentParser(description=description)
+  parser.add_argument("--inputs", required=True, help="The run's arrays (.npz).")
+  parser.add_argument("--outputs", default="", help="Where to write the log-probabilities.")
+  parser.add_argument("--batch_size", type=int, default=1, help="Rows per timed call.")
+  parser.add_argument("--threads", type=int, default=0,
+                      help="Threads of one call (0: the framework's default).")
+  return parser
+
+
 def peak_rss_mb():
   """This process's peak resident memory in MiB (ru_maxrss is KiB on Linux)."""
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
