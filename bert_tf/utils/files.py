@@ -172,9 +172,9 @@ def read_bytes(path: str) -> bytes:
   try:
     with storage.GFile(path, "rb") as f:
       return f.read()
+  except FileNotFoundError:
+    raise
   except storage.missing as e:
-    if isinstance(e, FileNotFoundError):
-      raise
     raise FileNotFoundError(f"{path}: no such file") from e
 
 
