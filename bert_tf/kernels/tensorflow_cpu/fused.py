@@ -116,50 +116,58 @@ def bias_gelu(x, bias):
 
 
 def dropped(x, bits, threshold, scale):
-  return tf.where(bits >= threshold, x * scale, tf.zeros([], x.dtype))
+  """x with the elements whose bits are below threshold zeroed, the others times
+  scale (a float32 scalar, taken in x's dtype)."""
+  return tf.where(bits >= threshold, x * tf.cast(scale, x.dtype), tf.zeros([], x.dtype))
 
 
 def _residual_sum(x, bias, residual, bits, threshold, scale):
-  summand = x + bias
+  """residual + dropout(x + bias) in float32, whatever the dtype of x and residual."""
+  summand = tf.cast(x, tf.float32) + bias
   if bits is not None:
     summand = dropped(summand, bits, threshold, scale)
-  return residual + summand
+  return tf.cast(residual, tf.float32) + summand
 
 
 @tf.function(jit_compile=True)
 def _residual_layer_norm_forward(x, bias, residual, bits, threshold, scale, gamma, beta,
                                  epsilon):
-  return _layer_norm_formula(_residual_sum(x, bias, residual, bits, threshold, scale),
-                             gamma, beta, epsilon)
+  total = _residual_sum(x, bias, residual, bits, threshold, scale)
+  return tf.cast(_layer_norm_formula(total, gamma, beta, epsilon), residual.dtype)
 
 
 @tf.function(jit_compile=True)
 def _residual_layer_norm_backward(dy, x, bias, residual, bits, threshold, scale, gamma,
                                   epsilon):
-  """All of [N, H] but bias, gamma [H]."""
+  """All of [N, H] but bias, gamma [H]; computed in float32, the gradients of x and
+  residual returned in their dtypes."""
   total = _residual_sum(x, bias, residual, bits, threshold, scale)
-  d_total, d_gamma, d_beta = _layer_norm_backward_body(dy, total, gamma, epsilon)
+  d_total, d_gamma, d_beta = _layer_norm_backward_body(tf.cast(dy, tf.float32), total,
+                                                       gamma, epsilon)
   d_x = d_total if bits is None else dropped(d_total, bits, threshold, scale)
-  return d_x, tf.reduce_sum(d_x, axis=0), d_total, d_gamma, d_beta
+  return (tf.cast(d_x, x.dtype), tf.reduce_sum(d_x, axis=0),
+          tf.cast(d_total, residual.dtype), d_gamma, d_beta)
 
 
 def residual_layer_norm(x, bias, residual, gamma, beta, epsilon: float, dropout=None):
   """LayerNorm(residual + Dropout(x + bias)), the end of each half of a Transformer
-  block, as one XLA function forward and one backward.
+  block, as one XLA function forward and one backward, computed in float32 (a bf16
+  block's sum and LayerNorm too, as Keras's mixed precision computes its LayerNorm).
 
   Args:
-    x: float32 [..., H], a projection's output before its bias; bias: float32 [H].
-    residual: float32 [..., H], the block's input to this half.
+    x: float32 or bfloat16 [..., H], a projection's output before its bias;
+      bias: float32 [H].
+    residual: float32 or bfloat16 [..., H], the block's input to this half.
     gamma, beta: float32 [H], the LayerNorm's scale and offset.
     epsilon: the LayerNorm's epsilon.
     dropout: None (no dropout) or (bits, threshold, scale) from `keep_bits`, bits
       uint16 [..., H].
 
   Returns:
-    float32 [..., H].
+    [..., H] in residual's dtype.
   """
   shape = tf.shape(x)
-  epsilon = tf.constant(epsilon, x.dtype)
+  epsilon = tf.constant(epsilon, tf.float32)
   bits, threshold, scale = (None, None, None) if dropout is None else dropout
   bits = None if bits is None else _rows(bits)
 
@@ -202,7 +210,7 @@ def keep_bits(dropout, inputs, training):
   Returns:
     None where the layer would return its inputs unchanged (not training, rate 0);
     otherwise (bits, threshold, scale): uint16 bits shaped like inputs, the uint16
-    scalar at or above which an element is kept, and the float scale of kept ones.
+    scalar at or above which an element is kept, and the float32 scale of kept ones.
   """
   if dropout.noise_shape is not None:
     raise ValueError(f"{dropout.name}: keep_bits draws one bit per element; this layer "
@@ -223,4 +231,4 @@ def keep_bits(dropout, inputs, training):
   if inputs.shape.num_elements() is None or inputs.shape.num_elements() % 2:
     bits = bits[:size]
   return (tf.reshape(bits, shape), tf.constant(threshold, tf.uint16),
-          tf.constant(_LEVELS / (_LEVELS - threshold), inputs.dtype))
+          tf.constant(_LEVELS / (_LEVELS - threshold), tf.float32))

@@ -74,18 +74,20 @@ def dense(layer, inputs):
 def project_residual_layer_norm(dense_layer, x, residual, dropout_layer, layer_norm_layer,
                                 training):
   """layer_norm(residual + dropout(dense(x))) as `fused.residual_layer_norm` computes it:
-  float32 x [B, Q, I], residual [B, Q, H] -> float32 [B, Q, H].
+  x [B, Q, I], residual [B, Q, H], both float32 or both bfloat16 -> [B, Q, H] in
+  their dtype (the projection in that dtype, the rest in float32).
 
   A quantized or LoRA `dense_layer` computes its output, bias included, through its own
   call; the fused function then adds a zero bias."""
   if protocol.dense_computes_itself(dense_layer):
     projected = dense_layer(x)
-    bias = tf.zeros([dense_layer.units], projected.dtype)
+    bias = tf.zeros([dense_layer.units], tf.float32)
   else:
     projected = tf.reshape(
-        tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), dense_layer.kernel),
+        tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), tf.cast(dense_layer.kernel, x.dtype)),
         tf.concat([tf.shape(x)[:-1], [dense_layer.units]], axis=0))
-    bias = tf.convert_to_tensor(dense_layer.bias)
+    # A mixed-precision layer reads its bias in the compute dtype, as Keras's Dense adds it.
+    bias = tf.cast(dense_layer.bias, tf.float32)
   return fused.residual_layer_norm(
       projected, bias, residual,
       tf.convert_to_tensor(layer_norm_layer.gamma),
@@ -116,10 +118,10 @@ class TensorFlowCpuKernels(protocol.Kernels):
     return dense(layer, x)
 
   def residual_layer_norm(self, dense, x, residual, dropout, layer_norm, training):  # pylint: disable=redefined-outer-name
-    """In float32 with static shapes, the output bias, dropout, residual add and
-    LayerNorm are one XLA function forward and one backward
+    """In float32 or bfloat16 with static shapes, the output bias, dropout, residual add
+    and LayerNorm are one XLA function forward and one backward, in float32
     (`fused.residual_layer_norm`), with the same dropout masks as the unfused form."""
-    if (x.dtype == tf.float32 and residual.dtype == tf.float32
+    if (x.dtype == residual.dtype and x.dtype in (tf.float32, tf.bfloat16)
         and fused.applies(x, residual)):
       return project_residual_layer_norm(dense, x, residual, dropout, layer_norm, training)
     return super().residual_layer_norm(dense, x, residual, dropout, layer_norm, training)

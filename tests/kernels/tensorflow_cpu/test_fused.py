@@ -81,3 +81,32 @@ def test_residual_layer_norm_equals_bias_dropout_residual_then_layer_norm(with_d
     dropped = (dropout[0] < dropout[1]).numpy()
     assert dropped.any()
     np.testing.assert_array_equal(compiled[1][dropped], 0.0)
+
+
+def test_bfloat16_residual_layer_norm_computes_in_float32_and_returns_bfloat16():
+  """A bf16 block's end: x and residual bf16, the bias, LayerNorm and their gradients
+  float32; the sum and LayerNorm computed in float32 on the bf16 values, only the
+  output and the gradients of x and residual rounded to bf16."""
+  tf.random.set_seed(3)
+  x, residual, dy = (tf.cast(tf.random.normal([2, 6, 16]), tf.bfloat16) for _ in range(3))
+  bias, gamma, beta = (tf.random.normal([16]) for _ in range(3))
+  bits = tf.cast(tf.random.uniform([2, 6, 16], 0, 1 << 16, tf.int32), tf.uint16)
+  dropout = (bits, tf.constant(6554, tf.uint16), tf.constant(65536 / (65536 - 6554)))
+
+  def in_float32(x, bias, residual, gamma, beta):
+    summand = tf.where(bits >= dropout[1], (x + bias) * dropout[2], 0.0)
+    return _plain_layer_norm(residual + summand, gamma, beta)
+
+  compiled = _value_and_grads(
+      lambda *a: fused.residual_layer_norm(*a, 1e-12, dropout=dropout),
+      (x, bias, residual, gamma, beta), dy)
+  as_float32 = [tf.cast(t, tf.float32) for t in (x, bias, residual, gamma, beta)]
+  expected = _value_and_grads(in_float32, as_float32, tf.cast(dy, tf.float32))
+  dtypes = [a.dtype for a in compiled]
+  assert dtypes == [tf.bfloat16.as_numpy_dtype, tf.bfloat16.as_numpy_dtype, np.float32,
+                    tf.bfloat16.as_numpy_dtype, np.float32, np.float32], dtypes
+  for actual, reference, dtype in zip(compiled, expected, dtypes):
+    # bf16 keeps 8 significant bits; the float32 gradients are the same sums.
+    tolerance = 2 ** -7 if dtype != np.float32 else 1e-5
+    np.testing.assert_allclose(actual.astype(np.float32), reference, rtol=tolerance,
+                               atol=tolerance)

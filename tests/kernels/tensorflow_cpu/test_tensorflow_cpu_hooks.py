@@ -171,6 +171,30 @@ def test_transformer_block_is_the_same_with_fused_kernels_on_and_off(
     assert not np.allclose(on[0], call(build(None), x).numpy(), atol=1e-3)
 
 
+def test_bfloat16_transformer_block_is_the_same_with_fused_kernels_on_and_off(monkeypatch):
+  """Under mixed_bfloat16 the block's ends run fused too (in float32, as the reference's
+  sum and LayerNorm): outputs and gradients agree to bf16's rounding, 2^-6 of each
+  array's largest magnitude (the reference adds the bias and drops in bf16), or of
+  1e-3 for the key bias, whose gradient is zero but for rounding."""
+  keras.utils.set_random_seed(6)
+
+  def build(kernels):
+    return layers.TransformerBlock(hidden_size=16, num_heads=2, intermediate_size=32,
+                                   dropout_rate=0.3, attention_dropout_rate=0.3,
+                                   kernels=kernels, dtype="mixed_bfloat16")
+  bias = layers.attention_mask_bias(tf.constant([[1] * 6, [1] * 4 + [0] * 2]))
+
+  def call(block, x, training=False):
+    return block(x, bias, training=training)
+
+  x = tf.cast(tf.random.normal([2, 6, 16]), tf.bfloat16)
+  on, off, _ = _run_both_ways(build, call, x, monkeypatch, dropout=True)
+  assert on[0].dtype == off[0].dtype == tf.bfloat16.as_numpy_dtype
+  for a, b in zip(on, off):
+    a, b = a.astype(np.float32), b.astype(np.float32)
+    np.testing.assert_allclose(a, b, atol=2 ** -6 * max(np.abs(b).max(), 1e-3))
+
+
 @pytest.mark.parametrize("dropout", [False, True])
 def test_encoder_is_the_same_with_fused_kernels_on_and_off(monkeypatch, dropout):
   keras.utils.set_random_seed(4)
