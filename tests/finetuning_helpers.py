@@ -10,6 +10,7 @@ import numpy as np
 
 from bert_tf import configs
 from bert_tf import constants
+from bert_tf.training import evaluation
 from bert_tf.training import experiments
 from bert_tf.training.trainer import Trainer
 
@@ -93,7 +94,7 @@ def learn_synthetic_task(tmp_path, task: dict, data_format: str,
   trainer = Trainer(experiment, str(tmp_path / "model"))
   trainer.train()
   metrics = trainer.evaluate()
-  with open(os.path.join(trainer.predictions_dir(steps), predictions_file),
+  with open(os.path.join(evaluation.predictions_dir(trainer.model_dir, steps), predictions_file),
             encoding="utf-8") as f:
     return metrics, f.read()
 

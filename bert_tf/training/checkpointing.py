@@ -38,14 +38,11 @@ model_dir may be remote (bert_tf.utils.files): the .h5 is uploaded under a tempo
 name and renamed there (an input position of an earlier version, beside it, is
 downloaded for a resume).
 
-Orbax (orbax-checkpoint, and Keras 3.14's keras.callbacks.OrbaxCheckpoint on it) is not
-used: it requires JAX (and TensorStore) even where only TensorFlow trains, so the
-TensorFlow route would install JAX; it writes a directory of TensorStore arrays, a
-second format beside the `ckpt-N.h5` files that runs, the exporter and
---init_checkpoint read (every existing checkpoint would need the old reader as well);
-Keras's callback serves `Model.fit`, which this trainer does not use, and coordinates
-several hosts only on JAX. What it would bring (background writes, a commit by rename,
-several hosts) is done here in the one format both engines read.
+Orbax (orbax-checkpoint; Keras 3.14's OrbaxCheckpoint callback) is not used: it requires
+JAX and TensorStore even where only TensorFlow trains; its directory of TensorStore
+arrays would be a second format beside the `ckpt-N.h5` that runs, the exporter and
+--init_checkpoint read; Keras's callback serves `Model.fit`, which this trainer does not
+use. What it brings (background writes, a commit by rename, several hosts) is done here.
 
 Model directories of older versions hold TensorFlow checkpoints (`ckpt-N.index`); the
 TensorFlow engine resumes from them (its reader, Engine.legacy_checkpoints:
@@ -100,6 +97,13 @@ def _disk_full(error: BaseException) -> bool:
       return True
     error = error.__cause__ or error.__context__
   return False
+
+
+def _storage_failure(error: BaseException) -> bool:
+  """Whether `error` is storage failing a write (a CheckpointWriteError then), not a
+  bug: an OSError, a user error, or a full disk however reported (h5py reports one met
+  while closing the file as a RuntimeError)."""
+  return isinstance(error, (OSError, errors.UserError)) or _disk_full(error)
 
 
 def _megabytes(size: int) -> str:
@@ -265,9 +269,9 @@ class CheckpointSaver:
         if content is not None:
           # Room first (at most max_to_keep checkpoints, this one included): a rerun in
           # a full folder would otherwise fail at the same save.
-          self._delete_old(keep=max(self.max_to_keep - 1, 1))
+          self.make_room()
     except Exception as e:  # pylint: disable=broad-except
-      if not (isinstance(e, (OSError, errors.UserError)) or _disk_full(e)):
+      if not _storage_failure(e):
         raise
       raise CheckpointWriteError(self._failure(path, content, e)) from e
     marker = self._part_marker(path)
@@ -281,6 +285,13 @@ class CheckpointSaver:
       job()
       engine.barrier(f"checkpoint of step {step} written")
     return path
+
+  def make_room(self) -> None:
+    """Deletes what a save deletes before it writes (the checkpoints beyond the newest
+    max_to_keep - 1, never the newest committed one), now: a training run does it
+    before it writes anything, so that a rerun on a full disk has room for its lock,
+    params.yaml and summaries too."""
+    self._delete_old(keep=max(self.max_to_keep - 1, 1))
 
   def committed(self) -> List[str]:
     """The checkpoints whose write has been committed since the last call, oldest
@@ -320,14 +331,22 @@ class CheckpointSaver:
         with file_systems.answer_within(file_systems.WRITE_BOUND_S
                                          + size / MIN_UPLOAD_RATE):
           portable.write(path, content)
-          self.newest_committed = path
+          self._commit(path)
           self._delete_old()
-      self.newest_committed = path
-      self._committed.put(path)
+      else:
+        self._commit(path)
     except CheckpointWriteError:
       raise
-    except (OSError, errors.UserError) as e:
+    except Exception as e:  # pylint: disable=broad-except
+      if not _storage_failure(e):
+        raise
       raise CheckpointWriteError(self._failure(path, content, e)) from e
+
+  def _commit(self, path: str) -> None:
+    """Records `path` as committed (reported by `committed`), before anything after
+    the write (deleting old checkpoints) can fail."""
+    self.newest_committed = path
+    self._committed.put(path)
 
   def _failure(self, path: str, content: Optional[portable.Snapshot],
                error: BaseException) -> str:
@@ -402,6 +421,15 @@ class CheckpointSaver:
     for name in names:
       if _UNFINISHED.match(name):
         files.remove(os.path.join(self.model_dir, name))
+
+
+def lost_process_error(model_dir: str, lost: str, reason: str) -> errors.UserError:
+  """The one-line report of a run whose process `lost` stopped answering: which, why
+  (`reason`), and the checkpoint every process's rerun resumes from."""
+  found = portable.checkpoints_in(model_dir)
+  resume = (f"rerun every process with the same command to resume from {found[0]}"
+            if found else "no checkpoint was committed: a rerun starts over")
+  return errors.UserError(f"{lost} stopped answering ({reason}); this run stops: {resume}")
 
 
 def part_marker_lines(process: int) -> List[str]:

@@ -1,7 +1,7 @@
 """Host-side sums of a training loop's step outputs, and the report made from them
 (console line, TensorBoard scalars), shared by the trainers of every backend."""
 
-from typing import Dict, Optional
+from typing import Dict, Optional, Sequence
 
 from bert_tf.training.steps import COUNTS
 
@@ -40,3 +40,47 @@ def report(window: Window, global_batch: int) -> Dict[str, float]:
   if window.seconds > 0:
     out["sequences_per_second"] = window.timed_steps * global_batch / window.seconds
   return out
+
+
+class LoopReports:
+  """What a training run reports of its loops' summed outputs: each summary window's
+  report as TensorBoard scalars (`writer`, a SummaryWriter) every
+  trainer.summary_interval steps, and each log window's `shown` metrics with its rate
+  as a progress line (`progress`, a StepLogger) every trainer.log_interval steps; both
+  at the run's last step `total` too.
+
+  Attributes:
+    last: the report of the last summary window written ({} before the first).
+  """
+
+  def __init__(self, trainer_config, total: int, global_batch: int, writer, progress,
+               shown: Sequence[str]):
+    self._summary_interval = trainer_config.summary_interval
+    self._log_interval = trainer_config.log_interval
+    self._total, self._global_batch = total, global_batch
+    self._writer, self._progress, self._shown = writer, progress, tuple(shown)
+    self._summary_window, self._log_window = Window(), Window()
+    self.last: Dict[str, float] = {}
+
+  def add(self, step: int, totals: Dict[str, float], steps: int,
+          seconds: Optional[float]) -> None:
+    """Adds a loop of `steps` steps ending at `step` (`seconds`: its time, None to leave
+    it out of the rates), then writes the reports due at `step`."""
+    self._summary_window.add(totals, steps, seconds)
+    self._log_window.add(totals, steps, seconds)
+    if step % self._summary_interval == 0 or step == self._total:
+      self.last = report(self._summary_window, self._global_batch)
+      self._writer.write(self.last, step)
+      self._summary_window = Window()
+    if step % self._log_interval == 0 or step == self._total:
+      window = self._log_window
+      logged = report(window, self._global_batch)
+      rate = window.timed_steps / window.seconds if window.seconds else None
+      self._progress.log(step, {k: logged[k] for k in self._shown if k in logged},
+                         steps_per_second=rate)
+      self._log_window = Window()
+
+  def latest(self) -> Dict[str, float]:
+    """The last summary window's report, or that of the window being summed before the
+    first was written (a run stopped early)."""
+    return self.last or report(self._summary_window, self._global_batch)

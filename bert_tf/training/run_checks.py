@@ -139,6 +139,17 @@ def resumed_schedule_warning(recorded: Optional[configs.ExperimentConfig],
           f"with its values.")
 
 
+def run_warnings(experiment: configs.ExperimentConfig,
+                 recorded: Optional[configs.ExperimentConfig], resumed_step: Optional[int],
+                 params_path: str) -> List[str]:
+  """The warning lines of a training run: schedule_warnings, and for a run resumed at
+  `resumed_step` (None: not resumed) the resumed_schedule_warning against `recorded`."""
+  lines = schedule_warnings(experiment)
+  if resumed_step is not None:
+    lines.append(resumed_schedule_warning(recorded, experiment, resumed_step, params_path))
+  return [line for line in lines if line]
+
+
 def check_input(task, data_config: configs.DataConfig, section: str,
                 log_fn: Callable[[str], None]) -> None:
   """Checks the input of `section` (train_data or eval_data) before a run writes

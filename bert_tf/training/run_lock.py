@@ -195,28 +195,46 @@ class RunLock:
     self.release()
 
 
-@contextlib.contextmanager
-def held_by_run(model_dir: str, is_chief: bool, any_process: Callable[[bool], bool],
-                log_fn: Callable[[str], None]) -> Iterator[Optional[RunLock]]:
-  """Holds model_dir's lock for the block, for all of a run's processes: the chief
-  takes it, every process learns through `any_process` (True where any process passes
-  True) whether it was refused, and each raises ModelDirInUseError naming the holder
-  then. Yields the chief's RunLock (None on the other processes)."""
-  refusal, lock = None, None
-  if is_chief:
+class RunHold:
+  """model_dir's lock held for all of a run's processes, re-entrantly: the chief takes
+  it, every process learns through `any_process` (True where any process passes True)
+  whether it was refused, and each raises ModelDirInUseError naming the holder then.
+  `lock`: the chief's RunLock while held (None on the other processes and when not)."""
+
+  def __init__(self, model_dir: str, is_chief: bool, any_process: Callable[[bool], bool],
+               log_fn: Callable[[str], None]):
+    self._model_dir, self._is_chief = model_dir, is_chief
+    self._any_process, self._log = any_process, log_fn
+    self._held, self.lock = False, None
+
+  @contextlib.contextmanager
+  def held(self) -> Iterator[None]:
+    """Holds the lock for the block, unless it is held already (an outer block)."""
+    if self._held:
+      yield
+      return
+    refusal = None
+    if self._is_chief:
+      try:
+        self.lock = RunLock(self._model_dir, self._log).acquire()
+      except ModelDirInUseError as e:
+        refusal = e
     try:
-      lock = RunLock(model_dir, log_fn).acquire()
-    except ModelDirInUseError as e:
-      refusal = e
-  if any_process(refusal is not None):
-    if lock is not None:
-      lock.release()
-    raise refusal or ModelDirInUseError(in_use_message(model_dir, holder_of(model_dir)))
-  try:
-    yield lock
-  finally:
-    if lock is not None:
-      lock.release()
+      if self._any_process(refusal is not None):
+        raise refusal or ModelDirInUseError(
+            in_use_message(self._model_dir, holder_of(self._model_dir)))
+      self._held = True
+      yield
+    finally:
+      self._held = False
+      if self.lock is not None:
+        self.lock.release()
+        self.lock = None
+
+  def check(self) -> None:
+    """RunLock.check of the chief's lock (nothing elsewhere)."""
+    if self.lock is not None:
+      self.lock.check()
 
 
 def holder_of(model_dir: str) -> Optional[dict]:
@@ -267,8 +285,14 @@ class _LocalLock:
     with os.fdopen(os.dup(fd), "rb") as f:
       previous = _parse(f.read())
     os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps(record).encode("utf-8"), 0)
-    os.fsync(fd)
+    try:
+      os.pwrite(fd, json.dumps(record).encode("utf-8"), 0)
+      os.fsync(fd)
+    except OSError as e:
+      if e.errno != errno.ENOSPC:
+        raise
+      # A full disk: the flock holds all the same, without the holder's name (the
+      # trainer makes room before its first write).
     self._fd = fd
     return previous
 

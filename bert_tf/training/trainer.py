@@ -18,20 +18,17 @@
     under a dynamic float16 loss scale they only lower the scale);
   - a corrupt input record: one line naming the file and offset, after a checkpoint at
     the last finished step;
-  - the input is checked before the first step (train_data.validate_inputs, the task's
-    check), and params.yaml is written only once the configuration and the input are
-    accepted.
+  - nothing written before the configuration and the input are accepted; then, on a
+    full disk, room made (CheckpointSaver.make_room) before the first write.
 """
 
-import contextlib
 import logging
 import os
 import signal
 import time
-from typing import Dict, Iterator, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 from bert_tf import configs
-from bert_tf.checkpoints import portable
 from bert_tf.tasks import base as task_base
 from bert_tf.training import backends
 from bert_tf.training import checkpointing
@@ -103,9 +100,9 @@ class Trainer:
     self._stop_signal = None
     # (step, path) of the checkpoint last saved or restored.
     self._saved = None
-    # model_dir's lock while this run trains there (the chief's; None elsewhere).
-    self._lock: Optional[run_lock.RunLock] = None
-    self._holds_model_dir = False
+    # model_dir's lock while this run trains there.
+    self._hold = run_lock.RunHold(model_dir, self.is_chief, self._engine.any_process,
+                                  self._log)
 
   @property
   def engine(self) -> engine_lib.Engine:
@@ -186,7 +183,7 @@ class Trainer:
     files.check_writable(self.model_dir)
     if mode == "eval":  # reads checkpoints, writes no checkpoint: beside a training run
       return self._run(mode, replace_params)
-    with self._model_dir_held():
+    with self._hold.held():
       return self._run(mode, replace_params)
 
   def _run(self, mode: str, replace_params: bool) -> Dict[str, float]:
@@ -211,13 +208,13 @@ class Trainer:
     # Only now, once every check that needs no model passed, is the model built.
     self.initialize(latest, weights_only=(mode == "eval"))
     if mode != "eval" and self.is_chief:
-      warnings = run_checks.schedule_warnings(experiment)
-      if self.restored_from:
-        warnings.append(run_checks.resumed_schedule_warning(
-            recorded, experiment, self.step, os.path.join(model_dir, params_file.PARAMS_FILE)))
-      for line in filter(None, warnings):
+      resumed_at = self.step if self.restored_from else None
+      for line in run_checks.run_warnings(experiment, recorded, resumed_at,
+                                          os.path.join(model_dir, params_file.PARAMS_FILE)):
         self._warn(line)
     if self.is_chief:
+      if mode != "eval":
+        self._make_room(experiment.trainer.train_steps)
       files.make_dirs(model_dir)
       to_record.save(os.path.join(model_dir, params_file.PARAMS_FILE))
     if mode == "eval":
@@ -246,7 +243,7 @@ class Trainer:
         written at the last finished step; the message names the file, offset and
         checkpoint), or train_data.validate_inputs found one before training.
     """
-    with self._model_dir_held():
+    with self._hold.held():
       return self._train(train_steps, evaluate_every)
 
   def _train(self, train_steps: Optional[int], evaluate_every: bool) -> Dict[str, float]:
@@ -254,6 +251,7 @@ class Trainer:
     total = config.train_steps if train_steps is None else train_steps
     self.initialize()
     self.check_inputs("train_data")
+    self._make_room(total)
     if not self.input.started:
       self.input.start(self.step, self.restored_from, self.restore_input_position)
     writer = SummaryWriter(self.model_dir, "train", enabled=self.is_chief)
@@ -263,7 +261,7 @@ class Trainer:
               f"{self.engine.placement.description}, global batch {global_batch}")
     self._stop_signal = None
     self._engine.end_on_lost_process(
-        lambda lost, reason: str(self._lost_process_error(lost, reason)))
+        lambda lost, reason: str(checkpointing.lost_process_error(self.model_dir, lost, reason)))
     try:
       with host_loop.sigterm_recorded(lambda signum: setattr(self, "_stop_signal", signum)):
         last_report, self.preempted = self._train_loops(total, evaluate_every, writer,
@@ -274,7 +272,8 @@ class Trainer:
         self.checkpoints.stop_waiting_for_parts()
       self._finish_saving_quietly()
       if lost:
-        raise self._lost_process_error(lost, self._engine.lost_process_reason(e)) from e
+        raise checkpointing.lost_process_error(
+            self.model_dir, lost, self._engine.lost_process_reason(e)) from e
       raise
     except BaseException:
       self._finish_saving_quietly()
@@ -284,21 +283,6 @@ class Trainer:
     self._log_committed(wait=True)
     self.engine.checkpoint_state()  # the model's variables hold the trained values
     return last_report
-
-  @contextlib.contextmanager
-  def _model_dir_held(self) -> Iterator[None]:
-    """Holds model_dir's lock for the block (run_lock.held_by_run), unless this run
-    holds it already."""
-    if self._holds_model_dir:
-      yield
-      return
-    with run_lock.held_by_run(self.model_dir, self.is_chief, self._engine.any_process,
-                              self._log) as self._lock:
-      self._holds_model_dir = True
-      try:
-        yield
-      finally:
-        self._holds_model_dir, self._lock = False, None
 
   def _train_loops(self, total: int, evaluate_every: bool, writer, progress
                    ) -> Tuple[Dict[str, float], bool]:
@@ -311,47 +295,33 @@ class Trainer:
     progress_metrics of each log window.
     """
     config = self.experiment.trainer
-    global_batch = self.experiment.train_data.global_batch_size
     intervals = [config.summary_interval, config.log_interval, config.checkpoint_interval]
     if evaluate_every:
       intervals.append(config.validation_interval)
-    summary_window, log_window = reports.Window(), reports.Window()
-    last_report: Dict[str, float] = {}
+    reported = reports.LoopReports(config, total, self.experiment.train_data.global_batch_size,
+                                   writer, progress, self.task.progress_metrics)
     step, first_call = self.step, True
     while step < total:
       num_steps = host_loop.next_loop_length(step, total, config.steps_per_loop, intervals)
       start = time.time()
       totals = self._run_steps(num_steps)
-      if self._lock is not None:
-        self._lock.check()
+      self._hold.check()
       self._log_committed()
       step = self.step
       # The first loop's time includes compilation: it is left out of the rates.
-      seconds = None if first_call else time.time() - start
+      reported.add(step, totals, num_steps, None if first_call else time.time() - start)
       first_call = False
-      summary_window.add(totals, num_steps, seconds)
-      log_window.add(totals, num_steps, seconds)
-      if step % config.summary_interval == 0 or step == total:
-        last_report = reports.report(summary_window, global_batch)
-        writer.write(last_report, step)
-        summary_window = reports.Window()
-      if step % config.log_interval == 0 or step == total:
-        report = reports.report(log_window, global_batch)
-        shown = {k: report[k] for k in self.task.progress_metrics if k in report}
-        rate = (log_window.timed_steps / log_window.seconds) if log_window.seconds else None
-        progress.log(step, shown, steps_per_second=rate)
-        log_window = reports.Window()
       if step % config.checkpoint_interval == 0 or step == total:
         self.save()
         # A write on this thread is committed already; a background one is logged later.
         self._log_committed()
       if evaluate_every and (step % config.validation_interval == 0 or step == total):
-        last_report.update({f"eval/{k}": v for k, v in self.evaluate().items()})
+        reported.last.update({f"eval/{k}": v for k, v in self.evaluate().items()})
       # Every process asks, whichever received SIGTERM: they stop at the same step.
       if step < total and self.engine.any_process(self._stop_signal is not None):
         self._log(self._stop(step))
-        return last_report or reports.report(summary_window, global_batch), True
-    return last_report, False
+        return reported.latest(), True
+    return reported.last, False
 
   def _run_steps(self, num_steps: int) -> Dict[str, float]:
     """The engine's summed outputs of num_steps training steps; the Trainer's errors on
@@ -372,22 +342,21 @@ class Trainer:
           f"{self.checkpoints.latest()}")
     return totals
 
-  def _lost_process_error(self, lost: str, reason: str) -> errors.UserError:
-    """The one-line report of a run whose process `lost` stopped answering: which, why
-    (`reason`), and the checkpoint every process's rerun resumes from."""
-    found = portable.checkpoints_in(self.model_dir)
-    resume = (f"rerun every process with the same command to resume from {found[0]}"
-              if found else "no checkpoint was committed: a rerun starts over")
-    return errors.UserError(f"{lost} stopped answering ({reason}); this run stops: "
-                            f"{resume}")
+  def _make_room(self, total: int) -> None:
+    """On the chief of a run that will save (its step is short of `total`): room for
+    what it writes first, on a full disk (CheckpointSaver.make_room)."""
+    if self.is_chief and self.step < total:
+      self.checkpoints.make_room()
 
   def _finish_saving_quietly(self) -> None:
-    """Waits for the checkpoint being written while another error ends the run: its own
-    failure is logged, not raised in place of that error."""
+    """Waits for the checkpoint being written while another error ends the run and logs
+    those committed; that write's failure is logged after them, not raised."""
     try:
       self.checkpoints.wait()
     except checkpointing.CheckpointWriteError as e:
+      self._log_committed()
       self._log(str(e))
+    self._log_committed()
 
   def _stop(self, step: int) -> str:
     path = self._checkpoint_now()
@@ -453,10 +422,6 @@ class Trainer:
       raise corrupt from e
     return evaluation.report(self.task, gathered, self.model_dir, self.step,
                              self.is_chief, self._log)
-
-  def predictions_dir(self, step: int) -> str:
-    """Where the evaluation at `step` writes the task's prediction files."""
-    return evaluation.predictions_dir(self.model_dir, step)
 
 
 def run_experiment(experiment: configs.ExperimentConfig, model_dir: str, mode: str = "train",

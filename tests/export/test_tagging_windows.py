@@ -10,6 +10,7 @@ from bert_tf.data.task_files import conll
 from bert_tf.export import exporter
 from bert_tf.export import tagging_serving as ts
 from bert_tf.metrics import tagging as tagging_metrics
+from bert_tf.training import evaluation
 from bert_tf.training.trainer import Trainer
 
 LABELS = ["O", "B-COL", "I-COL"]
@@ -66,7 +67,7 @@ def test_long_sentences_every_word_tagged_once_and_served_as_evaluated(tmp_path)
   assert metrics == tagging_metrics.conll_precision_recall_f1(gold, predicted)
 
   # The predictions file holds a prediction for every word: the in-loop ones.
-  path = f"{trainer.predictions_dir(0)}/tagging_predictions.txt"
+  path = f"{evaluation.predictions_dir(trainer.model_dir, 0)}/tagging_predictions.txt"
   with open(path, encoding="utf-8") as f:
     blocks = f.read().strip("\n").split("\n\n")
   rows = [[line.split(" ") for line in block.split("\n")] for block in blocks]

@@ -102,3 +102,29 @@ def test_a_failed_background_write_is_raised_at_the_next_save_naming_the_path(
   assert trainer.step == 4
   assert portable.checkpoints_in(model_dir) == []
 
+
+
+def test_a_checkpoint_committed_before_storage_failed_is_logged_and_named_to_resume_from(
+    tmp_path, monkeypatch):
+  """The write of ckpt-4 commits, then deleting ckpt-2 beyond max_to_keep fails: the
+  log says ckpt-4 was saved before the one error line that names it to resume from."""
+  delete_old = checkpointing.CheckpointSaver._delete_old
+
+  def storage_gone(saver, keep=None):
+    if saver.newest_committed and portable.step_of(saver.newest_committed) == 4:
+      raise OSError(5, "Connection reset by peer")
+    return delete_old(saver, keep)
+
+  monkeypatch.setattr(checkpointing.CheckpointSaver, "_delete_old", storage_gone)
+  model_dir = str(tmp_path / "run")
+  experiment = _experiment(steps=8)
+  experiment.trainer.max_to_keep = 1
+  logged = []
+  trainer = Trainer(experiment, model_dir, log_fn=logged.append)
+  with pytest.raises(checkpointing.CheckpointWriteError) as raised:
+    trainer.train()
+  newest = os.path.join(model_dir, "ckpt-4.h5")
+  assert errors.user_message(raised.value).endswith(
+      f"the newest committed checkpoint is {newest}: rerun the same command to resume "
+      "from it")
+  assert f"Saved checkpoint {newest}" in logged, logged

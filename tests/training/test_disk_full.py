@@ -5,7 +5,7 @@ beyond max_to_keep before it writes, never the one it resumed from. The Trainer 
 the fake engine of test_trainer_with_fake_engine; the disk is a stub with room for two
 checkpoints (beyond, the write fails with ENOSPC), and a real 1 MB tmpfs, filled to less
 than a checkpoint's size (mounted by the test: where that is not allowed, not root, it
-is skipped)."""
+is skipped), which also holds no byte free: a rerun makes room before its first write."""
 
 import errno
 import os
@@ -19,12 +19,17 @@ from bert_tf.training import checkpointing
 import test_trainer_with_fake_engine as fake
 
 
-def _train(model_dir, steps, max_to_keep):
+def _train(model_dir, steps, max_to_keep, through_run=False):
+  """The console lines of a training run of the fake engine (`through_run`: as the tool
+  runs it, Trainer.run, which writes params.yaml too)."""
   lines = []
   trainer, _ = fake._trainer(model_dir, steps_total=steps, log=lines,  # pylint: disable=protected-access
                              steps_per_loop=2, checkpoint_interval=2, log_interval=2,
                              summary_interval=2, max_to_keep=max_to_keep)
-  trainer.train()
+  if through_run:
+    trainer.run("train", replace_params=True)
+  else:
+    trainer.train()
   return lines
 
 
@@ -81,7 +86,10 @@ def test_with_max_to_keep_1_the_checkpoint_resumed_from_is_kept_until_the_next_c
 
 
 @pytest.fixture(name="small_disk")
-def _small_disk(tmp_path):
+def _small_disk(tmp_path, monkeypatch):
+  # Checkpoints of 128 KB, so that the few KB of the lock and TensorBoard's events files
+  # are small beside them, as beside a real one.
+  monkeypatch.setattr(fake.FakeModel, "WEIGHT_SIZE", 32 * 1024)
   directory = tmp_path / "disk"
   directory.mkdir()
   mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(directory)],
@@ -125,3 +133,17 @@ def test_a_full_tmpfs_fails_in_one_line_and_a_rerun_makes_room(small_disk):
   assert f"Resumed from {model_dir}/ckpt-4.h5 at step 4" in lines
   assert [os.path.basename(p) for p in portable.checkpoints_in(model_dir)] == [
       "ckpt-6.h5", "ckpt-4.h5"]
+
+
+def test_a_rerun_on_a_disk_with_no_byte_free_makes_room_before_it_writes(small_disk):
+  # The lock, params.yaml and TensorBoard's events are written before the checkpoint:
+  # the room is made before any of them.
+  model_dir = os.path.join(small_disk, "run")
+  _train(model_dir, steps=6, max_to_keep=3, through_run=True)
+  _fill(small_disk, leave=0)
+  assert os.statvfs(small_disk).f_bavail == 0
+
+  lines = _train(model_dir, steps=8, max_to_keep=1, through_run=True)
+  assert f"Resumed from {model_dir}/ckpt-6.h5 at step 6" in lines
+  assert os.path.exists(os.path.join(model_dir, "params.yaml"))
+  assert [os.path.basename(p) for p in portable.checkpoints_in(model_dir)] == ["ckpt-8.h5"]

@@ -46,10 +46,13 @@ class Item:
 
 
 class FakeModel:
-  """One weight, which each step raises by 1, and a dropout seed state."""
+  """One weight of WEIGHT_SIZE values, which each step raises by 1, and a dropout seed
+  state."""
+
+  WEIGHT_SIZE = 2
 
   def __init__(self):
-    self.weight = NumpyVariable("encoder/weight", np.zeros([2], np.float32))
+    self.weight = NumpyVariable("encoder/weight", np.zeros([self.WEIGHT_SIZE], np.float32))
     self.seed = NumpyVariable(f"encoder/dropout/{constants.SEED_STATE_NAME}",
                               np.array([7, 0], np.int64))
     self.trained_items = {"encoder": Item([self.weight])}
