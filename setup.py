@@ -36,8 +36,8 @@ EXTRAS_REQUIRE = {
     # GLUE from TensorFlow Datasets (`format: tfds`).
     "tfds": ["tensorflow-datasets>=4.9,<5"],
     # create_pretraining_data as an Apache Beam pipeline (--runner=DataflowRunner, ...);
-    # TFRecord framing needs a CRC library, google-crc32c is the fast one.
-    "beam": ["apache-beam>=2.77,<3", "google-crc32c>=1.5"],
+    # TFRecord framing's checksums on the workers need the CRC library.
+    "beam": ["apache-beam>=2.77,<3", "crc32c>=2.4"],
     # Reading and writing Hugging Face checkpoints.
     "hf": ["safetensors>=0.4"],
     # Reading and writing KerasHub presets.

@@ -5,20 +5,14 @@ tensor), computed on a thread of their own while h5py writes or reads the arrays
 h5py holds the GIL while it writes or reads, so the thread runs beside it only with a
 CRC that releases the GIL: the `crc32c` package's does for buffers of 32 KiB and more,
 on the array's own memory (google-crc32c's releases it only for `bytes`, which would
-cost a copy of every array). Where `crc32c` is not installed, google-crc32c computes the
-same values on the calling thread.
+cost a copy of every array).
 """
 
 import concurrent.futures
 from typing import Callable, Optional
 
-import google_crc32c
+import crc32c as crc32c_package
 import numpy as np
-
-try:
-  import crc32c as _gil_free  # pylint: disable=g-import-not-at-top
-except ImportError:  # an install without it: the same checksums, holding the GIL
-  _gil_free = None
 
 # The attribute of each array holding the CRC32C of its bytes (format version 3).
 CRC_ATTR = "crc32c"
@@ -29,12 +23,7 @@ _THREAD_BYTES = 1 << 20
 
 def crc32c(array: np.ndarray) -> int:
   """The CRC32C of an array's bytes in C order (those h5py writes and reads)."""
-  flat = np.ascontiguousarray(array).reshape([-1]).view(np.uint8)
-  if _gil_free is not None:
-    return _gil_free.crc32c(flat)
-  flat = flat.view()
-  flat.flags.writeable = False  # google_crc32c takes read-only buffers
-  return google_crc32c.value(flat)
+  return crc32c_package.crc32c(np.ascontiguousarray(array).reshape([-1]).view(np.uint8))
 
 
 class _Batch:
@@ -68,7 +57,7 @@ class Background:
   def start(self, array: np.ndarray) -> Callable[[], int]:
     """Starts the CRC32C of `array` (which must not change until it is asked for);
     returns the function that gives it (waiting for it)."""
-    if _gil_free is None or array.nbytes < _THREAD_BYTES:
+    if array.nbytes < _THREAD_BYTES:
       value = crc32c(array)
       return lambda: value
     batch, index = self._open, len(self._open.arrays)

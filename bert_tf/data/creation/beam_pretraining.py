@@ -23,8 +23,8 @@ JSON summary last, as the local tool does. A failed pipeline leaves neither shar
 summary under the output's names. The temporary folder holds the output twice (pieces and
 shards) until the launcher removes it.
 
-Needs the `beam` extra (`pip install "bert_tf[beam]"`): apache-beam and google-crc32c,
-the fast CRC that TFRecord framing needs.
+Needs the `beam` extra (`pip install "bert_tf[beam]"`): apache-beam, and crc32c for the
+checksums of TFRecord framing on the workers.
 """
 
 import json

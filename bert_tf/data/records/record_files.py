@@ -15,7 +15,7 @@ the package's file-system layer (tf.io.gfile with TensorFlow, fsspec without it;
 bert_tf.utils.range_reads), the blocks cached and shared by the files of one source.
 
 `RecordSource` is a random-access source (len, [i]) over the records of many files, in
-file order, as grain's MapDataset takes it. The checksums are google-crc32c's.
+file order, as grain's MapDataset takes it. The checksums are the `crc32c` package's.
 """
 
 import mmap
@@ -24,10 +24,10 @@ import tempfile
 import zlib
 from typing import Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence
 
+import crc32c
 import numpy as np
 
 from bert_tf.utils import errors
-from bert_tf.utils import optional
 from bert_tf.utils import files
 from bert_tf.utils import range_reads
 
@@ -51,14 +51,9 @@ def corrupt_records_error(bad: Mapping[str, str]) -> CorruptRecordError:
   return CorruptRecordError(f"Corrupt TFRecord file(s): {details}")
 
 
-def _crc32c():
-  return optional.module("google_crc32c", "Reading TFRecords without TensorFlow",
-                         "pip install google-crc32c").value
-
-
 def masked_crc32c(data: bytes) -> int:
   """The masked CRC32C TFRecord framing stores for `data`."""
-  crc = _crc32c()(data)
+  crc = crc32c.crc32c(data)
   return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
