@@ -281,13 +281,6 @@ def ordered_array_dataset(arrays: Mapping[str, np.ndarray], data_config, seed: i
                                     deterministic=True))
 
 
-def records_of(input_path: str, field: str = "input_path") -> tf.data.Dataset:
-  """Serialized records (scalar tf.string) of the files that comma-separated globs
-  name, file after file (see `bert_tf.utils.files.expand_patterns`)."""
-  paths = files.expand_patterns(input_path, field=field)
-  return tf.data.TFRecordDataset(paths)
-
-
 # --------------------------------------------------------------------------------------
 # The fine-tuning tasks' records.
 

@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from bert_tf import constants
 from bert_tf.data.task_files import squad
@@ -222,7 +223,7 @@ def test_tfrecords_round_trip_the_features(tmp_path):
   assert summary == {"num_examples": 2, "num_features": 2, "num_skipped": 1}
   assert [n for n in os.listdir(str(tmp_path)) if ".tmp" in n] == []
   spec = record_specs.squad_spec(24)
-  records = list(tfrecords.records_of(out).map(
+  records = list(tf.data.TFRecordDataset(out).map(
       lambda r: tfrecords.parse_records(r, spec)).as_numpy_iterator())
   examples, _ = squad.read_squad_examples(path, True, False)
   expected = squad_features.features_to_arrays(squad_features.convert_examples_to_features(
