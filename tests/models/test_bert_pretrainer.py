@@ -39,10 +39,13 @@ def test_saved_model_export_reloads_with_equal_outputs(tmp_path):
 harness.register_backend_case("pretrainer", _case())
 
 
+# JAX and torch in processes of their own for every registered model: about 40 s.
+@pytest.mark.slow
 def test_tensorflow_jax_and_torch_give_the_same_outputs_loss_and_step():
   harness.run_backend_parity("pretrainer")
 
 
+@pytest.mark.slow
 def test_fit_on_torch_trains_every_variable():
   harness.run_torch_fit("pretrainer")
 

@@ -70,11 +70,14 @@ def test_saved_model_export_reloads_with_equal_outputs(name, tmp_path):
   harness.run_saved_model_export(case.build(), case.inputs(), tmp_path)
 
 
+# JAX and torch in processes of their own for every registered model: about 40 s.
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ALL_CASES))
 def test_tensorflow_jax_and_torch_give_the_same_outputs_loss_and_step(name):
   harness.run_backend_parity(name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ALL_CASES))
 def test_fit_on_torch_trains_every_variable(name):
   harness.run_torch_fit(name)

@@ -358,6 +358,8 @@ def test_chunks_end_at_document_boundaries(corpus, tmp_path):
   assert [c.index for c in cut] == [0, 5] and cut[1].start == 60_001
 
 
+# The tool in a process of its own (TensorFlow's import, the whole corpus): 10-20 s each.
+@pytest.mark.slow
 def test_tool_runs_and_prints_a_one_line_summary(corpus, tmp_path):
   out = str(tmp_path / "tool")
   result = subprocess.run(
@@ -378,6 +380,7 @@ def test_tool_runs_and_prints_a_one_line_summary(corpus, tmp_path):
   assert again.returncode == 1 and "--overwrite" in again.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("names", [
     ("--seq_length=32", "--nolower_case", "--whole_word_masking"),
     ("--max_seq_length=32", "--nodo_lower_case", "--do_whole_word_mask")])
