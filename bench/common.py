@@ -187,8 +187,4 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
   return "\n".join(lines)
 
 
-def machine_description() -> str:
-  """CPU model, core count and the instruction sets its products can use (the matmul
-  rate depends on them, and whether TensorFlow turns oneDNN on by itself,
-  bert_tf.cpu_kernels), for the results header."""
-  return f"{matmul_peak.cpu_model()}, {os.cpu_count()} cores, {matmul_peak.cpu_isa()}"
+machine_description = matmul_peak.machine_description

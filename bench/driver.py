@@ -5,22 +5,21 @@ peer in its own virtual environment, see peer_envs), waits until all have warmed
 asks each in turn for a few timed steps, round after round (the workers speak
 bench/peers/protocol.py). Ours and the peers thus share the same moments of a noisy
 machine, and the ratio ours/peer is taken between medians of the same run (stats).
-`interleaved_times` does the same in one process, for functions instead of workers.
 """
 
 import contextlib
-import json
 import os
 import statistics
 import subprocess
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Union
 
 from absl import flags
 
 from bench import common
 from bench import machine_load
 from bench import stats
+from bench.peers import protocol
 
 # Rounds of a figure of record: the bootstrap over rounds needs a few to tell a 15%
 # difference from the noise of a shared machine.
@@ -90,8 +89,9 @@ class Worker:
       if not line:
         raise RuntimeError(f"worker {self.name} exited (code {self.proc.poll()}); "
                            f"see {self.log_path}")
-      if line.startswith(tag + " "):
-        return json.loads(line[len(tag) + 1:])
+      payload = protocol.tagged_payload(line, tag)
+      if payload is not None:
+        return payload
 
   def wait_ready(self) -> dict:
     self.info = self._read("READY")
@@ -174,20 +174,3 @@ def alternate(workers: Sequence[Worker], rounds: int,
   for worker in workers:
     worker.close()
   return records
-
-
-def interleaved_times(calls: Dict[str, Callable[[], object]], rounds: int,
-                      report_rounds: bool = False) -> Dict[str, List[float]]:
-  """Times functions of one process in turns: each round calls every one once, in an
-  order that rotates every round (stats.round_order). Returns {name: seconds of each
-  round}; with report_rounds, prints each round's times."""
-  times = {name: [] for name in calls}
-  for r in range(rounds):
-    for name in stats.round_order(list(calls), r):
-      start = time.perf_counter()
-      calls[name]()
-      times[name].append(time.perf_counter() - start)
-    if report_rounds:
-      print(f"  round {r + 1}/{rounds}: " + ", ".join(
-          f"{name} {1000 * times[name][-1]:.0f} ms" for name in calls), flush=True)
-  return times

@@ -48,8 +48,10 @@ def glue_token_ids(experiment, glue_task: str, split: str = "dev", max_examples:
     batch_size: rows per read.
 
   Returns:
-    {input_word_ids, input_mask, input_type_ids: int32 [N, T], labels: int32 [N]}.
+    {input_word_ids, input_mask, input_type_ids: int32 [N, eval_data.seq_length],
+    labels: int32 [N]}.
   """
+  from bert_tf.data.pipelines import padding  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import base  # pylint: disable=g-import-not-at-top
   config = experiment.override({"task": {"glue_task": glue_task}, "eval_data": {
       "input_path": common.data_path(f"glue_{glue_task}", f"{split}.tsv"), "format": "tsv",
@@ -57,9 +59,12 @@ def glue_token_ids(experiment, glue_task: str, split: str = "dev", max_examples:
   keys = ("input_word_ids", "input_mask", "input_type_ids", "label_ids")
   parts = {key: [] for key in keys}
   count = 0
+  # The reader pads each batch to its longest row; every batch goes to seq_length.
+  seq_length = padding.bucket_lengths([config.eval_data.seq_length])
   for batch in base.get_task(config).data_loader(config.eval_data).dataset():
+    batch = padding.pad_batch_to_bucket({key: batch[key].numpy() for key in keys}, seq_length)
     for key in keys:
-      parts[key].append(batch[key].numpy().astype(np.int32))
+      parts[key].append(batch[key].astype(np.int32))
     count += len(parts["label_ids"][-1])
     if max_examples and count >= max_examples:
       break

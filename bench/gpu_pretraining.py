@@ -9,8 +9,7 @@ configuration runs in a process of its own with a timeout, and each finished one
 appended to --output (JSON lines) at once, so a run cut short keeps what it measured; at
 the end the run prints its tables and the command that reproduces each figure. MFU is
 model FLOPs/s (bench/flops.py, the same for every side and variant) over the dense matmul
-rate the same run measured in the side's own framework (bench/matmul_peak.py); runs
-recorded before 2026-11-27 divided every side by the higher of the two rates (bench/README.md).
+rate the same run measured in the side's own framework (bench/matmul_peak.py).
 --profile records --profile_steps more steps under each framework's profiler
 (bench/kernel_profile.py); the traces stay in --profile_dir.
 
@@ -26,13 +25,8 @@ Each variant runs for every --variant_sides side after that side's base configur
       --variant='nodrop=model.encoder.dropout_rate=0;model.encoder.attention_dropout_rate=0' \
       --variant='nocmdbuf=xla:--xla_gpu_enable_command_buffer='
 
-  python -m bench.gpu_pretraining                                     # on a GPU machine
-  python -m bench.gpu_pretraining --sizes=tiny --seqs=128 --batch_sizes=128:4 \
-      --sides=ours,hf_eager --precision=float32 --device=cpu --steps=3   # on a CPU
-  python -m bench.gpu_pretraining --from_results=RUN.jsonl[,RUN2.jsonl] --write_readme
-
-`bash bench/gpu.sh pretraining` runs it on a GPU machine that has jax, torch and transformers but no
-TensorFlow or keras (bench/README.md, "GPU benchmarks").
+How to run it on a GPU machine (`bash bench/gpu.sh pretraining`, with jax, torch and
+transformers but no TensorFlow), on a CPU, and from earlier results: bench/README.md.
 """
 
 import datetime
@@ -52,9 +46,9 @@ from absl import flags
 
 from bench import common
 from bench import flops
-from bench import gpu_worker
 from bench import kernel_profile
 from bench import stats
+from bench.peers import protocol
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("sizes", ["base", "large"], "Encoder sizes (bert_tf.configs: tiny, "
@@ -325,7 +319,7 @@ class Run:
         process.communicate()
         return {"status": "timeout", "error": f"no result after {timeout} s; see {log_path}",
                 "process_s": time.monotonic() - start}
-    result = gpu_worker.read_result(stdout)
+    result = protocol.last_payload(stdout, "RESULT")
     if process.returncode or result is None:
       with open(log_path) as log:
         tail = log.read().strip().splitlines()[-3:]

@@ -51,6 +51,7 @@ import numpy as np
 
 from bench import common
 from bench import gpu_worker
+from bench.peers import protocol
 from bert_tf.text import vocab as vocab_lib
 
 PHASES = ("kernels", "train", "steps", "export", "throughput", "deterministic")
@@ -181,10 +182,10 @@ class DeviceRun:
     return os.path.join(self.args.work_dir, "logs", f"{name}.log")
 
   def worker(self, name: str, module: str, argv, env=None) -> dict:
-    """A worker's RESULT (bench/gpu_worker.py, bench/gpu_worker.py)."""
+    """A worker's RESULT payload (bench/gpu_worker.py)."""
     stdout = _run([sys.executable, "-m", module, *argv], self.log(name),
                   max(1, int(self.left())), env or self.env)
-    result = gpu_worker.read_result(stdout)
+    result = protocol.last_payload(stdout, "RESULT")
     if result is None:
       raise RuntimeError(f"{module} printed no RESULT; see {self.log(name)}")
     return result

@@ -31,31 +31,17 @@ in --back_to_back_rounds rounds; a round's time / --steps is its step time. With
 profiler, and the result carries their device time by category and largest kernels
 (bench/kernel_profile.py).
 
-Numerics checks, for bench/gpu_trainer.py (`--check=...`), JAX and Keras only:
-
-  kernels  the JAX speed path's Pallas attention and residual LayerNorm against their
-           XLA forms (bert_tf.kernels.jax_gpu), outputs and gradients, in float32 and
-           bfloat16, with and without dropout (the same hashed masks in both forms), on
-           the accelerator; attention=auto's check (hooks.pallas_attention_works)
-           on it, and its fallback to XLA ops where the kernel fails to compile or
-           disagrees, and for shapes the kernel does not take
-  steps    from one initialization, --steps training steps of --size on the
-           accelerator (the speed path, bf16 and float32) against the float32
-           reference layers on the CPU, dropout off, the same batches: the loss of
-           every step; each the JAX engine's step of the pretraining task (its model,
-           loss, loss normalizers and inputs, the stateless optimizer)
-  outputs  a trainer checkpoint restored on the accelerator; the encoder's float32
-           outputs for fixed token ids, saved to --output (.npz) for the comparison
-           with its SavedModel on a CPU (bench/gpu_trainer.py --stage=compare)
-  input    the host input alone (bert_tf.training.jax_engine.input, the TensorFlow-free
-           reader the trainer uses): sequences/s of --config's training data
+Numerics checks, for bench/gpu_trainer.py (`--check=...`, JAX and Keras only), each the
+device phase of that name in its docstring: kernels in float32 and bfloat16, dropout on
+and off with the same hashed masks; steps against the float32 reference layers on the
+CPU from one initialization, dropout off; outputs to --output .npz for --stage=compare;
+input, the TensorFlow-free host input's sequences/s on --config's training data.
 
 Where JAX has no GPU (the CPU dry run) the accelerator is the CPU and the Pallas
 kernels run in Pallas's interpreter.
 """
 
 import argparse
-import json
 import logging
 import math
 import os
@@ -69,8 +55,6 @@ from bench import kernel_profile
 from bench import matmul_peak
 from bench.peers import protocol
 
-# The start of the line that carries a worker's result.
-RESULT = "RESULT "
 SIDES = ("matmul_jax", "matmul_torch", "ours", "hf_eager", "hf_compile")
 # Both sides take the optimizer's settings from the experiment's optimizer section
 # (by default those of the original BERT: AdamW at 1e-4 after 10,000 warm-up steps,
@@ -143,24 +127,6 @@ def parse_shapes(text: str):
   return [tuple(int(d) for d in shape.split("x")) for shape in text.split(",") if shape]
 
 
-def tensorflow_loaded() -> bool:
-  """Whether TensorFlow got imported into this process (a blocked import leaves None)."""
-  return sys.modules.get("tensorflow") is not None
-
-
-def print_result(result: dict) -> None:
-  """Prints `result`, with tensorflow_loaded, as the worker's one `RESULT {json}` line."""
-  sys.stdout.write(RESULT + json.dumps(dict(result, tensorflow_loaded=tensorflow_loaded()))
-                   + "\n")
-  sys.stdout.flush()
-
-
-def read_result(stdout: str) -> Optional[dict]:
-  """The dict of the last `RESULT {json}` line of a worker's stdout; None without one."""
-  lines = [line for line in stdout.splitlines() if line.startswith(RESULT)]
-  return json.loads(lines[-1][len(RESULT):]) if lines else None
-
-
 def time_steps(step, sync, warmup_steps: int, steps: int):
   """Runs `step` 1 + warmup_steps + steps times, each followed by `sync()`.
 
@@ -188,19 +154,6 @@ def time_steps(step, sync, warmup_steps: int, steps: int):
     seconds.append(time.perf_counter() - start)
   return {"first_step_s": first, "step_seconds": seconds, "loss_first": loss_first,
           "loss_last": float(loss)}
-
-
-def back_to_back(step, sync, steps: int, rounds: int) -> list:
-  """Seconds per step of `rounds` rounds, each `steps` calls of `step` followed by one
-  `sync()`."""
-  seconds = []
-  for _ in range(rounds):
-    start = time.perf_counter()
-    for _ in range(steps):
-      step()
-    sync()
-    seconds.append((time.perf_counter() - start) / steps)
-  return seconds
 
 
 # --------------------------------------------------------------------------------------
@@ -236,7 +189,7 @@ def select_device(device: str) -> None:
 def jax_device_name(jax) -> str:
   device = jax.devices()[0]
   if device.platform == "cpu":
-    return cpu_name()
+    return f"{matmul_peak.machine_description()} (cpu)"
   return f"{device.device_kind} ({device.platform})"
 
 
@@ -252,13 +205,7 @@ def torch_device(torch, wanted: str):
 def torch_device_name(torch) -> str:
   if torch.cuda.is_available():
     return f"{torch.cuda.get_device_name()} (cuda)"
-  return cpu_name()
-
-
-def cpu_name() -> str:
-  """'AMD EPYC (cpu, 2 cores, AVX-512, AVX512_BF16, ...)': the model and the instruction
-  sets its products can use (bench/matmul_peak.py)."""
-  return f"{matmul_peak.cpu_model()} (cpu, {os.cpu_count()} cores, {matmul_peak.cpu_isa()})"
+  return f"{matmul_peak.machine_description()} (cpu)"
 
 
 # --------------------------------------------------------------------------------------
@@ -489,8 +436,9 @@ def train_side(args) -> dict:
   else:
     side = hf_step(args, experiment, batch, DECAY_STEPS, compiled=args.side == "hf_compile")
   result = time_steps(side.step, side.sync, args.warmup_steps, args.steps)
-  result["back_to_back_step_seconds"] = back_to_back(side.step, side.sync, args.steps,
-                                                     args.back_to_back_rounds)
+  result["back_to_back_step_seconds"] = [
+      kernel_profile.back_to_back_seconds(side.step, side.sync, args.steps)
+      for _ in range(args.back_to_back_rounds)]
   result.update(side.info, peak_memory_mb=side.peak_memory_mb(),
                 xla_flags=os.environ.get("XLA_FLAGS", ""))
   if args.profile_dir:
@@ -821,7 +769,8 @@ def main(argv=None) -> None:
     result = matmul_torch(args)
   else:
     result = train_side(args)
-  print_result(result)
+  # Whether TensorFlow got imported (a blocked import leaves None in sys.modules).
+  protocol.emit("RESULT", dict(result, tensorflow_loaded=sys.modules.get("tensorflow") is not None))
 
 
 if __name__ == "__main__":

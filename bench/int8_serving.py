@@ -125,12 +125,10 @@ def worker_specs(paths, peers, hf_dir, tmp, batch, scored):
   shared = ["--inputs", os.path.join(tmp, "arrays.npz"), "--batch_size", str(batch),
             "--threads", str(FLAGS.threads)]
   outputs = lambda name: ["--outputs", os.path.join(tmp, "scores", f"{name}.npz")] if scored else []
-  specs = [(name, [sys.executable, "-m", "bench.ours_serving_worker", "--saved_model", path,
-                   *shared, *outputs(name)], {"CUDA_VISIBLE_DEVICES": ""})
-           for name, path in paths.items()]
-  specs.append(("float32_text", [sys.executable, "-m", "bench.ours_serving_worker", "--text",
-                                 "--saved_model", paths["float32"], *shared],
-                {"CUDA_VISIBLE_DEVICES": ""}))
+  ours = [(name, ["--saved_model", path, *outputs(name)]) for name, path in paths.items()]
+  ours.append(("float32_text", ["--text", "--saved_model", paths["float32"]]))
+  specs = [(name, [sys.executable, "-m", "bench.ours_serving_worker", *args, *shared],
+            {"CUDA_VISIBLE_DEVICES": ""}) for name, args in ours]
   for peer in peers:
     for variant in cpu_serving.VARIANTS[peer]:
       name = f"{peer}_{variant}"
@@ -147,14 +145,10 @@ def main(argv):
   from bert_tf.checkpoints import convert  # pylint: disable=g-import-not-at-top
   from bert_tf.export import exporter  # pylint: disable=g-import-not-at-top
   from bert_tf.export import int8_onednn  # pylint: disable=g-import-not-at-top
-  unknown = sorted(set(FLAGS.modes) - set(exporter.QUANTIZE_MODES))
-  if unknown:
-    raise app.UsageError(f"--modes: unknown {unknown}; the modes are "
-                         f"{', '.join(exporter.QUANTIZE_MODES)}")
-  unknown = sorted(set(FLAGS.peers) - set(cpu_serving.VARIANTS))
-  if unknown:
-    raise app.UsageError(f"--peers: unknown {unknown}; the peers are "
-                         f"{', '.join(cpu_serving.VARIANTS)}")
+  for flag, known in (("modes", exporter.QUANTIZE_MODES), ("peers", cpu_serving.VARIANTS)):
+    unknown = sorted(set(FLAGS[flag].value) - set(known))
+    if unknown:
+      raise app.UsageError(f"--{flag}: unknown {unknown}; the {flag} are {', '.join(known)}")
   driver.check_rounds_of_record(FLAGS.rounds, FLAGS.write_readme)
   peers = peer_envs.ready_peers(FLAGS.peers, FLAGS.install_peers, FLAGS.venv_root)
   if exporter.INT8_ONEDNN in FLAGS.modes and not int8_onednn.available():

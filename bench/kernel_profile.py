@@ -168,16 +168,22 @@ def summarize(trace: dict, steps: int, top: int = 10) -> dict:
                           for name, microseconds in time_us.most_common(top)]}
 
 
+def back_to_back_seconds(step, sync, steps: int) -> float:
+  """Wall seconds per step of `steps` calls of `step` dispatched back to back, then one
+  `sync()`."""
+  start = time.perf_counter()
+  for _ in range(steps):
+    step()
+  sync()
+  return (time.perf_counter() - start) / steps
+
+
 def capture_jax(step, sync, steps: int, directory: str) -> Tuple[str, float]:
   """Runs `steps` steps back to back under jax.profiler; returns (the perfetto trace's
   path, wall seconds per step)."""
   import jax  # pylint: disable=g-import-not-at-top
   with jax.profiler.trace(directory, create_perfetto_trace=True):
-    start = time.perf_counter()
-    for _ in range(steps):
-      step()
-    sync()
-    seconds = (time.perf_counter() - start) / steps
+    seconds = back_to_back_seconds(step, sync, steps)
   traces = glob.glob(os.path.join(directory, "**", "perfetto_trace.json.gz"),
                      recursive=True)
   if not traces:
@@ -193,11 +199,7 @@ def capture_torch(step, sync, steps: int, directory: str, cuda: bool) -> Tuple[s
   if cuda:
     activities.append(profiler.ProfilerActivity.CUDA)
   with profiler.profile(activities=activities) as recorded:
-    start = time.perf_counter()
-    for _ in range(steps):
-      step()
-    sync()
-    seconds = (time.perf_counter() - start) / steps
+    seconds = back_to_back_seconds(step, sync, steps)
   os.makedirs(directory, exist_ok=True)
   path = os.path.join(directory, "torch_trace.json.gz")
   recorded.export_chrome_trace(path)

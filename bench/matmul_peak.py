@@ -100,6 +100,12 @@ def cpu_model() -> str:
   return platform.processor() or "unknown CPU"
 
 
+def machine_description() -> str:
+  """'AMD EPYC, 2 cores, AVX2': the CPU, its cores and the instruction sets its products
+  use (the rates, and TensorFlow's own oneDNN choice, depend on them)."""
+  return f"{cpu_model()}, {os.cpu_count()} cores, {cpu_isa()}"
+
+
 class Product(NamedTuple):
   """One matrix product, ready to run.
 
@@ -323,7 +329,7 @@ def main(argv=None) -> None:
   from bert_tf import cpu_kernels  # pylint: disable=g-import-not-at-top
   cpu_kernels.prefer_onednn()  # before TensorFlow loads: the kernels the tools run
   cpu_kernels.leave_out_absent_gpus()
-  print(f"{cpu_model()}, {os.cpu_count()} cores, {cpu_isa()}; load average "
+  print(f"{machine_description()}; load average "
         f"{os.getloadavg()[0]:.1f}; [{'x'.join(map(str, SHAPE))}] products", flush=True)
   for framework in args.frameworks:
     _set_threads(args, framework)

@@ -10,6 +10,7 @@ import tempfile
 
 from bench.peers import protocol
 from bert_tf import cpu_kernels
+from bert_tf.configs.experiment import PRECISIONS
 
 # Before TensorFlow loads: the CPU kernels the tools choose.
 cpu_kernels.prefer_onednn()
@@ -94,8 +95,6 @@ def add_lever_flags(parser):
                       help="1: each variable's update is one XLA function (default).")
   parser.add_argument("--sparse_last_layer", type=int, default=1,
                       help="1: the last block runs only where the heads read (default).")
-  parser.add_argument("--mixed_precision", default="float32",
-                      help="runtime.mixed_precision_dtype.")
   parser.add_argument("--fused_kernels", type=int, default=1,
                       help="0: runtime.fused_kernels off, the plain Keras layers.")
   parser.add_argument("--xla_fusion", type=int, default=1,
@@ -154,7 +153,7 @@ def lever_info(args):
 
 
 def main():
-  parser = protocol.argument_parser(__doc__)
+  parser = protocol.argument_parser(__doc__, precisions=PRECISIONS)
   parser.add_argument("--steps_per_loop", type=int, default=1)
   parser.add_argument("--jit_compile", type=int, default=0)
   parser.add_argument("--input_path", default="",

@@ -20,9 +20,8 @@ its entry of bench/results/pretraining_step.json (the other entries are kept), o
 
   python -m bench.pretraining_step --configs=mini,small,base --install_peers
   python -m bench.pretraining_step --configs=base512 --pairwise --rounds=2
-  python -m bench.pretraining_step --configs=mini --peers= --variants=xla,full_last_layer
-  python -m bench.pretraining_step --configs=base --peers= --baseline=/tmp/before
-  python -m bench.pretraining_step --configs=mini --peers= --baseline=/tmp/before --input_path=/tmp/r.tfrecord --nowrite_readme
+  python -m bench.pretraining_step --configs=mini,base --peers= --baseline=/tmp/before \
+      --variants=xla --nowrite_readme
 """
 
 import os
@@ -52,7 +51,8 @@ flags.DEFINE_integer("steps_per_loop", 1, "Steps per call of our trainer's loop.
 flags.DEFINE_bool("jit_compile", False, "XLA-compile our forward/backward "
                   "(runtime.jit_compile).")
 flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_bfloat16", "mixed_float16"],
-                  "runtime.mixed_precision_dtype of ours and --baseline's (peers: float32).")
+                  "runtime.mixed_precision_dtype of ours and --baseline's, and the peers' "
+                  "(torch: bf16 autocast; mixed_float16: float32).")
 flags.DEFINE_list("variants", [], "Our step with one lever switched, each as one more "
                   "system: any of the names of VARIANTS in this file.")
 flags.DEFINE_bool("peer_onednn", True, "Run the TensorFlow peers with oneDNN on "
@@ -127,14 +127,13 @@ VARIANTS = {
                         [], {"TF_XLA_FLAGS": "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit "
                                              "--tf_xla_ops_to_cluster=FUSIBLE"}),
     "no_onednn": ("oneDNN kernels off (Eigen's)", [], {"TF_ENABLE_ONEDNN_OPTS": "0"}),
-    "bfloat16": ("mixed_bfloat16 (the peers run float32)",
+    "bfloat16": ("mixed_bfloat16 (ours only: the peers run --mixed_precision)",
                  ["--mixed_precision", "mixed_bfloat16"], {}),
 }
 # Systems of ours: never the "best peer" of a ratio.
 OURS = ("ours", "baseline", *(f"ours_{v}" for v in VARIANTS))
-# The precision of the products of each peer's step (the peers run float32).
-PEER_MATMUL = {"model_garden": ("tensorflow", "float32"),
-               "keras_hub": ("tensorflow", "float32"), "hf": ("torch", "float32")}
+# The framework of each peer's products (their precision is its --mixed_precision's).
+PEER_FRAMEWORKS = {"model_garden": "tensorflow", "keras_hub": "tensorflow", "hf": "torch"}
 # runtime.mixed_precision_dtype -> the dtype of the products.
 POLICY_DTYPES = {"float32": "float32", "mixed_bfloat16": "bfloat16",
                  "mixed_float16": "float16"}
@@ -155,10 +154,10 @@ def model_flops_per_sequence(size, seq_length, predictions, vocab_size=30522):
 
 def matmul_of(system, argv):
   """(framework, dtype) of the products of `system`'s step, whose worker runs `argv`:
-  a peer's from PEER_MATMUL, ours' from the last --mixed_precision of its command."""
-  if system in PEER_MATMUL:
-    return PEER_MATMUL[system]
-  return "tensorflow", POLICY_DTYPES[argv[len(argv) - argv[::-1].index("--mixed_precision")]]
+  a peer's framework from PEER_FRAMEWORKS (ours: TensorFlow), the precision of the last
+  --mixed_precision of its command."""
+  policy = argv[len(argv) - argv[::-1].index("--mixed_precision")]
+  return PEER_FRAMEWORKS.get(system, "tensorflow"), POLICY_DTYPES[policy]
 
 
 def matmul_specs(systems, peer_threads):
@@ -174,7 +173,7 @@ def matmul_specs(systems, peer_threads):
     python = (peer_envs.peer_python("hf", FLAGS.venv_root) if framework == "torch"
               else sys.executable)
     specs[key] = (key, matmul_peak.worker_argv(
-        framework, dtype, python, peer_threads if name in PEER_MATMUL else ()),
+        framework, dtype, python, peer_threads if name in PEER_FRAMEWORKS else ()),
                   worker_env())
   return list(specs.values())
 
@@ -209,9 +208,12 @@ def run_config(name, peers):
                   {**worker_env(), "PYTHONPATH": baseline}))
   peer_threads = ["--intra_op_threads", str(FLAGS.peer_intra_op_threads),
                   "--inter_op_threads", str(FLAGS.peer_inter_op_threads)]
+  peer_precision = (FLAGS.mixed_precision if FLAGS.mixed_precision
+                    in protocol.MIXED_PRECISION_POLICIES else "float32")
   for peer in peers:
     specs.append((peer, [peer_envs.peer_python(peer, FLAGS.venv_root), "-m",
-                         PEER_MODULES[peer], *shape, *peer_threads],
+                         PEER_MODULES[peer], *shape, *peer_threads,
+                         "--mixed_precision", peer_precision],
                   {**worker_env(), **peer_envs.peer_env(FLAGS.peer_onednn)}))
   print(f"{name}: {size} batch {batch} seq {seq} predictions {predictions}, "
         f"{FLAGS.rounds} rounds x {steps} steps", flush=True)
@@ -274,7 +276,7 @@ def run_config(name, peers):
         1e9 * r["model_gflops_per_second"],
         products.get(r["matmul"], {}).get("peak_flops_per_second"))
   return {"size": size, "batch_size": batch, "seq_length": seq, "predictions": predictions,
-          "results": results, "pairwise": FLAGS.pairwise, "compete": FLAGS.compete,
+          "mixed_precision": FLAGS.mixed_precision, "results": results, "pairwise": FLAGS.pairwise, "compete": FLAGS.compete,
           "compete_alternate": FLAGS.compete_alternate, "matmul": products,
           "load": stats.load_summary([r for g in rounds_of_record for r in g["rounds"]]),
           "round_records": rounds_of_record}
@@ -330,9 +332,11 @@ def load_table(configs):
 
 
 def config_key(name, compete):
-  """The results file's key of a run: the configuration, `_compete` when a competing job
-  ran (a run under load does not replace the quiet one), `_compete_alternate` for
-  quiet/loaded round pairs."""
+  """The results file's key of a run: the configuration, `_bf16` (`_fp16`) when every
+  system ran mixed_bfloat16 (mixed_float16), `_compete` when a competing job ran (a run
+  under load does not replace the quiet one), `_compete_alternate` for quiet/loaded pairs."""
+  name += {"float32": "", "mixed_bfloat16": "_bf16",
+           "mixed_float16": "_fp16"}[FLAGS.mixed_precision]
   if FLAGS.compete_alternate:
     return f"{name}_compete_alternate"
   return f"{name}_compete" if compete else name
@@ -366,7 +370,7 @@ def report(configs):
   current = {k: v for k, v in configs.items() if "round_records" in v}
 
   def order_key(key):
-    name = key.split("_compete")[0]
+    name = key.split("_")[0]
     return (list(CONFIGS).index(name) if name in CONFIGS else len(CONFIGS), key)
 
   for key in sorted(current, key=order_key):

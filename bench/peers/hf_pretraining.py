@@ -3,8 +3,8 @@
 transformers.BertForPreTraining through its public modules: the encoder (`model.bert`),
 the masked-LM head applied to the gathered masked positions only
 (`model.cls.predictions`), the NSP head (`model.cls.seq_relationship`), and
-torch.optim.AdamW with no decay on biases and LayerNorm weights. Spoken to by
-bench/pretraining_step.py through protocol.py.
+torch.optim.AdamW with no decay on biases and LayerNorm weights; mixed_bfloat16: the
+forward pass and loss under torch's bf16 autocast. Spoken to through protocol.py.
 """
 
 import torch
@@ -42,8 +42,18 @@ def main():
   weights = batch["masked_lm_weights"]
   nsp_labels = batch["next_sentence_labels"].long()
 
+  bf16 = args.mixed_precision == "mixed_bfloat16"
+
   def step():
     optimizer.zero_grad(set_to_none=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+      loss = forward_loss()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    loss.item()
+
+  def forward_loss():
     sequence, pooled = model.bert(input_ids=ids, attention_mask=mask, token_type_ids=types,
                                   return_dict=False)[:2]
     gathered = torch.gather(sequence, 1,
@@ -54,18 +64,14 @@ def main():
         mlm_logits.reshape(-1, mlm_logits.shape[-1]), labels.reshape(-1), reduction="none")
     mlm_loss = (per_position * weights.reshape(-1)).sum() / (weights.sum() + 1e-5)
     nsp_loss = torch.nn.functional.cross_entropy(nsp_logits, nsp_labels)
-    loss = mlm_loss + nsp_loss
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
-    loss.item()
+    return mlm_loss + nsp_loss
 
   params = sum(p.numel() for p in model.parameters() if p.requires_grad)
   protocol.serve(step, warmup_steps=2, info={
       **thread_info,
       "framework": f"transformers {transformers.__version__} (torch {torch.__version__}, "
                    f"attn {config._attn_implementation})",
-      "params": params})
+      "mixed_precision": args.mixed_precision, "params": params})
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 keras_hub.models.BertBackbone with keras_hub.models.BertMaskedLM (its masked-LM head
 evaluated at the masked positions) and a tiny next-sentence head (Dense(2) on the
 backbone's pooled output); keras.optimizers.AdamW without decay on biases and LayerNorm
-parameters, global-norm clipping at 1.0; the step is a tf.function with GradientTape.
+parameters, global-norm clipping at 1.0; the step is a tf.function with GradientTape;
+under --mixed_precision=mixed_bfloat16 Keras's global policy of that name.
 Spoken to by bench/pretraining_step.py through protocol.py.
 """
 
@@ -22,6 +23,7 @@ def main():
   args, thread_info = protocol.start_worker(__doc__, tf)
 
   keras.utils.set_random_seed(0)
+  keras.mixed_precision.set_global_policy(args.mixed_precision)
   layers, hidden, heads, intermediate = protocol.size_args(args.size)
   backbone = keras_hub.models.BertBackbone(
       vocabulary_size=protocol.VOCAB_SIZE, num_layers=layers, num_heads=heads,
@@ -55,7 +57,7 @@ def main():
   protocol.serve_tf_training(tf, loss_fn, variables, optimizer, info={
       **thread_info,
       "framework": f"keras_hub {keras_hub.__version__} (Keras {keras.__version__}, "
-                   f"TF {tf.__version__})"})
+                   f"TF {tf.__version__})", "mixed_precision": args.mixed_precision})
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 official.nlp.modeling.networks.BertEncoder inside models.BertPretrainerV2 (masked LM at
 the given positions, a `next_sentence` ClassificationHead), and Model Garden's own
 AdamWeightDecay (official.modeling.optimization) excluding LayerNorm and biases from
-weight decay, global-norm clipping at 1.0; a tf.function step with GradientTape.
+weight decay, global-norm clipping at 1.0; a tf.function step with GradientTape; under
+--mixed_precision=mixed_bfloat16 tf_keras's global policy of that name.
 Spoken to by bench/pretraining_step.py through protocol.py.
 """
 
@@ -21,6 +22,7 @@ def main():
   args, thread_info = protocol.start_worker(__doc__, tf)
 
   tf_keras.utils.set_random_seed(0)
+  tf_keras.mixed_precision.set_global_policy(args.mixed_precision)
   num_layers, hidden, heads, intermediate = protocol.size_args(args.size)
   encoder = networks.BertEncoder(
       vocab_size=protocol.VOCAB_SIZE, hidden_size=hidden, num_layers=num_layers,
@@ -45,14 +47,13 @@ def main():
 
   def loss_fn():
     outputs = pretrainer(inputs, training=True)
-    return protocol.tf_pretraining_loss(tf, tf_keras.losses, batch,
-                                        tf.cast(outputs["mlm_logits"], tf.float32),
+    return protocol.tf_pretraining_loss(tf, tf_keras.losses, batch, outputs["mlm_logits"],
                                         outputs["next_sentence"])
 
   protocol.serve_tf_training(tf, loss_fn, variables, optimizer, info={
       **thread_info,
       "framework": f"Model Garden (tf-models-official, tf_keras {tf_keras.__version__}, "
-                   f"TF {tf.__version__})"})
+                   f"TF {tf.__version__})", "mixed_precision": args.mixed_precision})
 
 
 if __name__ == "__main__":

@@ -27,13 +27,13 @@ from bert_tf.constants import ENCODER_SIZES
 VOCAB_SIZE = 30522
 LEARNING_RATE = 1e-4
 WEIGHT_DECAY = 0.01
-# The exclusions of the original optimization.py, in each framework's own spelling.
-EXCLUDE_FROM_WEIGHT_DECAY = ("layer_norm", "LayerNorm", "bias", "beta", "gamma")
+# The precisions a peer trains in (Keras's policy names).
+MIXED_PRECISION_POLICIES = ("float32", "mixed_bfloat16")
 
 
-def argument_parser(description):
-  """The command line every pretraining worker takes: the model size and batch shape.
-  A worker adds its own flags to the parser returned."""
+def argument_parser(description, precisions=MIXED_PRECISION_POLICIES):
+  """The command line every pretraining worker takes: the model size, batch shape and
+  precision (one of `precisions`). A worker adds its own flags to the parser returned."""
   parser = argparse.ArgumentParser(description=description)
   parser.add_argument("--size", default="mini")
   parser.add_argument("--batch_size", type=int, default=32)
@@ -46,6 +46,10 @@ def argument_parser(description):
   parser.add_argument("--predictions", type=int, default=20)
   parser.add_argument("--full_length", type=int, default=1,
                       help="0: random lengths in [seq_length / 2, seq_length].")
+  parser.add_argument("--mixed_precision", default="float32",
+                      choices=precisions,
+                      help="mixed_bfloat16: bf16 products, float32 variables (Keras's "
+                      "policy; torch's bf16 autocast).")
   return parser
 
 
@@ -130,8 +134,11 @@ def tf_pretraining_loss(tf, losses, batch, mlm_logits, nsp_logits):
     tf: the tensorflow module; losses: the peer's Keras losses module (keras.losses or
       tf_keras.losses), both passed in so that this module imports neither.
     batch: a pretraining_batch as tensors.
-    mlm_logits: float32 [B, P, V]; nsp_logits: [B, 2].
+    mlm_logits: [B, P, V]; nsp_logits: [B, 2] (bf16 under mixed_bfloat16: taken in
+      float32, as the policy's users do).
   """
+  mlm_logits = tf.cast(mlm_logits, tf.float32)
+  nsp_logits = tf.cast(nsp_logits, tf.float32)
   per_position = losses.sparse_categorical_crossentropy(
       batch["masked_lm_ids"], mlm_logits, from_logits=True)
   weights = batch["masked_lm_weights"]
@@ -227,9 +234,21 @@ def peak_rss_mb():
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _emit(tag, payload):
+def emit(tag, payload):
+  """Prints the `TAG {json}` line a driver reads (tagged_payload)."""
   sys.stdout.write(f"{tag} {json.dumps(payload)}\n")
   sys.stdout.flush()
+
+
+def tagged_payload(line, tag):
+  """The payload of a `TAG {json}` line (emit); None for any other line."""
+  return json.loads(line[len(tag) + 1:]) if line.startswith(tag + " ") else None
+
+
+def last_payload(stdout, tag):
+  """The payload of the last `TAG {json}` line in a worker's stdout; None without one."""
+  found = [tagged_payload(line, tag) for line in stdout.splitlines()]
+  return next((p for p in reversed(found) if p is not None), None)
 
 
 def serve(step_fn, warmup_steps=2, info=None, sync=None):
@@ -251,7 +270,7 @@ def serve(step_fn, warmup_steps=2, info=None, sync=None):
   if sync:
     sync()
   info["warmup_seconds"] = time.perf_counter() - start
-  _emit("READY", info)
+  emit("READY", info)
   for line in sys.stdin:
     parts = line.split()
     if not parts:
@@ -266,7 +285,7 @@ def serve(step_fn, warmup_steps=2, info=None, sync=None):
           sync()
         seconds.append((time.perf_counter() - t0) / steps_per_call)
         cpu_seconds.append((time.process_time() - c0) / steps_per_call)
-      _emit("RESULT", {"step_seconds": seconds, "cpu_seconds": cpu_seconds})
+      emit("RESULT", {"step_seconds": seconds, "cpu_seconds": cpu_seconds})
     elif parts[0] == "quit":
       break
-  _emit("DONE", {"peak_rss_mb": peak_rss_mb()})
+  emit("DONE", {"peak_rss_mb": peak_rss_mb()})

@@ -1,5 +1,6 @@
 """bench/ stands on its own: no module imports from tests/ (by name or by a path into
-it), and the GPU benchmarks are the four files bench/README.md names."""
+it), the GPU benchmarks are the four files bench/README.md names, and bench/ stays a
+tool, not an archive (at most MAX_BENCH_LINES lines besides its results and README)."""
 
 import ast
 import os
@@ -11,6 +12,7 @@ import paths
 
 BENCH = pathlib.Path(paths.ROOT) / "bench"
 TESTS = pathlib.Path(paths.ROOT) / "tests"
+MAX_BENCH_LINES = 6000
 
 
 def _imported_modules(path: pathlib.Path) -> set:
@@ -39,6 +41,13 @@ def test_no_bench_module_imports_from_tests():
 def test_the_gpu_benchmarks_are_four_files():
   assert sorted(p.name for p in BENCH.glob("gpu*")) == [
       "gpu.sh", "gpu_pretraining.py", "gpu_trainer.py", "gpu_worker.py"]
+
+
+def test_bench_stays_within_its_line_budget():
+  counted = [p for p in BENCH.rglob("*") if p.is_file() and "results" not in p.parts
+             and p.name != "README.md" and "__pycache__" not in p.parts]
+  lines = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in counted)
+  assert lines <= MAX_BENCH_LINES, f"bench/ has {lines} lines"
 
 
 def _bench_modules_tests_import() -> set:

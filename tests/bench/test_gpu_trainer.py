@@ -10,6 +10,7 @@ import shlex
 
 from bench import gpu_trainer
 from bench import gpu_worker
+from bench.peers import protocol
 from bert_tf.training import experiments
 from bert_tf.training import summaries
 import paths
@@ -123,8 +124,8 @@ def test_every_phase_has_an_estimate_and_all_but_the_last_fit_a_budget_of_360_s(
 
 
 def test_a_workers_result_line_reads_back_among_other_output(capsys):
-  gpu_worker.print_result({"steps": [1, 2]})
+  protocol.emit("RESULT", {"steps": [1]})
+  protocol.emit("RESULT", {"steps": [1, 2]})
   stdout = "a log line\n" + capsys.readouterr().out + "another\n"
-  assert gpu_worker.read_result(stdout) == {
-      "steps": [1, 2], "tensorflow_loaded": gpu_worker.tensorflow_loaded()}
-  assert gpu_worker.read_result("a log line\n") is None
+  assert protocol.last_payload(stdout, "RESULT") == {"steps": [1, 2]}
+  assert protocol.last_payload("a log line\n", "RESULT") is None

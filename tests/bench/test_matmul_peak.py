@@ -57,8 +57,12 @@ def test_each_pretraining_system_divides_by_its_framework_and_precision():
   assert (pretraining_step.matmul_of("ours_bfloat16",
                                      ours + ["--mixed_precision", "mixed_bfloat16"])
           == ("tensorflow", "bfloat16"))
-  assert pretraining_step.matmul_of("keras_hub", []) == ("tensorflow", "float32")
-  assert pretraining_step.matmul_of("hf", []) == ("torch", "float32")
+  float32, bf16 = ["--mixed_precision", "float32"], ["--mixed_precision", "mixed_bfloat16"]
+  assert pretraining_step.matmul_of("keras_hub", float32) == ("tensorflow", "float32")
+  assert pretraining_step.matmul_of("hf", float32) == ("torch", "float32")
+  # The peers' bf16 variants (Keras's mixed_bfloat16 policy, torch's bf16 autocast).
+  assert pretraining_step.matmul_of("model_garden", bf16) == ("tensorflow", "bfloat16")
+  assert pretraining_step.matmul_of("hf", bf16) == ("torch", "bfloat16")
 
 
 def test_tiny_inference_reports_utilisation_of_its_own_rounds_at_most_100_percent():

@@ -134,12 +134,20 @@ def test_workers_score_the_same_rows_then_take_turns_round_by_round(tmp_path):
 @pytest.mark.slow
 def test_bert_tf_exports_of_a_hugging_face_classifier_agree_and_are_timed(tmp_path):
   """End to end without a peer venv: random weights written as Hugging Face, converted
-  into bert_tf, exported in float32 and bf16, every export a worker of the rounds."""
+  into bert_tf, exported in float32 and bf16, every export a worker of the rounds,
+  scoring a GLUE dev file whose batches the reader pads to different lengths."""
   env = dict(os.environ, BERT_TF_BENCH_LOGS=str(tmp_path), OMP_NUM_THREADS="1")
+  glue = tmp_path / "data" / "glue_sst2"
+  glue.mkdir(parents=True)
+  for split in ("train", "dev"):
+    # 40 rows: a first batch of 32 short sentences, a second of 8 longer ones.
+    rows = [f"{'good ' * (1 + i // 32 * 4)}film\t{i % 2}" for i in range(40)]
+    (glue / f"{split}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
   result = subprocess.run(
       [sys.executable, "-m", "bench.int8_serving", "--size=tiny", "--seq_length=16",
        "--batch_size=4", "--modes=bfloat16", "--rounds=2", "--iterations=2",
-       "--batch_iterations=1", "--quiet_timeout=0", "--nowrite_readme"],
+       "--batch_iterations=1", "--quiet_timeout=0", "--nowrite_readme",
+       "--glue_task=sst2", f"--data_dir={tmp_path / 'data'}", "--calibration_rows=8"],
       cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
   assert "| float32 | float32 |" in result.stdout
