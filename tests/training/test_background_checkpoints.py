@@ -103,7 +103,6 @@ def test_a_failed_background_write_is_raised_at_the_next_save_naming_the_path(
   assert portable.checkpoints_in(model_dir) == []
 
 
-
 def test_a_checkpoint_committed_before_storage_failed_is_logged_and_named_to_resume_from(
     tmp_path, monkeypatch):
   """The write of ckpt-4 commits, then deleting ckpt-2 beyond max_to_keep fails: the
