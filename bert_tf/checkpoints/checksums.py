@@ -1,24 +1,23 @@
 """The CRC32C checksums of a portable checkpoint's arrays (bert_tf.checkpoints.portable:
 attribute CRC_ATTR of each dataset, as TensorFlow's tensor bundle stores one per
-tensor), computed on a thread of their own while h5py writes or reads the arrays.
+tensor).
 
-h5py holds the GIL while it writes or reads, so the thread runs beside it only with a
-CRC that releases the GIL: the `crc32c` package's does for buffers of 32 KiB and more,
-on the array's own memory (google-crc32c's releases it only for `bytes`, which would
-cost a copy of every array).
+A large array's CRC is taken by a `Follower`: a thread of its own that follows the array
+chunk by chunk as bert_tf.checkpoints.array_io moves it between memory and the file, so
+that each chunk is checked while the next one moves and while it is still in the cache.
+The `crc32c` package's CRC releases the GIL for buffers of 32 KiB and more and works on
+the array's own memory (no copy).
 """
 
-import concurrent.futures
-from typing import Callable, Optional
+import queue
+import threading
+from typing import Optional
 
 import crc32c as crc32c_package
 import numpy as np
 
 # The attribute of each array holding the CRC32C of its bytes (format version 3).
 CRC_ATTR = "crc32c"
-# Smaller arrays are checked on the calling thread: handing one to the thread costs
-# more than its CRC.
-_THREAD_BYTES = 1 << 20
 
 
 def crc32c(array: np.ndarray) -> int:
@@ -26,52 +25,60 @@ def crc32c(array: np.ndarray) -> int:
   return crc32c_package.crc32c(np.ascontiguousarray(array).reshape([-1]).view(np.uint8))
 
 
-class _Batch:
-  """Arrays whose CRC32Cs the thread computes in one task, and that task."""
+class Running:
+  """The CRC32C of one array's chunks, as far as the Follower has taken it."""
 
   def __init__(self):
-    self.arrays, self.bytes, self.future = [], 0, None
+    self.crc = 0
+    self.error: Optional[BaseException] = None
+    self._done = threading.Event()
+
+  def value(self) -> int:
+    """The CRC32C of all the array's chunks (waiting for the Follower to take it)."""
+    self._done.wait()
+    if self.error is not None:
+      raise self.error
+    return self.crc
 
 
-class Background:
-  """A context in which `start` computes CRC32Cs on one thread beside the caller's
-  work (arrays of 1 MiB or more, where a GIL-free CRC is installed), the caller asking
-  for each value when it needs it. Leaving the context waits for the thread.
-
-  The arrays go to the thread in batches of about BATCH_BYTES: each hand-over of the GIL
-  between the two threads waits for the scheduler, milliseconds on a loaded machine."""
-
-  BATCH_BYTES = 64 << 20
+class Follower:
+  """A context in which a thread takes the CRC32C of the chunks handed to it, in order:
+  `start()` an array, `add` each of its chunks (which must not change until `end`'s
+  Running gives its value), then `end` it. Leaving the context stops the thread."""
 
   def __init__(self):
-    self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
-    self._open = _Batch()
+    self._chunks: "queue.SimpleQueue" = queue.SimpleQueue()
+    self._thread = threading.Thread(target=self._follow, name="crc32c", daemon=True)
 
-  def __enter__(self) -> "Background":
-    self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="crc32c")
+  def __enter__(self) -> "Follower":
+    self._thread.start()
     return self
 
   def __exit__(self, *error) -> None:
-    self._pool.shutdown(wait=True, cancel_futures=True)
+    self._chunks.put(None)
+    self._thread.join()
 
-  def start(self, array: np.ndarray) -> Callable[[], int]:
-    """Starts the CRC32C of `array` (which must not change until it is asked for);
-    returns the function that gives it (waiting for it)."""
-    if array.nbytes < _THREAD_BYTES:
-      value = crc32c(array)
-      return lambda: value
-    batch, index = self._open, len(self._open.arrays)
-    batch.arrays.append(array)
-    batch.bytes += array.nbytes
-    if batch.bytes >= self.BATCH_BYTES:
-      self._submit()
-    return lambda: self._result(batch, index)
+  @staticmethod
+  def start() -> Running:
+    return Running()
 
-  def _submit(self) -> None:
-    batch, self._open = self._open, _Batch()
-    batch.future = self._pool.submit(lambda: [crc32c(array) for array in batch.arrays])
+  def add(self, running: Running, chunk: memoryview) -> None:
+    self._chunks.put((running, chunk))
 
-  def _result(self, batch: _Batch, index: int) -> int:
-    if batch.future is None:  # the batch still being filled: it goes now
-      self._submit()
-    return batch.future.result()[index]
+  def end(self, running: Running) -> Running:
+    self._chunks.put((running, None))
+    return running
+
+  def _follow(self) -> None:
+    while True:
+      item = self._chunks.get()
+      if item is None:
+        return
+      running, chunk = item
+      if chunk is None:
+        running._done.set()  # pylint: disable=protected-access
+      elif running.error is None:
+        try:
+          running.crc = crc32c_package.crc32c(chunk, running.crc)
+        except Exception as e:  # pylint: disable=broad-except
+          running.error = e

@@ -47,7 +47,7 @@ import h5py
 import numpy as np
 
 from bert_tf import constants
-from bert_tf.checkpoints import checksums
+from bert_tf.checkpoints import array_io
 from bert_tf.utils import errors
 from bert_tf.utils import files
 from bert_tf.utils import range_reads
@@ -57,8 +57,6 @@ VERSION = 3
 SUFFIX = ".h5"
 INPUT_SUFFIX = ".input"
 STEP = "step"
-# Arrays read of at least this size start on a 64-byte boundary (_aligned_empty).
-ALIGNED_BYTES = 1 << 20
 INPUT = "input"
 _GROUPS = ("items", "optimizer", "random_state")
 _NAME = re.compile(r"^ckpt-(\d+)\.h5$")
@@ -264,18 +262,15 @@ def snapshot(items: Mapping[str, object],
 def write(path: str, content: Snapshot) -> str:
   """Writes `content` to `path` (under a temporary name, then renamed), each array with
   its CRC32C; returns `path`."""
-  with files.staged_output(path) as temporary, h5py.File(temporary, "w") as f, \
-      checksums.Background() as crcs:
+  with files.staged_output(path) as temporary, h5py.File(temporary, "w") as f:
     f.attrs.update(content.attrs)
     for group in _GROUPS:
       f.create_group(group)
-    written = {}
+    writer = array_io.Writer(f, temporary)
     for name, value in content.arrays.items():
       array, dtype = _to_file(value)
-      written[name] = crcs.start(array)  # on its thread while h5py writes the arrays
-      f.create_dataset(name, data=array).attrs["dtype"] = dtype
-    for name, crc in written.items():
-      f[name].attrs[checksums.CRC_ATTR] = np.uint32(crc())
+      writer.add(name, array, {"dtype": dtype})
+    writer.finish()
     for name, target in content.links.items():
       f[name] = f[target]
   return path
@@ -310,38 +305,9 @@ def _open(path: str) -> Iterator[h5py.File]:
     yield f
 
 
-def _read_dataset(dataset, crcs: checksums.Background) -> tuple:
-  """(array, check): a dataset's array (bfloat16 ones as ml_dtypes.bfloat16) and the
-  function that returns (CRC32C of the bytes read, CRC32C written), or None where the
-  dataset carries no checksum; the CRC is computed on the `crcs` thread meanwhile."""
-  if dataset.nbytes >= ALIGNED_BYTES:
-    array = _aligned_empty(dataset.shape, dataset.dtype)
-    dataset.read_direct(array)
-  else:
-    array = np.asarray(dataset[()])
-  stored = dataset.attrs.get(checksums.CRC_ATTR)
-  check = None
-  if stored is not None:
-    crc = crcs.start(array)
-    check = lambda: (crc(), int(stored))
-  if dataset.attrs.get("dtype") == "bfloat16":
-    import ml_dtypes  # pylint: disable=g-import-not-at-top
-    array = array.view(ml_dtypes.bfloat16)
-  return array, check
-
-
-def _aligned_empty(shape: Sequence[int], dtype) -> np.ndarray:
-  """An uninitialized array whose data starts on a 64-byte boundary, as TensorFlow's
-  kernels need of memory a tensor shares (bert_tf.checkpoints.portable_restore)."""
-  size = int(np.prod(shape)) * np.dtype(dtype).itemsize
-  raw = np.empty(size + 64, np.uint8)
-  start = -raw.ctypes.data % 64
-  return raw[start:start + size].view(dtype).reshape(shape)
-
-
 def _verify(path: str, checks: Mapping[str, object]) -> None:
   """Raises DamagedCheckpointError naming the first of `checks` ({dataset name: check
-  of _read_dataset}) whose CRC32C read differs from the one written."""
+  of array_io.Reader.read}) whose CRC32C read differs from the one written."""
   for name, check in checks.items():
     read_crc, written = check()
     if read_crc != written:
@@ -364,26 +330,18 @@ def read(path: str, groups: Optional[Sequence[str]] = None) -> Snapshot:
     PortableCheckpointError: the file is unreadable or no portable checkpoint, or an
       array fails its checksum (naming the file and the array).
   """
-  with _open(path) as f, checksums.Background() as crcs:
-    attrs = dict(f.attrs)
-    arrays, legacy_paths, by_object, checks, name = {}, {}, {}, {}, ""
+  with _open(path) as f, array_io.Reader(f) as reader:
+    attrs, legacy_paths = dict(f.attrs), {}
     try:
       names = []
       f.visit_links(names.append)  # every name, a hard-linked array's both
-      for name in names:
-        node = f[name] if _wanted(name, groups) else None
-        if not isinstance(node, h5py.Dataset):
-          continue
-        if node.id not in by_object:
-          by_object[node.id], check = _read_dataset(node, crcs)
-          if check is not None:
-            checks[name] = check
-        arrays[name] = by_object[node.id]
-        if "path" in node.attrs:
-          legacy_paths[name] = str(node.attrs["path"])
+      arrays, checks = reader.read([name for name in names if _wanted(name, groups)])
+      if int(attrs.get("version", 1)) < 2:
+        legacy_paths = {name: str(f[name].attrs["path"]) for name in arrays
+                        if "path" in f[name].attrs}
     except (OSError, ValueError, KeyError, RuntimeError) as e:
-      raise DamagedCheckpointError(f"Checkpoint {path} is unreadable (reading {name}): "
-                                    f"{e}") from None
+      raise DamagedCheckpointError(f"Checkpoint {path} is unreadable (reading "
+                                    f"{reader.reading}): {e}") from None
     _verify(path, checks)
   if int(attrs.get("version", 1)) < 3 and path not in _UNVERIFIED_SAID:
     _UNVERIFIED_SAID.add(path)

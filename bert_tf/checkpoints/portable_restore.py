@@ -10,6 +10,7 @@ from typing import Dict, Iterable, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from bert_tf import constants
+from bert_tf.checkpoints import array_io
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints.portable import PortableCheckpointError, Snapshot
 
@@ -21,7 +22,7 @@ _KERAS_SLOTS = dict(zip(constants.ADAM_SLOTS, ("momentum", "velocity")))
 
 def _tensorflow_sharing(variable, value: np.ndarray):
   """`value` as a TensorFlow tensor sharing its memory, where `variable` is TensorFlow's
-  and `value` a float array of the variable's dtype, of at least portable.ALIGNED_BYTES,
+  and `value` a float array of the variable's dtype, of at least array_io.LARGE_BYTES,
   starting on the 64-byte boundary TensorFlow's kernels need; None otherwise.
 
   Assigning a NumPy array copies it twice (TensorFlow copies it before it makes a tensor
@@ -30,7 +31,7 @@ def _tensorflow_sharing(variable, value: np.ndarray):
   shared memory as its own, so the array must not be used again (TensorFlow copies on
   write only what it knows to be shared)."""
   tf = sys.modules.get("tensorflow")
-  if (tf is None or value.nbytes < portable.ALIGNED_BYTES or value.ctypes.data % 64
+  if (tf is None or value.nbytes < array_io.LARGE_BYTES or value.ctypes.data % 64
       or value.dtype.kind != "f" or not value.flags.c_contiguous or not value.flags.writeable
       or np.dtype(getattr(variable.dtype, "as_numpy_dtype", variable.dtype)) != value.dtype
       or not isinstance(getattr(variable, "value", None), tf.Variable)

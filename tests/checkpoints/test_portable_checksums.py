@@ -134,14 +134,16 @@ def test_the_exporter_falls_back_past_a_damaged_newest_checkpoint_or_refuses_it_
     exporter.model_from_checkpoint(experiment, damaged)
 
 
-def test_background_crcs_equal_the_direct_ones_whether_their_batch_went_or_is_filling(
-    monkeypatch):
-  monkeypatch.setattr(checksums.Background, "BATCH_BYTES", 3 << 20)
+def test_the_follower_s_crcs_of_arrays_in_chunks_equal_the_direct_ones():
   rng = np.random.default_rng(0)
-  arrays = [rng.standard_normal(n).astype(np.float32) for n in (1 << 18, 1 << 19, 300, 1 << 18)]
-  with checksums.Background() as crcs:
-    # 1, 2 and 1 MiB (the first two fill a batch), and a small array checked at once.
-    started = [crcs.start(array) for array in arrays]
-    values = [get() for get in reversed(started)][::-1]
+  arrays = [rng.standard_normal(n).astype(np.float32) for n in (1 << 18, 300, 1 << 19)]
+  with checksums.Follower() as follower:
+    running = []
+    for array in arrays:
+      crc, data = follower.start(), memoryview(array.view(np.uint8))
+      for start in range(0, array.nbytes, 100_000):
+        follower.add(crc, data[start:start + 100_000])
+      running.append(follower.end(crc))
+    values = [crc.value() for crc in reversed(running)][::-1]
   assert values == [checksums.crc32c(array) for array in arrays]
   assert checksums.crc32c(np.frombuffer(b"123456789", np.uint8)) == 0xE3069283  # RFC 3720

@@ -1,0 +1,245 @@
+"""Moving a portable checkpoint's arrays between memory and its HDF5 file, each with its
+CRC32C (bert_tf.checkpoints.checksums); bert_tf.checkpoints.portable says what the file
+holds.
+
+Arrays of LARGE_BYTES or more are stored contiguously (HDF5's default layout, their
+space allocated when they are created) and moved through the file's own bytes with
+os.pwrite and os.preadv in chunks of CHUNK_BYTES, which release the GIL (h5py holds it
+while it reads or writes): the checksums' Follower takes each chunk's CRC on a thread of
+its own while the next chunk moves, the chunk still in the cache. Smaller arrays, and
+any array of another layout (a file not written here), go through h5py, their CRC taken
+at once.
+"""
+
+import os
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import h5py
+import numpy as np
+
+from bert_tf.checkpoints import checksums
+
+# Arrays at least this large are moved through the file's bytes, and read into memory
+# that starts on a 64-byte boundary (as TensorFlow's kernels need of memory a tensor
+# shares, bert_tf.checkpoints.portable_restore).
+LARGE_BYTES = 1 << 20
+# What one system call moves: small enough to be still in the last-level cache when the
+# CRC thread reads it, large enough that the hand-overs cost nothing.
+CHUNK_BYTES = 8 << 20
+# False only where the checksums' cost is measured (bench.checkpoint_io): arrays are
+# then written without, and read without checking, a CRC32C.
+CHECKSUMS = True
+
+Check = Callable[[], Tuple[int, int]]
+
+
+def _chunks(nbytes: int) -> range:
+  return range(0, nbytes, CHUNK_BYTES)
+
+
+def _raw(nbytes: int, dtype: np.dtype) -> bool:
+  """Whether an array is moved through the file's bytes (those of memory and file alike)."""
+  return nbytes >= LARGE_BYTES and dtype.kind in "fiu" and dtype.isnative
+
+
+class Writer:
+  """Writes arrays into an h5py.File being written at the local path `path`: `add` each
+  (with its attributes), then `finish` (which writes the large ones' bytes and every
+  CRC32C attribute) before the file is closed."""
+
+  def __init__(self, f: h5py.File, path: str):
+    self._file, self._path = f, path
+    self._large: List[Tuple[h5py.Dataset, np.ndarray]] = []
+
+  def add(self, name: str, array: np.ndarray, attrs: Dict[str, object]) -> None:
+    """Creates dataset `name` holding `array` (C order), with attributes `attrs`."""
+    array = np.asarray(array, order="C")
+    if not _raw(array.nbytes, array.dtype):
+      dataset = self._file.create_dataset(name, data=array)
+      if CHECKSUMS:
+        attrs = dict(attrs, **{checksums.CRC_ATTR: np.uint32(checksums.crc32c(array))})
+    else:
+      dataset = self._create_allocated(name, array)
+      self._large.append((dataset, array))
+    dataset.attrs.update(attrs)
+
+  def _create_allocated(self, name: str, array: np.ndarray) -> h5py.Dataset:
+    """An empty contiguous dataset of `array`'s shape and type, its space allocated in
+    the file now and never filled (the array's bytes are written into it)."""
+    creation = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    creation.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+    creation.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+    link = h5py.h5p.create(h5py.h5p.LINK_CREATE)
+    link.set_create_intermediate_group(True)
+    dataset_id = h5py.h5d.create(self._file.id, name.encode(), h5py.h5t.py_create(array.dtype),
+                                 h5py.h5s.create_simple(array.shape), dcpl=creation,
+                                 lcpl=link)
+    return h5py.Dataset(dataset_id)
+
+  def finish(self) -> None:
+    """Writes the large arrays' bytes at their datasets' offsets, their CRC32Cs taken
+    beside, and their CRC32C attributes."""
+    self._file.flush()
+    descriptor = os.open(self._path, os.O_WRONLY)
+    try:
+      with checksums.Follower() as follower:
+        crcs = []
+        for dataset, array in self._large:
+          running = follower.start()
+          data = memoryview(array.reshape([-1]).view(np.uint8))
+          offset = dataset.id.get_offset()
+          for start in _chunks(array.nbytes):
+            chunk = data[start:start + CHUNK_BYTES]
+            if CHECKSUMS:
+              follower.add(running, chunk)
+            _write_all(descriptor, chunk, offset + start)
+          crcs.append(follower.end(running))
+        for (dataset, _), running in zip(self._large, crcs):
+          if CHECKSUMS:
+            dataset.attrs[checksums.CRC_ATTR] = np.uint32(running.value())
+    finally:
+      os.close(descriptor)
+
+
+def _write_all(descriptor: int, data: memoryview, offset: int) -> None:
+  """os.pwrite of all of `data` (a short write is followed by one for the rest, which
+  raises the reason, ENOSPC for a full disk)."""
+  while data:
+    written = os.pwrite(descriptor, data, offset)
+    data, offset = data[written:], offset + written
+
+
+def _offset(dataset: h5py.h5d.DatasetID) -> Optional[int]:
+  """The file offset of a dataset's bytes where they lie there as in memory (contiguous,
+  allocated, no external file, native byte order), else None."""
+  if not (_raw(_nbytes(dataset), dataset.dtype) and hasattr(os, "preadv")):
+    return None
+  creation = dataset.get_create_plist()
+  if creation.get_layout() != h5py.h5d.CONTIGUOUS or creation.get_external_count():
+    return None
+  return dataset.get_offset()
+
+
+def _nbytes(dataset: h5py.h5d.DatasetID) -> int:
+  return int(np.prod(dataset.shape, dtype=np.int64)) * dataset.dtype.itemsize
+
+
+def aligned_empty(shape: Sequence[int], dtype) -> np.ndarray:
+  """An uninitialized array whose data starts on a 64-byte boundary."""
+  size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+  raw = np.empty(size + 64, np.uint8)
+  start = -raw.ctypes.data % 64
+  return raw[start:start + size].view(dtype).reshape(shape)
+
+
+_UINT32 = h5py.h5t.py_create(np.dtype(np.uint32))
+
+
+def _stored_crc(dataset: h5py.h5d.DatasetID) -> Optional[int]:
+  """The CRC32C attribute of a dataset, or None (through h5py's low-level calls: a
+  tenth of the time of `attrs.get`, which would add 5% to a restore of BERT-base)."""
+  try:
+    attribute = h5py.h5a.open(dataset, checksums.CRC_ATTR.encode())
+  except KeyError:
+    return None
+  value = np.empty((), np.uint32)
+  attribute.read(value, mtype=_UINT32)
+  return int(value)
+
+
+def _restored_dtype(dataset: h5py.h5d.DatasetID) -> np.dtype:
+  """The dtype to read a dataset as: ml_dtypes.bfloat16 for the uint16 arrays whose
+  `dtype` attribute says bfloat16 (bert_tf.checkpoints.portable), else as stored."""
+  if dataset.dtype == np.uint16 and h5py.Dataset(dataset).attrs.get("dtype") == "bfloat16":
+    import ml_dtypes  # pylint: disable=g-import-not-at-top
+    return np.dtype(ml_dtypes.bfloat16)
+  return dataset.dtype
+
+
+class Reader:
+  """A context reading the datasets of an h5py.File open for reading from a local file,
+  each with the check of its CRC32C: the metadata and the small arrays first (h5py,
+  which holds the GIL), then the large arrays' bytes, the Follower taking their CRCs
+  beside without waiting for the GIL."""
+
+  def __init__(self, f: h5py.File):
+    self._file = f
+    self._descriptor: Optional[int] = None
+    self._follower = checksums.Follower()
+    self.reading = ""  # the name being read, for error messages
+
+  def __enter__(self) -> "Reader":
+    self._descriptor = os.open(self._file.filename, os.O_RDONLY)
+    self._follower.__enter__()
+    return self
+
+  def __exit__(self, *error) -> None:
+    self._follower.__exit__(*error)
+    os.close(self._descriptor)
+
+  def read(self, names: Sequence[str]) -> Tuple[Dict[str, np.ndarray], Dict[str, Check]]:
+    """({name: array}, {name: check}) of the datasets among `names` (groups skipped),
+    a hard-linked dataset read once, its array under each of its names; a check
+    returns (CRC32C of the bytes read, CRC32C written), for the arrays that carry one
+    (unless CHECKSUMS is off).
+
+    Raises:
+      OSError, KeyError, ValueError, RuntimeError: a damaged file (`reading` names the
+        dataset).
+    """
+    arrays, checks, by_object, large = {}, {}, {}, []
+    for name in names:
+      self.reading = name
+      dataset = h5py.h5o.open(self._file.id, name.encode())
+      if not isinstance(dataset, h5py.h5d.DatasetID):
+        continue
+      if dataset not in by_object:
+        by_object[dataset], check, offset = self._start(dataset)
+        if check is not None:
+          checks[name] = check
+        if offset is not None:
+          large.append((name, by_object[dataset], offset, checks.get(name)))
+      arrays[name] = by_object[dataset]
+    for name, array, offset, check in large:
+      self.reading = name
+      self._read_bytes(name, array, offset, check)
+    return arrays, checks
+
+  def _start(self, dataset: h5py.h5d.DatasetID) -> tuple:
+    """(array, check, offset): a small array read with its check; a large one's memory
+    (aligned_empty) and offset, its check to be set up by _read_bytes."""
+    stored = _stored_crc(dataset) if CHECKSUMS else None
+    dtype, offset = _restored_dtype(dataset), _offset(dataset)
+    if offset is not None:
+      check = None if stored is None else _LargeCheck(stored)
+      return aligned_empty(dataset.shape, dtype), check, offset
+    array = np.empty(dataset.shape, dataset.dtype)
+    if array.size:
+      dataset.read(h5py.h5s.ALL, h5py.h5s.ALL, array)
+    if stored is None:
+      return array.view(dtype), None, None
+    crc = checksums.crc32c(array)
+    return array.view(dtype), lambda: (crc, stored), None
+
+  def _read_bytes(self, name: str, array: np.ndarray, offset: int,
+                  check: Optional["_LargeCheck"]) -> None:
+    data = memoryview(array.reshape([-1]).view(np.uint8))
+    running = self._follower.start() if check is not None else None
+    for start in _chunks(array.nbytes):
+      chunk = data[start:start + CHUNK_BYTES]
+      if os.preadv(self._descriptor, [chunk], offset + start) != len(chunk):
+        raise OSError(f"the file ends inside {name}")
+      if running is not None:
+        self._follower.add(running, chunk)
+    if running is not None:
+      check.running = self._follower.end(running)
+
+
+class _LargeCheck:
+  """The check of a large array: (its Running's value, the CRC32C written)."""
+
+  def __init__(self, stored: int):
+    self.stored, self.running = stored, None
+
+  def __call__(self) -> Tuple[int, int]:
+    return self.running.value(), self.stored

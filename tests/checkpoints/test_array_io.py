@@ -1,0 +1,90 @@
+"""How a portable checkpoint's arrays move between memory and the file
+(bert_tf.checkpoints.array_io): large ones through the file's bytes, each CRC32C taken
+beside; any other layout through h5py, checked all the same."""
+
+import os
+
+import h5py
+import ml_dtypes
+import numpy as np
+import pytest
+
+from bert_tf.checkpoints import array_io
+from bert_tf.checkpoints import checksums
+from bert_tf.checkpoints import portable
+
+_ATTRS = {"format": portable.FORMAT, "version": portable.VERSION, "backend": ""}
+
+
+def _arrays():
+  rng = np.random.default_rng(0)
+  return {
+      # Over one chunk, not a whole number of chunks: the last chunk is short.
+      "items/encoder/large": rng.standard_normal((3, 700, 1024)).astype(np.float32),
+      "items/encoder/bfloat16": rng.standard_normal((1024, 1024)).astype(ml_dtypes.bfloat16),
+      "items/encoder/small": rng.standard_normal(7).astype(np.float32),
+      "optimizer/count": np.asarray(5, np.int64),
+      "step": np.asarray(9, np.int64),
+  }
+
+
+def test_arrays_large_and_small_of_every_kind_round_trip_with_their_checksums(
+    tmp_path, monkeypatch):
+  monkeypatch.setattr(array_io, "CHUNK_BYTES", 1 << 20)
+  arrays = _arrays()
+  path = portable.write(portable.path_for_step(str(tmp_path), 9), portable.Snapshot(
+      dict(_ATTRS), arrays, {"items/masked_lm/large": "items/encoder/large"}))
+  with h5py.File(path, "r") as f:
+    for name, array in arrays.items():
+      stored = f[name].attrs[checksums.CRC_ATTR]
+      assert stored == checksums.crc32c(array), name
+      assert f[name].chunks is None
+  read = portable.read(path)
+  for name, array in arrays.items():
+    assert read.arrays[name].dtype == array.dtype and read.arrays[name].shape == array.shape
+    np.testing.assert_array_equal(read.arrays[name], array, err_msg=name)
+  assert read.arrays["items/masked_lm/large"] is read.arrays["items/encoder/large"]
+  assert read.arrays["items/encoder/large"].ctypes.data % 64 == 0
+
+
+def _write_with_h5py(path, name, array, **options):
+  """A checkpoint holding `array` stored by h5py with `options` (a layout the writer
+  does not use), its CRC32C written with it."""
+  with h5py.File(path, "w") as f:
+    f.attrs.update(_ATTRS)
+    dataset = f.create_dataset(name, data=array, **options)
+    dataset.attrs["dtype"] = str(array.dtype)
+    dataset.attrs[checksums.CRC_ATTR] = np.uint32(checksums.crc32c(array))
+
+
+def test_an_array_of_another_layout_is_read_and_checked_through_h5py(tmp_path):
+  array = np.arange(256 * 1024, dtype=np.float32).reshape(256, 1024)
+  path = str(tmp_path / "ckpt-1.h5")
+  _write_with_h5py(path, "items/encoder/kernel", array, chunks=(64, 1024),
+                   compression="gzip")
+  np.testing.assert_array_equal(portable.read(path).arrays["items/encoder/kernel"], array)
+  with h5py.File(path, "r+") as f:
+    f["items/encoder/kernel"][0, 0] = 1.0
+  with pytest.raises(portable.DamagedCheckpointError,
+                     match=f"{path} fails its checksum at items/encoder/kernel"):
+    portable.read(path)
+
+
+def test_a_file_ending_inside_a_large_array_is_unreadable_naming_the_array(tmp_path):
+  arrays = _arrays()
+  path = portable.write(str(tmp_path / "ckpt-9.h5"), portable.Snapshot(dict(_ATTRS), arrays))
+  with h5py.File(path, "r") as f, array_io.Reader(f) as reader:
+    offset = f["items/encoder/large"].id.get_offset()
+    os.truncate(path, offset + 1000)
+    with pytest.raises(OSError, match="the file ends inside items/encoder/large"):
+      reader.read(["items/encoder/large"])
+    assert reader.reading == "items/encoder/large"
+
+
+def test_without_checksums_nothing_is_written_or_checked(tmp_path, monkeypatch):
+  monkeypatch.setattr(array_io, "CHECKSUMS", False)
+  arrays = _arrays()
+  path = portable.write(str(tmp_path / "ckpt-9.h5"), portable.Snapshot(dict(_ATTRS), arrays))
+  with h5py.File(path, "r") as f:
+    assert not any(checksums.CRC_ATTR in f[name].attrs for name in arrays)
+  np.testing.assert_array_equal(portable.read(path).arrays["step"], 9)
