@@ -4,7 +4,9 @@ SIGKILLed while the background save of ckpt-4 waits for its part; every other pr
 stops within the bound (devices.HEARTBEAT_TIMEOUT_S, the heartbeats' own timeout, plus
 slack for a loaded machine) with one error line naming the lost process and the
 checkpoint a rerun resumes from, no traceback; the rerun of every process ends with the
-arrays of an uninterrupted four-process run."""
+arrays of an uninterrupted four-process run. Process 0, which also serves
+jax.distributed's coordination service, SIGKILLed while it writes ckpt-4: JAX ends the
+others at once, and the rerun equals an uninterrupted run too."""
 
 import signal
 import time
@@ -28,14 +30,29 @@ KILLED = 3
 _SLACK_S = 60
 
 
-def test_a_lost_process_stops_the_others_in_one_line_and_a_rerun_equals_an_unbroken_run(
-    tmp_path, emulator):
-  environment, fs = emulator
+def _whole_run(tmp_path, environment):
+  """(config, bucket, cwd): the uninterrupted four-process run of the experiment, done
+  into `bucket`/whole."""
   bucket, cwd = _bucket_and_cwd(tmp_path)
   config = _config(tmp_path, STEPS, runtime=dict(distribution_strategy="multi_worker_mirrored"))
   process_helpers.finish_all(_start_hosts(config, f"{bucket}/whole", cwd, environment,
                                           count=PROCESSES))
+  return config, bucket, cwd
 
+
+def _outputs_and_stop_time(processes):
+  """The outputs of `processes` (a lost one's survivors), and how long after now the
+  last of them ended."""
+  lost_at = time.time()
+  outputs = [p.communicate(timeout=devices.HEARTBEAT_TIMEOUT_S + 4 * _SLACK_S)[0]
+             for p in processes]
+  return outputs, time.time() - lost_at
+
+
+def test_a_lost_process_stops_the_others_in_one_line_and_a_rerun_equals_an_unbroken_run(
+    tmp_path, emulator):
+  environment, fs = emulator
+  config, bucket, cwd = _whole_run(tmp_path, environment)
   killed = f"{bucket}/killed"
   processes = _start_hosts(config, killed, cwd, environment, held_part=4, count=PROCESSES,
                            held_process=KILLED)
@@ -45,10 +62,7 @@ def test_a_lost_process_stops_the_others_in_one_line_and_a_rerun_equals_an_unbro
     process_helpers.wait_until(processes,
                                lambda: _exists(fs, f"{killed}/ckpt-4.input-{KILLED}.done.held"))
     processes[KILLED].send_signal(signal.SIGKILL)
-    lost_at = time.time()
-    outputs = [p.communicate(timeout=devices.HEARTBEAT_TIMEOUT_S + 4 * _SLACK_S)[0]
-               for p in processes[:KILLED]]
-    stopped_after = time.time() - lost_at
+    outputs, stopped_after = _outputs_and_stop_time(processes[:KILLED])
   finally:
     process_helpers.kill_all(processes)
   fs.invalidate_cache()
@@ -66,3 +80,37 @@ def test_a_lost_process_stops_the_others_in_one_line_and_a_rerun_equals_an_unbro
   rerun_hosts_equal(config, (f"{bucket}/whole", killed), 2, cwd, emulator, tmp_path,
                     count=PROCESSES)
   print(f"the others stopped {stopped_after:.0f} s after process {KILLED} was killed")
+
+
+def test_losing_process_0_ends_the_others_at_once_and_a_rerun_equals_an_unbroken_run(
+    tmp_path, emulator):
+  """Process 0 also serves jax.distributed's coordination service: with it gone, JAX's
+  client in every other process ends that process at once with its own fatal log
+  ("Terminating process because the JAX distributed service detected fatal errors"),
+  before any line of ours (the client takes no callback from Python: jaxlib cannot
+  pass it the status). What holds: the others end within seconds, the checkpoint process
+  0 was writing is not committed, and the rerun resumes from the last committed one
+  and equals an uninterrupted run."""
+  environment, fs = emulator
+  config, bucket, cwd = _whole_run(tmp_path, environment)
+  killed = f"{bucket}/chief_killed"
+  # Process 0 writes each array of ckpt-4 a second late; the others mark their parts.
+  processes = _start_hosts(config, killed, cwd, environment, held_part=4, count=PROCESSES,
+                           held_process=0, hook=("slow_write", 1))
+  try:
+    process_helpers.wait_until(processes, lambda: all(
+        _exists(fs, f"{killed}/ckpt-4.input-{p}.done") for p in range(1, PROCESSES)))
+    processes[0].send_signal(signal.SIGKILL)
+    outputs, stopped_after = _outputs_and_stop_time(processes[1:])
+  finally:
+    process_helpers.kill_all(processes)
+  fs.invalidate_cache()
+  assert not fs.exists(f"{killed}/ckpt-4.h5") and fs.exists(f"{killed}/ckpt-2.h5")
+  for process, output in zip(processes[1:], outputs):
+    assert process.returncode != 0, output[-3000:]
+    assert "JAX distributed service detected fatal errors" in output, output[-5000:]
+  assert stopped_after < _SLACK_S, stopped_after
+
+  rerun_hosts_equal(config, (f"{bucket}/whole", killed), 2, cwd, emulator, tmp_path,
+                    count=PROCESSES)
+  print(f"the others ended {stopped_after:.0f} s after process 0 was killed")

@@ -199,16 +199,17 @@ HOOKS = os.path.join(paths.ROOT, "tests", "checkpoint_hooks_main.py")
 
 
 def _start_hosts(config, model_dir, cwd, environment, held_part=None, count=2,
-                 held_process=1):
+                 held_process=1, hook=("held_part", 3600)):
   """Starts tools/train.py as `count` jax.distributed processes on 127.0.0.1 (TensorFlow
-  unimportable); with held_part=STEP, process `held_process` stops before marking its
-  part of ckpt-STEP complete (tests/checkpoint_hooks_main.py)."""
+  unimportable); with held_part=STEP, process `held_process` runs under `hook` (name,
+  seconds) of tests/checkpoint_hooks_main.py for ckpt-STEP: by default it stops before
+  marking its part of ckpt-STEP complete."""
   port = gcs_emulator.free_port()
   processes = []
   for index in range(count):
     command, env = _command(config, model_dir, environment, "tensorflow")
     if held_part and index == held_process:
-      command = [sys.executable, HOOKS, "held_part", str(held_part), "3600",
+      command = [sys.executable, HOOKS, hook[0], str(held_part), str(hook[1]),
                  "--without=tensorflow"] + command[command.index(TRAIN_TOOL) + 1:]
     env.update(KERAS_DISTRIBUTION_JOB_ADDRESSES=f"127.0.0.1:{port}",
                KERAS_DISTRIBUTION_NUM_PROCESSES=str(count),

@@ -35,8 +35,10 @@ _PROCESS_ID = "KERAS_DISTRIBUTION_PROCESS_ID"
 HEARTBEAT_TIMEOUT_S = 30
 HEARTBEAT_EVERY_S = 2
 # JAX's own heartbeat timeout, longer than ours: when it passes, its client ends every
-# other process with a fatal log and a C++ stack trace (its callback for a missed
-# heartbeat cannot be set from Python), which ours comes before.
+# other process with a fatal log and a C++ stack trace, which ours comes before. (Its
+# callback cannot be set from Python: jaxlib cannot hand a Python callback the status,
+# and the process ends with std::bad_cast. So where process 0, which serves the
+# coordination service, is lost, JAX ends the others at once with its own fatal log.)
 _JAX_HEARTBEAT_TIMEOUT_S = 120
 # How long a process's end waits for the others at jax.distributed's shutdown barrier
 # (JAX's default: 300 s), which a lost process never reaches.
