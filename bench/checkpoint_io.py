@@ -5,8 +5,9 @@ that a loaded machine weighs on all alike; figures are medians.
   python -m bench.checkpoint_io --measure=checksums --sizes=base --turns=8
 
 `checksums`: portable.write (save) of its content in host memory and portable.read
-(restore) of the file, with CRC32C checksums and without (none computed), and every
-array's CRC32C alone. --directory=/dev/shm keeps the disk's noise out.
+(restore) of the file, with CRC32C checksums and without (none computed, written or
+read), and every array's CRC32C alone. --directory=/dev/shm keeps the disk's noise out;
+--cold drops the page cache before each restore (Linux, root): a resume's disk read.
 
   gcp-storage-emulator start --host=127.0.0.1 --port=9023 --in-memory \
     --default-bucket=bench > emulator.log 2>&1 &
@@ -53,15 +54,25 @@ def bert_engine(size: str, model_dir: str):
   return engine
 
 
-def measure_checksums(content: portable.Snapshot, turns: int, directory: str
-                      ) -> Dict[str, Dict[str, List[float]]]:
-  """{mode: {"save": [s], "restore": [s]}} of `content` written to `directory`, read back."""
+def drop_page_cache() -> None:
+  """Writes the dirty pages out and drops the page cache (Linux, as root)."""
+  os.sync()
+  with open("/proc/sys/vm/drop_caches", "w", encoding="ascii") as f:
+    f.write("3\n")
+
+
+def measure_checksums(content: portable.Snapshot, turns: int, directory: str,
+                      cold: bool = False) -> Dict[str, Dict[str, List[float]]]:
+  """{mode: {"save": [s], "restore": [s]}} of `content` written to `directory`, read back
+  (`cold`: from the disk)."""
   path = portable.path_for_step(directory, 1)
   times = {mode: {"save": [], "restore": []} for mode in MODES}
   for turn in range(turns):
     for mode in stats.round_order(MODES, turn):
       with mock.patch.object(array_io, "CHECKSUMS", mode != "without"):
         for what, run in (("save", portable.write), ("restore", portable.read)):
+          if what == "restore" and cold:
+            drop_page_cache()
           start = time.perf_counter()
           run(path, content) if what == "save" else run(path)
           times[mode][what].append(time.perf_counter() - start)
@@ -161,7 +172,7 @@ def main(argv):
         engine = bert_engine(size, directory)
         content = portable.snapshot(engine.model.trained_items, engine.checkpoint_state(),
                                     step=1, position={"batches_read": 8})
-        times = measure_checksums(content, FLAGS.turns, directory)
+        times = measure_checksums(content, FLAGS.turns, directory, FLAGS.cold)
       print(checksums_report(times, content, size))
   else:
     # gcsfs to the emulator, without the bucket-type probe an emulator cannot answer.
@@ -181,6 +192,7 @@ if __name__ == "__main__":
   flags.DEFINE_list("sizes", ["base"], "Encoder sizes (configs.ENCODER_SIZES).")
   flags.DEFINE_integer("turns", 3, "Turns of each mode (checksums) or phase (remote).")
   flags.DEFINE_string("directory", None, "checksums: where to write (default: /tmp).")
+  flags.DEFINE_bool("cold", False, "checksums: drop the page cache before each restore.")
   flags.DEFINE_enum("backend", "tensorflow", ["tensorflow", "jax"], "The Keras backend.")
   flags.DEFINE_string("emulator_host", "", "remote: the emulator (http://HOST:PORT).")
   flags.DEFINE_string("emulator_log", "", "remote: the file the emulator logs to.")

@@ -36,13 +36,11 @@ PEER_LABELS = {
 }
 
 
-
 def peer_env(onednn: bool = True) -> Dict[str, Optional[str]]:
   """Environment entries for a peer worker: oneDNN on, as for ours (the TensorFlow
   peers' best CPU setting on CPUs where TensorFlow leaves it off), or with
   onednn=False TensorFlow's own default (the variable unset, as a peer's user gets it)."""
   return {cpu_kernels.ONEDNN_VARIABLE: "1" if onednn else None}
-
 
 
 def peer_python(peer: str, venv_root: str = DEFAULT_VENV_ROOT) -> str:
