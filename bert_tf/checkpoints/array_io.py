@@ -18,6 +18,7 @@ import h5py
 import numpy as np
 
 from bert_tf.checkpoints import checksums
+from bert_tf.utils import files
 
 # Arrays at least this large are moved through the file's bytes, and read into memory
 # that starts on a 64-byte boundary (as TensorFlow's kernels need of memory a tensor
@@ -85,34 +86,27 @@ class Writer:
       with checksums.Follower() as follower:
         crcs = []
         for dataset, array in self._large:
-          running = follower.start()
+          running = checksums.Running() if CHECKSUMS else None
           data = memoryview(array.reshape([-1]).view(np.uint8))
           offset = dataset.id.get_offset()
           for start in _chunks(array.nbytes):
             chunk = data[start:start + CHUNK_BYTES]
-            if CHECKSUMS:
+            if running is not None:
               follower.add(running, chunk)
-            _write_all(descriptor, chunk, offset + start)
-          crcs.append(follower.end(running))
-        for (dataset, _), running in zip(self._large, crcs):
-          if CHECKSUMS:
-            dataset.attrs[checksums.CRC_ATTR] = np.uint32(running.value())
+            files.write_at(descriptor, chunk, offset + start)
+          if running is not None:
+            crcs.append((dataset, follower.end(running)))
+        for dataset, running in crcs:
+          dataset.attrs[checksums.CRC_ATTR] = np.uint32(running.value())
     finally:
       os.close(descriptor)
 
 
-def _write_all(descriptor: int, data: memoryview, offset: int) -> None:
-  """os.pwrite of all of `data` (a short write is followed by one for the rest, which
-  raises the reason, ENOSPC for a full disk)."""
-  while data:
-    written = os.pwrite(descriptor, data, offset)
-    data, offset = data[written:], offset + written
-
-
-def _offset(dataset: h5py.h5d.DatasetID) -> Optional[int]:
-  """The file offset of a dataset's bytes where they lie there as in memory (contiguous,
-  allocated, no external file, native byte order), else None."""
-  if not (_raw(_nbytes(dataset), dataset.dtype) and hasattr(os, "preadv")):
+def _offset(dataset: h5py.h5d.DatasetID, dtype: np.dtype) -> Optional[int]:
+  """The file offset of a dataset's bytes (stored as `dtype`) where they lie there as in
+  memory (contiguous, allocated, no external file, native byte order), else None."""
+  nbytes = int(np.prod(dataset.shape, dtype=np.int64)) * dtype.itemsize
+  if not (_raw(nbytes, dtype) and hasattr(os, "preadv")):
     return None
   creation = dataset.get_create_plist()
   if creation.get_layout() != h5py.h5d.CONTIGUOUS or creation.get_external_count():
@@ -120,11 +114,7 @@ def _offset(dataset: h5py.h5d.DatasetID) -> Optional[int]:
   return dataset.get_offset()
 
 
-def _nbytes(dataset: h5py.h5d.DatasetID) -> int:
-  return int(np.prod(dataset.shape, dtype=np.int64)) * dataset.dtype.itemsize
-
-
-def aligned_empty(shape: Sequence[int], dtype) -> np.ndarray:
+def _aligned_empty(shape: Sequence[int], dtype) -> np.ndarray:
   """An uninitialized array whose data starts on a 64-byte boundary."""
   size = int(np.prod(shape)) * np.dtype(dtype).itemsize
   raw = np.empty(size + 64, np.uint8)
@@ -147,13 +137,14 @@ def _stored_crc(dataset: h5py.h5d.DatasetID) -> Optional[int]:
   return int(value)
 
 
-def _restored_dtype(dataset: h5py.h5d.DatasetID) -> np.dtype:
-  """The dtype to read a dataset as: ml_dtypes.bfloat16 for the uint16 arrays whose
-  `dtype` attribute says bfloat16 (bert_tf.checkpoints.portable), else as stored."""
-  if dataset.dtype == np.uint16 and h5py.Dataset(dataset).attrs.get("dtype") == "bfloat16":
+def _restored_dtype(dataset: h5py.h5d.DatasetID, stored: np.dtype) -> np.dtype:
+  """The dtype to read a dataset (stored as `stored`) as: ml_dtypes.bfloat16 for the
+  uint16 arrays whose `dtype` attribute says bfloat16 (bert_tf.checkpoints.portable),
+  else `stored`."""
+  if stored == np.uint16 and h5py.Dataset(dataset).attrs.get("dtype") == "bfloat16":
     import ml_dtypes  # pylint: disable=g-import-not-at-top
     return np.dtype(ml_dtypes.bfloat16)
-  return dataset.dtype
+  return stored
 
 
 class Reader:
@@ -194,37 +185,43 @@ class Reader:
       if not isinstance(dataset, h5py.h5d.DatasetID):
         continue
       if dataset not in by_object:
-        by_object[dataset], check, offset = self._start(dataset)
+        by_object[dataset], check, offset, running = self._start(dataset)
         if check is not None:
           checks[name] = check
         if offset is not None:
-          large.append((name, by_object[dataset], offset, checks.get(name)))
+          large.append((name, by_object[dataset], offset, running))
       arrays[name] = by_object[dataset]
-    for name, array, offset, check in large:
+    for name, array, offset, running in large:
       self.reading = name
-      self._read_bytes(name, array, offset, check)
+      self._read_bytes(name, array, offset, running)
     return arrays, checks
 
   def _start(self, dataset: h5py.h5d.DatasetID) -> tuple:
-    """(array, check, offset): a small array read with its check; a large one's memory
-    (aligned_empty) and offset, its check to be set up by _read_bytes."""
-    stored = _stored_crc(dataset) if CHECKSUMS else None
-    dtype, offset = _restored_dtype(dataset), _offset(dataset)
+    """(array, check, offset, running): a small array read with its check (offset and
+    running None); a large one's memory, its offset, and the Running its check waits
+    for (None without a checksum), which _read_bytes feeds."""
+    crc_written = _stored_crc(dataset) if CHECKSUMS else None
+    stored = dataset.dtype
+    dtype, offset = _restored_dtype(dataset, stored), _offset(dataset, stored)
     if offset is not None:
-      check = None if stored is None else _LargeCheck(stored)
-      return aligned_empty(dataset.shape, dtype), check, offset
-    array = np.empty(dataset.shape, dataset.dtype)
+      if crc_written is None:
+        return _aligned_empty(dataset.shape, dtype), None, offset, None
+      running = checksums.Running()
+      return (_aligned_empty(dataset.shape, dtype), lambda: (running.value(), crc_written),
+              offset, running)
+    array = np.empty(dataset.shape, stored)
     if array.size:
       dataset.read(h5py.h5s.ALL, h5py.h5s.ALL, array)
-    if stored is None:
-      return array.view(dtype), None, None
+    if crc_written is None:
+      return array.view(dtype), None, None, None
     crc = checksums.crc32c(array)
-    return array.view(dtype), lambda: (crc, stored), None
+    return array.view(dtype), lambda: (crc, crc_written), None, None
 
   def _read_bytes(self, name: str, array: np.ndarray, offset: int,
-                  check: Optional["_LargeCheck"]) -> None:
+                  running: Optional[checksums.Running]) -> None:
+    """Reads a large array's bytes from `offset`, handing each chunk to the Follower
+    where `running` takes its CRC32C."""
     data = memoryview(array.reshape([-1]).view(np.uint8))
-    running = self._follower.start() if check is not None else None
     for start in _chunks(array.nbytes):
       chunk = data[start:start + CHUNK_BYTES]
       if os.preadv(self._descriptor, [chunk], offset + start) != len(chunk):
@@ -232,14 +229,4 @@ class Reader:
       if running is not None:
         self._follower.add(running, chunk)
     if running is not None:
-      check.running = self._follower.end(running)
-
-
-class _LargeCheck:
-  """The check of a large array: (its Running's value, the CRC32C written)."""
-
-  def __init__(self, stored: int):
-    self.stored, self.running = stored, None
-
-  def __call__(self) -> Tuple[int, int]:
-    return self.running.value(), self.stored
+      self._follower.end(running)

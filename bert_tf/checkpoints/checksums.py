@@ -43,8 +43,9 @@ class Running:
 
 class Follower:
   """A context in which a thread takes the CRC32C of the chunks handed to it, in order:
-  `start()` an array, `add` each of its chunks (which must not change until `end`'s
-  Running gives its value), then `end` it. Leaving the context stops the thread."""
+  `add` each chunk of an array with the array's Running (the chunks must not change
+  until the Running gives its value), then `end` it. Leaving the context stops the
+  thread."""
 
   def __init__(self):
     self._chunks: "queue.SimpleQueue" = queue.SimpleQueue()
@@ -57,10 +58,6 @@ class Follower:
   def __exit__(self, *error) -> None:
     self._chunks.put(None)
     self._thread.join()
-
-  @staticmethod
-  def start() -> Running:
-    return Running()
 
   def add(self, running: Running, chunk: memoryview) -> None:
     self._chunks.put((running, chunk))

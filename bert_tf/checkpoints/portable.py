@@ -332,18 +332,19 @@ def read(path: str, groups: Optional[Sequence[str]] = None) -> Snapshot:
   """
   with _open(path) as f, array_io.Reader(f) as reader:
     attrs, legacy_paths = dict(f.attrs), {}
+    version = int(attrs.get("version", 1))
     try:
       names = []
       f.visit_links(names.append)  # every name, a hard-linked array's both
       arrays, checks = reader.read([name for name in names if _wanted(name, groups)])
-      if int(attrs.get("version", 1)) < 2:
+      if version < 2:
         legacy_paths = {name: str(f[name].attrs["path"]) for name in arrays
                         if "path" in f[name].attrs}
     except (OSError, ValueError, KeyError, RuntimeError) as e:
       raise DamagedCheckpointError(f"Checkpoint {path} is unreadable (reading "
                                     f"{reader.reading}): {e}") from None
     _verify(path, checks)
-  if int(attrs.get("version", 1)) < 3 and path not in _UNVERIFIED_SAID:
+  if version < 3 and path not in _UNVERIFIED_SAID:
     _UNVERIFIED_SAID.add(path)
     logging.warning("Checkpoint %s was written by an earlier version without checksums: "
                     "read unverified", path)

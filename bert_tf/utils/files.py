@@ -373,6 +373,14 @@ def atomic_open(path: str, mode: str = "w", overwrite: bool = True):
       yield f
 
 
+def write_at(descriptor: int, data: memoryview, offset: int) -> None:
+  """os.pwrite of all of `data` at `offset` of a local file: a short write is followed
+  by one for the rest, which raises the reason (ENOSPC for a full disk)."""
+  while data:
+    written = os.pwrite(descriptor, data, offset)
+    data, offset = data[written:], offset + written
+
+
 def write_lines(path: str, lines: Iterable[str]) -> str:
   """Writes each line plus a newline, atomically; returns `path`."""
   with atomic_open(path, "w") as f:

@@ -28,6 +28,7 @@ import threading
 from typing import List, Optional, Tuple
 
 from bert_tf.utils import file_systems
+from bert_tf.utils import files
 
 # One ranged request per block: large enough that a request's latency is paid rarely,
 # small enough that a record read out of order does not fetch much beside it.
@@ -189,10 +190,7 @@ def fetch(path: str, target: str, size: Optional[int] = None) -> int:
         if len(data) != stop - start:
           raise EOFError(f"{path}: {len(data)} bytes at {start} where {stop - start} "
                          f"were asked for (the file changed while it was read)")
-        data = memoryview(data)
-        while data:
-          written = os.pwrite(descriptor, data, start)
-          data, start = data[written:], start + written
+        files.write_at(descriptor, memoryview(data), start)
 
     if plan:
       with concurrent.futures.ThreadPoolExecutor(len(plan)) as pool:

@@ -140,7 +140,7 @@ def test_the_follower_s_crcs_of_arrays_in_chunks_equal_the_direct_ones():
   with checksums.Follower() as follower:
     running = []
     for array in arrays:
-      crc, data = follower.start(), memoryview(array.view(np.uint8))
+      crc, data = checksums.Running(), memoryview(array.view(np.uint8))
       for start in range(0, array.nbytes, 100_000):
         follower.add(crc, data[start:start + 100_000])
       running.append(follower.end(crc))
