@@ -93,6 +93,19 @@ def rewrite_as_version_2(path):
       f.create_dataset(name, data=stored).attrs["dtype"] = str(value.dtype)
 
 
+def rewrite_as_version_3(path):
+  """Rewrites the portable checkpoint at `path` in place as version 3 kept its
+  checksums: the CRC32C of each array an attribute of its own (no table)."""
+  import h5py  # pylint: disable=g-import-not-at-top
+  from bert_tf.checkpoints import array_io  # pylint: disable=g-import-not-at-top
+  from bert_tf.checkpoints import checksums  # pylint: disable=g-import-not-at-top
+  with h5py.File(path, "r+") as f:
+    for name, crc in f[array_io.TABLE][()]:
+      f[name.decode()].attrs[checksums.CRC_ATTR] = crc
+    del f[array_io.TABLE]
+    f.attrs["version"] = 3
+
+
 def flip_bit(path, name, bit=0):
   """Flips bit `bit` of the first byte of dataset `name`'s data in the file `path`."""
   import h5py  # pylint: disable=g-import-not-at-top

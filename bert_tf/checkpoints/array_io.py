@@ -2,6 +2,10 @@
 CRC32C (bert_tf.checkpoints.checksums); bert_tf.checkpoints.portable says what the file
 holds.
 
+The CRC32Cs lie together in one table (the root dataset TABLE: name, CRC32C), as
+TensorFlow's tensor bundle keeps them in its index: one read at a restore, where an
+attribute on each array (version 3, still read) costs some 20 us an array.
+
 Arrays of LARGE_BYTES or more are stored contiguously (HDF5's default layout, their
 space allocated when they are created) and moved through the file's own bytes with
 os.pwrite and os.preadv in chunks of CHUNK_BYTES, which release the GIL (h5py holds it
@@ -30,6 +34,10 @@ CHUNK_BYTES = 8 << 20
 # False only where the checksums' cost is measured (bench.checkpoint_io): arrays are
 # then written without, and read without checking, a CRC32C.
 CHECKSUMS = True
+# The root dataset holding every array's CRC32C by name (a hard-linked array's under
+# each of its names).
+TABLE = "crc32c"
+_TABLE_DTYPE = np.dtype([("name", h5py.string_dtype()), ("crc32c", np.uint32)])
 
 Check = Callable[[], Tuple[int, int]]
 
@@ -45,12 +53,14 @@ def _raw(nbytes: int, dtype: np.dtype) -> bool:
 
 class Writer:
   """Writes arrays into an h5py.File being written at the local path `path`: `add` each
-  (with its attributes), then `finish` (which writes the large ones' bytes and every
-  CRC32C attribute) before the file is closed."""
+  (with its attributes) and `link` each shared one, then `finish` (which writes the
+  large ones' bytes and the CRC32C table) before the file is closed."""
 
   def __init__(self, f: h5py.File, path: str):
     self._file, self._path = f, path
-    self._large: List[Tuple[h5py.Dataset, np.ndarray]] = []
+    self._large: List[Tuple[str, h5py.Dataset, np.ndarray]] = []
+    self._crcs: Dict[str, int] = {}
+    self._links: List[Tuple[str, str]] = []
 
   def add(self, name: str, array: np.ndarray, attrs: Dict[str, object]) -> None:
     """Creates dataset `name` holding `array` (C order), with attributes `attrs`."""
@@ -58,11 +68,16 @@ class Writer:
     if not _raw(array.nbytes, array.dtype):
       dataset = self._file.create_dataset(name, data=array)
       if CHECKSUMS:
-        attrs = dict(attrs, **{checksums.CRC_ATTR: np.uint32(checksums.crc32c(array))})
+        self._crcs[name] = checksums.crc32c(array)
     else:
       dataset = self._create_allocated(name, array)
-      self._large.append((dataset, array))
+      self._large.append((name, dataset, array))
     dataset.attrs.update(attrs)
+
+  def link(self, name: str, target: str) -> None:
+    """Makes `name` a hard link to the array `target` (added before)."""
+    self._file[name] = self._file[target]
+    self._links.append((name, target))
 
   def _create_allocated(self, name: str, array: np.ndarray) -> h5py.Dataset:
     """An empty contiguous dataset of `array`'s shape and type, its space allocated in
@@ -79,13 +94,13 @@ class Writer:
 
   def finish(self) -> None:
     """Writes the large arrays' bytes at their datasets' offsets, their CRC32Cs taken
-    beside, and their CRC32C attributes."""
+    beside, and the table of every CRC32C."""
     self._file.flush()
     descriptor = os.open(self._path, os.O_WRONLY)
     try:
       with checksums.Follower() as follower:
         crcs = []
-        for dataset, array in self._large:
+        for name, dataset, array in self._large:
           running = checksums.Running() if CHECKSUMS else None
           data = memoryview(array.reshape([-1]).view(np.uint8))
           offset = dataset.id.get_offset()
@@ -95,11 +110,14 @@ class Writer:
               follower.add(running, chunk)
             files.write_at(descriptor, chunk, offset + start)
           if running is not None:
-            crcs.append((dataset, follower.end(running)))
-        for dataset, running in crcs:
-          dataset.attrs[checksums.CRC_ATTR] = np.uint32(running.value())
+            crcs.append((name, follower.end(running)))
+        for name, running in crcs:
+          self._crcs[name] = running.value()
     finally:
       os.close(descriptor)
+    if CHECKSUMS:
+      self._crcs.update((name, self._crcs[target]) for name, target in self._links)
+      self._file.create_dataset(TABLE, data=np.array(sorted(self._crcs.items()), _TABLE_DTYPE))
 
 
 def _offset(dataset: h5py.h5d.DatasetID, dtype: np.dtype) -> Optional[int]:
@@ -125,9 +143,9 @@ def _aligned_empty(shape: Sequence[int], dtype) -> np.ndarray:
 _UINT32 = h5py.h5t.py_create(np.dtype(np.uint32))
 
 
-def _stored_crc(dataset: h5py.h5d.DatasetID) -> Optional[int]:
-  """The CRC32C attribute of a dataset, or None (through h5py's low-level calls: a
-  tenth of the time of `attrs.get`, which would add 5% to a restore of BERT-base)."""
+def _attribute_crc(dataset: h5py.h5d.DatasetID) -> Optional[int]:
+  """The CRC32C attribute of a dataset (version 3), or None, through h5py's low-level
+  calls (a tenth of the time of `attrs.get`)."""
   try:
     attribute = h5py.h5a.open(dataset, checksums.CRC_ATTR.encode())
   except KeyError:
@@ -135,6 +153,14 @@ def _stored_crc(dataset: h5py.h5d.DatasetID) -> Optional[int]:
   value = np.empty((), np.uint32)
   attribute.read(value, mtype=_UINT32)
   return int(value)
+
+
+def _table(f: h5py.File) -> Dict[str, int]:
+  """{array name: CRC32C} of the file's TABLE (KeyError where it has none)."""
+  if TABLE not in f:
+    raise KeyError(f"no {TABLE} table")
+  return {name.decode() if isinstance(name, bytes) else name: int(crc)
+          for name, crc in f[TABLE][()]}
 
 
 def _restored_dtype(dataset: h5py.h5d.DatasetID, stored: np.dtype) -> np.dtype:
@@ -153,8 +179,11 @@ class Reader:
   which holds the GIL), then the large arrays' bytes, the Follower taking their CRCs
   beside without waiting for the GIL."""
 
-  def __init__(self, f: h5py.File):
-    self._file = f
+  def __init__(self, f: h5py.File, has_table: bool = True):
+    """`has_table`: the file keeps its CRC32Cs in TABLE (else in attributes, version 3,
+    or none)."""
+    self._file, self._has_table = f, has_table
+    self._table: Optional[Dict[str, int]] = None
     self._descriptor: Optional[int] = None
     self._follower = checksums.Follower()
     self.reading = ""  # the name being read, for error messages
@@ -172,20 +201,23 @@ class Reader:
     """({name: array}, {name: check}) of the datasets among `names` (groups skipped),
     a hard-linked dataset read once, its array under each of its names; a check
     returns (CRC32C of the bytes read, CRC32C written), for the arrays that carry one
-    (unless CHECKSUMS is off).
+    (unless CHECKSUMS is off). In a file with a TABLE, every array has its entry there.
 
     Raises:
       OSError, KeyError, ValueError, RuntimeError: a damaged file (`reading` names the
         dataset).
     """
     arrays, checks, by_object, large = {}, {}, {}, []
+    if CHECKSUMS and self._has_table and self._table is None:
+      self.reading = TABLE
+      self._table = _table(self._file)
     for name in names:
       self.reading = name
       dataset = h5py.h5o.open(self._file.id, name.encode())
       if not isinstance(dataset, h5py.h5d.DatasetID):
         continue
       if dataset not in by_object:
-        by_object[dataset], check, offset, running = self._start(dataset)
+        by_object[dataset], check, offset, running = self._start(dataset, name)
         if check is not None:
           checks[name] = check
         if offset is not None:
@@ -196,11 +228,22 @@ class Reader:
       self._read_bytes(name, array, offset, running)
     return arrays, checks
 
-  def _start(self, dataset: h5py.h5d.DatasetID) -> tuple:
+  def _written_crc(self, dataset: h5py.h5d.DatasetID, name: str) -> Optional[int]:
+    """The CRC32C written for the dataset `name`: its TABLE entry (KeyError where the
+    table has none), else its attribute (version 3), else None."""
+    if not CHECKSUMS:
+      return None
+    if self._table is None:
+      return _attribute_crc(dataset)
+    if name not in self._table:
+      raise KeyError(f"{name} has no entry in the file's CRC32C table")
+    return self._table[name]
+
+  def _start(self, dataset: h5py.h5d.DatasetID, name: str) -> tuple:
     """(array, check, offset, running): a small array read with its check (offset and
     running None); a large one's memory, its offset, and the Running its check waits
     for (None without a checksum), which _read_bytes feeds."""
-    crc_written = _stored_crc(dataset) if CHECKSUMS else None
+    crc_written = self._written_crc(dataset, name)
     stored = dataset.dtype
     dtype, offset = _restored_dtype(dataset, stored), _offset(dataset, stored)
     if offset is not None:

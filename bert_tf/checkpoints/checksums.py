@@ -1,6 +1,6 @@
 """The CRC32C checksums of a portable checkpoint's arrays (bert_tf.checkpoints.portable:
-attribute CRC_ATTR of each dataset, as TensorFlow's tensor bundle stores one per
-tensor).
+one per array, as TensorFlow's tensor bundle stores one per tensor; where they lie in
+the file: bert_tf.checkpoints.array_io).
 
 A large array's CRC is taken by a `Follower`: a thread of its own that follows the array
 chunk by chunk as bert_tf.checkpoints.array_io moves it between memory and the file, so
@@ -16,7 +16,7 @@ from typing import Optional
 import crc32c as crc32c_package
 import numpy as np
 
-# The attribute of each array holding the CRC32C of its bytes (format version 3).
+# The attribute of each array that held the CRC32C of its bytes in format version 3.
 CRC_ATTR = "crc32c"
 
 

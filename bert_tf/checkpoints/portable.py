@@ -1,7 +1,7 @@
 """Backend-neutral ("portable") checkpoints: one HDF5 file per checkpoint, written and
 read with h5py and NumPy on every Keras backend (no TensorFlow).
 
-A file `ckpt-N.h5` (version 3) holds:
+A file `ckpt-N.h5` (version 4) holds:
   items/<item>/<variable path>   each `checkpoint_items` entry's variables by Keras
                                  `variable.path` (the same on every backend), without
                                  dropout seed states; a variable two items share (the
@@ -16,11 +16,14 @@ A file `ckpt-N.h5` (version 3) holds:
   input/<name>                   the training input's position in the record order
                                  (bert_tf.training.input_source.POSITION), one for
                                  every process;
+  crc32c                         the CRC32C of every array's bytes by its name
+                                 (bert_tf.checkpoints.array_io.TABLE);
   attributes                     format, version and the writing backend.
-Every array carries the CRC32C of its bytes (bert_tf.checkpoints.checksums), computed
-when it is written and checked on the bytes read when it is read: a mismatch is a
-DamagedCheckpointError naming the file and the array (bert_tf.checkpoints.readable).
-Files of earlier versions carry none: they are read with one line saying so.
+Each CRC32C (bert_tf.checkpoints.checksums) is computed when the array is written and
+checked on the bytes read when it is read: a mismatch is a DamagedCheckpointError naming
+the file and the array (bert_tf.checkpoints.readable). Files of version 3 carry each
+CRC32C as an attribute of its array, and are checked the same; files of earlier versions
+carry none: they are read with one line saying so.
 
 Files are written under a temporary name and renamed (bert_tf.utils.files.staged_output:
 for a remote directory, written locally, uploaded under a temporary name and renamed
@@ -53,7 +56,7 @@ from bert_tf.utils import files
 from bert_tf.utils import range_reads
 
 FORMAT = "bert_tf.portable"
-VERSION = 3
+VERSION = 4
 SUFFIX = ".h5"
 INPUT_SUFFIX = ".input"
 STEP = "step"
@@ -270,9 +273,9 @@ def write(path: str, content: Snapshot) -> str:
     for name, value in content.arrays.items():
       array, dtype = _to_file(value)
       writer.add(name, array, {"dtype": dtype})
-    writer.finish()
     for name, target in content.links.items():
-      f[name] = f[target]
+      writer.link(name, target)
+    writer.finish()
   return path
 
 
@@ -330,20 +333,22 @@ def read(path: str, groups: Optional[Sequence[str]] = None) -> Snapshot:
     PortableCheckpointError: the file is unreadable or no portable checkpoint, or an
       array fails its checksum (naming the file and the array).
   """
-  with _open(path) as f, array_io.Reader(f) as reader:
+  with _open(path) as f:
     attrs, legacy_paths = dict(f.attrs), {}
     version = int(attrs.get("version", 1))
-    try:
-      names = []
-      f.visit_links(names.append)  # every name, a hard-linked array's both
-      arrays, checks = reader.read([name for name in names if _wanted(name, groups)])
-      if version < 2:
-        legacy_paths = {name: str(f[name].attrs["path"]) for name in arrays
-                        if "path" in f[name].attrs}
-    except (OSError, ValueError, KeyError, RuntimeError) as e:
-      raise DamagedCheckpointError(f"Checkpoint {path} is unreadable (reading "
-                                    f"{reader.reading}): {e}") from None
-    _verify(path, checks)
+    with array_io.Reader(f, has_table=version >= 4) as reader:
+      try:
+        names = []
+        f.visit_links(names.append)  # every name, a hard-linked array's both
+        arrays, checks = reader.read([name for name in names
+                                      if name != array_io.TABLE and _wanted(name, groups)])
+        if version < 2:
+          legacy_paths = {name: str(f[name].attrs["path"]) for name in arrays
+                          if "path" in f[name].attrs}
+      except (OSError, ValueError, KeyError, RuntimeError) as e:
+        raise DamagedCheckpointError(f"Checkpoint {path} is unreadable (reading "
+                                      f"{reader.reading}): {e}") from None
+      _verify(path, checks)
   if version < 3 and path not in _UNVERIFIED_SAID:
     _UNVERIFIED_SAID.add(path)
     logging.warning("Checkpoint %s was written by an earlier version without checksums: "

@@ -9,6 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import checkpoint_helpers
 from bert_tf.checkpoints import array_io
 from bert_tf.checkpoints import checksums
 from bert_tf.checkpoints import portable
@@ -28,6 +29,11 @@ def _arrays():
   }
 
 
+def _write(directory, arrays):
+  """The path of a checkpoint of `arrays` written in `directory`."""
+  return portable.write(str(directory / "ckpt-9.h5"), portable.Snapshot(dict(_ATTRS), arrays))
+
+
 def test_arrays_large_and_small_of_every_kind_round_trip_with_their_checksums(
     tmp_path, monkeypatch):
   monkeypatch.setattr(array_io, "CHUNK_BYTES", 1 << 20)
@@ -35,10 +41,12 @@ def test_arrays_large_and_small_of_every_kind_round_trip_with_their_checksums(
   path = portable.write(portable.path_for_step(str(tmp_path), 9), portable.Snapshot(
       dict(_ATTRS), arrays, {"items/masked_lm/large": "items/encoder/large"}))
   with h5py.File(path, "r") as f:
+    table = {name.decode(): crc for name, crc in f[array_io.TABLE][()]}
     for name, array in arrays.items():
-      stored = f[name].attrs[checksums.CRC_ATTR]
-      assert stored == checksums.crc32c(array), name
-      assert f[name].chunks is None
+      assert table[name] == checksums.crc32c(array), name
+      assert checksums.CRC_ATTR not in f[name].attrs and f[name].chunks is None
+    assert table["items/masked_lm/large"] == table["items/encoder/large"]
+    assert len(table) == len(arrays) + 1
   read = portable.read(path)
   for name, array in arrays.items():
     assert read.arrays[name].dtype == array.dtype and read.arrays[name].shape == array.shape
@@ -54,7 +62,9 @@ def _write_with_h5py(path, name, array, **options):
     f.attrs.update(_ATTRS)
     dataset = f.create_dataset(name, data=array, **options)
     dataset.attrs["dtype"] = str(array.dtype)
-    dataset.attrs[checksums.CRC_ATTR] = np.uint32(checksums.crc32c(array))
+    f.create_dataset(array_io.TABLE, data=np.array(
+        [(name, checksums.crc32c(array))],
+        [("name", h5py.string_dtype()), ("crc32c", np.uint32)]))
 
 
 def test_an_array_of_another_layout_is_read_and_checked_through_h5py(tmp_path):
@@ -72,9 +82,10 @@ def test_an_array_of_another_layout_is_read_and_checked_through_h5py(tmp_path):
 
 def test_a_file_ending_inside_a_large_array_is_unreadable_naming_the_array(tmp_path):
   arrays = _arrays()
-  path = portable.write(str(tmp_path / "ckpt-9.h5"), portable.Snapshot(dict(_ATTRS), arrays))
+  path = _write(tmp_path, arrays)
   with h5py.File(path, "r") as f, array_io.Reader(f) as reader:
     offset = f["items/encoder/large"].id.get_offset()
+    reader.read([])  # the table (at the end of the file)
     os.truncate(path, offset + 1000)
     with pytest.raises(OSError, match="the file ends inside items/encoder/large"):
       reader.read(["items/encoder/large"])
@@ -84,7 +95,38 @@ def test_a_file_ending_inside_a_large_array_is_unreadable_naming_the_array(tmp_p
 def test_without_checksums_nothing_is_written_or_checked(tmp_path, monkeypatch):
   monkeypatch.setattr(array_io, "CHECKSUMS", False)
   arrays = _arrays()
-  path = portable.write(str(tmp_path / "ckpt-9.h5"), portable.Snapshot(dict(_ATTRS), arrays))
+  path = _write(tmp_path, arrays)
   with h5py.File(path, "r") as f:
+    assert array_io.TABLE not in f
     assert not any(checksums.CRC_ATTR in f[name].attrs for name in arrays)
   np.testing.assert_array_equal(portable.read(path).arrays["step"], 9)
+
+
+def test_an_array_missing_from_the_table_or_the_table_missing_is_unreadable(tmp_path):
+  path = _write(tmp_path, _arrays())
+  with h5py.File(path, "r+") as f:
+    rows = f[array_io.TABLE][()]
+    del f[array_io.TABLE]
+    f.create_dataset(array_io.TABLE, data=rows[[name != b"items/encoder/large"
+                                                for name in rows["name"]]])
+  with pytest.raises(portable.DamagedCheckpointError,
+                     match="reading items/encoder/large.*no entry in the file's CRC32C table"):
+    portable.read(path)
+  with h5py.File(path, "r+") as f:
+    del f[array_io.TABLE]
+  with pytest.raises(portable.DamagedCheckpointError,
+                     match=f"unreadable \\(reading {array_io.TABLE}\\).*no {array_io.TABLE} table"):
+    portable.read(path)
+
+
+def test_a_version_3_file_with_a_crc32c_attribute_on_each_array_is_still_checked(tmp_path):
+  arrays = _arrays()
+  path = _write(tmp_path, arrays)
+  checkpoint_helpers.rewrite_as_version_3(path)
+  read = portable.read(path)
+  for name, array in arrays.items():
+    np.testing.assert_array_equal(read.arrays[name], array, err_msg=name)
+  checkpoint_helpers.flip_bit(path, "items/encoder/large", bit=3)
+  with pytest.raises(portable.DamagedCheckpointError,
+                     match=f"{path} fails its checksum at items/encoder/large"):
+    portable.read(path)
