@@ -1,12 +1,11 @@
-"""What reading and writing the checkpoint of the Trainer of pretraining_bert_<size>
-costs (dummy input, AdamW; BERT-base 1.3 GB); modes take turns (stats.round_order), so
-that a loaded machine weighs on all alike; figures are medians.
+"""What writing and reading a pretraining_bert_<size> Trainer's checkpoint costs (dummy
+input, AdamW; BERT-base 1.3 GB), the modes taking turns (stats.round_order).
 
   python -m bench.checkpoint_io --measure=checksums --sizes=base --turns=8
 
-`checksums`: portable.write (save) of its content in host memory and portable.read
-(restore) of the file, with CRC32C checksums and without (none computed, written or
-read), and every array's CRC32C alone. --directory=/dev/shm keeps the disk's noise out;
+`checksums`: portable.write (save) and portable.read (restore) with CRC32C checksums and
+without (none computed, written or read): medians, their ratio with its 95% interval
+over the turns, and every array's CRC32C alone. --directory=/dev/shm keeps the disk out;
 --cold drops the page cache before each restore (Linux, root): a resume's disk read.
 
   gcp-storage-emulator start --host=127.0.0.1 --port=9023 --in-memory \
@@ -14,10 +13,9 @@ read), and every array's CRC32C alone. --directory=/dev/shm keeps the disk's noi
   python -m bench.checkpoint_io --measure=remote --emulator_host=http://127.0.0.1:9023 \
     --emulator_log=emulator.log --backend=jax
 
-`remote` (extras test, gcs): a resume (CheckpointSaver's `latest`, which verifies it,
-and `restore`) from the emulator's bucket against `download`ing the file in one stream
-(gcsfs's `get`: the floor) and against `fetch` (bert_tf.utils.range_reads.fetch, as a
-restore does), with the requests the emulator logged. --backend=jax: no TensorFlow.
+`remote` (extras test, gcs): a resume (CheckpointSaver's `latest`, which verifies it, and
+`restore`) from the emulator against `download` (gcsfs's `get`, one stream: the floor)
+and `fetch` (range_reads.fetch), with the requests logged. --backend=jax: no TensorFlow.
 """
 
 import os
@@ -82,7 +80,7 @@ def measure_checksums(content: portable.Snapshot, turns: int, directory: str,
 
 def checksums_report(times: Dict[str, Dict[str, List[float]]], content: portable.Snapshot,
                      size: str) -> str:
-  """The medians of each mode, their ratio, and the time of every array's CRC32C alone."""
+  """The medians of each mode, their ratio (bootstrap interval) and every CRC32C alone."""
   start = time.perf_counter()
   for array in content.arrays.values():
     checksums.crc32c(array)
@@ -92,8 +90,11 @@ def checksums_report(times: Dict[str, Dict[str, List[float]]], content: portable
            f"{time.perf_counter() - start:.2f} s"]
   for what in ("save", "restore"):
     with_, without = [stats.median(times[mode][what]) for mode in MODES]
-    lines.append(f"  {what}: {with_:.2f} s with checksums, {without:.2f} s without "
-                 f"({100 * (with_ / without - 1):+.1f}%)")
+    low, high = stats.bootstrap_ratio_interval(*[[[t] for t in times[mode][what]]
+                                                 for mode in reversed(MODES)])
+    lines.append(f"  {what}: {with_:.2f} s with checksums, {without:.2f} s without ("
+                 f"{100 * (with_ / without - 1):+.1f}%; 95% interval {100 * (low - 1):+.1f}% "
+                 f"to {100 * (high - 1):+.1f}%)")
   return "\n".join(lines)
 
 

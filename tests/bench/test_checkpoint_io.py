@@ -24,9 +24,14 @@ def test_both_checksum_modes_are_timed_in_turns_on_a_whole_checkpoint(tmp_path):
   report = checkpoint_io.checksums_report(
       {"with checksums": {"save": [1.1], "restore": [2.0]},
        "without": {"save": [1.0], "restore": [2.0]}}, content, "tiny")
-  assert "save: 1.10 s with checksums, 1.00 s without (+10.0%)" in report
-  assert "restore: 2.00 s with checksums, 2.00 s without (+0.0%)" in report
+  assert "save: 1.10 s with checksums, 1.00 s without (+10.0%; 95% interval +10.0% to " \
+         "+10.0%)" in report
+  assert "restore: 2.00 s with checksums, 2.00 s without (+0.0%;" in report
   assert "BERT-tiny trainer checkpoint" in report and "every array alone" in report
+  report = checkpoint_io.checksums_report(  # turns resampled whole: 0% to +20%
+      {"with checksums": {"save": [1.0, 1.2], "restore": [1.0, 1.0]},
+       "without": {"save": [1.0, 1.0], "restore": [1.0, 1.0]}}, content, "tiny")
+  assert "(+10.0%; 95% interval +0.0% to +20.0%)" in report
 
 
 def test_summary_takes_medians_and_bounds_requests_by_one_per_8_mib_plus_16():
