@@ -3,10 +3,11 @@ input, AdamW; BERT-base 1.3 GB), the modes taking turns (stats.round_order).
 
   python -m bench.checkpoint_io --measure=checksums --sizes=base --turns=8
 
-`checksums`: portable.write (save) and portable.read (restore) with CRC32C checksums and
-without (none computed, written or read): medians, their ratio with its 95% interval
-over the turns, and every array's CRC32C alone. --directory=/dev/shm keeps the disk out;
---cold drops the page cache before each restore (Linux, root): a resume's disk read.
+`checksums`: portable.write (save) and portable.read (restore), or with --level=trainer
+CheckpointSaver's save and restore (the copies from and into the variables too), with
+CRC32C checksums and without (none computed, written or read): medians, their ratio
+with its 95% interval over the turns, every array's CRC32C alone. --directory=/dev/shm
+keeps the disk out; --cold drops the page cache before each restore (Linux, root).
 
   gcp-storage-emulator start --host=127.0.0.1 --port=9023 --in-memory \
     --default-bucket=bench > emulator.log 2>&1 &
@@ -23,7 +24,7 @@ import re
 import sys
 import tempfile
 import time
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Tuple
 from unittest import mock
 
 from absl import app
@@ -59,33 +60,34 @@ def drop_page_cache() -> None:
     f.write("3\n")
 
 
-def measure_checksums(content: portable.Snapshot, turns: int, directory: str,
-                      cold: bool = False) -> Dict[str, Dict[str, List[float]]]:
-  """{mode: {"save": [s], "restore": [s]}} of `content` written to `directory`, read back
-  (`cold`: from the disk)."""
-  path = portable.path_for_step(directory, 1)
+def measure_checksums(save: Callable[[], str], restore: Callable[[str], object],
+                      turns: int, cold: bool = False) -> Dict[str, Dict[str, List[float]]]:
+  """{mode: {"save": [s], "restore": [s]}} of `save()` (returning the file it wrote,
+  removed after each turn) and `restore(file)` (`cold`: from the disk), in turns."""
   times = {mode: {"save": [], "restore": []} for mode in MODES}
   for turn in range(turns):
     for mode in stats.round_order(MODES, turn):
       with mock.patch.object(array_io, "CHECKSUMS", mode != "without"):
-        for what, run in (("save", portable.write), ("restore", portable.read)):
-          if what == "restore" and cold:
-            drop_page_cache()
-          start = time.perf_counter()
-          run(path, content) if what == "save" else run(path)
-          times[mode][what].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        path = save()
+        times[mode]["save"].append(time.perf_counter() - start)
+        if cold:
+          drop_page_cache()
+        start = time.perf_counter()
+        restore(path)
+        times[mode]["restore"].append(time.perf_counter() - start)
       os.remove(path)
   return times
 
 
 def checksums_report(times: Dict[str, Dict[str, List[float]]], content: portable.Snapshot,
-                     size: str) -> str:
+                     title: str) -> str:
   """The medians of each mode, their ratio (bootstrap interval) and every CRC32C alone."""
   start = time.perf_counter()
   for array in content.arrays.values():
     checksums.crc32c(array)
   gigabytes = sum(a.nbytes for a in content.arrays.values()) / 1e9
-  lines = [f"BERT-{size} trainer checkpoint, {gigabytes:.2f} GB; medians of "
+  lines = [f"{title}, {gigabytes:.2f} GB; medians of "
            f"{len(times[MODES[0]]['save'])} turns each; the CRC32C of every array alone: "
            f"{time.perf_counter() - start:.2f} s"]
   for what in ("save", "restore"):
@@ -173,8 +175,15 @@ def main(argv):
         engine = bert_engine(size, directory)
         content = portable.snapshot(engine.model.trained_items, engine.checkpoint_state(),
                                     step=1, position={"batches_read": 8})
-        times = measure_checksums(content, FLAGS.turns, directory, FLAGS.cold)
-      print(checksums_report(times, content, size))
+        if FLAGS.level == "file":
+          path = portable.path_for_step(directory, 1)
+          save, restore = lambda: portable.write(path, content), portable.read
+        else:
+          from bert_tf.training import checkpointing  # pylint: disable=g-import-not-at-top
+          saver = checkpointing.CheckpointSaver(directory, 1, engine, background=False)
+          save, restore = saver.save, saver.restore
+        times = measure_checksums(save, restore, FLAGS.turns, FLAGS.cold)
+      print(checksums_report(times, content, f"BERT-{size} checkpoint, --level={FLAGS.level}"))
   else:
     # gcsfs to the emulator, without the bucket-type probe an emulator cannot answer.
     os.environ.update(STORAGE_EMULATOR_HOST=FLAGS.emulator_host,
@@ -194,6 +203,7 @@ if __name__ == "__main__":
   flags.DEFINE_integer("turns", 3, "Turns of each mode (checksums) or phase (remote).")
   flags.DEFINE_string("directory", None, "checksums: where to write (default: /tmp).")
   flags.DEFINE_bool("cold", False, "checksums: drop the page cache before each restore.")
+  flags.DEFINE_enum("level", "file", ["file", "trainer"], "checksums: what saves, restores.")
   flags.DEFINE_enum("backend", "tensorflow", ["tensorflow", "jax"], "The Keras backend.")
   flags.DEFINE_string("emulator_host", "", "remote: the emulator (http://HOST:PORT).")
   flags.DEFINE_string("emulator_log", "", "remote: the file the emulator logs to.")

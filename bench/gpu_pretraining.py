@@ -113,7 +113,6 @@ SIDE_FRAMEWORKS = {"ours": "jax", "hf_eager": "torch", "hf_compile": "torch"}
 MIN_WORKER_S = 30
 
 
-# --------------------------------------------------------------------------------------
 # --variant: a name and settings, NAME=SETTING[;SETTING...] (the module docstring), so
 # that a lever added to the model (a runtime field, an environment variable, an XLA
 # flag) is measured without changing the benchmark.
@@ -188,7 +187,6 @@ def parse_variants(specs: Sequence[str]) -> List[Variant]:
   return parsed
 
 
-# --------------------------------------------------------------------------------------
 # The run.
 
 def model_flops_per_sequence(config, seq_length: int, predictions: int) -> float:
@@ -444,7 +442,6 @@ def measure() -> None:
     run.record(entry)
 
 
-# --------------------------------------------------------------------------------------
 # The tables of runs, from their JSON-lines records: one "run" line (command, date,
 # precision, the MFU denominator), one "matmul" line per framework, one "step" line per
 # configuration (size, seq_length, batch_size, predictions, side, variant; "" is the

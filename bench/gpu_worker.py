@@ -156,7 +156,6 @@ def time_steps(step, sync, warmup_steps: int, steps: int):
           "loss_last": float(loss)}
 
 
-# --------------------------------------------------------------------------------------
 # The devices, and the step each side hands to the timing.
 
 class Side(NamedTuple):
@@ -208,7 +207,6 @@ def torch_device_name(torch) -> str:
   return f"{matmul_peak.machine_description()} (cpu)"
 
 
-# --------------------------------------------------------------------------------------
 # The matmul rate (bench/matmul_peak.py's products, on this worker's device).
 
 def matmul_rate(args, framework: str, device_name: str, torch_device=None) -> dict:
@@ -236,7 +234,6 @@ def matmul_torch(args) -> dict:
   return matmul_rate(args, "torch", torch_device_name(torch), device)
 
 
-# --------------------------------------------------------------------------------------
 # bert_tf on JAX.
 
 def experiment_of(args):
@@ -329,7 +326,6 @@ def synthetic_batch(args, vocab_size: int) -> dict:
                                     vocab_size=vocab_size)
 
 
-# --------------------------------------------------------------------------------------
 # Hugging Face BertForPreTraining in torch, eager or under torch.compile: the peer of
 # bert_tf's JAX step. The same model as ours (the experiment's encoder section: sizes,
 # dropout, activation, initializer range), SDPA attention, bf16 autocast, fused
@@ -424,8 +420,6 @@ def hf_step(args, experiment, batch, decay_steps: int, compiled: bool) -> Side:
       lambda *a: kernel_profile.capture_torch(*a, cuda=cuda))
 
 
-# --------------------------------------------------------------------------------------
-
 def train_side(args) -> dict:
   """Builds --side's training step, times it synced and back to back, and profiles it
   with --profile_dir."""
@@ -450,7 +444,6 @@ def train_side(args) -> dict:
   return result
 
 
-# --------------------------------------------------------------------------------------
 # The numerics checks of bench/gpu_trainer.py.
 
 def _accelerator_kernels(**settings):
