@@ -77,6 +77,11 @@ class DamagedCheckpointError(PortableCheckpointError):
   checksum; the message names the file (and the array)."""
 
 
+class NewerCheckpointError(errors.UserError, ValueError):
+  """A portable checkpoint of a format version this bert_tf does not know: not damaged,
+  so never skipped for an older one."""
+
+
 def is_portable(path: str) -> bool:
   """Whether `path` is a portable checkpoint file."""
   if not (path.endswith(SUFFIX) and files.exists(path) and not files.isdir(path)):
@@ -305,6 +310,11 @@ def _open(path: str) -> Iterator[h5py.File]:
   with f:
     if f.attrs.get("format") != FORMAT:
       raise PortableCheckpointError(f"{path} is not a bert_tf portable checkpoint")
+    if int(f.attrs.get("version", 1)) > VERSION:
+      raise NewerCheckpointError(
+          f"{path} was written by a newer bert_tf (checkpoint format version "
+          f"{int(f.attrs['version'])}; this one reads versions 1 to {VERSION}): upgrade "
+          "bert_tf to read it")
     yield f
 
 

@@ -4,6 +4,7 @@ versions still read (with one line saying they are unverified)."""
 
 import logging
 import os
+import re
 
 import h5py
 import numpy as np
@@ -64,6 +65,19 @@ def test_a_directory_resolves_past_a_checkpoint_failing_its_checksum_with_one_li
   assert line.endswith(f"; using the newest readable checkpoint {older} instead")
   checkpoint_helpers.flip_bit(older, "step")
   with pytest.raises(readable.UnreadableCheckpointError, match="fails its checksum at step"):
+    restore.resolve_checkpoint(str(tmp_path))
+
+
+def test_a_checkpoint_of_a_newer_format_is_refused_in_one_line_not_skipped(tmp_path):
+  _save(tmp_path, 2)
+  newer = _save(tmp_path, 4)
+  with h5py.File(newer, "r+") as f:
+    f.attrs["version"] = portable.VERSION + 1
+  message = (f"{newer} was written by a newer bert_tf (checkpoint format version "
+             f"{portable.VERSION + 1}; this one reads versions 1 to {portable.VERSION})")
+  with pytest.raises(portable.NewerCheckpointError, match=re.escape(message)):
+    portable.read(newer)
+  with pytest.raises(portable.NewerCheckpointError, match=re.escape(message)):
     restore.resolve_checkpoint(str(tmp_path))
 
 
