@@ -24,6 +24,7 @@ import jax
 import keras
 
 from bert_tf import configs
+from bert_tf.training.jax_engine import coordinator
 from bert_tf.utils import errors
 
 _NUM_PROCESSES = "KERAS_DISTRIBUTION_NUM_PROCESSES"
@@ -37,8 +38,9 @@ HEARTBEAT_EVERY_S = 2
 # JAX's own heartbeat timeout, longer than ours: when it passes, its client ends every
 # other process with a fatal log and a C++ stack trace, which ours comes before. (Its
 # callback cannot be set from Python: jaxlib cannot hand a Python callback the status,
-# and the process ends with std::bad_cast. So where process 0, which serves the
-# coordination service, is lost, JAX ends the others at once with its own fatal log.)
+# and the process ends with std::bad_cast. A client that loses the coordination service
+# ends at once the same way: bert_tf.training.jax_engine.coordinator serves it from a
+# process of its own, which outlives process 0.)
 _JAX_HEARTBEAT_TIMEOUT_S = 120
 # How long a process's end waits for the others at jax.distributed's shutdown barrier
 # (JAX's default: 300 s), which a lost process never reaches.
@@ -51,8 +53,9 @@ TAKE_WAIT_S = 15
 # Read error [127.0.0.1]:PORT: Connection reset by peer").
 _PEER_GONE = re.compile(r"Gloo \w+ failed|Connection (reset|closed) by peer|Broken pipe")
 _ALIVE_KEY = "bert_tf/alive/"
-# Set by each process that stops for a lost one: process 0 serves jax.distributed's
-# coordination service, whose end ends the others with a fatal log, so it ends last.
+# Set by each process that stops for a lost one: process 0 ends the coordination
+# service (bert_tf.training.jax_engine.coordinator), whose end ends the others with a
+# fatal log, so it ends last.
 _STOPPED_KEY = "bert_tf/stopped/"
 
 
@@ -100,11 +103,12 @@ class _Loss:
     self.message: Optional[Callable[[str, str], str]] = None
     self.ending = threading.Event()  # this process ends normally
     self.client = None  # jax.distributed's client, and this process's index and count
+    self.service = None  # process 0: the coordination service's process
     self.index = 0
     self.count = 1
 
   def name(self) -> str:
-    return ("process 0 (the coordination service)" if self.process is None
+    return ("the coordination service beside process 0" if self.process is None
             else f"process {self.process}")
 
   def report(self, process: Optional[int], reason: str) -> None:
@@ -120,7 +124,8 @@ class _Loss:
 
   def stop_in_turn(self) -> None:
     """Says that this process stops; in process 0, waits (bounded) until every other
-    process but the lost one has said so."""
+    process but the lost one has said so, then lets the coordination service end with
+    it."""
     try:
       self.client.key_value_set(f"{_STOPPED_KEY}{self.index}", "1", allow_overwrite=True)
     except Exception:  # pylint: disable=broad-except
@@ -137,6 +142,8 @@ class _Loss:
         except Exception:  # pylint: disable=broad-except
           pass
       time.sleep(0.2)
+    if self.service is not None:
+      coordinator.release(self.service)
 
 
 _LOSS = _Loss()
@@ -216,21 +223,37 @@ def _start_distributed() -> None:
   """jax.distributed from Keras's KERAS_DISTRIBUTION_* variables (as
   keras.distribution.initialize, which has no timeouts to pass), with the bounds above.
   (The random seed every process shares is runtime.seed, set when the model is built.)"""
-  addresses = os.environ.get(_ADDRESSES, "")
-  jax.distributed.initialize(
-      coordinator_address=addresses.split(",")[0] or None,
-      num_processes=int(os.environ[_NUM_PROCESSES]),
-      process_id=int(os.environ[_PROCESS_ID]) if _PROCESS_ID in os.environ else None,
-      heartbeat_timeout_seconds=_JAX_HEARTBEAT_TIMEOUT_S,
-      shutdown_timeout_seconds=SHUTDOWN_TIMEOUT_S)
+  address = os.environ.get(_ADDRESSES, "").split(",")[0] or None
+  count = int(os.environ[_NUM_PROCESSES])
+  index = int(os.environ[_PROCESS_ID]) if _PROCESS_ID in os.environ else None
+  service, bind_address = None, None
+  if index == 0 and address:
+    service = coordinator.start(address, count, _JAX_HEARTBEAT_TIMEOUT_S, SHUTDOWN_TIMEOUT_S)
+    bind_address = "127.0.0.1:0"  # process 0's own service, which no process uses
+  try:
+    jax.distributed.initialize(
+        coordinator_address=address, num_processes=count, process_id=index,
+        heartbeat_timeout_seconds=_JAX_HEARTBEAT_TIMEOUT_S,
+        shutdown_timeout_seconds=SHUTDOWN_TIMEOUT_S, coordinator_bind_address=bind_address)
+  except BaseException:
+    if service is not None:
+      coordinator.stop(service)
+    raise
   from jax._src import distributed  # pylint: disable=g-import-not-at-top
-  _LOSS.client = distributed.global_state.client
+  _LOSS.client, _LOSS.service = distributed.global_state.client, service
   _LOSS.index, _LOSS.count = jax.process_index(), jax.process_count()
-  # Runs before jax.distributed's shutdown (registered before): the others' heartbeats
-  # stop as they end.
-  atexit.register(_LOSS.ending.set)
+  # Runs before JAX's own end (registered at its import): the others' heartbeats stop as
+  # they end, and the service ends after jax.distributed's shutdown barrier.
+  atexit.register(_end_distributed)
   threading.Thread(target=_watch_heartbeats, name="heartbeats", daemon=True,
                    args=(_LOSS.client, _LOSS.index, _LOSS.count)).start()
+
+
+def _end_distributed() -> None:
+  _LOSS.ending.set()
+  if _LOSS.service is not None:
+    jax.distributed.shutdown()
+    coordinator.stop(_LOSS.service)
 
 
 def keep_tensorflow_off_accelerators() -> None:
