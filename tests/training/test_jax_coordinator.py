@@ -35,7 +35,7 @@ def _ends_within(pid: int, seconds: float) -> bool:
 
 def test_the_service_listens_until_stopped():
   port = free_port()
-  child = coordinator.start(f"127.0.0.1:{port}", 2, 10, 5)
+  child = coordinator.start(f"127.0.0.1:{port}", 2, 10, 5, grace_s=5)
   try:
     assert coordinator._port_in_use(port)  # pylint: disable=protected-access
     assert child.poll() is None

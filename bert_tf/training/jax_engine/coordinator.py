@@ -7,8 +7,8 @@ replace). Served from a process of its own, the service outlives a lost process 
 that the others see it lost as any other (bert_tf.training.jax_engine.devices: a
 missing heartbeat, then one line each) and stop in order. Process 0 stops the service
 after jax.distributed's shutdown, or where it stops for a lost process, `release`s it
-to end with it; one whose process 0 is lost keeps serving for ORPHAN_GRACE_S, the time
-the others take to stop, then ends.
+to end with it; one whose process 0 is lost keeps serving for a grace, the time the
+others take to stop (devices.SERVICE_GRACE_S), then ends.
 
   python -m bert_tf.training.jax_engine.coordinator BIND_ADDRESS PROCESSES HEARTBEAT_S \
     SHUTDOWN_S GRACE_S
@@ -26,10 +26,6 @@ import time
 
 from bert_tf.utils import errors
 
-# How long a service whose process 0 is gone goes on serving: the others' heartbeat
-# timeout, the wait of their report and a margin (devices.HEARTBEAT_TIMEOUT_S,
-# devices.TAKE_WAIT_S).
-ORPHAN_GRACE_S = 70
 # How long the start waits for the service to listen.
 _READY_TIMEOUT_S = 60
 _READY = "ready"
@@ -49,7 +45,7 @@ def _port_in_use(port: int) -> bool:
 
 
 def start(address: str, num_processes: int, heartbeat_s: int, shutdown_s: int,
-          grace_s: int = ORPHAN_GRACE_S) -> subprocess.Popen:
+          grace_s: int) -> subprocess.Popen:
   """Starts the service for `num_processes` processes on the port of `address`
   (HOST:PORT) in a process of its own, and returns once it listens; it serves `grace_s`
   on once this process is gone. An earlier run's service still on the port (its

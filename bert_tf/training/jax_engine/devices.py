@@ -49,6 +49,9 @@ SHUTDOWN_TIMEOUT_S = 10
 # that failed) to take it, before it ends the process itself (the run waits in a
 # collective that never returns).
 TAKE_WAIT_S = 15
+# How long the coordination service outlives a lost process 0 (coordinator.start): the
+# others' heartbeat timeout, their report's wait, and a margin.
+SERVICE_GRACE_S = HEARTBEAT_TIMEOUT_S + 2 * TAKE_WAIT_S + 10
 # A collective whose peer process is gone (gloo on CPUs: "Gloo AllGather failed: ...
 # Read error [127.0.0.1]:PORT: Connection reset by peer").
 _PEER_GONE = re.compile(r"Gloo \w+ failed|Connection (reset|closed) by peer|Broken pipe")
@@ -228,7 +231,8 @@ def _start_distributed() -> None:
   index = int(os.environ[_PROCESS_ID]) if _PROCESS_ID in os.environ else None
   service, bind_address = None, None
   if index == 0 and address:
-    service = coordinator.start(address, count, _JAX_HEARTBEAT_TIMEOUT_S, SHUTDOWN_TIMEOUT_S)
+    service = coordinator.start(address, count, _JAX_HEARTBEAT_TIMEOUT_S, SHUTDOWN_TIMEOUT_S,
+                                SERVICE_GRACE_S)
     bind_address = "127.0.0.1:0"  # process 0's own service, which no process uses
   try:
     jax.distributed.initialize(
