@@ -198,7 +198,8 @@ class Reader:
     os.close(self._descriptor)
 
   def read(self, names: Sequence[str]) -> Tuple[Dict[str, np.ndarray], Dict[str, Check]]:
-    """({name: array}, {name: check}) of the datasets among `names` (groups skipped),
+    """({name: array}, {name: check}) of the datasets among `names` (groups and the
+    TABLE skipped),
     a hard-linked dataset read once, its array under each of its names; a check
     returns (CRC32C of the bytes read, CRC32C written), for the arrays that carry one
     (unless CHECKSUMS is off). In a file with a TABLE, every array has its entry there.
@@ -212,6 +213,8 @@ class Reader:
       self.reading = TABLE
       self._table = _table(self._file)
     for name in names:
+      if name == TABLE:
+        continue
       self.reading = name
       dataset = h5py.h5o.open(self._file.id, name.encode())
       if not isinstance(dataset, h5py.h5d.DatasetID):

@@ -350,8 +350,7 @@ def read(path: str, groups: Optional[Sequence[str]] = None) -> Snapshot:
       try:
         names = []
         f.visit_links(names.append)  # every name, a hard-linked array's both
-        arrays, checks = reader.read([name for name in names
-                                      if name != array_io.TABLE and _wanted(name, groups)])
+        arrays, checks = reader.read([name for name in names if _wanted(name, groups)])
         if version < 2:
           legacy_paths = {name: str(f[name].attrs["path"]) for name in arrays
                           if "path" in f[name].attrs}

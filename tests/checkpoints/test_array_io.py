@@ -34,6 +34,12 @@ def _write(directory, arrays):
   return portable.write(str(directory / "ckpt-9.h5"), portable.Snapshot(dict(_ATTRS), arrays))
 
 
+def _assert_damaged(path, match):
+  """portable.read(path) raises DamagedCheckpointError matching `match`."""
+  with pytest.raises(portable.DamagedCheckpointError, match=match):
+    portable.read(path)
+
+
 def test_arrays_large_and_small_of_every_kind_round_trip_with_their_checksums(
     tmp_path, monkeypatch):
   monkeypatch.setattr(array_io, "CHUNK_BYTES", 1 << 20)
@@ -75,9 +81,7 @@ def test_an_array_of_another_layout_is_read_and_checked_through_h5py(tmp_path):
   np.testing.assert_array_equal(portable.read(path).arrays["items/encoder/kernel"], array)
   with h5py.File(path, "r+") as f:
     f["items/encoder/kernel"][0, 0] = 1.0
-  with pytest.raises(portable.DamagedCheckpointError,
-                     match=f"{path} fails its checksum at items/encoder/kernel"):
-    portable.read(path)
+  _assert_damaged(path, f"{path} fails its checksum at items/encoder/kernel")
 
 
 def test_a_file_ending_inside_a_large_array_is_unreadable_naming_the_array(tmp_path):
@@ -109,14 +113,10 @@ def test_an_array_missing_from_the_table_or_the_table_missing_is_unreadable(tmp_
     del f[array_io.TABLE]
     f.create_dataset(array_io.TABLE, data=rows[[name != b"items/encoder/large"
                                                 for name in rows["name"]]])
-  with pytest.raises(portable.DamagedCheckpointError,
-                     match="reading items/encoder/large.*no entry in the file's CRC32C table"):
-    portable.read(path)
+  _assert_damaged(path, "reading items/encoder/large.*no entry in the file's CRC32C table")
   with h5py.File(path, "r+") as f:
     del f[array_io.TABLE]
-  with pytest.raises(portable.DamagedCheckpointError,
-                     match=f"unreadable \\(reading {array_io.TABLE}\\).*no {array_io.TABLE} table"):
-    portable.read(path)
+  _assert_damaged(path, f"unreadable \\(reading {array_io.TABLE}\\).*no {array_io.TABLE} table")
 
 
 def test_a_version_3_file_with_a_crc32c_attribute_on_each_array_is_still_checked(tmp_path):
@@ -127,6 +127,4 @@ def test_a_version_3_file_with_a_crc32c_attribute_on_each_array_is_still_checked
   for name, array in arrays.items():
     np.testing.assert_array_equal(read.arrays[name], array, err_msg=name)
   checkpoint_helpers.flip_bit(path, "items/encoder/large", bit=3)
-  with pytest.raises(portable.DamagedCheckpointError,
-                     match=f"{path} fails its checksum at items/encoder/large"):
-    portable.read(path)
+  _assert_damaged(path, f"{path} fails its checksum at items/encoder/large")
