@@ -3,11 +3,10 @@ input, AdamW; BERT-base 1.3 GB), the modes taking turns (stats.round_order).
 
   python -m bench.checkpoint_io --measure=checksums --sizes=base --turns=8
 
-`checksums`: portable.write (save) and portable.read (restore), or with --level=trainer
-CheckpointSaver's save and restore (the copies from and into the variables too), with
-CRC32C checksums and without (none computed, written or read): medians, their ratio
-with its 95% interval over the turns, every array's CRC32C alone. --directory=/dev/shm
-keeps the disk out; --cold drops the page cache before each restore (Linux, root).
+`checksums`: portable.write and read, or (--level=trainer) CheckpointSaver's save and
+restore, with CRC32C checksums and without (none computed, written or read): medians,
+ratios with 95% intervals over the turns, every CRC32C alone. --directory=/dev/shm keeps
+the disk out; --cold drops the page cache before each restore (Linux, root).
 
   gcp-storage-emulator start --host=127.0.0.1 --port=9023 --in-memory \
     --default-bucket=bench > emulator.log 2>&1 &
@@ -41,8 +40,9 @@ MODES = ("with checksums", "without")
 PHASES = ("download", "fetch", "restore")
 
 
-def bert_engine(size: str, model_dir: str):
-  """The engine of the Trainer of pretraining_bert_`size` (dummy batches of 8), at step 1."""
+def bert_saver(size: str, model_dir: str):
+  """A synchronous CheckpointSaver of pretraining_bert_`size`'s Trainer (dummy input, step 1)."""
+  from bert_tf.training import checkpointing  # pylint: disable=g-import-not-at-top
   from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
   from bert_tf.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
   experiment = experiments.resolve_experiment(f"pretraining_bert_{size}", params_override=(
@@ -50,7 +50,7 @@ def bert_engine(size: str, model_dir: str):
                for k in ("format=dummy", "global_batch_size=8"))))
   engine = Trainer(experiment, model_dir, log_fn=lambda _: None).engine
   engine.step = 1
-  return engine
+  return checkpointing.CheckpointSaver(model_dir, 1, engine, background=False)
 
 
 def drop_page_cache() -> None:
@@ -62,8 +62,8 @@ def drop_page_cache() -> None:
 
 def measure_checksums(save: Callable[[], str], restore: Callable[[str], object],
                       turns: int, cold: bool = False) -> Dict[str, Dict[str, List[float]]]:
-  """{mode: {"save": [s], "restore": [s]}} of `save()` (returning the file it wrote,
-  removed after each turn) and `restore(file)` (`cold`: from the disk), in turns."""
+  """{mode: {"save": [s], "restore": [s]}} of `save()` (the file it writes is removed
+  after each turn) and `restore(file)` (`cold`: from the disk), in turns."""
   times = {mode: {"save": [], "restore": []} for mode in MODES}
   for turn in range(turns):
     for mode in stats.round_order(MODES, turn):
@@ -80,6 +80,14 @@ def measure_checksums(save: Callable[[], str], restore: Callable[[str], object],
   return times
 
 
+def save_and_restore(level: str, saver, content: portable.Snapshot):
+  """(save, restore) at `level` (--level): `saver`'s, or portable's of `content`."""
+  if level == "trainer":
+    return saver.save, saver.restore
+  path = portable.path_for_step(saver.model_dir, 1)
+  return lambda: portable.write(path, content), portable.read
+
+
 def checksums_report(times: Dict[str, Dict[str, List[float]]], content: portable.Snapshot,
                      title: str) -> str:
   """The medians of each mode, their ratio (bootstrap interval) and every CRC32C alone."""
@@ -87,9 +95,8 @@ def checksums_report(times: Dict[str, Dict[str, List[float]]], content: portable
   for array in content.arrays.values():
     checksums.crc32c(array)
   gigabytes = sum(a.nbytes for a in content.arrays.values()) / 1e9
-  lines = [f"{title}, {gigabytes:.2f} GB; medians of "
-           f"{len(times[MODES[0]]['save'])} turns each; the CRC32C of every array alone: "
-           f"{time.perf_counter() - start:.2f} s"]
+  lines = [f"{title}, {gigabytes:.2f} GB; medians of {len(times[MODES[0]]['save'])} turns "
+           f"each; the CRC32C of every array alone: {time.perf_counter() - start:.2f} s"]
   for what in ("save", "restore"):
     with_, without = [stats.median(times[mode][what]) for mode in MODES]
     low, high = stats.bootstrap_ratio_interval(*[[[t] for t in times[mode][what]]
@@ -135,11 +142,9 @@ def table(rows: Dict[str, dict]) -> str:
 
 def measure_remote(size: str, bucket: str, log_path: str, fs) -> dict:
   """summarize's row of --turns turns of each phase on BERT-`size`'s checkpoint."""
-  from bert_tf.training import checkpointing  # pylint: disable=g-import-not-at-top
   from bert_tf.utils import range_reads  # pylint: disable=g-import-not-at-top
   model_dir = f"{bucket}/{size}"
-  saver = checkpointing.CheckpointSaver(model_dir, 1, bert_engine(size, model_dir),
-                                        background=False)
+  saver = bert_saver(size, model_dir)
   path = saver.save()
   size_bytes = fs.size(path)
   times, counts = {phase: [] for phase in PHASES}, {phase: [] for phase in PHASES}
@@ -172,17 +177,12 @@ def main(argv):
   if not remote:
     for size in FLAGS.sizes:
       with tempfile.TemporaryDirectory(dir=FLAGS.directory) as directory:
-        engine = bert_engine(size, directory)
-        content = portable.snapshot(engine.model.trained_items, engine.checkpoint_state(),
-                                    step=1, position={"batches_read": 8})
-        if FLAGS.level == "file":
-          path = portable.path_for_step(directory, 1)
-          save, restore = lambda: portable.write(path, content), portable.read
-        else:
-          from bert_tf.training import checkpointing  # pylint: disable=g-import-not-at-top
-          saver = checkpointing.CheckpointSaver(directory, 1, engine, background=False)
-          save, restore = saver.save, saver.restore
-        times = measure_checksums(save, restore, FLAGS.turns, FLAGS.cold)
+        saver = bert_saver(size, directory)
+        content = portable.snapshot(saver.engine.model.trained_items,
+                                    saver.engine.checkpoint_state(), step=1,
+                                    position={"batches_read": 8})
+        times = measure_checksums(*save_and_restore(FLAGS.level, saver, content),
+                                  FLAGS.turns, FLAGS.cold)
       print(checksums_report(times, content, f"BERT-{size} checkpoint, --level={FLAGS.level}"))
   else:
     # gcsfs to the emulator, without the bucket-type probe an emulator cannot answer.

@@ -4,6 +4,9 @@ requests read from a mark on, the medians, the ratios to the download, the bound
 requests, the table)."""
 
 import os
+from unittest import mock
+
+import numpy as np
 
 import checkpoint_helpers
 from bench import checkpoint_io
@@ -14,9 +17,9 @@ def test_both_checksum_modes_are_timed_in_turns_on_a_whole_checkpoint(tmp_path):
   content = portable.snapshot(checkpoint_helpers.tiny_model().checkpoint_items, step=3,
                               position={"batches_read": 3})
   assert content.links  # the tied embeddings, stored once
-  path = portable.path_for_step(str(tmp_path), 1)
-  times = checkpoint_io.measure_checksums(lambda: portable.write(path, content),
-                                          portable.read, 2)
+  saver = mock.Mock(model_dir=str(tmp_path))  # the file level writes into its model_dir
+  times = checkpoint_io.measure_checksums(
+      *checkpoint_io.save_and_restore("file", saver, content), 2)
   for mode in checkpoint_io.MODES:
     assert [len(times[mode][what]) for what in ("save", "restore")] == [2, 2]
     assert all(t > 0 for t in times[mode]["save"] + times[mode]["restore"])
@@ -34,6 +37,24 @@ def test_both_checksum_modes_are_timed_in_turns_on_a_whole_checkpoint(tmp_path):
       {"with checksums": {"save": [1.0, 1.2], "restore": [1.0, 1.0]},
        "without": {"save": [1.0, 1.0], "restore": [1.0, 1.0]}}, content, "tiny")
   assert "(+10.0%; 95% interval +0.0% to +20.0%)" in report
+
+
+def test_the_trainer_level_times_the_savers_save_and_a_restore_into_the_variables(
+    tmp_path):
+  saver = checkpoint_io.bert_saver("tiny", str(tmp_path))
+  engine = saver.engine
+  save, restore = checkpoint_io.save_and_restore("trainer", saver, None)
+  path = save()
+  assert path == portable.path_for_step(str(tmp_path), 1)
+  kernel = engine.model.trained_items["encoder"].trainable_variables[0]
+  saved = kernel.numpy().copy()
+  kernel.assign(saved + 1)
+  assert restore(path) == 1
+  np.testing.assert_array_equal(kernel.numpy(), saved)
+  os.remove(path)
+  times = checkpoint_io.measure_checksums(save, restore, 1)
+  assert all(len(times[mode]["restore"]) == 1 for mode in checkpoint_io.MODES)
+  assert not any(name.endswith(portable.SUFFIX) for name in os.listdir(tmp_path))
 
 
 def test_summary_takes_medians_and_bounds_requests_by_one_per_8_mib_plus_16():

@@ -254,6 +254,9 @@ def _start_distributed() -> None:
 
 
 def _end_distributed() -> None:
+  """At this process's normal end: stops watching the others' heartbeats, and in process
+  0 ends the coordination service once every process passed jax.distributed's shutdown
+  barrier (JAX's own shutdown, which runs after, then does nothing)."""
   _LOSS.ending.set()
   if _LOSS.service is not None:
     jax.distributed.shutdown()
