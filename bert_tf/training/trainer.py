@@ -160,7 +160,8 @@ class Trainer:
   # ----- a run in model_dir -----
   def run(self, mode: str = "train", replace_params: bool = False) -> Dict[str, float]:
     """Runs `mode` in model_dir: checks, then builds the model, restores model_dir's
-    checkpoint, saves params.yaml (chief only) and trains and/or evaluates.
+    checkpoint, saves params.yaml (chief only; an evaluation leaves it as it is) and
+    trains and/or evaluates.
 
     Nothing is written, and no model built, before every check passed: model_dir takes
     writes (files.check_writable), the remote paths read answer
@@ -212,13 +213,12 @@ class Trainer:
       for line in run_checks.run_warnings(experiment, recorded, resumed_at,
                                           os.path.join(model_dir, params_file.PARAMS_FILE)):
         self._warn(line)
+    if mode == "eval":  # leaves params.yaml as the training wrote it
+      return self.evaluate()
     if self.is_chief:
-      if mode != "eval":
-        self._make_room(experiment.trainer.train_steps)
+      self._make_room(experiment.trainer.train_steps)
       files.make_dirs(model_dir)
       to_record.save(os.path.join(model_dir, params_file.PARAMS_FILE))
-    if mode == "eval":
-      return self.evaluate()
     return self.train(evaluate_every=(mode == "train_and_eval"))
 
   # ----- training -----

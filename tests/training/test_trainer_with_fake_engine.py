@@ -435,3 +435,16 @@ def test_a_rerun_parses_params_yaml_once_and_eval_reads_the_newest_checkpoint_on
   evaluation.run("eval")
   assert evaluation.restored_from.endswith("ckpt-2.h5")
   assert len(parsed) == 1 and len(checked) == 1, (parsed, checked)
+
+
+def test_an_evaluation_leaves_the_runs_params_yaml_as_the_training_wrote_it(tmp_path):
+  trainer, _ = _trainer(tmp_path, steps_total=2)
+  trainer.run("train")
+  written = (tmp_path / params_file.PARAMS_FILE).read_bytes()
+  other_eval = trainer_helpers.tiny_experiment(
+      steps=2, eval_data=dict(input_path="other_eval.tfrecord", global_batch_size=4))
+  task = FakeTask()
+  evaluation = trainer_lib.Trainer(other_eval, str(tmp_path), task=task,
+                                   engine=FakeEngine(other_eval, task, print), log_fn=print)
+  assert evaluation.run("eval")["mean_weight"] == 2.0
+  assert (tmp_path / params_file.PARAMS_FILE).read_bytes() == written
