@@ -39,20 +39,23 @@ def _check_tag(tag: str, where: str, label_names: Sequence[str]) -> None:
     raise GlueFormatError(f"{where}: tag '{tag}' is neither O nor <B|I|E|S>-<type>")
 
 
-def read_conll(path: str, label_names: Sequence[str] = ()) -> List[TaggingExample]:
+def read_conll(path: str, label_names: Sequence[str] = (), require_labels: bool = False
+               ) -> List[TaggingExample]:
   """Reads the sentences of one CoNLL file.
 
   Args:
     path: the file.
     label_names: the allowed tags; empty accepts any O / X-TYPE tag.
+    require_labels: refuse a file whose token lines hold only the word.
 
   Returns:
     The sentences in file order, each with `tags` (None when the file has no tag
     column).
 
   Raises:
-    GlueFormatError: naming the file and line of a malformed tag or a line whose
-      column count differs from the file's first token line.
+    GlueFormatError: naming the file and line of a malformed tag, a line whose
+      column count differs from the file's first token line, or with `require_labels`
+      the first token line when it holds no tag.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   if not tf.io.gfile.exists(path):
@@ -82,6 +85,9 @@ def read_conll(path: str, label_names: Sequence[str] = ()) -> List[TaggingExampl
     where = f"{path}:{line_number}"
     if num_columns is None:
       num_columns = len(fields)
+      if require_labels and num_columns < 2:
+        raise GlueFormatError(f"{where}: the token line holds no tag after the word; "
+                              f"{readers.LABELS_NEEDED}")
     elif len(fields) != num_columns:
       raise GlueFormatError(f"{where}: expected {num_columns} columns like the first token "
                             f"line, found {len(fields)}")
@@ -96,6 +102,7 @@ def read_conll(path: str, label_names: Sequence[str] = ()) -> List[TaggingExampl
 @readers.register_reader("conll")
 def read_conll_files(data_config, options) -> List[TaggingExample]:
   """Every file of data_config.input_path, sentences numbered across the files, tags
-  among options["label_names"]."""
+  among options["label_names"]; a file without tags is refused."""
   return readers.read_numbered(
-      data_config.input_path, lambda path: read_conll(path, options.get("label_names", ())))
+      data_config.input_path,
+      lambda path: read_conll(path, options.get("label_names", ()), require_labels=True))

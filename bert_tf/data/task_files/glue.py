@@ -125,14 +125,16 @@ def _parse_label(spec_label_names: Sequence[str], score_range: Sequence[float], 
   return raw
 
 
-def read_glue_tsv(path: str, task: str) -> List[SentenceExample]:
+def read_glue_tsv(path: str, task: str, require_labels: bool = False
+                  ) -> List[SentenceExample]:
   """Reads one GLUE file (train, dev or test) of `task` (a key of GLUE_TASKS).
 
   Returns:
     The examples in file order; labels are None in test files.
 
   Raises:
-    GlueFormatError: naming the file and line of a malformed row.
+    GlueFormatError: naming the file and line of a malformed row, or of a header
+      without the task's label column with `require_labels`.
   """
   if task not in GLUE_TASKS:
     raise ValueError(f"Unknown GLUE task '{task}'; choose one of {', '.join(GLUE_TASKS)}")
@@ -148,6 +150,9 @@ def read_glue_tsv(path: str, task: str) -> List[SentenceExample]:
   if spec.text_a not in columns or (spec.text_b and spec.text_b not in columns):
     wanted = [c for c in (spec.text_a, spec.text_b) if c]
     raise GlueFormatError(f"{path}:1: header {header} lacks the {task} columns {wanted}")
+  if require_labels and spec.label not in columns:
+    raise GlueFormatError(f"{path}:1: header {header} has no {task} label column "
+                          f"'{spec.label}'; {readers.LABELS_NEEDED}")
   return _read_rows(path, lines, 1, len(header), columns[spec.text_a],
                     columns.get(spec.text_b) if spec.text_b else None,
                     columns.get(spec.label), columns.get(spec.index), spec)
@@ -186,14 +191,15 @@ def _read_rows(path, lines, first, num_columns, text_a_col, text_b_col, label_co
 
 def read_labelled_table(path: str, text_a_column: str = "text", text_b_column: str = "",
                         label_column: str = "label", label_names: Sequence[str] = (),
-                        score_range: Sequence[float] = (), index_column: str = ""
-                        ) -> List[SentenceExample]:
+                        score_range: Sequence[float] = (), index_column: str = "",
+                        require_labels: bool = False) -> List[SentenceExample]:
   """Reads a generic TSV (.tsv, tab, no quoting) or CSV (.csv, quoted) file with a header.
 
   Args:
     path: the file; a name ending in .csv is read as CSV, anything else as TSV.
     text_a_column, text_b_column: header names of the text columns (text_b optional).
-    label_column: header name of the label; a file without it is read unlabelled.
+    label_column: header name of the label; a file without it is read unlabelled,
+      or refused with `require_labels`.
     label_names: allowed class names (empty: any string is a class name).
     score_range: [low, high] to read the label as a float score instead.
     index_column: optional header name of an integer index.
@@ -215,6 +221,9 @@ def read_labelled_table(path: str, text_a_column: str = "text", text_b_column: s
   for name in (text_a_column, text_b_column, index_column):
     if name and name not in columns:
       raise GlueFormatError(f"{path}:1: header {header} has no column '{name}'")
+  if require_labels and label_column not in columns:
+    raise GlueFormatError(f"{path}:1: header {header} has no label column "
+                          f"'{label_column}'; {readers.LABELS_NEEDED}")
   label_col = columns.get(label_column)
   examples = []
   for line_number, fields in enumerate(rows[1:], start=2):
@@ -246,15 +255,16 @@ def read_sentence_files(data_config, options) -> List[SentenceExample]:
   """Every file of data_config.input_path as SentenceExamples: in options["glue_task"]'s
   layout when it is set, else a table with a header read by the column names of
   options (text_a_column, text_b_column, label_column, index_column) with labels among
-  options["label_names"] or scores in options["score_range"]."""
+  options["label_names"] or scores in options["score_range"]; a file without its label
+  column is refused."""
   examples = []
   for path in files.expand_patterns(data_config.input_path):
     if options.get("glue_task"):
-      examples.extend(read_glue_tsv(path, options["glue_task"]))
+      examples.extend(read_glue_tsv(path, options["glue_task"], require_labels=True))
     else:
       examples.extend(read_labelled_table(
           path, options.get("text_a_column", "text"), options.get("text_b_column", ""),
           options.get("label_column", "label"), label_names=options.get("label_names", ()),
           score_range=options.get("score_range", ()),
-          index_column=options.get("index_column", "")))
+          index_column=options.get("index_column", ""), require_labels=True))
   return examples

@@ -3,7 +3,10 @@
 A reader takes a data section (its format, input_path and, for TFDS, tfds_name,
 tfds_split and tfds_data_dir) and the task section's settings that it needs (`options`,
 by name: a GLUE task, column names, label names, ...), and returns the examples of every
-file of input_path in order, each with its `index`. The module of each format registers
+file of input_path in order, each with its `index`. What a registered reader reads is
+trained or evaluated on, so it refuses a file without the labels its task needs (a test
+file), naming the file and line (`LABELS_NEEDED`); the format's own reading functions
+also read unlabelled files where the format has them. The module of each format registers
 its reader with `register_reader` (bert_tf.data.task_files.glue: tsv and csv; tfds_glue:
 tfds; conll; swag: swag_csv; squad: squad_json). Importing this module needs no
 TensorFlow.
@@ -15,6 +18,8 @@ from bert_tf import configs
 from bert_tf.utils import files
 
 Reader = Callable[[configs.DataConfig, Mapping[str, Any]], List[Any]]
+# Why the registered readers refuse a file without labels, for their messages.
+LABELS_NEEDED = "a file to train or evaluate on needs its labels"
 
 _READERS: Dict[str, Reader] = {}
 

@@ -138,8 +138,8 @@ def _locate_answer(text: str, offset, doc_tokens: Sequence[str],
   return start_word, end_word
 
 
-def read_squad_examples(path_or_data, is_training: bool, version_2_with_negative: bool
-                        ) -> Tuple[List[SquadExample], int]:
+def read_squad_examples(path_or_data, is_training: bool, version_2_with_negative: bool,
+                        require_answers: bool = False) -> Tuple[List[SquadExample], int]:
   """Reads the examples of a SQuAD file.
 
   Args:
@@ -148,6 +148,8 @@ def read_squad_examples(path_or_data, is_training: bool, version_2_with_negative
       gold answer of each question either way (evaluation data uses them for an eval
       loss); in training a question whose answer cannot be located is skipped.
     version_2_with_negative: whether questions may be unanswerable (`is_impossible`).
+    require_answers: refuse a question without answers that is not marked
+      is_impossible in evaluation data too (it always is in training data).
 
   Returns:
     (examples, num_skipped): training questions whose answer text cannot be found at
@@ -178,8 +180,9 @@ def read_squad_examples(path_or_data, is_training: bool, version_2_with_negative
                                doc_tokens=doc_tokens, is_impossible=is_impossible,
                                answers=[ans.get("text", "") for ans in answers])
         if is_impossible or not answers:
-          if is_training and not is_impossible:
-            raise SquadFormatError(f"{qwhere} has no answers and is not marked is_impossible")
+          if (is_training or require_answers) and not is_impossible:
+            raise SquadFormatError(f"{qwhere} has no answers and is not marked "
+                                   f"is_impossible; {readers.LABELS_NEEDED}")
           examples.append(example)
           continue
         answer = answers[0]
@@ -207,8 +210,10 @@ def read_squad_examples(path_or_data, is_training: bool, version_2_with_negative
 def read_squad_file(data_config, options) -> List[SquadExample]:
   """The questions of the SQuAD JSON file data_config.input_path (training questions
   whose answer is not in their context skipped), unanswerable ones with
-  options["version_2_with_negative"]."""
+  options["version_2_with_negative"]; a question without answers that is not marked
+  is_impossible is refused."""
   examples, _ = read_squad_examples(
       data_config.input_path, is_training=data_config.is_training,
-      version_2_with_negative=bool(options.get("version_2_with_negative", False)))
+      version_2_with_negative=bool(options.get("version_2_with_negative", False)),
+      require_answers=True)
   return examples

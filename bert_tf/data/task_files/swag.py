@@ -28,15 +28,17 @@ class MultipleChoiceExample:
   label: Optional[int]
 
 
-def read_swag(path: str, num_choices: int = NUM_SWAG_CHOICES) -> List[MultipleChoiceExample]:
+def read_swag(path: str, num_choices: int = NUM_SWAG_CHOICES, require_labels: bool = False
+              ) -> List[MultipleChoiceExample]:
   """Reads a SWAG CSV file (train.csv, val.csv or test.csv).
 
   Returns:
     The examples in file order; `label` is None when the file has no label column.
 
   Raises:
-    GlueFormatError: naming the file and line of a missing column, a row of the wrong
-      width or a label that is not one of 0..num_choices-1.
+    GlueFormatError: naming the file and line of a missing column (the label column
+      too with `require_labels`), a row of the wrong width or a label that is not one
+      of 0..num_choices-1.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   if not tf.io.gfile.exists(path):
@@ -53,6 +55,9 @@ def read_swag(path: str, num_choices: int = NUM_SWAG_CHOICES) -> List[MultipleCh
   missing = [name for name in needed if name not in columns]
   if missing:
     raise GlueFormatError(f"{path}:1: header lacks the SWAG columns {missing}")
+  if require_labels and "label" not in columns:
+    raise GlueFormatError(f"{path}:1: header lacks the SWAG label column 'label'; "
+                          f"{readers.LABELS_NEEDED}")
   label_col = columns.get("label")
   examples = []
   for fields in reader:
@@ -79,7 +84,7 @@ def read_swag(path: str, num_choices: int = NUM_SWAG_CHOICES) -> List[MultipleCh
 @readers.register_reader("swag_csv")
 def read_swag_files(data_config, options) -> List[MultipleChoiceExample]:
   """Every file of data_config.input_path, examples numbered across the files, with
-  options["num_choices"] endings each."""
+  options["num_choices"] endings each; a file without labels is refused."""
   num_choices = options.get("num_choices", NUM_SWAG_CHOICES)
   return readers.read_numbered(data_config.input_path,
-                               lambda path: read_swag(path, num_choices))
+                               lambda path: read_swag(path, num_choices, require_labels=True))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from bert_tf.data.task_files import readers
-from bert_tf.data.task_files.glue import GLUE_TASKS, SentenceExample
+from bert_tf.data.task_files.glue import GLUE_TASKS, GlueFormatError, SentenceExample
 
 # TFDS glue config name -> (our GLUE task, text_a feature, text_b feature).
 TFDS_GLUE = {
@@ -36,8 +36,8 @@ def glue_task_of(tfds_name: str) -> str:
   return TFDS_GLUE[config][0]
 
 
-def read_tfds_glue(tfds_name: str, split: str, data_dir: Optional[str] = None
-                   ) -> List[SentenceExample]:
+def read_tfds_glue(tfds_name: str, split: str, data_dir: Optional[str] = None,
+                   require_labels: bool = False) -> List[SentenceExample]:
   """Reads a prepared TFDS GLUE split as SentenceExamples.
 
   Labels become the GLUE TSV label names (so TSV and TFDS data train the same
@@ -48,6 +48,11 @@ def read_tfds_glue(tfds_name: str, split: str, data_dir: Optional[str] = None
     tfds_name: e.g. "glue/mrpc".
     split: e.g. "train", "validation", "validation_matched", "test".
     data_dir: where the prepared dataset lives.
+    require_labels: refuse a row labelled -1 (a test split).
+
+  Raises:
+    GlueFormatError: with `require_labels`, naming the dataset, split and row of the
+      first unlabelled row.
   """
   try:
     import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
@@ -69,6 +74,9 @@ def read_tfds_glue(tfds_name: str, split: str, data_dir: Optional[str] = None
     if spec.score_range:
       label = float(raw)
     elif int(raw) < 0:
+      if require_labels:
+        raise GlueFormatError(f"{tfds_name} split {split}: row {len(examples)} has no "
+                              f"label (-1); {readers.LABELS_NEEDED}")
       label = None
     elif spec.label_names == ("0", "1"):
       label = str(int(raw))
@@ -82,7 +90,8 @@ def read_tfds_glue(tfds_name: str, split: str, data_dir: Optional[str] = None
 
 @readers.register_reader("tfds")
 def read_tfds_section(data_config, options) -> List[SentenceExample]:
-  """The split data_config.tfds_split of data_config.tfds_name under tfds_data_dir."""
+  """The split data_config.tfds_split of data_config.tfds_name under tfds_data_dir; a
+  split without labels is refused."""
   del options
   return read_tfds_glue(data_config.tfds_name, data_config.tfds_split,
-                        data_config.tfds_data_dir)
+                        data_config.tfds_data_dir, require_labels=True)

@@ -14,6 +14,7 @@ from bert_tf import constants
 from bert_tf.data.pipelines.loaders import features
 from bert_tf.data.records import record_specs
 from bert_tf.data.records import tfrecords
+from bert_tf.data.task_files import glue
 from bert_tf.tasks import base
 import paths
 
@@ -91,3 +92,31 @@ def test_tool_writes_the_file_and_prints_a_summary(tmp_path):
   assert result.returncode == 0, result.stderr[-2000:]
   assert "Wrote 2 sentence_prediction examples" in result.stdout
   assert sum(1 for _ in tf.data.TFRecordDataset(str(output))) == 2
+
+
+UNLABELLED = {
+    "sentence": "index\tsentence1\tsentence2\n0\tthe cat sat\ton the mat\n",
+    "tagging": "John\nplaying\n\nParis\n",
+    "choice": ",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,"
+              "ending3\n0,v,1,s,a man walks,the,gold,dog,cat sat on the mat,man,home\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNLABELLED))
+def test_a_task_file_without_labels_is_refused_in_one_line_naming_file_and_line(
+    case, tmp_path):
+  task_section, fmt, _, name = CASES[case]
+  experiment = _experiment(tmp_path, task_section, fmt, UNLABELLED[case], name)
+  task = base.get_task(experiment)
+  reads = {"the checks before training": lambda loader: loader.check_files(),
+           "the TensorFlow engine's input": lambda loader: loader.dataset(),
+           "the JAX engine's input": lambda loader: loader.host_batches(),
+           "create_finetuning_data": lambda loader: features.write_tfrecord(
+               loader, str(tmp_path / "out.tfrecord"))}
+  for what, read in reads.items():
+    with pytest.raises(glue.GlueFormatError) as raised:
+      read(task.data_loader(experiment.train_data))
+    message = str(raised.value)
+    assert message.startswith(f"{tmp_path / name}:1: "), (what, message)
+    assert "needs its labels" in message and "\n" not in message, (what, message)
+  assert not os.path.exists(tmp_path / "out.tfrecord")

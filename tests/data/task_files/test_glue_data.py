@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import finetuning_helpers as helpers
+from bert_tf import configs
 from bert_tf import constants
 from bert_tf.data.pipelines import featurizers
 from bert_tf.data.task_files import glue
@@ -101,6 +102,16 @@ def test_generic_tsv_pair_and_missing_column_error(tmp_path):
   assert (e.text_a, e.text_b, e.label) == ("A", "B", "x")
   with pytest.raises(glue.GlueFormatError, match="no column 'sentence'"):
     glue.read_labelled_table(path, "sentence")
+
+
+def test_a_table_to_train_on_without_its_label_column_is_refused_naming_file_and_line(
+    tmp_path):
+  path = _write(tmp_path, "d.csv", "text,other\nA,B\n")
+  data = configs.DataConfig(format="csv", input_path=path)
+  with pytest.raises(glue.GlueFormatError) as raised:
+    glue.read_sentence_files(data, {"label_column": "label", "label_names": ("0", "1")})
+  assert str(raised.value) == (f"{path}:1: header ['text', 'other'] has no label column "
+                               "'label'; a file to train or evaluate on needs its labels")
 
 
 def test_sentence_pair_features_pack_cls_a_sep_b_sep_and_shorten_the_longer(tmp_path):

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf import configs
 from bert_tf import constants
 from bert_tf.data.task_files import squad
 from bert_tf.data.pipelines import squad_features
@@ -86,6 +87,21 @@ def test_read_examples_locates_answer_words_and_skips_unfindable_answers():
   examples, skipped = squad.read_squad_examples(data, is_training=False,
                                                 version_2_with_negative=False)
   assert skipped == 0 and examples[2].qas_id == "bad" and examples[2].start_position == -1
+
+
+def test_an_evaluation_question_without_answers_is_refused_naming_the_question(tmp_path):
+  path = tmp_path / "dev.json"
+  path.write_text(json.dumps(squad_json([{"context": "Steve went", "qas": [
+      qa("q1", "Who?", "Steve", "Steve went"), {"id": "q2", "question": "Where?"}]}])))
+  data = configs.DataConfig(format="squad_json", input_path=str(path), is_training=False)
+  with pytest.raises(squad.SquadFormatError) as raised:
+    squad.read_squad_file(data, {"version_2_with_negative": True})
+  assert str(raised.value) == (f"{path}: data[0].paragraphs[0].qas[1] has no answers and "
+                               "is not marked is_impossible; a file to train or evaluate "
+                               "on needs its labels")
+  # Questions to answer (serving, predictions) are read without answers.
+  examples, _ = squad.read_squad_examples(str(path), False, True)
+  assert [e.answers for e in examples] == [["Steve"], []]
 
 
 def test_invalid_json_error_names_file_and_line(tmp_path):

@@ -206,6 +206,11 @@ class RawFeatures(FeatureArrays):
     return (what, data.format, data.input_path, data.is_training, data.tfds_name,
             data.tfds_split, data.tfds_data_dir)
 
+  def check_files(self) -> None:
+    """Reads the raw files (kept for the run), so that one its task cannot use (a
+    malformed row, no labels) is refused, naming the file and line, before training."""
+    self.examples()
+
   def examples(self) -> List[Any]:
     """The examples of the raw files (read once per file set)."""
     return self.needs.cached(self._key("examples"), lambda: readers.read_examples(
