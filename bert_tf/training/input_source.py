@@ -56,8 +56,8 @@ class EngineInput(abc.ABC):
   def corrupt_record_error(self, error: Exception, data_config: configs.DataConfig
                            ) -> Optional[Exception]:
     """The error to report when `error`, raised while reading `data_config` (training
-    or evaluation), means a corrupt input record (naming the file and offset where it
-    can), else None."""
+    or evaluation), means a corrupt input record or one holding a token id beyond the
+    model's vocab (naming the file and offset where it can), else None."""
 
 
 def order_of(experiment: configs.ExperimentConfig) -> Dict[str, int]:

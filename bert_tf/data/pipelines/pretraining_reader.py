@@ -21,7 +21,7 @@ from bert_tf.data.records import tfrecords
 
 def build_pretraining_dataset(data_config, input_context: Optional[tf.distribute.InputContext]
                               = None, vocab_file: str = "", seed: int = 0,
-                              start: int = 0) -> tf.data.Dataset:
+                              start: int = 0, vocab_size: int = 0) -> tf.data.Dataset:
   """The pretraining input pipeline: the records in the order both engines read them
   (bert_tf.data.records.tfrecords.ordered_record_dataset, bert_tf.data.records.record_order).
 
@@ -38,6 +38,8 @@ def build_pretraining_dataset(data_config, input_context: Optional[tf.distribute
     seed: of the training shuffle and of the dynamic masks (bert_tf.data.pipelines.masking; the
       experiment's runtime.seed).
     start: the pipeline's batches to skip (resuming), without reading them.
+    vocab_size: the model's; a record with a token id at or beyond it fails its batch
+      with a TokenIdError naming the record (0: unchecked).
 
   Returns:
     tf.data.Dataset of dicts: input_word_ids, input_mask, input_type_ids int32 [b, S];
@@ -50,6 +52,6 @@ def build_pretraining_dataset(data_config, input_context: Optional[tf.distribute
     draw = masking.DynamicMasking.of(data_config, vocab_file, seed)
   dataset = tfrecords.ordered_record_dataset(
       files, record_specs.pretraining_spec(data_config.seq_length,
-                                           data_config.max_predictions_per_seq),
+                                           data_config.max_predictions_per_seq, vocab_size),
       data_config, seed, input_context, start, draw)
   return dataset.prefetch(tf.data.AUTOTUNE)

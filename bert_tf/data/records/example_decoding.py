@@ -100,6 +100,8 @@ def decode_examples(records: Sequence[bytes], spec: record_specs.RecordSpec,
   Raises:
     ExampleFormatError: a record that does not parse, lacks a required feature or holds
       one of another type or length, naming the record's place and the feature.
+    TokenIdError: a record holding a value at or beyond its feature's bound (a token id
+      the model has no embedding for), naming the record's place, the feature and id.
   """
   parse = example_class().FromString
   maps = []
@@ -134,4 +136,8 @@ def decode_examples(records: Sequence[bytes], spec: record_specs.RecordSpec,
                         count=len(lists) * size)
     batch[feature.key] = array.astype(feature.batch_dtype, copy=False).reshape(
         (len(lists), *feature.shape))
+    error = record_specs.out_of_range(feature, batch[feature.key],
+                                      lambda row: _where(where, row))
+    if error is not None:
+      raise error
   return batch

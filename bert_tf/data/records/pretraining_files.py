@@ -38,7 +38,9 @@ class PretrainingFilesInfo:
     seq_length: length of input_ids in the first record.
     max_predictions_per_seq: length of masked_lm_positions in the first record.
     max_token_id: largest token id: from the JSON summary when there is one, otherwise the
-      largest id in the first record (a lower bound).
+      largest id in the first record (a lower bound: both engines' inputs check every
+      record's ids against the model's vocab_size as they read it,
+      record_specs.out_of_range).
     vocab_size: the summary's vocab size, or None without a summary.
     summary: the JSON summary written by tools/create_pretraining_data.py, or None.
   """

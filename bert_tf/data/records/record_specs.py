@@ -7,15 +7,21 @@ tf.data readers parse with it (`bert_tf.data.records.tfrecords.parse_records`, t
 `tf.io.parse_example`) and the TensorFlow-free reader decodes with it
 (`bert_tf.data.records.example_decoding`), so both read the same features into the same batches:
 int64 features become int32 arrays (JAX and the models compute in 32 bits), float
-features float32. Importing this module needs no TensorFlow.
+features float32. A token-id feature holds its bound, the model's vocab_size, which both
+readers check every batch against (`out_of_range`), so that a record with a token id
+the model has no embedding for is an error naming the file and record (`TokenIdError`),
+not NaN losses. Importing this module needs no TensorFlow.
 """
 
 import dataclasses
 import math
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
+
+import numpy as np
 
 from bert_tf import constants
 from bert_tf.data.task_files.squad import END_POSITIONS, IS_IMPOSSIBLE, START_POSITIONS, UNIQUE_IDS
+from bert_tf.utils import errors
 
 # The dtypes of features in the records.
 INT64, FLOAT32 = "int64", "float32"
@@ -31,6 +37,7 @@ class RecordFeature:
     shape: its shape per example; the record holds prod(shape) values.
     dtype: INT64 (an Int64List, read as int32) or FLOAT32 (a FloatList).
     default: the value of a record without the feature; None: the feature is required.
+    bound: every value must be below it (token ids: the model's vocab_size); None: any.
   """
 
   name: str
@@ -38,6 +45,7 @@ class RecordFeature:
   shape: Tuple[int, ...]
   dtype: str = INT64
   default: Optional[float] = None
+  bound: Optional[int] = None
 
   @property
   def size(self) -> int:
@@ -53,16 +61,39 @@ class RecordFeature:
 RecordSpec = Tuple[RecordFeature, ...]
 
 
-def encoder_inputs(shape: Tuple[int, ...]) -> RecordSpec:
-  """input_ids, input_mask and segment_ids of `shape` per example, read as the models'
-  input_word_ids, input_mask and input_type_ids."""
-  return (RecordFeature(constants.TFRECORD_INPUT_IDS, constants.INPUT_WORD_IDS, shape),
+class TokenIdError(errors.UserError, ValueError):
+  """A record holds a token id at or beyond the model's vocab_size; the message names
+  the file and the record's byte offset, the feature and the id."""
+
+
+def out_of_range(feature: RecordFeature, batch: np.ndarray,
+                 where: Callable[[int], str]) -> Optional[TokenIdError]:
+  """The error of the first row of `batch` (the feature's values [B, ...]) that holds a
+  value at or beyond feature.bound, naming the row's record by `where(row)` ("FILE at
+  byte offset N"); None when every value is below it (one max over the batch)."""
+  if feature.bound is None or not batch.size or batch.max() < feature.bound:
+    return None
+  rows = np.reshape(batch, [len(batch), -1])
+  row = int(np.flatnonzero(rows.max(axis=1) >= feature.bound)[0])
+  value = int(rows[row][rows[row] >= feature.bound][0])
+  return TokenIdError(f"{where(row)}: feature '{feature.name}' holds token id {value}, "
+                      f"not below the model's vocab_size {feature.bound}")
+
+
+def encoder_inputs(shape: Tuple[int, ...], vocab_size: int = 0) -> RecordSpec:
+  """input_ids (below vocab_size where it is given; 0: any), input_mask and segment_ids of
+  `shape` per example, read as the models' input_word_ids, input_mask and
+  input_type_ids."""
+  return (RecordFeature(constants.TFRECORD_INPUT_IDS, constants.INPUT_WORD_IDS, shape,
+                        bound=vocab_size or None),
           RecordFeature(constants.TFRECORD_INPUT_MASK, constants.INPUT_MASK, shape),
           RecordFeature(constants.TFRECORD_SEGMENT_IDS, constants.INPUT_TYPE_IDS, shape))
 
 
-def pretraining_spec(seq_length: int, max_predictions_per_seq: int) -> RecordSpec:
-  """The original release's pretraining records (tools/create_pretraining_data.py).
+def pretraining_spec(seq_length: int, max_predictions_per_seq: int, vocab_size: int = 0
+                     ) -> RecordSpec:
+  """The original release's pretraining records (tools/create_pretraining_data.py),
+  input_ids and masked_lm_ids below vocab_size where it is given.
 
   Batches: input_word_ids, input_mask, input_type_ids int32 [B, S]; masked_lm_positions,
   masked_lm_ids int32 [B, P]; masked_lm_weights float32 [B, P]; next_sentence_labels
@@ -70,11 +101,12 @@ def pretraining_spec(seq_length: int, max_predictions_per_seq: int) -> RecordSpe
   """
   names = constants.TFRECORD_TO_MODEL_INPUT
   predictions = (max_predictions_per_seq,)
-  return encoder_inputs((seq_length,)) + (
+  return encoder_inputs((seq_length,), vocab_size) + (
       RecordFeature(constants.TFRECORD_MASKED_LM_POSITIONS,
                     names[constants.TFRECORD_MASKED_LM_POSITIONS], predictions),
       RecordFeature(constants.TFRECORD_MASKED_LM_IDS,
-                    names[constants.TFRECORD_MASKED_LM_IDS], predictions),
+                    names[constants.TFRECORD_MASKED_LM_IDS], predictions,
+                    bound=vocab_size or None),
       RecordFeature(constants.TFRECORD_MASKED_LM_WEIGHTS,
                     names[constants.TFRECORD_MASKED_LM_WEIGHTS], predictions, FLOAT32),
       RecordFeature(constants.TFRECORD_NEXT_SENTENCE_LABELS,
@@ -82,13 +114,15 @@ def pretraining_spec(seq_length: int, max_predictions_per_seq: int) -> RecordSpe
   )
 
 
-def squad_spec(seq_length: int) -> RecordSpec:
+def squad_spec(seq_length: int, vocab_size: int = 0) -> RecordSpec:
   """SQuAD windows as the original release writes them (bert_tf.data.records.squad_records);
-  records without labels (evaluation files) read 0 labels.
+  records without labels (evaluation files) read 0 labels; input_ids below vocab_size
+  where it is given.
 
   Batches: input_word_ids, input_mask, input_type_ids int32 [B, T]; unique_ids,
   start_positions, end_positions, is_impossible int32 [B].
   """
-  return ((RecordFeature(UNIQUE_IDS, UNIQUE_IDS, ()),) + encoder_inputs((seq_length,))
+  return ((RecordFeature(UNIQUE_IDS, UNIQUE_IDS, ()),) + encoder_inputs((seq_length,),
+                                                                       vocab_size)
           + tuple(RecordFeature(name, name, (), default=0)
                   for name in (START_POSITIONS, END_POSITIONS, IS_IMPOSSIBLE)))

@@ -182,7 +182,9 @@ def ordered_record_dataset(paths: Sequence[str], spec: record_specs.RecordSpec,
 
   The records are read by number through bert_tf.data.records.record_files (their checksums
   checked: a corrupt one fails as a CorruptRecordError naming the file and byte
-  offset, inside a tf.errors.InvalidArgumentError) and parsed in tf.data.
+  offset, inside a tf.errors.InvalidArgumentError) and parsed in tf.data; a token id
+  at or beyond its feature's bound fails as a TokenIdError naming the record
+  (`token_id_error`).
 
   Args:
     paths: the files; records are numbered over them in order.
@@ -219,7 +221,8 @@ def ordered_record_dataset(paths: Sequence[str], spec: record_specs.RecordSpec,
 
   def parse(element):
     records = tf.numpy_function(_python_stage(read), [element], tf.string, stateful=False)
-    batch = parse_records(tf.ensure_shape(records, [rows]), spec)
+    batch = _checked(parse_records(tf.ensure_shape(records, [rows]), spec), spec, element,
+                     lambda element, row: source[place(element)[1][row]].where())
     if draw is None:
       return batch
     values = tf.numpy_function(_python_stage(redraw), [element, *(batch[key] for key in keys)],
@@ -229,6 +232,45 @@ def ordered_record_dataset(paths: Sequence[str], spec: record_specs.RecordSpec,
 
   return _deterministic(dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE,
                                     deterministic=True))
+
+
+def _checked(batch: Dict[str, tf.Tensor], spec: record_specs.RecordSpec,
+             element: tf.Tensor, where: Callable[[int, int], str]) -> Dict[str, tf.Tensor]:
+  """`batch` once each feature of `spec` with a bound is below it (one max per batch);
+  else the batch fails with record_specs.out_of_range's TokenIdError naming the first
+  record at fault by `where(element, row)`, inside a tf.errors.InvalidArgumentError
+  (`token_id_error` gives it back)."""
+  bounded = [feature for feature in spec if feature.bound is not None]
+  if not bounded:
+    return batch
+
+  def fail(element, *values):
+    for feature, value in zip(bounded, values):
+      error = record_specs.out_of_range(feature, value, lambda row: where(element, row))
+      if error is not None:
+        raise error
+    return np.bool_(True)
+
+  values = [batch[feature.key] for feature in bounded]
+  beyond = tf.reduce_any(tf.stack([tf.reduce_max(value) >= feature.bound
+                                   for feature, value in zip(bounded, values)]))
+  checked = tf.cond(
+      beyond, lambda: tf.numpy_function(_python_stage(fail), [element, *values], tf.bool,
+                                        stateful=False),
+      lambda: tf.constant(True))
+  with tf.control_dependencies([checked]):
+    first = bounded[0].key
+    return dict(batch, **{first: tf.identity(batch[first])})
+
+
+def token_id_error(error: Exception) -> Optional[record_specs.TokenIdError]:
+  """The TokenIdError that a batch of `ordered_record_dataset` failed with, from the
+  tf.errors.InvalidArgumentError it arrives in; None for any other error."""
+  name = record_specs.TokenIdError.__name__
+  if not isinstance(error, tf.errors.InvalidArgumentError) or f"{name}: " not in (
+      error.message or ""):
+    return None
+  return record_specs.TokenIdError(error.message.split(f"{name}: ", 1)[1].split("\n", 1)[0])
 
 
 def ordered_array_dataset(arrays: Mapping[str, np.ndarray], data_config, seed: int = 0,

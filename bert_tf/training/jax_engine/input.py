@@ -22,6 +22,7 @@ import numpy as np
 from bert_tf import configs
 from bert_tf.checkpoints import portable
 from bert_tf.data.records import record_files
+from bert_tf.data.records import record_specs
 from bert_tf.tasks import base as task_base
 from bert_tf.training import input_source
 
@@ -98,7 +99,9 @@ def evaluation_batches(task: task_base.Task, data_config: configs.DataConfig
 
 def corrupt_input_error(task: task_base.Task, error: Exception,
                         data_config: configs.DataConfig) -> Optional[Exception]:
-  """The error naming the corrupt record that `error` met (the host input reads records
-  by number and names the file and offset itself), or None."""
+  """The error naming the corrupt record, or the record holding a token id beyond the
+  model's vocab, that `error` met (the host input reads records by number and names
+  the file and offset itself), or None."""
   del task, data_config  # The TensorFlow engine's input needs them to explain its errors.
-  return error if isinstance(error, record_files.CorruptRecordError) else None
+  named = (record_files.CorruptRecordError, record_specs.TokenIdError)
+  return error if isinstance(error, named) else None

@@ -21,6 +21,7 @@ from bert_tf import constants
 from bert_tf.checkpoints import portable
 from bert_tf.data.pipelines import batching
 from bert_tf.data.records import record_files
+from bert_tf.data.records import tfrecords
 from bert_tf.tasks import base as task_base
 from bert_tf.training import input_source
 from bert_tf.training.tf_engine import strategies
@@ -261,7 +262,11 @@ def corrupt_input_error(task: task_base.Task, error: Exception,
   """For a tf.errors.DataLossError of a tf.data input: the task's error naming each
   corrupt file and the offset it breaks at (the files are read again to find them), or
   an InputError with TensorFlow's message where every file reads in full when read
-  again; None for any other error."""
+  again; for a record holding a token id beyond the model's vocab, the TokenIdError
+  naming it (tfrecords.token_id_error); None for any other error."""
+  token_id_error = tfrecords.token_id_error(error)
+  if token_id_error is not None:
+    return token_id_error
   if (isinstance(error, tf.errors.InvalidArgumentError) and
       "CorruptRecordError" in (error.message or "")):
     # A record read by number (tfrecords.ordered_record_dataset) failed its checksum.

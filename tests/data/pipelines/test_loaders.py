@@ -16,6 +16,7 @@ from bert_tf import constants
 from bert_tf.data.pipelines import loaders
 from bert_tf.data.pipelines import padding
 from bert_tf.data.pipelines.loaders import registry
+from bert_tf.data.records import record_specs
 from bert_tf.tasks import base
 
 STEPS, BATCH, SEQ = 5, 8, 16
@@ -167,3 +168,32 @@ def test_both_forms_of_a_loader_read_the_same_training_batches(tmp_path, kind, f
       for key, value in theirs.items():
         np.testing.assert_array_equal(ours[key], value,
                                       err_msg=f"step {step} process {process} {key}")
+
+
+@pytest.mark.parametrize("kind", ["pretraining", "sentence"])
+def test_a_record_holding_a_token_id_beyond_the_vocab_is_refused_by_both_engines_inputs(
+    tmp_path, kind):
+  from bert_tf.training.jax_engine import input as jax_input  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.tf_engine import input as tf_input  # pylint: disable=g-import-not-at-top
+  experiment = _experiment(tmp_path, kind, "tfrecord")
+  evaluation = experiment.train_data.replace(is_training=False, drop_remainder=False)
+  ids = (constants.INPUT_WORD_IDS, constants.MASKED_LM_IDS)
+  largest = max(int(batch[key].max()) for batch in base.get_task(experiment).data_loader(
+      evaluation).host_batches(num_threads=0) for key in ids if key in batch)
+  # The model has no embedding for the largest id of the files.
+  task = base.get_task(experiment.override({"model": {"encoder": {"vocab_size": largest}}}))
+  for data_config in (experiment.train_data, evaluation):
+    with pytest.raises(tf.errors.InvalidArgumentError) as tf_raised:
+      for _ in task.data_loader(data_config).dataset():
+        pass
+    with pytest.raises(record_specs.TokenIdError) as host_raised:
+      for _ in task.data_loader(data_config).host_batches(num_threads=0):
+        pass
+    tf_error = tf_input.corrupt_input_error(task, tf_raised.value, data_config)
+    host_error = jax_input.corrupt_input_error(task, host_raised.value, data_config)
+    assert str(tf_error) == str(host_error)
+    assert isinstance(tf_error, record_specs.TokenIdError)
+    assert str(host_error).startswith(tuple(data_config.input_path.split(",")))
+    assert " at byte offset " in str(host_error) and "\n" not in str(host_error)
+    assert str(host_error).endswith(
+        f"holds token id {largest}, not below the model's vocab_size {largest}")

@@ -72,11 +72,13 @@ class FeatureKind(registry.RecordKind):
     return np.float32(0) if needs.regression else np.int32(0)
 
   def spec(self, needs, data_config):
-    """Batches: input_word_ids, input_mask, input_type_ids int32 [B, *token_shape];
+    """Batches: input_word_ids (below needs.vocab_size), input_mask, input_type_ids
+    int32 [B, *token_shape];
     label_ids as `label_feature` says; example_index int32 [B]; each extra feature
     int32 [B]."""
     seq_length = data_config.seq_length
-    return record_specs.encoder_inputs(self.token_shape(needs, seq_length)) + (
+    return record_specs.encoder_inputs(self.token_shape(needs, seq_length),
+                                       needs.vocab_size) + (
         self.label_feature(needs, seq_length),
         RecordFeature(constants.EXAMPLE_INDEX, constants.EXAMPLE_INDEX, (), default=0),
     ) + tuple(RecordFeature(name, name, (), default=0) for name in self.extra_features)

@@ -82,7 +82,7 @@ class PretrainingRecords(registry.DataLoader):
     """bert_tf.data.pipelines.pretraining_reader.build_pretraining_dataset."""
     return registry.tf_data().pretraining_reader.build_pretraining_dataset(
         self.data_config, input_context, vocab_file=self._vocab_file(),
-        seed=self.needs.seed, start=start)
+        seed=self.needs.seed, start=start, vocab_size=self.needs.vocab_size)
 
   def _host_batches(self, batch_size, order):
     data = self.data_config
@@ -102,7 +102,7 @@ class PretrainingKind(registry.RecordKind):
 
   def spec(self, needs, data_config):
     return record_specs.pretraining_spec(data_config.seq_length,
-                                         data_config.max_predictions_per_seq)
+                                         data_config.max_predictions_per_seq, needs.vocab_size)
 
   def dummy_arrays(self, needs, data_config):
     """DUMMY_EVAL_BATCHES global batches; training and evaluation draw different ones."""

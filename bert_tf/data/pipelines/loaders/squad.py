@@ -75,7 +75,7 @@ class SquadKind(registry.RecordKind):
              SQUAD_JSON: JsonWindows}
 
   def spec(self, needs, data_config):
-    return record_specs.squad_spec(data_config.seq_length)
+    return record_specs.squad_spec(data_config.seq_length, needs.vocab_size)
 
   def dummy_arrays(self, needs, data_config):
     num = max(4 * data_config.global_batch_size, 64) if data_config.is_training else (
