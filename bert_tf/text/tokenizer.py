@@ -56,14 +56,14 @@ class BertWordPieceTokenizer(tf.Module):
 
     Raises:
       FileNotFoundError: `vocab_file` does not exist.
-      ValueError: the vocab is malformed or lacks a special token (the message
-        names the file and the token or line).
+      ValueError: the vocab is malformed, lacks a special token or its casing
+        contradicts lower_case (the message names the file and the token or line).
     """
     super().__init__(name=name)
     if max_chars_per_word < 1:
       raise ValueError(f"max_chars_per_word must be >= 1, got {max_chars_per_word}")
     self._vocab_path = vocab_file
-    self._tokens = tuple(vocab_lib.load_vocab(vocab_file))
+    self._tokens = tuple(vocab_lib.load_vocab(vocab_file, lower_case=bool(lower_case)))
     self._special_ids = vocab_lib.special_token_ids(self._tokens, vocab_file)
     self._lower_case = bool(lower_case)
     self._max_chars_per_word = int(max_chars_per_word)

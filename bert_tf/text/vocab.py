@@ -5,7 +5,8 @@ TensorFlow (it reads remote files where TensorFlow is installed).
 pretraining data creation, dynamic masking, SQuAD features and checkpoint
 conversion all go through it): it reads a file exactly as the in-graph lookup
 table does (the id of a token is its 0-based line number) and rejects files the
-table would misread. `special_token_ids` is the one lookup of the special
+table would misread, and, given the tokenizer's lower_case, a vocab whose casing
+contradicts it (`check_casing`). `special_token_ids` is the one lookup of the special
 tokens' ids. bert_tf.text.vocab_learning learns a vocab from text files.
 """
 
@@ -13,8 +14,45 @@ from bert_tf import constants
 from bert_tf.utils import errors
 from bert_tf.utils import files as files_lib
 
+# A vocab is told cased or uncased by its tokens with cased letters, [bracketed]
+# tokens left out: cased where at least CASED_SHARE of them hold a capital (BERT's cased
+# vocab: 31%), uncased where at most UNCASED_SHARE do among at least UNCASED_MIN_TOKENS
+# (BERT's uncased vocab: none of 26,930); a smaller vocab is not judged uncased.
+CASED_SHARE, UNCASED_SHARE, UNCASED_MIN_TOKENS = 0.05, 0.005, 1000
 
-def load_vocab(vocab_file):
+
+class VocabCasingError(errors.InputError):
+  """The vocab's casing contradicts the tokenizer's lower_case; the message names the
+  vocab file."""
+
+
+def check_casing(tokens, lower_case, vocab_file="<vocab>"):
+  """Raises VocabCasingError for a cased vocab read with lower_case true (lower-cased
+  text never meets its tokens with capitals) or an uncased one read with lower_case
+  false (capitalized words become [UNK]), as far as the tokens tell.
+
+  Args:
+    tokens: the vocab's tokens, as `load_vocab` returns them.
+    lower_case: the tokenizer's setting.
+    vocab_file: the file they came from, for the message.
+  """
+  words = [t for t in tokens if not (t.startswith("[") and t.endswith("]"))]
+  with_case = [t for t in words if t.lower() != t.upper()]
+  capitals = sum(t != t.lower() for t in with_case)
+  if lower_case and with_case and capitals >= CASED_SHARE * len(with_case):
+    raise VocabCasingError(
+        f"{vocab_file}: a cased vocab ({capitals} of its {len(with_case)} tokens with "
+        "letters hold capitals, which lower-cased text never meets) read with lower_case "
+        "true; set lower_case false, or use an uncased vocab")
+  if (not lower_case and len(with_case) >= UNCASED_MIN_TOKENS
+      and capitals <= UNCASED_SHARE * len(with_case)):
+    raise VocabCasingError(
+        f"{vocab_file}: an uncased vocab ({capitals} of its {len(with_case)} tokens with "
+        "letters hold capitals: capitalized words would become [UNK]) read with "
+        "lower_case false; set lower_case true, or use a cased vocab")
+
+
+def load_vocab(vocab_file, lower_case=None):
   """Reads and checks a WordPiece vocab file.
 
   Lines are separated by "\\n"; one trailing "\\r" per line is dropped, as
@@ -23,6 +61,8 @@ def load_vocab(vocab_file):
   Args:
     vocab_file: path (local or remote: bert_tf.utils.files) of a UTF-8 file
       with one token per line.
+    lower_case: the tokenizer's setting the vocab is read for, checked against
+      the vocab's casing (`check_casing`); None: not checked.
 
   Returns:
     A list of the tokens; a token's id is its index.
@@ -31,6 +71,7 @@ def load_vocab(vocab_file):
     FileNotFoundError: the file does not exist.
     ValueError: naming the file and line, for invalid UTF-8, an empty line, a
       token with leading or trailing whitespace, or a duplicate token.
+    VocabCasingError: the vocab's casing contradicts lower_case.
   """
   if not files_lib.exists(vocab_file):
     raise errors.MissingInputError(f"Vocab file not found: {vocab_file}")
@@ -62,6 +103,8 @@ def load_vocab(vocab_file):
     tokens.append(token)
   if not tokens:
     raise errors.InputError(f"{vocab_file}: the vocab is empty")
+  if lower_case is not None:
+    check_casing(tokens, lower_case, vocab_file)
   return tokens
 
 

@@ -29,11 +29,13 @@ def check_vocab_size(experiment: configs.ExperimentConfig) -> None:
   it is set, and model.encoder.vocab_size. Fewer tokens pass with
   tokenizer.allow_smaller_vocab (a table with rows on purpose beyond the vocab's). A
   vocab of another size gives ids that index the wrong rows of the table (a cased vocab
-  with an uncased checkpoint), or none."""
+  with an uncased checkpoint), or none. Raises VocabCasingError
+  (bert_tf.text.vocab.check_casing) for a vocab whose casing contradicts
+  tokenizer.lower_case."""
   tokenizer = experiment.tokenizer
   if not tokenizer.vocab_file:
     return
-  tokens = len(vocab_lib.load_vocab(tokenizer.vocab_file))
+  tokens = len(vocab_lib.load_vocab(tokenizer.vocab_file, tokenizer.lower_case))
   checkpoint = experiment.task.init_checkpoint
   tables = []
   if checkpoint:

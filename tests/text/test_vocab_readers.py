@@ -9,7 +9,11 @@ from bert_tf.data.creation import pretraining_inputs
 from bert_tf.data.creation import pretraining_instances as pi
 from bert_tf.data.pipelines import squad_features
 from bert_tf.data.records import squad_records
+from bert_tf.text import vocab as vocab_lib
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
+from bert_tf.training import run_checks
+
+import trainer_helpers
 
 TOKENS = [*constants.SPECIAL_TOKENS, "the", "cat", "##s"]
 
@@ -72,3 +76,55 @@ def test_special_ids_of_masking_name_the_vocab_and_the_missing_token(tmp_path):
     masking.read_masking_vocab(path)
   with pytest.raises(ValueError, match=r"\[MASK\]"):
     pi.SpecialIds.from_vocab([t for t in TOKENS if t != constants.MASK_TOKEN])
+
+
+def _words(count, capitalized=0):
+  """`count` distinct lower-case words, the first `capitalized` of them capitalized."""
+  letters = "abcdefghijklmnopqrstuvwxyz"
+  words = [letters[i // 26 % 26] + letters[i % 26] + letters[i // 676 % 26] + "x"
+           for i in range(count)]
+  return [w.capitalize() for w in words[:capitalized]] + words[capitalized:]
+
+
+def _vocab_file(tmp_path, name, words):
+  path = str(tmp_path / name)
+  vocab_lib.write_vocab([*constants.SPECIAL_TOKENS, *words], path)
+  return path
+
+
+@pytest.mark.parametrize("name, words, lower_case, message", [
+    # BERT's cased vocab: 31% of its tokens with letters hold capitals.
+    ("cased.txt", _words(1000, capitalized=300), True, "a cased vocab (300 of its 1000"),
+    ("uncased.txt", _words(1200), False, "an uncased vocab (0 of its 1200"),
+])
+def test_a_vocab_whose_casing_contradicts_lower_case_is_refused_naming_it(
+    tmp_path, name, words, lower_case, message):
+  path = _vocab_file(tmp_path, name, words)
+  experiment = trainer_helpers.tiny_experiment(
+      tokenizer=dict(vocab_file=path, lower_case=lower_case),
+      model=dict(encoder=dict(trainer_helpers.TINY_ENCODER,
+                              vocab_size=len(constants.SPECIAL_TOKENS) + len(words))))
+  readers = {
+      "create_finetuning_data (the tokenizer)": lambda case: BertWordPieceTokenizer(
+          path, lower_case=case),
+      "create_pretraining_data": lambda case: pretraining_inputs.load_special_ids(path, case),
+      "train": lambda case: run_checks.check_vocab_size(experiment.override(
+          {"tokenizer": {"lower_case": case}})),
+  }
+  for what, read in readers.items():
+    with pytest.raises(ValueError) as raised:
+      read(lower_case)
+    assert str(raised.value).startswith(f"{path}: {message}"), what
+    assert "\n" not in str(raised.value), what
+    read(not lower_case)  # the vocab's own casing
+
+
+def test_a_vocab_whose_tokens_do_not_tell_its_casing_is_read_with_either_setting():
+  # Too few tokens with letters; none with a case (CJK); 1.5% with capitals, between a
+  # cased vocab and an uncased one with a few tokens added.
+  for words in (_words(100), ["東", "京", "##京"], _words(2000, capitalized=30)):
+    for lower_case in (True, False):
+      vocab_lib.check_casing([*constants.SPECIAL_TOKENS, *words], lower_case)
+  # 0.25% with capitals: an uncased vocab with a few tokens added.
+  with pytest.raises(vocab_lib.VocabCasingError, match="an uncased vocab"):
+    vocab_lib.check_casing(_words(2000, capitalized=5), False)

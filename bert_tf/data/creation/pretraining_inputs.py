@@ -117,16 +117,17 @@ def _count_lines(block: bytes, check: TextCheck) -> None:
   check.lines += len(lines)
 
 
-def load_special_ids(vocab_file: str) -> pi.SpecialIds:
-  """The vocab's special ids and size, read by `bert_tf.text.vocab.load_vocab`.
+def load_special_ids(vocab_file: str, lower_case: Optional[bool] = None) -> pi.SpecialIds:
+  """The vocab's special ids and size, read by `bert_tf.text.vocab.load_vocab` (its
+  casing checked against `lower_case` where given).
 
   Raises:
-    PretrainingDataError: naming the file (and line) when it is missing, malformed or
-      lacks a special token.
+    PretrainingDataError: naming the file (and line) when it is missing, malformed,
+      lacks a special token or has the other casing than lower_case.
   """
   if not vocab_file:
     raise PretrainingDataError("Vocab file not found: '' (pass --vocab_file)")
   try:
-    return pi.SpecialIds.from_vocab(vocab_lib.load_vocab(vocab_file), vocab_file)
+    return pi.SpecialIds.from_vocab(vocab_lib.load_vocab(vocab_file, lower_case), vocab_file)
   except (FileNotFoundError, ValueError) as e:
     raise PretrainingDataError(str(e)) from None

@@ -165,7 +165,7 @@ def plan_run(input_file: str, vocab_file: str, output: str,
     warning = inputs.check_text_file(path).warning()
     if warning:
       print(f"[create_pretraining_data] warning: {warning}", file=sys.stderr, flush=True)
-  special = inputs.load_special_ids(vocab_file)
+  special = inputs.load_special_ids(vocab_file, settings.do_lower_case)
   paths = fmt.output_paths(output, num_shards, gzip)
   summary_file = fmt.summary_path(output)
   existing = [p for p in paths + [summary_file] if files_lib.exists(p)]
