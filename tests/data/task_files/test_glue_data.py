@@ -147,3 +147,22 @@ def test_tfds_glue_maps_class_ids_to_glue_label_names():
   assert all(e.label in ("entailment", "not_entailment") for e in examples)
   assert all(isinstance(e.text_a, str) and isinstance(e.text_b, str) for e in examples)
   assert all(e.label in glue.GLUE_TASKS["mnli"].label_names for e in mnli)
+
+
+def test_a_tfds_split_without_labels_is_refused_naming_the_split_and_row():
+  tfds = pytest.importorskip(
+      "tensorflow_datasets", reason='needs the tfds extra: pip install "bert_tf[tfds]"')
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.task_files import tfds_glue  # pylint: disable=g-import-not-at-top
+
+  def test_split(*_, **__):  # as GLUE's test splits are: label -1
+    return tf.data.Dataset.from_tensor_slices(
+        {"sentence": [b"a", b"b"], "label": [1, -1], "idx": [0, 1]})
+
+  data = configs.DataConfig(format="tfds", tfds_name="glue/sst2", tfds_split="test")
+  with tfds.testing.mock_data(as_dataset_fn=test_split):
+    assert [e.label for e in tfds_glue.read_tfds_glue("glue/sst2", "test")] == ["1", None]
+    with pytest.raises(glue.GlueFormatError) as raised:
+      tfds_glue.read_tfds_section(data, {})
+  assert str(raised.value) == ("glue/sst2 split test: row 1 has no label (-1); a file to "
+                               "train or evaluate on needs its labels")
