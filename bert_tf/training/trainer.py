@@ -160,8 +160,7 @@ class Trainer:
   # ----- a run in model_dir -----
   def run(self, mode: str = "train", replace_params: bool = False) -> Dict[str, float]:
     """Runs `mode` in model_dir: checks, then builds the model, restores model_dir's
-    checkpoint, saves params.yaml (chief only; an evaluation leaves it as it is) and
-    trains and/or evaluates.
+    checkpoint, saves params.yaml (a training's chief) and trains and/or evaluates.
 
     Nothing is written, and no model built, before every check passed: model_dir takes
     writes (files.check_writable), the remote paths read answer
@@ -419,6 +418,7 @@ class Trainer:
       corrupt = self.input.corrupt_record_error(e, data_config)
       if corrupt is None:
         raise
+      corrupt.args = (f"eval_data: {corrupt}",)
       raise corrupt from e
     return evaluation.report(self.task, gathered, self.model_dir, self.step,
                              self.is_chief, self._log)

@@ -448,3 +448,17 @@ def test_an_evaluation_leaves_the_runs_params_yaml_as_the_training_wrote_it(tmp_
                                    engine=FakeEngine(other_eval, task, print), log_fn=print)
   assert evaluation.run("eval")["mean_weight"] == 2.0
   assert (tmp_path / params_file.PARAMS_FILE).read_bytes() == written
+
+
+def test_a_bad_record_met_by_an_evaluation_is_one_error_naming_eval_data(tmp_path,
+                                                                       monkeypatch):
+  trainer, engine = _trainer(tmp_path, steps_total=2)
+  trainer.train()
+
+  def meet_a_bad_record(data_config, steps):  # pylint: disable=redefined-outer-name
+    raise CorruptRecord("data-1.tfrecord at offset 12")
+
+  monkeypatch.setattr(engine, "evaluate_outputs", meet_a_bad_record)
+  with pytest.raises(errors.InputError) as raised:
+    trainer.evaluate()
+  assert str(raised.value) == "eval_data: corrupt record in data-1.tfrecord at offset 12"
