@@ -108,7 +108,8 @@ def task_experiments(files: Dict[str, str]) -> Dict[str, dict]:
   """{case: experiment dict} reading `files` ({"pretraining": comma-separated shards,
   finetuning kind names, "squad"}) for evaluation, in file order, and every task's
   dummy input."""
-  encoder = dict(vocab_size=64, hidden_size=16, num_layers=1, num_attention_heads=2,
+  # The vocab of the pretraining records (fine-tuning ones hold ids below 50).
+  encoder = dict(vocab_size=len(fx.VOCAB), hidden_size=16, num_layers=1, num_attention_heads=2,
                  intermediate_size=32, max_position_embeddings=64)
 
   def experiment(task, data, **extra):
