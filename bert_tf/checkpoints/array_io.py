@@ -85,6 +85,7 @@ class Writer:
     creation = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
     creation.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
     creation.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+    creation.set_obj_track_times(False)  # no modification time: equal contents, equal bytes
     link = h5py.h5p.create(h5py.h5p.LINK_CREATE)
     link.set_create_intermediate_group(True)
     dataset_id = h5py.h5d.create(self._file.id, name.encode(), h5py.h5t.py_create(array.dtype),

@@ -3,6 +3,7 @@
 beside; any other layout through h5py, checked all the same."""
 
 import os
+import time
 
 import h5py
 import ml_dtypes
@@ -128,3 +129,13 @@ def test_a_version_3_file_with_a_crc32c_attribute_on_each_array_is_still_checked
     np.testing.assert_array_equal(read.arrays[name], array, err_msg=name)
   checkpoint_helpers.flip_bit(path, "items/encoder/large", bit=3)
   _assert_damaged(path, f"{path} fails its checksum at items/encoder/large")
+
+
+def test_the_same_content_written_twice_a_second_apart_is_the_same_bytes(tmp_path):
+  content = portable.Snapshot(dict(_ATTRS), _arrays(),
+                              {"items/masked_lm/large": "items/encoder/large"})
+  first = portable.write(str(tmp_path / "a" / "ckpt-9.h5"), content)
+  time.sleep(1.05 - time.time() % 1)  # into the next second: no modification times
+  second = portable.write(str(tmp_path / "b" / "ckpt-9.h5"), content)
+  with open(first, "rb") as a, open(second, "rb") as b:
+    assert a.read() == b.read()
