@@ -16,14 +16,18 @@ A file `ckpt-N.h5` (version 4) holds:
   input/<name>                   the training input's position in the record order
                                  (bert_tf.training.input_source.POSITION), one for
                                  every process;
-  crc32c                         the CRC32C of every array's bytes by its name
-                                 (bert_tf.checkpoints.array_io.TABLE);
+  manifest                       the record of all the reader acts on: the attributes,
+                                 each array's name, dtype, shape and CRC32C, the links;
+                                 its own CRC32C an attribute (bert_tf.checkpoints.manifest);
   attributes                     format, version and the writing backend.
 Each CRC32C (bert_tf.checkpoints.checksums) is computed when the array is written and
-checked on the bytes read when it is read: a mismatch is a DamagedCheckpointError naming
-the file and the array (bert_tf.checkpoints.readable). Files of version 3 carry each
-CRC32C as an attribute of its array, and are checked the same; files of earlier versions
-carry none: they are read with one line saying so.
+checked on the bytes read when it is read: a mismatch, or a manifest that fails its
+own, is a DamagedCheckpointError naming the file and the array
+(bert_tf.checkpoints.readable). Nothing is allocated for an array before its shape is
+checked against the manifest and the file's size (bert_tf.checkpoints.array_io). Files
+of version 4 keep the CRC32Cs in a table, those of version 3 as an attribute of each
+array, checked the same; files of earlier versions carry none: they are read with one
+line saying so.
 
 Files are written under a temporary name and renamed (bert_tf.utils.files.staged_output:
 for a remote directory, written locally, uploaded under a temporary name and renamed
@@ -31,7 +35,8 @@ there), and a remote one is read from a local copy fetched in a few large concur
 ranges (bert_tf.utils.range_reads.local_copy). Restoring into a model and a trainer:
 bert_tf.checkpoints.portable_restore.
 
-Earlier versions: version 2 stored a shared variable under each item, the step as an
+Earlier versions: version 4 had no manifest (its version attribute is checked against
+what the file holds); version 2 stored a shared variable under each item, the step as an
 attribute, and the input position beside the file (`ckpt-N.input[-P]...`, see
 input_prefix); version 1 held Keras optimizers' variables in order (`optimizer/<i>`,
 attribute `path`: `adam_w/<variable path with _>_momentum`,
@@ -44,19 +49,21 @@ import dataclasses
 import logging
 import os
 import re
-from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
+from typing import (Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
+                    Tuple)
 
 import h5py
 import numpy as np
 
 from bert_tf import constants
 from bert_tf.checkpoints import array_io
+from bert_tf.checkpoints import manifest
 from bert_tf.utils import errors
 from bert_tf.utils import files
 from bert_tf.utils import range_reads
 
 FORMAT = "bert_tf.portable"
-VERSION = 4
+VERSION = 5
 SUFFIX = ".h5"
 INPUT_SUFFIX = ".input"
 STEP = "step"
@@ -65,6 +72,8 @@ _GROUPS = ("items", "optimizer", "random_state")
 _NAME = re.compile(r"^ckpt-(\d+)\.h5$")
 # The checkpoints of an earlier version already said to be read unverified.
 _UNVERIFIED_SAID = set()
+# What h5py, NumPy and the manifest's checks raise of a damaged or crafted file.
+_DAMAGE = (OSError, ValueError, LookupError, RuntimeError, TypeError, ArithmeticError)
 
 
 class PortableCheckpointError(errors.UserError, ValueError):
@@ -89,8 +98,8 @@ def is_portable(path: str) -> bool:
   try:
     # A remote file is fetched whole once: the restore that follows reads the copy.
     with h5py.File(_local(path), "r") as f:
-      return f.attrs.get("format") == FORMAT
-  except OSError:
+      return f.attrs.get("format") == FORMAT or manifest.MANIFEST_CRC in f.attrs
+  except _DAMAGE:
     return False
 
 
@@ -270,17 +279,22 @@ def snapshot(items: Mapping[str, object],
 def write(path: str, content: Snapshot) -> str:
   """Writes `content` to `path` (under a temporary name, then renamed), each array with
   its CRC32C; returns `path`."""
+  attrs = dict(content.attrs, format=FORMAT, version=VERSION)
   with files.staged_output(path) as temporary, h5py.File(temporary, "w") as f:
-    f.attrs.update(content.attrs)
+    f.attrs.update(attrs)
     for group in _GROUPS:
       f.create_group(group)
     writer = array_io.Writer(f, temporary)
+    entries = {}
     for name, value in content.arrays.items():
       array, dtype = _to_file(value)
       writer.add(name, array, {"dtype": dtype})
+      entries[name] = (array.dtype.str, array.shape, dtype)
     for name, target in content.links.items():
       writer.link(name, target)
-    writer.finish()
+    crcs = writer.finish()
+    manifest.write(f, attrs, {name: manifest.Entry(*entry, crcs.get(name))
+                              for name, entry in entries.items()}, content.links)
   return path
 
 
@@ -301,21 +315,39 @@ def _local(path: str) -> str:
 
 
 @contextlib.contextmanager
-def _open(path: str) -> Iterator[h5py.File]:
-  """The checkpoint at `path` open for reading (a remote one from its local copy)."""
+def _damage(path: str, what: Callable[[], str]) -> Iterator[None]:
+  """Turns what a damaged or crafted file makes h5py or the checks raise into one
+  DamagedCheckpointError naming the file and `what()` was being read."""
   try:
-    f = h5py.File(_local(path), "r")
+    yield
+  except errors.UserError:
+    raise
+  except _DAMAGE as e:
+    raise DamagedCheckpointError(f"Checkpoint {path} is unreadable ({what()}): "
+                                 + " ".join(str(e).split())) from None
+
+
+@contextlib.contextmanager
+def _open(path: str) -> Iterator[Tuple[h5py.File, manifest.Header]]:
+  """The checkpoint at `path` open for reading (a remote one from its local copy), and
+  its checked header (bert_tf.checkpoints.manifest)."""
+  local = _local(path)
+  try:
+    f = h5py.File(local, "r")
   except OSError as e:
     raise DamagedCheckpointError(f"Checkpoint {path} is unreadable: {e}") from None
   with f:
-    if f.attrs.get("format") != FORMAT:
-      raise PortableCheckpointError(f"{path} is not a bert_tf portable checkpoint")
-    if int(f.attrs.get("version", 1)) > VERSION:
+    with _damage(path, lambda: "reading its header"):
+      try:
+        header = manifest.header(f, FORMAT, os.path.getsize(local))
+      except manifest.NotPortableError:
+        raise PortableCheckpointError(f"{path} is not a bert_tf portable checkpoint") from None
+    if header.version > VERSION:
       raise NewerCheckpointError(
           f"{path} was written by a newer bert_tf (checkpoint format version "
-          f"{int(f.attrs['version'])}; this one reads versions 1 to {VERSION}): upgrade "
+          f"{header.version}; this one reads versions 1 to {VERSION}): upgrade "
           "bert_tf to read it")
-    yield f
+    yield f, header
 
 
 def _verify(path: str, checks: Mapping[str, object]) -> None:
@@ -343,20 +375,17 @@ def read(path: str, groups: Optional[Sequence[str]] = None) -> Snapshot:
     PortableCheckpointError: the file is unreadable or no portable checkpoint, or an
       array fails its checksum (naming the file and the array).
   """
-  with _open(path) as f:
-    attrs, legacy_paths = dict(f.attrs), {}
-    version = int(attrs.get("version", 1))
-    with array_io.Reader(f, has_table=version >= 4) as reader:
-      try:
-        names = []
+  with _open(path) as (f, header):
+    attrs, legacy_paths, version = dict(header.attrs), {}, header.version
+    with array_io.Reader(f, header.crcs_in, header.arrays, header.links) as reader, \
+        _damage(path, lambda: f"reading {reader.reading}"):
+      names = [*header.arrays, *header.links] if header.arrays is not None else []
+      if header.arrays is None:
         f.visit_links(names.append)  # every name, a hard-linked array's both
-        arrays, checks = reader.read([name for name in names if _wanted(name, groups)])
-        if version < 2:
-          legacy_paths = {name: str(f[name].attrs["path"]) for name in arrays
-                          if "path" in f[name].attrs}
-      except (OSError, ValueError, KeyError, RuntimeError) as e:
-        raise DamagedCheckpointError(f"Checkpoint {path} is unreadable (reading "
-                                      f"{reader.reading}): {e}") from None
+      arrays, checks = reader.read([name for name in names if _wanted(name, groups)])
+      if version < 2:
+        legacy_paths = {name: str(f[name].attrs["path"]) for name in arrays
+                        if "path" in f[name].attrs}
       _verify(path, checks)
   if version < 3 and path not in _UNVERIFIED_SAID:
     _UNVERIFIED_SAID.add(path)
@@ -386,7 +415,7 @@ def item_names(path: str) -> set:
   """Names of the items the checkpoint holds, plus `optimizer`, `step`,
   `random_state` and `input` (its input position) where it holds them (the root
   children of a TF checkpoint)."""
-  with _open(path) as f:
+  with _open(path) as (f, _), _damage(path, lambda: "reading its items"):
     names = set(f["items"])
     for group in ("optimizer", "random_state", INPUT):
       if group in f and len(f[group]):
@@ -400,14 +429,14 @@ def item_names(path: str) -> set:
 
 def stored_items(path: str) -> List[str]:
   """The names of the items the checkpoint at `path` holds, sorted."""
-  with _open(path) as f:
+  with _open(path) as (f, _), _damage(path, lambda: "reading its items"):
     return sorted(f["items"])
 
 
 def item_shapes(path: str, item: str) -> Dict[str, tuple]:
   """{variable path: shape} of one item of the checkpoint at `path` ({} without it)."""
   shapes = {}
-  with _open(path) as f:
+  with _open(path) as (f, _), _damage(path, lambda: f"reading items/{item}"):
     if item in f["items"]:
       names = []
       f["items"][item].visit_links(names.append)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import checkpoint_helpers
 import harness
 from bert_tf import constants
 from bert_tf.checkpoints import array_io
@@ -115,6 +116,7 @@ def test_optimizer_state_of_a_version_1_file_of_keras_variables_restores(tmp_pat
     variable.assign(np.full(variable.shape, i + 1).astype(variable.dtype))
   path = str(tmp_path / "ckpt-9.h5")
   portable.save(path, model.checkpoint_items, step=9)
+  checkpoint_helpers.rewrite_as_version_2(path)
   with h5py.File(path, "r+") as f:
     f.attrs["version"] = 1
     for i, variable in enumerate(optimizer.variables):
