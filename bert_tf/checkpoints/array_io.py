@@ -133,8 +133,11 @@ def _offset(dataset: h5py.h5d.DatasetID, dtype: np.dtype) -> Optional[int]:
   return dataset.get_offset()
 
 
-def _aligned_empty(shape: Sequence[int], dtype) -> np.ndarray:
-  """An uninitialized array whose data starts on a 64-byte boundary."""
+def _allocate(shape: Sequence[int], dtype, aligned: bool = False) -> np.ndarray:
+  """An uninitialized array of `shape` and `dtype`, with `aligned` one whose data
+  starts on a 64-byte boundary: the memory of every array a Reader reads."""
+  if not aligned:
+    return np.empty(shape, dtype)
   size = int(np.prod(shape)) * np.dtype(dtype).itemsize
   raw = np.empty(size + 64, np.uint8)
   start = -raw.ctypes.data % 64
@@ -241,6 +244,8 @@ class Reader:
       self.reading = name
       dataset = h5py.h5o.open(self._file.id, name.encode())
       if not isinstance(dataset, h5py.h5d.DatasetID):
+        if self._listed is not None:  # its manifest lists it as an array
+          raise ValueError(f"{name} is no array")
         continue
       if dataset not in by_object:
         by_object[dataset], check, offset, running = self._start(dataset, name)
@@ -307,11 +312,12 @@ class Reader:
     dtype, offset = _restored_dtype(dataset, stored, restore), _offset(dataset, stored)
     if offset is not None:
       if crc_written is None:
-        return _aligned_empty(dataset.shape, dtype), None, offset, None
+        return _allocate(dataset.shape, dtype, aligned=True), None, offset, None
       running = checksums.Running()
-      return (_aligned_empty(dataset.shape, dtype), lambda: (running.value(), crc_written),
+      return (_allocate(dataset.shape, dtype, aligned=True),
+              lambda: (running.value(), crc_written),
               offset, running)
-    array = np.empty(dataset.shape, stored)
+    array = _allocate(dataset.shape, stored)
     if array.size:
       dataset.read(h5py.h5s.ALL, h5py.h5s.ALL, array)
     if crc_written is None:
