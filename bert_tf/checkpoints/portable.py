@@ -1,7 +1,7 @@
 """Backend-neutral ("portable") checkpoints: one HDF5 file per checkpoint, written and
 read with h5py and NumPy on every Keras backend (no TensorFlow).
 
-A file `ckpt-N.h5` (version 4) holds:
+A file `ckpt-N.h5` (version 5) holds:
   items/<item>/<variable path>   each `checkpoint_items` entry's variables by Keras
                                  `variable.path` (the same on every backend), without
                                  dropout seed states; a variable two items share (the
