@@ -32,7 +32,8 @@ line saying so.
 Files are written under a temporary name and renamed (bert_tf.utils.files.staged_output:
 for a remote directory, written locally, uploaded under a temporary name and renamed
 there), and a remote one is read from a local copy fetched in a few large concurrent
-ranges (bert_tf.utils.range_reads.local_copy). Restoring into a model and a trainer:
+ranges (bert_tf.utils.range_reads.local_copy). The content in host memory:
+bert_tf.checkpoints.snapshots; restoring it into a model and a trainer:
 bert_tf.checkpoints.portable_restore.
 
 Earlier versions: version 4 had no manifest (its version attribute is checked against
@@ -45,7 +46,6 @@ the version 2 names.
 """
 
 import contextlib
-import dataclasses
 import logging
 import os
 import re
@@ -55,9 +55,9 @@ from typing import (Callable, Dict, Iterable, Iterator, List, Mapping, Optional,
 import h5py
 import numpy as np
 
-from bert_tf import constants
 from bert_tf.checkpoints import array_io
 from bert_tf.checkpoints import manifest
+from bert_tf.checkpoints import snapshots
 from bert_tf.utils import errors
 from bert_tf.utils import files
 from bert_tf.utils import range_reads
@@ -66,8 +66,6 @@ FORMAT = "bert_tf.portable"
 VERSION = 5
 SUFFIX = ".h5"
 INPUT_SUFFIX = ".input"
-STEP = "step"
-INPUT = "input"
 _GROUPS = ("items", "optimizer", "random_state")
 _NAME = re.compile(r"^ckpt-(\d+)\.h5$")
 # The checkpoints of an earlier version already said to be read unverified.
@@ -132,55 +130,6 @@ def checkpoints_in(directory: str, names: Optional[Iterable[str]] = None) -> Lis
           for name in sorted(names, key=lambda n: -int(_NAME.match(n).group(1)))]
 
 
-def _path(variable) -> str:
-  return getattr(variable, "path", None) or variable.name.split(":")[0]
-
-
-def item_variables(item) -> Dict[str, object]:
-  """{variable path: variable} of a checkpoint item, without SeedGenerator states.
-
-  Raises:
-    ValueError: two variables of the item share a path.
-  """
-  out = {}
-  for variable in item.variables:
-    path = _path(variable)
-    if path.rsplit("/", 1)[-1] == constants.SEED_STATE_NAME:
-      continue
-    if path in out and out[path] is not variable:
-      raise ValueError(f"Two variables of one checkpoint item share the path '{path}'")
-    out[path] = variable
-  return out
-
-
-def host_value(variable) -> np.ndarray:
-  """A variable's value as a NumPy array, a view of its buffer where the backend gives
-  one (CPU tensors); of a value replicated over the devices of several processes (JAX),
-  this process's copy."""
-  value = getattr(variable, "value", variable)
-  if callable(value):  # a tf.Variable's value() (a Keras variable's value is a property)
-    value = variable
-  if getattr(value, "is_fully_addressable", True) is False:
-    value = value.addressable_shards[0].data
-  return np.asarray(value)
-
-
-def _host_copy(variable, into: Optional[np.ndarray] = None) -> np.ndarray:
-  """host_value as an array of its own (a view would change with the next step, or be
-  donated to it, while the copy is written). Where the backend made a new array
-  (TensorFlow's variables) it is that array; a view (JAX's CPU arrays) is copied into
-  `into` where its shape and dtype fit (memory already mapped costs less to fill than
-  new), else into a new array."""
-  value = getattr(variable, "value", variable)
-  array = host_value(variable)
-  if array.flags.owndata and array is not value and array is not variable:
-    return array
-  if into is not None and into.shape == array.shape and into.dtype == array.dtype:
-    np.copyto(into, array)
-    return into
-  return np.array(array, copy=True)
-
-
 def _to_file(value) -> tuple:
   """(array h5py stores, dtype name to restore)."""
   array = np.asarray(value)
@@ -190,93 +139,7 @@ def _to_file(value) -> tuple:
   return array, name
 
 
-@dataclasses.dataclass
-class Snapshot:
-  """A checkpoint's content in host memory: ready to write (see `snapshot`), or read
-  and verified (see `read`).
-
-  Attributes:
-    attrs: the file's attributes (format, version, backend; `step` in version 2).
-    arrays: {dataset name in the file ("items/encoder/...", "optimizer/m/...",
-      "random_state/00000", "step", "input/batches_read"): NumPy array}, in writing
-      order; a shared variable's second name maps to the same array.
-    links: {dataset name: the name it is stored under} of the arrays stored once for
-      several names (written as hard links).
-    source: the file it was read from ("" for one to write).
-  """
-
-  attrs: Dict[str, object]
-  arrays: Dict[str, np.ndarray]
-  links: Dict[str, str] = dataclasses.field(default_factory=dict)
-  source: str = ""
-
-  @property
-  def step(self) -> Optional[int]:
-    """The trainer's step, or None for a model-only checkpoint."""
-    if STEP in self.arrays:
-      return int(self.arrays[STEP])
-    return int(self.attrs[STEP]) if STEP in self.attrs else None
-
-  @property
-  def position(self) -> Optional[Dict[str, int]]:
-    """{name: value} of the input position it holds (`input/<name>`), or None."""
-    prefix = INPUT + "/"
-    found = {name[len(prefix):]: int(value) for name, value in self.arrays.items()
-             if name.startswith(prefix)}
-    return found or None
-
-  def group(self, group: str) -> Dict[str, np.ndarray]:
-    """{name relative to `group`: array} of the arrays under `group`."""
-    prefix = group.rstrip("/") + "/"
-    return {name[len(prefix):]: value for name, value in self.arrays.items()
-            if name.startswith(prefix)}
-
-
-def snapshot(items: Mapping[str, object],
-             optimizer_state: Optional[Mapping[str, object]] = None,
-             step: Optional[int] = None, random_state: Sequence = (),
-             backend: str = "", reuse: Optional[Snapshot] = None,
-             position: Optional[Mapping[str, int]] = None) -> Snapshot:
-  """Copies a checkpoint's arrays to host memory (the only part of a save that must
-  happen before the variables change again).
-
-  Args:
-    items: {item name: object with `.variables`} (a model's checkpoint_items).
-    optimizer_state: {name: variable or array} of the optimizer's state (the names of
-      this module's docstring).
-    step: the trainer's step (None for a model-only checkpoint).
-    random_state: SeedGenerator state variables, in the model's order.
-    backend: the Keras backend that wrote it (for the record).
-    reuse: an earlier snapshot no longer needed: its arrays are taken from it one by
-      one, filled again or dropped (so that at most one array more than a snapshot is
-      held at a time).
-    position: {name: int} of the training input's position (the `input` group).
-  """
-  previous = reuse.arrays if reuse is not None else {}
-  attrs = {"format": FORMAT, "version": VERSION, "backend": backend}
-  arrays, links, stored_as = {}, {}, {}
-  for name, item in items.items():
-    for variable_path, variable in item_variables(item).items():
-      key = f"items/{name}/{variable_path}"
-      if id(variable) in stored_as:  # shared with an item before: stored once
-        links[key] = stored_as[id(variable)]
-        continue
-      stored_as[id(variable)] = key
-      arrays[key] = _host_copy(variable, previous.pop(key, None))
-  for name, variable in (optimizer_state or {}).items():
-    key = f"optimizer/{name}"
-    arrays[key] = _host_copy(variable, previous.pop(key, None))
-  for i, variable in enumerate(random_state):
-    key = f"random_state/{i:05d}"
-    arrays[key] = _host_copy(variable, previous.pop(key, None))
-  if step is not None:
-    arrays[STEP] = np.asarray(step, np.int64)
-  for name, value in (position or {}).items():
-    arrays[f"{INPUT}/{name}"] = np.asarray(value, np.uint64 if value >= 2**63 else np.int64)
-  return Snapshot(attrs, arrays, links)
-
-
-def write(path: str, content: Snapshot) -> str:
+def write(path: str, content: snapshots.Snapshot) -> str:
   """Writes `content` to `path` (under a temporary name, then renamed), each array with
   its CRC32C; returns `path`."""
   attrs = dict(content.attrs, format=FORMAT, version=VERSION)
@@ -303,8 +166,9 @@ def save(path: str, items: Mapping[str, object],
          step: Optional[int] = None, random_state: Sequence = (),
          backend: str = "") -> str:
   """Writes a portable checkpoint to `path` (under a temporary name, then renamed):
-  `write(path, snapshot(...))` with `snapshot`'s arguments; returns `path`."""
-  return write(path, snapshot(items, optimizer_state, step, random_state, backend))
+  `write(path, snapshots.snapshot(...))` with its arguments; returns `path`."""
+  return write(path, snapshots.snapshot(items, optimizer_state, step, random_state,
+                                        backend))
 
 
 def _local(path: str) -> str:
@@ -365,7 +229,7 @@ def _wanted(name: str, groups: Optional[Sequence[str]]) -> bool:
   return groups is None or any(name == g or name.startswith(g + "/") for g in groups)
 
 
-def read(path: str, groups: Optional[Sequence[str]] = None) -> Snapshot:
+def read(path: str, groups: Optional[Sequence[str]] = None) -> snapshots.Snapshot:
   """Reads the arrays of the checkpoint at `path` (those under `groups`, e.g.
   ("items/encoder", "step"), or all), each stored array once, checking the CRC32C of
   each as it is read. A file of an earlier version (no checksums) is read with one
@@ -393,7 +257,7 @@ def read(path: str, groups: Optional[Sequence[str]] = None) -> Snapshot:
                     "read unverified", path)
   if legacy_paths:
     attrs["optimizer_paths"] = legacy_paths
-  return Snapshot(attrs, arrays, source=path)
+  return snapshots.Snapshot(attrs, arrays, source=path)
 
 
 def check_readable(path: str) -> None:
@@ -417,13 +281,13 @@ def item_names(path: str) -> set:
   children of a TF checkpoint)."""
   with _open(path) as (f, _), _damage(path, lambda: "reading its items"):
     names = set(f["items"])
-    for group in ("optimizer", "random_state", INPUT):
+    for group in ("optimizer", "random_state", snapshots.INPUT):
       if group in f and len(f[group]):
         names.add(group)
-    if STEP in f.attrs or STEP in f:
-      names.add(STEP)
-  if INPUT not in names and files.exists(input_prefix(path) + ".index"):
-    names.add(INPUT)
+    if snapshots.STEP in f.attrs or snapshots.STEP in f:
+      names.add(snapshots.STEP)
+  if snapshots.INPUT not in names and files.exists(input_prefix(path) + ".index"):
+    names.add(snapshots.INPUT)
   return names
 
 

@@ -12,7 +12,9 @@ import numpy as np
 from bert_tf import constants
 from bert_tf.checkpoints import array_io
 from bert_tf.checkpoints import portable
-from bert_tf.checkpoints.portable import PortableCheckpointError, Snapshot
+from bert_tf.checkpoints import snapshots
+from bert_tf.checkpoints.portable import PortableCheckpointError
+from bert_tf.checkpoints.snapshots import Snapshot
 
 # Version 1 files (Keras optimizer variables): the end of the Keras variable's path.
 _KERAS_NAMES = {constants.LOSS_SCALE: "dynamic_scale",
@@ -95,7 +97,7 @@ def restore_items(source: Source, checkpoint_items: Mapping[str, object],
                                   f"{held}")
   assigned = set()
   for name in items:
-    variables = portable.item_variables(checkpoint_items[name])
+    variables = snapshots.item_variables(checkpoint_items[name])
     if not variables:
       raise ValueError(f"Checkpoint item '{name}' has no variables yet; build the model "
                        f"before restoring")
@@ -151,11 +153,12 @@ def restore_trainer_state(source: Source,
       checksum.
   """
   optimizer_state = dict(optimizer_state or {})
-  path, content, owned = _content(source, ("optimizer", "random_state", portable.STEP),
+  path, content, owned = _content(source, ("optimizer", "random_state", snapshots.STEP),
                                   hand_over)
   if content.step is None:
     raise PortableCheckpointError(f"Checkpoint {path} is no trainer checkpoint (no step)")
-  if int(content.attrs.get("version", 1)) < 2:
+  # A snapshot not read from a file (snapshots.snapshot) is of this version.
+  if int(content.attrs.get("version", portable.VERSION)) < 2:
     saved = _keras_optimizer_state(content, optimizer_state)
     lacking, extra = sorted(set(optimizer_state) - set(saved)), []
   else:

@@ -15,6 +15,7 @@ from bert_tf.checkpoints import array_io
 from bert_tf.checkpoints import checksums
 from bert_tf.checkpoints import manifest
 from bert_tf.checkpoints import portable
+from bert_tf.checkpoints import snapshots
 
 _ATTRS = {"format": portable.FORMAT, "version": portable.VERSION, "backend": ""}
 
@@ -33,7 +34,7 @@ def _arrays():
 
 def _write(directory, arrays):
   """The path of a checkpoint of `arrays` written in `directory`."""
-  return portable.write(str(directory / "ckpt-9.h5"), portable.Snapshot(dict(_ATTRS), arrays))
+  return portable.write(str(directory / "ckpt-9.h5"), snapshots.Snapshot(dict(_ATTRS), arrays))
 
 
 def _assert_damaged(path, match):
@@ -46,7 +47,7 @@ def test_arrays_large_and_small_of_every_kind_round_trip_with_their_checksums(
     tmp_path, monkeypatch):
   monkeypatch.setattr(array_io, "CHUNK_BYTES", 1 << 20)
   arrays = _arrays()
-  path = portable.write(portable.path_for_step(str(tmp_path), 9), portable.Snapshot(
+  path = portable.write(portable.path_for_step(str(tmp_path), 9), snapshots.Snapshot(
       dict(_ATTRS), arrays, {"items/masked_lm/large": "items/encoder/large"}))
   with h5py.File(path, "r") as f:
     header = manifest.header(f, portable.FORMAT, os.path.getsize(path))
@@ -137,7 +138,7 @@ def test_a_version_3_file_with_a_crc32c_attribute_on_each_array_is_still_checked
 
 
 def test_the_same_content_written_twice_a_second_apart_is_the_same_bytes(tmp_path):
-  content = portable.Snapshot(dict(_ATTRS), _arrays(),
+  content = snapshots.Snapshot(dict(_ATTRS), _arrays(),
                               {"items/masked_lm/large": "items/encoder/large"})
   first = portable.write(str(tmp_path / "a" / "ckpt-9.h5"), content)
   time.sleep(1.05 - time.time() % 1)  # into the next second: no modification times

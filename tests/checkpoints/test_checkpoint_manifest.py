@@ -14,12 +14,13 @@ import checkpoint_helpers
 from bert_tf.checkpoints import manifest
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import restore
+from bert_tf.checkpoints import snapshots
 
 
 def _save(directory, step):
   model = checkpoint_helpers.tiny_model(heads=False)
   return portable.write(portable.path_for_step(str(directory), step),
-                        portable.snapshot(model.checkpoint_items, step=step))
+                        snapshots.snapshot(model.checkpoint_items, step=step))
 
 
 def _set_version(path, version):
@@ -94,3 +95,4 @@ def test_a_crafted_shape_beyond_the_files_size_is_refused_before_any_allocation(
   finally:
     tracemalloc.stop()
   assert peak < 4 << 20
+

@@ -13,6 +13,7 @@ import pytest
 import checkpoint_helpers
 from bert_tf.checkpoints import array_io
 from bert_tf.checkpoints import portable
+from bert_tf.checkpoints import snapshots
 
 # Of a file of some 240 KB: flips over the whole file, and as many again over its
 # metadata (the bytes outside the arrays' data), where a flip is a harder case.
@@ -35,7 +36,7 @@ def _checkpoint(directory, backend):
       optimizer[f"{slot}/{variable.path}"] = rng.standard_normal(variable.shape).astype(
           np.float32)
   seeds = [np.asarray([7, i], SEED_DTYPES[backend]) for i in range(2)]
-  content = portable.snapshot(model.checkpoint_items, optimizer, step=3,
+  content = snapshots.snapshot(model.checkpoint_items, optimizer, step=3,
                               random_state=seeds, backend=backend,
                               position={"batches_read": 3, "global_batch_size": 8})
   return portable.write(portable.path_for_step(str(directory), 3), content)

@@ -16,6 +16,7 @@ from bert_tf.checkpoints import manifest
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import readable
 from bert_tf.checkpoints import restore
+from bert_tf.checkpoints import snapshots
 from bert_tf.training import trained_model
 
 WORD_EMBEDDINGS = "embeddings/word_embeddings"
@@ -24,7 +25,7 @@ WORD_EMBEDDINGS = "embeddings/word_embeddings"
 def _save(directory, step, model=None, position=None):
   model = model or checkpoint_helpers.tiny_model()
   path = portable.path_for_step(str(directory), step)
-  return portable.write(path, portable.snapshot(model.checkpoint_items, step=step,
+  return portable.write(path, snapshots.snapshot(model.checkpoint_items, step=step,
                                                 position=position))
 
 
