@@ -186,6 +186,11 @@ def _restored_dtype(dataset: h5py.h5d.DatasetID, stored: np.dtype, restore: str)
 IN_MANIFEST, IN_TABLE, IN_ATTRIBUTES = "manifest", "table", "attributes"
 
 
+class OtherShapeError(ValueError):
+  """An array whose declared shape differs from the one its reader expects (the
+  model's): not damage, a checkpoint of another model."""
+
+
 class Reader:
   """A context reading the datasets of an h5py.File open for reading from a local file,
   each with the check of its CRC32C: the metadata and the small arrays first (h5py,
@@ -193,19 +198,22 @@ class Reader:
   beside without waiting for the GIL.
 
   Nothing is allocated for an array before its declared shape and dtype are checked:
-  against its manifest entry where the file has one, and, all arrays together, against
-  the file's size (a file cannot hold more bytes than it has), so that a damaged or
+  against its manifest entry where the file has one, against the shape the caller
+  expects where it knows one (the model's), and, all arrays together, against the
+  file's size (a file cannot hold more bytes than it has), so that a damaged or
   crafted file costs no more memory than its size.
   """
 
   def __init__(self, f: h5py.File, crcs_in: Optional[str] = IN_TABLE,
                listed: Optional[Mapping[str, object]] = None,
-               links: Optional[Mapping[str, str]] = None):
+               links: Optional[Mapping[str, str]] = None,
+               expected: Optional[Mapping[str, Sequence[int]]] = None):
     """`crcs_in`: where the CRC32Cs lie (IN_MANIFEST, IN_TABLE, IN_ATTRIBUTES or None).
     `listed`: {name: manifest.Entry} of a file with a manifest, `links` its linked
-    names ({name: the name stored})."""
+    names ({name: the name stored}). `expected`: {name: shape} the caller knows."""
     self._file, self._crcs_in = f, crcs_in
     self._listed, self._links = listed, dict(links or {})
+    self._expected = dict(expected or {})
     self._table: Optional[Dict[str, int]] = None
     self._descriptor: Optional[int] = None
     self._follower = checksums.Follower()
@@ -282,8 +290,9 @@ class Reader:
 
   def _declared(self, dataset: h5py.h5d.DatasetID, name: str) -> Tuple[np.dtype, str]:
     """(stored dtype, restored dtype name or "") of a dataset, once its shape and dtype
-    are checked against its manifest entry and, with those of the arrays before it, the
-    file's size (ValueError naming what fails)."""
+    are checked against its manifest entry, the shape expected and, with those of the
+    arrays before it, the file's size (ValueError naming what fails; OtherShapeError
+    for a shape other than the one expected)."""
     stored, shape = dataset.dtype, tuple(dataset.shape)
     restore = ""
     if self._listed is not None:
@@ -294,6 +303,9 @@ class Reader:
         raise ValueError(f"{name} is {stored.str} {shape} in the file, {entry.dtype} "
                          f"{tuple(entry.shape)} in its manifest")
       restore = entry.restore
+    if name in self._expected and tuple(self._expected[name]) != shape:
+      raise OtherShapeError(f"{name}: shape {shape} in the checkpoint, "
+                            f"{tuple(self._expected[name])} in the model")
     if stored.kind not in "biuf" or stored.itemsize > 16:
       raise ValueError(f"{name} is stored as {stored}, no type of a checkpoint's arrays")
     nbytes = math.prod(shape) * stored.itemsize

@@ -186,6 +186,8 @@ def _damage(path: str, what: Callable[[], str]) -> Iterator[None]:
     yield
   except errors.UserError:
     raise
+  except array_io.OtherShapeError as e:  # not damage: a checkpoint of another model
+    raise PortableCheckpointError(f"Checkpoint {path}: {e}") from None
   except _DAMAGE as e:
     raise DamagedCheckpointError(f"Checkpoint {path} is unreadable ({what()}): "
                                  + " ".join(str(e).split())) from None
@@ -229,19 +231,22 @@ def _wanted(name: str, groups: Optional[Sequence[str]]) -> bool:
   return groups is None or any(name == g or name.startswith(g + "/") for g in groups)
 
 
-def read(path: str, groups: Optional[Sequence[str]] = None) -> snapshots.Snapshot:
+def read(path: str, groups: Optional[Sequence[str]] = None,
+         shapes: Optional[Mapping[str, Sequence[int]]] = None) -> snapshots.Snapshot:
   """Reads the arrays of the checkpoint at `path` (those under `groups`, e.g.
   ("items/encoder", "step"), or all), each stored array once, checking the CRC32C of
-  each as it is read. A file of an earlier version (no checksums) is read with one
+  each as it is read, and the shape of those in `shapes` ({name: the model's shape})
+  before it is allocated. A file of an earlier version (no checksums) is read with one
   warning line saying so, once per file.
 
   Raises:
-    PortableCheckpointError: the file is unreadable or no portable checkpoint, or an
-      array fails its checksum (naming the file and the array).
+    PortableCheckpointError: the file is unreadable or no portable checkpoint, an
+      array fails its checksum or differs from its shape in `shapes` (naming the file
+      and the array).
   """
   with _open(path) as (f, header):
     attrs, legacy_paths, version = dict(header.attrs), {}, header.version
-    with array_io.Reader(f, header.crcs_in, header.arrays, header.links) as reader, \
+    with array_io.Reader(f, header.crcs_in, header.arrays, header.links, shapes) as reader, \
         _damage(path, lambda: f"reading {reader.reading}"):
       names = [*header.arrays, *header.links] if header.arrays is not None else []
       if header.arrays is None:

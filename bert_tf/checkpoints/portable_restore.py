@@ -59,12 +59,16 @@ def _assign(variable, value: np.ndarray, where: str, hand_over: bool = False) ->
 Source = Union[str, Snapshot]
 
 
-def _content(source: Source, groups: Sequence[str], hand_over: bool) -> tuple:
+def _content(source: Source, groups: Sequence[str], hand_over: bool,
+             variables: Mapping[str, object]) -> tuple:
   """(path for messages, Snapshot, whether its arrays may be handed to the variables)
-  of a path (reading `groups`: the arrays are this restore's own) or a Snapshot read."""
+  of a path (reading `groups`, each of `variables`' arrays ({name in the file:
+  variable}) checked for its shape before it is allocated: the arrays are this
+  restore's own) or a Snapshot read."""
   if isinstance(source, Snapshot):
     return source.source, source, hand_over
-  return source, portable.read(source, groups), True
+  shapes = {name: tuple(variable.shape) for name, variable in variables.items()}
+  return source, portable.read(source, groups, shapes), True
 
 
 def restore_items(source: Source, checkpoint_items: Mapping[str, object],
@@ -88,7 +92,10 @@ def restore_items(source: Source, checkpoint_items: Mapping[str, object],
   if missing:
     raise PortableCheckpointError(f"The model has no checkpoint item(s) {missing}; it has "
                                   f"{sorted(checkpoint_items)}")
-  path, content, owned = _content(source, [f"items/{name}" for name in items], hand_over)
+  path, content, owned = _content(
+      source, [f"items/{name}" for name in items], hand_over,
+      {f"items/{name}/{variable_path}": variable for name in items
+       for variable_path, variable in snapshots.item_variables(checkpoint_items[name]).items()})
   stored = {name: content.group(f"items/{name}") for name in items}
   absent = [name for name in items if not stored[name]]
   if absent:
@@ -154,7 +161,8 @@ def restore_trainer_state(source: Source,
   """
   optimizer_state = dict(optimizer_state or {})
   path, content, owned = _content(source, ("optimizer", "random_state", snapshots.STEP),
-                                  hand_over)
+                                  hand_over, {f"optimizer/{name}": variable
+                                              for name, variable in optimizer_state.items()})
   if content.step is None:
     raise PortableCheckpointError(f"Checkpoint {path} is no trainer checkpoint (no step)")
   # A snapshot not read from a file (snapshots.snapshot) is of this version.

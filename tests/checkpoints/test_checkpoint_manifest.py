@@ -11,8 +11,11 @@ import numpy as np
 import pytest
 
 import checkpoint_helpers
+from bert_tf.checkpoints import array_io
+from bert_tf.checkpoints import checksums
 from bert_tf.checkpoints import manifest
 from bert_tf.checkpoints import portable
+from bert_tf.checkpoints import portable_restore
 from bert_tf.checkpoints import restore
 from bert_tf.checkpoints import snapshots
 
@@ -96,3 +99,25 @@ def test_a_crafted_shape_beyond_the_files_size_is_refused_before_any_allocation(
     tracemalloc.stop()
   assert peak < 4 << 20
 
+
+def test_an_array_of_another_shape_than_the_models_is_refused_before_its_allocation(
+    tmp_path, monkeypatch):
+  path = _save(tmp_path, 1)
+  name = "items/encoder/embeddings/word_embeddings"
+  with h5py.File(path, "r+") as f:  # a consistent file of another vocab: not damaged
+    del f[name]
+    f.create_dataset(name, data=np.zeros((7, 32), np.float32))
+  _rewrite_manifest(path, lambda record: record["arrays"][name].update(
+      shape=[7, 32], crc32c=checksums.crc32c(np.zeros((7, 32), np.float32))))
+  assert portable.read(path).arrays[name].shape == (7, 32)
+  allocated = []
+  allocate = array_io._allocate  # pylint: disable=protected-access
+  monkeypatch.setattr(array_io, "_allocate", lambda shape, *args, **kwargs: (
+      allocated.append(tuple(shape)), allocate(shape, *args, **kwargs))[1])
+  model = checkpoint_helpers.tiny_model(heads=False)
+  with pytest.raises(portable.PortableCheckpointError,
+                     match=f"{path}: {name}: shape \\(7, 32\\) in the checkpoint, "
+                           "\\(99, 32\\) in the model") as raised:
+    portable_restore.restore_items(path, model.checkpoint_items)
+  assert not isinstance(raised.value, portable.DamagedCheckpointError)
+  assert (7, 32) not in allocated
