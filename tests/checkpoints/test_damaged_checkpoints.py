@@ -90,6 +90,7 @@ def _allocations(monkeypatch):
 
 @pytest.fixture(name="traced")
 def _traced():
+  """tracemalloc follows the test's reads (_outcome)."""
   tracemalloc.start()
   yield
   tracemalloc.stop()
@@ -127,7 +128,8 @@ def test_a_flipped_bit_anywhere_is_damage_or_an_equal_read_in_bounded_memory(
   assert not failures
 
 
-def test_a_file_cut_short_anywhere_is_damage(tmp_path, traced):  # pylint: disable=unused-argument
+@pytest.mark.usefixtures("traced")
+def test_a_file_cut_short_anywhere_is_damage(tmp_path):
   path = _checkpoint(tmp_path, "jax")
   expected = portable.read(path).arrays
   with open(path, "rb") as f:
@@ -142,9 +144,9 @@ def test_a_file_cut_short_anywhere_is_damage(tmp_path, traced):  # pylint: disab
   assert not failures
 
 
+@pytest.mark.usefixtures("traced")
 @pytest.mark.parametrize("version", [4, portable.VERSION])
-def test_a_crafted_terabyte_shape_is_damage_before_any_allocation(tmp_path, traced,
-                                                                   version):  # pylint: disable=unused-argument
+def test_a_crafted_terabyte_shape_is_damage_before_any_allocation(tmp_path, version):
   path = _checkpoint(tmp_path, "tensorflow")
   expected = portable.read(path).arrays
   if version == 4:
