@@ -249,6 +249,8 @@ class Reader:
     for name in names:
       if name == TABLE:
         continue
+      if not isinstance(name, str):  # h5py's name of a link that is not UTF-8
+        raise ValueError(f"the name {name!r} is not UTF-8 text")
       self.reading = name
       dataset = h5py.h5o.open(self._file.id, name.encode())
       if not isinstance(dataset, h5py.h5d.DatasetID):

@@ -121,3 +121,12 @@ def test_an_array_of_another_shape_than_the_models_is_refused_before_its_allocat
     portable_restore.restore_items(path, model.checkpoint_items)
   assert not isinstance(raised.value, portable.DamagedCheckpointError)
   assert (7, 32) not in allocated
+
+
+def test_an_earlier_versions_array_named_in_no_utf8_is_damage(tmp_path):
+  path = _save(tmp_path, 1)
+  checkpoint_helpers.rewrite_as_version_4(path)
+  with h5py.File(path, "r+") as f:
+    f["items/encoder"][b"\xffpooler"] = f["items/encoder/pooler/bias"]
+  with pytest.raises(portable.DamagedCheckpointError, match="is not UTF-8 text"):
+    portable.read(path)
