@@ -96,7 +96,7 @@ def is_portable(path: str) -> bool:
   try:
     # A remote file is fetched whole once: the restore that follows reads the copy.
     with h5py.File(_local(path), "r") as f:
-      return f.attrs.get("format") == FORMAT or manifest.MANIFEST_CRC in f.attrs
+      return manifest.MANIFEST_CRC in f.attrs or f.attrs.get("format") == FORMAT
   except _DAMAGE:
     return False
 
