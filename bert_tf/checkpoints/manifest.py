@@ -115,10 +115,12 @@ def _listed(f: h5py.File, file_size: int) -> Header:
     raise ValueError("its manifest is no byte string within the file")
   data = dataset[()]
   written = f.attrs[MANIFEST_CRC]
+  if not isinstance(written, np.integer):
+    raise ValueError("its manifest's CRC32C is no integer")
   read = checksums.crc32c(data)
-  if not isinstance(written, np.integer) or read != int(written):
+  if read != int(written):
     raise ValueError(f"its manifest fails its checksum (CRC32C {read:08x} read, "
-                     f"{int(written) if isinstance(written, np.integer) else 0:08x} written)")
+                     f"{int(written):08x} written)")
   try:
     record = json.loads(data.tobytes().decode("ascii"))
   except (UnicodeDecodeError, json.JSONDecodeError):
@@ -165,7 +167,7 @@ def header(f: h5py.File, format_name: str, file_size: int) -> Header:
     if found.attrs.get("format") != format_name:
       raise NotPortableError()
     # The format attribute, a string, is not read: HDF5 keeps it in the file's global
-    # heap, whose damage can stall HDF5 itself; nothing of a version 5 file is.
+    # heap, whose damage can stall HDF5 itself; a version 5 reader reads nothing there.
     if _plain(f.attrs.get("version")) != found.attrs["version"]:
       raise ValueError("its version attribute differs from its manifest's")
     return found
