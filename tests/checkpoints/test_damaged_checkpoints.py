@@ -17,7 +17,7 @@ from bert_tf.checkpoints import snapshots
 
 # Of a file of some 240 KB: flips over the whole file, and as many again over its
 # metadata (the bytes outside the arrays' data), where a flip is a harder case.
-FLIPS = 100
+FLIPS = 75
 # What one read may allocate beyond the file's size (h5py's and the checks' own),
 # where tracemalloc follows a read.
 SLACK_BYTES = 1 << 20
