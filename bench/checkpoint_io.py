@@ -34,6 +34,7 @@ from bench import stats
 from bert_tf.checkpoints import array_io
 from bert_tf.checkpoints import checksums
 from bert_tf.checkpoints import portable
+from bert_tf.checkpoints import snapshots
 
 FLAGS = flags.FLAGS
 MODES = ("with checksums", "without")
@@ -80,7 +81,7 @@ def measure_checksums(save: Callable[[], str], restore: Callable[[str], object],
   return times
 
 
-def save_and_restore(level: str, saver, content: portable.Snapshot):
+def save_and_restore(level: str, saver, content: snapshots.Snapshot):
   """(save, restore) at `level` (--level): `saver`'s, or portable's of `content`."""
   if level == "trainer":
     return saver.save, saver.restore
@@ -88,7 +89,7 @@ def save_and_restore(level: str, saver, content: portable.Snapshot):
   return lambda: portable.write(path, content), portable.read
 
 
-def checksums_report(times: Dict[str, Dict[str, List[float]]], content: portable.Snapshot,
+def checksums_report(times: Dict[str, Dict[str, List[float]]], content: snapshots.Snapshot,
                      title: str) -> str:
   """The medians of each mode, their ratio (bootstrap interval) and every CRC32C alone."""
   start = time.perf_counter()
@@ -178,7 +179,7 @@ def main(argv):
     for size in FLAGS.sizes:
       with tempfile.TemporaryDirectory(dir=FLAGS.directory) as directory:
         saver = bert_saver(size, directory)
-        content = portable.snapshot(saver.engine.model.trained_items,
+        content = snapshots.snapshot(saver.engine.model.trained_items,
                                     saver.engine.checkpoint_state(), step=1,
                                     position={"batches_read": 8})
         times = measure_checksums(*save_and_restore(FLAGS.level, saver, content),

@@ -93,17 +93,54 @@ def rewrite_as_version_2(path):
       f.create_dataset(name, data=stored).attrs["dtype"] = str(value.dtype)
 
 
-def rewrite_as_version_3(path):
-  """Rewrites the portable checkpoint at `path` in place as version 3 kept its
-  checksums: the CRC32C of each array an attribute of its own (no table)."""
+def _unlisted(f):
+  """{array name: CRC32C} of the file `f` (open for writing) from its manifest, which
+  it deletes: the files of versions before 5 have none."""
+  import json  # pylint: disable=g-import-not-at-top
+  from bert_tf.checkpoints import manifest  # pylint: disable=g-import-not-at-top
+  record = json.loads(f[manifest.MANIFEST][()].tobytes())
+  crcs = {name: entry["crc32c"] for name, entry in record["arrays"].items()}
+  crcs.update((name, crcs[target]) for name, target in record["links"].items())
+  del f[manifest.MANIFEST]
+  del f.attrs[manifest.MANIFEST_CRC]
+  return crcs
+
+
+def rewrite_as_version_4(path):
+  """Rewrites the portable checkpoint at `path` in place as version 4 kept its
+  checksums: no manifest, every CRC32C in a table (array_io.TABLE)."""
   import h5py  # pylint: disable=g-import-not-at-top
   from bert_tf.checkpoints import array_io  # pylint: disable=g-import-not-at-top
+  with h5py.File(path, "r+") as f:
+    rows = sorted(_unlisted(f).items())
+    f.create_dataset(array_io.TABLE, data=np.array(
+        rows, [("name", h5py.string_dtype()), ("crc32c", np.uint32)]))
+    f.attrs["version"] = 4
+
+
+def rewrite_as_version_3(path):
+  """Rewrites the portable checkpoint at `path` in place as version 3 kept its
+  checksums: the CRC32C of each array an attribute of its own (no manifest)."""
+  import h5py  # pylint: disable=g-import-not-at-top
   from bert_tf.checkpoints import checksums  # pylint: disable=g-import-not-at-top
   with h5py.File(path, "r+") as f:
-    for name, crc in f[array_io.TABLE][()]:
-      f[name.decode()].attrs[checksums.CRC_ATTR] = crc
-    del f[array_io.TABLE]
+    for name, crc in _unlisted(f).items():
+      f[name].attrs[checksums.CRC_ATTR] = np.uint32(crc)
     f.attrs["version"] = 3
+
+
+def rewrite_as_version(path, version):
+  """Rewrites the manifest and attributes of the portable checkpoint at `path` as a
+  bert_tf writing format `version` would (a newer one: its manifest checks)."""
+  import json  # pylint: disable=g-import-not-at-top
+  import h5py  # pylint: disable=g-import-not-at-top
+  from bert_tf.checkpoints import manifest  # pylint: disable=g-import-not-at-top
+  with h5py.File(path, "r+") as f:
+    record = json.loads(f[manifest.MANIFEST][()].tobytes())
+    del f[manifest.MANIFEST]
+    record["attrs"]["version"] = f.attrs["version"] = version
+    arrays = {name: manifest.Entry(**entry) for name, entry in record["arrays"].items()}
+    manifest.write(f, record["attrs"], arrays, record["links"])
 
 
 def flip_bit(path, name, bit=0):

@@ -14,7 +14,7 @@ from typing import Dict, Mapping
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from bert_tf.checkpoints import portable
+from bert_tf.checkpoints import snapshots
 
 _GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 _VALUE = "VARIABLE_VALUE"
@@ -72,7 +72,7 @@ def assign_items(prefix: str, items: Mapping[str, object]) -> Dict[str, int]:
         target = _child(obj, child.local_name)
         if target is not None:
           stack.append((child.node_id, target, f"{where}/{child.local_name}"))
-    missing = [path for path, variable in portable.item_variables(item).items()
+    missing = [path for path, variable in snapshots.item_variables(item).items()
                if id(variable) not in assigned]
     if missing:
       raise ValueError(f"Checkpoint {prefix} does not cover every variable of '{name}': "

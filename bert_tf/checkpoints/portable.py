@@ -1,7 +1,7 @@
 """Backend-neutral ("portable") checkpoints: one HDF5 file per checkpoint, written and
 read with h5py and NumPy on every Keras backend (no TensorFlow).
 
-A file `ckpt-N.h5` (version 4) holds:
+A file `ckpt-N.h5` (version 5) holds:
   items/<item>/<variable path>   each `checkpoint_items` entry's variables by Keras
                                  `variable.path` (the same on every backend), without
                                  dropout seed states; a variable two items share (the
@@ -16,22 +16,28 @@ A file `ckpt-N.h5` (version 4) holds:
   input/<name>                   the training input's position in the record order
                                  (bert_tf.training.input_source.POSITION), one for
                                  every process;
-  crc32c                         the CRC32C of every array's bytes by its name
-                                 (bert_tf.checkpoints.array_io.TABLE);
+  manifest                       the record of all the reader acts on: the attributes,
+                                 each array's name, dtype, shape and CRC32C, the links;
+                                 its own CRC32C an attribute (bert_tf.checkpoints.manifest);
   attributes                     format, version and the writing backend.
 Each CRC32C (bert_tf.checkpoints.checksums) is computed when the array is written and
-checked on the bytes read when it is read: a mismatch is a DamagedCheckpointError naming
-the file and the array (bert_tf.checkpoints.readable). Files of version 3 carry each
-CRC32C as an attribute of its array, and are checked the same; files of earlier versions
-carry none: they are read with one line saying so.
+checked on the bytes read when it is read: a mismatch, or a manifest that fails its
+own, is a DamagedCheckpointError naming the file and the array
+(bert_tf.checkpoints.readable). Nothing is allocated for an array before its shape is
+checked against the manifest and the file's size (bert_tf.checkpoints.array_io). Files
+of version 4 keep the CRC32Cs in a table, those of version 3 as an attribute of each
+array, checked the same; files of earlier versions carry none: they are read with one
+line saying so.
 
 Files are written under a temporary name and renamed (bert_tf.utils.files.staged_output:
 for a remote directory, written locally, uploaded under a temporary name and renamed
 there), and a remote one is read from a local copy fetched in a few large concurrent
-ranges (bert_tf.utils.range_reads.local_copy). Restoring into a model and a trainer:
+ranges (bert_tf.utils.range_reads.local_copy). The content in host memory:
+bert_tf.checkpoints.snapshots; restoring it into a model and a trainer:
 bert_tf.checkpoints.portable_restore.
 
-Earlier versions: version 2 stored a shared variable under each item, the step as an
+Earlier versions: version 4 had no manifest (its version attribute is checked against
+what the file holds); version 2 stored a shared variable under each item, the step as an
 attribute, and the input position beside the file (`ckpt-N.input[-P]...`, see
 input_prefix); version 1 held Keras optimizers' variables in order (`optimizer/<i>`,
 attribute `path`: `adam_w/<variable path with _>_momentum`,
@@ -40,31 +46,32 @@ the version 2 names.
 """
 
 import contextlib
-import dataclasses
 import logging
 import os
 import re
-from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
+from typing import (Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
+                    Tuple)
 
 import h5py
 import numpy as np
 
-from bert_tf import constants
 from bert_tf.checkpoints import array_io
+from bert_tf.checkpoints import manifest
+from bert_tf.checkpoints import snapshots
 from bert_tf.utils import errors
 from bert_tf.utils import files
 from bert_tf.utils import range_reads
 
 FORMAT = "bert_tf.portable"
-VERSION = 4
+VERSION = 5
 SUFFIX = ".h5"
 INPUT_SUFFIX = ".input"
-STEP = "step"
-INPUT = "input"
 _GROUPS = ("items", "optimizer", "random_state")
 _NAME = re.compile(r"^ckpt-(\d+)\.h5$")
 # The checkpoints of an earlier version already said to be read unverified.
 _UNVERIFIED_SAID = set()
+# What h5py, NumPy and the manifest's checks raise of a damaged or crafted file.
+_DAMAGE = (OSError, ValueError, LookupError, RuntimeError, TypeError, ArithmeticError)
 
 
 class PortableCheckpointError(errors.UserError, ValueError):
@@ -89,8 +96,8 @@ def is_portable(path: str) -> bool:
   try:
     # A remote file is fetched whole once: the restore that follows reads the copy.
     with h5py.File(_local(path), "r") as f:
-      return f.attrs.get("format") == FORMAT
-  except OSError:
+      return manifest.MANIFEST_CRC in f.attrs or f.attrs.get("format") == FORMAT
+  except _DAMAGE:
     return False
 
 
@@ -123,55 +130,6 @@ def checkpoints_in(directory: str, names: Optional[Iterable[str]] = None) -> Lis
           for name in sorted(names, key=lambda n: -int(_NAME.match(n).group(1)))]
 
 
-def _path(variable) -> str:
-  return getattr(variable, "path", None) or variable.name.split(":")[0]
-
-
-def item_variables(item) -> Dict[str, object]:
-  """{variable path: variable} of a checkpoint item, without SeedGenerator states.
-
-  Raises:
-    ValueError: two variables of the item share a path.
-  """
-  out = {}
-  for variable in item.variables:
-    path = _path(variable)
-    if path.rsplit("/", 1)[-1] == constants.SEED_STATE_NAME:
-      continue
-    if path in out and out[path] is not variable:
-      raise ValueError(f"Two variables of one checkpoint item share the path '{path}'")
-    out[path] = variable
-  return out
-
-
-def host_value(variable) -> np.ndarray:
-  """A variable's value as a NumPy array, a view of its buffer where the backend gives
-  one (CPU tensors); of a value replicated over the devices of several processes (JAX),
-  this process's copy."""
-  value = getattr(variable, "value", variable)
-  if callable(value):  # a tf.Variable's value() (a Keras variable's value is a property)
-    value = variable
-  if getattr(value, "is_fully_addressable", True) is False:
-    value = value.addressable_shards[0].data
-  return np.asarray(value)
-
-
-def _host_copy(variable, into: Optional[np.ndarray] = None) -> np.ndarray:
-  """host_value as an array of its own (a view would change with the next step, or be
-  donated to it, while the copy is written). Where the backend made a new array
-  (TensorFlow's variables) it is that array; a view (JAX's CPU arrays) is copied into
-  `into` where its shape and dtype fit (memory already mapped costs less to fill than
-  new), else into a new array."""
-  value = getattr(variable, "value", variable)
-  array = host_value(variable)
-  if array.flags.owndata and array is not value and array is not variable:
-    return array
-  if into is not None and into.shape == array.shape and into.dtype == array.dtype:
-    np.copyto(into, array)
-    return into
-  return np.array(array, copy=True)
-
-
 def _to_file(value) -> tuple:
   """(array h5py stores, dtype name to restore)."""
   array = np.asarray(value)
@@ -181,106 +139,25 @@ def _to_file(value) -> tuple:
   return array, name
 
 
-@dataclasses.dataclass
-class Snapshot:
-  """A checkpoint's content in host memory: ready to write (see `snapshot`), or read
-  and verified (see `read`).
-
-  Attributes:
-    attrs: the file's attributes (format, version, backend; `step` in version 2).
-    arrays: {dataset name in the file ("items/encoder/...", "optimizer/m/...",
-      "random_state/00000", "step", "input/batches_read"): NumPy array}, in writing
-      order; a shared variable's second name maps to the same array.
-    links: {dataset name: the name it is stored under} of the arrays stored once for
-      several names (written as hard links).
-    source: the file it was read from ("" for one to write).
-  """
-
-  attrs: Dict[str, object]
-  arrays: Dict[str, np.ndarray]
-  links: Dict[str, str] = dataclasses.field(default_factory=dict)
-  source: str = ""
-
-  @property
-  def step(self) -> Optional[int]:
-    """The trainer's step, or None for a model-only checkpoint."""
-    if STEP in self.arrays:
-      return int(self.arrays[STEP])
-    return int(self.attrs[STEP]) if STEP in self.attrs else None
-
-  @property
-  def position(self) -> Optional[Dict[str, int]]:
-    """{name: value} of the input position it holds (`input/<name>`), or None."""
-    prefix = INPUT + "/"
-    found = {name[len(prefix):]: int(value) for name, value in self.arrays.items()
-             if name.startswith(prefix)}
-    return found or None
-
-  def group(self, group: str) -> Dict[str, np.ndarray]:
-    """{name relative to `group`: array} of the arrays under `group`."""
-    prefix = group.rstrip("/") + "/"
-    return {name[len(prefix):]: value for name, value in self.arrays.items()
-            if name.startswith(prefix)}
-
-
-def snapshot(items: Mapping[str, object],
-             optimizer_state: Optional[Mapping[str, object]] = None,
-             step: Optional[int] = None, random_state: Sequence = (),
-             backend: str = "", reuse: Optional[Snapshot] = None,
-             position: Optional[Mapping[str, int]] = None) -> Snapshot:
-  """Copies a checkpoint's arrays to host memory (the only part of a save that must
-  happen before the variables change again).
-
-  Args:
-    items: {item name: object with `.variables`} (a model's checkpoint_items).
-    optimizer_state: {name: variable or array} of the optimizer's state (the names of
-      this module's docstring).
-    step: the trainer's step (None for a model-only checkpoint).
-    random_state: SeedGenerator state variables, in the model's order.
-    backend: the Keras backend that wrote it (for the record).
-    reuse: an earlier snapshot no longer needed: its arrays are taken from it one by
-      one, filled again or dropped (so that at most one array more than a snapshot is
-      held at a time).
-    position: {name: int} of the training input's position (the `input` group).
-  """
-  previous = reuse.arrays if reuse is not None else {}
-  attrs = {"format": FORMAT, "version": VERSION, "backend": backend}
-  arrays, links, stored_as = {}, {}, {}
-  for name, item in items.items():
-    for variable_path, variable in item_variables(item).items():
-      key = f"items/{name}/{variable_path}"
-      if id(variable) in stored_as:  # shared with an item before: stored once
-        links[key] = stored_as[id(variable)]
-        continue
-      stored_as[id(variable)] = key
-      arrays[key] = _host_copy(variable, previous.pop(key, None))
-  for name, variable in (optimizer_state or {}).items():
-    key = f"optimizer/{name}"
-    arrays[key] = _host_copy(variable, previous.pop(key, None))
-  for i, variable in enumerate(random_state):
-    key = f"random_state/{i:05d}"
-    arrays[key] = _host_copy(variable, previous.pop(key, None))
-  if step is not None:
-    arrays[STEP] = np.asarray(step, np.int64)
-  for name, value in (position or {}).items():
-    arrays[f"{INPUT}/{name}"] = np.asarray(value, np.uint64 if value >= 2**63 else np.int64)
-  return Snapshot(attrs, arrays, links)
-
-
-def write(path: str, content: Snapshot) -> str:
+def write(path: str, content: snapshots.Snapshot) -> str:
   """Writes `content` to `path` (under a temporary name, then renamed), each array with
   its CRC32C; returns `path`."""
+  attrs = dict(content.attrs, format=FORMAT, version=VERSION)
   with files.staged_output(path) as temporary, h5py.File(temporary, "w") as f:
-    f.attrs.update(content.attrs)
+    f.attrs.update(attrs)
     for group in _GROUPS:
       f.create_group(group)
     writer = array_io.Writer(f, temporary)
+    entries = {}
     for name, value in content.arrays.items():
       array, dtype = _to_file(value)
       writer.add(name, array, {"dtype": dtype})
+      entries[name] = (array.dtype.str, array.shape, dtype)
     for name, target in content.links.items():
       writer.link(name, target)
-    writer.finish()
+    crcs = writer.finish()
+    manifest.write(f, attrs, {name: manifest.Entry(*entry, crcs.get(name))
+                              for name, entry in entries.items()}, content.links)
   return path
 
 
@@ -289,8 +166,9 @@ def save(path: str, items: Mapping[str, object],
          step: Optional[int] = None, random_state: Sequence = (),
          backend: str = "") -> str:
   """Writes a portable checkpoint to `path` (under a temporary name, then renamed):
-  `write(path, snapshot(...))` with `snapshot`'s arguments; returns `path`."""
-  return write(path, snapshot(items, optimizer_state, step, random_state, backend))
+  `write(path, snapshots.snapshot(...))` with its arguments; returns `path`."""
+  return write(path, snapshots.snapshot(items, optimizer_state, step, random_state,
+                                        backend))
 
 
 def _local(path: str) -> str:
@@ -301,21 +179,41 @@ def _local(path: str) -> str:
 
 
 @contextlib.contextmanager
-def _open(path: str) -> Iterator[h5py.File]:
-  """The checkpoint at `path` open for reading (a remote one from its local copy)."""
+def _damage(path: str, what: Callable[[], str]) -> Iterator[None]:
+  """Turns what a damaged or crafted file makes h5py or the checks raise into one
+  DamagedCheckpointError naming the file and `what()` was being read."""
   try:
-    f = h5py.File(_local(path), "r")
+    yield
+  except errors.UserError:
+    raise
+  except array_io.OtherShapeError as e:  # not damage: a checkpoint of another model
+    raise PortableCheckpointError(f"Checkpoint {path}: {e}") from None
+  except _DAMAGE as e:
+    raise DamagedCheckpointError(f"Checkpoint {path} is unreadable ({what()}): "
+                                 + " ".join(str(e).split())) from None
+
+
+@contextlib.contextmanager
+def _open(path: str) -> Iterator[Tuple[h5py.File, manifest.Header]]:
+  """The checkpoint at `path` open for reading (a remote one from its local copy), and
+  its checked header (bert_tf.checkpoints.manifest)."""
+  local = _local(path)
+  try:
+    f = h5py.File(local, "r")
   except OSError as e:
     raise DamagedCheckpointError(f"Checkpoint {path} is unreadable: {e}") from None
   with f:
-    if f.attrs.get("format") != FORMAT:
-      raise PortableCheckpointError(f"{path} is not a bert_tf portable checkpoint")
-    if int(f.attrs.get("version", 1)) > VERSION:
+    with _damage(path, lambda: "reading its header"):
+      try:
+        header = manifest.header(f, FORMAT, os.path.getsize(local))
+      except manifest.NotPortableError:
+        raise PortableCheckpointError(f"{path} is not a bert_tf portable checkpoint") from None
+    if header.version > VERSION:
       raise NewerCheckpointError(
           f"{path} was written by a newer bert_tf (checkpoint format version "
-          f"{int(f.attrs['version'])}; this one reads versions 1 to {VERSION}): upgrade "
+          f"{header.version}; this one reads versions 1 to {VERSION}): upgrade "
           "bert_tf to read it")
-    yield f
+    yield f, header
 
 
 def _verify(path: str, checks: Mapping[str, object]) -> None:
@@ -333,30 +231,30 @@ def _wanted(name: str, groups: Optional[Sequence[str]]) -> bool:
   return groups is None or any(name == g or name.startswith(g + "/") for g in groups)
 
 
-def read(path: str, groups: Optional[Sequence[str]] = None) -> Snapshot:
+def read(path: str, groups: Optional[Sequence[str]] = None,
+         shapes: Optional[Mapping[str, Sequence[int]]] = None) -> snapshots.Snapshot:
   """Reads the arrays of the checkpoint at `path` (those under `groups`, e.g.
   ("items/encoder", "step"), or all), each stored array once, checking the CRC32C of
-  each as it is read. A file of an earlier version (no checksums) is read with one
+  each as it is read, and the shape of those in `shapes` ({name: the model's shape})
+  before it is allocated. A file of an earlier version (no checksums) is read with one
   warning line saying so, once per file.
 
   Raises:
-    PortableCheckpointError: the file is unreadable or no portable checkpoint, or an
-      array fails its checksum (naming the file and the array).
+    PortableCheckpointError: the file is unreadable or no portable checkpoint, an
+      array fails its checksum or differs from its shape in `shapes` (naming the file
+      and the array).
   """
-  with _open(path) as f:
-    attrs, legacy_paths = dict(f.attrs), {}
-    version = int(attrs.get("version", 1))
-    with array_io.Reader(f, has_table=version >= 4) as reader:
-      try:
-        names = []
+  with _open(path) as (f, header):
+    attrs, legacy_paths, version = dict(header.attrs), {}, header.version
+    with array_io.Reader(f, header.crcs_in, header.arrays, header.links, shapes) as reader, \
+        _damage(path, lambda: f"reading {reader.reading}"):
+      names = [*header.arrays, *header.links] if header.arrays is not None else []
+      if header.arrays is None:
         f.visit_links(names.append)  # every name, a hard-linked array's both
-        arrays, checks = reader.read([name for name in names if _wanted(name, groups)])
-        if version < 2:
-          legacy_paths = {name: str(f[name].attrs["path"]) for name in arrays
-                          if "path" in f[name].attrs}
-      except (OSError, ValueError, KeyError, RuntimeError) as e:
-        raise DamagedCheckpointError(f"Checkpoint {path} is unreadable (reading "
-                                      f"{reader.reading}): {e}") from None
+      arrays, checks = reader.read([name for name in names if _wanted(name, groups)])
+      if version < 2:
+        legacy_paths = {name: str(f[name].attrs["path"]) for name in arrays
+                        if "path" in f[name].attrs}
       _verify(path, checks)
   if version < 3 and path not in _UNVERIFIED_SAID:
     _UNVERIFIED_SAID.add(path)
@@ -364,7 +262,7 @@ def read(path: str, groups: Optional[Sequence[str]] = None) -> Snapshot:
                     "read unverified", path)
   if legacy_paths:
     attrs["optimizer_paths"] = legacy_paths
-  return Snapshot(attrs, arrays, source=path)
+  return snapshots.Snapshot(attrs, arrays, source=path)
 
 
 def check_readable(path: str) -> None:
@@ -386,28 +284,28 @@ def item_names(path: str) -> set:
   """Names of the items the checkpoint holds, plus `optimizer`, `step`,
   `random_state` and `input` (its input position) where it holds them (the root
   children of a TF checkpoint)."""
-  with _open(path) as f:
+  with _open(path) as (f, _), _damage(path, lambda: "reading its items"):
     names = set(f["items"])
-    for group in ("optimizer", "random_state", INPUT):
+    for group in ("optimizer", "random_state", snapshots.INPUT):
       if group in f and len(f[group]):
         names.add(group)
-    if STEP in f.attrs or STEP in f:
-      names.add(STEP)
-  if INPUT not in names and files.exists(input_prefix(path) + ".index"):
-    names.add(INPUT)
+    if snapshots.STEP in f.attrs or snapshots.STEP in f:
+      names.add(snapshots.STEP)
+  if snapshots.INPUT not in names and files.exists(input_prefix(path) + ".index"):
+    names.add(snapshots.INPUT)
   return names
 
 
 def stored_items(path: str) -> List[str]:
   """The names of the items the checkpoint at `path` holds, sorted."""
-  with _open(path) as f:
+  with _open(path) as (f, _), _damage(path, lambda: "reading its items"):
     return sorted(f["items"])
 
 
 def item_shapes(path: str, item: str) -> Dict[str, tuple]:
   """{variable path: shape} of one item of the checkpoint at `path` ({} without it)."""
   shapes = {}
-  with _open(path) as f:
+  with _open(path) as (f, _), _damage(path, lambda: f"reading items/{item}"):
     if item in f["items"]:
       names = []
       f["items"][item].visit_links(names.append)

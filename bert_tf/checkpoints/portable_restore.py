@@ -12,7 +12,9 @@ import numpy as np
 from bert_tf import constants
 from bert_tf.checkpoints import array_io
 from bert_tf.checkpoints import portable
-from bert_tf.checkpoints.portable import PortableCheckpointError, Snapshot
+from bert_tf.checkpoints import snapshots
+from bert_tf.checkpoints.portable import PortableCheckpointError
+from bert_tf.checkpoints.snapshots import Snapshot
 
 # Version 1 files (Keras optimizer variables): the end of the Keras variable's path.
 _KERAS_NAMES = {constants.LOSS_SCALE: "dynamic_scale",
@@ -57,12 +59,16 @@ def _assign(variable, value: np.ndarray, where: str, hand_over: bool = False) ->
 Source = Union[str, Snapshot]
 
 
-def _content(source: Source, groups: Sequence[str], hand_over: bool) -> tuple:
+def _content(source: Source, groups: Sequence[str], hand_over: bool,
+             variables: Mapping[str, object]) -> tuple:
   """(path for messages, Snapshot, whether its arrays may be handed to the variables)
-  of a path (reading `groups`: the arrays are this restore's own) or a Snapshot read."""
+  of a path (reading `groups`, each of `variables`' arrays ({name in the file:
+  variable}) checked for its shape before it is allocated: the arrays are this
+  restore's own) or a Snapshot read."""
   if isinstance(source, Snapshot):
     return source.source, source, hand_over
-  return source, portable.read(source, groups), True
+  shapes = {name: tuple(variable.shape) for name, variable in variables.items()}
+  return source, portable.read(source, groups, shapes), True
 
 
 def restore_items(source: Source, checkpoint_items: Mapping[str, object],
@@ -86,7 +92,10 @@ def restore_items(source: Source, checkpoint_items: Mapping[str, object],
   if missing:
     raise PortableCheckpointError(f"The model has no checkpoint item(s) {missing}; it has "
                                   f"{sorted(checkpoint_items)}")
-  path, content, owned = _content(source, [f"items/{name}" for name in items], hand_over)
+  path, content, owned = _content(
+      source, [f"items/{name}" for name in items], hand_over,
+      {f"items/{name}/{variable_path}": variable for name in items
+       for variable_path, variable in snapshots.item_variables(checkpoint_items[name]).items()})
   stored = {name: content.group(f"items/{name}") for name in items}
   absent = [name for name in items if not stored[name]]
   if absent:
@@ -95,7 +104,7 @@ def restore_items(source: Source, checkpoint_items: Mapping[str, object],
                                   f"{held}")
   assigned = set()
   for name in items:
-    variables = portable.item_variables(checkpoint_items[name])
+    variables = snapshots.item_variables(checkpoint_items[name])
     if not variables:
       raise ValueError(f"Checkpoint item '{name}' has no variables yet; build the model "
                        f"before restoring")
@@ -151,11 +160,13 @@ def restore_trainer_state(source: Source,
       checksum.
   """
   optimizer_state = dict(optimizer_state or {})
-  path, content, owned = _content(source, ("optimizer", "random_state", portable.STEP),
-                                  hand_over)
+  path, content, owned = _content(source, ("optimizer", "random_state", snapshots.STEP),
+                                  hand_over, {f"optimizer/{name}": variable
+                                              for name, variable in optimizer_state.items()})
   if content.step is None:
     raise PortableCheckpointError(f"Checkpoint {path} is no trainer checkpoint (no step)")
-  if int(content.attrs.get("version", 1)) < 2:
+  # A snapshot not read from a file (snapshots.snapshot) is of this version.
+  if int(content.attrs.get("version", portable.VERSION)) < 2:
     saved = _keras_optimizer_state(content, optimizer_state)
     lacking, extra = sorted(set(optimizer_state) - set(saved)), []
   else:

@@ -36,7 +36,7 @@ class CheckpointItemsError(errors.UserError, KeyError):
     return str(self.args[0])  # KeyError would quote it.
 
 
-def _step_in_name(prefix: str) -> int:
+def step_in_name(prefix: str) -> int:
   """N of a prefix named ...-N or a portable file ...-N.h5 (-1 without one)."""
   if prefix.endswith(portable.SUFFIX):
     prefix = prefix[:-len(portable.SUFFIX)]
@@ -165,7 +165,7 @@ def resolve_checkpoint(path: str) -> str:
       raise problems[0]
     if not found:
       raise errors.MissingInputError(f"No checkpoint in directory {path}")
-    return max(found, key=_step_in_name)
+    return max(found, key=step_in_name)
   if not tf_format.exists(path):
     raise errors.MissingInputError(f"No checkpoint at {path} (expected {path}.index)"
                                    + _numbered_hint(path))

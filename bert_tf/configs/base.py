@@ -160,11 +160,19 @@ def load_yaml(path: str) -> Dict[str, Any]:
   """Reads one YAML mapping, with the file name in any error."""
   if not files.exists(path):
     raise ConfigError(f"Config file not found: {path}")
-  with files.open_file(path, "r") as f:
-    try:
-      data = yaml.safe_load(f)
-    except yaml.YAMLError as e:
-      raise ConfigError(f"Cannot parse YAML config {path}: {e}") from None
+  # A local file with `open` (files.open_input): a tool reads its backend before
+  # anything loads TensorFlow (bert_tf.training.backends).
+  try:
+    with files.open_input(path) as f:
+      text = f.read()
+  except OSError as e:
+    raise ConfigError(f"Cannot read config file {path}: {e.strerror or e}") from None
+  try:
+    data = yaml.safe_load(text.decode("utf-8"))
+  except UnicodeDecodeError as e:
+    raise ConfigError(f"Config file {path} is not UTF-8 text: {e}") from None
+  except yaml.YAMLError as e:
+    raise ConfigError(f"Cannot parse YAML config {path}: " + " ".join(str(e).split())) from None
   if data is None:
     return {}
   if not isinstance(data, dict):

@@ -45,6 +45,7 @@ from bert_tf.models import lora
 from bert_tf.tasks import base as task_base
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
 from bert_tf.training import experiments
+from bert_tf.training import params_file
 from bert_tf.training import trained_model
 from bert_tf.utils import errors
 from bert_tf.utils import files
@@ -191,8 +192,11 @@ def build_serving_module(experiment: configs.ExperimentConfig, model, vocab_file
 
 
 def load_experiment(config) -> configs.ExperimentConfig:
-  """An ExperimentConfig from itself or a YAML path, in float32 for serving."""
+  """An ExperimentConfig from itself or a YAML path (a run's params.yaml checked
+  first: params_file.check_intact), in float32 for serving."""
   if isinstance(config, str):
+    if os.path.basename(config) == params_file.PARAMS_FILE:
+      params_file.check_intact(config)
     config = experiments.experiment_from_yaml(config)
   # Serving computes in float32 whatever precision training used; weights are float32
   # (a float8 run's too: its scaling state stays behind in the checkpoint).

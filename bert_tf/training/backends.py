@@ -19,12 +19,9 @@ import os
 import sys
 from typing import Optional, Sequence
 
-import yaml
-
 from bert_tf import configs
 from bert_tf.kernels.jax_gpu import xla_flags
 from bert_tf.training import experiments
-from bert_tf.utils import file_systems
 from bert_tf.utils import optional
 
 def requested_backend(experiment: Optional[str] = None, config_files: Sequence[str] = (),
@@ -36,12 +33,7 @@ def requested_backend(experiment: Optional[str] = None, config_files: Sequence[s
   value = ""
   paths = ([experiments.experiment_path(experiment)] if experiment else [])
   for path in list(paths) + list(config_files or ()):
-    if file_systems.is_remote(path):  # a remote model_dir's params.yaml
-      data = configs.load_yaml(path)
-    else:
-      with open(path, encoding="utf-8") as f:
-        data = yaml.safe_load(f) or {}
-    runtime = data.get("runtime") if isinstance(data, dict) else None
+    runtime = configs.load_yaml(path).get("runtime")
     if isinstance(runtime, dict) and runtime.get("backend") is not None:
       value = str(runtime["backend"])
   if params_override:

@@ -68,6 +68,7 @@ from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import portable_restore
 from bert_tf.checkpoints import readable
 from bert_tf.checkpoints import restore
+from bert_tf.checkpoints import snapshots
 from bert_tf.training import engine as engine_lib
 from bert_tf.training import input_source as input_source_lib
 from bert_tf.training import steps
@@ -124,14 +125,6 @@ def newest_legacy_checkpoint(model_dir: str, names: Optional[Sequence[str]] = No
   return os.path.join(model_dir, f"ckpt-{max(steps)}") if steps else None
 
 
-def step_of(checkpoint: str) -> int:
-  """N of `ckpt-N.h5` or of a TensorFlow prefix `ckpt-N`."""
-  name = os.path.basename(checkpoint)
-  if name.endswith(portable.SUFFIX):
-    name = name[:-len(portable.SUFFIX)]
-  return int(name.rsplit("-", 1)[-1])
-
-
 class CheckpointSaver:
   """Writes, finds and restores the checkpoints of one model_dir for an engine.
 
@@ -154,9 +147,9 @@ class CheckpointSaver:
     self.input_source = input_source
     self.background = background
     self._writes = background_lib.BackgroundJob("checkpoint-writer")
-    self._snapshot: Optional[portable.Snapshot] = None
+    self._snapshot: Optional[snapshots.Snapshot] = None
     # The checkpoint `latest` read and verified last, for `restore` to read no more.
-    self._verified: Optional[portable.Snapshot] = None
+    self._verified: Optional[snapshots.Snapshot] = None
     # The paths of the checkpoints committed since `committed` was last asked; filled
     # by the thread that commits them.
     self._committed: "queue.SimpleQueue[str]" = queue.SimpleQueue()
@@ -176,7 +169,8 @@ class CheckpointSaver:
     self._verified = None
     found = restore.newest_readable_portable(self.model_dir, names, self._read)
     legacy = newest_legacy_checkpoint(self.model_dir, names)
-    if legacy and (found is None or step_of(legacy) > step_of(found)):
+    if legacy and (found is None
+                   or restore.step_in_name(legacy) > restore.step_in_name(found)):
       return self._legacy_reader().newest_readable(self.model_dir) or found
     return found
 
@@ -215,7 +209,7 @@ class CheckpointSaver:
     if not checkpoint.endswith(portable.SUFFIX):
       if weights_only:
         restore.restore_items(checkpoint, model.trained_items, tuple(model.trained_items))
-        step = step_of(checkpoint)
+        step = restore.step_in_name(checkpoint)
       else:
         step = self._legacy_reader().restore_trainer(self.engine, checkpoint)
     else:
@@ -257,7 +251,7 @@ class CheckpointSaver:
     content = None
     if engine.placement.is_chief:
       position = self.input_source.position(step) if self.input_source else None
-      content = portable.snapshot(engine.model.trained_items, optimizer_state,
+      content = snapshots.snapshot(engine.model.trained_items, optimizer_state,
                                   step=step, random_state=steps.seed_states(engine.model),
                                   backend=keras.backend.backend(), reuse=self._snapshot,
                                   position=position)
@@ -315,7 +309,7 @@ class CheckpointSaver:
     """
     self._writes.wait()
 
-  def _write(self, path: str, content: Optional[portable.Snapshot],
+  def _write(self, path: str, content: Optional[snapshots.Snapshot],
              marker: Optional[str]) -> None:
     """Commits the checkpoint at `path`: marks this process's part complete (`marker`,
     processes other than the chief), and on the chief (`content`) waits for every
@@ -348,7 +342,7 @@ class CheckpointSaver:
     self.newest_committed = path
     self._committed.put(path)
 
-  def _failure(self, path: str, content: Optional[portable.Snapshot],
+  def _failure(self, path: str, content: Optional[snapshots.Snapshot],
                error: BaseException) -> str:
     """The one-line report of a failed write of `path`: why (on a full disk, how much the
     checkpoint needed, the space left and trainer.max_to_keep), and the checkpoint a

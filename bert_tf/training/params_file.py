@@ -1,14 +1,27 @@
 """params.yaml: the configuration a training run saves in its model_dir, and the check
-that a resumed run keeps the entries that fix its variables' and data's shapes."""
+that a resumed run keeps the entries that fix its variables' and data's shapes.
 
+Its first line, a YAML comment (so every version reads the file as before), records
+the CRC32C of the lines after it: a damaged params.yaml is named damaged, not taken for
+another configuration. A params.yaml without that line (written before it) is read as
+it is.
+"""
+
+import logging
 import os
+import re
 from typing import Dict, List, Optional, Sequence
 
+import numpy as np
+
 from bert_tf import configs
+from bert_tf.checkpoints import checksums
 from bert_tf.training import experiments
 from bert_tf.utils import files
 
 PARAMS_FILE = "params.yaml"
+_CHECKSUM_LINE = "# bert_tf params.yaml; CRC32C of the lines below: {:08x}\n"
+_CHECKSUM = re.compile(rb"# bert_tf params\.yaml; CRC32C of the lines below: ([0-9a-f]{8})\n")
 # params.yaml entries that fix the shapes of the checkpointed variables or of the data
 # the input position counts: a resumed run must not change them.
 _SHAPE_KEYS = ("model.", "task.", "train_data.seq_length",
@@ -23,6 +36,43 @@ class ParamsMismatchError(configs.ConfigError):
   """The model_dir's params.yaml fixes shapes that the new configuration changes."""
 
 
+class DamagedParamsError(configs.ConfigError):
+  """The model_dir's params.yaml is empty or fails its CRC32C; the message names it."""
+
+
+def _crc32c(data: bytes) -> int:
+  return checksums.crc32c(np.frombuffer(data, np.uint8))
+
+
+def save(experiment: configs.ExperimentConfig, model_dir: str) -> None:
+  """Writes `experiment` as model_dir's params.yaml (atomically), its CRC32C first."""
+  text = experiment.to_yaml()
+  with files.atomic_open(os.path.join(model_dir, PARAMS_FILE)) as f:
+    f.write(_CHECKSUM_LINE.format(_crc32c(text.encode("utf-8"))) + text)
+
+
+def check_intact(path: str) -> None:
+  """Raises DamagedParamsError where the params.yaml at `path` is empty or fails the
+  CRC32C its first line records (one without that line, of an earlier version, passes
+  unless empty)."""
+  with files.open_input(path) as f:  # a local one with `open`: loads no TensorFlow
+    data = f.read()
+  remedy = (f"restore it, or use --replace_params (replace_params=True) to write this "
+            f"run's configuration as its {PARAMS_FILE}")
+  if not data.strip():
+    raise DamagedParamsError(f"{path} is damaged: it is empty; {remedy}")
+  first = data.split(b"\n", 1)[0] + b"\n"
+  match = _CHECKSUM.fullmatch(first)
+  if match is None:
+    if b"CRC32C" in first or b"params.yaml" in first:
+      raise DamagedParamsError(f"{path} is damaged: its first line (its CRC32C) is; {remedy}")
+    return
+  read, written = _crc32c(data[len(first):]), int(match.group(1), 16)
+  if read != written:
+    raise DamagedParamsError(f"{path} is damaged: it fails its CRC32C ({read:08x} read, "
+                             f"{written:08x} written); {remedy}")
+
+
 def _flat(data: dict, prefix: str = "") -> Dict[str, object]:
   flat = {}
   for key, value in data.items():
@@ -33,10 +83,23 @@ def _flat(data: dict, prefix: str = "") -> Dict[str, object]:
   return flat
 
 
-def recorded_params(model_dir: str) -> Optional[configs.ExperimentConfig]:
-  """The configuration model_dir's params.yaml recorded, or None without one."""
+def recorded_params(model_dir: str, replace: bool = False
+                    ) -> Optional[configs.ExperimentConfig]:
+  """The configuration model_dir's params.yaml recorded, or None without one (or,
+  with `replace`, where it is damaged: one warning line).
+
+  Raises:
+    DamagedParamsError: the file is damaged (check_intact), without `replace`.
+  """
   path = os.path.join(model_dir, PARAMS_FILE)
   if not files.exists(path):
+    return None
+  try:
+    check_intact(path)
+  except DamagedParamsError as e:
+    if not replace:
+      raise
+    logging.warning("%s: replaced", e)
     return None
   # Parsed, not read raw: entries a newer version added come back with their defaults.
   return experiments.experiment_from_yaml(path)
@@ -48,7 +111,10 @@ def evaluation_config_files(model_dir: str, config_files: Sequence[str]) -> List
   that only what the evaluation changes (eval_data.*) need be given; `config_files`
   alone where model_dir holds no params.yaml."""
   path = os.path.join(model_dir, PARAMS_FILE)
-  return [path, *config_files] if files.exists(path) else list(config_files)
+  if not files.exists(path):
+    return list(config_files)
+  check_intact(path)
+  return [path, *config_files]
 
 
 def check_params_match(experiment: configs.ExperimentConfig, model_dir: str,

@@ -191,7 +191,7 @@ class Trainer:
     sections = {"train": ("train_data",), "eval": ("eval_data",),
                 "train_and_eval": ("train_data", "eval_data")}[mode]
     run_checks.check_remote_paths(experiment, sections)
-    recorded = params_file.recorded_params(model_dir)
+    recorded = params_file.recorded_params(model_dir, replace_params)
     differing = params_file.check_params_match(experiment, model_dir, recorded, replace_params)
     run_checks.check_vocab_size(experiment)
     # The saved input position is one of batches of the old data shapes.
@@ -217,7 +217,7 @@ class Trainer:
     if self.is_chief:
       self._make_room(experiment.trainer.train_steps)
       files.make_dirs(model_dir)
-      to_record.save(os.path.join(model_dir, params_file.PARAMS_FILE))
+      params_file.save(to_record, model_dir)
     return self.train(evaluate_every=(mode == "train_and_eval"))
 
   # ----- training -----

@@ -11,10 +11,11 @@ import numpy as np
 import checkpoint_helpers
 from bench import checkpoint_io
 from bert_tf.checkpoints import portable
+from bert_tf.checkpoints import snapshots
 
 
 def test_both_checksum_modes_are_timed_in_turns_on_a_whole_checkpoint(tmp_path):
-  content = portable.snapshot(checkpoint_helpers.tiny_model().checkpoint_items, step=3,
+  content = snapshots.snapshot(checkpoint_helpers.tiny_model().checkpoint_items, step=3,
                               position={"batches_read": 3})
   assert content.links  # the tied embeddings, stored once
   saver = mock.Mock(model_dir=str(tmp_path))  # the file level writes into its model_dir

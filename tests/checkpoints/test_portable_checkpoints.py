@@ -8,12 +8,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import checkpoint_helpers
 import harness
 from bert_tf import constants
 from bert_tf.checkpoints import array_io
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import portable_restore
 from bert_tf.checkpoints import restore
+from bert_tf.checkpoints import snapshots
 from bert_tf.models import BertPretrainer
 
 
@@ -115,6 +117,7 @@ def test_optimizer_state_of_a_version_1_file_of_keras_variables_restores(tmp_pat
     variable.assign(np.full(variable.shape, i + 1).astype(variable.dtype))
   path = str(tmp_path / "ckpt-9.h5")
   portable.save(path, model.checkpoint_items, step=9)
+  checkpoint_helpers.rewrite_as_version_2(path)
   with h5py.File(path, "r+") as f:
     f.attrs["version"] = 1
     for i, variable in enumerate(optimizer.variables):
@@ -154,7 +157,7 @@ def test_arrays_reads_every_array_by_its_name_in_the_file_bfloat16_as_bfloat16(t
   layer.build((None, 2))
   path = portable.save(str(tmp_path / "ckpt-1.h5"), {"dense": layer}, step=1)
   expected = {f"dense/{name}": np.asarray(variable)
-              for name, variable in portable.item_variables(layer).items()}
+              for name, variable in snapshots.item_variables(layer).items()}
   items = portable.arrays(path, "items")
   assert items.keys() == expected.keys()
   for name, value in items.items():
@@ -167,7 +170,7 @@ def test_tensorflow_variables_take_a_handed_over_arrays_memory_and_copy_a_kept_o
   # 1 MiB: the size from which arrays are read aligned and may be shared.
   saved = tf.Variable(np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32))
   path = portable.write(str(tmp_path / "ckpt-1.h5"),
-                        portable.snapshot({}, {"m/x": saved}, step=1))
+                        snapshots.snapshot({}, {"m/x": saved}, step=1))
   kept = portable.read(path)
   array = kept.arrays["optimizer/m/x"]
   assert array.nbytes >= array_io.LARGE_BYTES and array.ctypes.data % 64 == 0

@@ -31,6 +31,7 @@ import paths
 import process_helpers
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import restore
+from bert_tf.checkpoints import snapshots
 from bert_tf.training import summaries
 from bert_tf.utils import range_reads
 
@@ -393,7 +394,7 @@ def test_a_checkpoint_in_the_bucket_is_read_in_one_ranged_request_per_8_mib(
       np.float32) for i in range(300)}
   arrays.update({f"optimizer/m/layer_{i}/kernel": rng.standard_normal((256, 256)).astype(
       np.float32) for i in range(100)})
-  local = portable.write(str(tmp_path / "ckpt-5.h5"), portable.Snapshot(
+  local = portable.write(str(tmp_path / "ckpt-5.h5"), snapshots.Snapshot(
       {"format": portable.FORMAT, "version": portable.VERSION, "step": 5}, arrays))
   path = f"{bucket}/run/ckpt-5.h5"
   fs.put(local, path)

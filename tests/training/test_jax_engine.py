@@ -214,8 +214,8 @@ def test_backend_is_read_from_the_yaml_overrides_and_flag_without_keras(tmp_path
   assert backends.requested_backend("pretraining_bert_tiny", (), None, "jax") == "jax"
   assert backends.requested_backend("pretraining_bert_tiny") == ""
   code = ("import sys; from bert_tf.training import backends; "
-          "backends.requested_backend('pretraining_bert_tiny'); "
-          "print('keras' in sys.modules)")
+          f"backends.requested_backend('pretraining_bert_tiny', [{str(path)!r}]); "
+          "print('keras' in sys.modules or 'tensorflow' in sys.modules)")
   assert _run(["-c", code], _env()).stdout.strip() == "False"
 
 
