@@ -15,6 +15,8 @@ pytest process runs TensorFlow). Each command prints one line `RESULT <json>` la
   initial_weights SEED OUT              a tiny pretrainer's weights as built with SEED
   policies OUT_DIR RECORDS_DIR          the trainer's policies (policy_scenarios.py) on
                                         this engine
+  several COMMANDS_JSON                 several of the above in this one process (a JSON
+                                        list of [COMMAND, ARGS...]): their RESULTs as a list
 """
 
 import json
@@ -176,10 +178,24 @@ def weights(checkpoint: str, out_path: str) -> dict:
   return {"backend": keras.backend.backend()}
 
 
+COMMANDS = {"train": train, "kinds": kinds, "accumulation": accumulation,
+            "fill_mask": fill_mask, "weights": weights, "compilations": compilations,
+            "initial_weights": initial_weights, "train_to": policy_scenarios.train_to,
+            "shuffled_train_to": policy_scenarios.shuffled_train_to,
+            "tsv_train_to": policy_scenarios.tsv_train_to,
+            "policies": policy_scenarios.run_all}
+
+
+def several(commands_json: str) -> list:
+  """Runs each [COMMAND, ARGS...] of the JSON list in turn in this process (one start of
+  the backend for all); returns their results in order."""
+  results = []
+  for command, *args in json.loads(commands_json):
+    keras.backend.clear_session()
+    results.append(COMMANDS[command](*map(str, args)))
+  return results
+
+
 if __name__ == "__main__":
   command, args = sys.argv[1], sys.argv[2:]
-  _result({"train": train, "kinds": kinds, "accumulation": accumulation, "fill_mask": fill_mask,
-           "weights": weights, "compilations": compilations, "initial_weights": initial_weights,
-           "train_to": policy_scenarios.train_to,
-           "shuffled_train_to": policy_scenarios.shuffled_train_to,
-           "tsv_train_to": policy_scenarios.tsv_train_to, "policies": policy_scenarios.run_all}[command](*args))
+  _result(dict(COMMANDS, several=several)[command](*args))

@@ -335,14 +335,6 @@ def _run_backends():
   processes = {}
   for backend in BACKENDS[1:]:
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
-    if backend == "jax":
-      # Eager JAX compiles every op for every shape it meets, about 800 small XLA
-      # programs here (25 CPU seconds); JAX's persistent cache keeps them (4 MB) for the
-      # next run, which then takes a third of the time.
-      env.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(
-          tempfile.gettempdir(), f"bert_tf_jax_cache_{os.getuid()}"))
-      env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-      env.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
     if backend == "torch":
       # torch's threads spin on these tiny ops: one thread takes a quarter of the CPU
       # time of two, and runs faster beside the other backends.

@@ -32,13 +32,15 @@ HALF = STEPS // 2
 LOSS_RTOL, WEIGHT_ATOL = 1e-5, 1e-6
 
 
-def _worker(backend, command, *args):
+def _worker(backend, commands):
+  """Runs `commands` ([COMMAND, ARGS...] each) of tests/engine_worker.py in one process on
+  `backend`; returns their RESULTs."""
   env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "XLA_FLAGS")}
   env.update(KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2")
   result = subprocess.run(
-      [sys.executable, os.path.join(paths.ROOT, "tests", "engine_worker.py"), command,
-       *map(str, args)], env=env, capture_output=True, text=True, timeout=900,
-      cwd=paths.ROOT)
+      [sys.executable, os.path.join(paths.ROOT, "tests", "engine_worker.py"), "several",
+       json.dumps([[str(arg) for arg in command] for command in commands])],
+      env=env, capture_output=True, text=True, timeout=1800, cwd=paths.ROOT)
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
   line = [l for l in result.stdout.splitlines() if l.startswith("RESULT ")][-1]
   return json.loads(line[len("RESULT "):])
@@ -55,30 +57,45 @@ INPUTS = {"one_file_in_order": ("train_to", 1, "tfrecord"),
           "two_tsv_files_shuffled": ("tsv_train_to", 2, "tsv")}
 
 
-@pytest.fixture(scope="module", params=list(INPUTS))
-def runs(tmp_path_factory, request):
-  """Model dirs: 8 steps on each engine, and 4 steps on one then 4 on the other."""
-  command, num_files, suffix = INPUTS[request.param]
+@pytest.fixture(scope="module", name="moves")
+def _moves(tmp_path_factory):
+  """For each input of INPUTS, model dirs: 8 steps on each engine, and 4 steps on one
+  then 4 on the other; and the initial weights each engine builds with seed 7 (first). Each
+  engine's share of the work runs in one process (three in all: TensorFlow, JAX, then
+  TensorFlow again for the moves from JAX)."""
   directory = tmp_path_factory.mktemp("move")
-  paths = [str(directory / f"clean-{i}.{suffix}") for i in range(num_files)]
-  for seed, path in enumerate(paths):
+  shares = {"tf": [], "jax": [], "tf_again": []}
+  runs = {}
+  for name, (command, num_files, suffix) in INPUTS.items():
+    paths = [str(directory / f"{name}-{i}.{suffix}") for i in range(num_files)]
+    for seed, path in enumerate(paths):
+      if suffix == "tsv":
+        policy_scenarios.write_tsv(path, seed=seed)
+      else:
+        policy_scenarios.write_records(path, seed=seed)
+    inputs = [",".join(paths)]
     if suffix == "tsv":
-      policy_scenarios.write_tsv(path, seed=seed)
-    else:
-      policy_scenarios.write_records(path, seed=seed)
-  inputs = [",".join(paths)]
-  if suffix == "tsv":
-    inputs.append(finetuning_helpers.write_vocab(directory / "vocab.txt"))
-  dirs = {name: str(directory / name) for name in ("tf", "jax", "tf_then_jax", "jax_then_tf")}
-  _worker("tensorflow", command, *inputs, dirs["tf"], STEPS, dirs["tf_then_jax"], HALF)
-  _worker("jax", command, *inputs, dirs["jax"], STEPS, dirs["jax_then_tf"], HALF,
-          dirs["tf_then_jax"], STEPS)
-  _worker("tensorflow", command, *inputs, dirs["jax_then_tf"], STEPS)
-  return dirs
+      inputs.append(finetuning_helpers.write_vocab(directory / f"{name}-vocab.txt"))
+    dirs = {run: str(directory / name / run)
+            for run in ("tf", "jax", "tf_then_jax", "jax_then_tf")}
+    shares["tf"].append([command, *inputs, dirs["tf"], STEPS, dirs["tf_then_jax"], HALF])
+    shares["jax"].append([command, *inputs, dirs["jax"], STEPS, dirs["jax_then_tf"], HALF,
+                          dirs["tf_then_jax"], STEPS])
+    shares["tf_again"].append([command, *inputs, dirs["jax_then_tf"], STEPS])
+    runs[name] = dirs
+  weights = {backend: directory / f"{backend}.npz" for backend in ("tensorflow", "jax")}
+  shares["tf"].insert(0, ["initial_weights", 7, weights["tensorflow"]])
+  shares["jax"].insert(0, ["initial_weights", 7, weights["jax"]])
+  for share, backend in (("tf", "tensorflow"), ("jax", "jax"), ("tf_again", "tensorflow")):
+    _worker(backend, shares[share])
+  return runs, weights
 
 
+@pytest.mark.parametrize("inputs", list(INPUTS))
 @pytest.mark.parametrize("moved, first", [("tf_then_jax", "tf"), ("jax_then_tf", "jax")])
-def test_a_run_resumes_on_the_other_engine_and_follows_its_trajectory(runs, moved, first):
+def test_a_run_resumes_on_the_other_engine_and_follows_its_trajectory(moves, inputs, moved,
+                                                                      first):
+  runs = moves[0][inputs]
   losses = _losses(runs[moved])
   assert len(losses) == STEPS
   # The first half is the first engine's own run, step for step.
@@ -95,10 +112,8 @@ def test_a_run_resumes_on_the_other_engine_and_follows_its_trajectory(runs, move
   assert losses[-1] != losses[HALF - 1]  # it trained on
 
 
-def test_the_same_seed_builds_the_same_model_on_both_engines(tmp_path):
-  for backend in ("tensorflow", "jax"):
-    _worker(backend, "initial_weights", 7, tmp_path / f"{backend}.npz")
-  on_tf, on_jax = (np.load(tmp_path / f"{b}.npz") for b in ("tensorflow", "jax"))
+def test_the_same_seed_builds_the_same_model_on_both_engines(moves):
+  on_tf, on_jax = (np.load(moves[1][backend]) for backend in ("tensorflow", "jax"))
   assert sorted(on_tf.files) == sorted(on_jax.files) and len(on_tf.files) > 40
   for key in on_tf.files:
     np.testing.assert_array_equal(on_tf[key], on_jax[key], err_msg=key)

@@ -1,8 +1,8 @@
 """A process lost from a JAX run of four processes (jax.distributed on 127.0.0.1,
 tools/train.py without TensorFlow, model_dir on the GCS emulator): process 3 SIGKILLed
-while the background save of ckpt-4 waits for its part, or process 0 SIGKILLed while it
-writes ckpt-4 (the coordination service, served from a process of its own, outlives
-it); every other process stops within the bound (devices.HEARTBEAT_TIMEOUT_S, the
+while the background save of ckpt-4 waits for its part, then, in the rerun, process 0
+SIGKILLed while it writes ckpt-4 (the coordination service, served from a process of its
+own, outlives it); every other process stops within the bound (devices.HEARTBEAT_TIMEOUT_S, the
 heartbeats' own timeout, plus slack for a loaded machine) with one error line naming
 the lost process and the checkpoint a rerun resumes from, no traceback; the rerun of
 every process ends with the arrays of an uninterrupted four-process run."""
@@ -58,8 +58,12 @@ def _assert_one_line_each(processes, outputs, lost: int, resume: str) -> None:
                          f"resume from {resume}"), last
 
 
-def test_a_lost_process_stops_the_others_in_one_line_and_a_rerun_equals_an_unbroken_run(
+def test_a_lost_process_and_then_a_lost_process_0_each_stop_the_others_in_one_line_and_a_rerun_equals_an_unbroken_run(
     tmp_path, emulator):
+  """Process 3 is lost while the chief's save of ckpt-4 waits for its part; the rerun
+  of that run then loses process 0 while it writes ckpt-4 (the coordination service, in
+  a process of its own, serves the others while they stop); neither ckpt-4 is
+  committed, and a last rerun equals the unbroken run."""
   environment, fs = emulator
   config, bucket, cwd = _whole_run(tmp_path, environment)
   killed = f"{bucket}/killed"
@@ -78,21 +82,10 @@ def test_a_lost_process_stops_the_others_in_one_line_and_a_rerun_equals_an_unbro
   assert not fs.exists(f"{killed}/ckpt-4.h5")  # the killed process's part never came
   _assert_one_line_each(processes[:KILLED], outputs, KILLED, f"{killed}/ckpt-2.h5")
   assert stopped_after < devices.HEARTBEAT_TIMEOUT_S + _SLACK_S, stopped_after
-
-  rerun_hosts_equal(config, (f"{bucket}/whole", killed), 2, cwd, emulator, tmp_path,
-                    count=PROCESSES)
   print(f"the others stopped {stopped_after:.0f} s after process {KILLED} was killed")
 
-
-def test_losing_process_0_stops_the_others_in_one_line_and_a_rerun_equals_an_unbroken_run(
-    tmp_path, emulator):
-  """Process 0 is lost like any other: the coordination service, in a process of its
-  own, serves the others while they stop; the checkpoint process 0 was writing is not
-  committed."""
-  environment, fs = emulator
-  config, bucket, cwd = _whole_run(tmp_path, environment)
-  killed = f"{bucket}/chief_killed"
-  # Process 0 writes each array of ckpt-4 a second late; the others mark their parts.
+  # The rerun resumes from ckpt-2; process 0 writes each array of ckpt-4 a second late,
+  # the others mark their parts, and process 0 is killed.
   processes = _start_hosts(config, killed, cwd, environment, held_part=4, count=PROCESSES,
                            held_process=0, hook=("slow_write", 1))
   try:
@@ -106,7 +99,7 @@ def test_losing_process_0_stops_the_others_in_one_line_and_a_rerun_equals_an_unb
   assert not fs.exists(f"{killed}/ckpt-4.h5") and fs.exists(f"{killed}/ckpt-2.h5")
   _assert_one_line_each(processes[1:], outputs, 0, f"{killed}/ckpt-2.h5")
   assert stopped_after < devices.HEARTBEAT_TIMEOUT_S + _SLACK_S, stopped_after
+  print(f"the others stopped {stopped_after:.0f} s after process 0 was killed")
 
   rerun_hosts_equal(config, (f"{bucket}/whole", killed), 2, cwd, emulator, tmp_path,
                     count=PROCESSES)
-  print(f"the others stopped {stopped_after:.0f} s after process 0 was killed")

@@ -96,29 +96,35 @@ def _clean_env():
   return env
 
 
-def _wheel_and_fresh_venv(tmp: pathlib.Path):
-  """Builds the wheel under tmp and creates an empty virtual environment there.
+@pytest.fixture(scope="module", name="built")
+def _built(tmp_path_factory):
+  """The wheel, built once for the module from a copy of the checkout: (the wheel's
+  path, the copy's folder)."""
+  source, dist = (tmp_path_factory.mktemp(name) for name in ("source", "dist"))
+  return _build_wheel(source, dist), source
+
+
+def _fresh_venv(tmp: pathlib.Path):
+  """An empty virtual environment under tmp.
 
   Returns:
-    (wheel path, the venv's python, its bin folder, an environment whose PATH finds its
-    commands first, an empty working folder outside the checkout).
+    (its python, its bin folder, an environment whose PATH finds its commands first, an
+    empty working folder outside the checkout).
   """
-  source, dist, venv, work = (tmp / name for name in ("source", "dist", "venv", "work"))
-  for folder in (source, dist, work):
-    folder.mkdir()
-  wheel = _build_wheel(source, dist)
+  venv, work = tmp / "venv", tmp / "work"
+  work.mkdir()
   env = _clean_env()
   _run([sys.executable, "-m", "venv", str(venv)], cwd=work, env=env)
   bin_dir = venv / "bin"
   env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-  return wheel, bin_dir / "python", bin_dir, env, work
+  return bin_dir / "python", bin_dir, env, work
 
 
 @pytest.mark.slow
-def test_the_wheel_installs_configs_and_commands_into_a_fresh_environment():
+def test_the_wheel_installs_configs_and_commands_into_a_fresh_environment(built):
+  wheel, source = built
   with tempfile.TemporaryDirectory(prefix="bert_tf_wheel_") as tmp:
-    wheel, python, bin_dir, env, work = _wheel_and_fresh_venv(pathlib.Path(tmp))
-    source = pathlib.Path(tmp) / "source"
+    python, bin_dir, env, work = _fresh_venv(pathlib.Path(tmp))
 
     with zipfile.ZipFile(wheel) as archive:
       names = set(archive.namelist())
@@ -159,7 +165,7 @@ def test_the_wheel_installs_configs_and_commands_into_a_fresh_environment():
 
 
 @pytest.fixture(scope="module")
-def jax_route(tmp_path_factory):
+def jax_route(tmp_path_factory, built):
   """The README's install for JAX alone, with its route to gs://: requirements/jax.txt
   and requirements/gcs.txt, then the wheel with --no-deps, in a fresh virtual
   environment; TensorFlow stays absent.
@@ -168,8 +174,8 @@ def jax_route(tmp_path_factory):
     (its bin folder, an environment whose PATH finds its commands first, an empty
     working folder outside the checkout).
   """
-  wheel, python, bin_dir, env, work = _wheel_and_fresh_venv(
-      tmp_path_factory.mktemp("jax_route"))
+  wheel = built[0]
+  python, bin_dir, env, work = _fresh_venv(tmp_path_factory.mktemp("jax_route"))
   _run([python, "-m", "pip", "install", "-q", "-r", ROOT / "requirements" / "jax.txt",
         "-r", ROOT / "requirements" / "gcs.txt"], cwd=work, env=env)
   _run([python, "-m", "pip", "install", "-q", "--no-deps", str(wheel)], cwd=work, env=env)
