@@ -11,6 +11,7 @@ from typing import Any, Dict, Iterator, Optional
 
 import numpy as np
 
+from bert_tf.configs import run_folder
 from bert_tf.text import vocab as vocab_lib
 from bert_tf.utils import errors
 from bert_tf.utils import files as files_lib
@@ -23,11 +24,11 @@ HUGGINGFACE = "huggingface"
 KERAS_HUB = "keras_hub"
 FORMATS = (BERT_TF, GOOGLE_TF1, HUGGINGFACE, KERAS_HUB)
 
-VOCAB_FILE = "vocab.txt"
+VOCAB_FILE = run_folder.VOCAB_FILE
 # The encoder config of a bert_tf checkpoint folder.
 CONFIG_YAML = "config.yaml"
 # The experiment of a trainer's model_dir and of a converted task checkpoint.
-TRAINER_CONFIG_YAML = "params.yaml"
+TRAINER_CONFIG_YAML = run_folder.PARAMS_FILE
 
 
 class ConversionError(errors.UserError, ValueError):

@@ -61,8 +61,8 @@ def save_bert_tf(model, vocab_file: str, output_dir: str, overwrite: bool = Fals
     _write_yaml({"model": {"encoder": encoder_config.as_dict()}},
                 os.path.join(tmp, CONFIG_YAML))
     if architecture.task:
-      # The vocab is named where it will be once the folder is complete.
-      vocab = os.path.join(files_lib.absolute_path(output_dir), VOCAB_FILE)
+      # The vocab beside it, named relative to the folder (bert_tf.configs.run_folder).
+      vocab = VOCAB_FILE
       _write_yaml(architectures.experiment(architecture, model,
                                            settings or architectures.HeadSettings(),
                                            encoder_config.as_dict(), vocab),

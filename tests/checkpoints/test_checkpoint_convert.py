@@ -466,3 +466,17 @@ def test_conversion_falls_back_past_a_newest_checkpoint_failing_its_checksum_or_
   message = errors.user_message(raised.value)
   assert message.startswith(f"Checkpoint {damaged} fails its checksum at {name} ")
   assert "\n" not in message and not (tmp_path / "hf2").exists()
+
+
+def test_a_converted_task_folder_moved_and_read_from_elsewhere_has_the_vocab_it_holds(
+    tmp_path, vocab, monkeypatch):
+  from checkpoint_helpers import tiny_task_model  # pylint: disable=g-import-not-at-top
+  from bert_tf.export import exporter  # pylint: disable=g-import-not-at-top
+  writing.save_bert_tf(tiny_task_model("classifier"), vocab, str(tmp_path / "bt_seq"))
+  assert "vocab_file: vocab.txt\n" in (tmp_path / "bt_seq" / "params.yaml").read_text()
+  moved = tmp_path / "elsewhere" / "bt_seq"
+  os.renames(tmp_path / "bt_seq", moved)
+  monkeypatch.chdir(tmp_path)
+  experiment = exporter.load_experiment(str(moved / "params.yaml"))
+  assert exporter.vocab_of(experiment) == str(moved / "vocab.txt")
+  assert reading.read_checkpoint(str(moved)).vocab_file == str(moved / "vocab.txt")
