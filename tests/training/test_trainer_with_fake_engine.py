@@ -492,3 +492,13 @@ def test_a_run_moved_and_read_from_another_directory_evaluates_with_the_vocab_it
   evaluation = trainer_lib.Trainer(recorded, model_dir, task=task,
                                    engine=FakeEngine(recorded, task, print), log_fn=print)
   assert evaluation.run("eval")["mean_weight"] == 2.0
+
+
+def test_an_evaluation_of_a_model_only_checkpoint_takes_its_step_from_its_name(tmp_path):
+  """A converted folder's ckpt-1.h5 holds the model alone, no step."""
+  converted = FakeModel()
+  converted.weight.assign([5.0, 5.0])
+  portable.save(portable.path_for_step(str(tmp_path), 1), converted.trained_items)
+  evaluation, engine = _trainer(tmp_path, steps_total=2)
+  assert evaluation.run("eval")["mean_weight"] == 5.0
+  assert engine.step == 1
