@@ -92,13 +92,17 @@ def detect_format(path: str) -> str:
     return HUGGINGFACE
   if files_lib.is_file(path) and path.endswith((".safetensors", ".bin", ".index.json")):
     return HUGGINGFACE
+  unknown = (f"Cannot tell the format of {path}: not a Hugging Face folder (config.json + "
+             f"{' or '.join(huggingface.WEIGHT_FILES)}), no KerasHub preset and no")
+  if not optional.installed("tensorflow"):
+    found = (restore.found_instead(files_lib.listdir(path)) if files_lib.isdir(path)
+             else "a file of no known format")
+    raise ConversionError(f"{unknown} portable checkpoint (ckpt-N.h5); {found}")
   try:
     google_tf1 = _google_tf1(path)
     prefix = google_tf1.find_checkpoint_prefix(path)
   except ConversionError:
-    raise ConversionError(f"Cannot tell the format of {path}: not a Hugging Face folder "
-                          f"(config.json + {' or '.join(huggingface.WEIGHT_FILES)}), no "
-                          "KerasHub preset and no TensorFlow checkpoint. Pass the input "
+    raise ConversionError(f"{unknown} TensorFlow checkpoint. Pass the input "
                           "format.") from None
   names = google_tf1.variable_names(prefix)
   if any(name.split("/", 1)[0] in name_map.ITEMS for name in names):

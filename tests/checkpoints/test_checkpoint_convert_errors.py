@@ -127,3 +127,15 @@ def test_conversion_without_tensorflow_runs_on_jax_and_refuses_google_tf1_naming
       files.prepare_install(**formats)
   files.prepare_install("auto", "bert_tf")
   assert os.environ["KERAS_BACKEND"] == "jax"
+
+
+def test_an_input_of_no_format_this_install_reads_says_what_it_holds(tmp_path, monkeypatch):
+  import sys  # pylint: disable=g-import-not-at-top
+  monkeypatch.setitem(sys.modules, "tensorflow", None)  # the JAX install
+  for name in ("ckpt-1.index", "ckpt-1.data-00000-of-00001", "config.yaml"):
+    (tmp_path / name).write_text("x")
+  with pytest.raises(ConversionError) as raised:
+    reading.detect_format(str(tmp_path))
+  assert str(raised.value).startswith(f"Cannot tell the format of {tmp_path}: ")
+  assert "no portable checkpoint (ckpt-N.h5); found TensorFlow checkpoint files " \
+         "ckpt-1.index; reading them needs tensorflow" in str(raised.value)
