@@ -3,10 +3,10 @@
 A checkpoint's root children are the model's `checkpoint_items` by name (`encoder`,
 `masked_lm`, `next_sentence`, heads), plus `optimizer`, `step`, `random_state` and
 the input position for trainer checkpoints. Two formats hold them:
-  - portable checkpoints (`ckpt-N.h5`, bert_tf.checkpoints.portable), which the trainer
-    writes on every engine; reading them needs no TensorFlow;
+  - portable checkpoints (`ckpt-N.h5`, bert_tf.checkpoints.portable), which the trainer and
+    the converter write on every engine; reading them needs no TensorFlow;
   - TensorFlow checkpoints (`ckpt-N.index`, bert_tf.checkpoints.tf_checkpoints), written
-    by the converter and by older versions of the trainer; on Keras backends other than
+    by older versions of the converter and of the trainer; on Keras backends other than
     TensorFlow they are read by walking their object graph.
 
 A directory resolves to its newest checkpoint that reads in full (the higher step where
