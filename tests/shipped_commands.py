@@ -31,8 +31,7 @@ COMMON_FLAGS = {"help", "helpfull", "helpshort", "helpxml", "flagfile", "undefok
 # themselves in tests/integration/test_shipped_commands_run.py).
 WRITTEN = {
     ("train", "model_dir"): {"params.yaml", "ckpt-N.h5", "train", "eval", "predictions"},
-    ("convert_checkpoint", "output_dir"): {"ckpt-1.index", "ckpt-1.data-00000-of-00001",
-                                           "checkpoint", "config.yaml", "vocab.txt"},
+    ("convert_checkpoint", "output_dir"): {"ckpt-1.h5", "config.yaml", "vocab.txt"},
 }
 # Flags whose value names a checkpoint that another tool wrote.
 CHECKPOINT_FLAGS = {("train", "init_checkpoint"), ("export_saved_model", "checkpoint"),

@@ -6,10 +6,15 @@ Input formats (--input_format=auto tells them apart):
   huggingface  config.json + model.safetensors (or pytorch_model.bin, with torch) + vocab.txt
   keras_hub    a preset folder of a BertBackbone or BertTextClassifier (keras_hub's
                save_to_preset; reading and writing it needs `pip install keras-hub`)
-  bert_tf      a folder this tool wrote (ckpt-1.*, config.yaml, params.yaml for a task
-               model, vocab.txt), or a training run's model_dir (its newest ckpt-N.h5;
-               the vocab that its params.yaml names)
-Output formats: bert_tf (default), huggingface, google_tf1, keras_hub.
+  bert_tf      a folder this tool wrote (ckpt-1.h5, config.yaml, params.yaml for a task
+               model, vocab.txt; earlier versions wrote ckpt-1.index/.data instead), or
+               a training run's model_dir (its newest ckpt-N.h5; the vocab that its
+               params.yaml names)
+Output formats: bert_tf (default: a portable ckpt-1.h5 that both engines read, the
+JAX one without TensorFlow), huggingface, google_tf1, keras_hub.
+
+Only google_tf1 needs TensorFlow. Without it (the JAX install), the tool converts on
+JAX: from Hugging Face's safetensors, a KerasHub preset or a bert_tf folder of ckpt-N.h5.
 
 Models: an encoder (BertModel, BertBackbone), the pretraining heads (BertForPreTraining,
 BertForMaskedLM) and the fine-tuned task models with their heads:
@@ -123,7 +128,8 @@ def main(argv):
 def run():
   """The `bert-tf-convert-checkpoint` command."""
   errors.run_tool("convert_checkpoint", main, quiet_logs=True,
-                  needs=optional.tensorflow_for_tools)
+                  needs=lambda: files.prepare_install(_INPUT_FORMAT.value,
+                                                      _OUTPUT_FORMAT.value))
 
 
 if __name__ == "__main__":

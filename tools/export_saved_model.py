@@ -105,10 +105,7 @@ def main(argv):
   if FLAGS.kind not in exporter.kinds():
     raise app.UsageError(f"--kind must be one of {', '.join(exporter.kinds())}, got "
                          f"'{FLAGS.kind}'")
-  vocab_file = FLAGS.vocab_file or experiment.tokenizer.vocab_file
-  if not vocab_file:
-    raise app.UsageError("No vocab: pass --vocab_file or set tokenizer.vocab_file in the config")
-  files.check_readable(vocab_file, "--vocab_file")
+  vocab_file = exporter.vocab_of(experiment, FLAGS.vocab_file, config_path)
   # TensorFlow copies the vocab into the export (an asset) through its own file system,
   # which reaches less storage than the package's (an emulator): a local copy.
   with files.staged_input(vocab_file) as local_vocab:

@@ -5,9 +5,9 @@ between bert_tf, the original Google TF1 release, Hugging Face and KerasHub.
 does a whole conversion, task heads included; `read_checkpoint` gives a bert_tf model from
 any format and `save_checkpoint` writes one in any format. The names of every weight in
 the four formats are one table, `name_map.TABLE`; the models under each format's class
-names are another, `architectures.ARCHITECTURES`. Conversion imports TensorFlow, so its
-names are imported on first use: `bert_tf.checkpoints.portable` and `.restore` load
-without it.
+names are another, `architectures.ARCHITECTURES`. Conversion imports Keras (and
+TensorFlow for the original release's format alone), so its names are imported on first
+use: `bert_tf.checkpoints.portable` and `.restore` load without either.
 """
 
 import importlib

@@ -11,9 +11,11 @@ from typing import Any, Dict, Iterator, Optional
 
 import numpy as np
 
+from bert_tf.configs import run_folder
 from bert_tf.text import vocab as vocab_lib
 from bert_tf.utils import errors
 from bert_tf.utils import files as files_lib
+from bert_tf.utils import optional
 
 # Formats conversion reads and writes.
 BERT_TF = "bert_tf"
@@ -22,11 +24,11 @@ HUGGINGFACE = "huggingface"
 KERAS_HUB = "keras_hub"
 FORMATS = (BERT_TF, GOOGLE_TF1, HUGGINGFACE, KERAS_HUB)
 
-VOCAB_FILE = "vocab.txt"
+VOCAB_FILE = run_folder.VOCAB_FILE
 # The encoder config of a bert_tf checkpoint folder.
 CONFIG_YAML = "config.yaml"
 # The experiment of a trainer's model_dir and of a converted task checkpoint.
-TRAINER_CONFIG_YAML = "params.yaml"
+TRAINER_CONFIG_YAML = run_folder.PARAMS_FILE
 
 
 class ConversionError(errors.UserError, ValueError):
@@ -109,3 +111,24 @@ def atomic_output_dir(output_dir: str, overwrite: bool = False) -> Iterator[str]
   # uploaded where output_dir is remote.
   with files_lib.staged_directory(output_dir) as tmp:
     yield tmp
+
+
+def prepare_install(input_format: str, output_format: str) -> None:
+  """Checks what a conversion needs of this install before anything is read, and picks
+  the Keras backend (before Keras is imported): the original release's format
+  (google_tf1) is read and written with TensorFlow; every other format converts
+  without it, on JAX where TensorFlow is absent and KERAS_BACKEND is unset (Keras's
+  default backend is TensorFlow's).
+
+  Raises:
+    InputError: a format this install cannot convert, naming the flag and the install.
+  """
+  if optional.tensorflow_installed():
+    optional.tensorflow_for_tools()
+    return
+  for flag, fmt in (("input_format", input_format), ("output_format", output_format)):
+    if fmt == GOOGLE_TF1:
+      optional.require_tensorflow(f"--{flag}={GOOGLE_TF1}")
+  if not os.environ.get("KERAS_BACKEND"):
+    optional.require("jax", "Converting without TensorFlow", optional.extra_install("jax"))
+    os.environ["KERAS_BACKEND"] = "jax"

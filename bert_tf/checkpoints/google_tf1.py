@@ -50,6 +50,11 @@ def find_checkpoint_prefix(path: str) -> str:
                         f"'checkpoint' file and {CHECKPOINT_PREFIX}.index).")
 
 
+def variable_names(prefix: str) -> List[str]:
+  """The names of the variables of the TensorFlow checkpoint at `prefix`."""
+  return [name for name, _ in tf.train.list_variables(prefix)]
+
+
 def read_google_tf1(path: str, config_file: Optional[str] = None,
                     vocab_file: Optional[str] = None) -> RawCheckpoint:
   """Reads an original BERT checkpoint's arrays.

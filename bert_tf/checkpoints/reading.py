@@ -11,29 +11,48 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import sys
 from typing import Optional, Tuple
 
 import numpy as np
-import tensorflow as tf
 
 from bert_tf import configs
 from bert_tf.checkpoints import architectures
 from bert_tf.checkpoints import bert_config
-from bert_tf.checkpoints import google_tf1
 from bert_tf.checkpoints import huggingface
 from bert_tf.checkpoints import keras_hub
 from bert_tf.checkpoints import name_map
 from bert_tf.checkpoints import params_upgrade
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import restore
-from bert_tf.checkpoints import tf_checkpoints
 from bert_tf.checkpoints import variables as variables_lib
 from bert_tf.checkpoints.files import (BERT_TF, CONFIG_YAML, FORMATS, GOOGLE_TF1, HUGGINGFACE,
                                        KERAS_HUB, TRAINER_CONFIG_YAML, VOCAB_FILE,
                                        ConversionError, RawCheckpoint, check_vocab)
 from bert_tf.utils import files as files_lib
+from bert_tf.utils import optional
 
 logger = logging.getLogger(__name__)
+
+
+def _google_tf1(path: str):
+  """bert_tf.checkpoints.google_tf1, to read the TensorFlow checkpoint at `path` (the
+  original release's, or an earlier conversion's): it imports TensorFlow.
+
+  Raises:
+    InputError: TensorFlow is not installed (the message names `path`).
+  """
+  optional.require("tensorflow", f"Reading the TensorFlow checkpoint at {path}",
+                   optional.TENSORFLOW_INSTALL)
+  from bert_tf.checkpoints import google_tf1  # pylint: disable=g-import-not-at-top
+  return google_tf1
+
+
+def _tensorflow_errors() -> tuple:
+  """TensorFlow's OpError where TensorFlow is loaded (a TensorFlow checkpoint was
+  read), else nothing."""
+  tf = sys.modules.get("tensorflow")
+  return (tf.errors.OpError,) if tf is not None and hasattr(tf, "errors") else ()
 
 
 @dataclasses.dataclass
@@ -73,14 +92,19 @@ def detect_format(path: str) -> str:
     return HUGGINGFACE
   if files_lib.is_file(path) and path.endswith((".safetensors", ".bin", ".index.json")):
     return HUGGINGFACE
+  unknown = (f"Cannot tell the format of {path}: not a Hugging Face folder (config.json + "
+             f"{' or '.join(huggingface.WEIGHT_FILES)}), no KerasHub preset and no")
+  if not optional.installed("tensorflow"):
+    found = (restore.found_instead(files_lib.listdir(path)) if files_lib.isdir(path)
+             else "a file of no known format")
+    raise ConversionError(f"{unknown} portable checkpoint (ckpt-N.h5); {found}")
   try:
+    google_tf1 = _google_tf1(path)
     prefix = google_tf1.find_checkpoint_prefix(path)
   except ConversionError:
-    raise ConversionError(f"Cannot tell the format of {path}: not a Hugging Face folder "
-                          f"(config.json + {' or '.join(huggingface.WEIGHT_FILES)}), no "
-                          "KerasHub preset and no TensorFlow checkpoint. Pass the input "
+    raise ConversionError(f"{unknown} TensorFlow checkpoint. Pass the input "
                           "format.") from None
-  names = [name for name, _ in tf.train.list_variables(prefix)]
+  names = google_tf1.variable_names(prefix)
   if any(name.split("/", 1)[0] in name_map.ITEMS for name in names):
     return BERT_TF
   if any(name.startswith(("bert/", "cls/")) for name in names):
@@ -120,7 +144,7 @@ def read_checkpoint(path: str, input_format: str = "auto",
   if fmt == KERAS_HUB:
     return model_from_raw(*keras_hub.read_preset(path, vocab_file))
   if fmt == GOOGLE_TF1:
-    raw = google_tf1.read_google_tf1(path, config_file, vocab_file)
+    raw = _google_tf1(path).read_google_tf1(path, config_file, vocab_file)
   else:
     raw = huggingface.read_huggingface(path, config_file, vocab_file)
   return model_from_raw(raw)
@@ -337,7 +361,7 @@ def _read_bert_tf(path: str, config_file: Optional[str], vocab_file: Optional[st
     restore.restore_items(prefix, model.checkpoint_items, items=items)
   except portable.DamagedCheckpointError as e:
     raise ConversionError(str(e)) from None
-  except (AssertionError, KeyError, ValueError, tf.errors.OpError) as e:
+  except (AssertionError, KeyError, ValueError, *_tensorflow_errors()) as e:
     raise ConversionError(f"{prefix} does not fit the model of {config_file}: {e}") from None
   vocab_file = vocab_file or _vocab_beside(folder, data, config_file)
   if vocab_file:
@@ -363,6 +387,7 @@ def _stored_head_width(prefix: str, item: str) -> int:
   if portable.is_portable(prefix):
     shapes = portable.item_shapes(prefix, item)
   else:
+    from bert_tf.checkpoints import tf_checkpoints  # pylint: disable=g-import-not-at-top
     shapes = tf_checkpoints.item_shapes(prefix, item)
   widths = {int(shape[-1]) for shape in shapes.values() if len(shape) == 2}
   if len(widths) != 1:

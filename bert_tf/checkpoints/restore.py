@@ -3,10 +3,10 @@
 A checkpoint's root children are the model's `checkpoint_items` by name (`encoder`,
 `masked_lm`, `next_sentence`, heads), plus `optimizer`, `step`, `random_state` and
 the input position for trainer checkpoints. Two formats hold them:
-  - portable checkpoints (`ckpt-N.h5`, bert_tf.checkpoints.portable), which the trainer
-    writes on every engine; reading them needs no TensorFlow;
+  - portable checkpoints (`ckpt-N.h5`, bert_tf.checkpoints.portable), which the trainer and
+    the converter write on every engine; reading them needs no TensorFlow;
   - TensorFlow checkpoints (`ckpt-N.index`, bert_tf.checkpoints.tf_checkpoints), written
-    by the converter and by older versions of the trainer; on Keras backends other than
+    by older versions of the converter and of the trainer; on Keras backends other than
     TensorFlow they are read by walking their object graph.
 
 A directory resolves to its newest checkpoint that reads in full (the higher step where
@@ -26,6 +26,7 @@ from bert_tf.checkpoints import portable_restore
 from bert_tf.checkpoints import readable
 from bert_tf.utils import errors
 from bert_tf.utils import files
+from bert_tf.utils import optional
 
 
 class CheckpointItemsError(errors.UserError, KeyError):
@@ -140,7 +141,8 @@ def resolve_checkpoint(path: str) -> str:
   if is_directory and not (_has_legacy_index(names) and _tensorflow_installed()):
     found = newest_readable_portable(path, names)
     if found is None:
-      raise errors.MissingInputError(f"No checkpoint in directory {path}")
+      raise errors.MissingInputError(f"No checkpoint in directory {path}: "
+                                     + found_instead(names))
     return found
   if not _tensorflow_installed():
     if not files.exists(path) and not files.exists(path + ".index"):
@@ -164,12 +166,31 @@ def resolve_checkpoint(path: str) -> str:
     if not found and problems:
       raise problems[0]
     if not found:
-      raise errors.MissingInputError(f"No checkpoint in directory {path}")
+      raise errors.MissingInputError(f"No checkpoint in directory {path}: "
+                                     + found_instead(names or files.listdir(path)))
     return max(found, key=step_in_name)
   if not tf_format.exists(path):
     raise errors.MissingInputError(f"No checkpoint at {path} (expected {path}.index)"
                                    + _numbered_hint(path))
   return path
+
+
+def found_instead(names: Sequence[str], limit: int = 5) -> str:
+  """What a folder that holds no checkpoint this install reads holds instead, from its
+  listing `names`: its TensorFlow checkpoint files and what reading them needs, or the
+  first `limit` names, or that it is empty."""
+  indexes = sorted(name for name in names if name.endswith(".index"))
+  if indexes and not _tensorflow_installed():
+    return (f"found TensorFlow checkpoint files {', '.join(indexes[:limit])}; reading "
+            f"them needs tensorflow ({optional.TENSORFLOW_INSTALL}), or convert the "
+            "folder once where TensorFlow is installed (bert-tf-convert-checkpoint "
+            "--input=FOLDER --output_dir=NEW_FOLDER writes a ckpt-N.h5 that every "
+            "engine reads)")
+  if not names:
+    return "it is empty"
+  shown = sorted(names)
+  more = f" and {len(shown) - limit} more" if len(shown) > limit else ""
+  return f"found {', '.join(shown[:limit])}{more} (no ckpt-N.h5 and no ckpt-N.index)"
 
 
 def _numbered_hint(path: str) -> str:
@@ -180,13 +201,17 @@ def _numbered_hint(path: str) -> str:
   if not stem or not files.isdir(folder or "."):
     return ""
   numbered = re.compile(re.escape(stem) + r"-(\d+)(\.index|" + re.escape(portable.SUFFIX) + ")$")
-  steps = sorted({int(m.group(1)) for m in map(numbered.match, files.listdir(folder or "."))
-                  if m})
-  if not steps:
+  found = sorted((int(m.group(1)), m.group(2))
+                 for m in map(numbered.match, files.listdir(folder or ".")) if m)
+  if not found:
     return ""
+  step, suffix = found[-1]
+  newest = (f"the file {os.path.join(folder, f'{stem}-{step}{suffix}')}"
+            if suffix == portable.SUFFIX else
+            f"the prefix {os.path.join(folder, f'{stem}-{step}')}")
+  steps = sorted({n for n, _ in found})
   return (f"; {folder or '.'} holds {', '.join(f'{stem}-{n}' for n in steps)}: pass the "
-          f"folder {folder or '.'} (its newest checkpoint) or the prefix "
-          f"{os.path.join(folder, f'{stem}-{steps[-1]}')}")
+          f"folder {folder or '.'} (its newest checkpoint) or {newest}")
 
 
 def checkpoint_children(prefix: str) -> set:

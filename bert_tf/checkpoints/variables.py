@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Dict, Optional, Sequence
 
 import numpy as np
-import tensorflow as tf
 
 from bert_tf import configs
 from bert_tf.checkpoints import architectures
 from bert_tf.checkpoints import name_map
+from bert_tf.checkpoints import portable
 from bert_tf.checkpoints.files import HUGGINGFACE, ConversionError
 from bert_tf.models.bert_classifier import BertClassifier
 from bert_tf.models.bert_encoder import BertEncoder
@@ -70,7 +70,7 @@ def encoder_of(model) -> BertEncoder:
   return encoder
 
 
-def variables_by_path(model) -> Dict[str, tf.Variable]:
+def variables_by_path(model) -> Dict[str, object]:
   """{variable.path: variable} of every weight of `model` (a shared variable once)."""
   out = {}
   for variable in model.weights:
@@ -132,7 +132,7 @@ def model_arrays(model, fmt: str, items: Optional[Sequence[str]] = None
     raise ConversionError(f"{model.name}: {e}") from None
   out = {}
   for row in rows:
-    array = np.asarray(variables[row.bert_tf].numpy())
+    array = portable.host_value(variables[row.bert_tf])
     if row.transposed_in(fmt):
       array = array.T
     name = (name_map.hf_file_name(row, with_prefix) if fmt == HUGGINGFACE

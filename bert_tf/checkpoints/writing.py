@@ -1,16 +1,18 @@
 """Writing a bert_tf model as a checkpoint of any format, each folder complete or absent.
 
 A bert_tf checkpoint folder, as `save_bert_tf` writes it:
-  ckpt-1.index, ckpt-1.data-*, checkpoint   tf.train.Checkpoint whose root children are the
-                                            model's checkpoint_items (encoder, masked_lm,
-                                            next_sentence, or a task head)
-  config.yaml                               `model: encoder: ...`, mergeable into any
-                                            experiment with tools/train.py --config_file
-  params.yaml                               a task model's (a pretrainer's) experiment:
-                                            the task with its labels, the model, the
-                                            tokenizer; what the exporter reads beside
-                                            a checkpoint
+  ckpt-1.h5     a portable checkpoint (bert_tf.checkpoints.portable) of the model's
+                checkpoint_items (encoder, masked_lm, next_sentence, or a task head),
+                which both engines read, the JAX one without TensorFlow
+  config.yaml   `model: encoder: ...`, mergeable into any experiment with
+                tools/train.py --config_file
+  params.yaml   a task model's (a pretrainer's) experiment: the task with its labels,
+                the model, the tokenizer; what the exporter reads beside a checkpoint
   vocab.txt
+Folders of earlier versions hold a TensorFlow checkpoint (ckpt-1.index, ckpt-1.data-*)
+instead of ckpt-1.h5; they are read as before (bert_tf.checkpoints.restore).
+
+Only the original release's format (google_tf1) needs TensorFlow to be written.
 """
 
 from __future__ import annotations
@@ -19,21 +21,19 @@ import json
 import os
 from typing import Dict, Optional
 
-import tensorflow as tf
+import keras
 import yaml
 
 from bert_tf.checkpoints import architectures
 from bert_tf.checkpoints import bert_config
-from bert_tf.checkpoints import google_tf1
 from bert_tf.checkpoints import huggingface
+from bert_tf.checkpoints import portable
 from bert_tf.checkpoints.files import (BERT_TF, CONFIG_YAML, FORMATS, GOOGLE_TF1, HUGGINGFACE,
                                        KERAS_HUB, TRAINER_CONFIG_YAML, VOCAB_FILE,
                                        ConversionError,
                                        atomic_output_dir, check_vocab)
 from bert_tf.checkpoints.variables import encoder_of, model_arrays
 from bert_tf.utils import files as files_lib
-
-CHECKPOINT_NAME = "ckpt"
 
 
 def _write_yaml(data, path: str) -> None:
@@ -50,27 +50,25 @@ def save_bert_tf(model, vocab_file: str, output_dir: str, overwrite: bool = Fals
       params.yaml; default: label names LABEL_<i>.
 
   Returns:
-    The checkpoint prefix, `<output_dir>/ckpt-1`.
+    The checkpoint file, `<output_dir>/ckpt-1.h5`.
   """
   encoder_config = encoder_of(model).encoder_config()
   check_vocab(vocab_file, encoder_config.vocab_size, model.name)
   architecture = architectures.of_items(model.checkpoint_items)
   with atomic_output_dir(output_dir, overwrite) as tmp:
-    checkpoint = tf.train.Checkpoint(**model.checkpoint_items)
-    manager = tf.train.CheckpointManager(checkpoint, tmp, max_to_keep=1,
-                                         checkpoint_name=CHECKPOINT_NAME)
-    prefix = manager.save()
+    checkpoint = portable.save(portable.path_for_step(tmp, 1), model.checkpoint_items,
+                               backend=keras.backend.backend())
     _write_yaml({"model": {"encoder": encoder_config.as_dict()}},
                 os.path.join(tmp, CONFIG_YAML))
     if architecture.task:
-      # The vocab is named where it will be once the folder is complete.
-      vocab = os.path.join(files_lib.absolute_path(output_dir), VOCAB_FILE)
+      # The vocab beside it, named relative to the folder (bert_tf.configs.run_folder).
+      vocab = VOCAB_FILE
       _write_yaml(architectures.experiment(architecture, model,
                                            settings or architectures.HeadSettings(),
                                            encoder_config.as_dict(), vocab),
                   os.path.join(tmp, TRAINER_CONFIG_YAML))
     files_lib.copy(vocab_file, os.path.join(tmp, VOCAB_FILE))
-  return os.path.join(files_lib.absolute_path(output_dir), os.path.basename(prefix))
+  return os.path.join(files_lib.absolute_path(output_dir), os.path.basename(checkpoint))
 
 
 def huggingface_config(model, settings: Optional[architectures.HeadSettings] = None
@@ -111,6 +109,7 @@ def save_google_tf1(model, vocab_file: str, output_dir: str, overwrite: bool = F
   (a classifier's or SQuAD head under run_classifier.py's and run_squad.py's names;
   `settings` is not used: the release kept no labels)."""
   del settings
+  from bert_tf.checkpoints import google_tf1  # pylint: disable=g-import-not-at-top
   arrays = model_arrays(model, GOOGLE_TF1)
   check_vocab(vocab_file, encoder_of(model).vocab_size, model.name)
   with atomic_output_dir(output_dir, overwrite) as tmp:

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import yaml
 
+from bert_tf.configs import run_folder
 from bert_tf.utils import errors
 from bert_tf.utils import files
 
@@ -157,7 +158,8 @@ def merged_yaml(*paths: str, overrides=None) -> Dict[str, Any]:
 
 
 def load_yaml(path: str) -> Dict[str, Any]:
-  """Reads one YAML mapping, with the file name in any error."""
+  """Reads one YAML mapping, with the file name in any error; a run folder's
+  params.yaml with its relative file entries resolved beside it (`run_folder`)."""
   if not files.exists(path):
     raise ConfigError(f"Config file not found: {path}")
   # A local file with `open` (files.open_input): a tool reads its backend before
@@ -177,7 +179,7 @@ def load_yaml(path: str) -> Dict[str, Any]:
     return {}
   if not isinstance(data, dict):
     raise ConfigError(f"Config file {path} must hold a mapping, got {type(data).__name__}")
-  return data
+  return run_folder.resolve_paths(data, path)
 
 
 def parse_dotted_overrides(overrides: Union[Sequence[str], str]) -> Dict[str, Any]:

@@ -17,9 +17,10 @@ TRUNCATED_TOKENS = "truncated_tokens"
 class ClassifierServing(serving_module.ServingModule):
   """A BertClassifier served with its label names.
 
-  Outputs, classification: probabilities float32 [B, C], label_ids int32 [B],
-  label_names string [B] (the predicted labels' names). Regression (one output):
-  score float32 [B]. The raw-text signatures also give truncated_tokens int32
+  Outputs, classification: logits float32 [B, C] (what transformers'
+  BertForSequenceClassification gives), probabilities float32 [B, C] (their softmax),
+  label_ids int32 [B], label_names string [B] (the predicted labels' names).
+  Regression (one output): score float32 [B], the one logit. The raw-text signatures also give truncated_tokens int32
   [B]: the WordPieces of the row cut to fit seq_length (0 when all fit).
   """
 
@@ -47,6 +48,7 @@ class ClassifierServing(serving_module.ServingModule):
       return {SCORE: logits[:, 0]}
     ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
     return {
+        LOGITS: logits,
         PROBABILITIES: tf.nn.softmax(logits, axis=-1),
         LABEL_IDS: ids,
         LABEL_NAMES: self.labels.lookup(ids),

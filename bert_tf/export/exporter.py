@@ -191,6 +191,27 @@ def build_serving_module(experiment: configs.ExperimentConfig, model, vocab_file
   return serving_module.serving_class(kind)(model, text_encoder, **serving_options)
 
 
+def vocab_of(experiment: configs.ExperimentConfig, vocab_file: Optional[str] = None,
+             config: str = "the config") -> str:
+  """The vocab an export takes: `vocab_file` (--vocab_file), else the experiment's
+  tokenizer.vocab_file (a run folder's params.yaml names the one the folder holds).
+
+  Raises:
+    InputError: neither is set, or the file is not there (naming --vocab_file and the
+      setting of `config`).
+  """
+  named = vocab_file or experiment.tokenizer.vocab_file
+  if not named:
+    raise errors.InputError(f"No vocab: pass --vocab_file, or set tokenizer.vocab_file in "
+                            f"{config}")
+  files.check_readable(named, "--vocab_file")
+  if not files.exists(named):
+    where = "--vocab_file" if vocab_file else f"tokenizer.vocab_file of {config}"
+    raise errors.MissingInputError(f"Vocab file not found: {named} ({where}); pass the "
+                                   "vocab the model was trained with as --vocab_file")
+  return named
+
+
 def load_experiment(config) -> configs.ExperimentConfig:
   """An ExperimentConfig from itself or a YAML path (a run's params.yaml checked
   first: params_file.check_intact), in float32 for serving."""
@@ -366,9 +387,8 @@ def export_from_checkpoint(checkpoint: str, config, export_base: str,
     The version directory written.
   """
   experiment = load_experiment(config)
-  vocab_file = vocab_file or experiment.tokenizer.vocab_file
-  if not vocab_file:
-    raise errors.InputError("No vocab file: pass one, or set tokenizer.vocab_file in the config")
+  vocab_file = vocab_of(experiment, vocab_file,
+                        config if isinstance(config, str) else "the config")
   model = serving_model(experiment, model_from_checkpoint(experiment, checkpoint),
                         quantize_mode)
   module = build_serving_module(experiment, model, vocab_file, kind=kind, **serving_args)

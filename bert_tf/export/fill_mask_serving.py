@@ -15,6 +15,7 @@ MASK_POSITIONS = "mask_positions"
 TOP_K_IDS = "top_k_ids"
 TOP_K_TOKENS = "top_k_tokens"
 TOP_K_PROBABILITIES = "top_k_probabilities"
+TOP_K_LOGITS = "top_k_logits"
 MASKS_DROPPED = "masks_dropped"
 
 
@@ -30,6 +31,8 @@ class FillMaskServing(serving_module.ServingModule):
     top_k_ids: int32 [B, P, K], best token ids, most probable first (0 pads).
     top_k_tokens: string [B, P, K], those tokens ("" pads).
     top_k_probabilities: float32 [B, P, K], their softmax probabilities (0 pads).
+    top_k_logits: float32 [B, P, K], their logits (what transformers'
+      BertForMaskedLM gives at that position for that token; 0 pads).
   """
 
   def __init__(self, pretrainer, text_encoder, top_k=5, max_masks=20,
@@ -81,4 +84,5 @@ class FillMaskServing(serving_module.ServingModule):
         TOP_K_IDS: top_ids,
         TOP_K_TOKENS: top_tokens,
         TOP_K_PROBABILITIES: tf.where(valid, top_probabilities, 0.0),
+        TOP_K_LOGITS: tf.where(valid, tf.gather(logits, top_ids, batch_dims=2), 0.0),
     }

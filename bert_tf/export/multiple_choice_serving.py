@@ -31,6 +31,7 @@ class MultipleChoiceServing(serving_module.ServingModule):
   serve_token_ids inputs: input_word_ids, input_mask, input_type_ids, int32
   [B, C, T], one packed pair per choice.
   Outputs of every signature:
+    logits: float32 [B, C], the score of each choice.
     probabilities: float32 [B, C], softmax over the choices.
     choice: int32 [B], the most probable choice.
   Raw-text signatures also give:
@@ -66,7 +67,7 @@ class MultipleChoiceServing(serving_module.ServingModule):
   def predict_token_ids(self, inputs):
     inputs = {name: tf.cast(inputs[name], tf.int32) for name in constants.ENCODER_INPUTS}
     logits = tf.cast(self.model(inputs, training=False)[LOGITS], tf.float32)
-    return {PROBABILITIES: tf.nn.softmax(logits, axis=-1),
+    return {LOGITS: logits, PROBABILITIES: tf.nn.softmax(logits, axis=-1),
             CHOICE: tf.argmax(logits, axis=-1, output_type=tf.int32)}
 
   def predict_text(self, texts):

@@ -109,20 +109,24 @@ class ServingModule(tf.Module):
             for name in self.text_inputs}
     return tf.io.parse_example(serialized, spec)
 
+  def token_ids_signature(self) -> tf.types.experimental.ConcreteFunction:
+    """serve_token_ids as a concrete function: batches of any size, rows of any
+    length up to seq_length."""
+    ids_spec = {name: tf.TensorSpec(self.token_ids_shape, tf.int32, name=name)
+                for name in constants.ENCODER_INPUTS}
+    # The graphs have no data-dependent Python control flow to convert.
+    return tf.function(self.predict_token_ids, autograph=False).get_concrete_function(ids_spec)
+
   def signatures(self) -> Dict[str, tf.types.experimental.ConcreteFunction]:
     """The three signatures as concrete functions, keyed by signature name."""
     text_spec = {name: tf.TensorSpec([None], tf.string, name=name) for name in self.text_inputs}
-    ids_spec = {name: tf.TensorSpec(self.token_ids_shape, tf.int32, name=name)
-                for name in constants.ENCODER_INPUTS}
     examples_spec = tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)
-    # The graphs have no data-dependent Python control flow to convert.
     text_fn = tf.function(self.predict_text, autograph=False)
-    ids_fn = tf.function(self.predict_token_ids, autograph=False)
     examples_fn = tf.function(
         lambda examples: self.predict_text(self.parse_examples(examples)), autograph=False)
     return {
         SERVING_DEFAULT: text_fn.get_concrete_function(text_spec),
-        SERVE_TOKEN_IDS: ids_fn.get_concrete_function(ids_spec),
+        SERVE_TOKEN_IDS: self.token_ids_signature(),
         SERVE_EXAMPLES: examples_fn.get_concrete_function(examples_spec),
     }
 

@@ -69,6 +69,9 @@ class SquadServing(serving_module.ServingModule):
     null_score: float32 [B], the smallest [CLS] start + end logit over the windows.
     has_answer: bool [B]; False when no candidate span exists, or (SQuAD 2.0)
       when null_score - score > null_score_diff_threshold.
+    start_logits, end_logits: float32 [B, T], the model's logits over the tokens of
+      the answer's window (of the first window when there is none; what
+      transformers' BertForQuestionAnswering gives for that window).
   Raw-text signatures also give:
     answer_text: string [B] ("" when there is no answer).
     answer_start, answer_end: int32 [B], character offsets of the answer in the
@@ -106,7 +109,8 @@ class SquadServing(serving_module.ServingModule):
     """
     start_logits = tf.cast(outputs[START_LOGITS], tf.float32)
     end_logits = tf.cast(outputs[END_LOGITS], tf.float32)
-    k = min(self.n_best_size, self.seq_length)
+    # Windows of serve_token_ids may be shorter than seq_length, and than n_best_size.
+    k = tf.minimum(self.n_best_size, tf.shape(start_logits)[1])
     # top_k orders ties by lower index first, as evaluation's stable argsort.
     start_value, start_index = tf.math.top_k(start_logits, k=k)
     end_value, end_index = tf.math.top_k(end_logits, k=k)
@@ -135,8 +139,9 @@ class SquadServing(serving_module.ServingModule):
                    tf.int64) + window
     flat = tf.minimum(flat, tf.cast(tf.maximum(n - 1, 0), tf.int64))
     pair = tf.gather(window_best, flat)
-    start = tf.gather(tf.gather(start_index, flat), pair // k, batch_dims=1)
-    end = tf.gather(tf.gather(end_index, flat), pair % k, batch_dims=1)
+    k64 = tf.cast(k, tf.int64)
+    start = tf.gather(tf.gather(start_index, flat), pair // k64, batch_dims=1)
+    end = tf.gather(tf.gather(end_index, flat), pair % k64, batch_dims=1)
     has_answer = has_span
     if self.version_2_with_negative:
       odds = tf.where(has_span, null_score - best, NO_SPAN_NULL_ODDS)
@@ -144,7 +149,8 @@ class SquadServing(serving_module.ServingModule):
     return {"window": tf.where(has_answer, window, 0), "flat": flat,
             "start": tf.where(has_answer, start, 0), "end": tf.where(has_answer, end, 0),
             "score": tf.where(has_span, best, 0.0), "null_score": null_score,
-            "has_answer": has_answer}
+            "has_answer": has_answer, "start_logits": tf.gather(start_logits, flat),
+            "end_logits": tf.gather(end_logits, flat)}
 
   @staticmethod
   def _outputs(found, num_windows):
@@ -156,6 +162,8 @@ class SquadServing(serving_module.ServingModule):
         SCORE: tf.cast(found["score"], tf.float32),
         NULL_SCORE: tf.cast(found["null_score"], tf.float32),
         HAS_ANSWER: found["has_answer"],
+        START_LOGITS: found["start_logits"],
+        END_LOGITS: found["end_logits"],
     }
 
   def predict_token_ids(self, inputs):

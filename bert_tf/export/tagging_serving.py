@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from bert_tf.data.pipelines import featurizers
 from bert_tf.export import label_table
+from bert_tf.export.classifier_serving import PROBABILITIES
 from bert_tf.export import serving_module
 from bert_tf.export import text_encoding
 from bert_tf.models.bert_classifier import LOGITS
@@ -62,8 +63,10 @@ class TaggingServing(serving_module.ServingModule):
       exclusive (-1 pads).
     entity_text: string [B, E] ("" pads).
     num_windows: int32 [B], windows the text was read in (1 when it fits).
-  Outputs of serve_token_ids: label_ids int32 [B, T], label_names string [B, T],
-  the tag predicted at every token.
+  Outputs of serve_token_ids, at every token: logits float32 [B, T, C] (what
+  transformers' BertForTokenClassification gives), probabilities float32 [B, T, C]
+  (their softmax), label_ids int32 [B, T] and label_names string [B, T] (the tag
+  predicted).
   """
 
   def __init__(self, token_classifier, text_encoder, label_names, window_stride=64,
@@ -82,7 +85,8 @@ class TaggingServing(serving_module.ServingModule):
   def predict_token_ids(self, inputs):
     logits = tf.cast(self.call_model(inputs)[LOGITS], tf.float32)
     ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
-    return {LABEL_IDS: ids, LABEL_NAMES: self.labels.lookup(ids)}
+    return {LOGITS: logits, PROBABILITIES: tf.nn.softmax(logits, axis=-1), LABEL_IDS: ids,
+            LABEL_NAMES: self.labels.lookup(ids)}
 
   def _windows(self, text):
     """Splits, tokenizes and cuts each text into packed windows.

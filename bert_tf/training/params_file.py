@@ -16,10 +16,11 @@ import numpy as np
 
 from bert_tf import configs
 from bert_tf.checkpoints import checksums
+from bert_tf.configs import run_folder
 from bert_tf.training import experiments
 from bert_tf.utils import files
 
-PARAMS_FILE = "params.yaml"
+PARAMS_FILE = run_folder.PARAMS_FILE
 _CHECKSUM_LINE = "# bert_tf params.yaml; CRC32C of the lines below: {:08x}\n"
 _CHECKSUM = re.compile(rb"# bert_tf params\.yaml; CRC32C of the lines below: ([0-9a-f]{8})\n")
 # params.yaml entries that fix the shapes of the checkpointed variables or of the data
@@ -149,6 +150,18 @@ def check_params_match(experiment: configs.ExperimentConfig, model_dir: str,
         f"{path} fixes other model or data shapes: {shown}{more}. Use another model_dir, "
         f"or --replace_params (replace_params=True) to replace {PARAMS_FILE}.")
   return differing
+
+
+def record(experiment: configs.ExperimentConfig, model_dir: str) -> None:
+  """Writes model_dir's params.yaml of `experiment`, its vocab (tokenizer.vocab_file,
+  where the file is there) copied into model_dir and named relative to it
+  (run_folder.keep_vocab), so that the run exports and resumes moved or read from
+  another directory."""
+  vocab_file = experiment.tokenizer.vocab_file
+  if vocab_file and files.exists(vocab_file):
+    experiment = experiment.override(
+        {"tokenizer": {"vocab_file": run_folder.keep_vocab(vocab_file, model_dir)}})
+  save(experiment, model_dir)
 
 
 def _rank(key: str, old: object, new: object) -> tuple:

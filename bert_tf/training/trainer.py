@@ -217,7 +217,7 @@ class Trainer:
     if self.is_chief:
       self._make_room(experiment.trainer.train_steps)
       files.make_dirs(model_dir)
-      params_file.save(to_record, model_dir)
+      params_file.record(to_record, model_dir)
     return self.train(evaluate_every=(mode == "train_and_eval"))
 
   # ----- training -----

@@ -270,6 +270,24 @@ def test_converted_folder_is_accepted_by_train_config_and_init_checkpoint(tmp_pa
     np.testing.assert_array_equal(fresh(features)[name], value)
 
 
+def test_conversion_writes_a_portable_checkpoint_and_folders_of_tensorflow_ones_still_read(
+    tmp_path, vocab):
+  from bert_tf.checkpoints import portable  # pylint: disable=g-import-not-at-top
+  model = tiny_model(seed=9)
+  written = writing.save_bert_tf(model, vocab, str(tmp_path / "new"))
+  assert written == str(tmp_path / "new" / "ckpt-1.h5") and portable.is_portable(written)
+  # What earlier versions wrote: a TensorFlow checkpoint beside config.yaml and vocab.txt.
+  old = tmp_path / "old"
+  tf.train.CheckpointManager(tf.train.Checkpoint(**model.checkpoint_items), str(old),
+                             max_to_keep=1, checkpoint_name="ckpt").save()
+  for name in ("config.yaml", "vocab.txt"):
+    (old / name).write_bytes((tmp_path / "new" / name).read_bytes())
+  for folder in ("new", "old"):
+    loaded = reading.read_checkpoint(str(tmp_path / folder))
+    assert loaded.source_format == "bert_tf"
+    _assert_same_weights(loaded.model, model)
+
+
 def test_a_trainers_model_dir_converts_with_the_vocab_its_params_yaml_names(tmp_path, vocab):
   import yaml  # pylint: disable=g-import-not-at-top
   from bert_tf.checkpoints import portable  # pylint: disable=g-import-not-at-top
@@ -296,8 +314,8 @@ def test_a_prefix_without_its_step_names_the_folder_and_the_numbered_checkpoint(
   with pytest.raises(FileNotFoundError) as error:
     restore.resolve_checkpoint(os.path.join(out, "ckpt"))
   assert f"pass the folder {out}" in str(error.value)
-  assert os.path.join(out, "ckpt-1") in str(error.value)
-  assert restore.resolve_checkpoint(out) == os.path.join(out, "ckpt-1")
+  assert f"the file {os.path.join(out, 'ckpt-1.h5')}" in str(error.value)
+  assert restore.resolve_checkpoint(out) == os.path.join(out, "ckpt-1.h5")
 
 
 # --------------------------------------------------------------------------------------
@@ -383,8 +401,8 @@ def test_converter_writes_each_format_to_remote_storage_whole_and_nothing_locall
   assert not [name for name in os.listdir(tmp_path) if name.startswith("ram:")]
   for name in names:
     with tf.io.gfile.GFile(f"{remote}/{name}", "rb") as f, open(f"{local}/{name}", "rb") as g:
-      # The TF checkpoint state and params.yaml (its vocab) name their own folder.
-      if name not in ("checkpoint", "params.yaml"):
+      # params.yaml (its vocab) names its own folder.
+      if name != "params.yaml":
         assert f.read() == g.read(), name
 
 
@@ -448,3 +466,17 @@ def test_conversion_falls_back_past_a_newest_checkpoint_failing_its_checksum_or_
   message = errors.user_message(raised.value)
   assert message.startswith(f"Checkpoint {damaged} fails its checksum at {name} ")
   assert "\n" not in message and not (tmp_path / "hf2").exists()
+
+
+def test_a_converted_task_folder_moved_and_read_from_elsewhere_has_the_vocab_it_holds(
+    tmp_path, vocab, monkeypatch):
+  from checkpoint_helpers import tiny_task_model  # pylint: disable=g-import-not-at-top
+  from bert_tf.export import exporter  # pylint: disable=g-import-not-at-top
+  writing.save_bert_tf(tiny_task_model("classifier"), vocab, str(tmp_path / "bt_seq"))
+  assert "vocab_file: vocab.txt\n" in (tmp_path / "bt_seq" / "params.yaml").read_text()
+  moved = tmp_path / "elsewhere" / "bt_seq"
+  os.renames(tmp_path / "bt_seq", moved)
+  monkeypatch.chdir(tmp_path)
+  experiment = exporter.load_experiment(str(moved / "params.yaml"))
+  assert exporter.vocab_of(experiment) == str(moved / "vocab.txt")
+  assert reading.read_checkpoint(str(moved)).vocab_file == str(moved / "vocab.txt")

@@ -89,5 +89,53 @@ def test_existing_output_folder_is_kept_unless_overwrite(tmp_path, vocab):
   assert (tmp_path / "out" / "keep").exists()
   convert.convert_checkpoint(str(folder), str(tmp_path / "out"), overwrite=True)
   assert sorted(os.listdir(tmp_path / "out")) == [
-      "checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index", "config.yaml",
-      "params.yaml", "vocab.txt"]
+      "ckpt-1.h5", "config.yaml", "params.yaml", "vocab.txt"]
+
+
+def test_a_folder_without_a_checkpoint_this_install_reads_says_what_it_holds(tmp_path,
+                                                                             monkeypatch):
+  from bert_tf.checkpoints import restore  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(restore, "_tensorflow_installed", lambda: False)
+  converted_before = tmp_path / "bt_seq"  # an earlier version's converted folder
+  converted_before.mkdir()
+  for name in ("ckpt-1.index", "ckpt-1.data-00000-of-00001", "checkpoint", "vocab.txt"):
+    (converted_before / name).write_text("x")
+  with pytest.raises(FileNotFoundError) as raised:
+    restore.resolve_checkpoint(str(converted_before))
+  assert str(raised.value).startswith(
+      f"No checkpoint in directory {converted_before}: found TensorFlow checkpoint files "
+      "ckpt-1.index; reading them needs tensorflow")
+  assert "writes a ckpt-N.h5" in str(raised.value)
+  (tmp_path / "empty").mkdir()
+  with pytest.raises(FileNotFoundError, match="empty: it is empty$"):
+    restore.resolve_checkpoint(str(tmp_path / "empty"))
+  (tmp_path / "other" / "a").mkdir(parents=True)
+  (tmp_path / "other" / "notes.txt").write_text("x")
+  with pytest.raises(FileNotFoundError, match=r"other: found a, notes.txt \(no ckpt-N.h5"):
+    restore.resolve_checkpoint(str(tmp_path / "other"))
+
+
+def test_conversion_without_tensorflow_runs_on_jax_and_refuses_google_tf1_naming_the_flag(
+    monkeypatch):
+  from bert_tf.checkpoints import files  # pylint: disable=g-import-not-at-top
+  from bert_tf.utils import errors, optional  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(optional, "tensorflow_installed", lambda: False)
+  monkeypatch.delenv("KERAS_BACKEND", raising=False)
+  for flag in ("input_format", "output_format"):
+    formats = {"input_format": "auto", "output_format": "bert_tf", flag: "google_tf1"}
+    with pytest.raises(errors.InputError, match=f"^--{flag}=google_tf1 needs TensorFlow"):
+      files.prepare_install(**formats)
+  files.prepare_install("auto", "bert_tf")
+  assert os.environ["KERAS_BACKEND"] == "jax"
+
+
+def test_an_input_of_no_format_this_install_reads_says_what_it_holds(tmp_path, monkeypatch):
+  import sys  # pylint: disable=g-import-not-at-top
+  monkeypatch.setitem(sys.modules, "tensorflow", None)  # the JAX install
+  for name in ("ckpt-1.index", "ckpt-1.data-00000-of-00001", "config.yaml"):
+    (tmp_path / name).write_text("x")
+  with pytest.raises(ConversionError) as raised:
+    reading.detect_format(str(tmp_path))
+  assert str(raised.value).startswith(f"Cannot tell the format of {tmp_path}: ")
+  assert "no portable checkpoint (ckpt-N.h5); found TensorFlow checkpoint files " \
+         "ckpt-1.index; reading them needs tensorflow" in str(raised.value)

@@ -180,3 +180,20 @@ def test_query_asks_the_moved_export_base_at_its_newest_version(fill_mask_export
       t.decode() for t in served[fm.TOP_K_TOKENS].numpy()[0, 1]]
   lines = query.describe(answers[0])
   assert lines[0] == "text: hello [MASK] world , the [MASK] ." and len(lines) == 3
+
+
+def test_a_missing_vocab_is_an_error_naming_the_setting_or_the_flag(tmp_path, monkeypatch):
+  from bert_tf.utils import errors  # pylint: disable=g-import-not-at-top
+  run = tmp_path / "run"  # params.yaml of an earlier version: the vocab relative to its cwd
+  run.mkdir()
+  helpers.experiment("vocab.txt").save(str(run / "params.yaml"))
+  monkeypatch.chdir(tmp_path)
+  experiment = exporter.load_experiment(str(run / "params.yaml"))
+  with pytest.raises(errors.MissingInputError) as raised:
+    exporter.vocab_of(experiment, None, str(run / "params.yaml"))
+  assert str(raised.value) == (
+      f"Vocab file not found: vocab.txt (tokenizer.vocab_file of {run / 'params.yaml'}); "
+      "pass the vocab the model was trained with as --vocab_file")
+  with pytest.raises(errors.MissingInputError, match=r"^Vocab file not found: v.txt "
+                     r"\(--vocab_file\)"):
+    exporter.vocab_of(experiment, "v.txt")

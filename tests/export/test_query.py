@@ -16,14 +16,16 @@ from bert_tf.utils import errors
 
 OUTPUTS = {
     "fill_mask": {fm.MASK_COUNT, fm.MASKS_DROPPED, fm.MASK_POSITIONS, fm.TOP_K_IDS,
-                  fm.TOP_K_TOKENS, fm.TOP_K_PROBABILITIES},
+                  fm.TOP_K_TOKENS, fm.TOP_K_PROBABILITIES, fm.TOP_K_LOGITS},
     "squad": {ss.START_INDEX, ss.END_INDEX, ss.WINDOW_INDEX, ss.NUM_WINDOWS, ss.SCORE,
-              ss.NULL_SCORE, ss.HAS_ANSWER, ss.ANSWER_TEXT, ss.ANSWER_START, ss.ANSWER_END},
+              ss.NULL_SCORE, ss.HAS_ANSWER, ss.ANSWER_TEXT, ss.ANSWER_START, ss.ANSWER_END,
+              ss.START_LOGITS, ss.END_LOGITS},
     "tagging": {ts.ENTITY_COUNT, ts.ENTITY_TYPES, ts.ENTITY_START, ts.ENTITY_END,
                 ts.ENTITY_TEXT, ts.NUM_WINDOWS},
-    "multiple_choice": {mcs.PROBABILITIES, mcs.CHOICE, mcs.CHOSEN_ENDING,
+    "multiple_choice": {mcs.LOGITS, mcs.PROBABILITIES, mcs.CHOICE, mcs.CHOSEN_ENDING,
                         mcs.TRUNCATED_TOKENS},
-    "classifier": {cs.PROBABILITIES, cs.LABEL_IDS, cs.LABEL_NAMES, cs.TRUNCATED_TOKENS},
+    "classifier": {cs.LOGITS, cs.PROBABILITIES, cs.LABEL_IDS, cs.LABEL_NAMES,
+                   cs.TRUNCATED_TOKENS},
     "encoder": {constants.POOLED_OUTPUT, constants.SEQUENCE_OUTPUT},
 }
 

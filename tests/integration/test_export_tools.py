@@ -51,7 +51,8 @@ def test_export_tool_writes_next_version_and_request_tool_body_is_accepted(tmp_p
                                 "batch": {"mask_count": 2, "masks_dropped": 2,
                                           "mask_positions": 2,
                                           "top_k_ids": 2, "top_k_tokens": 2,
-                                          "top_k_probabilities": 2}}]
+                                          "top_k_probabilities": 2,
+                                          "top_k_logits": 2}}]
 
 
 @pytest.mark.slow

@@ -423,13 +423,6 @@ def _tool_with_tensorflow(name, args, environment, cwd):
   return result
 
 
-def _tensorflow_variables(prefix):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  reader = tf.train.load_checkpoint(prefix)
-  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-          if not name.startswith("_CHECKPOINTABLE_OBJECT_GRAPH")}
-
-
 def test_export_and_conversion_read_a_model_dir_in_the_bucket_through_the_file_layer(
     tmp_path, emulator):
   """With TensorFlow installed, as the exporter needs: the checkpoint, params.yaml and
@@ -457,8 +450,8 @@ def test_export_and_conversion_read_a_model_dir_in_the_bucket_through_the_file_l
     _tool_with_tensorflow("convert_checkpoint.py",
                           [f"--input={source}", f"--output_dir={tmp_path / output}"],
                           environment, cwd)
-  a = _tensorflow_variables(str(tmp_path / "from_bucket" / "ckpt-1"))
-  b = _tensorflow_variables(str(tmp_path / "from_local" / "ckpt-1"))
+  a = portable.arrays(str(tmp_path / "from_bucket" / "ckpt-1.h5"), "items")
+  b = portable.arrays(str(tmp_path / "from_local" / "ckpt-1.h5"), "items")
   assert a.keys() == b.keys() and len(a) > 10
   for key in a:
     np.testing.assert_array_equal(a[key], b[key], err_msg=key)

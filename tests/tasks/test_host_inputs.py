@@ -12,15 +12,32 @@ import sys
 import numpy as np
 import pytest
 
+import checkpoint_helpers
 import finetuning_helpers
 import host_input_helpers as helpers
 import pretraining_fixtures as fx
 import paths
 from bert_tf import configs
 from bert_tf import constants
+from bert_tf.checkpoints import writing
 from bert_tf.data.pipelines import batching
 from bert_tf.data.pipelines import padding
 from bert_tf.tasks import base
+
+
+def _huggingface_classifier(directory):
+  """A tiny BertForSequenceClassification folder (safetensors) and token ids; writes the
+  logits of its model on TensorFlow to directory/tf_logits.npy."""
+  model = checkpoint_helpers.tiny_task_model("classifier", seed=4)
+  vocab = checkpoint_helpers.write_vocab(directory / "hf_vocab.txt",
+                                         checkpoint_helpers.TINY.vocab_size)
+  writing.save_huggingface(model, vocab, str(directory / "hf"))
+  ids = np.random.default_rng(0).integers(5, checkpoint_helpers.TINY.vocab_size, (2, 9))
+  np.save(directory / "token_ids.npy", ids.astype(np.int32))
+  outputs = model({constants.INPUT_WORD_IDS: ids, constants.INPUT_MASK: np.ones_like(ids),
+                   constants.INPUT_TYPE_IDS: np.zeros_like(ids)})
+  np.save(directory / "tf_logits.npy", np.asarray(outputs["logits"]))
+  return str(directory / "hf"), str(directory / "token_ids.npy")
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +49,7 @@ def tensorflow_free_run(tmp_path_factory):
            "vocab": fx.write_vocab(directory)}
   for name in helpers.FINETUNING_KINDS:
     files[name] = helpers.write_finetuning_file(directory, name)
+  files["hf_folder"], files["token_ids"] = _huggingface_classifier(directory)
   files_json = str(directory / "files.json")
   with open(files_json, "w", encoding="utf-8") as f:
     json.dump(files, f)
@@ -42,14 +60,17 @@ def tensorflow_free_run(tmp_path_factory):
       check=False)
   assert result.returncode == 0, result.stderr[-4000:]
   found = json.loads(result.stdout.strip().splitlines()[-1])
-  return files, found, dict(np.load(str(directory / "batches.npz")))
+  arrays = dict(np.load(str(directory / "batches.npz")))
+  arrays["tf_logits"] = np.load(str(directory / "tf_logits.npy"))
+  return files, found, arrays
 
 
 def test_every_task_reads_and_restores_its_host_input_without_tensorflow(
     tensorflow_free_run):
   files, found, _ = tensorflow_free_run
+  found = dict(found)
   assert found.pop("tensorflow") is True
-  errors = {key: found.pop(key) for key in ("tsv",)}
+  errors = {key: found.pop(key) for key in ("tsv", "converted")}
   assert set(found) == set(helpers.task_experiments(files))
   for case, values in found.items():
     assert values == {"restored": True, "rows": 3}, case
@@ -110,3 +131,14 @@ def test_with_tensorflow_raw_task_files_featurize_into_the_tf_data_batches(tmp_p
     for key in b:
       np.testing.assert_array_equal(a[key], b[key], err_msg=key)
   assert {b[constants.INPUT_WORD_IDS].shape[-1] for b in ours} <= set(bounds)
+
+
+def test_a_hugging_face_classifier_converts_to_a_portable_checkpoint_and_restores_on_jax_without_tensorflow(
+    tensorflow_free_run):
+  """The converter in the JAX install (TensorFlow unimportable, KERAS_BACKEND=jax) writes
+  ckpt-1.h5, not TensorFlow's ckpt-1.index, and the folder restores into its task's
+  model with the logits of the Hugging Face model on TensorFlow."""
+  _, found, arrays = tensorflow_free_run
+  assert found["tensorflow"] is True
+  assert found["converted"] == ["ckpt-1.h5", "config.yaml", "params.yaml", "vocab.txt"]
+  np.testing.assert_allclose(arrays["converted/logits"], arrays["tf_logits"], atol=1e-5)

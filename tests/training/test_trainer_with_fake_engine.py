@@ -462,3 +462,43 @@ def test_a_bad_record_met_by_an_evaluation_is_one_error_naming_eval_data(tmp_pat
   with pytest.raises(errors.InputError) as raised:
     trainer.evaluate()
   assert str(raised.value) == "eval_data: corrupt record in data-1.tfrecord at offset 12"
+
+
+def test_a_run_moved_and_read_from_another_directory_evaluates_with_the_vocab_it_holds(
+    tmp_path, monkeypatch):
+  """params.yaml names a copy of the vocab in model_dir, relative to it: the vocab given
+  relative to the training's working directory is found once the run is moved and read
+  from elsewhere."""
+  monkeypatch.chdir(tmp_path)
+  vocab_size = trainer_helpers.TINY_ENCODER["vocab_size"]
+  checkpoint_helpers.write_vocab(tmp_path / "vocab.txt", vocab_size)
+  settings = dict(steps_per_loop=2, summary_interval=2, log_interval=2,
+                  checkpoint_interval=2, max_to_keep=2)
+  experiment = trainer_helpers.tiny_experiment(steps=2, trainer=settings,
+                                               tokenizer={"vocab_file": "vocab.txt"})
+  task = FakeTask()
+  trainer_lib.Trainer(experiment, "runs/a", task=task,
+                      engine=FakeEngine(experiment, task, print), log_fn=print).run("train")
+  assert "vocab_file: vocab.txt\n" in (tmp_path / "runs/a/params.yaml").read_text()
+  assert (tmp_path / "runs/a/vocab.txt").read_bytes() == (tmp_path / "vocab.txt").read_bytes()
+  os.rename(tmp_path / "runs", tmp_path / "moved")
+  (tmp_path / "vocab.txt").unlink()
+  (tmp_path / "elsewhere").mkdir()
+  monkeypatch.chdir(tmp_path / "elsewhere")
+  model_dir = str(tmp_path / "moved" / "a")
+  recorded = params_file.experiments.experiment_from_yaml(
+      *params_file.evaluation_config_files(model_dir, []))
+  assert recorded.tokenizer.vocab_file == os.path.join(model_dir, "vocab.txt")
+  evaluation = trainer_lib.Trainer(recorded, model_dir, task=task,
+                                   engine=FakeEngine(recorded, task, print), log_fn=print)
+  assert evaluation.run("eval")["mean_weight"] == 2.0
+
+
+def test_an_evaluation_of_a_model_only_checkpoint_takes_its_step_from_its_name(tmp_path):
+  """A converted folder's ckpt-1.h5 holds the model alone, no step."""
+  converted = FakeModel()
+  converted.weight.assign([5.0, 5.0])
+  portable.save(portable.path_for_step(str(tmp_path), 1), converted.trained_items)
+  evaluation, engine = _trainer(tmp_path, steps_total=2)
+  assert evaluation.run("eval")["mean_weight"] == 5.0
+  assert engine.step == 1
