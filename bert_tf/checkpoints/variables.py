@@ -10,7 +10,7 @@ import numpy as np
 from bert_tf import configs
 from bert_tf.checkpoints import architectures
 from bert_tf.checkpoints import name_map
-from bert_tf.checkpoints import portable
+from bert_tf.checkpoints import snapshots
 from bert_tf.checkpoints.files import HUGGINGFACE, ConversionError
 from bert_tf.models.bert_classifier import BertClassifier
 from bert_tf.models.bert_encoder import BertEncoder
@@ -132,7 +132,7 @@ def model_arrays(model, fmt: str, items: Optional[Sequence[str]] = None
     raise ConversionError(f"{model.name}: {e}") from None
   out = {}
   for row in rows:
-    array = portable.host_value(variables[row.bert_tf])
+    array = snapshots.host_value(variables[row.bert_tf])
     if row.transposed_in(fmt):
       array = array.T
     name = (name_map.hf_file_name(row, with_prefix) if fmt == HUGGINGFACE
