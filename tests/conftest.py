@@ -73,6 +73,18 @@ def pytest_collection_finish(session):
 
 
 @pytest.fixture(autouse=True)
+def _restore_environment():
+  """Each test leaves os.environ as it found it: a tool's start-up run in-process (the
+  converter's install check, for one) sets TensorFlow's and Keras's variables for the
+  process, which later tests, and the processes they start, would otherwise inherit."""
+  before = dict(os.environ)
+  yield
+  if os.environ != before:
+    os.environ.clear()
+    os.environ.update(before)
+
+
+@pytest.fixture(autouse=True)
 def _reset_keras_state():
   """Each test starts with float32, a fresh Keras name scope and its garbage collected."""
   import keras  # pylint: disable=g-import-not-at-top

@@ -222,7 +222,7 @@ class CheckpointSaver:
       portable_restore.restore_items(content, model.trained_items, tuple(model.trained_items),
                                      hand_over=True)
       if weights_only:  # a model-only checkpoint (converted) has its step in its name
-        step = step_of(checkpoint) if content.step is None else content.step
+        step = restore.step_in_name(checkpoint) if content.step is None else content.step
       else:
         step = portable_restore.restore_trainer_state(
             content, self.engine.checkpoint_state(), steps.seed_states(model),
