@@ -67,12 +67,15 @@ class JaxGpuKernels(protocol.Kernels):
       residual dropouts with layer_norm="pallas".
     layer_norm: "xla" or "pallas", the end of each half of a block (see above).
     interpret: run the Pallas kernels in Pallas's interpreter (for CPUs and tests).
+    target: built for a GPU this process does not have (the ahead-of-time compile):
+      "auto" is the Pallas kernel, as on a GPU where it works; whether it compiles is
+      the compile's to say.
   """
 
   name = "jax_gpu"
 
   def __init__(self, attention: str = "auto", dropout_generator: str = "hash",
-               layer_norm: str = "xla", interpret: bool = False):
+               layer_norm: str = "xla", interpret: bool = False, target: bool = False):
     if attention not in ATTENTION:
       raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
     if layer_norm not in LAYER_NORM:
@@ -82,7 +85,8 @@ class JaxGpuKernels(protocol.Kernels):
                        f"{dropout_generator!r}")
     if attention == "auto":
       on_gpu = jax.default_backend() == "gpu"
-      attention = "pallas" if (interpret or on_gpu and pallas_attention_works()) else "xla"
+      attention = ("pallas" if (interpret or target or on_gpu and pallas_attention_works())
+                   else "xla")
     self.attention_implementation = attention
     self.dropout_generator = dropout_generator
     self.layer_norm_implementation = layer_norm
