@@ -155,6 +155,8 @@ def test_an_unknown_target_is_one_line_from_the_tool(tmp_path):
                     "is not installed")
 def test_the_tiny_step_compiled_for_a_gpu_node_reports_memory_and_its_attention(tmp_path):
   code, lines = _compile(tmp_path, "gpu:2xH100", "--max_batch_compiles=0")
+  # The Pallas attention is compiled for the GPU (a Triton custom call).
+  assert "__gpu$xla.gpu.triton" in _line(lines, "Custom calls in the compiled step:")
   assert code == 0, "\n".join(lines[-20:])
   assert _line(lines, "Memory per device:").endswith(": fits")
   collectives = _line(lines, "Collectives: ")

@@ -54,6 +54,40 @@ def pallas_attention_works() -> bool:
   return True
 
 
+# Mixed into the seed of each batch shard's masks (the golden ratio's bits).
+_SHARD_SALT = 0x9E3779B9
+
+
+def per_batch_shard(attend, query, key, value, bias, seed):
+  """attend(query, key, value, bias, seed=...) on each device's rows where a
+  keras.distribution splits the batch over several devices (jax.shard_map), else on
+  the whole batch.
+
+  A Pallas kernel is a custom call that XLA's SPMD partitioner cannot split: left to it,
+  every device gathers the whole batch and attends over all of it. Each shard's dropout
+  masks are keyed by its seed with the shard's index mixed in, so that the devices'
+  masks differ as their rows do.
+  """
+  distribution = keras.distribution.distribution()
+  if not isinstance(distribution, keras.distribution.DataParallel):
+    return attend(query, key, value, bias, seed=seed)
+  mesh = distribution.device_mesh.backend_mesh
+  axis = distribution.batch_dim_name
+  if mesh.shape[axis] == 1:
+    return attend(query, key, value, bias, seed=seed)
+  rows = jax.sharding.PartitionSpec(axis)
+
+  def local(query, key, value, bias, seed):
+    shard = jax.lax.axis_index(axis).astype(jnp.uint32)
+    seed = jnp.asarray(seed, jnp.uint32)
+    salt = shard * jnp.uint32(_SHARD_SALT)
+    return attend(query, key, value, bias, seed=seed.at[0].set(seed[0] ^ salt))
+
+  return jax.shard_map(local, mesh=mesh, in_specs=(rows, rows, rows, rows,
+                                                   jax.sharding.PartitionSpec()),
+                       out_specs=rows, check_vma=False)(query, key, value, bias, seed)
+
+
 class JaxGpuKernels(protocol.Kernels):
   """The JAX GPU speed path (bert_tf.kernels.protocol.Kernels).
 
@@ -103,8 +137,10 @@ class JaxGpuKernels(protocol.Kernels):
     seed = dropout.seed_generator.next() if rate > 0 else None
     if (self.attention_implementation == "pallas"
         and jax_attention.flash_supported(query, key, attention_bias)):
-      out = jax_attention.flash_attention(query, key, value, attention_bias, rate, seed,
-                                          interpret=self.interpret)
+      attend = functools.partial(jax_attention.flash_attention, rate=rate,
+                                 interpret=self.interpret)
+      out = per_batch_shard(attend, query, key, value, attention_bias,
+                            seed if seed is not None else jnp.zeros((2,), jnp.uint32))
     else:
       out = jax_attention.xla_attention(query, key, value, attention_bias, rate, seed)
     return jnp.reshape(out, out.shape[:2] + (out.shape[2] * out.shape[3],))

@@ -100,7 +100,7 @@ class Compiler:
     with kernels_lib.target_platform(self.target.platform), _abstract_variables():
       lowered = self.engine.train_step().lower(self.state, batch)
       try:
-        compiled = lowered.compile()
+        compiled = lowered.compile(self.target.compiler_options)
       except Exception as e:  # pylint: disable=broad-except
         if any(words in str(e) for words in _OUT_OF_MEMORY):
           return None

@@ -168,8 +168,16 @@ class Report:
       return c.optimal_seconds, "the compiler's estimate (optimal_seconds)"
     reason = ("the compiler gives no estimate" if c.optimal_seconds is None else
               f"the compiler's optimal_seconds is {c.optimal_seconds:g}, unusable")
-    return (max(c.flops / t.peak_flops, c.bytes_accessed / t.memory_bandwidth),
-            f"a roofline estimate ({reason}): max(FLOPs / peak, bytes accessed / bandwidth)")
+    if c.flops:
+      return (max(c.flops / t.peak_flops, c.bytes_accessed / t.memory_bandwidth),
+              f"a roofline estimate ({reason}): max(FLOPs / peak, bytes accessed / "
+              "bandwidth)")
+    per_sequence = analytic_flops(self.experiment)
+    if not per_sequence:
+      return None, f"none ({reason}, nor a FLOP count)"
+    return (per_sequence * self.per_device_batch / t.peak_flops,
+            f"a lower bound ({reason}, nor a FLOP count): the analytic FLOPs at the "
+            "published peak")
 
   def figures(self) -> dict:
     """The report's numbers, for tests and tables."""
@@ -190,9 +198,10 @@ class Report:
         "collectives": {op: (v.count, v.bytes) for op, v in found.items()},
         "custom_calls": dict(custom_calls(c.hlo)),
         "step_seconds": seconds, "step_seconds_from": how,
-        "sequences_per_second_per_device": self.per_device_batch / seconds,
+        "sequences_per_second_per_device": self.per_device_batch / seconds if seconds else None,
+        # A bound from the analytic count at the peak is 100% by construction.
         "mfu": (per_sequence * self.per_device_batch / seconds / t.peak_flops
-                if per_sequence else None),
+                if per_sequence and seconds and c.flops else None),
         "compile_seconds": c.compile_seconds,
     }
 
@@ -216,8 +225,9 @@ class Report:
           + (f" (the smallest tried that does not: {s.smallest_failing})"
              if s.smallest_failing else " (none tried failed: it may be larger)")
           + f"; {s.compiles} more compiles")
-    flops_line = f"FLOPs per device per step: {c.flops / 1e12:.3f} T (compiler's count)"
-    if f["analytic_flops_per_device"]:
+    flops_line = (f"FLOPs per device per step: {c.flops / 1e12:.3f} T (compiler's count)"
+                  if c.flops else "FLOPs per device per step: the compiler gives no count")
+    if f["analytic_flops_per_device"] and c.flops:
       ratio = c.flops / f["analytic_flops_per_device"]
       flops_line += (f"; the analytic matmul count (bert_tf.utils.model_flops) "
                      f"{f['analytic_flops_per_device'] / 1e12:.3f} T: ratio {ratio:.3f}")
@@ -235,7 +245,11 @@ class Report:
     lines.append("Custom calls in the compiled step: " + (", ".join(
         f"{name} x{n}" for name, n in sorted(f["custom_calls"].items())) or "none"))
     seconds, how = f["step_seconds"], f["step_seconds_from"]
+    if not seconds:
+      lines.append(f"Step time: {how}")
+      return lines
     lines.append(f"Step time (an estimate, {how}): {seconds * 1e3:.2f} ms -> "
+                 f"{'' if c.flops else 'at most '}"
                  f"{f['sequences_per_second_per_device']:.0f} sequences/s per device"
                  + (f", MFU {100 * f['mfu']:.0f}% of the published "
                     f"{t.peak_flops / 1e12:.0f} TFLOP/s" if f["mfu"] else ""))

@@ -93,6 +93,13 @@ class Target:
     """Bytes/s per chip (published)."""
     return float(self.figures["memory_bandwidth_gbs"]) * 1e9
 
+  @property
+  def compiler_options(self) -> Dict[str, object]:
+    """XLA options the step is compiled with for this target: on GPUs, GEMMs through
+    cuBLAS, not XLA's Triton GEMM fusions, whose tiling fails without a GPU to tune on
+    ("Couldn't find output tile sizes", JAX 0.10.2) for the last block's few rows."""
+    return {"xla_gpu_enable_triton_gemm": False} if self.platform == "gpu" else {}
+
   def devices(self) -> List:
     """The target's compile-only JAX devices, in mesh order.
 
