@@ -58,34 +58,43 @@ def pallas_attention_works() -> bool:
 _SHARD_SALT = 0x9E3779B9
 
 
-def per_batch_shard(attend, query, key, value, bias, seed):
-  """attend(query, key, value, bias, seed=...) on each device's rows where a
-  keras.distribution splits the batch over several devices (jax.shard_map), else on
-  the whole batch.
+def per_batch_shard(kernel, args, batched, seed):
+  """kernel(*args, seed=seed) on each device's rows where a keras.distribution splits
+  the batch over several devices (jax.shard_map), else on the whole batch.
 
   A Pallas kernel is a custom call that XLA's SPMD partitioner cannot split: left to it,
-  every device gathers the whole batch and attends over all of it. Each shard's dropout
-  masks are keyed by its seed with the shard's index mixed in, so that the devices'
-  masks differ as their rows do.
+  every device gathers the whole batch and computes all of it. Here `args` whose
+  `batched` entry is true are split along their first axis, the others are passed whole
+  (their gradients summed over the devices), and each shard's dropout masks are keyed by
+  `seed` (uint32 [2]; None: no dropout) with the shard's index mixed in, so that the
+  devices' masks differ as their rows do.
   """
   distribution = keras.distribution.distribution()
-  if not isinstance(distribution, keras.distribution.DataParallel):
-    return attend(query, key, value, bias, seed=seed)
-  mesh = distribution.device_mesh.backend_mesh
-  axis = distribution.batch_dim_name
-  if mesh.shape[axis] == 1:
-    return attend(query, key, value, bias, seed=seed)
-  rows = jax.sharding.PartitionSpec(axis)
+  mesh = axis = None
+  if isinstance(distribution, keras.distribution.DataParallel):
+    mesh = distribution.device_mesh.backend_mesh
+    axis = distribution.batch_dim_name
+  if mesh is None or mesh.shape[axis] == 1:
+    return kernel(*args, seed=seed)
+  if seed is None:
+    return jax.shard_map(lambda *a: kernel(*a, seed=None), mesh=mesh,
+                         in_specs=_specs(batched, axis), out_specs=_specs([True], axis)[0],
+                         check_vma=False)(*args)
 
-  def local(query, key, value, bias, seed):
+  def local(*args_and_seed):
+    *local_args, seed = args_and_seed
     shard = jax.lax.axis_index(axis).astype(jnp.uint32)
     seed = jnp.asarray(seed, jnp.uint32)
-    salt = shard * jnp.uint32(_SHARD_SALT)
-    return attend(query, key, value, bias, seed=seed.at[0].set(seed[0] ^ salt))
+    salted = seed.at[0].set(seed[0] ^ (shard * jnp.uint32(_SHARD_SALT)))
+    return kernel(*local_args, seed=salted)
 
-  return jax.shard_map(local, mesh=mesh, in_specs=(rows, rows, rows, rows,
-                                                   jax.sharding.PartitionSpec()),
-                       out_specs=rows, check_vma=False)(query, key, value, bias, seed)
+  return jax.shard_map(local, mesh=mesh, in_specs=_specs(list(batched) + [False], axis),
+                       out_specs=_specs([True], axis)[0], check_vma=False)(*args, seed)
+
+
+def _specs(batched, axis):
+  split, whole = jax.sharding.PartitionSpec(axis), jax.sharding.PartitionSpec()
+  return tuple(split if b else whole for b in batched)
 
 
 class JaxGpuKernels(protocol.Kernels):
@@ -139,8 +148,7 @@ class JaxGpuKernels(protocol.Kernels):
         and jax_attention.flash_supported(query, key, attention_bias)):
       attend = functools.partial(jax_attention.flash_attention, rate=rate,
                                  interpret=self.interpret)
-      out = per_batch_shard(attend, query, key, value, attention_bias,
-                            seed if seed is not None else jnp.zeros((2,), jnp.uint32))
+      out = per_batch_shard(attend, (query, key, value, attention_bias), (True,) * 4, seed)
     else:
       out = jax_attention.xla_attention(query, key, value, attention_bias, rate, seed)
     return jnp.reshape(out, out.shape[:2] + (out.shape[2] * out.shape[3],))
@@ -160,10 +168,12 @@ class JaxGpuKernels(protocol.Kernels):
     # as the Dense layer reads it (in the compute dtype).
     bias = (ops.convert_to_tensor(dense.bias) if plain
             else jnp.zeros((projected.shape[-1],), projected.dtype))
-    return jax_layer_norm.residual_layer_norm(
-        projected, bias, residual, ops.convert_to_tensor(layer_norm.gamma),
-        ops.convert_to_tensor(layer_norm.beta), layer_norm.epsilon, rate, seed,
-        interpret=self.interpret)
+    kernel = functools.partial(jax_layer_norm.residual_layer_norm, epsilon=layer_norm.epsilon,
+                               rate=rate, interpret=self.interpret)
+    return per_batch_shard(
+        kernel, (projected, bias, residual, ops.convert_to_tensor(layer_norm.gamma),
+                 ops.convert_to_tensor(layer_norm.beta)),
+        (True, False, True, False, False), seed)
 
   def __repr__(self):
     return (f"bert_tf.kernels.jax_gpu.hooks.JaxGpuKernels(attention="
