@@ -111,6 +111,9 @@ class Target:
     if self.platform == "tpu":
       if not optional.installed("libtpu"):
         raise TargetError(f"{self.name}: libtpu is not installed: {TPU_INSTALL}")
+      # libtpu locks a file so that one process owns a host's TPUs; compiling owns none,
+      # and two compiles may run at once.
+      os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
       options = {}
       if self.figures.get("chip_config_name"):
         options["chip_config_name"] = self.figures["chip_config_name"]
@@ -119,8 +122,9 @@ class Target:
       try:
         return list(topologies.get_topology_desc(
             platform="tpu", topology_name=self.topology, **options).devices)
-      except RuntimeError as e:  # libtpu found but not loadable by this jax
-        raise TargetError(f"{self.name}: {_first_line(e)}: {TPU_INSTALL}") from None
+      except RuntimeError as e:  # libtpu found but not loadable by this jax, or refused
+        hint = f": {TPU_INSTALL}" if "not installed" in str(e) else ""
+        raise TargetError(f"{self.name}: {_first_line(e)}{hint}") from None
     try:
       topology = topologies.get_topology_desc(
           platform="cuda", target_config=gpu_target_config(self.figures),
