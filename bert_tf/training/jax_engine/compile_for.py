@@ -72,7 +72,6 @@ class Compiler:
     self.target = target
     self.experiment = experiment
     devices = target.devices()
-    started = time.monotonic()
     with kernels_lib.target_platform(target.platform):
       task = task_base.get_task(experiment)
       self.engine = engine_lib.JaxEngine(experiment, task, log_fn, devices=devices)
@@ -80,7 +79,6 @@ class Compiler:
         self.engine.build()
       self.kernels = task.kernels
     self.state = step_lib.abstract_state(self.engine.model, self.engine.optimizer)
-    self.build_seconds = time.monotonic() - started
 
   def compile(self, global_batch_size: int) -> Optional[compiled_report.Compiled]:
     """The step compiled for `global_batch_size` rows, or None where the compiler
@@ -186,6 +184,7 @@ def compile_for(experiment: configs.ExperimentConfig, target_name: str,
 
 
 def _compile_for(experiment, target, log_fn, max_batch_compiles):
+  """compile_for's work, for a resolved target."""
   target_name = target.name
   compiler = Compiler(experiment, target, log_fn)
   batch_size = experiment.train_data.global_batch_size
@@ -200,8 +199,7 @@ def _compile_for(experiment, target, log_fn, max_batch_compiles):
         f"{target_name}: the compiler ran out of device memory for global batch "
         f"{batch_size}" + (f"; the largest that fits is {search.largest}"
                            if search and search.largest else ""))
-  report = compiled_report.Report(experiment, target, compiled, search,
-                                  compiler.engine.model, compiler.kernels)
+  report = compiled_report.Report(experiment, target, compiled, search, compiler.kernels)
   for line in report.describe():
     log_fn(line)
   return report.figures()

@@ -153,8 +153,7 @@ class Report:
   target: object  # targets.Target
   compiled: Compiled
   search: Optional[BatchSearch]
-  model: object
-  kernels: object
+  kernels: object  # what the model was built with (None: the reference layers)
 
   @property
   def per_device_batch(self) -> float:
