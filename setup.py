@@ -52,6 +52,12 @@ EXTRAS_REQUIRE = {
     # machines carry.
     "jax": _requirements("jax.txt"),
     "torch": ["torch==2.13.0"],
+    # Compiling the JAX step for accelerators this machine does not have
+    # (`bert-tf-train --compile_for=tpu:...` / `gpu:...`): libtpu (about 0.7 GB
+    # installed), JAX's CUDA plugin and CUDA libraries (about 4.3 GB). Never in the plain
+    # install.
+    "aot_tpu": ["jax[tpu]>=0.10.2"],
+    "aot_gpu": ["jax[cuda13]>=0.10.2"],
     # Remote paths (model_dir: gs://..., s3://...) where TensorFlow is not installed (the
     # JAX engine's machines): bert_tf.utils.file_systems reaches them through fsspec,
     # whose Google Cloud Storage and S3 implementations these are. With TensorFlow,
@@ -105,7 +111,8 @@ setuptools.setup(
     packages=setuptools.find_packages(include=["bert_tf", "bert_tf.*"])
     + ["bert_tf.official_configs", "bert_tf.tools"],
     package_dir={"bert_tf.official_configs": "official_configs", "bert_tf.tools": "tools"},
-    package_data={"bert_tf.official_configs": ["experiments/*.yaml", "models/*.yaml"]},
+    package_data={"bert_tf.official_configs": ["experiments/*.yaml", "models/*.yaml"],
+                  "bert_tf.training.jax_engine": ["accelerators.yaml"]},
     entry_points={"console_scripts": [f"{command} = bert_tf.tools.{module}:run"
                                       for command, module in CONSOLE_SCRIPTS.items()]},
     install_requires=INSTALL_REQUIRES,

@@ -1,15 +1,5 @@
-"""Model FLOPs of one BERT pretraining sequence, the numerator of every MFU figure in
-bench/ (CPU and GPU alike), and the utilisation figure itself.
-
-Only the matrix products are counted, 3x the forward pass (forward, and backward for
-the activations and for the weights):
-
-  3 x [ L*T*(8H^2 + 4HI) + 4*L*T^2*H + P*(2H^2 + 2HV) + 2H^2 ]
-
-for L layers of width H and intermediate width I, T tokens, P masked positions and
-vocabulary V: 6 x the matmul parameters of the blocks x T, the attention scores and
-context (4T^2H per layer forward), the masked-LM transform and decoder at the P
-positions, and the pooler. Embedding lookups, LayerNorms and softmaxes are not counted.
+"""The utilisation figure of every MFU figure in bench/ (CPU and GPU alike), over the
+model FLOPs of bert_tf.utils.model_flops (its docstring has the formula).
 
 The denominator is bench/matmul_peak.py's rate, measured in the same run; utilisation_text
 is how every table prints the quotient, and it prints nothing above 100%.
@@ -19,16 +9,7 @@ import math
 import sys
 from typing import Optional
 
-
-def pretraining_flops_per_sequence(layers: int, hidden: int, intermediate: int,
-                                   vocab_size: int, seq_length: int,
-                                   predictions: int) -> float:
-  """Training FLOPs of one sequence of `seq_length` tokens with `predictions` masked
-  positions (the module docstring's formula)."""
-  blocks = seq_length * layers * (8 * hidden**2 + 4 * hidden * intermediate)
-  attention = 4 * layers * seq_length**2 * hidden
-  heads = predictions * (2 * hidden**2 + 2 * hidden * vocab_size) + 2 * hidden**2
-  return 3.0 * (blocks + attention + heads)
+from bert_tf.utils.model_flops import pretraining_flops_per_sequence  # pylint: disable=unused-import
 
 
 # A model cannot multiply faster than the product it is measured against: a figure above

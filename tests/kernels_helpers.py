@@ -1,7 +1,14 @@
 """Switching a built model's speed path, for tests that compare both paths on one model;
-lowering a JAX function for CUDA, for the GPU kernels' tests."""
+lowering a JAX function for CUDA, and running a JAX check script, for the GPU kernels'
+tests."""
 
 import contextlib
+import json
+import os
+import subprocess
+import sys
+
+import paths
 
 
 @contextlib.contextmanager
@@ -29,3 +36,16 @@ def lowered_for_cuda(function, *shapes):
   triton = export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")
   return export.export(jax.jit(function), platforms=["cuda"],
                        disabled_checks=[triton])(*shapes).mlir_module()
+
+
+def jax_script_figures(script: str, **env) -> dict:
+  """The JSON line a check script of tests/kernels/jax_gpu/ prints last, run in a
+  process of its own with KERAS_BACKEND=jax on CPUs (this process runs Keras on
+  TensorFlow), `env` added to its environment."""
+  env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=paths.ROOT,
+             **env)
+  result = subprocess.run(
+      [sys.executable, os.path.join(paths.TESTS_DIR, "kernels", "jax_gpu", script)],
+      env=env, capture_output=True, text=True, timeout=900, check=False)
+  assert result.returncode == 0, result.stderr[-4000:]
+  return json.loads(result.stdout.strip().splitlines()[-1])

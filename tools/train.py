@@ -29,6 +29,13 @@ MODEL_DIR/params.yaml, so only what the evaluation changes is given:
   python tools/train.py --experiment=glue_mrpc --mode=eval --model_dir=runs/mrpc \\
     --params_override=eval_data.input_path=glue/MRPC/dev.tsv
 
+Check a run on accelerators before they are lent: --compile_for compiles the JAX step
+this experiment would run there, on this CPU, and reports memory per device, the largest
+global batch that fits, FLOPs, collectives and an estimated step time (docs/distributed-and-cloud.md):
+
+  python tools/train.py --experiment=pretraining_bert_tiny --compile_for=tpu:v5e-8 \\
+    --mixed_precision_dtype=mixed_bfloat16
+
 `pip install .` installs this tool as the command `bert-tf-train` (same flags).
 """
 
@@ -81,6 +88,16 @@ _INIT = flags.DEFINE_string("init_checkpoint", None,
 _VALIDATE = flags.DEFINE_bool(
     "validate_inputs", None, "Shorthand for train_data.validate_inputs: check every "
     "record's checksums before training.")
+_COMPILE_FOR = flags.DEFINE_string(
+    "compile_for", None, "Compile the JAX training step this experiment would run on an "
+    "accelerator target, without it, and report memory per device, the largest global "
+    "batch that fits, FLOPs, collectives, kernels and an estimated step time; trains "
+    "nothing, needs no --model_dir. Targets: tpu:v5e-16, tpu:v5p-64, tpu:v4-32, "
+    "tpu:2xv5e-256 (two slices), gpu:8xH100, gpu:2x8xA100, gpu:H200 "
+    "(bert_tf.training.jax_engine.targets; TPUs need libtpu, GPUs JAX's CUDA plugin).")
+_MAX_BATCH_COMPILES = flags.DEFINE_integer(
+    "max_batch_compiles", 4, "With --compile_for: compiles at most this many more global "
+    "batch sizes to find the largest that fits (0: none).")
 _REPLACE_PARAMS = flags.DEFINE_bool(
     "replace_params", False, "Replace a MODEL_DIR/params.yaml whose model or data shapes "
     "differ from this configuration (otherwise an error naming the differing entries).")
@@ -89,6 +106,9 @@ _REPLACE_PARAMS = flags.DEFINE_bool(
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  if _COMPILE_FOR.value:
+    compile_for_target()
+    return
   if not _MODEL_DIR.value:
     raise app.UsageError("--model_dir is required")
   config_files = _CONFIG_FILE.value
@@ -115,6 +135,23 @@ def main(argv):
   shown = ", ".join(f"{k} {v:.4f}" for k, v in sorted(results.items()))
   print(f"Done ({_MODE.value}): {shown}. Checkpoints and params.yaml in {_MODEL_DIR.value}; "
         f"TensorBoard: tensorboard --logdir {_MODEL_DIR.value}", flush=True)
+
+
+def compile_for_target():
+  """--compile_for: the experiment's JAX step compiled for a target (no training)."""
+  if _BACKEND.value not in (None, "jax"):
+    raise app.UsageError("--compile_for compiles the JAX engine's step: leave out --backend "
+                         "or pass --backend=jax")
+  backends.select("jax")
+  from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top
+  from bert_tf.training.jax_engine import compile_for  # pylint: disable=g-import-not-at-top
+  shorthands = experiments.runtime_overrides(
+      backend="jax", distribution_strategy=_STRATEGY.value,
+      mixed_precision_dtype=_PRECISION.value)
+  config = experiments.resolve_experiment(_EXPERIMENT.value, _CONFIG_FILE.value,
+                                          _PARAMS_OVERRIDE.value, shorthands)
+  compile_for.compile_for(config, _COMPILE_FOR.value, lambda line: print(line, flush=True),
+                          max_batch_compiles=_MAX_BATCH_COMPILES.value)
 
 
 def run():

@@ -25,8 +25,9 @@ Imports neither Keras nor a framework at load (bert_tf.kernels.jax_gpu.xla_flags
 Keras chooses its backend).
 """
 
+import contextlib
 import dataclasses
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from bert_tf import configs
 
@@ -81,8 +82,27 @@ def tensorflow_sees_accelerators() -> bool:
   return bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
 
 
+# The platform models are built for instead of JAX's default device's, while the
+# ahead-of-time compile builds one for a target it does not have (`target_platform`).
+_TARGET_PLATFORM: List[str] = []
+
+
+@contextlib.contextmanager
+def target_platform(platform: str):
+  """Inside, JAX models are built for `platform` ("gpu", "tpu"): the speed path of that
+  platform, its "auto" choices made as there (bert_tf.training.jax_engine.compile_for)."""
+  _TARGET_PLATFORM.append(platform)
+  try:
+    yield
+  finally:
+    _TARGET_PLATFORM.pop()
+
+
 def jax_platform() -> str:
-  """The platform of JAX's default device: "cpu", "gpu" or "tpu"."""
+  """The platform JAX models are built for: `target_platform`'s, else JAX's default
+  device's ("cpu", "gpu" or "tpu")."""
+  if _TARGET_PLATFORM:
+    return _TARGET_PLATFORM[-1]
   import jax  # pylint: disable=g-import-not-at-top
   return jax.default_backend()
 
@@ -150,7 +170,8 @@ def jax_gpu_kernels(runtime: Optional[configs.RuntimeConfig] = None):
   settings = (runtime or configs.RuntimeConfig()).kernels.jax_gpu
   return hooks.JaxGpuKernels(attention=settings.attention,
                              dropout_generator=settings.dropout_generator,
-                             layer_norm=settings.layer_norm)
+                             layer_norm=settings.layer_norm,
+                             target=bool(_TARGET_PLATFORM))
 
 
 register(KernelSet("tensorflow", "cpu", "tensorflow_cpu", tensorflow_cpu_kernels))

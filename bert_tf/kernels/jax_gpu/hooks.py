@@ -54,6 +54,49 @@ def pallas_attention_works() -> bool:
   return True
 
 
+# Mixed into the seed of each batch shard's masks (the golden ratio's bits).
+_SHARD_SALT = 0x9E3779B9
+
+
+def per_batch_shard(kernel, args, batched, seed):
+  """kernel(*args, seed=seed) on each device's rows where a keras.distribution splits
+  the batch over several devices (jax.shard_map), else on the whole batch.
+
+  A Pallas kernel is a custom call that XLA's SPMD partitioner cannot split: left to it,
+  every device gathers the whole batch and computes all of it. Here `args` whose
+  `batched` entry is true are split along their first axis, the others are passed whole
+  (their gradients summed over the devices), and each shard's dropout masks are keyed by
+  `seed` (uint32 [2]; None: no dropout) with the shard's index mixed in, so that the
+  devices' masks differ as their rows do.
+  """
+  distribution = keras.distribution.distribution()
+  mesh = axis = None
+  if isinstance(distribution, keras.distribution.DataParallel):
+    mesh = distribution.device_mesh.backend_mesh
+    axis = distribution.batch_dim_name
+  if mesh is None or mesh.shape[axis] == 1:
+    return kernel(*args, seed=seed)
+  if seed is None:
+    return jax.shard_map(lambda *a: kernel(*a, seed=None), mesh=mesh,
+                         in_specs=_specs(batched, axis), out_specs=_specs([True], axis)[0],
+                         check_vma=False)(*args)
+
+  def local(*args_and_seed):
+    *local_args, seed = args_and_seed
+    shard = jax.lax.axis_index(axis).astype(jnp.uint32)
+    seed = jnp.asarray(seed, jnp.uint32)
+    salted = seed.at[0].set(seed[0] ^ (shard * jnp.uint32(_SHARD_SALT)))
+    return kernel(*local_args, seed=salted)
+
+  return jax.shard_map(local, mesh=mesh, in_specs=_specs(list(batched) + [False], axis),
+                       out_specs=_specs([True], axis)[0], check_vma=False)(*args, seed)
+
+
+def _specs(batched, axis):
+  split, whole = jax.sharding.PartitionSpec(axis), jax.sharding.PartitionSpec()
+  return tuple(split if b else whole for b in batched)
+
+
 class JaxGpuKernels(protocol.Kernels):
   """The JAX GPU speed path (bert_tf.kernels.protocol.Kernels).
 
@@ -67,12 +110,15 @@ class JaxGpuKernels(protocol.Kernels):
       residual dropouts with layer_norm="pallas".
     layer_norm: "xla" or "pallas", the end of each half of a block (see above).
     interpret: run the Pallas kernels in Pallas's interpreter (for CPUs and tests).
+    target: built for a GPU this process does not have (the ahead-of-time compile):
+      "auto" is the Pallas kernel, as on a GPU where it works; whether it compiles is
+      the compile's to say.
   """
 
   name = "jax_gpu"
 
   def __init__(self, attention: str = "auto", dropout_generator: str = "hash",
-               layer_norm: str = "xla", interpret: bool = False):
+               layer_norm: str = "xla", interpret: bool = False, target: bool = False):
     if attention not in ATTENTION:
       raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
     if layer_norm not in LAYER_NORM:
@@ -82,7 +128,8 @@ class JaxGpuKernels(protocol.Kernels):
                        f"{dropout_generator!r}")
     if attention == "auto":
       on_gpu = jax.default_backend() == "gpu"
-      attention = "pallas" if (interpret or on_gpu and pallas_attention_works()) else "xla"
+      attention = ("pallas" if (interpret or target or on_gpu and pallas_attention_works())
+                   else "xla")
     self.attention_implementation = attention
     self.dropout_generator = dropout_generator
     self.layer_norm_implementation = layer_norm
@@ -99,8 +146,9 @@ class JaxGpuKernels(protocol.Kernels):
     seed = dropout.seed_generator.next() if rate > 0 else None
     if (self.attention_implementation == "pallas"
         and jax_attention.flash_supported(query, key, attention_bias)):
-      out = jax_attention.flash_attention(query, key, value, attention_bias, rate, seed,
-                                          interpret=self.interpret)
+      attend = functools.partial(jax_attention.flash_attention, rate=rate,
+                                 interpret=self.interpret)
+      out = per_batch_shard(attend, (query, key, value, attention_bias), (True,) * 4, seed)
     else:
       out = jax_attention.xla_attention(query, key, value, attention_bias, rate, seed)
     return jnp.reshape(out, out.shape[:2] + (out.shape[2] * out.shape[3],))
@@ -120,10 +168,12 @@ class JaxGpuKernels(protocol.Kernels):
     # as the Dense layer reads it (in the compute dtype).
     bias = (ops.convert_to_tensor(dense.bias) if plain
             else jnp.zeros((projected.shape[-1],), projected.dtype))
-    return jax_layer_norm.residual_layer_norm(
-        projected, bias, residual, ops.convert_to_tensor(layer_norm.gamma),
-        ops.convert_to_tensor(layer_norm.beta), layer_norm.epsilon, rate, seed,
-        interpret=self.interpret)
+    kernel = functools.partial(jax_layer_norm.residual_layer_norm, epsilon=layer_norm.epsilon,
+                               rate=rate, interpret=self.interpret)
+    return per_batch_shard(
+        kernel, (projected, bias, residual, ops.convert_to_tensor(layer_norm.gamma),
+                 ops.convert_to_tensor(layer_norm.beta)),
+        (True, False, True, False, False), seed)
 
   def __repr__(self):
     return (f"bert_tf.kernels.jax_gpu.hooks.JaxGpuKernels(attention="

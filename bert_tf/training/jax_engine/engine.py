@@ -43,10 +43,13 @@ class JaxEngine(engine_lib.Engine):
   compiled: once per batch shape).
   """
 
-  def __init__(self, experiment: configs.ExperimentConfig, task, log_fn):
+  def __init__(self, experiment: configs.ExperimentConfig, task, log_fn, devices=None):
+    """`devices`: the data-parallel devices, by default runtime.distribution_strategy's
+    (devices.data_parallel_devices); a target's, unattached, for the ahead-of-time
+    compile (bert_tf.training.jax_engine.compile_for)."""
     super().__init__(experiment, task, log_fn)
     devices_lib.check_runtime(experiment.runtime)
-    self.devices = devices_lib.data_parallel_devices(experiment.runtime)
+    self.devices = devices or devices_lib.data_parallel_devices(experiment.runtime)
     devices_lib.set_distribution(self.devices)
     self.state = None
     self.step_traces = 0
@@ -113,7 +116,10 @@ class JaxEngine(engine_lib.Engine):
         batch, outputs, self.experiment.train_data.global_batch_size, **normalizers)
     return steps.flat_outputs(losses, self.task.train_metrics(batch, outputs))
 
-  def _step_fn(self):
+  def train_step(self):
+    """The jit-compiled training step of this run (step.make_train_step): what
+    run_steps calls, and what bert_tf.training.jax_engine.compile_for compiles ahead of
+    time."""
     if self._train_step is None:
       self._train_step = step_lib.make_train_step(
           self.model, self.optimizer, self._loss_fn,
@@ -122,7 +128,7 @@ class JaxEngine(engine_lib.Engine):
     return self._train_step
 
   def run_steps(self, num_steps: int) -> Dict[str, float]:
-    step_fn = self._step_fn()
+    step_fn = self.train_step()
     totals = None
     for _ in range(num_steps):
       batch = step_lib.shard_batch(self._input.next_batch())

@@ -64,20 +64,23 @@ class StatelessOptimizer:
       raise ValueError("Two trainable variables share a path")
     overwritten = tuple(bool(getattr(v, "overwrite_with_gradient", False))
                         for v in trainable_variables)
-    state = [(constants.OPTIMIZER_COUNT,
-              keras.Variable(0, dtype="int32", trainable=False, name="count"))]
+    # Initializers, not values: in a keras.StatelessScope the variables stay abstract
+    # (shapes and dtypes), as the ahead-of-time compile builds them.
+    zeros = keras.initializers.Zeros()
+    state = [(constants.OPTIMIZER_COUNT, keras.Variable(
+        zeros, shape=(), dtype="int32", trainable=False, name="count"))]
     for slot in self.rule.slot_names:
       for variable, path, overwrite in zip(trainable_variables, paths, overwritten):
         if overwrite:
           continue
         state.append((update_rule.slot_name(slot, path), keras.Variable(
-            ops.zeros(variable.shape, "float32"), trainable=False, name=slot)))
+            zeros, shape=variable.shape, dtype="float32", trainable=False, name=slot)))
     if self.loss_scale_rule is not None:
       state.append((constants.LOSS_SCALE, keras.Variable(
-          self.loss_scale_rule.initial_scale, dtype="float32", trainable=False,
-          name="scale")))
+          keras.initializers.Constant(self.loss_scale_rule.initial_scale), shape=(),
+          dtype="float32", trainable=False, name="scale")))
       state.append((constants.LOSS_SCALE_GOOD_STEPS, keras.Variable(
-          0, dtype="int32", trainable=False, name="good_steps")))
+          zeros, shape=(), dtype="int32", trainable=False, name="good_steps")))
     self.state_names = [name for name, _ in state]
     self.variables = [variable for _, variable in state]
     self.decays = tuple(self.rule.decays(path) for path in paths)

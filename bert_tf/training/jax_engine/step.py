@@ -84,14 +84,18 @@ def shard_batch(batch: Mapping[str, object]) -> Dict[str, jax.Array]:
   """A batch of host arrays as device arrays: split along the first axis over the
   devices of the current keras.distribution (each process passes its own share of the
   global batch), or placed on the default device without one."""
-  distribution = keras.distribution.distribution()
-  if distribution is None:
+  if keras.distribution.distribution() is None:
     return {key: jax.device_put(value) for key, value in batch.items()}
-  out = {}
-  for key, value in batch.items():
-    layout = distribution.get_data_layout(value.shape).backend_layout
-    out[key] = jax.make_array_from_process_local_data(layout, value)
-  return out
+  return {key: jax.make_array_from_process_local_data(batch_sharding(value.shape), value)
+          for key, value in batch.items()}
+
+
+def batch_sharding(shape: Tuple[int, ...]):
+  """The sharding of a batch array of `shape` (the global batch's, or this process's
+  share) under the current keras.distribution: split along the first axis over its
+  devices; None without one."""
+  distribution = keras.distribution.distribution()
+  return None if distribution is None else distribution.get_data_layout(shape).backend_layout
 
 
 def _micro_batches(batch: Batch, num: int) -> Batch:
@@ -105,12 +109,38 @@ def _micro_batches(batch: Batch, num: int) -> Batch:
   return {key: split(value) for key, value in batch.items()}
 
 
+def _map_state(fn, state: TrainState) -> TrainState:
+  """`fn` of each of the state's leaves (keras Variables are no pytree leaves)."""
+  return TrainState(*(tuple(map(fn, part)) for part in state))
+
+
+def _state_variables(model, optimizer) -> TrainState:
+  """The variables whose values form the state, in its order (builds the optimizer)."""
+  if not optimizer.built:
+    optimizer.build(model.trainable_variables)
+  return TrainState(tuple(model.trainable_variables), tuple(model.non_trainable_variables),
+                    tuple(optimizer.variables))
+
+
 def _state_shardings(model, optimizer):
-  """The shardings of the state's arrays under a keras.distribution, else None."""
-  if keras.distribution.distribution() is None:
+  """The shardings of the state's arrays under a keras.distribution (each variable's
+  layout there, which its value has), else None."""
+  distribution = keras.distribution.distribution()
+  if distribution is None:
     return None
-  state = state_from(model, optimizer)
-  return jax.tree_util.tree_map(lambda x: x.sharding, state)
+  return _map_state(lambda v: distribution.get_variable_layout(v).backend_layout,
+                    _state_variables(model, optimizer))
+
+
+def abstract_state(model: keras.Model, optimizer) -> TrainState:
+  """The state as jax.ShapeDtypeStructs (with the keras.distribution's shardings),
+  read from the variables' shapes and dtypes, never their values: variables built in
+  a keras.StatelessScope, which hold none, give it too (the ahead-of-time compile)."""
+  distribution = keras.distribution.distribution()
+  return _map_state(lambda v: jax.ShapeDtypeStruct(
+      tuple(v.shape), v.dtype,
+      sharding=distribution and distribution.get_variable_layout(v).backend_layout),
+                    _state_variables(model, optimizer))
 
 
 def make_train_step(model: keras.Model, optimizer, loss_fn: LossFn,

@@ -12,14 +12,9 @@ this process).
 Tolerance: 1e-5 absolute in float32 on logits and gradients (largest gradient ~0.3).
 """
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 
-import paths
+import kernels_helpers
 
 # A tiny model through Pallas interpret mode: about 45 s. The kernels one by one:
 # test_attention.py, test_dropout.py and test_layer_norm.py here (default suite).
@@ -30,13 +25,7 @@ TOLERANCE = 1e-5
 
 @pytest.fixture(scope="module")
 def figures():
-  env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=paths.ROOT)
-  result = subprocess.run(
-      [sys.executable,
-       os.path.join(paths.TESTS_DIR, "kernels", "jax_gpu", "jax_gpu_hooks_main.py")],
-      env=env, capture_output=True, text=True, timeout=900, check=False)
-  assert result.returncode == 0, result.stderr[-4000:]
-  return json.loads(result.stdout.strip().splitlines()[-1])
+  return kernels_helpers.jax_script_figures("jax_gpu_hooks_main.py")
 
 
 def _assert_close(differences):
