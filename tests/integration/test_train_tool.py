@@ -131,7 +131,7 @@ def test_tool_help_explains_the_flags():
 def test_eval_mode_takes_the_training_settings_from_the_run_s_params_yaml(tmp_path):
   """--mode=eval with the experiment and the evaluation's settings alone: the training
   batch, sequence length and steps come from MODEL_DIR/params.yaml (they are not
-  repeated, and differ from the experiment's)."""
+  repeated, and differ from the experiment's); params.yaml stays as the training wrote it."""
   model_dir = str(tmp_path / "run")
   train = _run_tool([
       "--experiment=pretraining_bert_tiny", f"--model_dir={model_dir}",
@@ -139,12 +139,17 @@ def test_eval_mode_takes_the_training_settings_from_the_run_s_params_yaml(tmp_pa
       "train_data.seq_length=16,train_data.max_predictions_per_seq=2,"
       "trainer.train_steps=2,trainer.steps_per_loop=2,runtime.distribution_strategy=one_device"])
   assert train.returncode == 0, train.stderr[-3000:]
+  params_path = os.path.join(model_dir, "params.yaml")
+  with open(params_path, "rb") as f:
+    trained = f.read()
   evaluate = _run_tool([
       "--experiment=pretraining_bert_tiny", "--mode=eval", f"--model_dir={model_dir}",
       "--params_override=eval_data.format=dummy,eval_data.global_batch_size=4,"
       "eval_data.seq_length=16,eval_data.max_predictions_per_seq=2"])
   assert evaluate.returncode == 0, evaluate.stderr[-3000:]
   assert "Done (eval)" in evaluate.stdout
-  saved = experiments.experiment_from_yaml(os.path.join(model_dir, "params.yaml"))
+  saved = experiments.experiment_from_yaml(params_path)
   assert saved.train_data.global_batch_size == 8 and saved.trainer.train_steps == 2
-  assert saved.eval_data.global_batch_size == 4
+  # The evaluation leaves params.yaml as the training wrote it.
+  with open(params_path, "rb") as f:
+    assert f.read() == trained
