@@ -21,14 +21,9 @@ REPO_ROOT = os.path.dirname(BENCH_DIR)
 RESULTS_DIR = os.path.join(BENCH_DIR, "results")
 OUTPUT = os.path.join(REPO_ROOT, "docs", "benchmark-tables.md")
 
-# The page's sections, in order: first those of the benchmarks in bench/, then those
-# of benchmarks retired once their question was answered (their figures name the
-# commit whose bench/ ran them).
+# The page's sections, in order: one per benchmark of bench/ that records figures.
 SECTIONS = ("matmul_peak", "pretraining_step", "gpu_pretraining", "gpu_trainer",
-            "inference", "exports",
-            "accuracy", "finetune_throughput", "create_pretraining_data", "input_pipeline",
-            "beam_pretraining", "tokenizer_agreement", "lora_finetune", "distillation",
-            "checkpoint_stall", "resume_time", "serving_latency", "serving_squad_agreement")
+            "inference", "exports", "accuracy")
 
 _HEADER = """# Benchmark results
 
