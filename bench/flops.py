@@ -9,8 +9,6 @@ import math
 import sys
 from typing import Optional
 
-from bert_tf.utils.model_flops import pretraining_flops_per_sequence  # pylint: disable=unused-import
-
 
 # A model cannot multiply faster than the product it is measured against: a figure above
 # this says the denominator was measured at a slower moment, or in another precision.

@@ -8,8 +8,9 @@ step apart, synced and back to back), are bench/gpu_worker.py's docstring. Every
 configuration runs in a process of its own with a timeout, and each finished one is
 appended to --output (JSON lines) at once, so a run cut short keeps what it measured; at
 the end the run prints its tables and the command that reproduces each figure. MFU is
-model FLOPs/s (bench/flops.py, the same for every side and variant) over the dense matmul
-rate the same run measured in the side's own framework (bench/matmul_peak.py).
+model FLOPs/s (bert_tf.utils.model_flops, the same for every side and variant) over the
+dense matmul rate the same run measured in the side's own framework
+(bench/matmul_peak.py).
 --profile records --profile_steps more steps under each framework's profiler
 (bench/kernel_profile.py); the traces stay in --profile_dir.
 
@@ -49,6 +50,7 @@ from bench import flops
 from bench import kernel_profile
 from bench import stats
 from bench.peers import protocol
+from bert_tf.utils import model_flops
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("sizes", ["base", "large"], "Encoder sizes (bert_tf.configs: tiny, "
@@ -190,8 +192,9 @@ def parse_variants(specs: Sequence[str]) -> List[Variant]:
 # The run.
 
 def model_flops_per_sequence(config, seq_length: int, predictions: int) -> float:
-  """Training FLOPs of one sequence of a bert_tf.configs.EncoderConfig (bench/flops.py)."""
-  return flops.pretraining_flops_per_sequence(
+  """Training FLOPs of one sequence of a bert_tf.configs.EncoderConfig
+  (bert_tf.utils.model_flops)."""
+  return model_flops.pretraining_flops_per_sequence(
       config.num_layers, config.hidden_size, config.intermediate_size, config.vocab_size,
       seq_length, predictions)
 

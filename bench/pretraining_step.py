@@ -8,7 +8,7 @@ Every system runs in its own process (each peer in its own virtual environment, 
 --install_peers); the processes take turns, round after round, and the table reports
 each one's median sequences/s and the ratio ours/peer within the same run.
 
-MFU: each system's model FLOP/s (bench/flops.py) over the rate of a matrix product in its
+MFU: each system's model FLOP/s (bert_tf.utils.model_flops) over the rate of a matrix product in its
 framework and precision (bench/matmul_peak.py), timed as one more system of the same
 rounds, so that the denominator shares the moments of the machine the steps had.
 
@@ -37,6 +37,7 @@ from bench import matmul_peak
 from bench import peer_envs
 from bench import stats
 from bench.peers import protocol
+from bert_tf.utils import model_flops
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("configs", ["mini", "small", "base"],
@@ -146,10 +147,11 @@ PEER_MODULES = {
 
 
 def model_flops_per_sequence(size, seq_length, predictions, vocab_size=30522):
-  """Training FLOPs of one sequence of a bench/peers/protocol.py size (bench/flops.py)."""
+  """Training FLOPs of one sequence of a bench/peers/protocol.py size
+  (bert_tf.utils.model_flops)."""
   layers, hidden, _, intermediate = protocol.size_args(size)
-  return flops.pretraining_flops_per_sequence(layers, hidden, intermediate, vocab_size,
-                                              seq_length, predictions)
+  return model_flops.pretraining_flops_per_sequence(layers, hidden, intermediate, vocab_size,
+                                                    seq_length, predictions)
 
 
 def matmul_of(system, argv):

@@ -92,10 +92,11 @@ def restore_items(source: Source, checkpoint_items: Mapping[str, object],
   if missing:
     raise PortableCheckpointError(f"The model has no checkpoint item(s) {missing}; it has "
                                   f"{sorted(checkpoint_items)}")
+  variables_of = {name: snapshots.item_variables(checkpoint_items[name]) for name in items}
   path, content, owned = _content(
       source, [f"items/{name}" for name in items], hand_over,
       {f"items/{name}/{variable_path}": variable for name in items
-       for variable_path, variable in snapshots.item_variables(checkpoint_items[name]).items()})
+       for variable_path, variable in variables_of[name].items()})
   stored = {name: content.group(f"items/{name}") for name in items}
   absent = [name for name in items if not stored[name]]
   if absent:
@@ -104,7 +105,7 @@ def restore_items(source: Source, checkpoint_items: Mapping[str, object],
                                   f"{held}")
   assigned = set()
   for name in items:
-    variables = snapshots.item_variables(checkpoint_items[name])
+    variables = variables_of[name]
     if not variables:
       raise ValueError(f"Checkpoint item '{name}' has no variables yet; build the model "
                        f"before restoring")

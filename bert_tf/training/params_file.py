@@ -22,7 +22,8 @@ from bert_tf.utils import files
 
 PARAMS_FILE = run_folder.PARAMS_FILE
 _CHECKSUM_LINE = "# bert_tf params.yaml; CRC32C of the lines below: {:08x}\n"
-_CHECKSUM = re.compile(rb"# bert_tf params\.yaml; CRC32C of the lines below: ([0-9a-f]{8})\n")
+# The line as `save` writes it, its text taken from _CHECKSUM_LINE.
+_CHECKSUM = re.compile(re.escape(_CHECKSUM_LINE.split("{")[0]).encode() + rb"([0-9a-f]{8})\n")
 # params.yaml entries that fix the shapes of the checkpointed variables or of the data
 # the input position counts: a resumed run must not change them.
 _SHAPE_KEYS = ("model.", "task.", "train_data.seq_length",

@@ -1,5 +1,6 @@
 """The GPU benchmark's arithmetic, report and variants, without timing anything: model
-FLOPs per sequence (bench/flops.py, shared by the CPU and GPU pretraining benchmarks)
+FLOPs per sequence (bert_tf.utils.model_flops, shared by the CPU and GPU pretraining
+benchmarks)
 against the formula worked by hand; the tables of several runs (bench/gpu_pretraining.py),
 where a later run fills the configurations an earlier one skipped, variants compare with
 the base configuration and profiled rows show where the time went; and the --variant
@@ -10,6 +11,7 @@ import pytest
 from bench import flops
 import bench_helpers
 from bert_tf import configs
+from bert_tf.utils import model_flops
 
 gpu_pretraining = bench_helpers.import_without_flags("gpu_pretraining")
 pretraining_step = bench_helpers.import_without_flags("pretraining_step")
@@ -20,7 +22,7 @@ BERT_BASE_SEQ_128_P_20 = 69_928_980_480
 
 
 def test_model_flops_of_bert_base_at_seq_128_follow_the_formula():
-  assert flops.pretraining_flops_per_sequence(12, 768, 3072, 30522, 128, 20) == (
+  assert model_flops.pretraining_flops_per_sequence(12, 768, 3072, 30522, 128, 20) == (
       BERT_BASE_SEQ_128_P_20)
 
 

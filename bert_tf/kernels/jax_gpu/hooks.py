@@ -76,25 +76,19 @@ def per_batch_shard(kernel, args, batched, seed):
     axis = distribution.batch_dim_name
   if mesh is None or mesh.shape[axis] == 1:
     return kernel(*args, seed=seed)
-  if seed is None:
-    return jax.shard_map(lambda *a: kernel(*a, seed=None), mesh=mesh,
-                         in_specs=_specs(batched, axis), out_specs=_specs([True], axis)[0],
-                         check_vma=False)(*args)
 
   def local(*args_and_seed):
     *local_args, seed = args_and_seed
-    shard = jax.lax.axis_index(axis).astype(jnp.uint32)
-    seed = jnp.asarray(seed, jnp.uint32)
-    salted = seed.at[0].set(seed[0] ^ (shard * jnp.uint32(_SHARD_SALT)))
-    return kernel(*local_args, seed=salted)
+    if seed is not None:
+      shard = jax.lax.axis_index(axis).astype(jnp.uint32)
+      seed = jnp.asarray(seed, jnp.uint32)
+      seed = seed.at[0].set(seed[0] ^ (shard * jnp.uint32(_SHARD_SALT)))
+    return kernel(*local_args, seed=seed)
 
-  return jax.shard_map(local, mesh=mesh, in_specs=_specs(list(batched) + [False], axis),
-                       out_specs=_specs([True], axis)[0], check_vma=False)(*args, seed)
-
-
-def _specs(batched, axis):
   split, whole = jax.sharding.PartitionSpec(axis), jax.sharding.PartitionSpec()
-  return tuple(split if b else whole for b in batched)
+  return jax.shard_map(local, mesh=mesh,
+                       in_specs=tuple(split if b else whole for b in (*batched, False)),
+                       out_specs=split, check_vma=False)(*args, seed)
 
 
 class JaxGpuKernels(protocol.Kernels):

@@ -202,4 +202,4 @@ def _compile_for(experiment, target, log_fn, max_batch_compiles):
   report = compiled_report.Report(experiment, target, compiled, search, compiler.kernels)
   for line in report.describe():
     log_fn(line)
-  return report.figures()
+  return report.figures

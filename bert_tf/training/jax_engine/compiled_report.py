@@ -9,6 +9,7 @@ measures.
 
 import collections
 import dataclasses
+import functools
 import re
 from typing import Dict, List, Optional
 
@@ -178,12 +179,18 @@ class Report:
             f"a lower bound ({reason}, nor a FLOP count): the analytic FLOPs at the "
             "published peak")
 
+  @functools.cached_property
+  def _collectives(self) -> Dict[str, Collective]:
+    """`collectives` of the compiled step's HLO text (read once: it runs to megabytes)."""
+    return collectives(self.compiled.hlo)
+
+  @functools.cached_property
   def figures(self) -> dict:
-    """The report's numbers, for tests and tables."""
+    """The report's numbers, for tests and tables (worked out once)."""
     c, t = self.compiled, self.target
     seconds, how = self.step_seconds()
     per_sequence = analytic_flops(self.experiment)
-    found = collectives(c.hlo)
+    found = self._collectives
     return {
         "target": t.name, "devices": t.chips, "global_batch_size": c.global_batch_size,
         "argument_bytes": c.argument_bytes, "temp_bytes": c.temp_bytes,
@@ -206,7 +213,7 @@ class Report:
 
   def describe(self) -> List[str]:
     """The report, line by line."""
-    f, c, t = self.figures(), self.compiled, self.target
+    f, c, t = self.figures, self.compiled, self.target
     lines = [f"{t.name}: {t.chips} x {t.chip} ({t.topology}"
              + (f", {t.slices} slices" if t.slices > 1 else "")
              + (f", {t.hosts} hosts" if t.hosts > 1 else "")
@@ -234,7 +241,7 @@ class Report:
     lines.append("Collectives: " + ("none" if not f["collectives"] else "; ".join(
         f"{count} {op} ({_gib(size)} in all)"
         for op, (count, size) in sorted(f["collectives"].items()))))
-    for op, entry in sorted(collectives(c.hlo).items()):
+    for op, entry in sorted(self._collectives.items()):
       if op != "all-reduce":
         lines.append(f"  {op} from: " + ", ".join(
             f"{name} x{n}" for name, n in entry.sources.most_common(4)))

@@ -62,11 +62,7 @@ def state_from(model: keras.Model, optimizer) -> TrainState:
 
   Builds the optimizer over model.trainable_variables when it is not built yet.
   """
-  if not optimizer.built:
-    optimizer.build(model.trainable_variables)
-  return TrainState(tuple(v.value for v in model.trainable_variables),
-                    tuple(v.value for v in model.non_trainable_variables),
-                    tuple(v.value for v in optimizer.variables))
+  return _map_state(lambda v: v.value, _state_variables(model, optimizer))
 
 
 def write_back(state: TrainState, model: keras.Model, optimizer=None) -> None:

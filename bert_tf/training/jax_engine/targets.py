@@ -20,8 +20,7 @@ import os
 import re
 from typing import Dict, List
 
-import yaml
-
+from bert_tf import configs
 from bert_tf.utils import errors
 from bert_tf.utils import optional
 
@@ -41,8 +40,7 @@ class TargetError(errors.UserError, ValueError):
 @functools.lru_cache(maxsize=None)
 def accelerators() -> Dict[str, Dict[str, dict]]:
   """accelerators.yaml: {"tpu": {generation: figures}, "gpu": {model: figures}}."""
-  with open(_DATA, encoding="utf-8") as f:
-    return yaml.safe_load(f)
+  return configs.load_yaml(_DATA)
 
 
 def known_targets() -> str:
