@@ -45,6 +45,16 @@ _TABLE_DTYPE = np.dtype([("name", h5py.string_dtype()), ("crc32c", np.uint32)])
 Check = Callable[[], Tuple[int, int]]
 
 
+# The most a filtered array's stored bytes may inflate to: DEFLATE's largest ratio,
+# 1032:1 (gzip, HDF5's one compression filter that h5py always has).
+_MAX_INFLATION = 1032
+
+
+def _filtered(dataset: h5py.h5d.DatasetID) -> bool:
+  """Whether the dataset's bytes pass through filters (compression, shuffle)."""
+  return dataset.get_create_plist().get_nfilters() > 0
+
+
 def _chunks(nbytes: int) -> range:
   return range(0, nbytes, CHUNK_BYTES)
 
@@ -311,10 +321,13 @@ class Reader:
     if stored.kind not in "biuf" or stored.itemsize > 16:
       raise ValueError(f"{name} is stored as {stored}, no type of a checkpoint's arrays")
     nbytes = math.prod(shape) * stored.itemsize
-    if nbytes > self._left:
+    # A filtered (compressed) array holds its stored bytes in the file, and inflates to
+    # at most _MAX_INFLATION times them (DEFLATE's largest ratio).
+    held = dataset.get_storage_size() if _filtered(dataset) else nbytes
+    if held > self._left or nbytes > held * _MAX_INFLATION:
       raise ValueError(f"{name} declares shape {shape} of {stored} ({nbytes} bytes), "
                        "more than the file holds")
-    self._left -= nbytes
+    self._left -= held
     return stored, restore
 
   def _start(self, dataset: h5py.h5d.DatasetID, name: str) -> tuple:
