@@ -9,7 +9,7 @@ the checkpoint a rerun resumes from, and the run's record of the checkpoints it 
   - a corrupt input record: one line naming the file and offset, after a checkpoint at
     the last finished step;
   - a lost process: one line naming it, why, and the checkpoint every process resumes
-    from (bert_tf.training.checkpointing.lost_process_error);
+    from (bert_tf.training.checkpoint_parts.lost_process_error);
   - any other error: the checkpoint being written is waited for and those committed are
     logged; that write's failure is logged after them, not raised.
 
@@ -21,6 +21,8 @@ import signal
 from typing import Callable, Dict, Optional
 
 from bert_tf import configs
+from bert_tf.training import checkpoint_errors
+from bert_tf.training import checkpoint_parts
 from bert_tf.training import checkpointing
 from bert_tf.training import host_loop
 from bert_tf.utils import errors
@@ -101,7 +103,7 @@ class RunStops:
 
   def lost_process_message(self, lost: str, reason: str) -> str:
     """The line of a run whose process `lost` stopped answering (Engine.end_on_lost_process)."""
-    return str(checkpointing.lost_process_error(self.checkpoints.model_dir, lost, reason))
+    return str(checkpoint_parts.lost_process_error(self.checkpoints.model_dir, lost, reason))
 
   def after_error(self, error: BaseException) -> Optional[errors.UserError]:
     """Once `error` ended the training loops: waits for the checkpoint being written (a
@@ -112,7 +114,7 @@ class RunStops:
       self.checkpoints.stop_waiting_for_parts()
     self._finish_saving_quietly()
     if lost:
-      return checkpointing.lost_process_error(
+      return checkpoint_parts.lost_process_error(
           self.checkpoints.model_dir, lost, self._engine.lost_process_reason(error))
     return None
 
@@ -121,7 +123,7 @@ class RunStops:
     those committed; that write's failure is logged after them, not raised."""
     try:
       self.checkpoints.wait()
-    except checkpointing.CheckpointWriteError as e:
+    except checkpoint_errors.CheckpointWriteError as e:
       self.log_committed()
       self._log(str(e))
     self.log_committed()
