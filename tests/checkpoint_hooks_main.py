@@ -41,13 +41,13 @@ def _slow_write(step, seconds):
 
 
 def _held_part(step, seconds):
-  from bert_tf.training import checkpointing  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import checkpoint_parts  # pylint: disable=g-import-not-at-top
   from bert_tf.utils import files  # pylint: disable=g-import-not-at-top
   write_lines = files.write_lines
   marker = f"/ckpt-{step}.input-"
 
   def held_write_lines(path, lines):
-    if marker in path and path.endswith(checkpointing.PART_DONE):
+    if marker in path and path.endswith(checkpoint_parts.PART_DONE):
       write_lines(path + ".held", ["held"])
       time.sleep(seconds)
     return write_lines(path, lines)

@@ -15,6 +15,7 @@ import numpy as np
 import trainer_helpers
 from bert_tf.checkpoints import portable
 from bert_tf.training import experiments
+from bert_tf.training import host_loop
 from bert_tf.training import trainer as trainer_lib
 from bert_tf.utils import errors
 
@@ -119,7 +120,7 @@ def non_finite_loss(out_dir: str, records: str) -> dict:
   try:
     trainer.train()
     return {"error": None}
-  except trainer_lib.NonFiniteLossError as e:
+  except host_loop.NonFiniteLossError as e:
     message = str(e)
   trainer.engine.checkpoint_state()
   in_memory = {v.path: np.asarray(v.numpy()) for v in trainer.model.trainable_variables}

@@ -22,17 +22,10 @@ on the training thread there. The .h5 appears under its name only when complete 
 temporary name, then a rename) and older checkpoints are deleted only after it, so a
 process killed at any moment leaves the previous checkpoint whole.
 
-Several processes (jax.distributed; TensorFlow's MultiWorkerMirroredStrategy, whose
-workers are numbered by tf_engine.strategies.worker_placement, the chief 0): the chief
-(process 0) alone writes the replicated state and the input position, which is the same
-on every process (each reads its part of the same global batches). Every process
-reaches the save of the same step (a barrier named after it, which each engine checks
-is the same everywhere: JAX's, or an all-gather of the name's checksum); each process
-other than the chief marks its part complete (`ckpt-N.input-P.done`, holding its
-process number and the CRC32C of that line), and the chief renames the .h5 into place
-only once every marker is there and verifies. So a `ckpt-N.h5` is always a complete
-checkpoint, and a rerun resumes from the newest one, whichever process was killed
-mid-save.
+Several processes (jax.distributed, MultiWorkerMirroredStrategy): the chief alone writes
+the file, and renames it into place only once every other process has marked its part
+complete (bert_tf.training.checkpoint_parts), so a `ckpt-N.h5` is always a complete
+checkpoint. A write that fails is one line (bert_tf.training.checkpoint_errors).
 
 model_dir may be remote (bert_tf.utils.files): the .h5 is uploaded under a temporary
 name and renamed there (an input position of an earlier version, beside it, is
@@ -50,25 +43,22 @@ tf_engine.legacy_checkpoints) and from then on writes the portable format; the J
 engine refuses them in one line.
 """
 
-import errno
 import functools
 import os
 import queue
 import re
-import shutil
 import threading
-import time
 from typing import List, Optional, Sequence
 
 import keras
-import numpy as np
 
-from bert_tf.checkpoints import checksums
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import portable_restore
 from bert_tf.checkpoints import readable
 from bert_tf.checkpoints import restore
 from bert_tf.checkpoints import snapshots
+from bert_tf.training import checkpoint_errors
+from bert_tf.training import checkpoint_parts
 from bert_tf.training import engine as engine_lib
 from bert_tf.training import input_source as input_source_lib
 from bert_tf.training import steps
@@ -80,40 +70,10 @@ from bert_tf.utils import files
 _LEGACY_INDEX = re.compile(r"^ckpt-(\d+)\.index$")
 # The temporary name of a `ckpt-N.h5` being written (bert_tf.utils.files.temporary_name).
 _UNFINISHED = re.compile(r"^\.ckpt-\d+\.h5\.tmp-[0-9a-f]+$")
-# Beside a checkpoint of several processes, each process's but the chief's mark that its
-# part is complete: `ckpt-N.input-P.done`.
-PART_DONE = ".done"
-# How long the chief waits for the other processes' parts of a checkpoint.
-PARTS_TIMEOUT_S = 600.0
 # The storage calls of one checkpoint write may take file_systems.WRITE_BOUND_S in all,
 # their retries included, plus the time its bytes take at this rate (bytes per second),
 # before the run stops (remote model_dir, fsspec route).
 MIN_UPLOAD_RATE = 10e6
-
-
-def _disk_full(error: BaseException) -> bool:
-  """Whether `error` (or an error it came from) says the device has no space left."""
-  while error is not None:
-    if getattr(error, "errno", None) == errno.ENOSPC or "No space left" in str(error):
-      return True
-    error = error.__cause__ or error.__context__
-  return False
-
-
-def _storage_failure(error: BaseException) -> bool:
-  """Whether `error` is storage failing a write (a CheckpointWriteError then), not a
-  bug: an OSError, a user error, or a full disk however reported (h5py reports one met
-  while closing the file as a RuntimeError)."""
-  return isinstance(error, (OSError, errors.UserError)) or _disk_full(error)
-
-
-def _megabytes(size: int) -> str:
-  return f"{size / 1e6:.{1 if size >= 1e5 else 3}f} MB"
-
-
-class CheckpointWriteError(errors.UserError, OSError):
-  """A checkpoint could not be written (storage full, gone or refusing), or the other
-  processes' parts did not come; the message names its path."""
 
 
 def newest_legacy_checkpoint(model_dir: str, names: Optional[Sequence[str]] = None
@@ -265,10 +225,10 @@ class CheckpointSaver:
           # a full folder would otherwise fail at the same save.
           self.make_room()
     except Exception as e:  # pylint: disable=broad-except
-      if not _storage_failure(e):
+      if not checkpoint_errors.storage_failure(e):
         raise
-      raise CheckpointWriteError(self._failure(path, content, e)) from e
-    marker = self._part_marker(path)
+      raise self._failure(path, content, e) from e
+    marker = checkpoint_parts.part_marker(path, engine.placement.process_index)
     if marker and files.exists(marker):  # left by a save of this step that was cut off
       files.remove(marker)
     engine.barrier(f"checkpoint of step {step}")
@@ -318,9 +278,11 @@ class CheckpointSaver:
     try:
       with file_systems.answer_within(file_systems.WRITE_BOUND_S):
         if marker:
-          files.write_lines(marker, part_marker_lines(self.engine.placement.process_index))
+          files.write_lines(marker, checkpoint_parts.part_marker_lines(
+              self.engine.placement.process_index))
       if content is not None:
-        self._wait_for_parts(path)
+        checkpoint_parts.wait_for_parts(path, self.engine.placement.process_count,
+                                        self._parts_lost)
         size = sum(a.nbytes for a in content.arrays.values())
         with file_systems.answer_within(file_systems.WRITE_BOUND_S
                                          + size / MIN_UPLOAD_RATE):
@@ -329,12 +291,12 @@ class CheckpointSaver:
           self._delete_old()
       else:
         self._commit(path)
-    except CheckpointWriteError:
+    except checkpoint_errors.CheckpointWriteError:
       raise
     except Exception as e:  # pylint: disable=broad-except
-      if not _storage_failure(e):
+      if not checkpoint_errors.storage_failure(e):
         raise
-      raise CheckpointWriteError(self._failure(path, content, e)) from e
+      raise self._failure(path, content, e) from e
 
   def _commit(self, path: str) -> None:
     """Records `path` as committed (reported by `committed`), before anything after
@@ -343,58 +305,15 @@ class CheckpointSaver:
     self._committed.put(path)
 
   def _failure(self, path: str, content: Optional[snapshots.Snapshot],
-               error: BaseException) -> str:
-    """The one-line report of a failed write of `path`: why (on a full disk, how much the
-    checkpoint needed, the space left and trainer.max_to_keep), and the checkpoint a
-    rerun resumes from."""
-    reason = (errors.user_message(error) or file_systems.failure_reason(error)
-              or type(error).__name__)
-    if _disk_full(error):
-      needed = sum(a.nbytes for a in content.arrays.values()) if content else 0
-      left = ""
-      if files.is_local(self.model_dir):
-        left = f", {_megabytes(shutil.disk_usage(files.local_path(self.model_dir)).free)} free"
-      reason = (f"the disk is full (the checkpoint needs {_megabytes(needed)}{left}): free "
-                f"space, or keep fewer checkpoints (trainer.max_to_keep={self.max_to_keep}; "
-                "a rerun deletes those beyond it before it writes)")
-    resume = (f"the newest committed checkpoint is {self.newest_committed}: rerun the same "
-              "command to resume from it" if self.newest_committed else
-              "no checkpoint of this run was committed")
-    return f"Writing checkpoint {path} failed: {reason}; {resume}"
+               error: BaseException) -> checkpoint_errors.CheckpointWriteError:
+    """The CheckpointWriteError of a failed write of `path` (checkpoint_errors.write_failure)."""
+    return checkpoint_errors.write_failure(path, content, error, self.model_dir,
+                                           self.max_to_keep, self.newest_committed)
 
   def stop_waiting_for_parts(self) -> None:
     """Makes a write that waits for other processes' parts fail now (a process of the
     run was lost)."""
     self._parts_lost.set()
-
-  def _part_marker(self, checkpoint: str) -> Optional[str]:
-    """The file a process other than the chief writes once its part of `checkpoint` is
-    complete (`ckpt-N.input-P.done`); None for the chief and for a single process."""
-    index = self.engine.placement.process_index
-    return portable.input_prefix(checkpoint, index) + PART_DONE if index else None
-
-  def _wait_for_parts(self, checkpoint: str) -> None:
-    """Returns once every other process has marked its part of `checkpoint` complete.
-
-    Raises:
-      CheckpointWriteError: some did not within PARTS_TIMEOUT_S (naming them).
-    """
-    waiting = {p: portable.input_prefix(checkpoint, p) + PART_DONE
-               for p in range(1, self.engine.placement.process_count)}
-    deadline = time.monotonic() + PARTS_TIMEOUT_S
-    while True:
-      waiting = {p: marker for p, marker in waiting.items()
-                 if not part_marker_verifies(marker, p)}
-      if not waiting:
-        return
-      if self._parts_lost.is_set():
-        raise CheckpointWriteError(f"Checkpoint {checkpoint} is not committed: a process "
-                                   "of the run was lost")
-      if time.monotonic() > deadline:
-        raise CheckpointWriteError(
-            f"Checkpoint {checkpoint} is not committed: process(es) {sorted(waiting)} did "
-            f"not mark their part complete within {PARTS_TIMEOUT_S:.0f} s")
-      time.sleep(0.1)
 
   def _delete_old(self, keep: Optional[int] = None) -> None:
     """Deletes the checkpoints beyond the newest `keep` (default max_to_keep) with their
@@ -415,30 +334,3 @@ class CheckpointSaver:
     for name in names:
       if _UNFINISHED.match(name):
         files.remove(os.path.join(self.model_dir, name))
-
-
-def lost_process_error(model_dir: str, lost: str, reason: str) -> errors.UserError:
-  """The one-line report of a run whose process `lost` stopped answering: which, why
-  (`reason`), and the checkpoint every process's rerun resumes from."""
-  found = portable.checkpoints_in(model_dir)
-  resume = (f"rerun every process with the same command to resume from {found[0]}"
-            if found else "no checkpoint was committed: a rerun starts over")
-  return errors.UserError(f"{lost} stopped answering ({reason}); this run stops: {resume}")
-
-
-def part_marker_lines(process: int) -> List[str]:
-  """The lines of process `process`'s marker: its number and that line's CRC32C."""
-  line = str(process)
-  return [line, f"crc32c {checksums.crc32c(np.frombuffer(line.encode(), np.uint8)):08x}"]
-
-
-def part_marker_verifies(marker: str, process: int) -> bool:
-  """Whether the marker file `marker` is there and holds process `process`'s lines
-  (one cut short or damaged is not: the part is not complete)."""
-  if not files.exists(marker):
-    return False
-  try:
-    lines = files.read_bytes(marker).decode("utf-8").split()
-  except (OSError, UnicodeDecodeError):
-    return False
-  return " ".join(lines) == " ".join(part_marker_lines(process))

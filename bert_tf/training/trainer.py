@@ -11,20 +11,15 @@
     background while training goes on (train returns or raises once the last one is
     committed); a rerun resumes from the newest readable one, or warm-starts from
     task.init_checkpoint;
-  - SIGTERM (a preemption notice): a checkpoint at the end of the current loop, then
-    return; across processes every one stops at the same step;
-  - a non-finite loss: NonFiniteLossError before any checkpoint of the bad steps is
-    written (steps whose gradients or loss are not finite are skipped by the engine;
-    under a dynamic float16 loss scale they only lower the scale);
-  - a corrupt input record: one line naming the file and offset, after a checkpoint at
-    the last finished step;
+  - the run's stops (bert_tf.training.run_stops): SIGTERM (a checkpoint at the end of
+    the current loop, then return, on every process at the same step), a non-finite
+    loss, a corrupt input record, a lost process, each naming the checkpoint to resume;
   - nothing written before the configuration and the input are accepted; then, on a
     full disk, room made (CheckpointSaver.make_room) before the first write.
 """
 
 import logging
 import os
-import signal
 import time
 from typing import Dict, Optional, Tuple
 
@@ -40,13 +35,13 @@ from bert_tf.training import run_checks
 from bert_tf.training import params_file
 from bert_tf.training import reports
 from bert_tf.training import run_lock
+from bert_tf.training import run_stops
 from bert_tf.training.summaries import SummaryWriter
 from bert_tf.utils import errors
 from bert_tf.utils import files
 from bert_tf.utils import range_reads
 from bert_tf.utils.progress import StepLogger
 
-NonFiniteLossError = host_loop.NonFiniteLossError
 MODES = ("train", "eval", "train_and_eval")
 
 
@@ -97,9 +92,8 @@ class Trainer:
     self.restore_input_position = True
     self._initialized = False
     self._checked_inputs = set()
-    self._stop_signal = None
-    # (step, path) of the checkpoint last saved or restored.
-    self._saved = None
+    # The checkpoints this run saves and logs, and its stops (SIGTERM, errors).
+    self._stops = run_stops.RunStops(self.checkpoints, experiment.train_data, self._log)
     # model_dir's lock while this run trains there.
     self._hold = run_lock.RunHold(model_dir, self.is_chief, self._engine.any_process,
                                   self._log)
@@ -138,7 +132,7 @@ class Trainer:
     if latest:
       self.checkpoints.restore(latest, weights_only=weights_only)
       self.restored_from = latest
-      self._saved = (self.step, latest)
+      self._stops.saved = (self.step, latest)
       self._log(f"Resumed from {latest} at step {self.step}")
     else:
       self.initialized_from = self.task.initialize(self.model)
@@ -258,28 +252,20 @@ class Trainer:
     progress = StepLogger(total, global_batch, start_step=self.step, log_fn=self._log)
     self._log(f"Training {self.task.name} from step {self.step} to {total} with "
               f"{self.engine.placement.description}, global batch {global_batch}")
-    self._stop_signal = None
-    self._engine.end_on_lost_process(
-        lambda lost, reason: str(checkpointing.lost_process_error(self.model_dir, lost, reason)))
+    self._stops.signal = None
+    self._engine.end_on_lost_process(self._stops.lost_process_message)
     try:
-      with host_loop.sigterm_recorded(lambda signum: setattr(self, "_stop_signal", signum)):
+      with host_loop.sigterm_recorded(self._stops.record_signal):
         last_report, self.preempted = self._train_loops(total, evaluate_every, writer,
                                                         progress)
-    except Exception as e:  # pylint: disable=broad-except
-      lost = self._engine.lost_process(e)
-      if lost:
-        self.checkpoints.stop_waiting_for_parts()
-      self._finish_saving_quietly()
-      if lost:
-        raise checkpointing.lost_process_error(
-            self.model_dir, lost, self._engine.lost_process_reason(e)) from e
-      raise
-    except BaseException:
-      self._finish_saving_quietly()
+    except BaseException as e:  # pylint: disable=broad-except
+      instead = self._stops.after_error(e)
+      if instead is not None:
+        raise instead from e
       raise
     finally:
       writer.close()
-    self._log_committed(wait=True)
+    self._stops.log_committed(wait=True)
     self.engine.checkpoint_state()  # the model's variables hold the trained values
     return last_report
 
@@ -303,9 +289,9 @@ class Trainer:
     while step < total:
       num_steps = host_loop.next_loop_length(step, total, config.steps_per_loop, intervals)
       start = time.time()
-      totals = self._run_steps(num_steps)
+      totals = self._stops.run_steps(num_steps)
       self._hold.check()
-      self._log_committed()
+      self._stops.log_committed()
       step = self.step
       # The first loop's time includes compilation: it is left out of the rates.
       reported.add(step, totals, num_steps, None if first_call else time.time() - start)
@@ -313,33 +299,14 @@ class Trainer:
       if step % config.checkpoint_interval == 0 or step == total:
         self.save()
         # A write on this thread is committed already; a background one is logged later.
-        self._log_committed()
+        self._stops.log_committed()
       if evaluate_every and (step % config.validation_interval == 0 or step == total):
         reported.last.update({f"eval/{k}": v for k, v in self.evaluate().items()})
       # Every process asks, whichever received SIGTERM: they stop at the same step.
-      if step < total and self.engine.any_process(self._stop_signal is not None):
-        self._log(self._stop(step))
+      if step < total and self.engine.any_process(self._stops.signal is not None):
+        self._log(self._stops.stop(step))
         return reported.latest(), True
     return reported.last, False
-
-  def _run_steps(self, num_steps: int) -> Dict[str, float]:
-    """The engine's summed outputs of num_steps training steps; the Trainer's errors on
-    a corrupt input record or a non-finite loss."""
-    try:
-      totals = self.engine.run_steps(num_steps)
-    except Exception as e:  # pylint: disable=broad-except
-      corrupt = self.input.corrupt_record_error(e, self.experiment.train_data)
-      if corrupt is None:
-        raise
-      raise self._stop_on_corrupt_input(corrupt) from e
-    step = self.step
-    if totals.get("non_finite_loss_steps", 0) > 0:
-      raise NonFiniteLossError(
-          f"The training loss became NaN or Inf within steps {step - num_steps + 1}.."
-          f"{step}; stopping. The weights were not updated on those steps and no "
-          f"checkpoint was written after them; the latest good checkpoint is "
-          f"{self.checkpoints.latest()}")
-    return totals
 
   def _make_room(self, total: int) -> None:
     """On the chief of a run that will save (its step is short of `total`): room for
@@ -347,58 +314,11 @@ class Trainer:
     if self.is_chief and self.step < total:
       self.checkpoints.make_room()
 
-  def _finish_saving_quietly(self) -> None:
-    """Waits for the checkpoint being written while another error ends the run and logs
-    those committed; that write's failure is logged after them, not raised."""
-    try:
-      self.checkpoints.wait()
-    except checkpointing.CheckpointWriteError as e:
-      self._log_committed()
-      self._log(str(e))
-    self._log_committed()
-
-  def _stop(self, step: int) -> str:
-    path = self._checkpoint_now()
-    self._log_committed(wait=True)
-    received = (f"Received {signal.Signals(self._stop_signal).name}"
-                if self._stop_signal is not None else "Another process received SIGTERM")
-    return (f"{received}: saved checkpoint {path} at step {step}; stopping. Rerun the "
-            "same command to resume.")
-
   def save(self) -> str:
     """Saves the checkpoint of the current step; returns its path. Under
     trainer.async_checkpoints it is still being written on return: checkpoints.wait()
     returns once it is committed."""
-    path = self.checkpoints.save()
-    self._saved = (self.step, path)
-    return path
-
-  def _log_committed(self, wait: bool = False) -> None:
-    """Logs each checkpoint committed since the last call (a background write is
-    reported once it is in place, not when it starts); `wait`: waits for the one being
-    written first."""
-    if wait:
-      self.checkpoints.wait()
-    for path in self.checkpoints.committed():
-      self._log(f"Saved checkpoint {path}")
-
-  def _checkpoint_now(self) -> str:
-    """The checkpoint of the current step: the one this run saved or restored at it, or
-    a new one. Every process decides alike (a save involves them all)."""
-    if self._saved is not None and self._saved[0] == self.step:
-      return self._saved[1]
-    return self.save()
-
-  def _stop_on_corrupt_input(self, corrupt: errors.UserError) -> errors.UserError:
-    """Saves a checkpoint at the last finished step after the training input met a
-    corrupt record; returns `corrupt` with a message naming the file, offset and
-    checkpoint."""
-    step = self.step
-    path = self._checkpoint_now()
-    self._log_committed(wait=True)
-    corrupt.args = (f"train_data: {corrupt}. Saved checkpoint {path} at step {step}, the "
-                    f"last finished step; replace or remove the file and rerun to resume.",)
-    return corrupt
+    return self._stops.save()
 
   # ----- evaluation -----
   def evaluate(self, steps: Optional[int] = None) -> Dict[str, float]:

@@ -15,6 +15,7 @@ import pytest
 import gcs_emulator
 import paths
 from bert_tf.checkpoints import portable
+from bert_tf.training import lock_record
 from bert_tf.training import run_lock
 
 pytestmark = pytest.mark.integration
@@ -64,17 +65,17 @@ def test_a_second_run_on_a_gs_model_dir_is_refused_in_one_line_naming_the_holder
   environment, fs = emulator
   model_dir = f"gs://{gcs_emulator.BUCKET}/held"
   with run_lock.RunLock(model_dir, log_fn=pytest.fail) as lock:
-    with pytest.raises(run_lock.ModelDirInUseError, match=f"pid {os.getpid()} on host "
+    with pytest.raises(lock_record.ModelDirInUseError, match=f"pid {os.getpid()} on host "
                        f"{socket.gethostname()} since "):
       run_lock.RunLock(model_dir).acquire()
     refused = _train(model_dir, environment, tmp_path)
-    assert lock.record["token"] in fs.cat_file(f"{model_dir}/{run_lock.LOCK_FILE}").decode()
+    assert lock.record["token"] in fs.cat_file(f"{model_dir}/{lock_record.LOCK_FILE}").decode()
   assert refused.returncode == 1, refused.stderr[-3000:]
   errors = [line for line in refused.stderr.splitlines() if line.strip()]
   assert errors == [f"train: error: {model_dir} is in use by {lock.record['holder']} pid "
                     f"{os.getpid()} on host {socket.gethostname()} since "
-                    f"{run_lock._time_text(lock.record['started'])} "  # pylint: disable=protected-access
-                    f"({model_dir}/{run_lock.LOCK_FILE}): one run per model_dir; wait for "
+                    f"{lock_record.time_text(lock.record['started'])} "
+                    f"({model_dir}/{lock_record.LOCK_FILE}): one run per model_dir; wait for "
                     "it to end or use another model_dir"], refused.stderr[-3000:]
   # Given back by its holder: gone; nothing else was written.
   assert fs.ls(f"{gcs_emulator.BUCKET}/", detail=False) == []
@@ -88,7 +89,7 @@ def test_a_lock_whose_lease_ran_out_is_taken_over_and_its_holder_learns_it(
   # As a killed run: no more renewals, nothing given back.
   stale._stop.set()  # pylint: disable=protected-access
   stale._renewer.join()  # pylint: disable=protected-access
-  with pytest.raises(run_lock.ModelDirInUseError):
+  with pytest.raises(lock_record.ModelDirInUseError):
     run_lock.RunLock(model_dir).acquire()
   time.sleep(2.5)
   done = _train(model_dir, environment, tmp_path)
@@ -101,8 +102,8 @@ def test_a_lock_whose_lease_ran_out_is_taken_over_and_its_holder_learns_it(
       os.path.basename(n) for n in fs.ls(model_dir.replace("gs://", ""), detail=False)])] == [
           "ckpt-2.h5"]
   # The run gave the lock back; the old holder, renewing again, learns it lost it.
-  assert not fs.exists(f"{model_dir}/{run_lock.LOCK_FILE}")
-  with pytest.raises(run_lock.ModelDirInUseError, match="taken over by another run"):
+  assert not fs.exists(f"{model_dir}/{lock_record.LOCK_FILE}")
+  with pytest.raises(lock_record.ModelDirInUseError, match="taken over by another run"):
     stale._store.renew()  # pylint: disable=protected-access
 
 
@@ -118,7 +119,7 @@ def test_a_lock_whose_process_is_gone_from_this_host_is_taken_over_before_its_le
                                                            "PYTHONPATH": paths.ROOT})
   try:
     assert holder.stdout.readline().strip() == "held"
-    with pytest.raises(run_lock.ModelDirInUseError, match=f"pid {holder.pid} on host"):
+    with pytest.raises(lock_record.ModelDirInUseError, match=f"pid {holder.pid} on host"):
       run_lock.RunLock(model_dir).acquire()
   finally:
     holder.kill()

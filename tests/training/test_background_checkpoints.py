@@ -11,6 +11,7 @@ import pytest
 
 import trainer_helpers
 from bert_tf.checkpoints import portable
+from bert_tf.training import checkpoint_errors
 from bert_tf.training import checkpointing
 from bert_tf.training.trainer import Trainer
 from bert_tf.utils import errors
@@ -91,7 +92,7 @@ def test_a_failed_background_write_is_raised_at_the_next_save_naming_the_path(
   monkeypatch.setattr(portable, "write", full_disk)
   model_dir = str(tmp_path / "run")
   trainer = Trainer(_experiment(), model_dir, log_fn=lambda _: None)
-  with pytest.raises(checkpointing.CheckpointWriteError) as raised:
+  with pytest.raises(checkpoint_errors.CheckpointWriteError) as raised:
     trainer.train()
   path = os.path.join(model_dir, "ckpt-2.h5")
   message = errors.user_message(raised.value)
@@ -120,7 +121,7 @@ def test_a_checkpoint_committed_before_storage_failed_is_logged_and_named_to_res
   experiment.trainer.max_to_keep = 1
   logged = []
   trainer = Trainer(experiment, model_dir, log_fn=logged.append)
-  with pytest.raises(checkpointing.CheckpointWriteError) as raised:
+  with pytest.raises(checkpoint_errors.CheckpointWriteError) as raised:
     trainer.train()
   newest = os.path.join(model_dir, "ckpt-4.h5")
   assert errors.user_message(raised.value).endswith(

@@ -1,4 +1,4 @@
-"""A checkpoint of several processes (bert_tf.training.checkpointing): the chief commits
+"""A checkpoint of several processes (bert_tf.training.checkpoint_parts): the chief commits
 `ckpt-N.h5` only once every other process has marked its part complete (a marker that
 verifies), and says which did not."""
 
@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from bert_tf.checkpoints import portable
+from bert_tf.training import checkpoint_errors
+from bert_tf.training import checkpoint_parts
 from bert_tf.training import checkpointing
 from bert_tf.training import engine as engine_lib
 
@@ -45,22 +47,22 @@ def test_the_chief_commits_a_checkpoint_only_once_the_other_process_marked_its_p
   path = saver.save()
   time.sleep(0.3)
   assert saver.writing and not os.path.exists(path)
-  marker = portable.input_prefix(path, 1) + checkpointing.PART_DONE
+  marker = portable.input_prefix(path, 1) + checkpoint_parts.PART_DONE
   with open(marker, "w") as f:  # a marker cut short, or of another process: not its part
     f.write("1\n")
   time.sleep(0.3)
   assert saver.writing and not os.path.exists(path)
   with open(marker, "w") as f:
-    f.write("\n".join(checkpointing.part_marker_lines(1)) + "\n")
+    f.write("\n".join(checkpoint_parts.part_marker_lines(1)) + "\n")
   saver.wait()
   assert portable.checkpoints_in(str(tmp_path)) == [path]
 
 
 def test_a_part_that_never_comes_is_an_error_naming_the_process(tmp_path, monkeypatch):
-  monkeypatch.setattr(checkpointing, "PARTS_TIMEOUT_S", 0.3)
+  monkeypatch.setattr(checkpoint_parts, "PARTS_TIMEOUT_S", 0.3)
   saver = checkpointing.CheckpointSaver(str(tmp_path), 2, _ChiefOfTwo())
   path = saver.save()
-  with pytest.raises(checkpointing.CheckpointWriteError) as raised:
+  with pytest.raises(checkpoint_errors.CheckpointWriteError) as raised:
     saver.wait()
   assert str(raised.value) == (f"Checkpoint {path} is not committed: process(es) [1] did "
                                "not mark their part complete within 0 s")

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from bert_tf.checkpoints import portable
-from bert_tf.training import checkpointing
+from bert_tf.training import checkpoint_errors
 
 import test_trainer_with_fake_engine as fake
 
@@ -50,7 +50,7 @@ def test_a_full_disk_names_the_size_and_max_to_keep_and_a_rerun_makes_room(
     return write(path, content)
 
   monkeypatch.setattr(portable, "write", write_where_two_checkpoints_fill_the_disk)
-  with pytest.raises(checkpointing.CheckpointWriteError) as failed:
+  with pytest.raises(checkpoint_errors.CheckpointWriteError) as failed:
     _train(model_dir, steps=6, max_to_keep=3)
   message = str(failed.value)
   assert message.startswith(f"Writing checkpoint {model_dir}/ckpt-6.h5 failed: the disk is "
@@ -116,7 +116,7 @@ def test_a_full_tmpfs_fails_in_one_line_and_a_rerun_makes_room(small_disk):
   checkpoint_size = os.path.getsize(os.path.join(model_dir, "ckpt-4.h5"))
   _fill(small_disk, leave=checkpoint_size // 2)
 
-  with pytest.raises(checkpointing.CheckpointWriteError) as failed:
+  with pytest.raises(checkpoint_errors.CheckpointWriteError) as failed:
     _train(model_dir, steps=6, max_to_keep=3)
   message = str(failed.value)
   assert message.startswith(f"Writing checkpoint {model_dir}/ckpt-6.h5 failed: the disk is "

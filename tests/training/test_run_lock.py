@@ -14,6 +14,7 @@ import pytest
 
 from bert_tf.checkpoints import portable
 from bert_tf.training import engine as engine_lib
+from bert_tf.training import lock_record
 from bert_tf.training import run_lock
 from bert_tf.training import trainer as trainer_lib
 
@@ -33,15 +34,15 @@ time.sleep(600)
 def test_a_second_lock_is_refused_naming_holder_pid_host_and_start(tmp_path):
   model_dir = str(tmp_path / "run")
   with run_lock.RunLock(model_dir, log_fn=pytest.fail):
-    record = json.load(open(os.path.join(model_dir, run_lock.LOCK_FILE)))
+    record = json.load(open(os.path.join(model_dir, lock_record.LOCK_FILE)))
     assert record["pid"] == os.getpid() and record["host"] == socket.gethostname()
-    with pytest.raises(run_lock.ModelDirInUseError) as refused:
+    with pytest.raises(lock_record.ModelDirInUseError) as refused:
       run_lock.RunLock(model_dir).acquire()
   message = str(refused.value)
   assert f"{model_dir} is in use by " in message
   assert f"pid {os.getpid()} on host {socket.gethostname()} since " in message
   # Given back: gone, and the next run takes it without a takeover line.
-  assert not os.path.exists(os.path.join(model_dir, run_lock.LOCK_FILE))
+  assert not os.path.exists(os.path.join(model_dir, lock_record.LOCK_FILE))
   run_lock.RunLock(model_dir, log_fn=pytest.fail).acquire().release()
 
 
@@ -51,7 +52,7 @@ def test_the_lock_of_a_killed_process_is_taken_over_with_a_line_naming_it(tmp_pa
                             stdout=subprocess.PIPE, text=True)
   try:
     assert holder.stdout.readline().strip() == "held"
-    with pytest.raises(run_lock.ModelDirInUseError, match=f"pid {holder.pid} on host"):
+    with pytest.raises(lock_record.ModelDirInUseError, match=f"pid {holder.pid} on host"):
       run_lock.RunLock(model_dir).acquire()
   finally:
     holder.send_signal(signal.SIGKILL)
@@ -62,7 +63,7 @@ def test_the_lock_of_a_killed_process_is_taken_over_with_a_line_naming_it(tmp_pa
     assert len(lines) == 1
     assert f"left by -c pid {holder.pid} on host {socket.gethostname()}" in lines[0]
     assert "no longer running" in lines[0]
-    record = json.load(open(os.path.join(model_dir, run_lock.LOCK_FILE)))
+    record = json.load(open(os.path.join(model_dir, lock_record.LOCK_FILE)))
     assert record["pid"] == os.getpid()
   finally:
     lock.release()
@@ -73,13 +74,13 @@ def test_a_training_run_is_refused_while_another_holds_model_dir_and_writes_noth
   model_dir = str(tmp_path / "run")
   with run_lock.RunLock(model_dir):
     trainer, _ = fake._trainer(model_dir)  # pylint: disable=protected-access
-    with pytest.raises(run_lock.ModelDirInUseError, match=f"pid {os.getpid()}"):
+    with pytest.raises(lock_record.ModelDirInUseError, match=f"pid {os.getpid()}"):
       trainer.run()
-    assert os.listdir(model_dir) == [run_lock.LOCK_FILE]
+    assert os.listdir(model_dir) == [lock_record.LOCK_FILE]
   trainer, _ = fake._trainer(model_dir)  # pylint: disable=protected-access
   trainer.run()
   assert portable.checkpoints_in(model_dir)
-  assert not os.path.exists(os.path.join(model_dir, run_lock.LOCK_FILE))
+  assert not os.path.exists(os.path.join(model_dir, lock_record.LOCK_FILE))
   # Evaluation writes no checkpoint: it runs beside a training run.
   with run_lock.RunLock(model_dir):
     fake._trainer(model_dir)[0].run("eval")  # pylint: disable=protected-access
@@ -112,7 +113,7 @@ def test_processes_other_than_the_chief_share_its_lock_and_its_refusal(tmp_path,
   # The lock of this run's chief, or of another run that refused it.
   with run_lock.RunLock(model_dir):
     if chief_refused:
-      with pytest.raises(run_lock.ModelDirInUseError, match=f"pid {os.getpid()} on host"):
+      with pytest.raises(lock_record.ModelDirInUseError, match=f"pid {os.getpid()} on host"):
         trainer.train()
     else:
       trainer.train()

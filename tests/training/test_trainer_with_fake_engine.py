@@ -13,6 +13,7 @@ import pytest
 from bert_tf import constants
 from bert_tf.checkpoints import portable
 from bert_tf.training import engine as engine_lib
+from bert_tf.training import host_loop
 from bert_tf.training import input_source
 from bert_tf.training import params_file
 from bert_tf.training import steps
@@ -331,7 +332,7 @@ def test_a_position_of_other_data_shapes_is_not_restored_but_skipped(tmp_path):
 def test_a_non_finite_loss_stops_before_any_checkpoint_of_its_steps(tmp_path):
   trainer, _ = _trainer(tmp_path)
   trainer.engine.loss_at = lambda step: float("nan") if step == 5 else 1.0
-  with pytest.raises(trainer_lib.NonFiniteLossError, match=r"within steps 5\.\.6.*ckpt-3\.h5"):
+  with pytest.raises(host_loop.NonFiniteLossError, match=r"within steps 5\.\.6.*ckpt-3\.h5"):
     trainer.train()
   assert [os.path.basename(p) for p in portable.checkpoints_in(str(tmp_path))] == [
       "ckpt-3.h5"]
