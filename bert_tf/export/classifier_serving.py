@@ -24,6 +24,23 @@ class ClassifierServing(serving_module.ServingModule):
   [B]: the WordPieces of the row cut to fit seq_length (0 when all fit).
   """
 
+  answer_outputs = (frozenset({LABEL_NAMES, LABEL_IDS, PROBABILITIES}), frozenset({SCORE}))
+
+  @staticmethod
+  def answer(outputs, row):
+    if LABEL_NAMES not in outputs:
+      return {"score": float(outputs[SCORE][row])}
+    return {"label": serving_module.text_of(outputs[LABEL_NAMES][row]),
+            "label_id": int(outputs[LABEL_IDS][row]),
+            "probabilities": [float(p) for p in outputs[PROBABILITIES][row]]}
+
+  @staticmethod
+  def describe_answer(answer):
+    if "label" not in answer:
+      return [f"  score: {answer['score']:.4f}"]
+    probabilities = ", ".join(f"{p:.3f}" for p in answer["probabilities"])
+    return [f"  label: {answer['label']} (probabilities by label id: {probabilities})"]
+
   def __init__(self, classifier, text_encoder, label_names=(), pair=False,
                name="classifier_serving"):
     inputs = (serving_module.TEXT, serving_module.TEXT_B) if pair else (serving_module.TEXT,)

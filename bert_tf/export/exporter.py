@@ -8,7 +8,8 @@ label names are SavedModel assets: the directory is self-contained and can be
 moved.
 
 Kinds of export (`kind`), each served by the ServingModule registered for it
-(bert_tf.export.serving_module.register_serving) in a `*_serving` module here:
+(bert_tf.export.serving_module.register_serving) in a `*_serving` module here, which
+also says how it is built for a task (`from_task`):
   encoder      pooled_output, sequence_output (any checkpoint's encoder)
   fill_mask    top-k tokens for every [MASK] (the pretraining model)
   classifier   probabilities, label ids and names, or a regression score
@@ -22,10 +23,8 @@ The task's `serving_options` are the serving module's arguments for the task's o
 kind; the kind 'encoder' wraps any model's encoder.
 """
 
-import importlib
 import logging
 import os
-import pkgutil
 import re
 import warnings
 from typing import Optional, Tuple
@@ -33,11 +32,12 @@ from typing import Optional, Tuple
 import keras
 import tensorflow as tf
 
-import bert_tf.export
 from bert_tf import configs
 from bert_tf.checkpoints import restore
 from bert_tf.checkpoints import variables
 from bert_tf.export import int8_onednn
+# Imported for its loading of every kind of export.
+from bert_tf.export import kinds as export_kinds  # pylint: disable=unused-import
 from bert_tf.export import serving_module
 from bert_tf.export import text_encoding
 from bert_tf.layers import embeddings
@@ -51,7 +51,6 @@ from bert_tf.utils import errors
 from bert_tf.utils import files
 
 AUTO = "auto"
-ENCODER = "encoder"
 # The values of export_from_checkpoint's `quantize_mode` (and of --quantize): int8
 # weights with float32 products, and int8 weights with int8 products on TensorFlow's
 # generic kernels or on oneDNN's (`quantize`); bf16 weights and products, LayerNorm and
@@ -64,16 +63,6 @@ BFLOAT16 = "bfloat16"
 QUANTIZE_MODES = INT8_MODES + (BFLOAT16,)
 # Items no serving signature uses; a checkpoint may lack them.
 _OPTIONAL_ITEMS = ("next_sentence",)
-
-
-def _load_serving_modules() -> None:
-  """Imports every `*_serving` module of bert_tf.export; each registers its kind."""
-  for module in pkgutil.iter_modules(bert_tf.export.__path__):
-    if module.name.endswith("_serving"):
-      importlib.import_module(f"bert_tf.export.{module.name}")
-
-
-_load_serving_modules()
 
 
 def next_version(export_base: str) -> int:
@@ -118,8 +107,15 @@ def kinds() -> Tuple[str, ...]:
   return (AUTO,) + serving_module.serving_kinds()
 
 
+def _any_task_kinds() -> str:
+  """The kinds that serve any task's model (the encoder), for messages."""
+  return " or ".join(f"'{kind}'" for kind in serving_module.serving_kinds()
+                     if serving_module.serving_class(kind).serves_any_task)
+
+
 def kind_of(task: task_base.Task, kind: str = AUTO) -> str:
-  """The export kind of a task: its own (for 'auto' or that kind), or 'encoder'.
+  """The export kind of a task: its own (for 'auto' or that kind), or a kind serving any
+  task's model ('encoder').
 
   Raises:
     ValueError: an unknown kind, 'auto' for a task without a serving export of its
@@ -127,16 +123,16 @@ def kind_of(task: task_base.Task, kind: str = AUTO) -> str:
   """
   if kind not in kinds():
     raise errors.InputError(f"kind must be one of {', '.join(kinds())}, got '{kind}'")
-  if kind == ENCODER:
+  if kind != AUTO and serving_module.serving_class(kind).serves_any_task:
     return kind
   if not task.export_kind:
     exporting = sorted(name for name, cls in task_base.registered_tasks().items()
                        if cls.export_kind)
     raise errors.InputError(f"No serving export for task '{task.name}'; tasks with one: "
-                     f"{', '.join(exporting)} (or kind '{ENCODER}')")
+                     f"{', '.join(exporting)} (or kind {_any_task_kinds()})")
   if kind not in (AUTO, task.export_kind):
     raise errors.InputError(f"Task '{task.name}' exports as kind '{task.export_kind}' (or "
-                     f"'{ENCODER}'), not '{kind}'")
+                     f"{_any_task_kinds()}), not '{kind}'")
   return task.export_kind
 
 
@@ -182,13 +178,8 @@ def build_serving_module(experiment: configs.ExperimentConfig, model, vocab_file
                      f"vocab_size is {vocab_size}")
   text_encoder = text_encoding.TextEncoder(tokenizer, seq_length)
   task = task_base.get_task(experiment)
-  kind = kind_of(task, kind)
-  if kind == ENCODER:
-    model, serving_options = getattr(model, "encoder", model), {}
-  else:
-    serving_options = dict(task.serving_options(data))
-  serving_options.update({k: v for k, v in options.items() if v is not None})
-  return serving_module.serving_class(kind)(model, text_encoder, **serving_options)
+  return serving_module.serving_class(kind_of(task, kind)).from_task(
+      task, model, text_encoder, data, **options)
 
 
 def vocab_of(experiment: configs.ExperimentConfig, vocab_file: Optional[str] = None,

@@ -35,6 +35,20 @@ class FillMaskServing(serving_module.ServingModule):
       BertForMaskedLM gives at that position for that token; 0 pads).
   """
 
+  answer_outputs = (frozenset({MASK_COUNT, TOP_K_TOKENS, TOP_K_PROBABILITIES}),)
+
+  @staticmethod
+  def answer(outputs, row):
+    text = serving_module.text_of
+    return {"masks": [[[text(t), float(p)] for t, p in zip(outputs[TOP_K_TOKENS][row, m],
+                                                           outputs[TOP_K_PROBABILITIES][row, m])]
+                      for m in range(int(outputs[MASK_COUNT][row]))]}
+
+  @staticmethod
+  def describe_answer(answer):
+    return [f"  [MASK] {m + 1}: " + ", ".join(f"{t} {p:.3f}" for t, p in candidates)
+            for m, candidates in enumerate(answer["masks"])] or ["  no [MASK] in the text"]
+
   def __init__(self, pretrainer, text_encoder, top_k=5, max_masks=20,
                name="fill_mask_serving"):
     super().__init__(pretrainer, text_encoder, (serving_module.TEXT,), name=name)

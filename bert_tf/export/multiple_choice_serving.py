@@ -39,6 +39,20 @@ class MultipleChoiceServing(serving_module.ServingModule):
     truncated_tokens: int32 [B], WordPieces cut to fit seq_length, over all C pairs.
   """
 
+  answer_outputs = (frozenset({CHOICE, CHOSEN_ENDING, PROBABILITIES}),)
+
+  @staticmethod
+  def answer(outputs, row):
+    return {"choice": int(outputs[CHOICE][row]),
+            "ending": serving_module.text_of(outputs[CHOSEN_ENDING][row]),
+            "probabilities": [float(p) for p in outputs[PROBABILITIES][row]]}
+
+  @staticmethod
+  def describe_answer(answer):
+    probabilities = ", ".join(f"{p:.3f}" for p in answer["probabilities"])
+    return [f"  choice {answer['choice']}: \"{answer['ending']}\" "
+            f"(probabilities {probabilities})"]
+
   def __init__(self, multiple_choice_model, text_encoder, num_choices=4,
                name="multiple_choice_serving"):
     if num_choices != multiple_choice_model.num_choices:

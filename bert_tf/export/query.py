@@ -1,11 +1,10 @@
 """Asks an exported SavedModel a question: raw texts in, its answer per row out.
 
-Every kind of export answers (bert_tf.export.exporter): the kind is read from the
-outputs of its `serving_default` signature (fill_mask's top_k_tokens, squad's
-answer_text, tagging's entity_types, multiple_choice's choice, a classifier's
-label_names or a regressor's score, the encoder's pooled_output), its text inputs from
-that signature's inputs. A TF Hub-style pair (bert_tf.export.hub: DIR/preprocessor and
-DIR/encoder) is asked through its preprocessor. An export base holding integer version
+Every kind of export answers (bert_tf.export.kinds): the kind is read from the
+outputs of its `serving_default` signature (each kind's `answer_outputs`), its text
+inputs from that signature's inputs, and the kind's serving module reads and prints
+its answers (`answer`, `describe_answer`). A TF Hub-style pair (bert_tf.export.hub:
+DIR/preprocessor and DIR/encoder) is asked through its preprocessor. An export base holding integer version
 directories is asked at its newest version, as TF Serving would.
 
 `ask` returns one dict per row: {"kind", the row's texts by input name, the answer's
@@ -20,23 +19,14 @@ from typing import Callable, Dict, List, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import constants
-from bert_tf.export import classifier_serving as cs
-from bert_tf.export import fill_mask_serving as fm
 from bert_tf.export import hub
-from bert_tf.export import multiple_choice_serving as mcs
+from bert_tf.export import kinds
 from bert_tf.export import serving_module as sm
-from bert_tf.export import squad_serving as ss
-from bert_tf.export import tagging_serving as ts
 from bert_tf.utils import errors
 
 HUB = "hub"
-# The output of serving_default that tells each kind, most specific first (squad's
-# outputs hold a score too, so score comes after answer_text).
-_KIND_BY_OUTPUT = ((fm.TOP_K_TOKENS, "fill_mask"), (ss.ANSWER_TEXT, "squad"),
-                   (ts.ENTITY_TYPES, "tagging"), (mcs.CHOICE, "multiple_choice"),
-                   (cs.LABEL_NAMES, "classifier"), (cs.SCORE, "classifier"),
-                   (constants.POOLED_OUTPUT, "encoder"))
+# Kinds of this module's own that answer as a serving kind does.
+_ANSWERS_AS = {HUB: "encoder"}
 # The order texts are given in: a question before its context, a context before its
 # endings (ending0, ending1, ...).
 _INPUT_ORDER = (sm.QUESTION, sm.CONTEXT, sm.TEXT, sm.TEXT_B)
@@ -54,10 +44,11 @@ class Export:
 
 
 def kind_of(output_names) -> str:
-  """The kind of export whose serving_default has these outputs (InputError if none)."""
-  for output, kind in _KIND_BY_OUTPUT:
-    if output in output_names:
-      return kind
+  """The kind of export whose serving_default has these outputs
+  (bert_tf.export.kinds.kind_of_outputs; InputError if none)."""
+  kind = kinds.kind_of_outputs(output_names)
+  if kind:
+    return kind
   raise errors.InputError(f"Not a bert_tf export: serving_default's outputs "
                           f"{sorted(output_names)} name no kind")
 
@@ -128,37 +119,10 @@ def rows(export: Export, texts: Sequence[str]) -> List[Dict[str, str]]:
   return [dict(zip(export.inputs, texts[i:i + width])) for i in range(0, len(texts), width)]
 
 
-def _text(value) -> str:
-  return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _answer(kind: str, out: Dict[str, np.ndarray], i: int) -> dict:
-  """The answer of row i, as JSON-ready fields, from the outputs of a batch."""
-  if kind == "fill_mask":
-    return {"masks": [[[_text(t), float(p)] for t, p in zip(out[fm.TOP_K_TOKENS][i, m],
-                                                            out[fm.TOP_K_PROBABILITIES][i, m])]
-                      for m in range(int(out[fm.MASK_COUNT][i]))]}
-  if kind == "squad":
-    has_answer = bool(out[ss.HAS_ANSWER][i])
-    return {"has_answer": has_answer, "answer": _text(out[ss.ANSWER_TEXT][i]),
-            "start": int(out[ss.ANSWER_START][i]), "end": int(out[ss.ANSWER_END][i]),
-            "score": float(out[ss.SCORE][i]), "null_score": float(out[ss.NULL_SCORE][i])}
-  if kind == "tagging":
-    return {"entities": [{"type": _text(out[ts.ENTITY_TYPES][i, e]),
-                          "text": _text(out[ts.ENTITY_TEXT][i, e]),
-                          "start": int(out[ts.ENTITY_START][i, e]),
-                          "end": int(out[ts.ENTITY_END][i, e])}
-                         for e in range(int(out[ts.ENTITY_COUNT][i]))]}
-  if kind == "multiple_choice":
-    return {"choice": int(out[mcs.CHOICE][i]), "ending": _text(out[mcs.CHOSEN_ENDING][i]),
-            "probabilities": [float(p) for p in out[mcs.PROBABILITIES][i]]}
-  if kind == "classifier" and cs.LABEL_NAMES in out:
-    return {"label": _text(out[cs.LABEL_NAMES][i]), "label_id": int(out[cs.LABEL_IDS][i]),
-            "probabilities": [float(p) for p in out[cs.PROBABILITIES][i]]}
-  if kind == "classifier":
-    return {"score": float(out[cs.SCORE][i])}
-  return {name: out[name][i].tolist()
-          for name in (constants.POOLED_OUTPUT, constants.SEQUENCE_OUTPUT)}
+def answering_class(kind: str) -> type:
+  """The ServingModule subclass whose `answer` and `describe_answer` read an export of
+  `kind` (a TF Hub-style pair answers as the encoder export does)."""
+  return sm.serving_class(_ANSWERS_AS.get(kind, kind))
 
 
 def ask(export: Export, texts: Sequence[str]) -> List[dict]:
@@ -180,8 +144,8 @@ def ask(export: Export, texts: Sequence[str]) -> List[dict]:
   outputs = export.call({name: tf.constant([row[name] for row in batch], tf.string)
                          for name in export.inputs})
   out = {name: np.asarray(value) for name, value in outputs.items()}
-  return [{"kind": export.kind, **row, **_answer(export.kind, out, i)}
-          for i, row in enumerate(batch)]
+  answer = answering_class(export.kind).answer
+  return [{"kind": export.kind, **row, **answer(out, i)} for i, row in enumerate(batch)]
 
 
 def describe(answer: dict) -> List[str]:
@@ -189,33 +153,4 @@ def describe(answer: dict) -> List[str]:
   kind = answer["kind"]
   texts = [f"{k}: {v}" for k, v in answer.items()
            if k in _INPUT_ORDER or re.fullmatch(r"ending\d+", k)]
-  lines = [" | ".join(texts)]
-  if kind == "fill_mask":
-    lines += [f"  [MASK] {m + 1}: " + ", ".join(f"{t} {p:.3f}" for t, p in candidates)
-              for m, candidates in enumerate(answer["masks"])] or ["  no [MASK] in the text"]
-  elif kind == "squad":
-    lines.append(f"  answer: \"{answer['answer']}\" (characters {answer['start']}-"
-                 f"{answer['end']} of the context, score {answer['score']:.3f})"
-                 if answer["has_answer"] else
-                 f"  no answer (null score {answer['null_score']:.3f}, best span "
-                 f"{answer['score']:.3f})")
-  elif kind == "tagging":
-    lines.append("  entities: " + (", ".join(
-        f"{e['type']} \"{e['text']}\" ({e['start']}-{e['end']})" for e in answer["entities"])
-                                   or "none"))
-  elif kind == "multiple_choice":
-    probabilities = ", ".join(f"{p:.3f}" for p in answer["probabilities"])
-    lines.append(f"  choice {answer['choice']}: \"{answer['ending']}\" "
-                 f"(probabilities {probabilities})")
-  elif kind == "classifier" and "label" in answer:
-    probabilities = ", ".join(f"{p:.3f}" for p in answer["probabilities"])
-    lines.append(f"  label: {answer['label']} (probabilities by label id: {probabilities})")
-  elif kind == "classifier":
-    lines.append(f"  score: {answer['score']:.4f}")
-  else:
-    pooled = np.asarray(answer[constants.POOLED_OUTPUT])
-    shown = " ".join(f"{v:.3f}" for v in pooled[:6])
-    lines.append(f"  pooled_output [{pooled.size}]: {shown} ... (norm "
-                 f"{np.linalg.norm(pooled):.3f}); sequence_output "
-                 f"{list(np.shape(answer[constants.SEQUENCE_OUTPUT]))}")
-  return lines
+  return [" | ".join(texts)] + answering_class(kind).describe_answer(answer)

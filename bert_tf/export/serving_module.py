@@ -15,12 +15,16 @@ and, where the answer refers to the text (spans, entities), `predict_text`.
 Each subclass that serves a kind of export registers itself with
 `@register_serving(kind)`: a task's `export_kind` names the class, and its
 `serving_options(data_config)` are the class's keyword arguments after
-`(model, text_encoder)`. The exporter loads every `*_serving` module of this
-package, so a new kind is one such module.
+`(model, text_encoder)`. The class is the whole kind: how it is built for a task
+(`from_task`), which outputs tell an export of it (`answer_outputs`) and how
+`bert-tf-query` reads and prints its answers (`answer`, `describe_answer`).
+`bert_tf.export.kinds` loads every `*_serving` module of this package, so a new
+kind is one such module.
 """
 
-from typing import Callable, Dict, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from bert_tf import constants
@@ -53,6 +57,16 @@ def register_serving(kind: str) -> Callable[[type], type]:
   return decorator
 
 
+def unregister_serving(kind: str) -> Optional[type]:
+  """Removes the class registered for `kind` (a test's own kind); returns it, or None."""
+  return _SERVING_CLASSES.pop(kind, None)
+
+
+def given_options(options: Mapping[str, Any]) -> Dict[str, Any]:
+  """The serving options a caller gave: those not None."""
+  return {name: value for name, value in options.items() if value is not None}
+
+
 def serving_kinds() -> Tuple[str, ...]:
   """The registered kinds of export, sorted."""
   return tuple(sorted(_SERVING_CLASSES))
@@ -65,11 +79,23 @@ def serving_class(kind: str) -> type:
   return _SERVING_CLASSES[kind]
 
 
+def text_of(value) -> str:
+  """A string output's element (bytes) as text, for answers."""
+  return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
 class ServingModule(tf.Module):
   """A model plus in-graph text encoding, exported with three signatures."""
 
   # Set by register_serving.
   kind: str = ""
+  # Whether the kind serves a model of any task (the encoder), besides the tasks whose
+  # export_kind it is.
+  serves_any_task: bool = False
+  # The outputs of serving_default that `answer` reads, one set per form the kind
+  # answers in (a classifier: with label names, or a regressor's score). An export is
+  # of the kind with a form among its outputs, the largest such form deciding.
+  answer_outputs: Tuple[FrozenSet[str], ...] = ()
 
   def __init__(self, model, text_encoder, text_inputs: Sequence[str] = (TEXT,), name=None):
     """Args:
@@ -84,6 +110,27 @@ class ServingModule(tf.Module):
     self.seq_length = text_encoder.seq_length
     # serve_token_ids' input shape; [B, T] unless a subclass packs more per row.
     self.token_ids_shape = (None, None)
+
+  # ----- the kind: building for a task, and its answers -----
+  @classmethod
+  def from_task(cls, task, model, text_encoder, data_config, **options) -> "ServingModule":
+    """The module serving `model`, the model of `task` (bert_tf.tasks.base.Task): the
+    class's keyword arguments are the task's `serving_options(data_config)`, replaced
+    by the non-None `options`."""
+    arguments = dict(task.serving_options(data_config))
+    arguments.update(given_options(options))
+    return cls(model, text_encoder, **arguments)
+
+  @staticmethod
+  def answer(outputs: Mapping[str, np.ndarray], row: int) -> Dict[str, Any]:
+    """The answer of one row, as JSON-ready fields, from serving_default's outputs of a
+    batch ({name: array [B, ...]})."""
+    raise NotImplementedError
+
+  @staticmethod
+  def describe_answer(answer: Mapping[str, Any]) -> List[str]:
+    """Readable lines of an `answer` (indented two spaces), below its texts' line."""
+    raise NotImplementedError
 
   # ----- what subclasses define -----
   def predict_token_ids(self, inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:

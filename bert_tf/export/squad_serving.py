@@ -78,6 +78,24 @@ class SquadServing(serving_module.ServingModule):
       context, end exclusive (-1 when there is no answer).
   """
 
+  answer_outputs = (frozenset({HAS_ANSWER, ANSWER_TEXT, ANSWER_START, ANSWER_END, SCORE,
+                               NULL_SCORE}),)
+
+  @staticmethod
+  def answer(outputs, row):
+    return {"has_answer": bool(outputs[HAS_ANSWER][row]),
+            "answer": serving_module.text_of(outputs[ANSWER_TEXT][row]),
+            "start": int(outputs[ANSWER_START][row]), "end": int(outputs[ANSWER_END][row]),
+            "score": float(outputs[SCORE][row]), "null_score": float(outputs[NULL_SCORE][row])}
+
+  @staticmethod
+  def describe_answer(answer):
+    if not answer["has_answer"]:
+      return [f"  no answer (null score {answer['null_score']:.3f}, best span "
+              f"{answer['score']:.3f})"]
+    return [f"  answer: \"{answer['answer']}\" (characters {answer['start']}-"
+            f"{answer['end']} of the context, score {answer['score']:.3f})"]
+
   def __init__(self, span_labeler, text_encoder, max_query_length=64, max_answer_length=30,
                version_2_with_negative=False, null_score_diff_threshold=0.0,
                doc_stride=128, n_best_size=20, name="squad_serving"):

@@ -69,6 +69,24 @@ class TaggingServing(serving_module.ServingModule):
   predicted).
   """
 
+  answer_outputs = (frozenset({ENTITY_COUNT, ENTITY_TYPES, ENTITY_TEXT, ENTITY_START,
+                               ENTITY_END}),)
+
+  @staticmethod
+  def answer(outputs, row):
+    text = serving_module.text_of
+    return {"entities": [{"type": text(outputs[ENTITY_TYPES][row, e]),
+                          "text": text(outputs[ENTITY_TEXT][row, e]),
+                          "start": int(outputs[ENTITY_START][row, e]),
+                          "end": int(outputs[ENTITY_END][row, e])}
+                         for e in range(int(outputs[ENTITY_COUNT][row]))]}
+
+  @staticmethod
+  def describe_answer(answer):
+    return ["  entities: " + (", ".join(
+        f"{e['type']} \"{e['text']}\" ({e['start']}-{e['end']})" for e in answer["entities"])
+                              or "none")]
+
   def __init__(self, token_classifier, text_encoder, label_names, window_stride=64,
                name="tagging_serving"):
     super().__init__(token_classifier, text_encoder, (serving_module.TEXT,), name=name)
