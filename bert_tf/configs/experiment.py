@@ -16,6 +16,7 @@ from typing import Any, List, Mapping, Optional
 from bert_tf.configs.base import Config, ConfigError, field_path, nearest_name, require
 from bert_tf.configs.batches import check_batch_sizes
 from bert_tf.configs.encoder import EncoderConfig
+from bert_tf.configs.kernel_sets import KernelsConfig
 
 # The Transformer-block projections that model.lora_targets may name.
 LORA_TARGETS = ("query", "key", "value", "attention_output", "intermediate", "output")
@@ -199,10 +200,6 @@ STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 # "" leaves the choice to Keras (KERAS_BACKEND, default tensorflow).
 BACKENDS = ("", "tensorflow", "jax")
-# The JAX GPU speed path's implementations (bert_tf.kernels.jax_gpu.hooks).
-GPU_ATTENTION = ("auto", "pallas", "xla")
-GPU_DROPOUT_GENERATORS = ("hash", "philox", "threefry")
-GPU_LAYER_NORM = ("xla", "pallas")
 # Earlier versions' flat runtime keys of the kernel settings: {old key: its place under
 # runtime now}. They are read in their new place (see RuntimeConfig.from_dict).
 MOVED_RUNTIME_KEYS = {"gpu_attention": ("kernels", "jax_gpu", "attention"),
@@ -212,34 +209,6 @@ MOVED_RUNTIME_KEYS = {"gpu_attention": ("kernels", "jax_gpu", "attention"),
 
 class ObsoleteConfigKeyWarning(UserWarning):
   """A config uses a key that moved; it was read in its new place."""
-
-
-@dataclasses.dataclass
-class JaxGpuKernelsConfig(Config):
-  """The JAX GPU speed path's choices (bert_tf.kernels.jax_gpu): attention auto (the
-  Pallas kernel where it compiles and agrees with XLA on this GPU), pallas or xla;
-  dropout masks from a hash of each element's index (hash), XLA's philox or Keras's
-  threefry; the residual, dropout and LayerNorm as XLA fuses them (xla) or one Pallas
-  kernel (pallas)."""
-
-  attention: str = "auto"
-  dropout_generator: str = "hash"
-  layer_norm: str = "xla"
-
-  def validate(self):
-    for name, allowed in (("attention", GPU_ATTENTION),
-                          ("dropout_generator", GPU_DROPOUT_GENERATORS),
-                          ("layer_norm", GPU_LAYER_NORM)):
-      require(getattr(self, name) in allowed,
-              f"{name} must be one of {', '.join(allowed)}, got '{getattr(self, name)}'")
-
-
-@dataclasses.dataclass
-class KernelsConfig(Config):
-  """The settings of the speed paths (bert_tf.kernels), one section per kernel set that
-  takes any, named as the set is registered."""
-
-  jax_gpu: JaxGpuKernelsConfig = dataclasses.field(default_factory=JaxGpuKernelsConfig)
 
 
 @dataclasses.dataclass
@@ -261,12 +230,14 @@ class RuntimeConfig(Config):
   # or TPU, off on CPUs (where the fused kernels do better).
   jit_compile: Optional[bool] = None
   # The speed paths (bert_tf.kernels): the same variables and results, computed faster,
-  # the kernel set registered for the backend and platform the model runs on:
-  # TensorFlow's on CPUs (tensorflow_cpu), JAX's on GPUs (jax_gpu: fused attention with
-  # dropout, cheaper dropout masks). Unset: on where the registered set is on by default
-  # (TensorFlow on a CPU, JAX on a GPU), off elsewhere. False: the reference layers.
+  # by the kernel set runtime.kernels.set names, else by the default set of the backend
+  # and platform the model runs on: TensorFlow's on CPUs (tensorflow_cpu), JAX's on
+  # GPUs (jax_gpu: fused attention with dropout, cheaper dropout masks). Unset: on where
+  # a set is named or is the default there, off elsewhere. True: a set wherever one can
+  # run. False: the reference layers.
   fused_kernels: Optional[bool] = None
-  # The kernel sets' settings (runtime.kernels.jax_gpu.attention, ...).
+  # The kernel set by name, and each set's settings (runtime.kernels.jax_gpu.attention,
+  # ...): configs.kernel_sets.
   kernels: KernelsConfig = dataclasses.field(default_factory=KernelsConfig)
   seed: int = 42
   # Deterministic kernels (tf.config.experimental.enable_op_determinism).

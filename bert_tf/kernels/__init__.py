@@ -13,67 +13,25 @@ rounding (and other dropout masks). `kernels=None` is the reference path
 The paths, one package each: `tensorflow_cpu` (TensorFlow on CPUs: XLA-fused
 element-wise pieces, cheaper dropout masks) and `jax_gpu` (JAX on GPUs: fused attention
 with dropout, cheaper dropout masks, a fused residual LayerNorm). Each is a KernelSet
-registered for the (Keras backend, platform) pairs it serves (`register`); a model is
-built with the set registered for the backend and platform it runs on. Whether an
-experiment uses it is `runtime.fused_kernels`: true, false, or unset (the set's own
-default: on for TensorFlow on a CPU and JAX on a GPU, off for the TensorFlow CPU set
-where TensorFlow runs on a GPU or TPU); a set's settings are the section named after it
-in `runtime.kernels` (runtime.kernels.jax_gpu.attention, ...). CONTRIBUTING.md says how
-to add a set for one backend.
+registered by name at the end of this module (bert_tf.configs.kernel_sets: the backend
+and platforms it serves, its settings class, how it is built); several may serve one
+backend and platform. A model is built with the set `runtime.kernels.set` names, else
+with the default set of the backend and platform it runs on (`for_runtime`); whether an
+experiment uses one is `runtime.fused_kernels`: true, false, or unset (on where a set is
+named or is the default: TensorFlow on a CPU, JAX on a GPU). A set's settings are the
+section named after it in `runtime.kernels` (runtime.kernels.jax_gpu.attention, ...).
+CONTRIBUTING.md says how to add a set.
 
 Imports neither Keras nor a framework at load (bert_tf.kernels.jax_gpu.xla_flags runs before
 Keras chooses its backend).
 """
 
 import contextlib
-import dataclasses
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import List, Optional
 
 from bert_tf import configs
-
-
-@dataclasses.dataclass(frozen=True)
-class KernelSet:
-  """A speed path for one Keras backend on one platform.
-
-  Attributes:
-    backend: the Keras backend ("tensorflow", "jax", ...).
-    platform: where the model runs on it: "cpu", "gpu" or "tpu" (`platform_of`).
-    name: the set's name, and the name of its settings section in runtime.kernels
-      where it takes any.
-    build: runtime config (configs.RuntimeConfig) -> the Kernels object
-      (bert_tf.kernels.protocol.Kernels) the model is built with; imports its framework
-      when called, not when registered.
-    on_by_default: whether an unset runtime.fused_kernels uses it.
-  """
-
-  backend: str
-  platform: str
-  name: str
-  build: Callable[[configs.RuntimeConfig], object]
-  on_by_default: bool = True
-
-
-_REGISTRY: Dict[Tuple[str, str], KernelSet] = {}
-
-
-def register(kernel_set: KernelSet) -> Optional[KernelSet]:
-  """Makes `kernel_set` the speed path of its (backend, platform); returns the set it
-  replaces there, or None."""
-  key = (kernel_set.backend, kernel_set.platform)
-  previous = _REGISTRY.get(key)
-  _REGISTRY[key] = kernel_set
-  return previous
-
-
-def unregister(backend: str, platform: str) -> Optional[KernelSet]:
-  """Removes the set of (backend, platform); returns it, or None where there was none."""
-  return _REGISTRY.pop((backend, platform), None)
-
-
-def registered(backend: str, platform: str) -> Optional[KernelSet]:
-  """The set registered for (backend, platform), or None."""
-  return _REGISTRY.get((backend, platform))
+from bert_tf.configs import kernel_sets
+from bert_tf.kernels.jax_gpu import settings as jax_gpu_settings
 
 
 def tensorflow_sees_accelerators() -> bool:
@@ -120,40 +78,55 @@ def platform_of(backend: str, runtime: configs.RuntimeConfig) -> str:
   return "cpu"
 
 
-def _where_registered() -> str:
-  pairs = sorted(_REGISTRY)
-  return "; ".join(f"{backend} on {platform} ({_REGISTRY[(backend, platform)].name})"
-                   for backend, platform in pairs) or "none"
+def _chosen(runtime: configs.RuntimeConfig, backend: str):
+  """The set runtime.kernels.set names, checked to run on `backend` and its platform.
+
+  Raises:
+    ConfigError: no such set, or one of another backend or platform (naming where it
+      runs and where the model does).
+  """
+  name = runtime.kernels.set
+  kernel_set = kernel_sets.registered(name)
+  if kernel_set is None:
+    raise configs.ConfigError(f"runtime.kernels.set: no kernel set '{name}' (kernel sets: "
+                              f"{kernel_sets.describe()})")
+  platform = platform_of(backend, runtime) if kernel_set.backend == backend else ""
+  if not kernel_set.serves(backend, platform):
+    raise configs.ConfigError(
+        f"runtime.kernels.set: the kernel set '{name}' runs {kernel_set.where()}; the model "
+        f"runs on {backend}{' on ' + platform if platform else ''}")
+  return kernel_set
 
 
 def for_runtime(runtime: configs.RuntimeConfig):
   """The speed path for an experiment's runtime section, or None (the reference path):
-  the set registered for the Keras backend and the platform it runs on, built with the
-  runtime section, where runtime.fused_kernels (or, unset, the set's default) asks for it.
+  the set runtime.kernels.set names, else the default set of the Keras backend and the
+  platform the model runs on (with runtime.fused_kernels true and no default there, the
+  first set registered there), built with the runtime section. runtime.fused_kernels
+  false is always the reference path; unset, a named set or the default one.
 
   Raises:
-    ConfigError: runtime.fused_kernels is true where no set is registered (naming the
-      backend, the platform and where sets are).
+    ConfigError: the named set is unknown or runs elsewhere; or runtime.fused_kernels
+      is true where no set runs (naming the backend, the platform and the sets).
   """
   import keras  # pylint: disable=g-import-not-at-top
   backend = keras.backend.backend()
   wanted = runtime.fused_kernels
   if wanted is False:
     return None
+  if runtime.kernels.set:
+    return _chosen(runtime, backend).build(runtime)
   # The platform is asked only of a backend with sets (TensorFlow's costs its import).
-  platform = (platform_of(backend, runtime) if any(key[0] == backend for key in _REGISTRY)
-              else "")
-  kernel_set = registered(backend, platform)
-  if kernel_set is None:
-    if wanted:
+  platform = platform_of(backend, runtime) if kernel_sets.of_backend(backend) else ""
+  kernel_set = kernel_sets.default_for(backend, platform)
+  if kernel_set is None and wanted:
+    kernel_set = next(iter(kernel_sets.serving(backend, platform)), None)
+    if kernel_set is None:
       raise configs.ConfigError(
           f"runtime.fused_kernels: no speed path is registered for the {backend} backend"
-          f"{' on ' + platform if platform else ''} (registered: {_where_registered()}); "
+          f"{' on ' + platform if platform else ''} (registered: {kernel_sets.describe()}); "
           "it runs the reference layers here (leave it unset)")
-    return None
-  if wanted is None and not kernel_set.on_by_default:
-    return None
-  return kernel_set.build(runtime)
+  return None if kernel_set is None else kernel_set.build(runtime)
 
 
 def tensorflow_cpu_kernels(runtime: Optional[configs.RuntimeConfig] = None):
@@ -167,17 +140,18 @@ def jax_gpu_kernels(runtime: Optional[configs.RuntimeConfig] = None):
   """The JAX GPU speed path (imports JAX), with runtime.kernels.jax_gpu's settings (the
   defaults where `runtime` is None)."""
   from bert_tf.kernels.jax_gpu import hooks  # pylint: disable=g-import-not-at-top
-  settings = (runtime or configs.RuntimeConfig()).kernels.jax_gpu
+  settings = (runtime or configs.RuntimeConfig()).kernels.settings(JAX_GPU.name)
   return hooks.JaxGpuKernels(attention=settings.attention,
                              dropout_generator=settings.dropout_generator,
                              layer_norm=settings.layer_norm,
                              target=bool(_TARGET_PLATFORM))
 
 
-register(KernelSet("tensorflow", "cpu", "tensorflow_cpu", tensorflow_cpu_kernels))
 # The CPU set runs where TensorFlow has an accelerator too, when asked for: its pieces
 # are TensorFlow ops that XLA compiles for the device.
-for _platform in ("gpu", "tpu"):
-  register(KernelSet("tensorflow", _platform, "tensorflow_cpu", tensorflow_cpu_kernels,
-                     on_by_default=False))
-register(KernelSet("jax", "gpu", "jax_gpu", jax_gpu_kernels))
+TENSORFLOW_CPU = kernel_sets.register(kernel_sets.KernelSet(
+    "tensorflow_cpu", "tensorflow", ("cpu", "gpu", "tpu"), tensorflow_cpu_kernels,
+    default_platforms=("cpu",)))
+JAX_GPU = kernel_sets.register(kernel_sets.KernelSet(
+    "jax_gpu", "jax", ("gpu",), jax_gpu_kernels,
+    settings=jax_gpu_settings.JaxGpuKernelsConfig))

@@ -30,9 +30,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bert_tf import configs
+from bert_tf.kernels.jax_gpu import settings
 
-GENERATORS = configs.GPU_DROPOUT_GENERATORS
+GENERATORS = settings.DROPOUT_GENERATORS
 
 # MurmurHash3's 32-bit finalizer constants, and a golden-ratio odd multiplier.
 _MIX_1 = np.uint32(0x85EBCA6B)

@@ -12,14 +12,14 @@ import keras
 import numpy as np
 from keras import ops
 
-from bert_tf import configs
 from bert_tf.kernels import protocol
 from bert_tf.kernels.jax_gpu import attention as jax_attention
 from bert_tf.kernels.jax_gpu import dropout as jax_dropout
 from bert_tf.kernels.jax_gpu import layer_norm as jax_layer_norm
+from bert_tf.kernels.jax_gpu import settings
 
-ATTENTION = configs.GPU_ATTENTION
-LAYER_NORM = configs.GPU_LAYER_NORM
+ATTENTION = settings.ATTENTION
+LAYER_NORM = settings.LAYER_NORM
 
 
 @functools.lru_cache(maxsize=None)
