@@ -263,6 +263,17 @@ def _type_name(tp) -> str:
   return getattr(tp, "__name__", str(tp))
 
 
+def _coerce_tuple(value, args, path: str) -> tuple:
+  """A tuple of a YAML list (a tuple is written as a list): Tuple[X, ...] of any length,
+  Tuple[X, Y] of exactly those items."""
+  if not args or (len(args) == 2 and args[1] is Ellipsis):
+    item_type = args[0] if args else Any
+    return tuple(_coerce(v, item_type, f"{path}[{i}]") for i, v in enumerate(value))
+  if len(value) != len(args):
+    raise ConfigError(f"{path} must be a list of {len(args)} items, got {value!r}")
+  return tuple(_coerce(v, tp, f"{path}[{i}]") for i, (v, tp) in enumerate(zip(value, args)))
+
+
 def _coerce(value, tp, path: str):
   """Checks `value` against the annotation `tp`, converting where lossless."""
   origin = typing.get_origin(tp)
@@ -287,9 +298,11 @@ def _coerce(value, tp, path: str):
     if not isinstance(value, Mapping):
       raise ConfigError(f"{path} must be a mapping of {tp.__name__} fields, got {value!r}")
     return tp.from_dict(value, path)
-  if origin in (list, List, tuple, Sequence):
+  if origin in (list, List, tuple, Sequence) or tp in (list, tuple):
     if isinstance(value, str) or not isinstance(value, (list, tuple)):
       raise ConfigError(f"{path} must be a list, got {value!r}")
+    if origin is tuple or tp is tuple:
+      return _coerce_tuple(value, args, path)
     item_type = args[0] if args else Any
     return [_coerce(v, item_type, f"{path}[{i}]") for i, v in enumerate(value)]
   if origin in (dict, Dict, Mapping):

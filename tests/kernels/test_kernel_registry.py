@@ -18,7 +18,7 @@ from bert_tf.kernels import protocol
 from bert_tf.tasks import base
 from bert_tf.training import experiments
 
-TOY = registry_names.local_name("toy_kernels", __name__)
+TOY = registry_names.local_name("toy_kernels", __file__)
 
 
 # Step 1: the hooks, here the reference LayerNorm counted (the same results).
@@ -143,7 +143,7 @@ def test_an_unregistered_set_is_no_longer_a_section_or_a_choice(toy):
 def test_a_named_set_of_another_backend_or_platform_is_an_error_saying_where_each_runs():
   backend, platform = _here()
   elsewhere = [p for p in kernel_sets.PLATFORMS if p != platform][0]
-  name = registry_names.local_name("toy_elsewhere", __name__)
+  name = registry_names.local_name("toy_elsewhere", __file__)
   other = kernel_sets.KernelSet(name, backend, (elsewhere,), ToyKernels, default_platforms=())
   with registry_names.registered(lambda: kernel_sets.register(other),
                                  lambda: kernel_sets.unregister(name)):
@@ -159,8 +159,8 @@ def test_two_defaults_for_one_backend_and_platform_and_a_name_twice_are_refused(
   with pytest.raises(ValueError, match="registered twice"):
     kernel_sets.register(kernel_sets.KernelSet(TOY, backend, (platform,), ToyKernels))
   # On a backend of this test's own, so that no set of the package is its default.
-  own_backend = registry_names.local_name("toy_backend", __name__)
-  name = registry_names.local_name("toy_default", __name__)
+  own_backend = registry_names.local_name("toy_backend", __file__)
+  name = registry_names.local_name("toy_default", __file__)
   first = kernel_sets.KernelSet(name, own_backend, ("cpu",), ToyKernels)
   second = kernel_sets.KernelSet(name + "_2", own_backend, ("cpu", "gpu"), ToyKernels)
   with registry_names.registered(lambda: kernel_sets.register(first),

@@ -1,25 +1,34 @@
 """The task registry and protocol: every task's config, unknown names, declared formats,
-and a task added by one module (here, this test module) that trains and exports."""
+and a task added by one module (here, this test module) as CONTRIBUTING.md's recipe
+"Adding a task" says, under names of this module's own: its config (a tuple among its
+settings) round-trips YAML, it trains on both engines and exports."""
 
 import dataclasses
+import json
+import os
+import subprocess
+import sys
+from typing import Tuple
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import export_helpers
+import paths
+import registry_names
 from bert_tf import configs
-from bert_tf import constants
-from bert_tf.data.pipelines import loaders
 from bert_tf.export import exporter
 from bert_tf.export import serving_module
 from bert_tf.models.bert_classifier import LOGITS, BertClassifier
-from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.tasks import base
 from bert_tf.training import experiments
+from bert_tf.training import trainer as trainer_lib
 from bert_tf.training.trainer import Trainer
 
 SCORE = "score"
+TOY = registry_names.local_name("toy_score", __file__)
 
 
 # ----- a toy task and its serving piece, registered by this module alone -----
@@ -27,55 +36,34 @@ SCORE = "score"
 class ToyScoreConfig(configs.TaskConfig):
   """Regresses a score from the [CLS] vector."""
 
-  name: str = "toy_score"
+  name: str = TOY
   target: float = 0.5
+  # Scales of the error, summed: a tuple setting, written to YAML as a list.
+  weights: Tuple[float, ...] = (1.0,)
 
 
-class ToyScoreLoader(loaders.DataLoader):
-  """One synthetic batch of encoder inputs, repeated."""
-
-  def dataset(self, input_context=None, start=0):
-    data_config = self.data_config
-    batch = data_config.global_batch_size
-    ids = np.random.default_rng(0).integers(
-        5, self.needs.vocab_size, [batch, data_config.seq_length])
-    features = {constants.INPUT_WORD_IDS: ids.astype(np.int32),
-                constants.INPUT_MASK: np.ones_like(ids, np.int32),
-                constants.INPUT_TYPE_IDS: np.zeros_like(ids, np.int32)}
-    return tf.data.Dataset.from_tensors(features).repeat()
-
-
-class ToyScoreRecords(loaders.RecordKind):
-  """Encoder inputs only, synthetic."""
-
-  name = "toy_score"
-  formats = {loaders.DUMMY: ToyScoreLoader}
-
-
-loaders.register_kind(ToyScoreRecords())
-
-
-@base.register_task("toy_score", ToyScoreConfig)
+@base.register_task(TOY, ToyScoreConfig)
 class ToyScoreTask(base.Task):
-  """Squared error between one output and task.target."""
+  """Squared error between one output and task.target, weighted by sum(task.weights);
+  reads sentence records (their regression labels unused)."""
 
-  record_kind = "toy_score"
-  export_kind = "toy_score"
+  record_kind = "sentence"
+  export_kind = TOY
   regression = True
 
   def build_model(self):
-    encoder = BertEncoder.from_config_object(self.experiment.model.encoder)
-    return BertClassifier(encoder, 1, dropout_rate=0.0, name="toy_scorer")
+    return BertClassifier(self.build_encoder(), 1, dropout_rate=0.0, name="toy_scorer")
 
   def compute_loss(self, features, outputs, global_batch_size):
-    error = tf.math.squared_difference(outputs[LOGITS][:, 0], self.config.target)
-    return {"loss": tf.reduce_sum(error) / tf.cast(global_batch_size, tf.float32)}
+    score = keras.ops.cast(outputs[LOGITS][:, 0], "float32")
+    error = sum(self.config.weights) * keras.ops.square(score - self.config.target)
+    return {"loss": keras.ops.sum(error) / keras.ops.cast(global_batch_size, "float32")}
 
   def serving_options(self, data_config):
     return {"offset": -self.config.target}
 
 
-@serving_module.register_serving("toy_score")
+@serving_module.register_serving(TOY)
 class ToyScoreServing(serving_module.ServingModule):
   """score float32 [B]: the model's output plus `offset`."""
 
@@ -90,6 +78,7 @@ class ToyScoreServing(serving_module.ServingModule):
 # ----- tests -----
 @pytest.mark.parametrize("name", sorted(base.registered_tasks()))
 def test_every_registered_task_has_its_config_class_and_round_trips_yaml(name, tmp_path):
+  # TOY's among them: its tuple setting comes back a tuple.
   config_cls = base.task_configs()[name]
   assert issubclass(config_cls, configs.TaskConfig) and config_cls.name == name
   experiment = experiments.experiment_from_dict({"task": {"name": name}})
@@ -121,13 +110,45 @@ def test_a_format_outside_the_declared_ones_is_one_error_naming_the_section():
     task.data_loader(experiment.eval_data).dataset()
 
 
-@pytest.mark.slow  # a training and an export
-def test_a_task_added_by_one_module_trains_and_exports(tmp_path):
+def test_a_tuple_setting_round_trips_yaml_as_a_tuple(tmp_path):
+  experiment = experiments.experiment_from_dict(
+      {"task": {"name": TOY, "weights": [0.5, 1.5]}})
+  assert experiment.task.weights == (0.5, 1.5)
+  path = str(tmp_path / "params.yaml")
+  experiment.save(path)
+  assert experiments.experiment_from_yaml(path).task.weights == (0.5, 1.5)
+  with pytest.raises(configs.ConfigError, match=r"task\.weights\[1\] must be a number"):
+    experiments.experiment_from_dict({"task": {"name": TOY, "weights": [1.0, "x"]}})
+
+
+def _toy_experiment(tmp_path):
   vocab = export_helpers.write_vocab(tmp_path)
-  experiment = export_helpers.experiment(vocab, {"name": "toy_score", "target": 2.0}).override(
+  return export_helpers.experiment(vocab, {"name": TOY, "target": 2.0}).override(
       {"train_data": {"format": "dummy", "global_batch_size": 4},
        "optimizer": {"learning_rate": 1e-2, "warmup_steps": 0},
        "trainer": {"train_steps": 1, "steps_per_loop": 1}})
+
+
+@pytest.mark.slow  # a training in a JAX process
+def test_the_task_added_by_one_module_trains_on_jax(tmp_path):
+  path = str(tmp_path / "toy.yaml")
+  _toy_experiment(tmp_path).save(path)
+  env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "XLA_FLAGS")}
+  env.update(KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=os.pathsep.join(
+      [paths.ROOT, os.path.join(paths.ROOT, "tests")]))
+  result = subprocess.run([sys.executable, os.path.abspath(__file__), path,
+                           str(tmp_path / "model")], env=env, capture_output=True, text=True,
+                          timeout=900, cwd=paths.ROOT)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  line = [l for l in result.stdout.splitlines() if l.startswith("RESULT ")][-1]
+  metrics = json.loads(line[len("RESULT "):])
+  assert metrics["backend"] == "jax" and np.isfinite(metrics["loss"])
+
+
+@pytest.mark.slow  # a training and an export
+def test_a_task_added_by_one_module_trains_and_exports(tmp_path):
+  vocab = export_helpers.write_vocab(tmp_path)
+  experiment = _toy_experiment(tmp_path)
   trainer = Trainer(experiment, str(tmp_path / "model"))
   before = [v.numpy().copy() for v in trainer.model.trainable_variables]
   report = trainer.train()
@@ -135,7 +156,7 @@ def test_a_task_added_by_one_module_trains_and_exports(tmp_path):
   assert any(not np.allclose(a, v.numpy())
              for a, v in zip(before, trainer.model.trainable_variables))
 
-  assert "toy_score" in exporter.kinds()
+  assert TOY in exporter.kinds()
   module = exporter.build_serving_module(experiment, trainer.model, vocab)
   assert isinstance(module, ToyScoreServing) and module.offset == -2.0
   path = exporter.write_saved_model(module, str(tmp_path / "export"))
@@ -143,3 +164,9 @@ def test_a_task_added_by_one_module_trains_and_exports(tmp_path):
       text=tf.constant(["the cat sat", "hello world"]))
   direct = module.predict_text({"text": tf.constant(["the cat sat", "hello world"])})
   np.testing.assert_allclose(served[SCORE].numpy(), direct[SCORE].numpy(), rtol=1e-5)
+
+
+if __name__ == "__main__":
+  metrics = trainer_lib.run_experiment(experiments.experiment_from_yaml(sys.argv[1]),
+                                       sys.argv[2], "train")
+  print("RESULT " + json.dumps(dict(metrics, backend=keras.backend.backend())), flush=True)
