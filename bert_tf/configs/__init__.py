@@ -17,4 +17,4 @@ from bert_tf.configs.experiment import (BACKENDS, LORA_TARGETS, MOVED_RUNTIME_KE
                                         ObsoleteConfigKeyWarning, OptimizerConfig,
                                         RuntimeConfig, TaskConfig, TokenizerConfig,
                                         TrainerConfig, task_config_from_dict)
-from bert_tf.configs.kernel_sets import KernelSet, KernelsConfig
+from bert_tf.configs.kernel_sets import KernelsConfig
