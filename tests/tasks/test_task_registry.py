@@ -129,6 +129,23 @@ def _toy_experiment(tmp_path):
        "trainer": {"train_steps": 1, "steps_per_loop": 1}})
 
 
+def test_the_added_task_reads_its_input_computes_its_loss_and_serves(tmp_path):
+  experiment = _toy_experiment(tmp_path)
+  task = base.get_task(experiment)
+  model = task.build_model()
+  assert model.encoder.kernels is task.kernels  # built by build_encoder()
+  batch = next(iter(task.data_loader(experiment.train_data).dataset()))
+  outputs = model(task.model_inputs(batch), training=False)
+  loss = float(task.compute_loss(batch, outputs, 4)["loss"])
+  want = np.sum((np.asarray(outputs[LOGITS])[:, 0] - 2.0) ** 2) / 4
+  np.testing.assert_allclose(loss, want, rtol=1e-5)
+  module = exporter.build_serving_module(experiment, model, experiment.tokenizer.vocab_file)
+  texts = tf.constant(["the cat sat"])
+  served = module.predict_text({"text": texts})[SCORE]
+  direct = model(module.encode_text({"text": texts}), training=False)[LOGITS][:, 0]
+  np.testing.assert_allclose(served.numpy(), direct.numpy() - 2.0, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.slow  # a training in a JAX process
 def test_the_task_added_by_one_module_trains_on_jax(tmp_path):
   path = str(tmp_path / "toy.yaml")
