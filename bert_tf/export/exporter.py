@@ -156,16 +156,9 @@ def build_serving_module(experiment: configs.ExperimentConfig, model, vocab_file
   """
   data = trained_model.data_config_for_export(experiment)
   lower_case = experiment.tokenizer.lower_case if lower_case is None else lower_case
-  seq_length = seq_length or data.seq_length
-  max_position = experiment.model.encoder.max_position_embeddings
-  if seq_length > max_position:
-    raise errors.InputError(
-        f"seq_length {seq_length} exceeds max_position_embeddings {max_position}")
+  seq_length = trained_model.serving_seq_length(experiment, seq_length)
   tokenizer = BertWordPieceTokenizer(vocab_file, lower_case=lower_case)
-  vocab_size = experiment.model.encoder.vocab_size
-  if tokenizer.vocab_size != vocab_size:
-    raise errors.InputError(f"Vocab {vocab_file} has {tokenizer.vocab_size} tokens but the model's "
-                     f"vocab_size is {vocab_size}")
+  trained_model.check_vocab_size(experiment, tokenizer.vocab_size, vocab_file)
   text_encoder = text_encoding.TextEncoder(tokenizer, seq_length)
   task = task_base.get_task(experiment)
   kind = kind_of(task, kind)

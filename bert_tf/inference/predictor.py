@@ -47,6 +47,34 @@ def _tensorflow_call(call) -> Callable[[Dict[str, List[str]]], Dict[str, np.ndar
   return run
 
 
+def _in_graph(experiment, model, vocab_file, seq_length, options):
+  """(kind, inputs, call) of the serving module the model's export would hold, its
+  raw-text function traced once (TensorFlow backend)."""
+  from bert_tf.export import exporter  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  module = exporter.build_serving_module(experiment, model, vocab_file, seq_length=seq_length,
+                                         **options)
+  spec = {name: tf.TensorSpec([None], tf.string, name=name) for name in module.text_inputs}
+  call = tf.function(module.predict_text, autograph=False).get_concrete_function(spec)
+  return module.kind, module.text_inputs, _tensorflow_call(call)
+
+
+def _on_host(experiment, model, vocab_file, seq_length, options):
+  """(kind, inputs, call) of the model's head in NumPy over Hugging Face tokenizers'
+  ids (any backend; TensorFlow not needed)."""
+  from bert_tf.tasks import base as task_base  # pylint: disable=g-import-not-at-top
+  from bert_tf.text import host_tokenizer  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import trained_model  # pylint: disable=g-import-not-at-top
+  task = task_base.get_task(experiment)
+  options = {**task.serving_options(trained_model.data_config_for_export(experiment)),
+             **{k: v for k, v in options.items() if v is not None}}
+  tokenizer = host_tokenizer.HostTokenizer(vocab_file, experiment.tokenizer.lower_case)
+  trained_model.check_vocab_size(experiment, tokenizer.vocab_size, vocab_file)
+  head = host_heads.head_for(task.export_kind, _keras_backend(), model, tokenizer,
+                             seq_length, options)
+  return task.export_kind, head.inputs, head
+
+
 class Predictor:
   """A model that answers raw text: `predict(texts)` -> Predictions.
 
@@ -85,7 +113,6 @@ class Predictor:
       MissingInputError: no params.yaml in model_dir, or no vocab; errors of
         restoring the checkpoint as bert-tf-export gives them.
     """
-    from bert_tf.tasks import base as task_base  # pylint: disable=g-import-not-at-top
     from bert_tf.training import trained_model  # pylint: disable=g-import-not-at-top
     params = os.path.join(model_dir, run_folder.PARAMS_FILE)
     if not files.exists(params):
@@ -95,25 +122,11 @@ class Predictor:
     experiment = trained_model.load_experiment(params)
     vocab_file = trained_model.vocab_of(experiment, vocab_file, params)
     model = trained_model.model_from_checkpoint(experiment, checkpoint or model_dir)
-    data = trained_model.data_config_for_export(experiment)
-    seq_length = seq_length or data.seq_length
+    seq_length = trained_model.serving_seq_length(experiment, seq_length)
     backend = _keras_backend()
-    if backend == "tensorflow":
-      from bert_tf.export import exporter  # pylint: disable=g-import-not-at-top
-      module = exporter.build_serving_module(experiment, model, vocab_file,
-                                             seq_length=seq_length, **serving_options)
-      import tensorflow as tf  # pylint: disable=g-import-not-at-top
-      spec = {name: tf.TensorSpec([None], tf.string, name=name) for name in module.text_inputs}
-      call = tf.function(module.predict_text, autograph=False).get_concrete_function(spec)
-      return cls(module.kind, module.text_inputs, _tensorflow_call(call), model, batch_size)
-    from bert_tf.text import host_tokenizer  # pylint: disable=g-import-not-at-top
-    task = task_base.get_task(experiment)
-    options = {**task.serving_options(data),
-               **{k: v for k, v in serving_options.items() if v is not None}}
-    tokenizer = host_tokenizer.HostTokenizer(vocab_file, experiment.tokenizer.lower_case)
-    head = host_heads.head_for(task.export_kind, backend, model, tokenizer, seq_length,
-                               options)
-    return cls(task.export_kind, head.inputs, head, model, batch_size)
+    route = _in_graph if backend == "tensorflow" else _on_host
+    kind, inputs, call = route(experiment, model, vocab_file, seq_length, serving_options)
+    return cls(kind, inputs, call, model, batch_size)
 
   @classmethod
   def from_export(cls, export_dir: str, batch_size: int = 32) -> "Predictor":

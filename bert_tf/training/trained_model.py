@@ -71,6 +71,32 @@ def data_config_for_export(experiment: configs.ExperimentConfig) -> configs.Data
   return experiment.train_data
 
 
+def serving_seq_length(experiment: configs.ExperimentConfig,
+                       seq_length: Optional[int] = None) -> int:
+  """The packed length T a trained model is served with: `seq_length`, else its
+  serving data section's (`data_config_for_export`).
+
+  Raises:
+    InputError: T beyond the model's max_position_embeddings.
+  """
+  seq_length = seq_length or data_config_for_export(experiment).seq_length
+  max_position = experiment.model.encoder.max_position_embeddings
+  if seq_length > max_position:
+    raise errors.InputError(
+        f"seq_length {seq_length} exceeds max_position_embeddings {max_position}")
+  return seq_length
+
+
+def check_vocab_size(experiment: configs.ExperimentConfig, vocab_size: int,
+                     vocab_file: str) -> None:
+  """Raises InputError unless the vocab a model is served with (`vocab_size` tokens,
+  read from `vocab_file`) has as many tokens as its word-embedding table."""
+  rows = experiment.model.encoder.vocab_size
+  if vocab_size != rows:
+    raise errors.InputError(f"Vocab {vocab_file} has {vocab_size} tokens but the model's "
+                            f"vocab_size is {rows}")
+
+
 def vocab_of(experiment: configs.ExperimentConfig, vocab_file: Optional[str] = None,
              config: str = "the config") -> str:
   """The vocab an export takes: `vocab_file` (--vocab_file), else the experiment's

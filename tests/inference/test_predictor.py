@@ -118,9 +118,16 @@ def test_a_pretraining_run_fills_each_mask_with_its_top_k_tokens(tmp_path):
 
 
 def test_a_folder_without_params_or_texts_that_fit_no_row_are_one_line_errors(
-    predictor, tmp_path):
+    classifier_run, predictor, tmp_path):
   with pytest.raises(errors.MissingInputError, match=r"^No params.yaml in .*from_export"):
     Predictor.from_run(str(tmp_path))
+  run = classifier_run[0]
+  with pytest.raises(errors.InputError, match="^seq_length 65 exceeds max_position_embeddings"):
+    Predictor.from_run(run, seq_length=65)
+  small = tmp_path / "small.txt"
+  small.write_text("\n".join(constants.SPECIAL_TOKENS + ("the", "cat")) + "\n")
+  with pytest.raises(errors.InputError, match=r"has 7 tokens but the model's vocab_size is"):
+    Predictor.from_run(run, vocab_file=str(small))
   for texts in (["one text alone"], {"text": ["a"]}, {"text": ["a"], "text_b": []}):
     with pytest.raises(errors.InputError, match=r"text, text_b") as raised:
       predictor.predict(texts)
