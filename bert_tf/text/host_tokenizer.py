@@ -1,9 +1,9 @@
 """WordPiece ids and packed encoder inputs of raw text without TensorFlow, for inference
 on the JAX backend where TensorFlow is not installed.
 
-The tokenizing is Hugging Face's `tokenizers` library (its BertWordPieceTokenizer: the
-original BERT's cleaning, Chinese-character splitting, lower-casing with accents
-stripped for uncased vocabs, WordPiece with words over 100 characters made [UNK]),
+The tokenizing is Hugging Face's `tokenizers` library (its BERT normalizer and
+pre-tokenizer and WordPiece: the original BERT's cleaning, Chinese-character splitting,
+lower-casing with accents stripped for uncased vocabs, words over 100 characters [UNK]),
 which gives the ids of `bert_tf.text.tokenizer.BertWordPieceTokenizer` (tf-text), as
 tests/text/test_tokenizer.py and tests/text/test_host_tokenizer.py check, but for two
 characters of rare text: with lower_case, a word-final capital sigma (Python lower-cases
@@ -42,10 +42,18 @@ class HostTokenizer:
     self.tokens = vocab_lib.load_vocab(vocab_file, lower_case=bool(lower_case))
     self.special_ids = vocab_lib.special_token_ids(self.tokens, vocab_file)
     self.lower_case = bool(lower_case)
-    self._tokenizer = library.BertWordPieceTokenizer(
-        {token: i for i, token in enumerate(self.tokens)}, clean_text=True,
-        handle_chinese_chars=True, strip_accents=self.lower_case,
-        lowercase=self.lower_case, wordpieces_prefix="##")
+    # Assembled from the library's BERT parts rather than its BertWordPieceTokenizer,
+    # which would also read a literal "[CLS]", "[SEP]", "[PAD]" or "[UNK]" in the text as
+    # that token; the graph reads only "[MASK]" so (the fill-mask export's marks).
+    tokenizer = library.Tokenizer(library.models.WordPiece(
+        {token: i for i, token in enumerate(self.tokens)}, unk_token=constants.UNK_TOKEN,
+        max_input_chars_per_word=100))
+    tokenizer.normalizer = library.normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=self.lower_case,
+        lowercase=self.lower_case)
+    tokenizer.pre_tokenizer = library.pre_tokenizers.BertPreTokenizer()
+    tokenizer.add_special_tokens([constants.MASK_TOKEN])
+    self._tokenizer = tokenizer
 
   @property
   def vocab_size(self) -> int:

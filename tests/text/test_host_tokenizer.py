@@ -64,7 +64,7 @@ def test_pairs_pack_as_the_in_graph_packer_cuts_them(setting):
 def test_single_texts_with_mask_marks_pack_as_the_fill_mask_export_reads_them(setting):
   lower_case, tf_tokenizer, host = setting
   texts = [t.replace(" the ", " [MASK] ") for t in fixture_texts(lower_case)[:40]]
-  texts += ["[MASK]", "a [MASK][MASK] b", "x[MASK]y", ""]
+  texts += ["[MASK]", "a [MASK][MASK] b", "x[MASK]y", "", "[CLS] [SEP] [PAD] [UNK] [mask]"]
   encoder = text_encoding.TextEncoder(tf_tokenizer, 32)
   expected = encoder.encode_with_masks(tf.constant(texts))
   got, _ = host.encode(texts, seq_length=32)
