@@ -103,15 +103,14 @@ class FillMaskHead:
 HEADS: Dict[str, Callable] = {"classifier": ClassifierHead, "fill_mask": FillMaskHead}
 
 
-def head_for(kind: str, backend: str, model, tokenizer, seq_length: int,
-             options: Optional[dict] = None):
-  """The head of `kind` over the model, given the task's serving options.
-
-  Raises:
-    InputError: a kind not served without TensorFlow (naming the ones that are).
-  """
+def check_served(kind: str, backend: str) -> None:
+  """Raises InputError for a kind not served here (naming the ones that are)."""
   if kind not in HEADS:
     raise errors.InputError(
         f"A {kind} model answers raw text on the TensorFlow backend or from its export; "
         f"on the {backend} backend the predictor serves {', '.join(sorted(HEADS))}")
+
+
+def head_for(kind: str, model, tokenizer, seq_length: int, options: Optional[dict] = None):
+  """The head of `kind` (check_served) over the model, given the task's serving options."""
   return HEADS[kind](model, tokenizer, seq_length, **(options or {}))

@@ -70,8 +70,7 @@ def _on_host(experiment, model, vocab_file, seq_length, options):
              **{k: v for k, v in options.items() if v is not None}}
   tokenizer = host_tokenizer.HostTokenizer(vocab_file, experiment.tokenizer.lower_case)
   trained_model.check_vocab_size(experiment, tokenizer.vocab_size, vocab_file)
-  head = host_heads.head_for(task.export_kind, _keras_backend(), model, tokenizer,
-                             seq_length, options)
+  head = host_heads.head_for(task.export_kind, model, tokenizer, seq_length, options)
   return task.export_kind, head.inputs, head
 
 
@@ -120,10 +119,13 @@ class Predictor:
           f"No {run_folder.PARAMS_FILE} in {model_dir}: give a training's model_dir or a "
           f"converted checkpoint folder (an export: Predictor.from_export)")
     experiment = trained_model.load_experiment(params)
+    backend = _keras_backend()
+    if backend != "tensorflow":
+      from bert_tf.tasks import base as task_base  # pylint: disable=g-import-not-at-top
+      host_heads.check_served(task_base.get_task(experiment).export_kind, backend)
     vocab_file = trained_model.vocab_of(experiment, vocab_file, params)
     model = trained_model.model_from_checkpoint(experiment, checkpoint or model_dir)
     seq_length = trained_model.serving_seq_length(experiment, seq_length)
-    backend = _keras_backend()
     route = _in_graph if backend == "tensorflow" else _on_host
     kind, inputs, call = route(experiment, model, vocab_file, seq_length, serving_options)
     return cls(kind, inputs, call, model, batch_size)
