@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import export_helpers
-import inference_helpers as ih
+import inference_runs as ih
 from bert_tf import constants
 from bert_tf.checkpoints import convert
 from bert_tf.checkpoints import writing

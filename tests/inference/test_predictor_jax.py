@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import export_helpers
-import inference_helpers as ih
+import inference_runs as ih
 import paths
 from bert_tf.checkpoints import convert
 from bert_tf.checkpoints import writing
