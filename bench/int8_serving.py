@@ -144,6 +144,7 @@ def main(argv):
   import numpy as np  # pylint: disable=g-import-not-at-top
   from bert_tf.checkpoints import convert  # pylint: disable=g-import-not-at-top
   from bert_tf.export import exporter  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import trained_model  # pylint: disable=g-import-not-at-top
   from bert_tf.export import int8_onednn  # pylint: disable=g-import-not-at-top
   for flag, known in (("modes", exporter.QUANTIZE_MODES), ("peers", cpu_serving.VARIANTS)):
     unknown = sorted(set(FLAGS[flag].value) - set(known))
@@ -163,7 +164,7 @@ def main(argv):
       convert.convert_checkpoint(checkpoint, hf_dir, output_format="huggingface")
   else:
     checkpoint, hf_dir = _random_run(tmp)
-  experiment = exporter.load_experiment(os.path.join(checkpoint, "params.yaml")).override(
+  experiment = trained_model.load_experiment(os.path.join(checkpoint, "params.yaml")).override(
       {"eval_data": {"seq_length": FLAGS.seq_length}})
   paths = {mode or "float32": exporter.export_from_checkpoint(
       checkpoint, experiment, os.path.join(tmp, mode or "float32"), quantize_mode=mode)

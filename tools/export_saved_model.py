@@ -82,6 +82,7 @@ def _done(start):
 def main(argv):
   del argv
   from bert_tf.export import exporter  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import trained_model  # pylint: disable=g-import-not-at-top
   from bert_tf.export import hub  # pylint: disable=g-import-not-at-top
   from bert_tf.export import serving_ops_check  # pylint: disable=g-import-not-at-top
   from bert_tf.checkpoints import restore  # pylint: disable=g-import-not-at-top
@@ -101,15 +102,15 @@ def main(argv):
   total = 4 + bool(FLAGS.hub_dir)
   begin = time.time()
   start = _stage(1, total, f"Restoring {FLAGS.checkpoint} with config {config_path}")
-  experiment = exporter.load_experiment(config_path)
+  experiment = trained_model.load_experiment(config_path)
   if FLAGS.kind not in exporter.kinds():
     raise app.UsageError(f"--kind must be one of {', '.join(exporter.kinds())}, got "
                          f"'{FLAGS.kind}'")
-  vocab_file = exporter.vocab_of(experiment, FLAGS.vocab_file, config_path)
+  vocab_file = trained_model.vocab_of(experiment, FLAGS.vocab_file, config_path)
   # TensorFlow copies the vocab into the export (an asset) through its own file system,
   # which reaches less storage than the package's (an emulator): a local copy.
   with files.staged_input(vocab_file) as local_vocab:
-    model = exporter.model_from_checkpoint(experiment, checkpoint)
+    model = trained_model.model_from_checkpoint(experiment, checkpoint)
     print(f"      restored {checkpoint}", flush=True)
     model = exporter.serving_model(experiment, model, FLAGS.quantize)
     _done(start)

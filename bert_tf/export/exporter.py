@@ -33,7 +33,6 @@ import keras
 import tensorflow as tf
 
 from bert_tf import configs
-from bert_tf.checkpoints import restore
 from bert_tf.checkpoints import variables
 from bert_tf.export import int8_onednn
 # Imported for its loading of every kind of export.
@@ -41,11 +40,8 @@ from bert_tf.export import kinds as export_kinds  # pylint: disable=unused-impor
 from bert_tf.export import serving_module
 from bert_tf.export import text_encoding
 from bert_tf.layers import embeddings
-from bert_tf.models import lora
 from bert_tf.tasks import base as task_base
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
-from bert_tf.training import experiments
-from bert_tf.training import params_file
 from bert_tf.training import trained_model
 from bert_tf.utils import errors
 from bert_tf.utils import files
@@ -61,8 +57,6 @@ INT8_ONEDNN = int8_onednn.MODE
 INT8_MODES = (INT8, INT8_DYNAMIC, INT8_ONEDNN)
 BFLOAT16 = "bfloat16"
 QUANTIZE_MODES = INT8_MODES + (BFLOAT16,)
-# Items no serving signature uses; a checkpoint may lack them.
-_OPTIONAL_ITEMS = ("next_sentence",)
 
 
 def next_version(export_base: str) -> int:
@@ -136,14 +130,6 @@ def kind_of(task: task_base.Task, kind: str = AUTO) -> str:
   return task.export_kind
 
 
-def data_config_for_export(experiment: configs.ExperimentConfig) -> configs.DataConfig:
-  """The data section whose seq_length and serving options an export uses: eval_data,
-  or train_data for a run that had no evaluation input."""
-  if experiment.eval_data.input_path or not experiment.train_data.input_path:
-    return experiment.eval_data
-  return experiment.train_data
-
-
 def build_serving_module(experiment: configs.ExperimentConfig, model, vocab_file: str,
                          kind: str = AUTO, lower_case: Optional[bool] = None,
                          seq_length: Optional[int] = None, **options):
@@ -164,84 +150,15 @@ def build_serving_module(experiment: configs.ExperimentConfig, model, vocab_file
   Returns:
     A ServingModule.
   """
-  data = data_config_for_export(experiment)
+  data = trained_model.data_config_for_export(experiment)
   lower_case = experiment.tokenizer.lower_case if lower_case is None else lower_case
-  seq_length = seq_length or data.seq_length
-  max_position = experiment.model.encoder.max_position_embeddings
-  if seq_length > max_position:
-    raise errors.InputError(
-        f"seq_length {seq_length} exceeds max_position_embeddings {max_position}")
+  seq_length = trained_model.serving_seq_length(experiment, seq_length)
   tokenizer = BertWordPieceTokenizer(vocab_file, lower_case=lower_case)
-  vocab_size = experiment.model.encoder.vocab_size
-  if tokenizer.vocab_size != vocab_size:
-    raise errors.InputError(f"Vocab {vocab_file} has {tokenizer.vocab_size} tokens but the model's "
-                     f"vocab_size is {vocab_size}")
+  trained_model.check_vocab_size(experiment, tokenizer.vocab_size, vocab_file)
   text_encoder = text_encoding.TextEncoder(tokenizer, seq_length)
   task = task_base.get_task(experiment)
   return serving_module.serving_class(kind_of(task, kind)).from_task(
       task, model, text_encoder, data, **options)
-
-
-def vocab_of(experiment: configs.ExperimentConfig, vocab_file: Optional[str] = None,
-             config: str = "the config") -> str:
-  """The vocab an export takes: `vocab_file` (--vocab_file), else the experiment's
-  tokenizer.vocab_file (a run folder's params.yaml names the one the folder holds).
-
-  Raises:
-    InputError: neither is set, or the file is not there (naming --vocab_file and the
-      setting of `config`).
-  """
-  named = vocab_file or experiment.tokenizer.vocab_file
-  if not named:
-    raise errors.InputError(f"No vocab: pass --vocab_file, or set tokenizer.vocab_file in "
-                            f"{config}")
-  files.check_readable(named, "--vocab_file")
-  if not files.exists(named):
-    where = "--vocab_file" if vocab_file else f"tokenizer.vocab_file of {config}"
-    raise errors.MissingInputError(f"Vocab file not found: {named} ({where}); pass the "
-                                   "vocab the model was trained with as --vocab_file")
-  return named
-
-
-def load_experiment(config) -> configs.ExperimentConfig:
-  """An ExperimentConfig from itself or a YAML path (a run's params.yaml checked
-  first: params_file.check_intact), in float32 for serving."""
-  if isinstance(config, str):
-    if os.path.basename(config) == params_file.PARAMS_FILE:
-      params_file.check_intact(config)
-    config = experiments.experiment_from_yaml(config)
-  # Serving computes in float32 whatever precision training used; weights are float32
-  # (a float8 run's too: its scaling state stays behind in the checkpoint).
-  return config.override({"runtime": {"mixed_precision_dtype": "float32",
-                                      "float8_training": False}})
-
-
-def model_from_checkpoint(experiment: configs.ExperimentConfig, checkpoint: str):
-  """Builds the experiment's task model and restores every checkpoint item it has.
-
-  A LoRA model (model.lora_rank) gets its encoder from the experiment's
-  task.init_checkpoint and its adapters and head from `checkpoint`; the adapters are
-  then merged into the kernels (bert_tf.models.lora.merge), so serving computes plain
-  Dense layers.
-
-  Args:
-    experiment: the experiment config.
-    checkpoint: a checkpoint prefix, or a directory (its latest checkpoint).
-
-  Returns:
-    The Keras model with restored weights.
-
-  Raises:
-    KeyError: the checkpoint lacks an item the model serves with (naming both sets).
-  """
-  model = trained_model.build(task_base.get_task(experiment))
-  prefix = restore.resolve_checkpoint(checkpoint)
-  available = restore.checkpoint_children(prefix)
-  trained = model.trained_items
-  items = [name for name in trained if name in available or name not in _OPTIONAL_ITEMS]
-  restore.restore_items(prefix, trained, items=tuple(items))
-  lora.merge(model)
-  return model
 
 
 def quantize(model, mode: str = INT8):
@@ -377,10 +294,10 @@ def export_from_checkpoint(checkpoint: str, config, export_base: str,
   Returns:
     The version directory written.
   """
-  experiment = load_experiment(config)
-  vocab_file = vocab_of(experiment, vocab_file,
-                        config if isinstance(config, str) else "the config")
-  model = serving_model(experiment, model_from_checkpoint(experiment, checkpoint),
+  experiment = trained_model.load_experiment(config)
+  vocab_file = trained_model.vocab_of(experiment, vocab_file,
+                                      config if isinstance(config, str) else "the config")
+  model = serving_model(experiment, trained_model.model_from_checkpoint(experiment, checkpoint),
                         quantize_mode)
   module = build_serving_module(experiment, model, vocab_file, kind=kind, **serving_args)
   return write_saved_model(module, export_base, version)

@@ -4,6 +4,7 @@ from typing import Optional
 
 from bert_tf import configs
 from bert_tf.export import exporter
+from bert_tf.training import trained_model
 
 
 def export_fill_mask(model_or_checkpoint, config, vocab_file: Optional[str], export_dir: str,
@@ -27,12 +28,12 @@ def export_fill_mask(model_or_checkpoint, config, vocab_file: Optional[str], exp
   Returns:
     The written version directory.
   """
-  experiment = exporter.load_experiment(config)
+  experiment = trained_model.load_experiment(config)
   vocab_file = vocab_file or experiment.tokenizer.vocab_file
   if not vocab_file:
     raise configs.ConfigError("No vocab file: pass vocab_file or set tokenizer.vocab_file")
   if isinstance(model_or_checkpoint, str):
-    model = exporter.model_from_checkpoint(experiment, model_or_checkpoint)
+    model = trained_model.model_from_checkpoint(experiment, model_or_checkpoint)
   else:
     model = model_or_checkpoint
   module = exporter.build_serving_module(experiment, model, vocab_file, kind="fill_mask",

@@ -20,7 +20,7 @@ _EXTRA_PACKAGES = {
     "gcs": ("gcsfs", "requirements/gcs.txt"),
     "s3": ("s3fs", "requirements/s3.txt"),
     "hf": ("safetensors", None),
-    "jax": ("jax grain", "requirements/jax.txt"),
+    "jax": ("jax grain tokenizers", "requirements/jax.txt"),
 }
 
 

@@ -31,7 +31,7 @@ LAYERS = (
     ("bert_tf.tasks",),
     ("bert_tf.training",),
     ("bert_tf.export",),
-    ("bert_tf.feature_extraction",),
+    ("bert_tf.feature_extraction", "bert_tf.inference"),
 )
 
 

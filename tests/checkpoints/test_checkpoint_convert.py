@@ -471,12 +471,12 @@ def test_conversion_falls_back_past_a_newest_checkpoint_failing_its_checksum_or_
 def test_a_converted_task_folder_moved_and_read_from_elsewhere_has_the_vocab_it_holds(
     tmp_path, vocab, monkeypatch):
   from checkpoint_helpers import tiny_task_model  # pylint: disable=g-import-not-at-top
-  from bert_tf.export import exporter  # pylint: disable=g-import-not-at-top
+  from bert_tf.training import trained_model  # pylint: disable=g-import-not-at-top
   writing.save_bert_tf(tiny_task_model("classifier"), vocab, str(tmp_path / "bt_seq"))
   assert "vocab_file: vocab.txt\n" in (tmp_path / "bt_seq" / "params.yaml").read_text()
   moved = tmp_path / "elsewhere" / "bt_seq"
   os.renames(tmp_path / "bt_seq", moved)
   monkeypatch.chdir(tmp_path)
-  experiment = exporter.load_experiment(str(moved / "params.yaml"))
-  assert exporter.vocab_of(experiment) == str(moved / "vocab.txt")
+  experiment = trained_model.load_experiment(str(moved / "params.yaml"))
+  assert trained_model.vocab_of(experiment) == str(moved / "vocab.txt")
   assert reading.read_checkpoint(str(moved)).vocab_file == str(moved / "vocab.txt")

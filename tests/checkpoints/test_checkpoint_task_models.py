@@ -20,12 +20,12 @@ transformers = pytest.importorskip("transformers")
 from bert_tf import constants
 from bert_tf.checkpoints import convert, reading, writing
 from bert_tf.checkpoints.files import ConversionError
-from bert_tf.export import exporter
 from bert_tf.models.bert_classifier import BertClassifier
 from bert_tf.models.bert_multiple_choice import BertMultipleChoice
 from bert_tf.models.bert_pretrainer import BertPretrainer
 from bert_tf.models.bert_span_labeler import BertSpanLabeler
 from bert_tf.models.bert_token_classifier import BertTokenClassifier
+from bert_tf.training import trained_model
 
 from checkpoint_helpers import TINY, tiny_task_model, token_batch, write_vocab
 
@@ -147,8 +147,8 @@ def test_huggingface_task_model_converts_with_its_head_and_labels_and_back(tmp_p
   assert params["model"]["encoder"] == TINY.as_dict()
 
   # What the exporter restores from the folder, by its params.yaml alone.
-  experiment = exporter.load_experiment(str(tmp_path / "ours" / "params.yaml"))
-  assert_outputs_match(exporter.model_from_checkpoint(experiment, str(tmp_path / "ours"))(
+  experiment = trained_model.load_experiment(str(tmp_path / "ours" / "params.yaml"))
+  assert_outputs_match(trained_model.model_from_checkpoint(experiment, str(tmp_path / "ours"))(
       features), want)
 
   loaded = reading.read_checkpoint(str(tmp_path / "ours"))

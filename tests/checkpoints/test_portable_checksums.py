@@ -129,7 +129,6 @@ def test_a_checkpoint_of_an_earlier_version_restores_with_one_unverified_line(
 
 def test_the_exporter_falls_back_past_a_damaged_newest_checkpoint_or_refuses_it_named(
     tmp_path, caplog):
-  from bert_tf.export import exporter  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import base as task_base  # pylint: disable=g-import-not-at-top
   import trainer_helpers  # pylint: disable=g-import-not-at-top
   experiment = trainer_helpers.tiny_experiment()
@@ -140,13 +139,13 @@ def test_the_exporter_falls_back_past_a_damaged_newest_checkpoint_or_refuses_it_
   name = "items/next_sentence/next_sentence/dense/kernel"
   checkpoint_helpers.flip_bit(damaged, name, bit=1)
   with caplog.at_level(logging.WARNING):
-    model = exporter.model_from_checkpoint(experiment, str(tmp_path))
+    model = trained_model.model_from_checkpoint(experiment, str(tmp_path))
   assert f"Checkpoint {damaged} fails its checksum at {name} " in caplog.text
   for a, b in zip(saved.weights, model.weights):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
   with pytest.raises(portable.DamagedCheckpointError,
                      match=f"Checkpoint {damaged} fails its checksum at {name} "):
-    exporter.model_from_checkpoint(experiment, damaged)
+    trained_model.model_from_checkpoint(experiment, damaged)
 
 
 def test_the_follower_s_crcs_of_arrays_in_chunks_equal_the_direct_ones():

@@ -16,6 +16,7 @@ from bert_tf.export import fill_mask_serving as fm
 from bert_tf.export import query
 from bert_tf.export import serving_ops_check
 from bert_tf.tasks import base
+from bert_tf.training import trained_model
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +36,7 @@ def fill_mask_export(tmp_path_factory):
   moved = str(tmp / "moved" / "bert")
   shutil.move(str(tmp / "exports"), moved)
   os.remove(vocab)
-  module = exporter.build_serving_module(exporter.load_experiment(params), model,
+  module = exporter.build_serving_module(trained_model.load_experiment(params), model,
                                          helpers.write_vocab(tmp / "again"))
   return {"path": path, "moved": os.path.join(moved, "1"), "module": module, "model": model,
           "tmp": tmp}
@@ -188,12 +189,12 @@ def test_a_missing_vocab_is_an_error_naming_the_setting_or_the_flag(tmp_path, mo
   run.mkdir()
   helpers.experiment("vocab.txt").save(str(run / "params.yaml"))
   monkeypatch.chdir(tmp_path)
-  experiment = exporter.load_experiment(str(run / "params.yaml"))
+  experiment = trained_model.load_experiment(str(run / "params.yaml"))
   with pytest.raises(errors.MissingInputError) as raised:
-    exporter.vocab_of(experiment, None, str(run / "params.yaml"))
+    trained_model.vocab_of(experiment, None, str(run / "params.yaml"))
   assert str(raised.value) == (
       f"Vocab file not found: vocab.txt (tokenizer.vocab_file of {run / 'params.yaml'}); "
       "pass the vocab the model was trained with as --vocab_file")
   with pytest.raises(errors.MissingInputError, match=r"^Vocab file not found: v.txt "
                      r"\(--vocab_file\)"):
-    exporter.vocab_of(experiment, "v.txt")
+    trained_model.vocab_of(experiment, "v.txt")

@@ -17,8 +17,8 @@ import yaml
 from bert_tf.checkpoints import portable
 from bert_tf.checkpoints import readable
 from bert_tf.data.records import record_files
-from bert_tf.export import exporter
 from bert_tf.training import params_file
+from bert_tf.training import trained_model
 from bert_tf.training import trainer as trainer_lib
 from bert_tf.training.trainer import Trainer
 
@@ -60,11 +60,11 @@ def test_damaged_latest_checkpoint_is_named_and_training_and_export_use_the_one_
 
   caplog.clear()
   with caplog.at_level(logging.WARNING):
-    exporter.model_from_checkpoint(experiment, model_dir)
+    trained_model.model_from_checkpoint(experiment, model_dir)
   assert damaged in caplog.text
   # Asked for by name, the damaged checkpoint is an error naming its file.
   with pytest.raises(portable.PortableCheckpointError, match=damaged):
-    exporter.model_from_checkpoint(experiment, damaged)
+    trained_model.model_from_checkpoint(experiment, damaged)
 
 
 def test_params_yaml_is_kept_when_the_restore_fails_or_the_shapes_differ(tmp_path):

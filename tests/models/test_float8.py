@@ -13,7 +13,6 @@ import pytest
 
 import trainer_helpers
 from bert_tf import configs
-from bert_tf.export import exporter
 from bert_tf.models import float8
 from bert_tf.tasks import base
 from bert_tf.training import trained_model
@@ -48,7 +47,7 @@ def test_tensorflow_backend_refuses_float8_training_in_one_line():
 
 
 def test_exports_build_the_plain_model_of_a_float8_run():
-  experiment = exporter.load_experiment(
+  experiment = trained_model.load_experiment(
       trainer_helpers.tiny_experiment(runtime={"float8_training": True}))
   assert experiment.runtime.float8_training is False
   model = trained_model.build(base.get_task(experiment))

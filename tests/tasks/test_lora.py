@@ -112,7 +112,7 @@ def test_checkpoint_holds_only_adapters_and_head_and_restores_onto_the_base(setu
               if name.split("/")[0] in ("lora", "classifier"))
   assert saved == sum(int(np.prod(v.shape)) for v in model.trainable_variables)
 
-  merged = exporter.model_from_checkpoint(exporter.load_experiment(experiment), prefix)
+  merged = trained_model.model_from_checkpoint(trained_model.load_experiment(experiment), prefix)
   dense = lora.target_layers(merged.encoder, experiment.model.lora_targets)
   assert not any(layer.lora_enabled for layer in dense.values())
   for on in (True, False):
@@ -149,7 +149,7 @@ def test_a_merged_model_converts_to_bf16_with_the_adapters_folded_in(setup):
   inputs = _inputs(seed=3)
   expected = model(inputs, training=False)["logits"].numpy()
   lora.merge(model)
-  converted = exporter.to_bfloat16(exporter.load_experiment(experiment), model)
+  converted = exporter.to_bfloat16(trained_model.load_experiment(experiment), model)
   # The merged (unused) adapter variables stay behind; every other weight is copied.
   assert not any("lora" in w.path for w in converted.weights)
   got = converted(inputs, training=False)["logits"].numpy()

@@ -1,56 +1,19 @@
 """Tests of BertWordPieceTokenizer against the Hugging Face reference tokenizer."""
 
-import collections
 import os
-import pathlib
 import re
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_text as tf_text
-from tokenizers import normalizers
-from tokenizers import pre_tokenizers
 from tokenizers import BertWordPieceTokenizer as HfBertWordPieceTokenizer
 
 from bert_tf import constants
 from bert_tf.text import normalization
 from bert_tf.text import serving_ops
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
-import paths
-
-TEXT_DIR = pathlib.Path(paths.TESTDATA) / "text"
-SUFFIXES = ["##ing", "##ed", "##er", "##s", "##ly", "##ers", "##ion"]
-STEMS = ["walk", "run", "swim", "teach", "paint", "play", "fish", "garden"]
-
-
-def read_lines(name):
-  # "\n" only: the fixture holds U+2028/U+2029, which str.splitlines() splits.
-  text = (TEXT_DIR / name).read_text(encoding="utf-8")
-  return [line for line in text.split("\n") if line]
-
-
-def reference_words(text, lower_case):
-  normalizer = normalizers.BertNormalizer(
-      clean_text=True, handle_chinese_chars=True, strip_accents=lower_case,
-      lowercase=lower_case)
-  normalized = normalizer.normalize_str(text)
-  return [w for w, _ in pre_tokenizers.BertPreTokenizer().pre_tokenize_str(normalized)]
-
-
-def make_vocab(path, lower_case, specials=constants.SPECIAL_TOKENS):
-  """A vocab from the fixture corpus: characters, frequent words, some pieces."""
-  counts = collections.Counter()
-  for line in read_lines("corpus.txt"):
-    counts.update(reference_words(line, lower_case))
-  chars = sorted({c for word in counts for c in word})
-  words = sorted(w for w, n in counts.items() if n >= 2 and len(w) > 1)
-  tokens = list(specials) + ["[unused0]"]
-  for token in chars + ["##" + c for c in chars] + words + STEMS + SUFFIXES:
-    if token not in tokens:
-      tokens.append(token)
-  path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
-  return str(path)
+from tokenizer_fixtures import SUFFIXES, has_final_capital_sigma, make_vocab, read_lines
 
 
 @pytest.fixture(scope="module", params=[True, False], ids=["uncased", "cased"])
@@ -65,12 +28,6 @@ def setting(request, tmp_path_factory):
 
 def reference_ids(reference, texts):
   return [e.ids for e in reference.encode_batch(texts, add_special_tokens=False)]
-
-
-def has_final_capital_sigma(text):
-  # Python's str.lower() (and the original BERT) writes a word-final capital
-  # sigma as "ς"; Hugging Face lower-cases it to "σ" everywhere.
-  return re.search(r"\wΣ(?!\w)", text) is not None
 
 
 def test_ids_equal_hf_reference_on_fixture_text(setting):

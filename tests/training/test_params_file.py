@@ -10,9 +10,9 @@ import yaml
 
 import trainer_helpers
 from bert_tf import configs
-from bert_tf.export import exporter
 from bert_tf.training import backends
 from bert_tf.training import params_file
+from bert_tf.training import trained_model
 
 
 def _saved(model_dir):
@@ -55,7 +55,7 @@ def test_a_damaged_params_yaml_is_named_damaged_not_a_configuration_change(tmp_p
     params_file.recorded_params(str(tmp_path))
   assert "\n" not in str(raised.value)
   for reader in (lambda: params_file.evaluation_config_files(str(tmp_path), []),
-                 lambda: exporter.load_experiment(path)):  # --mode=eval, and an export
+                 lambda: trained_model.load_experiment(path)):  # --mode=eval, and an export
     with pytest.raises(params_file.DamagedParamsError, match=f"^{path} is damaged"):
       reader()
   with caplog.at_level(logging.WARNING):  # --replace_params: replaced, with one line
