@@ -10,12 +10,15 @@ int64 features become int32 arrays (JAX and the models compute in 32 bits), floa
 features float32. A token-id feature holds its bound, the model's vocab_size, which both
 readers check every batch against (`out_of_range`), so that a record with a token id
 the model has no embedding for is an error naming the file and record (`TokenIdError`),
-not NaN losses. Importing this module needs no TensorFlow.
+not NaN losses. A feature with a token axis (its last) holds the value it is padded with
+past an example's tokens (`token_fill`): batching and padding ask the spec which features
+those are (`token_fills`), never a feature's name. Importing this module needs no
+TensorFlow.
 """
 
 import dataclasses
 import math
-from typing import Callable, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -38,6 +41,9 @@ class RecordFeature:
     dtype: INT64 (an Int64List, read as int32) or FLOAT32 (a FloatList).
     default: the value of a record without the feature; None: the feature is required.
     bound: every value must be below it (token ids: the model's vocab_size); None: any.
+    token_fill: the value its token axis (its last) is padded with past an example's
+      tokens, where it has one (encoder inputs: 0; per-token labels: IGNORE_LABEL);
+      None: no token axis (batches never cut or pad it).
   """
 
   name: str
@@ -46,6 +52,7 @@ class RecordFeature:
   dtype: str = INT64
   default: Optional[float] = None
   bound: Optional[int] = None
+  token_fill: Optional[float] = None
 
   @property
   def size(self) -> int:
@@ -59,6 +66,12 @@ class RecordFeature:
 
 
 RecordSpec = Tuple[RecordFeature, ...]
+
+
+def token_fills(spec: RecordSpec) -> Dict[str, float]:
+  """{batch key: token_fill} of the features of `spec` with a token axis: what batches
+  are cut to their longest example and padded to a length bucket along."""
+  return {f.key: f.token_fill for f in spec if f.token_fill is not None}
 
 
 class TokenIdError(errors.UserError, ValueError):
@@ -83,11 +96,13 @@ def out_of_range(feature: RecordFeature, batch: np.ndarray,
 def encoder_inputs(shape: Tuple[int, ...], vocab_size: int = 0) -> RecordSpec:
   """input_ids (below vocab_size where it is given; 0: any), input_mask and segment_ids of
   `shape` per example, read as the models' input_word_ids, input_mask and
-  input_type_ids."""
+  input_type_ids, each with a token axis padded with 0."""
   return (RecordFeature(constants.TFRECORD_INPUT_IDS, constants.INPUT_WORD_IDS, shape,
-                        bound=vocab_size or None),
-          RecordFeature(constants.TFRECORD_INPUT_MASK, constants.INPUT_MASK, shape),
-          RecordFeature(constants.TFRECORD_SEGMENT_IDS, constants.INPUT_TYPE_IDS, shape))
+                        bound=vocab_size or None, token_fill=0),
+          RecordFeature(constants.TFRECORD_INPUT_MASK, constants.INPUT_MASK, shape,
+                        token_fill=0),
+          RecordFeature(constants.TFRECORD_SEGMENT_IDS, constants.INPUT_TYPE_IDS, shape,
+                        token_fill=0))
 
 
 def pretraining_spec(seq_length: int, max_predictions_per_seq: int, vocab_size: int = 0

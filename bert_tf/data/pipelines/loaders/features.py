@@ -41,17 +41,14 @@ class FeatureKind(registry.RecordKind):
 
   A subclass sets `name` and `raw_formats` (a reader of each registered in
   bert_tf.data.task_files.readers) and defines `label_feature`, `dummy_labels` and
-  `featurize`; one with more features per example sets `token_features` (the ones
-  with a token axis) and `extra_features`; one of several sequences per example
-  overrides `token_shape`. Its loaders are DummyFeatures, FeatureRecords and one
-  RawFeatures per raw format.
+  `featurize`; one with more features per example defines `extra_features` (scalars,
+  or features with a token axis: `token_feature`); one of several sequences per
+  example overrides `token_shape`. Its features with a token axis are cut and padded
+  along it with their fill (their `token_fill`), by every loader, on both forms. Its
+  loaders are DummyFeatures, FeatureRecords and one RawFeatures per raw format.
   """
 
   raw_formats: Tuple[str, ...] = ()
-  # The features with a token axis (their last), padded to seq_length.
-  token_features: Tuple[str, ...] = constants.ENCODER_INPUTS
-  # Features after label_ids and example_index (int32 scalars, default 0).
-  extra_features: Tuple[str, ...] = ()
 
   @property
   def formats(self):
@@ -63,39 +60,45 @@ class FeatureKind(registry.RecordKind):
     del needs
     return (seq_length,)
 
+  def token_feature(self, needs: registry.InputNeeds, seq_length: int, name: str,
+                    fill=0, dtype: str = record_specs.INT64) -> RecordFeature:
+    """A feature `name` of the encoder inputs' shape (`token_shape`), padded with
+    `fill` past an example's tokens."""
+    return RecordFeature(name, name, self.token_shape(needs, seq_length), dtype,
+                         token_fill=fill)
+
   def label_feature(self, needs: registry.InputNeeds, seq_length: int) -> RecordFeature:
     """label_ids' record feature."""
     raise NotImplementedError
 
-  def label_fill(self, needs: registry.InputNeeds):
-    """The value label_ids are padded with."""
-    return np.float32(0) if needs.regression else np.int32(0)
+  def extra_features(self, needs: registry.InputNeeds, seq_length: int
+                     ) -> record_specs.RecordSpec:
+    """Features after label_ids and example_index (default none)."""
+    del needs, seq_length
+    return ()
 
-  def spec(self, needs, data_config):
-    """Batches: input_word_ids (below needs.vocab_size), input_mask, input_type_ids
-    int32 [B, *token_shape];
-    label_ids as `label_feature` says; example_index int32 [B]; each extra feature
-    int32 [B]."""
-    seq_length = data_config.seq_length
+  def record_features(self, needs: registry.InputNeeds, seq_length: int
+                      ) -> record_specs.RecordSpec:
+    """The features of examples padded to seq_length: input_word_ids (below
+    needs.vocab_size), input_mask, input_type_ids int32 [*token_shape]; label_ids as
+    `label_feature` says; example_index int32 []; the `extra_features`."""
     return record_specs.encoder_inputs(self.token_shape(needs, seq_length),
                                        needs.vocab_size) + (
         self.label_feature(needs, seq_length),
         RecordFeature(constants.EXAMPLE_INDEX, constants.EXAMPLE_INDEX, (), default=0),
-    ) + tuple(RecordFeature(name, name, (), default=0) for name in self.extra_features)
+    ) + tuple(self.extra_features(needs, seq_length))
 
-  def padding_values(self, needs: registry.InputNeeds) -> Dict[str, Any]:
-    """The value each feature is padded with."""
-    values = {name: 0 for name in constants.ENCODER_INPUTS}
-    values[constants.LABEL_IDS] = self.label_fill(needs)
-    values[constants.EXAMPLE_INDEX] = np.int32(0)
-    values.update({name: np.int32(0) for name in self.extra_features})
-    return values
+  def spec(self, needs, data_config):
+    """`record_features` of data_config.seq_length."""
+    return self.record_features(needs, data_config.seq_length)
 
   def pad_example(self, needs: registry.InputNeeds, features, seq_length: int
                   ) -> Dict[str, np.ndarray]:
-    """One featurized example with its token features padded to seq_length."""
-    return padding.pad_example(features, self.padding_values(needs), self.token_features,
-                               seq_length)
+    """One featurized example with its token features padded to seq_length with their
+    fills."""
+    return padding.pad_example(
+        features, record_specs.token_fills(self.record_features(needs, seq_length)),
+        seq_length)
 
   def dummy_labels(self, rng: np.random.Generator, needs: registry.InputNeeds,
                    mask: np.ndarray) -> Dict[str, np.ndarray]:
@@ -131,9 +134,11 @@ class FeatureLoader(registry.DataLoader):
   """What the loaders of one feature kind share."""
 
   def _to_bucket(self):
-    """Pads a host batch to its length bucket (bert_tf.data.pipelines.padding)."""
+    """Pads a host batch to its length bucket (bert_tf.data.pipelines.padding) along
+    the kind's token features."""
     lengths = padding.bucket_lengths(padding.bucket_bounds(self.data_config))
-    return lambda batch: padding.pad_batch_to_bucket(batch, lengths)
+    fills = self.token_fills()
+    return lambda batch: padding.pad_batch_to_bucket(batch, lengths, fills)
 
 
 class FeatureArrays(FeatureLoader, registry.InMemoryLoader):
@@ -160,8 +165,8 @@ class FeatureArrays(FeatureLoader, registry.InMemoryLoader):
 
   def _tf_batches(self, arrays, data_config, input_context, start, row_groups):
     return registry.tf_data().tfrecords.read_finetuning_arrays(
-        arrays, data_config, self.needs.seed, input_context, start, self._packer(arrays),
-        row_groups)
+        arrays, data_config, self.token_fills(), self.needs.seed, input_context, start,
+        self._packer(arrays), row_groups)
 
   def _host_finish(self, arrays):
     return self._packer(arrays, self.data_config.seq_length) or self._to_bucket()

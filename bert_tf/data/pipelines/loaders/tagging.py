@@ -20,15 +20,14 @@ class TaggingKind(features.FeatureKind):
 
   name = TAGGING
   raw_formats = ("conll",)
-  token_features = (*constants.ENCODER_INPUTS, constants.LABEL_IDS)
-  extra_features = (constants.WINDOW_INDEX,)
 
   def label_feature(self, needs, seq_length):
-    return record_specs.RecordFeature(constants.LABEL_IDS, constants.LABEL_IDS,
-                                      (seq_length,))
+    return self.token_feature(needs, seq_length, constants.LABEL_IDS,
+                              fill=constants.IGNORE_LABEL)
 
-  def label_fill(self, needs):
-    return constants.IGNORE_LABEL
+  def extra_features(self, needs, seq_length):
+    return (record_specs.RecordFeature(constants.WINDOW_INDEX, constants.WINDOW_INDEX, (),
+                                       default=0),)
 
   def dummy_labels(self, rng, needs, mask):
     labels = rng.integers(0, len(needs.label_names), size=mask.shape).astype(np.int32)
