@@ -9,7 +9,6 @@ from bert_tf import constants
 from bert_tf.data.pipelines.loaders import features
 from bert_tf.data.pipelines.loaders import registry
 from bert_tf.data.records import record_specs
-from bert_tf.data.task_files import swag  # pylint: disable=unused-import
 
 MULTIPLE_CHOICE = "multiple_choice"
 

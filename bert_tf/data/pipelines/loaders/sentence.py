@@ -10,8 +10,6 @@ from bert_tf import constants
 from bert_tf.data.pipelines.loaders import features
 from bert_tf.data.pipelines.loaders import registry
 from bert_tf.data.records import record_specs
-from bert_tf.data.task_files import glue  # pylint: disable=unused-import
-from bert_tf.data.task_files import tfds_glue  # pylint: disable=unused-import
 
 SENTENCE = "sentence"
 
