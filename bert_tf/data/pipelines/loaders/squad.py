@@ -3,12 +3,14 @@ release's records (format "tfrecord", record_specs.squad_spec, written by
 bert_tf.data.records.squad_records) and the windows of a SQuAD JSON file (format
 "squad_json", read by bert_tf.data.task_files.squad and cut into windows by
 bert_tf.data.pipelines.squad_features), created once: the task's evaluation reports
-need them too."""
+need them too, and get them, with the answers the official scoring reads, from the kind
+(`SquadKind.questions`), so that the task reads no file."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Tuple
 
 from bert_tf import configs
 from bert_tf.data.pipelines import dummy
@@ -65,6 +67,23 @@ class JsonWindows(registry.InMemoryLoader):
     return registry.tf_data().squad_features.features_to_arrays(windows)
 
 
+@dataclasses.dataclass(frozen=True)
+class Questions:
+  """The questions of a SQuAD JSON file, as evaluation answers and scores them.
+
+  Attributes:
+    examples: the questions (SquadExample), in file order.
+    windows: their windows (SquadFeatures) of the data section's seq_length, whose
+      unique_ids the model's logits are gathered by.
+    articles: the file's `data` list, where the official scoring
+      (bert_tf.metrics.squad) reads each question's answers.
+  """
+
+  examples: List[squad.SquadExample]
+  windows: List[squad.SquadFeatures]
+  articles: List[Mapping[str, Any]]
+
+
 class SquadKind(registry.RecordKind):
   """Windows of a question and its context: encoder inputs int32 [B, T]; unique_ids,
   start_positions, end_positions, is_impossible int32 [B]. The task's options give
@@ -89,6 +108,14 @@ class SquadKind(registry.RecordKind):
     key = (SQUAD_JSON, data_config.input_path, data_config.seq_length,
            data_config.is_training)
     return needs.cached(key, lambda: self._windows(needs, data_config))
+
+  def questions(self, needs: registry.InputNeeds, data_config: configs.DataConfig
+                ) -> Questions:
+    """The questions of the SQuAD JSON file data_config.input_path, their windows of
+    data_config.seq_length and the file's answers, once per file, length and mode."""
+    key = (SQUAD_JSON, "articles", data_config.input_path)
+    articles = needs.cached(key, lambda: squad.load_squad_json(data_config.input_path))
+    return Questions(*self.windows(needs, data_config), articles)
 
   def _windows(self, needs, data_config):
     if not needs.vocab_file:
