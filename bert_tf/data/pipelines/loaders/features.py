@@ -106,14 +106,28 @@ class FeatureKind(registry.RecordKind):
     and the extra features."""
     raise NotImplementedError
 
-  def dummy_arrays(self, needs, data_config):
-    """dummy.finetuning_examples of this kind's structure, for the global batch."""
-    seq_length = data_config.seq_length
-    shape = self.token_shape(needs, seq_length)
-    return dummy.finetuning_examples(
-        lambda rng, mask: self.dummy_labels(rng, needs, mask),
-        data_config.global_batch_size, seq_length, needs.vocab_size,
-        choices=shape[0] if len(shape) > 1 else 0, seed=needs.seed)
+  def dummy_arrays(self, needs, data_config, num_distinct_batches: int = 4):
+    """`num_distinct_batches` synthetic global batches of this kind's structure as one
+    set of examples: arrays [num_distinct_batches * global_batch_size, ...] padded to
+    seq_length, the encoder inputs (lengths from max(3, seq_length // 2) up, two
+    segments), example_index (counting within each batch) and `dummy_labels`."""
+    seq_length, batch_size = data_config.seq_length, data_config.global_batch_size
+    rng = np.random.default_rng(needs.seed)
+    shape = [batch_size, *self.token_shape(needs, seq_length)[:-1]]
+    batches = []
+    for _ in range(num_distinct_batches):
+      ids, mask, lengths = dummy.random_tokens(rng, shape, seq_length, needs.vocab_size,
+                                               max(3, seq_length // 2))
+      type_ids = ((np.arange(seq_length) >= (lengths[..., None] // 2)) * mask).astype(
+          np.int32)
+      batch = {
+          constants.INPUT_WORD_IDS: ids, constants.INPUT_MASK: mask,
+          constants.INPUT_TYPE_IDS: type_ids,
+          constants.EXAMPLE_INDEX: np.arange(batch_size, dtype=np.int32),
+      }
+      batch.update(self.dummy_labels(rng, needs, mask))
+      batches.append(batch)
+    return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
 
   def tokenizer(self, needs: registry.InputNeeds) -> featurizers.PieceTokenizer:
     """The tokenizer of needs' vocab, for `featurize`."""
@@ -174,7 +188,7 @@ class FeatureArrays(FeatureLoader, registry.InMemoryLoader):
 
 class DummyFeatures(FeatureArrays):
   """Synthetic batches of the structure real ones have, drawn for the global batch
-  (bert_tf.data.pipelines.dummy.finetuning_examples), in file order: endless for
+  (FeatureKind.dummy_arrays), in file order: endless for
   training, one pass for evaluation."""
 
   in_file_order = True

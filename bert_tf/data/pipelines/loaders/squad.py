@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
 
 from bert_tf import configs
+from bert_tf import constants
 from bert_tf.data.pipelines import dummy
 from bert_tf.data.pipelines import host_pipeline
 from bert_tf.data.pipelines.loaders import registry
@@ -26,6 +29,33 @@ if TYPE_CHECKING:
 
 SQUAD = "squad"
 SQUAD_JSON = "squad_json"
+
+
+def span_arrays(num_examples: int, seq_length: int, vocab_size: int, seed: int = 0
+                ) -> Dict[str, np.ndarray]:
+  """Synthetic SQuAD features: a query of seq_length // 4 tokens, then the context, and
+  an answer span of up to three tokens inside the context.
+
+  Returns:
+    input_word_ids, input_mask, input_type_ids int32 [N, T]; unique_ids,
+    start_positions, end_positions, is_impossible int32 [N].
+  """
+  rng = np.random.default_rng(seed)
+  query_length = max(1, seq_length // 4)
+  ids, mask, lengths = dummy.random_tokens(rng, [num_examples], seq_length, vocab_size,
+                                          query_length + 4)
+  types = ((np.arange(seq_length)[None, :] > query_length) & (mask == 1)).astype(np.int32)
+  starts = rng.integers(query_length + 2, lengths - 1)
+  ends = np.minimum(starts + rng.integers(0, 3, size=num_examples), lengths - 2)
+  return {
+      constants.INPUT_WORD_IDS: ids,
+      constants.INPUT_MASK: mask,
+      constants.INPUT_TYPE_IDS: types,
+      squad.UNIQUE_IDS: (squad.FIRST_UNIQUE_ID + np.arange(num_examples)).astype(np.int32),
+      squad.START_POSITIONS: starts.astype(np.int32),
+      squad.END_POSITIONS: ends.astype(np.int32),
+      squad.IS_IMPOSSIBLE: np.zeros(num_examples, np.int32),
+  }
 
 
 class DummyWindows(registry.InMemoryLoader):
@@ -99,7 +129,7 @@ class SquadKind(registry.RecordKind):
   def dummy_arrays(self, needs, data_config):
     num = max(4 * data_config.global_batch_size, 64) if data_config.is_training else (
         2 * data_config.global_batch_size)
-    return dummy.span_arrays(num, data_config.seq_length, needs.vocab_size)
+    return span_arrays(num, data_config.seq_length, needs.vocab_size)
 
   def windows(self, needs: registry.InputNeeds, data_config: configs.DataConfig
               ) -> Tuple[List[squad.SquadExample], List[squad.SquadFeatures]]:
