@@ -1,6 +1,6 @@
 """Batching of featurized fine-tuning examples in tf.data: dynamic padding, length buckets.
 
-Batches are dicts of the features of `bert_tf.data.pipelines.featurizers`, padded to the longest
+Batches are dicts of a record kind's featurized examples, padded to the longest
 example of the batch: input_word_ids, input_mask, input_type_ids int32 [B, T] (or
 [B, C, T] for multiple choice), label_ids [B] (or [B, T] for tagging), example_index
 int32 [B]; tagging batches also window_index int32 [B]. Which of them have a token axis

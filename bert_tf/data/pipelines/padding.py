@@ -19,7 +19,7 @@ from bert_tf import constants
 
 def pad_example(features: Mapping[str, np.ndarray], fills: Mapping[str, object],
                 seq_length: int) -> Dict[str, np.ndarray]:
-  """One featurized example (bert_tf.data.pipelines.featurizers) with each feature of
+  """One featurized example (a record kind's featurize) with each feature of
   `fills` ([T_i] or [C, T_i]: a token axis last) padded to seq_length with its value
   there (a record kind's token_fills); the others unchanged."""
   out = {}

@@ -337,7 +337,7 @@ def write_finetuning_tfrecord(ds: tf.data.Dataset, path: str, spec: record_specs
   ".json"` then receives `metadata` plus the example count (num_examples).
 
   Args:
-    ds: the output of a `bert_tf.data.pipelines.featurizers` featurizer.
+    ds: the output of a record kind's featurizer (FeatureKind.featurize).
     path: the output TFRecord path.
     spec: the record kind's features (their batch keys to their record names).
     pad: pads one example's features to the spec's shapes (the kind's pad_example).

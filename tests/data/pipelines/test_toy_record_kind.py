@@ -33,6 +33,7 @@ from bert_tf import losses  # pylint: disable=g-import-not-at-top,wrong-import-p
 from bert_tf.checkpoints import restore  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.data.pipelines import loaders  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.data.pipelines.loaders import features  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.data.pipelines.loaders import sentence  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.data.records import record_specs  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.data.task_files import glue  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.data.task_files import readers  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -86,7 +87,7 @@ class ParityRecords(features.FeatureKind):
 
   def featurize(self, needs, examples, seq_length):
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    sentences = loaders.tf_data().featurizers.sentence_dataset(
+    sentences = sentence.sentence_dataset(
         examples, self.tokenizer(needs), seq_length, [e.label for e in examples], False)
     words = tf.constant([len(e.text_a.split()) for e in examples], tf.int32)
     return sentences.map(lambda f: dict(f, **{

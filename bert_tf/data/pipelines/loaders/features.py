@@ -2,8 +2,9 @@
 each in this package) and their loaders: synthetic ones (format "dummy"), the TFRecords
 tools/create_finetuning_data.py writes (format "tfrecord", the kind's spec) and the
 task's raw files, read by the reader of their format (bert_tf.data.task_files.readers)
-and featurized by the kind (bert_tf.data.pipelines.featurizers). TFRecords and raw
-files are read in the one order (bert_tf.data.records.record_order).
+and featurized by the kind (its module's featurizer, over the tokenizer and packer of
+bert_tf.data.pipelines.featurizers). TFRecords and raw files are read in the one order
+(bert_tf.data.records.record_order).
 
 Host batches have their token features padded to the data section's length buckets
 (seq_length without them; bert_tf.data.pipelines.padding).
@@ -136,7 +137,8 @@ class FeatureKind(registry.RecordKind):
   def featurize(self, needs: registry.InputNeeds, examples: List[Any], seq_length: int
                 ) -> tf.data.Dataset:
     """Unbatched, unpadded features of the examples the readers of raw_formats give
-    (a bert_tf.data.pipelines.featurizers featurizer)."""
+    (the featurizer of the kind's module, over bert_tf.data.pipelines.featurizers'
+    tokenizer and packer)."""
     raise NotImplementedError
 
   def tfrecord_metadata(self, needs: registry.InputNeeds) -> Dict[str, Any]:
