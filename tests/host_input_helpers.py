@@ -80,7 +80,7 @@ def write_finetuning_file(directory, name: str, num_examples: int = 40) -> str:
   ds = tf.data.Dataset.from_tensor_slices(finetuning_examples(name, num_examples))
   tfrecords.write_finetuning_tfrecord(
       ds, path, finetuning_spec(name),
-      lambda features: kind.pad_example(needs, features, FINETUNING_SEQ),
+      kind.example_padder(needs, FINETUNING_SEQ),
       dict(kind=kind.name, seq_length=FINETUNING_SEQ, regression=needs.regression))
   return path
 

@@ -340,7 +340,7 @@ def write_finetuning_tfrecord(ds: tf.data.Dataset, path: str, spec: record_specs
     ds: the output of a record kind's featurizer (FeatureKind.featurize).
     path: the output TFRecord path.
     spec: the record kind's features (their batch keys to their record names).
-    pad: pads one example's features to the spec's shapes (the kind's pad_example).
+    pad: pads one example's features to the spec's shapes (the kind's example_padder).
     metadata: facts to record (task, label names, source files, kind, seq_length, ...).
     progress: counts the examples written.
 

@@ -12,7 +12,7 @@ Host batches have their token features padded to the data section's length bucke
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
   from bert_tf.data.pipelines import featurizers  # pylint: disable=g-bad-import-order
 
 RecordFeature = record_specs.RecordFeature
+# Distinct synthetic global batches a "dummy" input holds (training repeats them).
+DUMMY_BATCHES = 4
 
 
 class FeatureKind(registry.RecordKind):
@@ -93,13 +95,12 @@ class FeatureKind(registry.RecordKind):
     """`record_features` of data_config.seq_length."""
     return self.record_features(needs, data_config.seq_length)
 
-  def pad_example(self, needs: registry.InputNeeds, features, seq_length: int
-                  ) -> Dict[str, np.ndarray]:
-    """One featurized example with its token features padded to seq_length with their
-    fills."""
-    return padding.pad_example(
-        features, record_specs.token_fills(self.record_features(needs, seq_length)),
-        seq_length)
+  def example_padder(self, needs: registry.InputNeeds, seq_length: int
+                     ) -> Callable[[Mapping[str, Any]], Dict[str, np.ndarray]]:
+    """A function of one featurized example that pads its token features to seq_length
+    with their fills (asked of the spec once, not per example)."""
+    fills = record_specs.token_fills(self.record_features(needs, seq_length))
+    return lambda features: padding.pad_example(features, fills, seq_length)
 
   def dummy_labels(self, rng: np.random.Generator, needs: registry.InputNeeds,
                    mask: np.ndarray) -> Dict[str, np.ndarray]:
@@ -107,16 +108,16 @@ class FeatureKind(registry.RecordKind):
     and the extra features."""
     raise NotImplementedError
 
-  def dummy_arrays(self, needs, data_config, num_distinct_batches: int = 4):
-    """`num_distinct_batches` synthetic global batches of this kind's structure as one
-    set of examples: arrays [num_distinct_batches * global_batch_size, ...] padded to
+  def dummy_arrays(self, needs, data_config):
+    """DUMMY_BATCHES synthetic global batches of this kind's structure as one set of
+    examples: arrays [DUMMY_BATCHES * global_batch_size, ...] padded to
     seq_length, the encoder inputs (lengths from max(3, seq_length // 2) up, two
     segments), example_index (counting within each batch) and `dummy_labels`."""
     seq_length, batch_size = data_config.seq_length, data_config.global_batch_size
     rng = np.random.default_rng(needs.seed)
     shape = [batch_size, *self.token_shape(needs, seq_length)[:-1]]
     batches = []
-    for _ in range(num_distinct_batches):
+    for _ in range(DUMMY_BATCHES):
       ids, mask, lengths = dummy.random_tokens(rng, shape, seq_length, needs.vocab_size,
                                                max(3, seq_length // 2))
       type_ids = ((np.arange(seq_length) >= (lengths[..., None] // 2)) * mask).astype(
@@ -251,8 +252,8 @@ class RawFeatures(FeatureArrays):
 
   def _make_arrays(self) -> Dict[str, np.ndarray]:
     data = self.data_config
-    examples = [self.kind.pad_example(self.needs, features, data.seq_length)
-                for features in self.features().as_numpy_iterator()]
+    pad = self.kind.example_padder(self.needs, data.seq_length)
+    examples = [pad(features) for features in self.features().as_numpy_iterator()]
     if not examples:
       raise errors.InputError(f"{data.section_name()}.input_path '{data.input_path}' "
                               "holds no examples")
@@ -290,8 +291,7 @@ def write_tfrecord(loader: registry.DataLoader, output_path: str,
                           interval=progress_interval)
   count = registry.tf_data().tfrecords.write_finetuning_tfrecord(
       kind.featurize(needs, examples, data.seq_length), output_path,
-      kind.spec(needs, data), lambda features: kind.pad_example(needs, features,
-                                                                data.seq_length),
+      kind.spec(needs, data), kind.example_padder(needs, data.seq_length),
       dict(metadata, kind=kind.name, seq_length=data.seq_length,
            regression=needs.regression), progress=bar)
   return dict(metadata, num_examples=count, kind=kind.name, seq_length=data.seq_length)
