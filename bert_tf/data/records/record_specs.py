@@ -1,5 +1,7 @@
-"""The features of the TFRecords the tools write, described once (the record kinds of
-bert_tf.data.pipelines.loaders each build theirs from these).
+"""The features of TFRecords, described once: what a record spec is, the encoder
+inputs every record kind's records begin with, and the original release's pretraining
+records (which the creation tools, the readers and the baselines share); each record
+kind of bert_tf.data.pipelines.loaders builds its spec from these.
 
 A record spec is a tuple of `RecordFeature`s: the feature's name in the records, its
 name in batches, its shape per example, its dtype in the records and its default. The
@@ -23,7 +25,6 @@ from typing import Callable, Dict, Optional, Tuple
 import numpy as np
 
 from bert_tf import constants
-from bert_tf.data.task_files.squad import END_POSITIONS, IS_IMPOSSIBLE, START_POSITIONS, UNIQUE_IDS
 from bert_tf.utils import errors
 
 # The dtypes of features in the records.
@@ -127,17 +128,3 @@ def pretraining_spec(seq_length: int, max_predictions_per_seq: int, vocab_size: 
       RecordFeature(constants.TFRECORD_NEXT_SENTENCE_LABELS,
                     names[constants.TFRECORD_NEXT_SENTENCE_LABELS], ()),
   )
-
-
-def squad_spec(seq_length: int, vocab_size: int = 0) -> RecordSpec:
-  """SQuAD windows as the original release writes them (bert_tf.data.records.squad_records);
-  records without labels (evaluation files) read 0 labels; input_ids below vocab_size
-  where it is given.
-
-  Batches: input_word_ids, input_mask, input_type_ids int32 [B, T]; unique_ids,
-  start_positions, end_positions, is_impossible int32 [B].
-  """
-  return ((RecordFeature(UNIQUE_IDS, UNIQUE_IDS, ()),) + encoder_inputs((seq_length,),
-                                                                       vocab_size)
-          + tuple(RecordFeature(name, name, (), default=0)
-                  for name in (START_POSITIONS, END_POSITIONS, IS_IMPOSSIBLE)))

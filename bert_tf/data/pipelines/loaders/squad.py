@@ -1,5 +1,5 @@
 """SQuAD windows as a record kind: synthetic ones (format "dummy"), the original
-release's records (format "tfrecord", record_specs.squad_spec, written by
+release's records (format "tfrecord", `squad_spec`, written by
 bert_tf.data.records.squad_records) and the windows of a SQuAD JSON file (format
 "squad_json", read by bert_tf.data.task_files.squad and cut into windows by
 bert_tf.data.pipelines.squad_features), created once: the task's evaluation reports
@@ -29,6 +29,20 @@ if TYPE_CHECKING:
 
 SQUAD = "squad"
 SQUAD_JSON = "squad_json"
+
+
+def squad_spec(seq_length: int, vocab_size: int = 0) -> record_specs.RecordSpec:
+  """SQuAD windows as the original release writes them
+  (bert_tf.data.records.squad_records); records without labels (evaluation files) read 0 labels; input_ids below vocab_size
+  where it is given.
+
+  Batches: input_word_ids, input_mask, input_type_ids int32 [B, T]; unique_ids,
+  start_positions, end_positions, is_impossible int32 [B].
+  """
+  labels = (squad.START_POSITIONS, squad.END_POSITIONS, squad.IS_IMPOSSIBLE)
+  return ((record_specs.RecordFeature(squad.UNIQUE_IDS, squad.UNIQUE_IDS, ()),)
+          + record_specs.encoder_inputs((seq_length,), vocab_size)
+          + tuple(record_specs.RecordFeature(name, name, (), default=0) for name in labels))
 
 
 def span_arrays(num_examples: int, seq_length: int, vocab_size: int, seed: int = 0
@@ -124,7 +138,7 @@ class SquadKind(registry.RecordKind):
              SQUAD_JSON: JsonWindows}
 
   def spec(self, needs, data_config):
-    return record_specs.squad_spec(data_config.seq_length, needs.vocab_size)
+    return squad_spec(data_config.seq_length, needs.vocab_size)
 
   def dummy_arrays(self, needs, data_config):
     num = max(4 * data_config.global_batch_size, 64) if data_config.is_training else (
