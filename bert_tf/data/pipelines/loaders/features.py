@@ -168,7 +168,8 @@ class FeatureArrays(FeatureLoader, registry.InMemoryLoader):
   def _packer(self, arrays, width=None):
     if not self.data_config.pack_examples:
       return None
-    return example_packing.Packer(arrays, self.data_config.seq_length, width)
+    return example_packing.Packer(arrays, self.data_config.seq_length, width,
+                                  self.token_fills())
 
   def _row_groups(self, arrays) -> Optional[np.ndarray]:
     """Training with length buckets: each example's bucket (record_order groups the
