@@ -61,8 +61,10 @@ def glue_token_ids(experiment, glue_task: str, split: str = "dev", max_examples:
   count = 0
   # The reader pads each batch to its longest row; every batch goes to seq_length.
   seq_length = padding.bucket_lengths([config.eval_data.seq_length])
-  for batch in base.get_task(config).data_loader(config.eval_data).dataset():
-    batch = padding.pad_batch_to_bucket({key: batch[key].numpy() for key in keys}, seq_length)
+  loader = base.get_task(config).data_loader(config.eval_data)
+  for batch in loader.dataset():
+    batch = padding.pad_batch_to_bucket({key: batch[key].numpy() for key in keys}, seq_length,
+                                        loader.token_fills())
     for key in keys:
       parts[key].append(batch[key].astype(np.int32))
     count += len(parts["label_ids"][-1])

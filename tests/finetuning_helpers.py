@@ -101,10 +101,11 @@ def learn_synthetic_task(tmp_path, task: dict, data_format: str,
 
 def padded_batches(ds, kind: str, batch_size: int, drop_remainder: bool):
   """Featurized examples batched by tf.data's padded_batch with the package's padding
-  values (the record kind's padding_values): each batch padded to its longest example,
-  a reference the package's own inputs are checked against."""
+  values (the record kind's token_fills, 0 for the other features): each batch padded
+  to its longest example, a reference the package's own inputs are checked against."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.data.pipelines import loaders  # pylint: disable=g-import-not-at-top
-  pads = loaders.get_kind(kind).padding_values(loaders.InputNeeds(task="", record_kind=kind))
-  values = {k: tf.constant(v, ds.element_spec[k].dtype) for k, v in pads.items()}
+  fills = loaders.get_kind(kind).token_fills(loaders.InputNeeds(task="", record_kind=kind),
+                                             configs.DataConfig())
+  values = {k: tf.constant(fills.get(k, 0), spec.dtype) for k, spec in ds.element_spec.items()}
   return ds.padded_batch(batch_size, padding_values=values, drop_remainder=drop_remainder)

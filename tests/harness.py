@@ -31,7 +31,7 @@ import tensorflow as tf
 import backend_worker
 from backend_worker import mean_square_loss
 from bert_tf import constants
-from bert_tf.data.pipelines import dummy
+from bert_tf.data.pipelines.loaders import pretraining as pretraining_kind
 from bert_tf.models import BertEncoder
 
 TINY_ENCODER = dict(vocab_size=100, hidden_size=32, num_layers=2, num_attention_heads=2,
@@ -49,8 +49,8 @@ def tiny_encoder(dropout: float = 0.0, seed: int = 1, **overrides) -> BertEncode
 
 
 def pretraining_batch(batch_size=4, seq_length=16, max_predictions=4, vocab_size=100, seed=0):
-  """dummy.pretraining_arrays as a dict of tensors."""
-  return {k: tf.constant(v) for k, v in dummy.pretraining_arrays(
+  """The pretraining kind's pretraining_arrays as a dict of tensors."""
+  return {k: tf.constant(v) for k, v in pretraining_kind.pretraining_arrays(
       batch_size, seq_length, max_predictions, vocab_size, seed).items()}
 
 

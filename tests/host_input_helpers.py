@@ -9,8 +9,8 @@ import numpy as np
 import pretraining_fixtures as fx
 from bert_tf import configs
 from bert_tf import constants
-from bert_tf.data.pipelines import dummy
 from bert_tf.data.pipelines import loaders
+from bert_tf.data.pipelines.loaders import squad as squad_kind
 from bert_tf.data.task_files import squad
 
 SEQ, PRED = 32, 5
@@ -80,7 +80,7 @@ def write_finetuning_file(directory, name: str, num_examples: int = 40) -> str:
   ds = tf.data.Dataset.from_tensor_slices(finetuning_examples(name, num_examples))
   tfrecords.write_finetuning_tfrecord(
       ds, path, finetuning_spec(name),
-      lambda features: kind.pad_example(needs, features, FINETUNING_SEQ),
+      kind.example_padder(needs, FINETUNING_SEQ),
       dict(kind=kind.name, seq_length=FINETUNING_SEQ, regression=needs.regression))
   return path
 
@@ -89,7 +89,7 @@ def write_squad_file(directory, labelled: bool = True, num_examples: int = 20) -
   """SQuAD window records as the original release writes them (evaluation files
   without the labels)."""
   from bert_tf.data.records import tfrecords  # pylint: disable=g-import-not-at-top
-  arrays = dummy.span_arrays(num_examples, FINETUNING_SEQ, 50)
+  arrays = squad_kind.span_arrays(num_examples, FINETUNING_SEQ, 50)
   names = {constants.INPUT_WORD_IDS: constants.TFRECORD_INPUT_IDS,
            constants.INPUT_MASK: constants.TFRECORD_INPUT_MASK,
            constants.INPUT_TYPE_IDS: constants.TFRECORD_SEGMENT_IDS}

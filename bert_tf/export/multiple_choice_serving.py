@@ -1,8 +1,9 @@
 """Serving multiple choice (SWAG): a context and its candidate endings in, the choice out.
 
-Each (context, ending) pair is packed as `[CLS] context [SEP] ending [SEP]` by
-the packer of `bert_tf.data.pipelines.featurizers.multiple_choice_dataset`, so the served
-inputs are the trained ones; the model scores the C pairs of a row together and
+Each (context, ending) pair is packed as `[CLS] context [SEP] ending [SEP]` by the
+packer of the multiple_choice record kind's featurizer
+(`bert_tf.data.pipelines.loaders.multiple_choice`), so the served inputs are the
+trained ones; the model scores the C pairs of a row together and
 a softmax over them gives the probabilities.
 """
 

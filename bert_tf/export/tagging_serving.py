@@ -4,7 +4,7 @@ The text is read as CoNLL files are: its words are the whitespace-separated ones
 (Python's str.split()), each tokenized on its own ([UNK] for a word without pieces),
 and each word takes the tag predicted at its first WordPiece, as in training and
 evaluation. A text longer than seq_length - 2 pieces is cut into the windows of
-evaluation (`bert_tf.data.pipelines.featurizers.tagging_dataset`: seq_length - 2 pieces,
+evaluation (the tagging record kind's `tagging_dataset`: seq_length - 2 pieces,
 `window_stride` apart), all windows of the batch run as one batch, and each word is
 tagged in the window giving its first piece the most context
 (`bert_tf.text.windows`), so every word gets the tag evaluation gives it. Tags named

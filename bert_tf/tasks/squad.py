@@ -4,16 +4,18 @@ Inputs come from a SQuAD JSON file (format "squad_json": windows are created in
 Python by its record kind, bert_tf.data.pipelines.loaders.squad, then fed from
 tensors), from TFRecords written by
 bert_tf.data.records.squad_records.write_squad_tfrecords (format "tfrecord"), or are synthetic
-(format "dummy"). Evaluation post-processes the gathered logits into answers and scores
-them with the official SQuAD definitions of exact match and F1; for v2.0 it also reports
-the null threshold that maximizes F1 on the evaluation data, as the paper tunes it on dev.
+(format "dummy"). Evaluation post-processes the gathered logits into answers for the
+evaluation questions, which the record kind gives with their windows and answers (the
+task reads no file), and scores them with the official SQuAD definitions of exact match
+and F1; for v2.0 it also reports the null threshold that maximizes F1 on the evaluation
+data, as the paper tunes it on dev.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Optional
 
 import numpy as np
 
@@ -79,16 +81,16 @@ class SquadTask(base.Task):
     return data.input_path if data.format == SQUAD_JSON else ""
 
   def eval_set(self, path: str = "", data_config: Optional[configs.DataConfig] = None
-               ) -> Tuple[List[squad_data.SquadExample], List[squad_data.SquadFeatures]]:
-    """The evaluation questions of `path` (default: predict_file, else the eval_data JSON)
-    and their windows, created once per path."""
+               ) -> squad_loaders.Questions:
+    """The evaluation questions of `path` (default: predict_file, else the eval_data JSON),
+    their windows and answers, from the record kind, created once per path."""
     path = path or self._questions_file()
     if not path:
       raise configs.ConfigError("SQuAD evaluation needs task.predict_file (a SQuAD JSON) "
                                 "or eval_data.format squad_json")
     data_config = (data_config or self.experiment.eval_data).replace(input_path=path,
                                                                      is_training=False)
-    return squad_loaders.KIND.windows(self.input_needs, data_config)
+    return squad_loaders.KIND.questions(self.input_needs, data_config)
 
   # ----- loss and metrics -----
   def compute_loss(self, features, outputs, global_batch_size: int) -> Dict[str, tf.Tensor]:
@@ -123,11 +125,11 @@ class SquadTask(base.Task):
 
   def postprocess(self, values: Dict[str, np.ndarray]) -> squad_postprocess.SquadPredictions:
     """Answers for the evaluation questions from the gathered eval_outputs."""
-    examples, features = self.eval_set()
+    questions = self.eval_set()
     results = {int(uid): (s, e) for uid, s, e in zip(
         values[squad_data.UNIQUE_IDS], values[START_LOGITS], values[END_LOGITS])}
     return squad_postprocess.postprocess(
-        examples, features, results, n_best_size=self.config.n_best_size,
+        questions.examples, questions.windows, results, n_best_size=self.config.n_best_size,
         max_answer_length=self.config.max_answer_length,
         lower_case=self.experiment.tokenizer.lower_case,
         version_2_with_negative=self.config.version_2_with_negative,
@@ -143,7 +145,7 @@ class SquadTask(base.Task):
     if not self._questions_file():
       return metrics
     result = self.postprocess(values)
-    dataset = squad_data.load_squad_json(self._questions_file())
+    dataset = self.eval_set().articles
     if self.config.version_2_with_negative:
       metrics.update(squad_metrics.evaluate_v2(dataset, result.predictions, result.null_odds,
                                                self.config.null_score_diff_threshold))
@@ -163,8 +165,8 @@ class SquadTask(base.Task):
     result = self.postprocess(values)
     predictions = None
     if self.config.version_2_with_negative and self.config.tune_null_threshold:
-      scores = squad_metrics.evaluate_v2(squad_data.load_squad_json(self._questions_file()),
-                                         result.predictions, result.null_odds)
+      scores = squad_metrics.evaluate_v2(self.eval_set().articles, result.predictions,
+                                         result.null_odds)
       predictions = result.with_threshold(scores["best_f1_thresh"])
       logging.info("Null threshold tuned on the evaluation questions: %.4f (F1 %.2f)",
                    scores["best_f1_thresh"], scores["best_f1"])

@@ -14,6 +14,9 @@ import tensorflow as tf
 
 from bert_tf import constants
 from bert_tf.data.pipelines import featurizers
+from bert_tf.data.pipelines.loaders import multiple_choice
+from bert_tf.data.pipelines.loaders import sentence
+from bert_tf.data.pipelines.loaders import tagging
 from bert_tf.data.task_files import glue
 from bert_tf.data.task_files import squad
 from bert_tf.data.pipelines import squad_features
@@ -86,7 +89,7 @@ def test_sentence_pairs_train_on_what_the_classifier_serves(vocab_file, text_enc
   # The first pair is long on both sides with an odd budget (32 - 3 = 29).
   assert min(lengths[0][0], lengths[1][0]) > (SEQ_LENGTH - 3) // 2
   examples = [glue.SentenceExample(i, a, b, "1") for i, (a, b) in enumerate(MRPC)]
-  training = list(featurizers.sentence_dataset(examples, featurizers.PieceTokenizer(vocab_file), SEQ_LENGTH,
+  training = list(sentence.sentence_dataset(examples, featurizers.PieceTokenizer(vocab_file), SEQ_LENGTH,
                                       [1] * len(MRPC), regression=False).as_numpy_iterator())
   serving = classifier_serving.ClassifierServing(
       types.SimpleNamespace(num_classes=2), text_encoder, pair=True)
@@ -103,7 +106,7 @@ def test_single_sentences_longer_than_seq_length_train_on_what_is_served(vocab_f
   texts = [MRPC[0][0] + " " + MRPC[0][1], "the witness"]
   assert _num_pieces(text_encoder, texts)[0] > SEQ_LENGTH
   examples = [glue.SentenceExample(i, t, None, "1") for i, t in enumerate(texts)]
-  training = list(featurizers.sentence_dataset(examples, featurizers.PieceTokenizer(vocab_file), SEQ_LENGTH,
+  training = list(sentence.sentence_dataset(examples, featurizers.PieceTokenizer(vocab_file), SEQ_LENGTH,
                                       [1, 0], regression=False).as_numpy_iterator())
   serving = classifier_serving.ClassifierServing(
       types.SimpleNamespace(num_classes=2), text_encoder)
@@ -124,7 +127,7 @@ def test_conll_sentences_train_on_the_windows_tagging_serves_with_aligned_labels
           for words in sentences]
   examples = [TaggingExample(i, w, t) for i, (w, t) in enumerate(zip(sentences, tags))]
   stride = 4
-  training = list(featurizers.tagging_dataset(
+  training = list(tagging.tagging_dataset(
       examples, featurizers.PieceTokenizer(vocab_file), SEQ_LENGTH, label_names,
       stride).as_numpy_iterator())
   serving = tagging_serving.TaggingServing(
@@ -156,7 +159,7 @@ def test_swag_choices_train_on_what_the_pair_encoder_serves(vocab_file, text_enc
              "The woman walks away .", "Then she sits down .",
              "The brother called the witness ."]
   example = swag.MultipleChoiceExample(0, context, endings, 1)
-  [training] = list(featurizers.multiple_choice_dataset([example], featurizers.PieceTokenizer(vocab_file),
+  [training] = list(multiple_choice.multiple_choice_dataset([example], featurizers.PieceTokenizer(vocab_file),
                                                SEQ_LENGTH, len(endings)).as_numpy_iterator())
   served = text_encoder.encode(tf.constant([context] * len(endings)), tf.constant(endings))
   _assert_same_inputs([{k: training[k][c] for k in constants.ENCODER_INPUTS}

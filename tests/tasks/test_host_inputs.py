@@ -84,10 +84,12 @@ def test_host_batches_without_tensorflow_equal_the_tf_data_batches(tensorflow_fr
   for case, data in helpers.task_experiments(files).items():
     experiment = configs.ExperimentConfig.from_dict(data, task_configs=base.task_configs())
     task = base.get_task(experiment)
-    dataset = task.data_loader(experiment.eval_data).dataset()
+    loader = task.data_loader(experiment.eval_data)
+    dataset = loader.dataset()
     if constants.LABEL_IDS in dataset.element_spec:  # Fine-tuning: padded to buckets.
       bounds = padding.bucket_bounds(experiment.eval_data)
-      dataset = dataset.map(lambda batch, b=bounds: batching.pad_to_length_bucket(batch, b))
+      dataset = dataset.map(lambda batch, b=bounds, f=loader.token_fills():
+                            batching.pad_to_length_bucket(batch, b, f))
     for i, batch in enumerate(dataset.take(2)):
       for key, value in batch.items():
         np.testing.assert_array_equal(arrays[f"{case}/{i}/{key}"], value.numpy(),
@@ -122,8 +124,9 @@ def test_with_tensorflow_raw_task_files_featurize_into_the_tf_data_batches(tmp_p
   task = base.get_task(experiment)
   eval_data = experiment.eval_data.replace(global_batch_size=3)
   bounds = padding.bucket_bounds(eval_data)
-  theirs = [{k: v.numpy() for k, v in batching.pad_to_length_bucket(batch, bounds).items()}
-            for batch in task.data_loader(eval_data).dataset()]
+  loader = task.data_loader(eval_data)
+  theirs = [{k: v.numpy() for k, v in batching.pad_to_length_bucket(
+      batch, bounds, loader.token_fills()).items()} for batch in loader.dataset()]
   ours = list(task.data_loader(eval_data).host_batches())
   assert len(ours) == len(theirs) == 3
   for a, b in zip(ours, theirs):

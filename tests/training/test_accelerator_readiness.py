@@ -174,18 +174,22 @@ def test_pad_to_length_bucket_pads_each_token_feature_to_the_next_bound():
       "label_ids": tf.ones([2, 5], tf.int32),  # tagging: one label per token
       "example_index": tf.constant([3, 4], tf.int32),
   }
-  padded = batching.pad_to_length_bucket(batch, [4, 8, 16])
+  fills = dict.fromkeys(constants.ENCODER_INPUTS, 0)
+  fills["label_ids"] = constants.IGNORE_LABEL  # the tagging kind's fill
+  padded = batching.pad_to_length_bucket(batch, [4, 8, 16], fills)
   assert padded["input_word_ids"].shape == [2, 8]
   np.testing.assert_array_equal(padded["input_mask"].numpy()[:, 5:], 0)
   np.testing.assert_array_equal(padded["label_ids"].numpy()[:, 5:], constants.IGNORE_LABEL)
   np.testing.assert_array_equal(padded["example_index"].numpy(), [3, 4])
   # Multiple choice [B, C, T]; a length at a bound stays; one bound gives a static shape.
   choices = {key: tf.ones([2, 3, 8], tf.int32) for key in constants.ENCODER_INPUTS}
-  assert batching.pad_to_length_bucket(choices, [8, 16])["input_mask"].shape == [2, 3, 8]
+  assert batching.pad_to_length_bucket(choices, [8, 16], fills)["input_mask"].shape == [
+      2, 3, 8]
 
   @tf.function(input_signature=[tf.TensorSpec([2, None], tf.int32)])
   def traced(ids):
-    return batching.pad_to_length_bucket({"input_word_ids": ids}, [16])["input_word_ids"]
+    return batching.pad_to_length_bucket({"input_word_ids": ids}, [16],
+                                         fills)["input_word_ids"]
 
   assert traced.get_concrete_function().output_shapes.as_list() == [2, 16]
 

@@ -17,8 +17,18 @@ from bert_tf import constants
 _ROW_FEATURES = (constants.INPUT_POSITION_IDS, constants.INPUT_EXAMPLE_IDS)
 
 
+def _token_fills(fills: Optional[Mapping[str, object]]) -> Mapping[str, object]:
+  return dict.fromkeys(constants.ENCODER_INPUTS, 0) if fills is None else fills
+
+
+def _packed_dtype(dtype) -> np.dtype:
+  """int32 for an integer feature, float32 for another: what batches hold."""
+  return np.dtype(np.int32 if np.issubdtype(dtype, np.integer) else np.float32)
+
+
 def pack_batch(batch: Mapping[str, np.ndarray], seq_length: int,
-               width: Optional[int] = None) -> Dict[str, np.ndarray]:
+               width: Optional[int] = None,
+               fills: Optional[Mapping[str, object]] = None) -> Dict[str, np.ndarray]:
   """Packs a batch of N examples into as few rows as next-fit needs, in batch order
   (already a shuffled one).
 
@@ -28,11 +38,14 @@ def pack_batch(batch: Mapping[str, np.ndarray], seq_length: int,
       per-example features (label_ids, example_index, [N]).
     seq_length: the longest row.
     width: the rows' length; default the longest filled row.
+    fills: {feature: fill} of the features with a token axis (the record kind's
+      token_fills), laid along the rows with the examples' tokens and `fill` past them;
+      default the encoder inputs, filled with 0.
 
   Returns:
-    dict: input_word_ids, input_mask, input_type_ids, input_position_ids (restarting at
-    0 with every example), input_example_ids (1, 2, ... along a row, 0 at padding), all
-    int32 [R, W]; packed_cls_positions int32 [R, Q], the [CLS] position of each example
+    dict: each feature of `fills` (the encoder inputs among them), input_position_ids
+    (restarting at 0 with every example), input_example_ids (1, 2, ... along a row, 0
+    at padding), all [R, W] (int32, or float32 for a float feature); packed_cls_positions int32 [R, Q], the [CLS] position of each example
     of a row (unused slots 0); packed_example_slots int32 [N], each example's slot in
     the flattened [R * Q], in batch order; the per-example features unchanged.
   """
@@ -56,13 +69,14 @@ def pack_batch(batch: Mapping[str, np.ndarray], seq_length: int,
   columns = np.repeat(starts, lengths) + positions
   example_tokens = np.repeat(np.arange(count), lengths)
 
-  def scatter(values):
-    out = np.zeros([num_rows, width], np.int32)
+  def scatter(values, fill=0):
+    values = np.asarray(values)
+    out = np.full([num_rows, width], fill, _packed_dtype(values.dtype))
     out[token_rows, columns] = values
     return out
 
-  out = {name: scatter(np.asarray(batch[name])[example_tokens, positions])
-         for name in constants.ENCODER_INPUTS}
+  out = {name: scatter(np.asarray(batch[name])[example_tokens, positions], fill)
+         for name, fill in _token_fills(fills).items() if name in batch}
   out[constants.INPUT_POSITION_IDS] = scatter(positions)
   out[constants.INPUT_EXAMPLE_IDS] = scatter(np.repeat(slots + 1, lengths))
   per_row = int(slots.max(initial=0)) + 1
@@ -82,21 +96,26 @@ class Packer:
     arrays: the examples, {feature: [N, ...]} (what the batches are cut from).
     seq_length: the longest row.
     width: the rows' length (default: each batch's longest filled row).
+    fills: the features with a token axis and their fills (pack_batch's).
 
   Attributes:
     output_spec: {feature: (dtype, rank)} of the packed batches.
   """
 
   def __init__(self, arrays: Mapping[str, np.ndarray], seq_length: int,
-               width: Optional[int] = None):
+               width: Optional[int] = None,
+               fills: Optional[Mapping[str, object]] = None):
     self.seq_length = seq_length
     self.width = width
+    self.fills = fills
     self.output_spec = {key: (np.asarray(value).dtype, np.ndim(value))
                         for key, value in arrays.items()}
-    for name in (*constants.ENCODER_INPUTS, *_ROW_FEATURES,
-                 constants.PACKED_CLS_POSITIONS):
+    for name in _token_fills(fills):
+      if name in arrays:
+        self.output_spec[name] = (_packed_dtype(np.asarray(arrays[name]).dtype), 2)
+    for name in (*_ROW_FEATURES, constants.PACKED_CLS_POSITIONS):
       self.output_spec[name] = (np.dtype(np.int32), 2)
     self.output_spec[constants.PACKED_EXAMPLE_SLOTS] = (np.dtype(np.int32), 1)
 
   def __call__(self, batch: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    return pack_batch(batch, self.seq_length, self.width)
+    return pack_batch(batch, self.seq_length, self.width, self.fills)

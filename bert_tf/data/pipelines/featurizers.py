@@ -1,26 +1,25 @@
-"""Featurizers of the fine-tuning tasks: raw examples to model inputs, in tf.data.
+"""What the record kinds' featurizers share: raw examples to model inputs, in tf.data.
 
-One in-graph featurizer per kind of task turns raw examples into unbatched, unpadded
-feature dicts, packed by `bert_tf.text.packing.pack_inputs` exactly as the exported
-models pack raw text. The same features feed training directly from task files and
-are written as TFRecords (`bert_tf.data.records.tfrecords`), so both paths agree.
+Each kind of featurized examples (bert_tf.data.pipelines.loaders: sentence, tagging,
+multiple_choice) turns its raw examples into unbatched, unpadded feature dicts in its
+own module, in-graph, with the tokenizer, the packer and the batched map of this
+module: packed by `bert_tf.text.packing.pack_inputs` exactly as the exported models
+pack raw text. The same features feed training directly from task files and are
+written as TFRecords (`bert_tf.data.records.tfrecords`), so both paths agree.
 
 Each example is a dict of
   input_word_ids, input_mask, input_type_ids: int32 [T_i] (or [C, T_i] for multiple
     choice), T_i <= seq_length;
-  label_ids: int32 class, float32 score (regression), int32 [T_i] tags with
-    IGNORE_LABEL at every piece but a word's first, or int32 choice;
+  label_ids and the kind's other features;
   example_index: int32, the example's index in its file.
 """
 
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
-import numpy as np
 import tensorflow as tf
 
 from bert_tf import constants
 from bert_tf.text import packing
-from bert_tf.text import windows
 from bert_tf.text.tokenizer import BertWordPieceTokenizer
 
 
@@ -51,7 +50,7 @@ class PieceTokenizer:
     return tf.cast(self.tokenizer.tokenize_pieces(strings), tf.int32)
 
 
-def _pack(tokenizer: PieceTokenizer, segments: List[tf.Tensor], seq_length: int,
+def pack(tokenizer: PieceTokenizer, segments: List[tf.Tensor], seq_length: int,
           special_ids: Optional[Sequence[int]] = None) -> Dict[str, tf.RaggedTensor]:
   """Packs like serving and cuts each example to its length (for dynamic padding).
 
@@ -75,42 +74,11 @@ def _pack(tokenizer: PieceTokenizer, segments: List[tf.Tensor], seq_length: int,
   return {k: tf.RaggedTensor.from_tensor(v, lengths=lengths) for k, v in packed.items()}
 
 
-def sentence_dataset(examples: Sequence, tokenizer: PieceTokenizer, seq_length: int,
-                     label_ids: Sequence, regression: bool) -> tf.data.Dataset:
-  """Featurizes SentenceExamples.
-
-  Args:
-    examples: bert_tf.data.task_files.glue.SentenceExample list.
-    tokenizer: a PieceTokenizer.
-    seq_length: the longest packed sequence, [CLS] and [SEP]s included.
-    label_ids: per example, the class id (int) or score (float).
-    regression: whether labels are float scores.
-
-  Returns:
-    Dataset of dicts: input_word_ids, input_mask, input_type_ids (int32 [T_i]),
-    label_ids (int32 or float32 scalar), example_index (int32 scalar).
-  """
-  pair = any(e.text_b is not None for e in examples)
-  data = {
-      "text_a": [e.text_a for e in examples],
-      "text_b": [e.text_b or "" for e in examples],
-      constants.LABEL_IDS: np.asarray(label_ids, np.float32 if regression else np.int32),
-      constants.EXAMPLE_INDEX: np.asarray([e.index for e in examples], np.int32),
-  }
-
-  def featurize(batch):
-    segments = [tokenizer.piece_ids(batch["text_a"])]
-    if pair:
-      segments.append(tokenizer.piece_ids(batch["text_b"]))
-    return dict(_pack(tokenizer, segments, seq_length), **{
-        constants.LABEL_IDS: batch[constants.LABEL_IDS],
-        constants.EXAMPLE_INDEX: batch[constants.EXAMPLE_INDEX],
-    })
-
-  return _featurize(data, featurize, len(examples))
-
-
-def _featurize(data, featurize, num_examples) -> tf.data.Dataset:
+def featurize_in_batches(data: Mapping[str, object], featurize: Callable,
+                         num_examples: int) -> tf.data.Dataset:
+  """`featurize` mapped over batches of the columns `data` ({name: [N, ...]}) of
+  `num_examples` examples, then unbatched, ragged features made dense: one feature dict
+  per example (or per window)."""
   if num_examples == 0:
     raise ValueError("No examples to featurize")
   ds = tf.data.Dataset.from_tensor_slices(data).batch(_FEATURIZE_BATCH)
@@ -121,82 +89,6 @@ def _featurize(data, featurize, num_examples) -> tf.data.Dataset:
 def _to_dense(features):
   return {k: v.to_tensor() if isinstance(v, tf.RaggedTensor) else v
           for k, v in features.items()}
-
-
-def tagging_dataset(examples: Sequence, tokenizer: PieceTokenizer, seq_length: int,
-                    label_names: Sequence[str], window_stride: int) -> tf.data.Dataset:
-  """Featurizes TaggingExamples in windows; each word is labelled at its first piece in
-  the window giving it the most context.
-
-  A word that tokenizes to nothing becomes [UNK], so that every word keeps one scored
-  position. A sentence of more than seq_length - 2 pieces is cut into windows of
-  seq_length - 2 pieces starting `window_stride` pieces apart
-  (`bert_tf.text.windows`); a word's tag sits on its first piece only in the window
-  where that piece has the most context, so every word of the file is scored exactly
-  once, in training and evaluation alike. Unlabelled examples get tag label_names[0]
-  for every word.
-
-  Returns:
-    Dataset of dicts, one per window: input_word_ids, input_mask, input_type_ids,
-    label_ids (int32 [T_i], constants.IGNORE_LABEL at [CLS], [SEP], non-first pieces
-    and first pieces read from another window), example_index, window_index (int32,
-    the window's place in its sentence).
-  """
-  if window_stride < 1:
-    raise ValueError(f"window_stride must be positive, got {window_stride}")
-  label_index = {name: i for i, name in enumerate(label_names)}
-  words, tags = [], []
-  for e in examples:
-    words.append(e.words)
-    if e.tags is None:
-      tags.append([0] * len(e.words))
-    else:
-      try:
-        tags.append([label_index[t] for t in e.tags])
-      except KeyError as err:
-        raise ValueError(f"Sentence {e.index}: tag {err} is not in label_names "
-                         f"{list(label_names)}") from None
-  data = {
-      "words": tf.ragged.constant(words, dtype=tf.string),
-      "tags": tf.ragged.constant(tags, dtype=tf.int32),
-      constants.EXAMPLE_INDEX: np.asarray([e.index for e in examples], np.int32),
-  }
-  max_tokens = seq_length - 2
-  overlap = windows.max_overlap(max_tokens, window_stride)
-
-  def featurize(batch):
-    word_batch = batch["words"]
-    pieces = word_pieces(tokenizer.piece_ids(word_batch.flat_values), tokenizer.unk_id)
-    lengths = pieces.row_lengths()
-    word_tags = tf.repeat(batch["tags"].flat_values, lengths)
-    piece_tags = tf.where(tf.equal(tf.ragged.range(lengths).flat_values, 0), word_tags,
-                          constants.IGNORE_LABEL)
-    # Pieces of every word regrouped into pieces of every sentence.
-    num_pieces = tf.RaggedTensor.from_row_splits(pieces, word_batch.row_splits).merge_dims(
-        1, 2).row_lengths()
-    w, _ = windows.sequence_windows(num_pieces, max_tokens, window_stride)
-    index = tf.ragged.range(w["piece_start"], w["piece_start"] + w["window_length"])
-    # Which of each window's pieces have their most context there.
-    row = index.value_rowids()
-    of_row = lambda name: tf.gather(w[name], row)  # pylint: disable=unnecessary-lambda-assignment
-    owner = windows.max_context_window(
-        index.flat_values - of_row("piece_start") + of_row("window_start"),
-        of_row("num_windows"), of_row("stride"), of_row("max_tokens"), of_row("num_pieces"),
-        overlap)
-    window_tags = index.with_flat_values(tf.where(
-        tf.equal(owner, of_row("window")), tf.gather(piece_tags, index.flat_values),
-        constants.IGNORE_LABEL))
-    window_pieces = index.with_flat_values(tf.gather(pieces.flat_values, index.flat_values))
-    features = _pack(tokenizer, [window_pieces], seq_length)
-    # The tags go through the same packer, so they are cut exactly as the pieces and
-    # [CLS], [SEP] get constants.IGNORE_LABEL.
-    labels = _pack(tokenizer, [window_tags], seq_length, (constants.IGNORE_LABEL,) * 3)
-    features[constants.LABEL_IDS] = labels[constants.INPUT_WORD_IDS]
-    features[constants.EXAMPLE_INDEX] = tf.gather(batch[constants.EXAMPLE_INDEX], w["example"])
-    features[constants.WINDOW_INDEX] = tf.cast(w["window"], tf.int32)
-    return features
-
-  return _featurize(data, featurize, len(examples))
 
 
 def word_pieces(pieces: tf.RaggedTensor, unk_id: int) -> tf.RaggedTensor:
@@ -214,36 +106,3 @@ def word_pieces(pieces: tf.RaggedTensor, unk_id: int) -> tf.RaggedTensor:
       tf.fill(tf.stack([pieces.nrows(), 1]), tf.constant(unk_id, pieces.dtype)))
   with_unk = tf.concat([pieces, unk], axis=1)
   return tf.gather(with_unk, tf.ragged.range(lengths), batch_dims=1)
-
-
-def multiple_choice_dataset(examples: Sequence, tokenizer: PieceTokenizer, seq_length: int,
-                            num_choices: int) -> tf.data.Dataset:
-  """Featurizes MultipleChoiceExamples: [CLS] context [SEP] ending [SEP] per choice.
-
-  Returns:
-    Dataset of dicts: input_word_ids, input_mask, input_type_ids (int32 [C, T_i]),
-    label_ids (int32 scalar; 0 when unlabelled), example_index.
-  """
-  for e in examples:
-    if len(e.endings) != num_choices:
-      raise ValueError(f"Example {e.index} has {len(e.endings)} endings, expected "
-                       f"{num_choices}")
-  data = {
-      "context": [e.context for e in examples],
-      "endings": [list(e.endings) for e in examples],
-      constants.LABEL_IDS: np.asarray([e.label or 0 for e in examples], np.int32),
-      constants.EXAMPLE_INDEX: np.asarray([e.index for e in examples], np.int32),
-  }
-
-  def featurize(batch):
-    contexts = tf.repeat(batch["context"], num_choices)
-    endings = tf.reshape(batch["endings"], [-1])
-    packed = _pack(tokenizer, [tokenizer.piece_ids(contexts), tokenizer.piece_ids(endings)],
-                   seq_length)
-    features = {k: tf.RaggedTensor.from_uniform_row_length(v, num_choices)
-                for k, v in packed.items()}
-    features[constants.LABEL_IDS] = batch[constants.LABEL_IDS]
-    features[constants.EXAMPLE_INDEX] = batch[constants.EXAMPLE_INDEX]
-    return features
-
-  return _featurize(data, featurize, len(examples))

@@ -1,9 +1,11 @@
 """How batches of fine-tuning features are padded, for the tf.data and NumPy inputs alike.
 
-Each feature's padding value, which features have a token axis, and the length a batch
-is padded to with length buckets: a batch cut to its longest example is padded up to
-the smallest bound that holds it, so that batches come in as many lengths as there are
-bounds, which is what a step compiled once per shape (XLA, JAX, TPUs) needs.
+Which features have a token axis and what each is padded with is the record kind's word
+(its spec's `token_fill`s, bert_tf.data.records.record_specs.token_fills, handed in as
+`fills`); this module says the length a batch is padded to with length buckets: a batch
+cut to its longest example is padded up to the smallest bound that holds it, so that
+batches come in as many lengths as there are bounds, which is what a step compiled once
+per shape (XLA, JAX, TPUs) needs.
 `bert_tf.data.pipelines.batching` applies this in tf.data, `pad_batch_to_bucket` in NumPy.
 Importing this module needs no TensorFlow.
 """
@@ -15,32 +17,19 @@ import numpy as np
 from bert_tf import constants
 
 
-def pad_example(features: Mapping[str, np.ndarray], pads: Mapping[str, object],
-                token_features: Sequence[str], seq_length: int) -> Dict[str, np.ndarray]:
-  """One featurized example (bert_tf.data.pipelines.featurizers) with each of its
-  `token_features` ([T_i] or [C, T_i]) padded to seq_length with its value in `pads`
-  (a record kind's padding_values)."""
+def pad_example(features: Mapping[str, np.ndarray], fills: Mapping[str, object],
+                seq_length: int) -> Dict[str, np.ndarray]:
+  """One featurized example (a record kind's featurize) with each feature of
+  `fills` ([T_i] or [C, T_i]: a token axis last) padded to seq_length with its value
+  there (a record kind's token_fills); the others unchanged."""
   out = {}
   for key, value in features.items():
     value = np.asarray(value)
-    if key in token_features:
+    if key in fills:
       width = [(0, 0)] * (value.ndim - 1) + [(0, seq_length - value.shape[-1])]
-      value = np.pad(value, width, constant_values=pads[key])
+      value = np.pad(value, width, constant_values=fills[key])
     out[key] = value
   return out
-
-
-def token_axis_keys(batch: Mapping[str, object]) -> List[str]:
-  """The features of a batch whose last axis is the token axis: the encoder inputs and,
-  for tagging, the per-token label_ids [B, T]."""
-  return [key for key, value in batch.items()
-          if key in constants.ENCODER_INPUTS or (key == constants.LABEL_IDS and
-                                                 len(value.shape) == 2)]
-
-
-def token_fill(key: str) -> int:
-  """The padding of a token-axis feature: IGNORE_LABEL for tagging labels, else 0."""
-  return constants.IGNORE_LABEL if key == constants.LABEL_IDS else 0
 
 
 def bucket_bounds(data_config) -> List[int]:
@@ -62,25 +51,27 @@ def longest_example(batch: Mapping[str, np.ndarray]) -> int:
   return max(int(np.max(np.sum(batch[constants.INPUT_MASK], axis=-1), initial=0)), 1)
 
 
-def pad_batch_to_bucket(batch: Mapping[str, np.ndarray], lengths: np.ndarray
-                        ) -> Dict[str, np.ndarray]:
+def pad_batch_to_bucket(batch: Mapping[str, np.ndarray], lengths: np.ndarray,
+                        fills: Mapping[str, object]) -> Dict[str, np.ndarray]:
   """A NumPy batch cut to its longest example and padded to its bucket.
 
   Args:
-    batch: features as bert_tf.data.pipelines.batching describes them, token features [B, T] or
-      [B, C, T].
+    batch: features as bert_tf.data.pipelines.batching describes them, token features
+      [B, T] or [B, C, T].
     lengths: `bucket_lengths(bounds)`; None cuts the batch to its longest example only.
+    fills: {feature: fill} of the batch's features with a token axis (the record kind's
+      token_fills); the others are left as they are.
 
   Returns:
     the batch with each token feature's last axis the bucket's length, the tokens past
-    the longest example filled with `token_fill` (what batching.trim_to_longest then
+    the longest example filled with its fill (what batching.trim_to_longest then
     batching.pad_to_length_bucket give in tf.data).
   """
   longest = longest_example(batch)
   target = longest if lengths is None else int(lengths[min(longest, len(lengths) - 1)])
   out = dict(batch)
-  for key in token_axis_keys(batch):
+  for key in (key for key in fills if key in batch):
     value = batch[key][..., :min(longest, target)]
     pad = [(0, 0)] * (value.ndim - 1) + [(0, target - value.shape[-1])]
-    out[key] = np.pad(value, pad, constant_values=token_fill(key))
+    out[key] = np.pad(value, pad, constant_values=fills[key])
   return out

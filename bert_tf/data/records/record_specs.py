@@ -1,5 +1,7 @@
-"""The features of the TFRecords the tools write, described once (the record kinds of
-bert_tf.data.pipelines.loaders each build theirs from these).
+"""The features of TFRecords, described once: what a record spec is, the encoder
+inputs every record kind's records begin with, and the original release's pretraining
+records (which the creation tools, the readers and the baselines share); each record
+kind of bert_tf.data.pipelines.loaders builds its spec from these.
 
 A record spec is a tuple of `RecordFeature`s: the feature's name in the records, its
 name in batches, its shape per example, its dtype in the records and its default. The
@@ -10,17 +12,19 @@ int64 features become int32 arrays (JAX and the models compute in 32 bits), floa
 features float32. A token-id feature holds its bound, the model's vocab_size, which both
 readers check every batch against (`out_of_range`), so that a record with a token id
 the model has no embedding for is an error naming the file and record (`TokenIdError`),
-not NaN losses. Importing this module needs no TensorFlow.
+not NaN losses. A feature with a token axis (its last) holds the value it is padded with
+past an example's tokens (`token_fill`): batching and padding ask the spec which features
+those are (`token_fills`), never a feature's name. Importing this module needs no
+TensorFlow.
 """
 
 import dataclasses
 import math
-from typing import Callable, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
 
 from bert_tf import constants
-from bert_tf.data.task_files.squad import END_POSITIONS, IS_IMPOSSIBLE, START_POSITIONS, UNIQUE_IDS
 from bert_tf.utils import errors
 
 # The dtypes of features in the records.
@@ -38,6 +42,9 @@ class RecordFeature:
     dtype: INT64 (an Int64List, read as int32) or FLOAT32 (a FloatList).
     default: the value of a record without the feature; None: the feature is required.
     bound: every value must be below it (token ids: the model's vocab_size); None: any.
+    token_fill: the value its token axis (its last) is padded with past an example's
+      tokens, where it has one (encoder inputs: 0; per-token labels: IGNORE_LABEL);
+      None: no token axis (batches never cut or pad it).
   """
 
   name: str
@@ -46,6 +53,7 @@ class RecordFeature:
   dtype: str = INT64
   default: Optional[float] = None
   bound: Optional[int] = None
+  token_fill: Optional[float] = None
 
   @property
   def size(self) -> int:
@@ -59,6 +67,12 @@ class RecordFeature:
 
 
 RecordSpec = Tuple[RecordFeature, ...]
+
+
+def token_fills(spec: RecordSpec) -> Dict[str, float]:
+  """{batch key: token_fill} of the features of `spec` with a token axis: what batches
+  are cut to their longest example and padded to a length bucket along."""
+  return {f.key: f.token_fill for f in spec if f.token_fill is not None}
 
 
 class TokenIdError(errors.UserError, ValueError):
@@ -83,11 +97,13 @@ def out_of_range(feature: RecordFeature, batch: np.ndarray,
 def encoder_inputs(shape: Tuple[int, ...], vocab_size: int = 0) -> RecordSpec:
   """input_ids (below vocab_size where it is given; 0: any), input_mask and segment_ids of
   `shape` per example, read as the models' input_word_ids, input_mask and
-  input_type_ids."""
+  input_type_ids, each with a token axis padded with 0."""
   return (RecordFeature(constants.TFRECORD_INPUT_IDS, constants.INPUT_WORD_IDS, shape,
-                        bound=vocab_size or None),
-          RecordFeature(constants.TFRECORD_INPUT_MASK, constants.INPUT_MASK, shape),
-          RecordFeature(constants.TFRECORD_SEGMENT_IDS, constants.INPUT_TYPE_IDS, shape))
+                        bound=vocab_size or None, token_fill=0),
+          RecordFeature(constants.TFRECORD_INPUT_MASK, constants.INPUT_MASK, shape,
+                        token_fill=0),
+          RecordFeature(constants.TFRECORD_SEGMENT_IDS, constants.INPUT_TYPE_IDS, shape,
+                        token_fill=0))
 
 
 def pretraining_spec(seq_length: int, max_predictions_per_seq: int, vocab_size: int = 0
@@ -112,17 +128,3 @@ def pretraining_spec(seq_length: int, max_predictions_per_seq: int, vocab_size: 
       RecordFeature(constants.TFRECORD_NEXT_SENTENCE_LABELS,
                     names[constants.TFRECORD_NEXT_SENTENCE_LABELS], ()),
   )
-
-
-def squad_spec(seq_length: int, vocab_size: int = 0) -> RecordSpec:
-  """SQuAD windows as the original release writes them (bert_tf.data.records.squad_records);
-  records without labels (evaluation files) read 0 labels; input_ids below vocab_size
-  where it is given.
-
-  Batches: input_word_ids, input_mask, input_type_ids int32 [B, T]; unique_ids,
-  start_positions, end_positions, is_impossible int32 [B].
-  """
-  return ((RecordFeature(UNIQUE_IDS, UNIQUE_IDS, ()),) + encoder_inputs((seq_length,),
-                                                                       vocab_size)
-          + tuple(RecordFeature(name, name, (), default=0)
-                  for name in (START_POSITIONS, END_POSITIONS, IS_IMPOSSIBLE)))

@@ -1,5 +1,5 @@
 """SQuAD features as TFRecords (the original release's records), read back through
-bert_tf.data.records.record_specs.squad_spec."""
+the squad record kind's spec (bert_tf.data.pipelines.loaders.squad.squad_spec)."""
 
 from __future__ import annotations
 

@@ -337,10 +337,10 @@ def write_finetuning_tfrecord(ds: tf.data.Dataset, path: str, spec: record_specs
   ".json"` then receives `metadata` plus the example count (num_examples).
 
   Args:
-    ds: the output of a `bert_tf.data.pipelines.featurizers` featurizer.
+    ds: the output of a record kind's featurizer (FeatureKind.featurize).
     path: the output TFRecord path.
     spec: the record kind's features (their batch keys to their record names).
-    pad: pads one example's features to the spec's shapes (the kind's pad_example).
+    pad: pads one example's features to the spec's shapes (the kind's example_padder).
     metadata: facts to record (task, label names, source files, kind, seq_length, ...).
     progress: counts the examples written.
 
@@ -376,19 +376,21 @@ def read_finetuning_tfrecords(data_config, spec: record_specs.RecordSpec, seed: 
   paths = files.expand_patterns(data_config.input_path,
                                 field=f"{data_config.section_name()}.input_path")
   ds = ordered_record_dataset(paths, spec, data_config, seed, input_context, start)
-  return ds.map(trim_to_longest).prefetch(tf.data.AUTOTUNE)
+  fills = record_specs.token_fills(spec)
+  return ds.map(lambda batch: trim_to_longest(batch, fills)).prefetch(tf.data.AUTOTUNE)
 
 
-def read_finetuning_arrays(arrays: Mapping[str, np.ndarray], data_config, seed: int = 0,
+def read_finetuning_arrays(arrays: Mapping[str, np.ndarray], data_config,
+                           fills: Mapping[str, object], seed: int = 0,
                            input_context: Optional[tf.distribute.InputContext] = None,
                            start: int = 0, finish=None,
                            row_groups: Optional[np.ndarray] = None) -> tf.data.Dataset:
   """Batches of featurized raw-file examples (arrays padded to seq_length) in the order
-  of `ordered_array_dataset`, cut to their longest example as
-  `read_finetuning_tfrecords` gives them, or packed by `finish`
-  (bert_tf.data.pipelines.example_packing.Packer)."""
+  of `ordered_array_dataset`, cut to their longest example along the features of
+  `fills` (the record kind's token_fills) as `read_finetuning_tfrecords` gives them, or
+  packed by `finish` (bert_tf.data.pipelines.example_packing.Packer)."""
   ds = ordered_array_dataset(arrays, data_config, seed, input_context, start, finish,
                              row_groups)
   if finish is None:
-    ds = ds.map(trim_to_longest)
+    ds = ds.map(lambda batch: trim_to_longest(batch, fills))
   return ds.prefetch(tf.data.AUTOTUNE)

@@ -8,8 +8,8 @@ trained or evaluated on, so it refuses a file without the labels its task needs 
 file), naming the file and line (`LABELS_NEEDED`); the format's own reading functions
 also read unlabelled files where the format has them. The module of each format registers
 its reader with `register_reader` (bert_tf.data.task_files.glue: tsv and csv; tfds_glue:
-tfds; conll; swag: swag_csv; squad: squad_json). Importing this module needs no
-TensorFlow.
+tfds; conll; swag: swag_csv; squad: squad_json), and importing bert_tf.data.task_files
+imports them all. Importing this module needs no TensorFlow.
 """
 
 from typing import Any, Callable, Dict, Iterable, List, Mapping
@@ -37,6 +37,11 @@ def register_reader(*formats: str) -> Callable[[Reader], Reader]:
   return decorator
 
 
+def formats() -> List[str]:
+  """The formats a reader is registered for, sorted."""
+  return sorted(_READERS)
+
+
 def read_examples(data_config: configs.DataConfig, options: Mapping[str, Any]) -> List[Any]:
   """The examples of data_config's raw files, by the reader of data_config.format.
 
@@ -45,7 +50,8 @@ def read_examples(data_config: configs.DataConfig, options: Mapping[str, Any]) -
   """
   if data_config.format not in _READERS:
     raise configs.ConfigError(f"{data_config.section_name()}.format: no reader of raw "
-                              f"files in format '{data_config.format}'")
+                              f"files in format '{data_config.format}'; formats: "
+                              f"{', '.join(formats())}")
   return _READERS[data_config.format](data_config, options)
 
 

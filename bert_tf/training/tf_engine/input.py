@@ -68,10 +68,11 @@ class TrainerInput:
     `start` skipped; with `pads_to_length_buckets` (training, or any input on a TPU),
     those cut to their longest example padded to the next of data_config.length_buckets
     and seq_length."""
-    dataset = self.task.data_loader(data_config).dataset(input_context, start)
+    loader = self.task.data_loader(data_config)
+    dataset = loader.dataset(input_context, start)
     if not (self._is_tpu or (self.pads_to_length_buckets and data_config.is_training)):
       return dataset
-    return padded_to_length_buckets(dataset, data_config)
+    return padded_to_length_buckets(dataset, data_config, loader.token_fills())
 
   @property
   def layout(self) -> Tuple[int, int]:
@@ -183,15 +184,16 @@ class TrainingIterator(input_source.EngineInput):
     return corrupt_input_error(self.inputs.task, error, data_config)
 
 
-def padded_to_length_buckets(dataset: tf.data.Dataset, data_config: configs.DataConfig
-                             ) -> tf.data.Dataset:
+def padded_to_length_buckets(dataset: tf.data.Dataset, data_config: configs.DataConfig,
+                             fills) -> tf.data.Dataset:
   """Batches cut to their longest example, padded to the next of
-  data_config.length_buckets and seq_length (others unchanged)."""
+  data_config.length_buckets and seq_length along the features of `fills` (the record
+  kind's token_fills); others unchanged."""
   spec = dataset.element_spec.get(constants.INPUT_WORD_IDS)
   if spec is None or spec.shape[-1] is not None:
     return dataset
   bounds = [*data_config.active_length_buckets(), data_config.seq_length]
-  return dataset.map(lambda batch: batching.pad_to_length_bucket(batch, bounds))
+  return dataset.map(lambda batch: batching.pad_to_length_bucket(batch, bounds, fills))
 
 
 # The (workers, replicas) earlier versions saved with an iterator's position.

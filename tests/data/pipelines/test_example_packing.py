@@ -99,3 +99,19 @@ def test_the_packer_declares_the_dtype_and_rank_of_every_feature_it_returns():
   assert set(batch) == set(packer.output_spec)
   for key, (dtype, rank) in packer.output_spec.items():
     assert (np.asarray(batch[key]).dtype, np.ndim(batch[key])) == (dtype, rank), key
+
+
+def test_a_kind_s_own_token_feature_is_packed_along_the_rows_with_its_fill():
+  examples = _examples([3, 4, 2])
+  for e in examples:
+    e["piece_index"] = np.arange(len(e[constants.INPUT_MASK]), dtype=np.int32)
+  fills = {**dict.fromkeys(constants.ENCODER_INPUTS, 0), "piece_index": -1}
+  packer = example_packing.Packer(_padded(examples), 16, width=12, fills=fills)
+  packed = packer(_padded(examples))
+  assert packed["piece_index"].shape == packed[constants.INPUT_WORD_IDS].shape == (1, 12)
+  np.testing.assert_array_equal(packed["piece_index"][0], [0, 1, 2, 0, 1, 2, 3, 0, 1,
+                                                           -1, -1, -1])
+  np.testing.assert_array_equal(packed["piece_index"],
+                                packed[constants.INPUT_POSITION_IDS] - (
+                                    packed[constants.INPUT_EXAMPLE_IDS] == 0))
+  assert packer.output_spec["piece_index"] == (np.dtype(np.int32), 2)

@@ -82,11 +82,12 @@ def test_finetuning_batches_equal_the_tf_data_batches_padded_to_their_bucket(
                               global_batch_size=6, is_training=False, drop_remainder=False)
   spec = helpers.finetuning_spec(name)
   dataset = tfrecords.read_finetuning_tfrecords(config, spec)
-  dataset = dataset.map(lambda batch: batching.pad_to_length_bucket(batch, bounds))
+  fills = record_specs.token_fills(spec)
+  dataset = dataset.map(lambda batch: batching.pad_to_length_bucket(batch, bounds, fills))
   theirs = [{k: v.numpy() for k, v in batch.items()} for batch in dataset]
   lengths = padding.bucket_lengths(bounds)
   ours = _batches(host_pipeline.record_batches(
-      [path], spec, 6, finish=lambda batch: padding.pad_batch_to_bucket(batch, lengths),
+      [path], spec, 6, finish=lambda batch: padding.pad_batch_to_bucket(batch, lengths, fills),
       shuffle_window=0, repeat=False, drop_remainder=False))
   _assert_same_batches(ours, theirs)
   widths = {b[constants.INPUT_WORD_IDS].shape[-1] for b in ours}

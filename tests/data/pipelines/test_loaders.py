@@ -129,17 +129,17 @@ def _experiment(tmp_path, kind, fmt):
       task_configs=base.task_configs())
 
 
-def _as_host_pads(batch, data_config):
+def _as_host_pads(batch, loader):
   """A tf.data batch as NumPy, its token features padded as the host form pads them."""
   batch = {key: value.numpy() for key, value in batch.items()}
   if constants.PACKED_EXAMPLE_SLOTS in batch:
-    width = data_config.seq_length
+    width = loader.data_config.seq_length
     return {key: (np.pad(value, [(0, 0), (0, width - value.shape[1])])
                   if value.ndim == 2 and key != constants.PACKED_CLS_POSITIONS else value)
             for key, value in batch.items()}
   if constants.LABEL_IDS in batch:
-    lengths = padding.bucket_lengths(padding.bucket_bounds(data_config))
-    return padding.pad_batch_to_bucket(batch, lengths)
+    lengths = padding.bucket_lengths(padding.bucket_bounds(loader.data_config))
+    return padding.pad_batch_to_bucket(batch, lengths, loader.token_fills())
   return batch
 
 
@@ -163,7 +163,7 @@ def test_both_forms_of_a_loader_read_the_same_training_batches(tmp_path, kind, f
   for step in range(STEPS):
     for process, host in enumerate(processes):
       ours = next(host)
-      theirs = _as_host_pads(tf_batches[2 * step + process], data_config)
+      theirs = _as_host_pads(tf_batches[2 * step + process], loader)
       assert set(ours) == set(theirs), (step, process)
       for key, value in theirs.items():
         np.testing.assert_array_equal(ours[key], value,

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 import host_input_helpers as helpers
+from bert_tf.data.pipelines.loaders import squad as squad_kind
 from bert_tf.data.records import example_decoding
 from bert_tf.data.records import record_files
 from bert_tf.data.records import record_specs
@@ -125,7 +126,7 @@ def _specs_and_files(tmp_path):
   for name in helpers.FINETUNING_KINDS:
     out.append((helpers.finetuning_spec(name), helpers.write_finetuning_file(tmp_path, name)))
   for labelled in (True, False):
-    out.append((record_specs.squad_spec(helpers.FINETUNING_SEQ),
+    out.append((squad_kind.squad_spec(helpers.FINETUNING_SEQ),
                 helpers.write_squad_file(tmp_path, labelled)))
   return out
 

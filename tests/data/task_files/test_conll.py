@@ -6,6 +6,7 @@ import finetuning_helpers as helpers
 from bert_tf import constants
 from bert_tf.data.task_files import conll
 from bert_tf.data.pipelines import featurizers
+from bert_tf.data.pipelines.loaders import tagging
 from bert_tf.data.task_files.glue import GlueFormatError
 
 IOB1 = """-DOCSTART- -X- O O
@@ -53,7 +54,7 @@ def test_malformed_tag_and_column_count_are_errors_naming_the_line(tmp_path):
 def _features(tmp_path, examples, seq_length, window_stride=64):
   vocab = helpers.write_vocab(tmp_path / "vocab.txt")
   tokenizer = featurizers.PieceTokenizer(vocab)
-  return helpers.vocab_ids(vocab), list(featurizers.tagging_dataset(
+  return helpers.vocab_ids(vocab), list(tagging.tagging_dataset(
       examples, tokenizer, seq_length, conll.CONLL2003_LABELS,
       window_stride).as_numpy_iterator())
 

@@ -7,6 +7,7 @@ import finetuning_helpers as helpers
 from bert_tf import configs
 from bert_tf import constants
 from bert_tf.data.pipelines import featurizers
+from bert_tf.data.pipelines.loaders import sentence
 from bert_tf.data.task_files import glue
 
 
@@ -119,7 +120,7 @@ def test_sentence_pair_features_pack_cls_a_sep_b_sep_and_shorten_the_longer(tmp_
   ids = helpers.vocab_ids(vocab)
   tokenizer = featurizers.PieceTokenizer(vocab)
   examples = [glue.SentenceExample(0, "the cat sat on the mat", "good movie", "1")]
-  [features] = list(featurizers.sentence_dataset(examples, tokenizer, 9, [1], False).as_numpy_iterator())
+  [features] = list(sentence.sentence_dataset(examples, tokenizer, 9, [1], False).as_numpy_iterator())
   expect = ["[CLS]", "the", "cat", "sat", "on", "[SEP]", "good", "movie", "[SEP]"]
   assert features[constants.INPUT_WORD_IDS].tolist() == [ids[t] for t in expect]
   assert features[constants.INPUT_TYPE_IDS].tolist() == [0] * 6 + [1] * 3
@@ -130,7 +131,7 @@ def test_batches_are_padded_to_their_longest_example(tmp_path):
   tokenizer = featurizers.PieceTokenizer(helpers.write_vocab(tmp_path / "vocab.txt"))
   examples = [glue.SentenceExample(i, text, None, "0") for i, text in
               enumerate(["the cat", "the cat sat on the mat", "dog"])]
-  ds = featurizers.sentence_dataset(examples, tokenizer, 32, [0, 0, 0], False)
+  ds = sentence.sentence_dataset(examples, tokenizer, 32, [0, 0, 0], False)
   [batch] = list(helpers.padded_batches(ds, "sentence", 3, False).as_numpy_iterator())
   assert batch[constants.INPUT_WORD_IDS].shape == (3, 8)
   np.testing.assert_array_equal(batch[constants.INPUT_MASK].sum(axis=1), [4, 8, 3])

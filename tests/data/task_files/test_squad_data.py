@@ -11,7 +11,7 @@ from bert_tf import configs
 from bert_tf import constants
 from bert_tf.data.task_files import squad
 from bert_tf.data.pipelines import squad_features
-from bert_tf.data.records import record_specs
+from bert_tf.data.pipelines.loaders import squad as squad_kind
 from bert_tf.data.records import squad_records
 from bert_tf.data.records import tfrecords
 
@@ -238,7 +238,7 @@ def test_tfrecords_round_trip_the_features(tmp_path):
                                                 max_seq_length=24)
   assert summary == {"num_examples": 2, "num_features": 2, "num_skipped": 1}
   assert [n for n in os.listdir(str(tmp_path)) if ".tmp" in n] == []
-  spec = record_specs.squad_spec(24)
+  spec = squad_kind.squad_spec(24)
   records = list(tf.data.TFRecordDataset(out).map(
       lambda r: tfrecords.parse_records(r, spec)).as_numpy_iterator())
   examples, _ = squad.read_squad_examples(path, True, False)

@@ -5,6 +5,7 @@ import pytest
 import finetuning_helpers as helpers
 from bert_tf import constants
 from bert_tf.data.pipelines import featurizers
+from bert_tf.data.pipelines.loaders import multiple_choice
 from bert_tf.data.task_files import swag
 from bert_tf.data.task_files.glue import GlueFormatError
 
@@ -44,7 +45,7 @@ def test_features_hold_one_cls_context_sep_choice_sep_row_per_choice(tmp_path):
   vocab = helpers.write_vocab(tmp_path / "vocab.txt")
   ids = helpers.vocab_ids(vocab)
   example = swag.MultipleChoiceExample(0, "a man walks", ["the dog runs", "home"], 1)
-  [features] = list(featurizers.multiple_choice_dataset([example], featurizers.PieceTokenizer(vocab), 8, 2)
+  [features] = list(multiple_choice.multiple_choice_dataset([example], featurizers.PieceTokenizer(vocab), 8, 2)
                     .as_numpy_iterator())
   rows = features[constants.INPUT_WORD_IDS]
   assert rows.shape == (2, 8)

@@ -2,8 +2,9 @@
 each in this package) and their loaders: synthetic ones (format "dummy"), the TFRecords
 tools/create_finetuning_data.py writes (format "tfrecord", the kind's spec) and the
 task's raw files, read by the reader of their format (bert_tf.data.task_files.readers)
-and featurized by the kind (bert_tf.data.pipelines.featurizers). TFRecords and raw
-files are read in the one order (bert_tf.data.records.record_order).
+and featurized by the kind (its module's featurizer, over the tokenizer and packer of
+bert_tf.data.pipelines.featurizers). TFRecords and raw files are read in the one order
+(bert_tf.data.records.record_order).
 
 Host batches have their token features padded to the data section's length buckets
 (seq_length without them; bert_tf.data.pipelines.padding).
@@ -11,7 +12,7 @@ Host batches have their token features padded to the data section's length bucke
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
   from bert_tf.data.pipelines import featurizers  # pylint: disable=g-bad-import-order
 
 RecordFeature = record_specs.RecordFeature
+# Distinct synthetic global batches a "dummy" input holds (training repeats them).
+DUMMY_BATCHES = 4
 
 
 class FeatureKind(registry.RecordKind):
@@ -41,17 +44,14 @@ class FeatureKind(registry.RecordKind):
 
   A subclass sets `name` and `raw_formats` (a reader of each registered in
   bert_tf.data.task_files.readers) and defines `label_feature`, `dummy_labels` and
-  `featurize`; one with more features per example sets `token_features` (the ones
-  with a token axis) and `extra_features`; one of several sequences per example
-  overrides `token_shape`. Its loaders are DummyFeatures, FeatureRecords and one
-  RawFeatures per raw format.
+  `featurize`; one with more features per example defines `extra_features` (scalars,
+  or features with a token axis: `token_feature`); one of several sequences per
+  example overrides `token_shape`. Its features with a token axis are cut and padded
+  along it with their fill (their `token_fill`), by every loader, on both forms. Its
+  loaders are DummyFeatures, FeatureRecords and one RawFeatures per raw format.
   """
 
   raw_formats: Tuple[str, ...] = ()
-  # The features with a token axis (their last), padded to seq_length.
-  token_features: Tuple[str, ...] = constants.ENCODER_INPUTS
-  # Features after label_ids and example_index (int32 scalars, default 0).
-  extra_features: Tuple[str, ...] = ()
 
   @property
   def formats(self):
@@ -63,39 +63,44 @@ class FeatureKind(registry.RecordKind):
     del needs
     return (seq_length,)
 
+  def token_feature(self, needs: registry.InputNeeds, seq_length: int, name: str,
+                    fill=0, dtype: str = record_specs.INT64) -> RecordFeature:
+    """A feature `name` of the encoder inputs' shape (`token_shape`), padded with
+    `fill` past an example's tokens."""
+    return RecordFeature(name, name, self.token_shape(needs, seq_length), dtype,
+                         token_fill=fill)
+
   def label_feature(self, needs: registry.InputNeeds, seq_length: int) -> RecordFeature:
     """label_ids' record feature."""
     raise NotImplementedError
 
-  def label_fill(self, needs: registry.InputNeeds):
-    """The value label_ids are padded with."""
-    return np.float32(0) if needs.regression else np.int32(0)
+  def extra_features(self, needs: registry.InputNeeds, seq_length: int
+                     ) -> record_specs.RecordSpec:
+    """Features after label_ids and example_index (default none)."""
+    del needs, seq_length
+    return ()
 
-  def spec(self, needs, data_config):
-    """Batches: input_word_ids (below needs.vocab_size), input_mask, input_type_ids
-    int32 [B, *token_shape];
-    label_ids as `label_feature` says; example_index int32 [B]; each extra feature
-    int32 [B]."""
-    seq_length = data_config.seq_length
+  def record_features(self, needs: registry.InputNeeds, seq_length: int
+                      ) -> record_specs.RecordSpec:
+    """The features of examples padded to seq_length: input_word_ids (below
+    needs.vocab_size), input_mask, input_type_ids int32 [*token_shape]; label_ids as
+    `label_feature` says; example_index int32 []; the `extra_features`."""
     return record_specs.encoder_inputs(self.token_shape(needs, seq_length),
                                        needs.vocab_size) + (
         self.label_feature(needs, seq_length),
         RecordFeature(constants.EXAMPLE_INDEX, constants.EXAMPLE_INDEX, (), default=0),
-    ) + tuple(RecordFeature(name, name, (), default=0) for name in self.extra_features)
+    ) + tuple(self.extra_features(needs, seq_length))
 
-  def padding_values(self, needs: registry.InputNeeds) -> Dict[str, Any]:
-    """The value each feature is padded with."""
-    values = {name: 0 for name in constants.ENCODER_INPUTS}
-    values[constants.LABEL_IDS] = self.label_fill(needs)
-    values[constants.EXAMPLE_INDEX] = np.int32(0)
-    values.update({name: np.int32(0) for name in self.extra_features})
-    return values
+  def spec(self, needs, data_config):
+    """`record_features` of data_config.seq_length."""
+    return self.record_features(needs, data_config.seq_length)
 
-  def pad_example(self, needs: registry.InputNeeds, features, seq_length: int
-                  ) -> Dict[str, np.ndarray]:
-    """One featurized example with its token features padded to seq_length."""
-    return padding.pad_example(features, self.padding_values(needs), self.token_features,
-                               seq_length)
+  def example_padder(self, needs: registry.InputNeeds, seq_length: int
+                     ) -> Callable[[Mapping[str, Any]], Dict[str, np.ndarray]]:
+    """A function of one featurized example that pads its token features to seq_length
+    with their fills (asked of the spec once, not per example)."""
+    fills = record_specs.token_fills(self.record_features(needs, seq_length))
+    return lambda features: padding.pad_example(features, fills, seq_length)
 
   def dummy_labels(self, rng: np.random.Generator, needs: registry.InputNeeds,
                    mask: np.ndarray) -> Dict[str, np.ndarray]:
@@ -104,13 +109,27 @@ class FeatureKind(registry.RecordKind):
     raise NotImplementedError
 
   def dummy_arrays(self, needs, data_config):
-    """dummy.finetuning_examples of this kind's structure, for the global batch."""
-    seq_length = data_config.seq_length
-    shape = self.token_shape(needs, seq_length)
-    return dummy.finetuning_examples(
-        lambda rng, mask: self.dummy_labels(rng, needs, mask),
-        data_config.global_batch_size, seq_length, needs.vocab_size,
-        choices=shape[0] if len(shape) > 1 else 0, seed=needs.seed)
+    """DUMMY_BATCHES synthetic global batches of this kind's structure as one set of
+    examples: arrays [DUMMY_BATCHES * global_batch_size, ...] padded to
+    seq_length, the encoder inputs (lengths from max(3, seq_length // 2) up, two
+    segments), example_index (counting within each batch) and `dummy_labels`."""
+    seq_length, batch_size = data_config.seq_length, data_config.global_batch_size
+    rng = np.random.default_rng(needs.seed)
+    shape = [batch_size, *self.token_shape(needs, seq_length)[:-1]]
+    batches = []
+    for _ in range(DUMMY_BATCHES):
+      ids, mask, lengths = dummy.random_tokens(rng, shape, seq_length, needs.vocab_size,
+                                               max(3, seq_length // 2))
+      type_ids = ((np.arange(seq_length) >= (lengths[..., None] // 2)) * mask).astype(
+          np.int32)
+      batch = {
+          constants.INPUT_WORD_IDS: ids, constants.INPUT_MASK: mask,
+          constants.INPUT_TYPE_IDS: type_ids,
+          constants.EXAMPLE_INDEX: np.arange(batch_size, dtype=np.int32),
+      }
+      batch.update(self.dummy_labels(rng, needs, mask))
+      batches.append(batch)
+    return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
 
   def tokenizer(self, needs: registry.InputNeeds) -> featurizers.PieceTokenizer:
     """The tokenizer of needs' vocab, for `featurize`."""
@@ -119,7 +138,8 @@ class FeatureKind(registry.RecordKind):
   def featurize(self, needs: registry.InputNeeds, examples: List[Any], seq_length: int
                 ) -> tf.data.Dataset:
     """Unbatched, unpadded features of the examples the readers of raw_formats give
-    (a bert_tf.data.pipelines.featurizers featurizer)."""
+    (the featurizer of the kind's module, over bert_tf.data.pipelines.featurizers'
+    tokenizer and packer)."""
     raise NotImplementedError
 
   def tfrecord_metadata(self, needs: registry.InputNeeds) -> Dict[str, Any]:
@@ -131,9 +151,11 @@ class FeatureLoader(registry.DataLoader):
   """What the loaders of one feature kind share."""
 
   def _to_bucket(self):
-    """Pads a host batch to its length bucket (bert_tf.data.pipelines.padding)."""
+    """Pads a host batch to its length bucket (bert_tf.data.pipelines.padding) along
+    the kind's token features."""
     lengths = padding.bucket_lengths(padding.bucket_bounds(self.data_config))
-    return lambda batch: padding.pad_batch_to_bucket(batch, lengths)
+    fills = self.token_fills()
+    return lambda batch: padding.pad_batch_to_bucket(batch, lengths, fills)
 
 
 class FeatureArrays(FeatureLoader, registry.InMemoryLoader):
@@ -146,7 +168,8 @@ class FeatureArrays(FeatureLoader, registry.InMemoryLoader):
   def _packer(self, arrays, width=None):
     if not self.data_config.pack_examples:
       return None
-    return example_packing.Packer(arrays, self.data_config.seq_length, width)
+    return example_packing.Packer(arrays, self.data_config.seq_length, width,
+                                  self.token_fills())
 
   def _row_groups(self, arrays) -> Optional[np.ndarray]:
     """Training with length buckets: each example's bucket (record_order groups the
@@ -160,8 +183,8 @@ class FeatureArrays(FeatureLoader, registry.InMemoryLoader):
 
   def _tf_batches(self, arrays, data_config, input_context, start, row_groups):
     return registry.tf_data().tfrecords.read_finetuning_arrays(
-        arrays, data_config, self.needs.seed, input_context, start, self._packer(arrays),
-        row_groups)
+        arrays, data_config, self.token_fills(), self.needs.seed, input_context, start,
+        self._packer(arrays), row_groups)
 
   def _host_finish(self, arrays):
     return self._packer(arrays, self.data_config.seq_length) or self._to_bucket()
@@ -169,7 +192,7 @@ class FeatureArrays(FeatureLoader, registry.InMemoryLoader):
 
 class DummyFeatures(FeatureArrays):
   """Synthetic batches of the structure real ones have, drawn for the global batch
-  (bert_tf.data.pipelines.dummy.finetuning_examples), in file order: endless for
+  (FeatureKind.dummy_arrays), in file order: endless for
   training, one pass for evaluation."""
 
   in_file_order = True
@@ -230,8 +253,8 @@ class RawFeatures(FeatureArrays):
 
   def _make_arrays(self) -> Dict[str, np.ndarray]:
     data = self.data_config
-    examples = [self.kind.pad_example(self.needs, features, data.seq_length)
-                for features in self.features().as_numpy_iterator()]
+    pad = self.kind.example_padder(self.needs, data.seq_length)
+    examples = [pad(features) for features in self.features().as_numpy_iterator()]
     if not examples:
       raise errors.InputError(f"{data.section_name()}.input_path '{data.input_path}' "
                               "holds no examples")
@@ -269,8 +292,7 @@ def write_tfrecord(loader: registry.DataLoader, output_path: str,
                           interval=progress_interval)
   count = registry.tf_data().tfrecords.write_finetuning_tfrecord(
       kind.featurize(needs, examples, data.seq_length), output_path,
-      kind.spec(needs, data), lambda features: kind.pad_example(needs, features,
-                                                                data.seq_length),
+      kind.spec(needs, data), kind.example_padder(needs, data.seq_length),
       dict(metadata, kind=kind.name, seq_length=data.seq_length,
            regression=needs.regression), progress=bar)
   return dict(metadata, num_examples=count, kind=kind.name, seq_length=data.seq_length)

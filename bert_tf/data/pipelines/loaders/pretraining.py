@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
+import numpy as np
+
+from bert_tf import constants
 from bert_tf.data.pipelines import dummy
 from bert_tf.data.pipelines import host_pipeline
 from bert_tf.data.pipelines import masking
@@ -21,6 +24,54 @@ if TYPE_CHECKING:
 PRETRAINING = "pretraining"
 # Distinct synthetic batches a "dummy" evaluation input holds (training repeats forever).
 DUMMY_EVAL_BATCHES = 4
+
+
+def pretraining_arrays(batch_size: int, seq_length: int, max_predictions: int,
+                       vocab_size: int, seed: int = 0) -> Dict[str, np.ndarray]:
+  """One batch of well-formed pretraining features, as NumPy arrays.
+
+  Every example has a random length in [seq_length // 2, seq_length], two segments,
+  and `max_predictions // 2` or more real masked positions among its non-special
+  tokens (ids 0..4 are left to the special tokens).
+
+  Returns:
+    input_word_ids, input_mask, input_type_ids int32 [B, T]; masked_lm_positions,
+    masked_lm_ids int32 [B, P]; masked_lm_weights float32 [B, P]; next_sentence_labels
+    int32 [B].
+  """
+  rng = np.random.default_rng(seed)
+  word_ids, input_mask, lengths = dummy.random_tokens(rng, [batch_size], seq_length,
+                                                     vocab_size, seq_length // 2)
+  positions = np.arange(seq_length)[None, :]
+  type_ids = ((positions >= (lengths // 2)[:, None]) * input_mask).astype(np.int32)
+  # Masked positions: distinct, sorted, inside each sequence (skipping [CLS] at 0).
+  scores = rng.uniform(size=[batch_size, seq_length])
+  scores = np.where((positions > 0) & (positions < lengths[:, None] - 1), scores, -1.0)
+  top = np.sort(np.argsort(-scores, axis=-1, kind="stable")[:, :max_predictions], axis=-1)
+  num_real = np.maximum(max_predictions // 2,
+                        rng.integers(0, max_predictions + 1, size=[batch_size]))
+  weights = (np.arange(max_predictions)[None, :] < num_real[:, None]).astype(np.float32)
+  real = weights.astype(np.int32)
+  return {
+      constants.INPUT_WORD_IDS: word_ids,
+      constants.INPUT_MASK: input_mask,
+      constants.INPUT_TYPE_IDS: type_ids,
+      constants.MASKED_LM_POSITIONS: (top * real).astype(np.int32),
+      constants.MASKED_LM_IDS: np.take_along_axis(word_ids, top, axis=1) * real,
+      constants.MASKED_LM_WEIGHTS: weights,
+      constants.NEXT_SENTENCE_LABELS: rng.integers(0, 2, size=[batch_size]).astype(
+          np.int32),
+  }
+
+
+def pretraining_examples(batch_size: int, seq_length: int, max_predictions: int,
+                         vocab_size: int, num_distinct_batches: int = 4,
+                         seed: int = 0) -> Dict[str, np.ndarray]:
+  """`num_distinct_batches` synthetic batches (seeds seed, seed + 1, ...) as one set of
+  examples: arrays [num_distinct_batches * batch_size, ...]."""
+  batches = [pretraining_arrays(batch_size, seq_length, max_predictions, vocab_size,
+                                seed + i) for i in range(num_distinct_batches)]
+  return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
 
 
 class DummyPretraining(registry.InMemoryLoader):
@@ -106,7 +157,7 @@ class PretrainingKind(registry.RecordKind):
 
   def dummy_arrays(self, needs, data_config):
     """DUMMY_EVAL_BATCHES global batches; training and evaluation draw different ones."""
-    return dummy.pretraining_examples(
+    return pretraining_examples(
         data_config.global_batch_size, data_config.seq_length,
         data_config.max_predictions_per_seq, needs.vocab_size,
         num_distinct_batches=DUMMY_EVAL_BATCHES, seed=0 if data_config.is_training else 1000)

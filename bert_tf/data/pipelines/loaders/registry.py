@@ -126,6 +126,13 @@ class RecordKind:
     """Synthetic examples {feature: [N, ...]} with the structure of real batches."""
     raise NotImplementedError
 
+  def token_fills(self, needs: InputNeeds, data_config: configs.DataConfig
+                  ) -> Dict[str, Any]:
+    """{feature: fill}: the features of this kind's batches with a token axis (their
+    last), which batching cuts to a batch's longest example and pads to its length
+    bucket, and the value each is padded with (its spec's token_fill)."""
+    return record_specs.token_fills(self.spec(needs, data_config))
+
 
 class DataLoader:
   """One input: the data section `data_config` of a task's `needs`, in two forms.
@@ -141,6 +148,11 @@ class DataLoader:
   def kind(self) -> RecordKind:
     """The record kind this loader reads (needs.record_kind)."""
     return _KINDS[self.needs.record_kind]
+
+  def token_fills(self) -> Dict[str, Any]:
+    """The kind's features with a token axis and their fills (RecordKind.token_fills)
+    in this loader's batches."""
+    return self.kind.token_fills(self.needs, self.data_config)
 
   def check_files(self) -> None:
     """Fails before training when the files do not fit the config, with an error
