@@ -27,7 +27,12 @@ _HAS_CUDA_PLUGIN = optional.installed("jax_plugins.xla_cuda13")
     ("tpu:v5p-64", 32, "v5p:2x4x4"),     # v5p and v4 count TensorCores, two per chip
     ("tpu:v4-32", 16, "v4:2x2x4"),
     ("tpu:2xv5e-256", 512, "v5e:16x16"),  # two slices
+    ("tpu:v5e-256", 256, "v5e:16x16"),    # a whole v5e pod
+    ("tpu:v4-8", 4, "v4:2x2x1"),          # one host
+    ("tpu:2xv4-32", 32, "v4:2x2x4"),
     ("gpu:8xH100", 8, "1x1x8"),
+    ("gpu:8xH200", 8, "1x1x8"),
+    ("gpu:8xA100", 8, "1x1x8"),
     ("gpu:2x8xA100", 16, "1x2x8"),       # two hosts
     ("gpu:H200", 1, "1x1x1"),
 ])
@@ -50,6 +55,16 @@ def test_a_tpu_target_without_libtpu_says_what_to_install(monkeypatch):
   with pytest.raises(targets.TargetError, match=r"libtpu is not installed: pip install "
                      r"'jax\[tpu\]'"):
     targets.resolve("tpu:v5e-8").devices()
+
+
+@pytest.mark.parametrize("name,each_way", [
+    ("tpu:v5e-256", 200e9), ("tpu:v5p-64", 300e9), ("gpu:8xH100", 450e9),
+    ("gpu:8xA100", 300e9),
+    ("tpu:v4-8", None),                         # Cloud gives v4's ICI per pod only
+    ("tpu:2xv5e-16", None), ("gpu:2x8xH100", None),  # slices or hosts: the network too
+])
+def test_the_chip_to_chip_bandwidth_is_half_the_published_bidirectional_one(name, each_way):
+  assert targets.resolve(name).interconnect_bandwidth == each_way
 
 
 def test_every_gpu_of_the_data_file_has_a_target_config_with_its_figures():
@@ -101,6 +116,15 @@ def test_collectives_are_counted_once_with_their_result_bytes_and_sources():
   assert found["all-gather"].count == 1
   assert list(found["all-gather"].sources) == ["transformer_layer_N/_take/scatter-add"]
   assert compiled_report.custom_calls(_HLO) == {"__cudnn$fmhaSoftmax": 1}
+
+
+def test_the_all_reduce_estimate_is_a_rings_bytes_at_the_interconnect_bandwidth():
+  compiled = compiled_report.Compiled(256, 0, 0, 0, 0, 0, 0.0, 0.0, None, _HLO, 0.0)
+  for name, estimated in (("gpu:8xH100", True), ("gpu:2x8xH100", False)):
+    report = compiled_report.Report(None, targets.resolve(name), compiled, None, None)
+    reduced = 30522 * 128 * 4 + 128 * 128 * 4 + 2 * 64 * 2
+    assert report.all_reduce_seconds() == (
+        pytest.approx(2 * 7 / 8 * reduced / 450e9) if estimated else None)
 
 
 def _compile(tmp_path, target, *flags):

@@ -179,6 +179,17 @@ class Report:
             f"a lower bound ({reason}, nor a FLOP count): the analytic FLOPs at the "
             "published peak")
 
+  def all_reduce_seconds(self) -> Optional[float]:
+    """The all-reduces' time at the target's published chip-to-chip bandwidth, a lower
+    bound (a ring sends and receives 2 (n - 1) / n of the bytes on each device, each
+    way at once), or None where the target gives no bandwidth (targets.Target.
+    interconnect_bandwidth) or there is nothing to reduce."""
+    bandwidth, devices = self.target.interconnect_bandwidth, self.target.chips
+    reduced = self._collectives.get("all-reduce")
+    if not bandwidth or not reduced or devices < 2:
+      return None
+    return 2 * (devices - 1) / devices * reduced.bytes / bandwidth
+
   @functools.cached_property
   def _collectives(self) -> Dict[str, Collective]:
     """`collectives` of the compiled step's HLO text (read once: it runs to megabytes)."""
@@ -208,6 +219,7 @@ class Report:
         # A bound from the analytic count at the peak is 100% by construction.
         "mfu": (per_sequence * self.per_device_batch / seconds / t.peak_flops
                 if per_sequence and seconds and c.flops else None),
+        "all_reduce_seconds": self.all_reduce_seconds(),
         "compile_seconds": c.compile_seconds,
     }
 
@@ -241,6 +253,13 @@ class Report:
     lines.append("Collectives: " + ("none" if not f["collectives"] else "; ".join(
         f"{count} {op} ({_gib(size)} in all)"
         for op, (count, size) in sorted(f["collectives"].items()))))
+    if f["all_reduce_seconds"]:
+      lines.append(f"  all-reduce at the published {t.figures['interconnect_gbs']} GB/s "
+                   f"chip-to-chip (an estimate, a lower bound: a ring's 2(n-1)/n of the "
+                   f"bytes each way): {f['all_reduce_seconds'] * 1e3:.2f} ms a step")
+    elif t.slices > 1 or t.hosts > 1:
+      lines.append("  all-reduce time: not estimated (it crosses the data-centre network "
+                   "between slices or hosts)")
     for op, entry in sorted(self._collectives.items()):
       if op != "all-reduce":
         lines.append(f"  {op} from: " + ", ".join(

@@ -18,7 +18,7 @@ import functools
 import math
 import os
 import re
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from bert_tf import configs
 from bert_tf.utils import errors
@@ -90,6 +90,17 @@ class Target:
   def memory_bandwidth(self) -> float:
     """Bytes/s per chip (published)."""
     return float(self.figures["memory_bandwidth_gbs"]) * 1e9
+
+  @property
+  def interconnect_bandwidth(self) -> Optional[float]:
+    """Bytes/s per chip each way over the chip-to-chip links of one slice or host (ICI,
+    NVLink; published bidirectional, halved), or None where the target's devices are
+    also joined by the data-centre network (several slices or hosts) or the maker gives
+    no per-chip figure."""
+    bidirectional = self.figures.get("interconnect_gbs")
+    if not bidirectional or self.slices > 1 or self.hosts > 1:
+      return None
+    return float(bidirectional) * 1e9 / 2
 
   @property
   def compiler_options(self) -> Dict[str, object]:
