@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
 
 import finetuning_helpers  # pylint: disable=g-import-not-at-top,wrong-import-position
 import paths  # pylint: disable=g-import-not-at-top,wrong-import-position
+import registry_names  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf import configs  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf import constants  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf import losses  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -43,12 +44,10 @@ from bert_tf.tasks import base  # pylint: disable=g-import-not-at-top,wrong-impo
 from bert_tf.training import experiments  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-# Names registered here: this module's path and a word, which no other module registers.
-HERE = os.path.splitext(os.path.relpath(os.path.abspath(__file__), paths.ROOT))[0].replace(
-    os.sep, ".")
-TOY_LINES = f"{HERE}.toy_lines"
-PARITY = f"{HERE}.parity"
-TOY_TASK = f"{HERE}.toy_parity"
+# Names registered here, which no other module registers (tests/registry_names.py).
+TOY_LINES = registry_names.local_name("toy_lines", __file__)
+PARITY = registry_names.local_name("parity", __file__)
+TOY_TASK = registry_names.local_name("toy_parity", __file__)
 NUM_WORDS = "num_words"
 # A feature with a token axis: each token's place in its example, PAST_END past it.
 PIECE_INDEX = "piece_index"
