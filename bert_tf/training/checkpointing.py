@@ -231,13 +231,13 @@ class CheckpointSaver:
     marker = checkpoint_parts.part_marker(path, engine.placement.process_index)
     if marker and files.exists(marker):  # left by a save of this step that was cut off
       files.remove(marker)
-    engine.barrier(f"checkpoint of step {step}")
+    engine.processes.barrier(f"checkpoint of step {step}")
     job = functools.partial(self._write, path, content, marker)
     if self.background:
       self._writes.start(job)
     else:
       job()
-      engine.barrier(f"checkpoint of step {step} written")
+      engine.processes.barrier(f"checkpoint of step {step} written")
     return path
 
   def make_room(self) -> None:
