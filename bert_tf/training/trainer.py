@@ -96,7 +96,8 @@ class Trainer:
     self._stops = run_stops.RunStops(self.checkpoints, experiment.train_data, self._log)
     # model_dir's lock while this run trains there.
     self._hold = run_lock.RunHold(model_dir, self.is_chief,
-                                  self._engine.processes.any_process, self._log)
+                                  self._engine.processes.any_process, self._log,
+                                  on_change=self.checkpoints.forget_listing)
 
   @property
   def engine(self) -> engine_lib.Engine:

@@ -100,11 +100,9 @@ def is_file(path: str) -> bool:
 
 
 def listdir(directory: str) -> List[str]:
-  """The names in `directory` ([] where it does not exist)."""
-  gfile = _files(directory)
-  if not gfile.isdir(directory):
-    return []
-  return [name.rstrip("/") for name in gfile.listdir(directory)]
+  """The names in `directory` ([] where it does not exist): one listing on remote
+  storage."""
+  return [name.rstrip("/") for name in _files(directory).listdir(directory)]
 
 
 def glob(pattern: str) -> List[str]:
@@ -162,16 +160,19 @@ def absolute_path(path: str) -> str:
 
 
 def read_bytes(path: str) -> bytes:
-  """The whole content of the file at `path`.
+  """The whole content of the file at `path`: a local one with `open` (which loads no
+  TensorFlow), a remote one in one request where the library reads by name alone.
 
   Raises:
     FileNotFoundError: there is no file at `path` (on every file system; tf.io.gfile
       raises its own NotFoundError).
   """
+  if is_local(path):
+    with open(local_path(path), "rb") as f:
+      return f.read()
   storage = _files(path)
   try:
-    with storage.GFile(path, "rb") as f:
-      return f.read()
+    return storage.read_bytes(path)
   except FileNotFoundError:
     raise
   except storage.missing as e:
@@ -249,14 +250,14 @@ def staged_output(path: str) -> Iterator[str]:
   `path` it is uploaded under a temporary name that is then renamed, so that `path`
   appears whole or not at all."""
   if not file_systems.is_remote(path):
-    with atomic_path(path) as temporary:
+    with _atomic(path, overwrite=True, a_file=True) as temporary:
       yield temporary
     return
   handle, local = tempfile.mkstemp(suffix=os.path.basename(path))
   os.close(handle)
   try:
     yield local
-    with atomic_path(path) as temporary:
+    with _atomic(path, overwrite=True, a_file=True) as temporary:
       copy(local, temporary)
   finally:
     os.remove(local)
@@ -338,6 +339,14 @@ def atomic_path(path: str, overwrite: bool = True) -> Iterator[str]:
   Raises:
     FileExistsError: `path` exists and `overwrite` is False.
   """
+  with _atomic(path, overwrite, a_file=False) as tmp:
+    yield tmp
+
+
+@contextlib.contextmanager
+def _atomic(path: str, overwrite: bool, a_file: bool) -> Iterator[str]:
+  """atomic_path; `a_file`: the block writes a file, which on an object store stands
+  apart from a folder of its name (no question whether one is there)."""
   gfile = _files(path)
   parent = os.path.dirname(path)
   if parent:
@@ -345,18 +354,22 @@ def atomic_path(path: str, overwrite: bool = True) -> Iterator[str]:
   if not overwrite and gfile.exists(path):
     raise errors.OutputExistsError(f"{path} exists already")
   tmp = temporary_name(path)
+  renamed = False
   try:
     yield tmp
-    if overwrite and gfile.isdir(path):
+    if overwrite and not (a_file and gfile.names_apart) and gfile.isdir(path):
       # A directory cannot be renamed over; the old one is moved aside first.
       old = temporary_name(path)
       gfile.rename(path, old)
       gfile.rename(tmp, path)
+      renamed = True
       gfile.rmtree(old)
     else:
       gfile.rename(tmp, path, overwrite=overwrite)
+      renamed = True
   finally:
-    if gfile.exists(tmp):
+    # Once renamed, nothing is left under the temporary name: no question to ask.
+    if not renamed and gfile.exists(tmp):
       if gfile.isdir(tmp):
         gfile.rmtree(tmp)
       else:
@@ -368,7 +381,7 @@ def atomic_open(path: str, mode: str = "w", overwrite: bool = True):
   """Opens a temporary file for writing (`mode` "w" or "wb"); see `atomic_path`."""
   if mode not in ("w", "wb"):
     raise ValueError(f"atomic_open writes with mode 'w' or 'wb', got '{mode}'")
-  with atomic_path(path, overwrite) as tmp:
+  with _atomic(path, overwrite, a_file=True) as tmp:
     with _files(path).GFile(tmp, mode) as f:
       yield f
 
