@@ -7,6 +7,7 @@ import tempfile
 import uuid
 
 import fsspec
+from fsspec.implementations import memory
 import h5py
 import numpy as np
 import pytest
@@ -157,3 +158,54 @@ def test_with_tensorflow_gs_paths_on_an_emulator_go_through_gcsfs(monkeypatch):
   assert not isinstance(file_systems.for_path("/tmp/run"), file_systems.FsspecFiles)
   monkeypatch.delenv("STORAGE_EMULATOR_HOST")
   assert not isinstance(file_systems.for_path("gs://bucket/run"), file_systems.FsspecFiles)
+
+
+def test_a_listing_of_a_missing_folder_or_of_a_file_is_empty(without_tensorflow, tmp_path):
+  del without_tensorflow
+  directory = _memory_dir()
+  files.write_lines(f"{directory}/a.txt", ["one"])
+  for folder in (directory + "/missing", f"{directory}/a.txt", str(tmp_path / "missing")):
+    assert files.listdir(folder) == [], folder
+  assert files.listdir(directory) == ["a.txt"]
+
+
+class _Questions(memory.MemoryFileSystem):
+  """An in-memory file system that counts the questions about one path (each a listing
+  on GCS beside the object's request) that the file layer asks it directly."""
+
+  cachable = False
+  asked = 0
+  _depth = 0
+
+  def __getattribute__(self, name):
+    method = super().__getattribute__(name)
+    if name.startswith("__") or not callable(method):
+      return method
+
+    def counted(*args, **kwargs):
+      outermost = not type(self)._depth
+      if outermost and name in ("info", "exists", "isdir", "isfile", "size", "ls"):
+        type(self).asked += 1
+      type(self)._depth += 1
+      try:
+        return method(*args, **kwargs)
+      finally:
+        type(self)._depth -= 1
+    return counted
+
+
+def test_an_object_store_renames_reads_and_uploads_a_file_by_its_name_alone(tmp_path):
+  store = file_systems.FsspecFiles(_Questions(), "memory://", object_store=True)
+  directory = _memory_dir()
+  with store.GFile(f"{directory}/.a.tmp", "wb") as f:
+    f.write(b"one")
+  local = tmp_path / "b.txt"
+  local.write_bytes(b"two")
+  _Questions.asked = 0
+  store.rename(f"{directory}/.a.tmp", f"{directory}/a.txt", overwrite=True)
+  store.copy(str(local), f"{directory}/b.txt", overwrite=True)
+  assert store.read_bytes(f"{directory}/a.txt") == b"one"
+  assert store.read_bytes(f"{directory}/b.txt") == b"two"
+  assert _Questions.asked == 0
+  assert sorted(store.listdir(directory)) == ["a.txt", "b.txt"]
+  assert _Questions.asked == 1  # the listing itself
