@@ -1,5 +1,6 @@
-"""Which file system serves a path: the one choice every reader and writer of the package
-goes through (bert_tf.utils.files holds the operations built on it).
+"""Which file system serves a path of each protocol, and the file systems themselves:
+the one choice under bert_tf.utils.files, which names paths (their protocol) and holds
+the operations the package asks of them, composed of these file systems' primitives.
 
 Where TensorFlow is installed, every path goes through `tf.io.gfile` (local, `gs://`,
 `s3://` with tensorflow-io, `ram://`, ...). Where it is not (the JAX engine's machines),
@@ -36,18 +37,6 @@ _EXTRAS = {"gs": ("gcsfs", "gcs"), "gcs": ("gcsfs", "gcs"), "s3": ("s3fs", "s3")
 
 class StorageError(errors.UserError, OSError):
   """A path on storage that no installed library serves, or that does not answer."""
-
-
-def protocol(path: str) -> str:
-  """The protocol of a URL-like path (`gs` of `gs://b/x`); "" for a local path."""
-  head, sep, _ = str(path).partition("://")
-  return head if sep and head and head != "file" else ""
-
-
-def is_remote(path: str) -> bool:
-  """Whether `path` names a file system other than the local one (a `file://` URL is
-  local)."""
-  return bool(protocol(path))
 
 
 class LocalFiles:
@@ -121,6 +110,10 @@ class FsspecFiles:
   def _full(self, name: str) -> str:
     return name if "://" in name else self._prefix + name.lstrip("/")
 
+  def _serves(self, path: str) -> bool:
+    """Whether `path` is on this file system (not a local one)."""
+    return str(path).startswith(self._prefix)
+
   def glob(self, pattern: str) -> List[str]:
     return [self._full(name) for name in self._fs.glob(pattern)]
 
@@ -137,7 +130,7 @@ class FsspecFiles:
     except FileNotFoundError:
       return []
     if (len(entries) == 1 and entries[0]["type"] != "directory"
-        and entries[0]["name"].rstrip("/") == self._fs._strip_protocol(path).rstrip("/")):  # pylint: disable=protected-access
+        and entries[0]["name"].strip("/") == path.split("://", 1)[-1].strip("/")):
       return []  # the file `path` itself
     return [os.path.basename(entry["name"].rstrip("/")) for entry in entries]
 
@@ -190,14 +183,14 @@ class FsspecFiles:
 
   def copy(self, source: str, target: str, overwrite: bool = False) -> None:
     """Copies within this file system, or between it and the local one."""
-    if not is_remote(target):
+    if not self._serves(target):
       if not overwrite and os.path.exists(target):
         raise FileExistsError(target)
       self._fs.get(source, target)
       return
     if not overwrite and self._fs.exists(target):
       raise FileExistsError(target)
-    if not is_remote(source):
+    if not self._serves(source):
       if os.path.isfile(source):
         self._fs.put_file(source, target)  # by name: no question about `target`
       else:
@@ -240,8 +233,7 @@ def _tensorflow_gfile():
   return tf.io.gfile
 
 
-def _fsspec_files(path: str) -> FsspecFiles:
-  scheme = protocol(path)
+def _fsspec_files(scheme: str, path: str) -> FsspecFiles:
   package, extra = _EXTRAS.get(scheme, (None, None))
   install = (f"{package}: {optional.extra_install(extra)}" if extra
              else "an fsspec implementation of it")
@@ -261,14 +253,15 @@ def _fsspec_files(path: str) -> FsspecFiles:
   return FsspecFiles(fs, f"{scheme}://", object_store=scheme in _EXTRAS)
 
 
-def _emulated(path: str) -> bool:
-  """Whether `path` is on a Cloud Storage emulator (STORAGE_EMULATOR_HOST), which
-  gcsfs reaches and TensorFlow's gs:// client, with no such setting, does not."""
-  return protocol(path) in ("gs", "gcs") and bool(os.environ.get("STORAGE_EMULATOR_HOST"))
+def _emulated(scheme: str) -> bool:
+  """Whether paths of `scheme` are on a Cloud Storage emulator (STORAGE_EMULATOR_HOST),
+  which gcsfs reaches and TensorFlow's gs:// client, with no such setting, does not."""
+  return scheme in ("gs", "gcs") and bool(os.environ.get("STORAGE_EMULATOR_HOST"))
 
 
-def for_path(path: str):
-  """The file system of `path`: tf.io.gfile where TensorFlow is installed; without it
+def for_protocol(scheme: str, path: str):
+  """The file system of `path`, whose protocol is `scheme` ("" for a local path;
+  bert_tf.utils.files.protocol): tf.io.gfile where TensorFlow is installed; without it
   the os module for a local path, fsspec for a remote one; fsspec also for a gs:// path
   on an emulator (STORAGE_EMULATOR_HOST set), which TensorFlow's client cannot reach.
 
@@ -289,25 +282,26 @@ def for_path(path: str):
       and the extra to install.
   """
   gfile = _tensorflow_gfile()
-  if gfile is not None and not _emulated(path):
-    return tensorflow_files.TensorFlowFiles(gfile, remote=is_remote(path))
-  if not is_remote(path):
+  if gfile is not None and not _emulated(scheme):
+    return tensorflow_files.TensorFlowFiles(gfile, remote=bool(scheme))
+  if not scheme:
     return LocalFiles
-  return _fsspec_files(path)
+  return _fsspec_files(scheme, path)
 
 
-def gcs_with_preconditions(path: str):
-  """gcsfs's file system for a gs:// `path` where gcsfs is installed (with TensorFlow
-  too), for writes on a condition on the object's generation (created only where none
-  exists: `pipe_file(..., mode="create")`; the JSON API's `ifGenerationMatch` through
-  its `call`); None for other paths or without gcsfs."""
-  if protocol(path) not in ("gs", "gcs"):
+def gcs_with_preconditions(scheme: str):
+  """gcsfs's file system for the paths of protocol `scheme` where they are gs:// and
+  gcsfs is installed (with TensorFlow too), for writes on a condition on the object's
+  generation (created only where none exists: `pipe_file(..., mode="create")`; the JSON
+  API's `ifGenerationMatch` through its `call`); None for other paths or without
+  gcsfs."""
+  if scheme not in ("gs", "gcs"):
     return None
   try:
     import gcsfs  # pylint: disable=g-import-not-at-top,unused-import
   except ImportError:
     return None
-  return _fsspec_files(path)._unbounded_fs  # pylint: disable=protected-access
+  return _fsspec_files(scheme, f"{scheme}://")._unbounded_fs  # pylint: disable=protected-access
 
 
 # Where the remote calls of this thread must have been answered (answer_within).

@@ -22,8 +22,26 @@ from bert_tf.utils import errors
 from bert_tf.utils import file_systems
 
 
-def _files(path: str):
-  return file_systems.for_path(path)
+def protocol(path: str) -> str:
+  """The protocol of a URL-like path (`gs` of `gs://b/x`); "" for a local path."""
+  head, sep, _ = str(path).partition("://")
+  return head if sep and head and head != "file" else ""
+
+
+def is_remote(path: str) -> bool:
+  """Whether `path` names a file system other than the local one (a `file://` URL is
+  local)."""
+  return bool(protocol(path))
+
+
+def file_system(path: str):
+  """The file system that serves `path` (file_systems.for_protocol): its primitives,
+  for the operations here and bert_tf.utils.range_reads'.
+
+  Raises:
+    StorageError: a remote protocol that no installed library serves.
+  """
+  return file_systems.for_protocol(protocol(path), path)
 
 
 def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_path",
@@ -74,7 +92,7 @@ def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_pat
 def _storage_for(path: str, field: str):
   """The file system of `path`, a StorageError naming `field` where none serves it."""
   try:
-    return _files(path)
+    return file_system(path)
   except file_systems.StorageError as e:
     raise file_systems.StorageError(f"{field}: {e}") from None
 
@@ -85,50 +103,50 @@ def exists(path: str) -> bool:
   import Keras before a tool chose its backend)."""
   if is_local(path):
     return os.path.exists(local_path(path))
-  return _files(path).exists(path)
+  return file_system(path).exists(path)
 
 
 def isdir(path: str) -> bool:
   """Whether `path` is a directory."""
-  return _files(path).isdir(path)
+  return file_system(path).isdir(path)
 
 
 def is_file(path: str) -> bool:
   """Whether `path` exists and is not a directory."""
-  gfile = _files(path)
+  gfile = file_system(path)
   return gfile.exists(path) and not gfile.isdir(path)
 
 
 def listdir(directory: str) -> List[str]:
   """The names in `directory` ([] where it does not exist): one listing on remote
   storage."""
-  return [name.rstrip("/") for name in _files(directory).listdir(directory)]
+  return [name.rstrip("/") for name in file_system(directory).listdir(directory)]
 
 
 def glob(pattern: str) -> List[str]:
   """The paths that match `pattern`, sorted."""
-  return sorted(_files(pattern).glob(pattern))
+  return sorted(file_system(pattern).glob(pattern))
 
 
 def remove(path: str) -> None:
   """Deletes the file at `path`."""
-  _files(path).remove(path)
+  file_system(path).remove(path)
 
 
 def copy(source: str, target: str) -> None:
   """Copies the file `source` to `target` (replacing it), either or both remote."""
-  remote = target if file_systems.is_remote(target) else source
-  _files(remote).copy(source, target, overwrite=True)
+  remote = target if is_remote(target) else source
+  file_system(remote).copy(source, target, overwrite=True)
 
 
 def open_file(path: str, mode: str = "r"):
   """The file at `path`, opened for reading (`r`, `rb`); writers use `atomic_open`."""
-  return _files(path).GFile(path, mode)
+  return file_system(path).GFile(path, mode)
 
 
 def is_local(path: str) -> bool:
   """Whether `path` is on the local file system (a plain path or a `file://` URL)."""
-  return not file_systems.is_remote(path)
+  return not is_remote(path)
 
 
 def local_path(path: str) -> str:
@@ -150,12 +168,12 @@ def size(path: str) -> int:
   """The size in bytes of the file at `path`."""
   if is_local(path):
     return os.path.getsize(local_path(path))
-  return _files(path).size(path)
+  return file_system(path).size(path)
 
 
 def absolute_path(path: str) -> str:
   """A local path made absolute; a remote one (gs://, ...) as it is."""
-  return path if file_systems.is_remote(path) else os.path.abspath(
+  return path if is_remote(path) else os.path.abspath(
       local_path(path))
 
 
@@ -170,7 +188,7 @@ def read_bytes(path: str) -> bytes:
   if is_local(path):
     with open(local_path(path), "rb") as f:
       return f.read()
-  storage = _files(path)
+  storage = file_system(path)
   try:
     return storage.read_bytes(path)
   except FileNotFoundError:
@@ -189,7 +207,7 @@ def check_writable(directory: str, field: str = "model_dir") -> None:
     StorageError: naming `field`, the directory and why (the extra to install, the
       host that did not answer, no permission).
   """
-  if not file_systems.is_remote(directory):
+  if not is_remote(directory):
     return
   gfile = _storage_for(directory, field)
   probe = os.path.join(directory, f".write-check-{uuid.uuid4().hex[:12]}")
@@ -231,7 +249,7 @@ def staged_input(path: str) -> Iterator[str]:
   files (safetensors, torch; TensorFlow's own file system, which does not reach every
   storage the package's does): `path` itself where it is local, else a temporary local
   copy of the same name (a SavedModel asset keeps it), deleted when the block ends."""
-  if not file_systems.is_remote(path):
+  if not is_remote(path):
     yield local_path(path)
     return
   directory = tempfile.mkdtemp(prefix="bert_tf_staged_")
@@ -249,7 +267,7 @@ def staged_output(path: str) -> Iterator[str]:
   (h5py); it becomes `path` when the block completes (see `atomic_path`): for a remote
   `path` it is uploaded under a temporary name that is then renamed, so that `path`
   appears whole or not at all."""
-  if not file_systems.is_remote(path):
+  if not is_remote(path):
     with _atomic(path, overwrite=True, a_file=True) as temporary:
       yield temporary
     return
@@ -269,7 +287,7 @@ def staged_directory(path: str) -> Iterator[str]:
   (safetensors, h5py); it becomes `path` when the block completes (replacing a folder
   there; see `atomic_path`): for a remote `path` its files are uploaded under a
   temporary name that is then renamed."""
-  if not file_systems.is_remote(path):
+  if not is_remote(path):
     with atomic_path(path) as temporary:
       os.makedirs(temporary)
       yield temporary
@@ -297,12 +315,12 @@ def make_dirs(directory: str) -> None:
       answer (the error names the host), a remote file system no installed library
       serves (StorageError, naming the extra to install).
   """
-  gfile = _files(directory)
+  gfile = file_system(directory)
   try:
     gfile.makedirs(directory)
   except gfile.failures as e:
     reason = file_systems.failure_reason(e)
-    if not file_systems.is_remote(directory):
+    if not is_remote(directory):
       reason = _blocking_file(directory) or reason
     raise errors.OutputPathError(f"Cannot create the output directory {directory}: "
                                  f"{reason}") from None
@@ -347,7 +365,7 @@ def atomic_path(path: str, overwrite: bool = True) -> Iterator[str]:
 def _atomic(path: str, overwrite: bool, a_file: bool) -> Iterator[str]:
   """atomic_path; `a_file`: the block writes a file, which on an object store stands
   apart from a folder of its name (no question whether one is there)."""
-  gfile = _files(path)
+  gfile = file_system(path)
   parent = os.path.dirname(path)
   if parent:
     make_dirs(parent)
@@ -382,7 +400,7 @@ def atomic_open(path: str, mode: str = "w", overwrite: bool = True):
   if mode not in ("w", "wb"):
     raise ValueError(f"atomic_open writes with mode 'w' or 'wb', got '{mode}'")
   with _atomic(path, overwrite, a_file=True) as tmp:
-    with _files(path).GFile(tmp, mode) as f:
+    with file_system(path).GFile(tmp, mode) as f:
       yield f
 
 

@@ -17,7 +17,7 @@ class TensorFlowFiles:
     self.failures = (OSError, tf.errors.OpError)
     self.missing = (FileNotFoundError, tf.errors.NotFoundError)
 
-  # Whether a file and a folder of one name stand apart (file_systems.for_path): an
+  # Whether a file and a folder of one name stand apart (files.file_system): an
   # atomic write asks gfile whether a folder stands where it renames a file to.
   names_apart = False
 
