@@ -3,9 +3,11 @@
 Inputs are named by comma-separated globs (`data/train-*.tfrecord,extra.tfrecord`);
 outputs are written under a temporary name in the same directory and renamed when
 complete, so that a reader never sees a half-written file and a failed run leaves
-whatever was there before untouched. Paths may be local or remote: every operation goes
-through the file system bert_tf.utils.file_systems picks (tf.io.gfile where TensorFlow
-is installed, fsspec for remote paths without it). A library that writes only local
+whatever was there before untouched. Paths may be local or remote: this module tells
+them apart (protocol), and every operation asks bert_tf.utils.file_systems once for the
+file system that serves its path (tf.io.gfile where TensorFlow is installed, fsspec for
+remote paths without it), then uses that file system's primitives. The package names
+its paths to this module alone. A library that writes only local
 files (h5py) writes to a local temporary file that `staged_output` then uploads, and
 reads a local copy of a remote file (bert_tf.utils.range_reads.local_copy).
 """
