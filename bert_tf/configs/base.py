@@ -160,13 +160,12 @@ def merged_yaml(*paths: str, overrides=None) -> Dict[str, Any]:
 def load_yaml(path: str) -> Dict[str, Any]:
   """Reads one YAML mapping, with the file name in any error; a run folder's
   params.yaml with its relative file entries resolved beside it (`run_folder`)."""
-  if not files.exists(path):
-    raise ConfigError(f"Config file not found: {path}")
-  # A local file with `open` (files.open_input): a tool reads its backend before
+  # A local file with `open` (files.read_bytes): a tool reads its backend before
   # anything loads TensorFlow (bert_tf.training.backends).
   try:
-    with files.open_input(path) as f:
-      text = f.read()
+    text = files.read_bytes(path)
+  except FileNotFoundError:
+    raise ConfigError(f"Config file not found: {path}") from None
   except OSError as e:
     raise ConfigError(f"Cannot read config file {path}: {e.strerror or e}") from None
   try:

@@ -117,6 +117,11 @@ class CheckpointSaver:
     self.newest_committed: Optional[str] = None
     # Set when a process of the run is lost: its parts will not come.
     self._parts_lost = threading.Event()
+    # model_dir's names as this saver last listed them, less those it deleted since:
+    # what the saves of a run that holds model_dir's lock delete from (no other run
+    # writes there meanwhile), with a listing afresh after each commit (other processes'
+    # parts). None: list afresh (forget_listing).
+    self._names: Optional[List[str]] = None
 
   def latest(self) -> Optional[str]:
     """The checkpoint to resume from: the newest `ckpt-N.h5` that reads in full with
@@ -126,6 +131,7 @@ class CheckpointSaver:
     first. What it read is kept for `restore`, which then reads the file no more."""
     self.wait()
     names = files.listdir(self.model_dir)  # one listing: a round trip on remote storage
+    self._names = list(names)
     self._verified = None
     found = restore.newest_readable_portable(self.model_dir, names, self._read)
     legacy = newest_legacy_checkpoint(self.model_dir, names)
@@ -231,21 +237,27 @@ class CheckpointSaver:
     marker = checkpoint_parts.part_marker(path, engine.placement.process_index)
     if marker and files.exists(marker):  # left by a save of this step that was cut off
       files.remove(marker)
-    engine.barrier(f"checkpoint of step {step}")
+    engine.processes.barrier(f"checkpoint of step {step}")
     job = functools.partial(self._write, path, content, marker)
     if self.background:
       self._writes.start(job)
     else:
       job()
-      engine.barrier(f"checkpoint of step {step} written")
+      engine.processes.barrier(f"checkpoint of step {step} written")
     return path
 
   def make_room(self) -> None:
     """Deletes what a save deletes before it writes (the checkpoints beyond the newest
     max_to_keep - 1, never the newest committed one), now: a training run does it
     before it writes anything, so that a rerun on a full disk has room for its lock,
-    params.yaml and summaries too."""
+    params.yaml and summaries too. It deletes from the saver's last listing of
+    model_dir where it has one (see forget_listing)."""
     self._delete_old(keep=max(self.max_to_keep - 1, 1))
+
+  def forget_listing(self) -> None:
+    """Makes the next deletion list model_dir afresh: called when the run takes or
+    gives up model_dir's lock (what it listed may have changed since)."""
+    self._names = None
 
   def committed(self) -> List[str]:
     """The checkpoints whose write has been committed since the last call, oldest
@@ -288,6 +300,7 @@ class CheckpointSaver:
                                          + size / MIN_UPLOAD_RATE):
           portable.write(path, content)
           self._commit(path)
+          self.forget_listing()  # listed afresh: the other processes' parts are there
           self._delete_old()
       else:
         self._commit(path)
@@ -319,18 +332,26 @@ class CheckpointSaver:
     """Deletes the checkpoints beyond the newest `keep` (default max_to_keep) with their
     input positions, never the newest committed one, and the temporary files of
     checkpoints whose writing a killed process left unfinished (the chief writes one at
-    a time: none of them is being written now)."""
-    names = files.listdir(self.model_dir)
+    a time: none of them is being written now); from the saver's listing of model_dir,
+    or one listing where it has none."""
+    names, self._names = self._names, None  # None until the deletions are done
+    if names is None:
+      names = files.listdir(self.model_dir)
     keep = self.max_to_keep if keep is None else keep
+    deleted = set()
     for path in portable.checkpoints_in(self.model_dir, names)[keep:]:
       if path == self.newest_committed:
         continue
       files.remove(path)
+      deleted.add(os.path.basename(path))
       # Its input positions and markers (`ckpt-N.input*`), from the same listing.
       sidecar = os.path.basename(portable.input_prefix(path))
       for name in names:
         if name.startswith(sidecar):
           files.remove(os.path.join(self.model_dir, name))
+          deleted.add(name)
     for name in names:
       if _UNFINISHED.match(name):
         files.remove(os.path.join(self.model_dir, name))
+        deleted.add(name)
+    self._names = [name for name in names if name not in deleted]

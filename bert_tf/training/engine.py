@@ -27,11 +27,12 @@ engines' steps share (the micro-batch order, the seed state) is there too.
 
 import abc
 import dataclasses
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List
 
 from bert_tf import configs
 from bert_tf.tasks import base as task_base
 from bert_tf.training import input_source
+from bert_tf.training import process_group
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,10 +66,11 @@ class Engine(abc.ABC):
   the computation (build, run_steps, evaluate_outputs), the state a checkpoint holds
   (step; checkpoint_state, the optimizer's variables once the model's and optimizer's
   variables hold the trained values; state_restored once they hold their initial or
-  restored values), the collectives between processes (any_process, barrier), the
-  training input that run_steps reads (training_input: how its batches are made and
-  placed on the devices; its position, resume and corrupt-record error are the
-  Trainer's input source's, bert_tf.training.input_source), and legacy_checkpoints, the
+  restored values), the processes of the run (processes: how they agree, how a lost one
+  is told; bert_tf.training.process_group), the training input that run_steps reads
+  (training_input: how its batches are made and placed on the devices; its position,
+  resume and corrupt-record error are the Trainer's input source's,
+  bert_tf.training.input_source), and legacy_checkpoints, the
   reader of the TensorFlow checkpoints older versions wrote where the engine can read
   them. The dropout random state a checkpoint holds is the model's (steps.seed_states).
 
@@ -77,7 +79,9 @@ class Engine(abc.ABC):
     task: the task (its model, inputs, losses and metrics).
     log_fn: receives each console line.
 
-  Attributes set by `build`: model (the task's Keras model) and optimizer.
+  Attributes: processes (the run's process_group.ProcessGroup; this process alone
+  unless the engine sets its own); set by `build`: model (the task's Keras model) and
+  optimizer.
   """
 
   # A module with newest_readable(model_dir) and restore_trainer(engine, prefix)
@@ -90,6 +94,7 @@ class Engine(abc.ABC):
     self.task = task
     self._log = log_fn
     self.model = self.optimizer = None
+    self.processes = process_group.ProcessGroup()
 
   # ----- where it runs -----
   @classmethod
@@ -143,31 +148,6 @@ class Engine(abc.ABC):
 
   def state_restored(self) -> None:
     """Called once the variables hold their initial or restored values."""
-
-  # ----- processes -----
-  def any_process(self, flag: bool) -> bool:
-    """Whether any process's flag is set (every process calls it at the same point)."""
-    return flag
-
-  def barrier(self, name: str) -> None:
-    """Returns once every process has arrived here."""
-
-  def lost_process(self, error: BaseException) -> Optional[str]:
-    """The process whose loss `error` reports ("worker 1 (/job:worker/task:1)"), where it
-    says a process of the run stopped answering; None for any other error."""
-    del error
-    return None
-
-  def lost_process_reason(self, error: BaseException) -> str:
-    """What `error` (see lost_process) says of the loss, in one line."""
-    return " ".join(str(error).split())[:300]
-
-  def end_on_lost_process(self, message: Callable[[str, str], str]) -> None:
-    """Where the engine learns of a lost process outside the run's calls (while the
-    run waits in a collective that never returns), it ends this process with the one
-    line message(lost, reason) (bert_tf.utils.errors.end_process); by default nothing:
-    such a loss surfaces as an error of the run's call (lost_process)."""
-    del message
 
   # ----- input -----
   @abc.abstractmethod

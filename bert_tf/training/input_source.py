@@ -28,7 +28,6 @@ from bert_tf import configs
 from bert_tf.checkpoints import portable
 from bert_tf.data.records import record_order
 from bert_tf.utils import errors
-from bert_tf.utils import file_systems
 from bert_tf.utils import files
 
 # The names of a position in a checkpoint's `input` group: the global batches read, and
@@ -153,7 +152,7 @@ def local_input_positions(checkpoint: str) -> Iterator[str]:
   """Yields the checkpoint path to restore a position of an earlier version from:
   `checkpoint` itself where it is local, otherwise its name in a local folder holding a
   copy of its input positions (the engines' inputs read local files)."""
-  if not file_systems.is_remote(checkpoint):
+  if files.is_local(checkpoint):
     yield checkpoint
     return
   local_dir = tempfile.mkdtemp()

@@ -239,5 +239,5 @@ def store_for(path: str):
   """The store of the lock file at `path`, by its storage."""
   if files.is_local(path):
     return _LocalLock(path)
-  fs = file_systems.gcs_with_preconditions(path)
+  fs = file_systems.gcs_with_preconditions(files.protocol(path))
   return _GcsLock(path, fs) if fs is not None else _PlainLock(path)

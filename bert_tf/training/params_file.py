@@ -53,12 +53,12 @@ def save(experiment: configs.ExperimentConfig, model_dir: str) -> None:
     f.write(_CHECKSUM_LINE.format(_crc32c(text.encode("utf-8"))) + text)
 
 
-def check_intact(path: str) -> None:
-  """Raises DamagedParamsError where the params.yaml at `path` is empty or fails the
-  CRC32C its first line records (one without that line, of an earlier version, passes
-  unless empty)."""
-  with files.open_input(path) as f:  # a local one with `open`: loads no TensorFlow
-    data = f.read()
+def check_intact(path: str, data: Optional[bytes] = None) -> None:
+  """Raises DamagedParamsError where the params.yaml at `path` (`data`: its content,
+  where read already) is empty or fails the CRC32C its first line records (one without
+  that line, of an earlier version, passes unless empty)."""
+  if data is None:
+    data = files.read_bytes(path)  # a local one with `open`: loads no TensorFlow
   remedy = (f"restore it, or use --replace_params (replace_params=True) to write this "
             f"run's configuration as its {PARAMS_FILE}")
   if not data.strip():
@@ -94,10 +94,12 @@ def recorded_params(model_dir: str, replace: bool = False
     DamagedParamsError: the file is damaged (check_intact), without `replace`.
   """
   path = os.path.join(model_dir, PARAMS_FILE)
-  if not files.exists(path):
+  try:
+    data = files.read_bytes(path)  # one request on remote storage, no listing
+  except FileNotFoundError:
     return None
   try:
-    check_intact(path)
+    check_intact(path, data)
   except DamagedParamsError as e:
     if not replace:
       raise

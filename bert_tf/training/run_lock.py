@@ -118,12 +118,15 @@ class RunHold:
   """model_dir's lock held for all of a run's processes, re-entrantly: the chief takes
   it, every process learns through `any_process` (True where any process passes True)
   whether it was refused, and each raises ModelDirInUseError naming the holder then.
-  `lock`: the chief's RunLock while held (None on the other processes and when not)."""
+  `lock`: the chief's RunLock while held (None on the other processes and when not).
+  `on_change` is called when the hold is taken and when it is given up: what the run
+  knew of model_dir's files may have changed while it did not hold it."""
 
   def __init__(self, model_dir: str, is_chief: bool, any_process: Callable[[bool], bool],
-               log_fn: Callable[[str], None]):
+               log_fn: Callable[[str], None], on_change: Callable[[], None] = lambda: None):
     self._model_dir, self._is_chief = model_dir, is_chief
     self._any_process, self._log = any_process, log_fn
+    self._on_change = on_change
     self._held, self.lock = False, None
 
   @contextlib.contextmanager
@@ -143,8 +146,11 @@ class RunHold:
         raise refusal or lock_record.ModelDirInUseError(
             lock_record.in_use_message(self._model_dir, holder_of(self._model_dir)))
       self._held = True
+      self._on_change()
       yield
     finally:
+      if self._held:
+        self._on_change()
       self._held = False
       if self.lock is not None:
         self.lock.release()

@@ -102,20 +102,22 @@ class RunStops:
             "same command to resume.")
 
   def lost_process_message(self, lost: str, reason: str) -> str:
-    """The line of a run whose process `lost` stopped answering (Engine.end_on_lost_process)."""
+    """The line of a run whose process `lost` stopped answering
+    (ProcessGroup.end_on_lost_process)."""
     return str(checkpoint_parts.lost_process_error(self.checkpoints.model_dir, lost, reason))
 
   def after_error(self, error: BaseException) -> Optional[errors.UserError]:
     """Once `error` ended the training loops: waits for the checkpoint being written (a
     process lost: without waiting for its part) and logs those committed; returns the
     error to raise instead where a process of the run was lost, else None."""
-    lost = self._engine.lost_process(error) if isinstance(error, Exception) else None
+    processes = self._engine.processes
+    lost = processes.lost_process(error) if isinstance(error, Exception) else None
     if lost:
       self.checkpoints.stop_waiting_for_parts()
     self._finish_saving_quietly()
     if lost:
       return checkpoint_parts.lost_process_error(
-          self.checkpoints.model_dir, lost, self._engine.lost_process_reason(error))
+          self.checkpoints.model_dir, lost, processes.lost_process_reason(error))
     return None
 
   def _finish_saving_quietly(self) -> None:

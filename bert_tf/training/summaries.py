@@ -43,7 +43,7 @@ class SummaryWriter:
     self._local_directory = None
     if enabled:
       files.make_dirs(self.directory)
-      if file_systems.is_remote(self.directory):
+      if not files.is_local(self.directory):
         self._local_directory = tempfile.mkdtemp(prefix=f"bert_tf-{phase}-")
       try:
         self._writer = event_file_writer.EventFileWriter(

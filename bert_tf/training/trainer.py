@@ -95,8 +95,9 @@ class Trainer:
     # The checkpoints this run saves and logs, and its stops (SIGTERM, errors).
     self._stops = run_stops.RunStops(self.checkpoints, experiment.train_data, self._log)
     # model_dir's lock while this run trains there.
-    self._hold = run_lock.RunHold(model_dir, self.is_chief, self._engine.any_process,
-                                  self._log)
+    self._hold = run_lock.RunHold(model_dir, self.is_chief,
+                                  self._engine.processes.any_process, self._log,
+                                  on_change=self.checkpoints.forget_listing)
 
   @property
   def engine(self) -> engine_lib.Engine:
@@ -253,7 +254,7 @@ class Trainer:
     self._log(f"Training {self.task.name} from step {self.step} to {total} with "
               f"{self.engine.placement.description}, global batch {global_batch}")
     self._stops.signal = None
-    self._engine.end_on_lost_process(self._stops.lost_process_message)
+    self._engine.processes.end_on_lost_process(self._stops.lost_process_message)
     try:
       with host_loop.sigterm_recorded(self._stops.record_signal):
         last_report, self.preempted = self._train_loops(total, evaluate_every, writer,
@@ -303,7 +304,7 @@ class Trainer:
       if evaluate_every and (step % config.validation_interval == 0 or step == total):
         reported.last.update({f"eval/{k}": v for k, v in self.evaluate().items()})
       # Every process asks, whichever received SIGTERM: they stop at the same step.
-      if step < total and self.engine.any_process(self._stops.signal is not None):
+      if step < total and self.engine.processes.any_process(self._stops.signal is not None):
         self._log(self._stops.stop(step))
         return reported.latest(), True
     return reported.last, False

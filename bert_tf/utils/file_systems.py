@@ -1,5 +1,6 @@
-"""Which file system serves a path: the one choice every reader and writer of the package
-goes through (bert_tf.utils.files holds the operations built on it).
+"""Which file system serves a path of each protocol, and the file systems themselves:
+the one choice under bert_tf.utils.files, which names paths (their protocol) and holds
+the operations the package asks of them, composed of these file systems' primitives.
 
 Where TensorFlow is installed, every path goes through `tf.io.gfile` (local, `gs://`,
 `s3://` with tensorflow-io, `ram://`, ...). Where it is not (the JAX engine's machines),
@@ -9,7 +10,8 @@ on without TensorFlow; its cloud protocols come as packages of their own (gcsfs,
 requirements/gcs.txt; s3fs, requirements/s3.txt; beside TensorFlow the extras
 `bert_tf[gcs]` and `bert_tf[s3]`). A gs:// path on a Cloud Storage emulator
 (STORAGE_EMULATOR_HOST set) goes through fsspec with TensorFlow too: TensorFlow's client
-has no setting that reaches one. A path that no installed library serves, or whose
+has no setting that reaches one. (tf.io.gfile's route is
+bert_tf.utils.tensorflow_files.) A path that no installed library serves, or whose
 storage does not answer, is a `StorageError` naming the path and what is missing: the
 install that fits this environment (bert_tf.utils.optional.extra_install).
 """
@@ -26,6 +28,7 @@ from typing import Iterator, List, Optional
 from bert_tf.utils import client_logs
 from bert_tf.utils import errors
 from bert_tf.utils import optional
+from bert_tf.utils import tensorflow_files
 
 # The package, and the extra, that bring each remote protocol to the fsspec route.
 _EXTRAS = {"gs": ("gcsfs", "gcs"), "gcs": ("gcsfs", "gcs"), "s3": ("s3fs", "s3"),
@@ -36,18 +39,6 @@ class StorageError(errors.UserError, OSError):
   """A path on storage that no installed library serves, or that does not answer."""
 
 
-def protocol(path: str) -> str:
-  """The protocol of a URL-like path (`gs` of `gs://b/x`); "" for a local path."""
-  head, sep, _ = str(path).partition("://")
-  return head if sep and head and head != "file" else ""
-
-
-def is_remote(path: str) -> bool:
-  """Whether `path` names a file system other than the local one (a `file://` URL is
-  local)."""
-  return bool(protocol(path))
-
-
 class LocalFiles:
   """The part of tf.io.gfile the package uses, on the local file system."""
 
@@ -56,10 +47,24 @@ class LocalFiles:
   exists = staticmethod(os.path.exists)
   remove = staticmethod(os.remove)
   rmtree = staticmethod(shutil.rmtree)
-  listdir = staticmethod(os.listdir)
   GFile = staticmethod(open)  # pylint: disable=invalid-name
   failures = (OSError,)
   missing = (FileNotFoundError,)  # what opening an absent file raises
+  # A file and a folder of one name exclude each other: a rename over one replaces it.
+  names_apart = False
+
+  @staticmethod
+  def listdir(directory: str) -> List[str]:
+    """The names in `directory`; [] where it is no directory."""
+    try:
+      return os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+      return []
+
+  @staticmethod
+  def read_bytes(path: str) -> bytes:
+    with open(path, "rb") as f:
+      return f.read()
 
   @staticmethod
   def makedirs(directory: str) -> None:
@@ -80,7 +85,13 @@ class LocalFiles:
 
 class FsspecFiles:
   """The same operations on one fsspec file system (paths keep their protocol); within
-  `answer_within`, each call is bounded by its deadline."""
+  `answer_within`, each call is bounded by its deadline.
+
+  On an object store (gs://, s3://) a question about one path (exists, isdir, size)
+  costs a request for the object and a listing of the names under it; the operations
+  below ask none where the answer is known otherwise: a listing is all a listing
+  costs, a file is read, copied, renamed and uploaded by its name alone.
+  """
 
   def __init__(self, fs, prefix: str, object_store: bool):
     self._unbounded_fs = fs
@@ -88,6 +99,9 @@ class FsspecFiles:
     self._object_store = object_store
     self.failures = (OSError, ValueError, RuntimeError)
     self.missing = (FileNotFoundError,)
+    # On an object store a file `x` and the folder `x/` (the objects named under it)
+    # are apart: writing the one leaves the other.
+    self.names_apart = object_store
 
   @property
   def _fs(self):
@@ -95,6 +109,10 @@ class FsspecFiles:
 
   def _full(self, name: str) -> str:
     return name if "://" in name else self._prefix + name.lstrip("/")
+
+  def _serves(self, path: str) -> bool:
+    """Whether `path` is on this file system (not a local one)."""
+    return str(path).startswith(self._prefix)
 
   def glob(self, pattern: str) -> List[str]:
     return [self._full(name) for name in self._fs.glob(pattern)]
@@ -106,8 +124,19 @@ class FsspecFiles:
     return self._fs.exists(path)
 
   def listdir(self, path: str) -> List[str]:
-    return [os.path.basename(name.rstrip("/"))
-            for name in self._fs.ls(path, detail=False)]
+    """The names in the folder `path`; [] where it is no folder: one listing."""
+    try:
+      entries = self._fs.ls(path, detail=True)
+    except FileNotFoundError:
+      return []
+    if (len(entries) == 1 and entries[0]["type"] != "directory"
+        and entries[0]["name"].strip("/") == path.split("://", 1)[-1].strip("/")):
+      return []  # the file `path` itself
+    return [os.path.basename(entry["name"].rstrip("/")) for entry in entries]
+
+  def read_bytes(self, path: str) -> bytes:
+    """The whole file at `path`: one request."""
+    return self._fs.cat_file(path)
 
   def size(self, path: str) -> int:
     return self._fs.size(path)
@@ -123,14 +152,13 @@ class FsspecFiles:
   def makedirs(self, directory: str) -> None:
     if self._object_store:
       # Directories are names in an object store: this only checks that the bucket
-      # exists (fsspec's makedirs would create a missing bucket).
-      if not self._fs.exists(directory):
-        try:
-          self._fs.mkdir(directory, create_parents=False)
-        except FileNotFoundError:
-          # fsspec names only the bucket.
-          bucket = directory.split("://", 1)[-1].split("/", 1)[0]
-          raise FileNotFoundError(f"the bucket {bucket} does not exist") from None
+      # exists (one request; fsspec's makedirs would create a missing bucket).
+      try:
+        self._fs.mkdir(directory, create_parents=False)
+      except FileNotFoundError:
+        # fsspec names only the bucket.
+        bucket = directory.split("://", 1)[-1].split("/", 1)[0]
+        raise FileNotFoundError(f"the bucket {bucket} does not exist") from None
       return
     self._fs.makedirs(directory, exist_ok=True)
 
@@ -155,15 +183,18 @@ class FsspecFiles:
 
   def copy(self, source: str, target: str, overwrite: bool = False) -> None:
     """Copies within this file system, or between it and the local one."""
-    if not is_remote(target):
+    if not self._serves(target):
       if not overwrite and os.path.exists(target):
         raise FileExistsError(target)
       self._fs.get(source, target)
       return
     if not overwrite and self._fs.exists(target):
       raise FileExistsError(target)
-    if not is_remote(source):
-      self._fs.put(source, target)
+    if not self._serves(source):
+      if os.path.isfile(source):
+        self._fs.put_file(source, target)  # by name: no question about `target`
+      else:
+        self._fs.put(source, target, recursive=True)
     else:
       self._fs.copy(source, target, recursive=self._fs.isdir(source))
 
@@ -171,11 +202,25 @@ class FsspecFiles:
     # A server-side copy, then the delete: object stores have no rename (and the
     # object at `target` appears whole), and gcsfs's moveTo is answered by its
     # retries where a server lacks it.
+    if self._object_store and self._renamed_file(source, target, overwrite):
+      return
     recursive = self._fs.isdir(source)
     if not overwrite and self._fs.exists(target):
       raise FileExistsError(target)
     self._fs.copy(source, target, recursive=recursive)
     self._fs.rm(source, recursive=recursive)
+
+  def _renamed_file(self, source: str, target: str, overwrite: bool) -> bool:
+    """Renames the object `source` by its name alone (no listing); False where no
+    object has that name (a folder)."""
+    if not overwrite and self._fs.exists(target):
+      raise FileExistsError(target)
+    try:
+      self._fs.cp_file(source, target)
+    except FileNotFoundError:
+      return False
+    self._fs.rm_file(source)
+    return True
 
 
 def _tensorflow_gfile():
@@ -188,62 +233,7 @@ def _tensorflow_gfile():
   return tf.io.gfile
 
 
-class _TensorFlowFiles:
-  """tf.io.gfile, with the errors it raises."""
-
-  def __init__(self, gfile):
-    self._gfile = gfile
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    self.failures = (OSError, tf.errors.OpError)
-    self.missing = (FileNotFoundError, tf.errors.NotFoundError)
-
-  def size(self, path: str) -> int:
-    return self._gfile.stat(path).length
-
-  def size_and_version(self, path: str):
-    """(size in bytes, modification time; "" where the file system keeps none)."""
-    stat = self._gfile.stat(path)
-    return stat.length, str(stat.mtime_nsec or "")
-
-  def open_ranges(self, path: str):
-    return self._gfile.GFile(path, "rb")
-
-  def read_ranges(self, path: str, ranges) -> Iterator[bytes]:
-    """The bytes of each range [start, stop) of the file at `path`, in order, through
-    one file of its own: consecutive ranges are served by the client's read-ahead
-    (TensorFlow's gs:// client fetches a block beyond a small read) where it has one."""
-    with self._gfile.GFile(path, "rb") as f:
-      for start, stop in ranges:
-        f.seek(start)
-        yield f.read(stop - start)
-
-  def rename(self, source: str, target: str, overwrite: bool = False) -> None:
-    """gfile.rename; a remote directory is copied file by file, then deleted (a remote
-    file system renames a directory's entry, or each object, at best: ram:// leaves its
-    files behind). The files of subdirectories are copied before those at the top, so
-    that a reader that waits for a top-level file (a SavedModel's saved_model.pb) finds
-    the rest in place."""
-    if not is_remote(source) or not self._gfile.isdir(source):
-      self._gfile.rename(source, target, overwrite=overwrite)
-      return
-    if not overwrite and self._gfile.exists(target):
-      raise FileExistsError(target)
-    copies = []
-    for directory, _, names in self._gfile.walk(source):
-      relative = directory[len(source):].strip("/")
-      self._gfile.makedirs(os.path.join(target, relative))
-      copies += [(relative, name) for name in names]
-    for relative, name in sorted(copies, key=lambda copy: not copy[0]):
-      self._gfile.copy(os.path.join(source, relative, name),
-                       os.path.join(target, relative, name), overwrite=True)
-    self._gfile.rmtree(source)
-
-  def __getattr__(self, name):
-    return getattr(self._gfile, name)
-
-
-def _fsspec_files(path: str) -> FsspecFiles:
-  scheme = protocol(path)
+def _fsspec_files(scheme: str, path: str) -> FsspecFiles:
   package, extra = _EXTRAS.get(scheme, (None, None))
   install = (f"{package}: {optional.extra_install(extra)}" if extra
              else "an fsspec implementation of it")
@@ -263,21 +253,24 @@ def _fsspec_files(path: str) -> FsspecFiles:
   return FsspecFiles(fs, f"{scheme}://", object_store=scheme in _EXTRAS)
 
 
-def _emulated(path: str) -> bool:
-  """Whether `path` is on a Cloud Storage emulator (STORAGE_EMULATOR_HOST), which
-  gcsfs reaches and TensorFlow's gs:// client, with no such setting, does not."""
-  return protocol(path) in ("gs", "gcs") and bool(os.environ.get("STORAGE_EMULATOR_HOST"))
+def _emulated(scheme: str) -> bool:
+  """Whether paths of `scheme` are on a Cloud Storage emulator (STORAGE_EMULATOR_HOST),
+  which gcsfs reaches and TensorFlow's gs:// client, with no such setting, does not."""
+  return scheme in ("gs", "gcs") and bool(os.environ.get("STORAGE_EMULATOR_HOST"))
 
 
-def for_path(path: str):
-  """The file system of `path`: tf.io.gfile where TensorFlow is installed; without it
+def for_protocol(scheme: str, path: str):
+  """The file system of `path`, whose protocol is `scheme` ("" for a local path;
+  bert_tf.utils.files.protocol): tf.io.gfile where TensorFlow is installed; without it
   the os module for a local path, fsspec for a remote one; fsspec also for a gs:// path
   on an emulator (STORAGE_EMULATOR_HOST set), which TensorFlow's client cannot reach.
 
   Returns:
-    an object with tf.io.gfile's `exists`, `isdir`, `glob`, `listdir`, `makedirs`,
-    `remove`, `rmtree`, `rename`, `copy` and `GFile`, `failures` (the exception
-    types its storage raises) and `missing` (those of a file that is absent); for a remote path also `size` (bytes),
+    an object with tf.io.gfile's `exists`, `isdir`, `glob`, `makedirs`, `remove`,
+    `rmtree`, `rename`, `copy` and `GFile`; `listdir` ([] where the folder is not),
+    `read_bytes` (a whole file), `failures` (the exception types its storage raises),
+    `missing` (those of a file that is absent) and `names_apart` (whether a file and a
+    folder of one name stand apart, as on object stores); for a remote path also `size` (bytes),
     `size_and_version` (bytes and a version that changes when the file is replaced),
     `open_ranges` (a binary file to seek and read whole ranges of, without read-ahead
     where the library has a choice) and `read_ranges` (the bytes of several ranges, in
@@ -289,25 +282,26 @@ def for_path(path: str):
       and the extra to install.
   """
   gfile = _tensorflow_gfile()
-  if gfile is not None and not _emulated(path):
-    return _TensorFlowFiles(gfile)
-  if not is_remote(path):
+  if gfile is not None and not _emulated(scheme):
+    return tensorflow_files.TensorFlowFiles(gfile, remote=bool(scheme))
+  if not scheme:
     return LocalFiles
-  return _fsspec_files(path)
+  return _fsspec_files(scheme, path)
 
 
-def gcs_with_preconditions(path: str):
-  """gcsfs's file system for a gs:// `path` where gcsfs is installed (with TensorFlow
-  too), for writes on a condition on the object's generation (created only where none
-  exists: `pipe_file(..., mode="create")`; the JSON API's `ifGenerationMatch` through
-  its `call`); None for other paths or without gcsfs."""
-  if protocol(path) not in ("gs", "gcs"):
+def gcs_with_preconditions(scheme: str):
+  """gcsfs's file system for the paths of protocol `scheme` where they are gs:// and
+  gcsfs is installed (with TensorFlow too), for writes on a condition on the object's
+  generation (created only where none exists: `pipe_file(..., mode="create")`; the JSON
+  API's `ifGenerationMatch` through its `call`); None for other paths or without
+  gcsfs."""
+  if scheme not in ("gs", "gcs"):
     return None
   try:
     import gcsfs  # pylint: disable=g-import-not-at-top,unused-import
   except ImportError:
     return None
-  return _fsspec_files(path)._unbounded_fs  # pylint: disable=protected-access
+  return _fsspec_files(scheme, f"{scheme}://")._unbounded_fs  # pylint: disable=protected-access
 
 
 # Where the remote calls of this thread must have been answered (answer_within).

@@ -3,9 +3,11 @@
 Inputs are named by comma-separated globs (`data/train-*.tfrecord,extra.tfrecord`);
 outputs are written under a temporary name in the same directory and renamed when
 complete, so that a reader never sees a half-written file and a failed run leaves
-whatever was there before untouched. Paths may be local or remote: every operation goes
-through the file system bert_tf.utils.file_systems picks (tf.io.gfile where TensorFlow
-is installed, fsspec for remote paths without it). A library that writes only local
+whatever was there before untouched. Paths may be local or remote: this module tells
+them apart (protocol), and every operation asks bert_tf.utils.file_systems once for the
+file system that serves its path (tf.io.gfile where TensorFlow is installed, fsspec for
+remote paths without it), then uses that file system's primitives. The package names
+its paths to this module alone. A library that writes only local
 files (h5py) writes to a local temporary file that `staged_output` then uploads, and
 reads a local copy of a remote file (bert_tf.utils.range_reads.local_copy).
 """
@@ -22,8 +24,26 @@ from bert_tf.utils import errors
 from bert_tf.utils import file_systems
 
 
-def _files(path: str):
-  return file_systems.for_path(path)
+def protocol(path: str) -> str:
+  """The protocol of a URL-like path (`gs` of `gs://b/x`); "" for a local path."""
+  head, sep, _ = str(path).partition("://")
+  return head if sep and head and head != "file" else ""
+
+
+def is_remote(path: str) -> bool:
+  """Whether `path` names a file system other than the local one (a `file://` URL is
+  local)."""
+  return bool(protocol(path))
+
+
+def file_system(path: str):
+  """The file system that serves `path` (file_systems.for_protocol): its primitives,
+  for the operations here and bert_tf.utils.range_reads'.
+
+  Raises:
+    StorageError: a remote protocol that no installed library serves.
+  """
+  return file_systems.for_protocol(protocol(path), path)
 
 
 def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_path",
@@ -74,7 +94,7 @@ def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_pat
 def _storage_for(path: str, field: str):
   """The file system of `path`, a StorageError naming `field` where none serves it."""
   try:
-    return _files(path)
+    return file_system(path)
   except file_systems.StorageError as e:
     raise file_systems.StorageError(f"{field}: {e}") from None
 
@@ -85,52 +105,50 @@ def exists(path: str) -> bool:
   import Keras before a tool chose its backend)."""
   if is_local(path):
     return os.path.exists(local_path(path))
-  return _files(path).exists(path)
+  return file_system(path).exists(path)
 
 
 def isdir(path: str) -> bool:
   """Whether `path` is a directory."""
-  return _files(path).isdir(path)
+  return file_system(path).isdir(path)
 
 
 def is_file(path: str) -> bool:
   """Whether `path` exists and is not a directory."""
-  gfile = _files(path)
+  gfile = file_system(path)
   return gfile.exists(path) and not gfile.isdir(path)
 
 
 def listdir(directory: str) -> List[str]:
-  """The names in `directory` ([] where it does not exist)."""
-  gfile = _files(directory)
-  if not gfile.isdir(directory):
-    return []
-  return [name.rstrip("/") for name in gfile.listdir(directory)]
+  """The names in `directory` ([] where it does not exist): one listing on remote
+  storage."""
+  return [name.rstrip("/") for name in file_system(directory).listdir(directory)]
 
 
 def glob(pattern: str) -> List[str]:
   """The paths that match `pattern`, sorted."""
-  return sorted(_files(pattern).glob(pattern))
+  return sorted(file_system(pattern).glob(pattern))
 
 
 def remove(path: str) -> None:
   """Deletes the file at `path`."""
-  _files(path).remove(path)
+  file_system(path).remove(path)
 
 
 def copy(source: str, target: str) -> None:
   """Copies the file `source` to `target` (replacing it), either or both remote."""
-  remote = target if file_systems.is_remote(target) else source
-  _files(remote).copy(source, target, overwrite=True)
+  remote = target if is_remote(target) else source
+  file_system(remote).copy(source, target, overwrite=True)
 
 
 def open_file(path: str, mode: str = "r"):
   """The file at `path`, opened for reading (`r`, `rb`); writers use `atomic_open`."""
-  return _files(path).GFile(path, mode)
+  return file_system(path).GFile(path, mode)
 
 
 def is_local(path: str) -> bool:
   """Whether `path` is on the local file system (a plain path or a `file://` URL)."""
-  return not file_systems.is_remote(path)
+  return not is_remote(path)
 
 
 def local_path(path: str) -> str:
@@ -152,26 +170,29 @@ def size(path: str) -> int:
   """The size in bytes of the file at `path`."""
   if is_local(path):
     return os.path.getsize(local_path(path))
-  return _files(path).size(path)
+  return file_system(path).size(path)
 
 
 def absolute_path(path: str) -> str:
   """A local path made absolute; a remote one (gs://, ...) as it is."""
-  return path if file_systems.is_remote(path) else os.path.abspath(
+  return path if is_remote(path) else os.path.abspath(
       local_path(path))
 
 
 def read_bytes(path: str) -> bytes:
-  """The whole content of the file at `path`.
+  """The whole content of the file at `path`: a local one with `open` (which loads no
+  TensorFlow), a remote one in one request where the library reads by name alone.
 
   Raises:
     FileNotFoundError: there is no file at `path` (on every file system; tf.io.gfile
       raises its own NotFoundError).
   """
-  storage = _files(path)
-  try:
-    with storage.GFile(path, "rb") as f:
+  if is_local(path):
+    with open(local_path(path), "rb") as f:
       return f.read()
+  storage = file_system(path)
+  try:
+    return storage.read_bytes(path)
   except FileNotFoundError:
     raise
   except storage.missing as e:
@@ -188,7 +209,7 @@ def check_writable(directory: str, field: str = "model_dir") -> None:
     StorageError: naming `field`, the directory and why (the extra to install, the
       host that did not answer, no permission).
   """
-  if not file_systems.is_remote(directory):
+  if not is_remote(directory):
     return
   gfile = _storage_for(directory, field)
   probe = os.path.join(directory, f".write-check-{uuid.uuid4().hex[:12]}")
@@ -230,7 +251,7 @@ def staged_input(path: str) -> Iterator[str]:
   files (safetensors, torch; TensorFlow's own file system, which does not reach every
   storage the package's does): `path` itself where it is local, else a temporary local
   copy of the same name (a SavedModel asset keeps it), deleted when the block ends."""
-  if not file_systems.is_remote(path):
+  if not is_remote(path):
     yield local_path(path)
     return
   directory = tempfile.mkdtemp(prefix="bert_tf_staged_")
@@ -248,15 +269,15 @@ def staged_output(path: str) -> Iterator[str]:
   (h5py); it becomes `path` when the block completes (see `atomic_path`): for a remote
   `path` it is uploaded under a temporary name that is then renamed, so that `path`
   appears whole or not at all."""
-  if not file_systems.is_remote(path):
-    with atomic_path(path) as temporary:
+  if not is_remote(path):
+    with _atomic(path, overwrite=True, a_file=True) as temporary:
       yield temporary
     return
   handle, local = tempfile.mkstemp(suffix=os.path.basename(path))
   os.close(handle)
   try:
     yield local
-    with atomic_path(path) as temporary:
+    with _atomic(path, overwrite=True, a_file=True) as temporary:
       copy(local, temporary)
   finally:
     os.remove(local)
@@ -268,7 +289,7 @@ def staged_directory(path: str) -> Iterator[str]:
   (safetensors, h5py); it becomes `path` when the block completes (replacing a folder
   there; see `atomic_path`): for a remote `path` its files are uploaded under a
   temporary name that is then renamed."""
-  if not file_systems.is_remote(path):
+  if not is_remote(path):
     with atomic_path(path) as temporary:
       os.makedirs(temporary)
       yield temporary
@@ -296,12 +317,12 @@ def make_dirs(directory: str) -> None:
       answer (the error names the host), a remote file system no installed library
       serves (StorageError, naming the extra to install).
   """
-  gfile = _files(directory)
+  gfile = file_system(directory)
   try:
     gfile.makedirs(directory)
   except gfile.failures as e:
     reason = file_systems.failure_reason(e)
-    if not file_systems.is_remote(directory):
+    if not is_remote(directory):
       reason = _blocking_file(directory) or reason
     raise errors.OutputPathError(f"Cannot create the output directory {directory}: "
                                  f"{reason}") from None
@@ -338,25 +359,37 @@ def atomic_path(path: str, overwrite: bool = True) -> Iterator[str]:
   Raises:
     FileExistsError: `path` exists and `overwrite` is False.
   """
-  gfile = _files(path)
+  with _atomic(path, overwrite, a_file=False) as tmp:
+    yield tmp
+
+
+@contextlib.contextmanager
+def _atomic(path: str, overwrite: bool, a_file: bool) -> Iterator[str]:
+  """atomic_path; `a_file`: the block writes a file, which on an object store stands
+  apart from a folder of its name (no question whether one is there)."""
+  gfile = file_system(path)
   parent = os.path.dirname(path)
   if parent:
     make_dirs(parent)
   if not overwrite and gfile.exists(path):
     raise errors.OutputExistsError(f"{path} exists already")
   tmp = temporary_name(path)
+  renamed = False
   try:
     yield tmp
-    if overwrite and gfile.isdir(path):
+    if overwrite and not (a_file and gfile.names_apart) and gfile.isdir(path):
       # A directory cannot be renamed over; the old one is moved aside first.
       old = temporary_name(path)
       gfile.rename(path, old)
       gfile.rename(tmp, path)
+      renamed = True
       gfile.rmtree(old)
     else:
       gfile.rename(tmp, path, overwrite=overwrite)
+      renamed = True
   finally:
-    if gfile.exists(tmp):
+    # Once renamed, nothing is left under the temporary name: no question to ask.
+    if not renamed and gfile.exists(tmp):
       if gfile.isdir(tmp):
         gfile.rmtree(tmp)
       else:
@@ -368,8 +401,8 @@ def atomic_open(path: str, mode: str = "w", overwrite: bool = True):
   """Opens a temporary file for writing (`mode` "w" or "wb"); see `atomic_path`."""
   if mode not in ("w", "wb"):
     raise ValueError(f"atomic_open writes with mode 'w' or 'wb', got '{mode}'")
-  with atomic_path(path, overwrite) as tmp:
-    with _files(path).GFile(tmp, mode) as f:
+  with _atomic(path, overwrite, a_file=True) as tmp:
+    with file_system(path).GFile(tmp, mode) as f:
       yield f
 
 

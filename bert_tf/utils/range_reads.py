@@ -27,7 +27,6 @@ import tempfile
 import threading
 from typing import List, Optional, Tuple
 
-from bert_tf.utils import file_systems
 from bert_tf.utils import files
 
 # One ranged request per block: large enough that a request's latency is paid rarely,
@@ -104,7 +103,7 @@ class RangeReader:
   def __init__(self, path: str, cache: Optional[BlockCache] = None):
     self.path = path
     self._cache = cache or BlockCache()
-    storage = file_systems.for_path(path)
+    storage = files.file_system(path)
     self._size = storage.size(path)
     self._file = storage.open_ranges(path)
     self._file_lock = threading.Lock()
@@ -178,7 +177,7 @@ def fetch(path: str, target: str, size: Optional[int] = None) -> int:
     EOFError: the file was shorter than `size` (it changed while it was read).
     OSError (or the file system's error): the file cannot be read, or `target` written.
   """
-  storage = file_systems.for_path(path)
+  storage = files.file_system(path)
   size = storage.size(path) if size is None else size
   plan = fetch_plan(size)
   descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -220,7 +219,7 @@ def local_copy(path: str) -> str:
   Raises:
     as `fetch`.
   """
-  storage = file_systems.for_path(path)
+  storage = files.file_system(path)
   size, version = storage.size_and_version(path)
   with _LocalCopy.lock:
     held = _LocalCopy.held

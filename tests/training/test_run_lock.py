@@ -15,6 +15,7 @@ import pytest
 from bert_tf.checkpoints import portable
 from bert_tf.training import engine as engine_lib
 from bert_tf.training import lock_record
+from bert_tf.training import process_group
 from bert_tf.training import run_lock
 from bert_tf.training import trainer as trainer_lib
 
@@ -86,18 +87,27 @@ def test_a_training_run_is_refused_while_another_holds_model_dir_and_writes_noth
     fake._trainer(model_dir)[0].run("eval")  # pylint: disable=protected-access
 
 
-class _OtherProcess(fake.FakeEngine):
-  """Process 1 of 2, told by every process's flags whether the chief was refused."""
+class _ChiefsFlags(process_group.ProcessGroup):
+  """The processes of a run of two, seen from process 1: every process's flags say
+  whether the chief was refused."""
 
   chief_refused = False
+
+  def any_process(self, flag):
+    return flag or self.chief_refused
+
+
+class _OtherProcess(fake.FakeEngine):
+  """Process 1 of 2."""
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.processes = _ChiefsFlags()
 
   @property
   def placement(self):
     return engine_lib.Placement(num_replicas=2, process_index=1, process_count=2,
                                 description="process 1 of a fake engine")
-
-  def any_process(self, flag):
-    return flag or self.chief_refused
 
 
 @pytest.mark.parametrize("chief_refused", [False, True])
@@ -107,7 +117,7 @@ def test_processes_other_than_the_chief_share_its_lock_and_its_refusal(tmp_path,
   experiment = trainer_helpers.tiny_experiment(steps=2)
   task = fake.FakeTask()
   engine = _OtherProcess(experiment, task, lambda _: None)
-  engine.chief_refused = chief_refused
+  engine.processes.chief_refused = chief_refused
   trainer = trainer_lib.Trainer(experiment, model_dir, task=task, engine=engine,
                                 log_fn=lambda _: None)
   # The lock of this run's chief, or of another run that refused it.

@@ -1,12 +1,14 @@
-"""The file-system choice (bert_tf.utils.file_systems) where TensorFlow is absent: local
-paths through the os module, remote ones through fsspec (its in-memory `memory://` here),
-and one StorageError naming the extra for a protocol nothing installed serves."""
+"""The file-system choice (bert_tf.utils.file_systems, asked through bert_tf.utils.files)
+where TensorFlow is absent: local paths through the os module, remote ones through fsspec
+(its in-memory `memory://` here), and one StorageError naming the extra for a protocol
+nothing installed serves."""
 
 import os
 import tempfile
 import uuid
 
 import fsspec
+from fsspec.implementations import memory
 import h5py
 import numpy as np
 import pytest
@@ -30,14 +32,14 @@ def _memory_dir():
 
 
 def test_protocol_tells_remote_paths_from_local_ones():
-  assert [file_systems.protocol(p) for p in ("gs://b/x", "s3://b", "file:///tmp/x", "runs/x",
-                                             "/abs/x")] == ["gs", "s3", "", "", ""]
+  assert [files.protocol(p) for p in ("gs://b/x", "s3://b", "file:///tmp/x", "runs/x",
+                                      "/abs/x")] == ["gs", "s3", "", "", ""]
 
 
 def test_without_tensorflow_local_paths_use_os_and_remote_ones_fsspec(without_tensorflow):
   del without_tensorflow
-  assert file_systems.for_path("/tmp/x") is file_systems.LocalFiles
-  assert isinstance(file_systems.for_path("memory://b/x"), file_systems.FsspecFiles)
+  assert files.file_system("/tmp/x") is file_systems.LocalFiles
+  assert isinstance(files.file_system("memory://b/x"), file_systems.FsspecFiles)
 
 
 @pytest.mark.parametrize("path,extra,package", [("gs://bucket/run", "gcs", "gcsfs"),
@@ -124,7 +126,7 @@ def test_file_urls_are_local_and_read_like_plain_paths(tmp_path):
   path = tmp_path / "a.txt"
   path.write_bytes(b"abc")
   url = f"file://{path}"
-  assert files.is_local(url) and not file_systems.is_remote(url)
+  assert files.is_local(url) and not files.is_remote(url)
   assert files.local_path(url) == files.local_path(str(path)) == str(path)
   assert files.absolute_path(url) == str(path)
   assert files.size(url) == 3
@@ -152,8 +154,59 @@ def test_remote_globs_sizes_and_reads_go_through_fsspec_without_tensorflow(witho
 def test_with_tensorflow_gs_paths_on_an_emulator_go_through_gcsfs(monkeypatch):
   pytest.importorskip("gcsfs")
   monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")
-  assert isinstance(file_systems.for_path("gs://bucket/run"), file_systems.FsspecFiles)
-  assert not isinstance(file_systems.for_path("ram://run"), file_systems.FsspecFiles)
-  assert not isinstance(file_systems.for_path("/tmp/run"), file_systems.FsspecFiles)
+  assert isinstance(files.file_system("gs://bucket/run"), file_systems.FsspecFiles)
+  assert not isinstance(files.file_system("ram://run"), file_systems.FsspecFiles)
+  assert not isinstance(files.file_system("/tmp/run"), file_systems.FsspecFiles)
   monkeypatch.delenv("STORAGE_EMULATOR_HOST")
-  assert not isinstance(file_systems.for_path("gs://bucket/run"), file_systems.FsspecFiles)
+  assert not isinstance(files.file_system("gs://bucket/run"), file_systems.FsspecFiles)
+
+
+def test_a_listing_of_a_missing_folder_or_of_a_file_is_empty(without_tensorflow, tmp_path):
+  del without_tensorflow
+  directory = _memory_dir()
+  files.write_lines(f"{directory}/a.txt", ["one"])
+  for folder in (directory + "/missing", f"{directory}/a.txt", str(tmp_path / "missing")):
+    assert files.listdir(folder) == [], folder
+  assert files.listdir(directory) == ["a.txt"]
+
+
+class _Questions(memory.MemoryFileSystem):
+  """An in-memory file system that counts the questions about one path (each a listing
+  on GCS beside the object's request) that the file layer asks it directly."""
+
+  cachable = False
+  asked = 0
+  _depth = 0
+
+  def __getattribute__(self, name):
+    method = super().__getattribute__(name)
+    if name.startswith("__") or not callable(method):
+      return method
+
+    def counted(*args, **kwargs):
+      outermost = not type(self)._depth
+      if outermost and name in ("info", "exists", "isdir", "isfile", "size", "ls"):
+        type(self).asked += 1
+      type(self)._depth += 1
+      try:
+        return method(*args, **kwargs)
+      finally:
+        type(self)._depth -= 1
+    return counted
+
+
+def test_an_object_store_renames_reads_and_uploads_a_file_by_its_name_alone(tmp_path):
+  store = file_systems.FsspecFiles(_Questions(), "memory://", object_store=True)
+  directory = _memory_dir()
+  with store.GFile(f"{directory}/.a.tmp", "wb") as f:
+    f.write(b"one")
+  local = tmp_path / "b.txt"
+  local.write_bytes(b"two")
+  _Questions.asked = 0
+  store.rename(f"{directory}/.a.tmp", f"{directory}/a.txt", overwrite=True)
+  store.copy(str(local), f"{directory}/b.txt", overwrite=True)
+  assert store.read_bytes(f"{directory}/a.txt") == b"one"
+  assert store.read_bytes(f"{directory}/b.txt") == b"two"
+  assert _Questions.asked == 0
+  assert sorted(store.listdir(directory)) == ["a.txt", "b.txt"]
+  assert _Questions.asked == 1  # the listing itself

@@ -96,7 +96,7 @@ class _Loss:
   """A process of the run that stopped answering: `process` (its index; None where the
   coordination service itself is gone), `known` once seen, `taken` once the run's error
   took it; `message(lost, reason)` the run's one-line report
-  (Engine.end_on_lost_process)."""
+  (ProcessGroup.end_on_lost_process)."""
 
   def __init__(self):
     self.known = threading.Event()
@@ -187,7 +187,7 @@ def _watch_heartbeats(client, index: int, count: int) -> None:
 
 
 def end_on_lost_process(message: Callable[[str, str], str]) -> None:
-  """See Engine.end_on_lost_process."""
+  """See ProcessGroup.end_on_lost_process."""
   _LOSS.message = message
 
 

@@ -15,13 +15,12 @@ Evaluation runs on every process over the whole eval input, on its local devices
 the first process writes the summaries and predictions.
 """
 
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List
 
 import jax
 import jax.numpy as jnp
 import keras
 import numpy as np
-from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from bert_tf import configs
@@ -31,6 +30,7 @@ from bert_tf.training import trained_model
 from bert_tf.training.jax_engine import optimizer as stateless_optimizer
 from bert_tf.training.jax_engine import devices as devices_lib
 from bert_tf.training.jax_engine import input as input_lib
+from bert_tf.training.jax_engine import process_group
 from bert_tf.training.jax_engine import step as step_lib
 
 
@@ -62,6 +62,7 @@ class JaxEngine(engine_lib.Engine):
         description=(f"JAX ({len(self.devices)} {kinds} device(s), {jax.process_count()} "
                      "process(es))"),
         process_index=jax.process_index(), process_count=jax.process_count())
+    self.processes = process_group.JaxProcessGroup(self._placement.process_count)
     self._input = input_lib.HostInput(task, experiment.train_data,
                                       self._placement.process_index,
                                       self._placement.process_count, log_fn)
@@ -173,23 +174,3 @@ class JaxEngine(engine_lib.Engine):
       for key, value in self._eval_step(state, batch).items():
         gathered.setdefault(key, []).append(np.asarray(value)[:rows])
     return gathered
-
-  # ----- processes -----
-  def any_process(self, flag: bool) -> bool:
-    if self._placement.process_count == 1:
-      return flag
-    local = np.asarray([flag], np.int32)
-    return bool(np.any(multihost_utils.process_allgather(local)))
-
-  def barrier(self, name: str) -> None:
-    if self._placement.process_count > 1:
-      multihost_utils.sync_global_devices(name)
-
-  def lost_process(self, error: BaseException) -> Optional[str]:
-    return devices_lib.lost_process(error)
-
-  def lost_process_reason(self, error: BaseException) -> str:
-    return devices_lib.lost_process_reason(error)
-
-  def end_on_lost_process(self, message: Callable[[str, str], str]) -> None:
-    devices_lib.end_on_lost_process(message)

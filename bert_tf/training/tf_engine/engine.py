@@ -6,16 +6,16 @@ code under OneDevice, Mirrored, MultiWorkerMirrored and TPU strategies.
 
 Its parts: the strategy (strategies), the input and its position (input), the step and
 its loop of several steps per call (step), the distributed evaluation step
-(evaluation) and the dynamic float16 loss scale (loss_scale). The restore of the
+(evaluation), the dynamic float16 loss scale (loss_scale) and the workers' process
+group (process_group). The restore of the
 TensorFlow checkpoints older versions wrote (legacy_checkpoints) is the checkpoint
 saver's (bert_tf.training.checkpointing), which finds it on this engine. The run around it is
 bert_tf.training.trainer's.
 
 Where the step is compiled once per shape (XLA, TPU), training batches cut to their
 longest example are padded to the length buckets instead. Under MultiWorkerMirrored
-strategy the workers agree on stopping with an all-reduce of their flags, and a
-checkpoint's barriers all-gather the checksum of their name (the step), so every worker
-saves the same step.
+strategy the workers are the run's process group (process_group): they agree on
+stopping and on each checkpoint's step through collectives.
 """
 
 from typing import Dict, List, Optional
@@ -32,6 +32,7 @@ from bert_tf.training.tf_engine.optimizer import build_optimizer
 from bert_tf.training.tf_engine import evaluation
 from bert_tf.training.tf_engine import input as input_lib
 from bert_tf.training.tf_engine import legacy_checkpoints as legacy_reader
+from bert_tf.training.tf_engine import process_group
 from bert_tf.training.tf_engine import step as step_lib
 from bert_tf.training.tf_engine import strategies
 from bert_tf.training.tf_engine.loss_scale import DynamicLossScale
@@ -59,8 +60,7 @@ class TensorFlowEngine(engine_lib.Engine):
     self.inputs = input_lib.TrainerInput(self.strategy, task, self.pads_to_length_buckets,
                                          log_fn)
     self._training_input = input_lib.TrainingIterator(self.inputs, experiment.train_data)
-    self._any_worker_stops = strategies.any_worker_flag(self.strategy)
-    self._barrier = strategies.worker_barrier(self.strategy)
+    self.processes = process_group.for_strategy(self.strategy)
     replicas = self.strategy.num_replicas_in_sync
     process_index, process_count = strategies.worker_placement(self.strategy)
     self._placement = engine_lib.Placement(
@@ -172,16 +172,3 @@ class TensorFlowEngine(engine_lib.Engine):
                        ) -> Dict[str, List]:
     return evaluation.gather_outputs(self.eval_step_function,
                                      self.inputs.distribute(data_config), steps)
-
-  # ----- processes -----
-  def any_process(self, flag: bool) -> bool:
-    return self._any_worker_stops(flag)
-
-  def barrier(self, name: str) -> None:
-    self._barrier(name)
-
-  def lost_process(self, error: BaseException) -> Optional[str]:
-    return strategies.lost_worker(self.strategy, error)
-
-  def lost_process_reason(self, error: BaseException) -> str:
-    return strategies.peer_loss_reason(error)

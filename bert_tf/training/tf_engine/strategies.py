@@ -7,9 +7,7 @@ split alone) or trains on several workers (it builds MultiWorkerMirroredStrategy
 
 import logging
 import os
-import re
-import zlib
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, Sequence, Tuple
 
 import keras
 import tensorflow as tf
@@ -144,91 +142,3 @@ def worker_placement(strategy: tf.distribute.Strategy) -> Tuple[int, int]:
   if resolver.task_type in (None, "chief"):
     return 0, count
   return int(resolver.task_id) + chiefs, count
-
-
-def any_worker_flag(strategy: tf.distribute.Strategy):
-  """A function flag -> whether any worker's flag is set: under
-  MultiWorkerMirroredStrategy a sum of the workers' flags (one scalar all-reduce, which
-  every worker must call at the same point), elsewhere the flag itself."""
-  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-    return bool
-
-  @tf.function
-  def any_worker_sets(flag):
-    def replica_fn(replica_flag):
-      # The identity places the value on the replica's device, which the collective
-      # needs to know.
-      return tf.distribute.get_replica_context().all_reduce(
-          tf.distribute.ReduceOp.SUM, tf.identity(replica_flag))
-    per_replica = strategy.run(replica_fn, args=(flag,))
-    return strategy.experimental_local_results(per_replica)[0]
-
-  return lambda flag: float(any_worker_sets(tf.constant(float(flag)))) > 0
-
-
-def worker_barrier(strategy: tf.distribute.Strategy):
-  """A function name -> None that returns once every worker has called it, each with
-  the same name (one all-gather of the name's checksum, which every worker must call
-  at the same point; elsewhere it returns at once).
-
-  Raises (the function):
-    RuntimeError: the workers called it with different names (e.g. at different steps).
-  """
-  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-    return lambda name: None
-
-  @tf.function
-  def gather(value):
-    def replica_fn(replica_value):
-      return tf.distribute.get_replica_context().all_gather(
-          tf.identity(replica_value)[tf.newaxis], axis=0)
-    per_replica = strategy.run(replica_fn, args=(value,))
-    return strategy.experimental_local_results(per_replica)[0]
-
-  def barrier(name: str) -> None:
-    # A CRC-32 is exact in float64, which every collective implementation reduces.
-    mine = zlib.crc32(name.encode())
-    others = gather(tf.constant(mine, tf.float64)).numpy()
-    if (others != mine).any():
-      raise RuntimeError(f"The workers reached different barriers: this one \"{name}\", "
-                         "the others another")
-  return barrier
-
-
-# What TensorFlow's collectives say when a peer is gone (its process killed, its host
-# lost): the collective is aborted, naming the peer's task where its health check found
-# it down, or the socket's error.
-_PEER_LOST = re.compile(r"Collective ops is aborted|is down|Connection reset by peer|"
-                        r"Socket closed|failed to connect|Connection refused")
-_TASK = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
-
-
-def lost_worker(strategy: tf.distribute.Strategy, error: BaseException) -> Optional[str]:
-  """Under MultiWorkerMirroredStrategy, "worker N (/job:J/task:T)" where `error` is a
-  collective aborted because a peer stopped answering (N as worker_placement numbers
-  processes, the task as TF_CONFIG names it; "another worker" where TensorFlow does not
-  name it and more than two train); None for any other error or strategy."""
-  if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-    return None
-  # A collective's error, not the input's (a remote read refused names no collective).
-  if (not isinstance(error, tf.errors.OpError) or "collective" not in str(error).lower()
-      or not _PEER_LOST.search(str(error))):
-    return None
-  resolver = strategy.cluster_resolver
-  me = (resolver.task_type, int(resolver.task_id or 0))
-  chiefs = len(resolver.cluster_spec().as_dict().get("chief", []))
-  for job, task in _TASK.findall(str(error)):
-    if (job, int(task)) != me:
-      number = 0 if job == "chief" else int(task) + chiefs
-      return f"worker {number} (/job:{job}/task:{task})"
-  index, count = worker_placement(strategy)
-  # Of two workers, the one lost is the other.
-  return f"worker {1 - index}" if count == 2 else "another worker"
-
-
-def peer_loss_reason(error: BaseException) -> str:
-  """The line of a collective's error that says why it was aborted ("Collective ops is
-  aborted by: ..."), not the graph's node and stack around it."""
-  text = str(getattr(error, "message", None) or error)
-  lines = [line for line in text.splitlines() if _PEER_LOST.search(line)]
-  return " ".join((lines[0] if lines else text).split())[:300]
