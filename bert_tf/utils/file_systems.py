@@ -175,7 +175,12 @@ class FsspecFiles:
     if not overwrite and self._fs.exists(target):
       raise FileExistsError(target)
     self._fs.copy(source, target, recursive=recursive)
-    self._fs.rm(source, recursive=recursive)
+    try:
+      self._fs.rm(source, recursive=recursive)
+    except self.failures:
+      # `target` is whole once copied: a source that storage lost after the copy stays
+      # behind under its (temporary) name, for the writer's own clean-up.
+      pass
 
 
 def _tensorflow_gfile():
@@ -313,8 +318,21 @@ def gcs_with_preconditions(path: str):
 # Where the remote calls of this thread must have been answered (answer_within).
 _DEADLINE = threading.local()
 # How long the storage calls of one output (a checkpoint, a summary upload) may take in
-# all, their retries included, before the writer gives up.
-WRITE_BOUND_S = 60.0
+# all, their retries included, before the writer gives up: gcsfs's six tries (about 31 s
+# of backoff) fit, and a run whose storage is lost stops within a minute.
+WRITE_BOUND_S = 40.0
+# How long a storage call may take while storage is failing (a bounded call failed, on
+# any thread, and none was answered since): one more try, not a new round of retries,
+# so that what is left to write (a checkpoint's clean-up, a summary, the run's lock)
+# ends within seconds once the first failure is known.
+FAILING_CALL_S = 2.0
+_FAILING = threading.Event()
+
+
+def call_bound(seconds: float) -> float:
+  """How long a storage call may take now: `seconds`, or at most FAILING_CALL_S while
+  storage is failing (see answer_within)."""
+  return min(seconds, FAILING_CALL_S) if _FAILING.is_set() else seconds
 
 
 @contextlib.contextmanager
@@ -325,7 +343,8 @@ def answer_within(seconds: float) -> Iterator[None]:
   ...)", the last failure the client logged) where it has not failed with its own error
   before. The client's logs of failed requests are not printed: the caller reports the
   failure in one line. A deadline already set (an enclosing block) stays where it is
-  earlier."""
+  earlier. Once a bounded call failed, on any thread, each call has at most
+  FAILING_CALL_S until one is answered (call_bound)."""
   outer = getattr(_DEADLINE, "at", None)
   at = time.monotonic() + seconds
   _DEADLINE.at = at if outer is None else min(outer, at)
@@ -353,15 +372,24 @@ class _BoundedCalls:
 
     def bounded(*args, **kwargs):
       from fsspec import exceptions  # pylint: disable=g-import-not-at-top
-      left = self._at - time.monotonic()
+      left = call_bound(self._at - time.monotonic())
       try:
         if left <= 0:
           raise exceptions.FSTimeoutError()
-        return method(*args, timeout=left, **kwargs)
+        answer = method(*args, timeout=left, **kwargs)
+      except (FileNotFoundError, FileExistsError):
+        _FAILING.clear()  # an answer
+        raise
       except exceptions.FSTimeoutError:
+        _FAILING.set()
         failure = client_logs.LAST_FAILURE.text
         last = f" (last error: {failure})" if failure else ""
         raise TimeoutError(f"no answer within {self._seconds:.0f} s{last}") from None
+      except Exception:
+        _FAILING.set()
+        raise
+      _FAILING.clear()
+      return answer
     return bounded
 
 

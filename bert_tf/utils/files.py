@@ -345,6 +345,7 @@ def atomic_path(path: str, overwrite: bool = True) -> Iterator[str]:
   if not overwrite and gfile.exists(path):
     raise errors.OutputExistsError(f"{path} exists already")
   tmp = temporary_name(path)
+  renamed = False
   try:
     yield tmp
     if overwrite and gfile.isdir(path):
@@ -352,15 +353,21 @@ def atomic_path(path: str, overwrite: bool = True) -> Iterator[str]:
       old = temporary_name(path)
       gfile.rename(path, old)
       gfile.rename(tmp, path)
+      renamed = True
       gfile.rmtree(old)
     else:
       gfile.rename(tmp, path, overwrite=overwrite)
+      renamed = True
   finally:
-    if gfile.exists(tmp):
-      if gfile.isdir(tmp):
-        gfile.rmtree(tmp)
-      else:
-        gfile.remove(tmp)
+    # Once renamed, `path` is whole: storage lost now (a copy of it left under the
+    # temporary name) neither fails the write nor spends the caller's time.
+    if not renamed:
+      with contextlib.suppress(*gfile.failures):  # the block's own error says why
+        if gfile.exists(tmp):
+          if gfile.isdir(tmp):
+            gfile.rmtree(tmp)
+          else:
+            gfile.remove(tmp)
 
 
 @contextlib.contextmanager

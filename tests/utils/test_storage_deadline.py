@@ -45,3 +45,35 @@ def test_a_call_without_answer_stops_at_the_deadline_naming_the_last_failure(cap
   quick = file_systems.FsspecFiles(_StorageThatStopsAnswering(1.5, skip_instance_cache=True),
                                    "stalled://", object_store=True)
   assert quick.exists("stalled://bucket/x")
+
+
+@pytest.fixture(name="failing_call_s")
+def _failing_call_s(monkeypatch):
+  """A short FAILING_CALL_S, and storage answering again after the test."""
+  monkeypatch.setattr(file_systems, "FAILING_CALL_S", 0.3)
+  yield 0.3
+  file_systems._FAILING.clear()  # pylint: disable=protected-access
+
+
+def test_once_a_call_failed_each_call_has_one_short_try_until_one_is_answered(failing_call_s):
+  def storage(delay_s):
+    return file_systems.FsspecFiles(_StorageThatStopsAnswering(delay_s,
+                                                               skip_instance_cache=True),
+                                    "stalled://", object_store=True)
+  with pytest.raises(TimeoutError):
+    with file_systems.answer_within(0.5):
+      storage(30.0).exists("stalled://bucket/x")
+  # Another output (another thread's, or the clean-up of the same one) with a long bound
+  # ends after one short try, its bound's words kept.
+  assert file_systems.call_bound(20.0) == failing_call_s
+  start = time.monotonic()
+  with pytest.raises(TimeoutError, match="no answer within 60 s"):
+    with file_systems.answer_within(60.0):
+      storage(30.0).exists("stalled://bucket/x")
+  assert time.monotonic() - start < failing_call_s + 1.5
+  # An answer ends it: the next call has its whole bound again.
+  with file_systems.answer_within(60.0):
+    assert storage(0.05).exists("stalled://bucket/x")
+  assert file_systems.call_bound(20.0) == 20.0
+  with file_systems.answer_within(60.0):
+    assert storage(failing_call_s * 3).exists("stalled://bucket/x")
