@@ -47,12 +47,19 @@ def test_a_call_without_answer_stops_at_the_deadline_naming_the_last_failure(cap
   assert quick.exists("stalled://bucket/x")
 
 
+@pytest.fixture(autouse=True)
+def _answering_after():
+  """Storage answers again after each test: a call that failed here leaves no short
+  tries to the tests after it."""
+  yield
+  file_systems._FAILING.clear()  # pylint: disable=protected-access
+
+
 @pytest.fixture(name="failing_call_s")
 def _failing_call_s(monkeypatch):
-  """A short FAILING_CALL_S, and storage answering again after the test."""
+  """A short FAILING_CALL_S."""
   monkeypatch.setattr(file_systems, "FAILING_CALL_S", 0.3)
-  yield 0.3
-  file_systems._FAILING.clear()  # pylint: disable=protected-access
+  return 0.3
 
 
 def test_once_a_call_failed_each_call_has_one_short_try_until_one_is_answered(failing_call_s):
