@@ -373,12 +373,13 @@ class _BoundedCalls:
     def bounded(*args, **kwargs):
       from fsspec import exceptions  # pylint: disable=g-import-not-at-top
       left = call_bound(self._at - time.monotonic())
+      gave_up = client_logs.LAST_FAILURE.gave_up
       try:
         if left <= 0:
           raise exceptions.FSTimeoutError()
         answer = method(*args, timeout=left, **kwargs)
       except (FileNotFoundError, FileExistsError):
-        _FAILING.clear()  # an answer
+        _answered(gave_up)
         raise
       except exceptions.FSTimeoutError:
         _FAILING.set()
@@ -388,9 +389,18 @@ class _BoundedCalls:
       except Exception:
         _FAILING.set()
         raise
-      _FAILING.clear()
+      _answered(gave_up)
       return answer
     return bounded
+
+
+def _answered(gave_up: int) -> None:
+  """Storage answered a call: it is failing still where a request's retries ran out
+  meanwhile (fsspec answers some calls all the same: `isdir` False), else no longer."""
+  if client_logs.LAST_FAILURE.gave_up != gave_up:
+    _FAILING.set()
+  else:
+    _FAILING.clear()
 
 
 def _within_deadline(fs):

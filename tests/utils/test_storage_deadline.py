@@ -28,6 +28,12 @@ class _StorageThatStopsAnswering(asyn.AsyncFileSystem):
     await asyncio.sleep(self.delay_s)
     return True
 
+  async def _isdir(self, path, **kwargs):
+    # As fsspec's: a request out of retries is answered False.
+    logging.getLogger("gcsfs").error("_call out of retries on exception: Cannot connect "
+                                     "to host 127.0.0.1:9 [Connection refused]")
+    return False
+
 
 def test_a_call_without_answer_stops_at_the_deadline_naming_the_last_failure(caplog):
   files = file_systems.FsspecFiles(_StorageThatStopsAnswering(30.0, skip_instance_cache=True),
@@ -84,3 +90,7 @@ def test_once_a_call_failed_each_call_has_one_short_try_until_one_is_answered(fa
   assert file_systems.call_bound(20.0) == 20.0
   with file_systems.answer_within(60.0):
     assert storage(failing_call_s * 3).exists("stalled://bucket/x")
+  # A call answered though a request's retries ran out meanwhile met storage failing.
+  with file_systems.answer_within(60.0):
+    assert not storage(0.0).isdir("stalled://bucket/x")
+  assert file_systems.call_bound(20.0) == failing_call_s
