@@ -14,6 +14,8 @@ storage does not answer, is a `StorageError` naming the path and what is missing
 install that fits this environment (bert_tf.utils.optional.extra_install).
 """
 
+import asyncio
+import concurrent.futures
 import contextlib
 import glob as glob_lib
 import inspect
@@ -358,30 +360,28 @@ def answer_within(seconds: float) -> Iterator[None]:
 
 
 class _BoundedCalls:
-  """An fsspec asynchronous file system whose blocking calls pass the time left to the
-  deadline as fsspec's `timeout`."""
+  """An fsspec asynchronous file system whose blocking calls run its coroutines on
+  fsspec's loop until the deadline, or until storage has been failing (another call's
+  failure) for FAILING_CALL_S; then the coroutine is cancelled."""
 
   def __init__(self, fs, at: float, seconds: float):
     self._fs, self._at, self._seconds = fs, at, seconds
 
   def __getattr__(self, name):
     method = getattr(self._fs, name)
-    # fsspec's blocking twin of a coroutine `_NAME` takes `timeout`; others (open) do not.
-    if not inspect.iscoroutinefunction(getattr(self._fs, f"_{name}", None)):
+    # fsspec's blocking twin of a coroutine `_NAME` (others, `open`, stay as they are).
+    coroutine = getattr(self._fs, f"_{name}", None)
+    if not inspect.iscoroutinefunction(coroutine):
       return method
 
     def bounded(*args, **kwargs):
-      from fsspec import exceptions  # pylint: disable=g-import-not-at-top
-      left = call_bound(self._at - time.monotonic())
       gave_up = client_logs.LAST_FAILURE.gave_up
       try:
-        if left <= 0:
-          raise exceptions.FSTimeoutError()
-        answer = method(*args, timeout=left, **kwargs)
+        answer = _run_within(coroutine(*args, **kwargs), self._fs.loop, self._at)
       except (FileNotFoundError, FileExistsError):
         _answered(gave_up)
         raise
-      except exceptions.FSTimeoutError:
+      except _NoAnswer:
         _FAILING.set()
         failure = client_logs.LAST_FAILURE.text
         last = f" (last error: {failure})" if failure else ""
@@ -392,6 +392,30 @@ class _BoundedCalls:
       _answered(gave_up)
       return answer
     return bounded
+
+
+class _NoAnswer(Exception):
+  """A bounded call's time ran out."""
+
+
+def _run_within(coroutine, loop, at: float):
+  """The result of `coroutine` run on `loop` (fsspec's thread), or _NoAnswer once `at`
+  passed or storage has been failing for FAILING_CALL_S of this call (call_bound), the
+  coroutine then cancelled."""
+  future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+  failing_since = None
+  while True:
+    now = time.monotonic()
+    failing_since = (failing_since or now) if _FAILING.is_set() else None
+    end = at if failing_since is None else min(at, failing_since + FAILING_CALL_S)
+    try:
+      return future.result(timeout=max(0.0, min(end - now, 0.5)))
+    except concurrent.futures.TimeoutError:
+      if future.done():
+        raise  # the coroutine's own
+      if time.monotonic() >= end:
+        future.cancel()
+        raise _NoAnswer() from None
 
 
 def _answered(gave_up: int) -> None:

@@ -5,6 +5,7 @@ block are not bounded."""
 
 import asyncio
 import logging
+import threading
 import time
 
 import pytest
@@ -84,6 +85,27 @@ def test_once_a_call_failed_each_call_has_one_short_try_until_one_is_answered(fa
     with file_systems.answer_within(60.0):
       storage(30.0).exists("stalled://bucket/x")
   assert time.monotonic() - start < failing_call_s + 1.5
+  # A call already under way on another thread ends too, FAILING_CALL_S after the
+  # failure, its coroutine cancelled.
+  ended = []
+
+  def under_way():
+    try:
+      with file_systems.answer_within(60.0):
+        storage(30.0).exists("stalled://bucket/x")
+    except TimeoutError as e:
+      ended.append((time.monotonic(), str(e)))
+
+  file_systems._FAILING.clear()  # pylint: disable=protected-access
+  other = threading.Thread(target=under_way)
+  other.start()
+  with pytest.raises(TimeoutError):
+    with file_systems.answer_within(0.5):
+      storage(30.0).exists("stalled://bucket/x")
+  failed_at = time.monotonic()
+  other.join(10)
+  assert ended and ended[0][0] - failed_at < failing_call_s + 1.5, ended
+  assert ended[0][1].startswith("no answer within 60 s"), ended
   # An answer ends it: the next call has its whole bound again.
   with file_systems.answer_within(60.0):
     assert storage(0.05).exists("stalled://bucket/x")
