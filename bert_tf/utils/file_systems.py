@@ -345,8 +345,8 @@ def answer_within(seconds: float) -> Iterator[None]:
   ...)", the last failure the client logged) where it has not failed with its own error
   before. The client's logs of failed requests are not printed: the caller reports the
   failure in one line. A deadline already set (an enclosing block) stays where it is
-  earlier. Once a bounded call failed, on any thread, each call has at most
-  FAILING_CALL_S until one is answered (call_bound)."""
+  earlier. Once a bounded call failed, on any thread, each call, under way or later,
+  has at most FAILING_CALL_S more until one is answered (call_bound)."""
   outer = getattr(_DEADLINE, "at", None)
   at = time.monotonic() + seconds
   _DEADLINE.at = at if outer is None else min(outer, at)
