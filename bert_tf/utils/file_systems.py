@@ -320,9 +320,10 @@ def gcs_with_preconditions(path: str):
 # Where the remote calls of this thread must have been answered (answer_within).
 _DEADLINE = threading.local()
 # How long the storage calls of one output (a checkpoint, a summary upload) may take in
-# all, their retries included, before the writer gives up: gcsfs's six tries (about 31 s
-# of backoff) fit, and a run whose storage is lost stops within a minute.
-WRITE_BOUND_S = 40.0
+# all, their retries included, before the writer gives up: five of gcsfs's tries (15 s
+# of backoff, the sixth waits 16 s more), so that a run whose storage is lost stops
+# within a minute on a loaded machine, its process's end included.
+WRITE_BOUND_S = 30.0
 # How long a storage call may take while storage is failing (a bounded call failed, on
 # any thread, and none was answered since): one more try, not a new round of retries,
 # so that what is left to write (a checkpoint's clean-up, a summary, the run's lock)
