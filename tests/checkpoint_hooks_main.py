@@ -1,5 +1,5 @@
 """tools/train.py with one checkpoint's save held up, for tests that kill a run while that
-checkpoint is being written.
+checkpoint is being written, or with its first steps held up (a slow compile).
 
   python tests/checkpoint_hooks_main.py HOOK STEP SECONDS [--without=M1,M2] TOOL_FLAGS...
 
@@ -7,11 +7,15 @@ HOOK:
   slow_write   each array of `ckpt-STEP.h5` takes SECONDS longer to write, once the file
                is open under its temporary name;
   held_part    this process (not the chief) waits SECONDS before it marks its part of
-               step STEP complete, having written `<marker>.held` beside it.
+               step STEP complete, having written `<marker>.held` beside it;
+  held_steps   the loop of steps that reaches step STEP starts SECONDS late, this
+               process's Python held up, its interpreter lock included (as by a
+               compile under heavy load), its heartbeats with it.
 --without makes the named modules unimportable (`tensorflow`: the JAX engine's remote
 paths through fsspec).
 """
 
+import ctypes
 import os
 import runpy
 import sys
@@ -55,6 +59,22 @@ def _held_part(step, seconds):
   files.write_lines = held_write_lines
 
 
+def _held_steps(step, seconds):
+  from bert_tf.training import run_stops  # pylint: disable=g-import-not-at-top
+  run_steps = run_stops.RunStops.run_steps
+  held = []
+
+  def held_run_steps(stops, num_steps):
+    if not held and stops.checkpoints.engine.step < step <= (
+        stops.checkpoints.engine.step + num_steps):
+      held.append(step)
+      # libc's sleep called with the interpreter lock held: no Python thread runs.
+      ctypes.PyDLL(None).sleep(int(seconds))
+    return run_steps(stops, num_steps)
+
+  run_stops.RunStops.run_steps = held_run_steps
+
+
 def main(argv):
   hook, step, seconds = argv[1], int(argv[2]), float(argv[3])
   flags = argv[4:]
@@ -65,7 +85,8 @@ def main(argv):
     if flag.startswith("--backend="):
       os.environ["KERAS_BACKEND"] = flag.split("=", 1)[1]
   sys.path.insert(0, ROOT)
-  {"slow_write": _slow_write, "held_part": _held_part}[hook](step, seconds)
+  {"slow_write": _slow_write, "held_part": _held_part,
+   "held_steps": _held_steps}[hook](step, seconds)
   sys.argv = [os.path.join(ROOT, "tools", "train.py")] + flags
   runpy.run_path(sys.argv[0], run_name="__main__")
 

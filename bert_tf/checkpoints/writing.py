@@ -7,7 +7,9 @@ A bert_tf checkpoint folder, as `save_bert_tf` writes it:
   config.yaml   `model: encoder: ...`, mergeable into any experiment with
                 tools/train.py --config_file
   params.yaml   a task model's (a pretrainer's) experiment: the task with its labels,
-                the model, the tokenizer; what the exporter reads beside a checkpoint
+                the model, the tokenizer, its CRC32C on its first line
+                (bert_tf.configs.params_checksum); what the exporter reads beside a
+                checkpoint
   vocab.txt
 Folders of earlier versions hold a TensorFlow checkpoint (ckpt-1.index, ckpt-1.data-*)
 instead of ckpt-1.h5; they are read as before (bert_tf.checkpoints.restore).
@@ -33,6 +35,7 @@ from bert_tf.checkpoints.files import (BERT_TF, CONFIG_YAML, FORMATS, GOOGLE_TF1
                                        ConversionError,
                                        atomic_output_dir, check_vocab)
 from bert_tf.checkpoints.variables import encoder_of, model_arrays
+from bert_tf.configs import params_checksum
 from bert_tf.utils import files as files_lib
 
 
@@ -63,10 +66,12 @@ def save_bert_tf(model, vocab_file: str, output_dir: str, overwrite: bool = Fals
     if architecture.task:
       # The vocab beside it, named relative to the folder (bert_tf.configs.run_folder).
       vocab = VOCAB_FILE
-      _write_yaml(architectures.experiment(architecture, model,
-                                           settings or architectures.HeadSettings(),
-                                           encoder_config.as_dict(), vocab),
-                  os.path.join(tmp, TRAINER_CONFIG_YAML))
+      experiment = architectures.experiment(architecture, model,
+                                            settings or architectures.HeadSettings(),
+                                            encoder_config.as_dict(), vocab)
+      with open(os.path.join(tmp, TRAINER_CONFIG_YAML), "w", encoding="utf-8") as f:
+        # Its CRC32C first, as a training run's params.yaml.
+        f.write(params_checksum.with_checksum(yaml.safe_dump(experiment, sort_keys=False)))
     files_lib.copy(vocab_file, os.path.join(tmp, VOCAB_FILE))
   return os.path.join(files_lib.absolute_path(output_dir), os.path.basename(checkpoint))
 

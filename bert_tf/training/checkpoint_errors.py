@@ -62,4 +62,7 @@ def write_failure(path: str, content: Optional[snapshots.Snapshot], error: BaseE
   resume = (f"the newest committed checkpoint is {newest_committed}: rerun the same "
             "command to resume from it" if newest_committed else
             "no checkpoint of this run was committed")
+  if path == newest_committed:  # in place: what failed came after (deleting old ones)
+    return CheckpointWriteError(f"Storage failed after checkpoint {path} was committed: "
+                                f"{reason}; {resume}")
   return CheckpointWriteError(f"Writing checkpoint {path} failed: {reason}; {resume}")

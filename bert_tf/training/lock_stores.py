@@ -169,7 +169,8 @@ class _GcsLock:
   def renew(self) -> None:
     try:
       self._fs.call("PATCH", "b/{}/o/{}", self._bucket, self._key,
-                    ifGenerationMatch=self._generation, timeout=_CALL_S,
+                    ifGenerationMatch=self._generation,
+                    timeout=file_systems.call_bound(_CALL_S),
                     json={"metadata": {"renewed": str(lock_record.now())}})
     except (FileNotFoundError, FileExistsError):
       raise lock_record.ModelDirInUseError(
@@ -180,7 +181,8 @@ class _GcsLock:
   def give_back(self) -> None:
     try:
       self._fs.call("DELETE", "b/{}/o/{}", self._bucket, self._key,
-                    ifGenerationMatch=self._generation, timeout=_CALL_S)
+                    ifGenerationMatch=self._generation,
+                    timeout=file_systems.call_bound(_CALL_S))
     except (FileNotFoundError, FileExistsError):
       pass  # taken over already
 

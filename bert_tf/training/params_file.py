@@ -1,29 +1,19 @@
 """params.yaml: the configuration a training run saves in its model_dir, and the check
-that a resumed run keeps the entries that fix its variables' and data's shapes.
-
-Its first line, a YAML comment (so every version reads the file as before), records
-the CRC32C of the lines after it: a damaged params.yaml is named damaged, not taken for
-another configuration. A params.yaml without that line (written before it) is read as
-it is.
+that a resumed run keeps the entries that fix its variables' and data's shapes. Its
+first line records the CRC32C of the rest (bert_tf.configs.params_checksum).
 """
 
 import logging
 import os
-import re
 from typing import Dict, List, Optional, Sequence
 
-import numpy as np
-
 from bert_tf import configs
-from bert_tf.checkpoints import checksums
+from bert_tf.configs import params_checksum
 from bert_tf.configs import run_folder
 from bert_tf.training import experiments
 from bert_tf.utils import files
 
 PARAMS_FILE = run_folder.PARAMS_FILE
-_CHECKSUM_LINE = "# bert_tf params.yaml; CRC32C of the lines below: {:08x}\n"
-# The line as `save` writes it, its text taken from _CHECKSUM_LINE.
-_CHECKSUM = re.compile(re.escape(_CHECKSUM_LINE.split("{")[0]).encode() + rb"([0-9a-f]{8})\n")
 # params.yaml entries that fix the shapes of the checkpointed variables or of the data
 # the input position counts: a resumed run must not change them.
 _SHAPE_KEYS = ("model.", "task.", "train_data.seq_length",
@@ -38,41 +28,10 @@ class ParamsMismatchError(configs.ConfigError):
   """The model_dir's params.yaml fixes shapes that the new configuration changes."""
 
 
-class DamagedParamsError(configs.ConfigError):
-  """The model_dir's params.yaml is empty or fails its CRC32C; the message names it."""
-
-
-def _crc32c(data: bytes) -> int:
-  return checksums.crc32c(np.frombuffer(data, np.uint8))
-
-
 def save(experiment: configs.ExperimentConfig, model_dir: str) -> None:
   """Writes `experiment` as model_dir's params.yaml (atomically), its CRC32C first."""
-  text = experiment.to_yaml()
   with files.atomic_open(os.path.join(model_dir, PARAMS_FILE)) as f:
-    f.write(_CHECKSUM_LINE.format(_crc32c(text.encode("utf-8"))) + text)
-
-
-def check_intact(path: str, data: Optional[bytes] = None) -> None:
-  """Raises DamagedParamsError where the params.yaml at `path` (`data`: its content,
-  where read already) is empty or fails the CRC32C its first line records (one without
-  that line, of an earlier version, passes unless empty)."""
-  if data is None:
-    data = files.read_bytes(path)  # a local one with `open`: loads no TensorFlow
-  remedy = (f"restore it, or use --replace_params (replace_params=True) to write this "
-            f"run's configuration as its {PARAMS_FILE}")
-  if not data.strip():
-    raise DamagedParamsError(f"{path} is damaged: it is empty; {remedy}")
-  first = data.split(b"\n", 1)[0] + b"\n"
-  match = _CHECKSUM.fullmatch(first)
-  if match is None:
-    if b"CRC32C" in first or b"params.yaml" in first:
-      raise DamagedParamsError(f"{path} is damaged: its first line (its CRC32C) is; {remedy}")
-    return
-  read, written = _crc32c(data[len(first):]), int(match.group(1), 16)
-  if read != written:
-    raise DamagedParamsError(f"{path} is damaged: it fails its CRC32C ({read:08x} read, "
-                             f"{written:08x} written); {remedy}")
+    f.write(params_checksum.with_checksum(experiment.to_yaml()))
 
 
 def _flat(data: dict, prefix: str = "") -> Dict[str, object]:
@@ -91,7 +50,8 @@ def recorded_params(model_dir: str, replace: bool = False
   with `replace`, where it is damaged: one warning line).
 
   Raises:
-    DamagedParamsError: the file is damaged (check_intact), without `replace`.
+    DamagedParamsError: the file is damaged (params_checksum.check_intact), without
+      `replace`.
   """
   path = os.path.join(model_dir, PARAMS_FILE)
   try:
@@ -99,8 +59,8 @@ def recorded_params(model_dir: str, replace: bool = False
   except FileNotFoundError:
     return None
   try:
-    check_intact(path, data)
-  except DamagedParamsError as e:
+    params_checksum.check_intact(path, data)
+  except params_checksum.DamagedParamsError as e:
     if not replace:
       raise
     logging.warning("%s: replaced", e)
@@ -117,7 +77,7 @@ def evaluation_config_files(model_dir: str, config_files: Sequence[str]) -> List
   path = os.path.join(model_dir, PARAMS_FILE)
   if not files.exists(path):
     return list(config_files)
-  check_intact(path)
+  params_checksum.check_intact(path)
   return [path, *config_files]
 
 

@@ -73,7 +73,9 @@ class RunLock:
       return
     self._stop.set()
     if self._renewer is not None:
-      self._renewer.join()
+      # A renewal in flight ends by its own bound; while storage is failing it is not
+      # waited for (a daemon thread) beyond one more try's time.
+      self._renewer.join(file_systems.call_bound(self.lease_s))
     self._held = False
     if self._lost is not None:
       return

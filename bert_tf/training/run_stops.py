@@ -61,8 +61,14 @@ class RunStops:
 
   def log_committed(self, wait: bool = False) -> None:
     """Logs each checkpoint committed since the last call; `wait`: waits for the one
-    being written first."""
-    if wait:
+    being written first. A background write that failed is raised here (after each
+    loop), not only at the next save.
+
+    Raises:
+      CheckpointWriteError: the last write failed (naming it and the newest committed
+        checkpoint).
+    """
+    if wait or not self.checkpoints.writing:
       self.checkpoints.wait()
     for path in self.checkpoints.committed():
       self._log(f"Saved checkpoint {path}")

@@ -12,12 +12,13 @@ import os
 from typing import Optional
 
 from bert_tf import configs
+from bert_tf.configs import params_checksum
+from bert_tf.configs import run_folder
 from bert_tf.checkpoints import restore
 from bert_tf.models import float8
 from bert_tf.models import lora
 from bert_tf.tasks import base as task_base
 from bert_tf.training import experiments
-from bert_tf.training import params_file
 from bert_tf.utils import errors
 from bert_tf.utils import files
 
@@ -120,10 +121,10 @@ def vocab_of(experiment: configs.ExperimentConfig, vocab_file: Optional[str] = N
 
 def load_experiment(config) -> configs.ExperimentConfig:
   """An ExperimentConfig from itself or a YAML path (a run's params.yaml checked
-  first: params_file.check_intact), in float32 for serving."""
+  first: params_checksum.check_intact), in float32 for serving."""
   if isinstance(config, str):
-    if os.path.basename(config) == params_file.PARAMS_FILE:
-      params_file.check_intact(config)
+    if os.path.basename(config) == run_folder.PARAMS_FILE:
+      params_checksum.check_intact(config)
     config = experiments.experiment_from_yaml(config)
   # Serving computes in float32 whatever precision training used; weights are float32
   # (a float8 run's too: its scaling state stays behind in the checkpoint).

@@ -18,6 +18,9 @@ class _LastFailureHandler(logging.Handler):
   def __init__(self):
     super().__init__(logging.DEBUG)
     self.text = ""
+    # The requests whose retries ran out, counted while a block is open: a call that
+    # fsspec answers all the same (`isdir` is False) met storage failing too.
+    self.gave_up = 0
     self._blocks = 0  # the answer_within blocks open, on every thread
     self._saved = None
     self._guard = threading.Lock()
@@ -47,6 +50,8 @@ class _LastFailureHandler(logging.Handler):
     message = record.getMessage()
     if "exception:" in message:
       self.text = " ".join(message.split("exception:", 1)[1].split())
+    if "out of retries" in message:
+      self.gave_up += 1
 
 
 LAST_FAILURE = _LastFailureHandler()

@@ -16,6 +16,8 @@ storage does not answer, is a `StorageError` naming the path and what is missing
 install that fits this environment (bert_tf.utils.optional.extra_install).
 """
 
+import asyncio
+import concurrent.futures
 import contextlib
 import glob as glob_lib
 import inspect
@@ -208,7 +210,12 @@ class FsspecFiles:
     if not overwrite and self._fs.exists(target):
       raise FileExistsError(target)
     self._fs.copy(source, target, recursive=recursive)
-    self._fs.rm(source, recursive=recursive)
+    try:
+      self._fs.rm(source, recursive=recursive)
+    except self.failures:
+      # `target` is whole once copied: a source that storage lost after the copy stays
+      # behind under its (temporary) name, for the writer's own clean-up.
+      pass
 
   def _renamed_file(self, source: str, target: str, overwrite: bool) -> bool:
     """Renames the object `source` by its name alone (no listing); False where no
@@ -219,7 +226,8 @@ class FsspecFiles:
       self._fs.cp_file(source, target)
     except FileNotFoundError:
       return False
-    self._fs.rm_file(source)
+    with contextlib.suppress(*self.failures):  # `target` is whole: as in `rename`
+      self._fs.rm_file(source)
     return True
 
 
@@ -307,8 +315,22 @@ def gcs_with_preconditions(scheme: str):
 # Where the remote calls of this thread must have been answered (answer_within).
 _DEADLINE = threading.local()
 # How long the storage calls of one output (a checkpoint, a summary upload) may take in
-# all, their retries included, before the writer gives up.
-WRITE_BOUND_S = 60.0
+# all, their retries included, before the writer gives up: five of gcsfs's tries (15 s
+# of backoff, the sixth waits 16 s more), so that a run whose storage is lost stops
+# within a minute on a loaded machine, its process's end included.
+WRITE_BOUND_S = 30.0
+# How long a storage call may take while storage is failing (a bounded call failed, on
+# any thread, and none was answered since): one more try, not a new round of retries,
+# so that what is left to write (a checkpoint's clean-up, a summary, the run's lock)
+# ends within seconds once the first failure is known.
+FAILING_CALL_S = 2.0
+_FAILING = threading.Event()
+
+
+def call_bound(seconds: float) -> float:
+  """How long a storage call may take now: `seconds`, or at most FAILING_CALL_S while
+  storage is failing (see answer_within)."""
+  return min(seconds, FAILING_CALL_S) if _FAILING.is_set() else seconds
 
 
 @contextlib.contextmanager
@@ -319,7 +341,8 @@ def answer_within(seconds: float) -> Iterator[None]:
   ...)", the last failure the client logged) where it has not failed with its own error
   before. The client's logs of failed requests are not printed: the caller reports the
   failure in one line. A deadline already set (an enclosing block) stays where it is
-  earlier."""
+  earlier. Once a bounded call failed, on any thread, each call, under way or later,
+  has at most FAILING_CALL_S more until one is answered (call_bound)."""
   outer = getattr(_DEADLINE, "at", None)
   at = time.monotonic() + seconds
   _DEADLINE.at = at if outer is None else min(outer, at)
@@ -333,30 +356,71 @@ def answer_within(seconds: float) -> Iterator[None]:
 
 
 class _BoundedCalls:
-  """An fsspec asynchronous file system whose blocking calls pass the time left to the
-  deadline as fsspec's `timeout`."""
+  """An fsspec asynchronous file system whose blocking calls run its coroutines on
+  fsspec's loop until the deadline, or until storage has been failing (another call's
+  failure) for FAILING_CALL_S; then the coroutine is cancelled."""
 
   def __init__(self, fs, at: float, seconds: float):
     self._fs, self._at, self._seconds = fs, at, seconds
 
   def __getattr__(self, name):
     method = getattr(self._fs, name)
-    # fsspec's blocking twin of a coroutine `_NAME` takes `timeout`; others (open) do not.
-    if not inspect.iscoroutinefunction(getattr(self._fs, f"_{name}", None)):
+    # fsspec's blocking twin of a coroutine `_NAME` (others, `open`, stay as they are).
+    coroutine = getattr(self._fs, f"_{name}", None)
+    if not inspect.iscoroutinefunction(coroutine):
       return method
 
     def bounded(*args, **kwargs):
-      from fsspec import exceptions  # pylint: disable=g-import-not-at-top
-      left = self._at - time.monotonic()
+      gave_up = client_logs.LAST_FAILURE.gave_up
       try:
-        if left <= 0:
-          raise exceptions.FSTimeoutError()
-        return method(*args, timeout=left, **kwargs)
-      except exceptions.FSTimeoutError:
+        answer = _run_within(coroutine(*args, **kwargs), self._fs.loop, self._at)
+      except (FileNotFoundError, FileExistsError):
+        _answered(gave_up)
+        raise
+      except _NoAnswer:
+        _FAILING.set()
         failure = client_logs.LAST_FAILURE.text
         last = f" (last error: {failure})" if failure else ""
         raise TimeoutError(f"no answer within {self._seconds:.0f} s{last}") from None
+      except Exception:
+        _FAILING.set()
+        raise
+      _answered(gave_up)
+      return answer
     return bounded
+
+
+class _NoAnswer(Exception):
+  """A bounded call's time ran out."""
+
+
+def _run_within(coroutine, loop, at: float):
+  """The result of `coroutine` run on `loop` (fsspec's thread), or _NoAnswer once `at`
+  passed or storage has been failing for FAILING_CALL_S of this call (call_bound), the
+  coroutine then cancelled."""
+  future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+  failing_since = None
+  while True:
+    now = time.monotonic()
+    failing_since = (failing_since or now) if _FAILING.is_set() else None
+    end = at if failing_since is None else min(at, failing_since + FAILING_CALL_S)
+    try:
+      return future.result(timeout=max(0.0, min(end - now, 0.5)))
+    except concurrent.futures.TimeoutError:
+      if future.done():
+        raise  # the coroutine's own
+      if time.monotonic() >= end:
+        future.cancel()
+        raise _NoAnswer() from None
+
+
+def _answered(gave_up: int) -> None:
+  """Storage answered a call: it is failing still where a request's retries ran out
+  meanwhile (fsspec answers some calls all the same: `isdir` False), else no longer."""
+  if client_logs.LAST_FAILURE.gave_up != gave_up:
+    _FAILING.set()
+  else:
+    _FAILING.clear()
 
 
 def _within_deadline(fs):

@@ -388,12 +388,15 @@ def _atomic(path: str, overwrite: bool, a_file: bool) -> Iterator[str]:
       gfile.rename(tmp, path, overwrite=overwrite)
       renamed = True
   finally:
-    # Once renamed, nothing is left under the temporary name: no question to ask.
-    if not renamed and gfile.exists(tmp):
-      if gfile.isdir(tmp):
-        gfile.rmtree(tmp)
-      else:
-        gfile.remove(tmp)
+    # Once renamed, `path` is whole: storage lost now (a copy of it left under the
+    # temporary name) neither fails the write nor spends the caller's time.
+    if not renamed:
+      with contextlib.suppress(*gfile.failures):  # the block's own error says why
+        if gfile.exists(tmp):
+          if gfile.isdir(tmp):
+            gfile.rmtree(tmp)
+          else:
+            gfile.remove(tmp)
 
 
 @contextlib.contextmanager

@@ -468,12 +468,21 @@ def test_conversion_falls_back_past_a_newest_checkpoint_failing_its_checksum_or_
   assert "\n" not in message and not (tmp_path / "hf2").exists()
 
 
-def test_a_converted_task_folder_moved_and_read_from_elsewhere_has_the_vocab_it_holds(
+def test_a_converted_task_folder_moved_and_read_from_elsewhere_has_the_vocab_it_holds_and_its_params_yaml_checked(
     tmp_path, vocab, monkeypatch):
   from checkpoint_helpers import tiny_task_model  # pylint: disable=g-import-not-at-top
+  from bert_tf.configs import params_checksum  # pylint: disable=g-import-not-at-top
   from bert_tf.training import trained_model  # pylint: disable=g-import-not-at-top
   writing.save_bert_tf(tiny_task_model("classifier"), vocab, str(tmp_path / "bt_seq"))
-  assert "vocab_file: vocab.txt\n" in (tmp_path / "bt_seq" / "params.yaml").read_text()
+  params = (tmp_path / "bt_seq" / "params.yaml").read_text()
+  assert "vocab_file: vocab.txt\n" in params
+  # Its CRC32C first, as a training run's: a damaged copy is named damaged.
+  assert params.startswith("# bert_tf params.yaml; CRC32C of the lines below: ")
+  (tmp_path / "damaged.yaml").write_text(params.replace("vocab.txt", "vocab.tx"))
+  os.makedirs(tmp_path / "damaged")
+  os.rename(tmp_path / "damaged.yaml", tmp_path / "damaged" / "params.yaml")
+  with pytest.raises(params_checksum.DamagedParamsError, match="fails its CRC32C"):
+    trained_model.load_experiment(str(tmp_path / "damaged" / "params.yaml"))
   moved = tmp_path / "elsewhere" / "bt_seq"
   os.renames(tmp_path / "bt_seq", moved)
   monkeypatch.chdir(tmp_path)

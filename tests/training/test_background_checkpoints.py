@@ -80,7 +80,7 @@ def test_steps_go_on_while_a_checkpoint_is_written_and_it_holds_its_steps_values
     np.testing.assert_array_equal(later[key], value, err_msg=key)
 
 
-def test_a_failed_background_write_is_raised_at_the_next_save_naming_the_path(
+def test_a_failed_background_write_is_raised_by_the_next_save_at_the_latest_naming_the_path(
     tmp_path, monkeypatch):
   write = portable.write
 
@@ -99,8 +99,9 @@ def test_a_failed_background_write_is_raised_at_the_next_save_naming_the_path(
   assert message.startswith(f"Writing checkpoint {path} failed: the disk is full (the "
                             "checkpoint needs ")
   assert message.endswith("no checkpoint of this run was committed")
-  # Raised at the save of step 4, before that one was started.
-  assert trainer.step == 4
+  # Raised once the training thread is back from a loop to find it failed, at the save
+  # of step 4 at the latest, before that one was started.
+  assert 2 <= trainer.step <= 4
   assert portable.checkpoints_in(model_dir) == []
 
 

@@ -5,7 +5,10 @@ takes that name, and where no error of the run takes it the process ends itself 
 the run's one line. (Four processes with one SIGKILLed:
 tests/integration/test_jax_process_lost.py.)"""
 
+import os
+import socket
 import threading
+import time
 
 import pytest
 
@@ -21,6 +24,7 @@ class _Store:
   def __init__(self, stalled):
     self.values = {}
     self.stalled = stalled
+    self.paused_until = 0.0  # no process beats before (time.monotonic())
     self.lock = threading.Lock()
 
   def key_value_set(self, key, value, allow_overwrite=False):
@@ -39,14 +43,17 @@ class _Store:
     while not stop.is_set():
       beat += 1
       for process in range(1, count):
+        if time.monotonic() < self.paused_until:
+          break
         if process != self.stalled or beat == 1:
           self.key_value_set(f"bert_tf/alive/{process}", str(beat))
       stop.wait(0.02)
 
 
-@pytest.fixture(name="watched")
-def _watched(monkeypatch):
-  """A fresh loss record, short timeouts, exit handlers and process ends recorded."""
+def _watch(monkeypatch, store, stop):
+  """Starts `store`'s other processes' beats and process 0's watcher over them, with a
+  fresh loss record, short timeouts, exit handlers and process ends recorded; returns
+  (exit handlers, process ends, the watcher's thread)."""
   monkeypatch.setattr(devices, "_LOSS", devices._Loss())  # pylint: disable=protected-access
   monkeypatch.setattr(devices, "HEARTBEAT_TIMEOUT_S", 0.5)
   monkeypatch.setattr(devices, "HEARTBEAT_EVERY_S", 0.02)
@@ -54,13 +61,18 @@ def _watched(monkeypatch):
   at_exit, ended = [], []
   monkeypatch.setattr(devices.atexit, "register", at_exit.append)
   monkeypatch.setattr(devices.errors, "end_process", ended.append)
-  store, stop = _Store(stalled=2), threading.Event()
   threads = [threading.Thread(target=store.beat_others, args=(4, stop), daemon=True),
              threading.Thread(target=devices._watch_heartbeats,  # pylint: disable=protected-access
                               args=(store, 0, 4), daemon=True)]
   for thread in threads:
     thread.start()
-  yield at_exit, ended, threads[1]
+  return at_exit, ended, threads[1]
+
+
+@pytest.fixture(name="watched")
+def _watched(monkeypatch):
+  stop = threading.Event()
+  yield _watch(monkeypatch, _Store(stalled=2), stop)
   stop.set()
 
 
@@ -98,3 +110,54 @@ def test_a_normal_end_reports_no_loss_when_the_service_shuts_down(monkeypatch):
   devices._LOSS.ending.set()  # pylint: disable=protected-access
   devices._watch_heartbeats(_ShutDown(), 1, 4)  # pylint: disable=protected-access
   assert ended == [] and not devices._LOSS.known.is_set()  # pylint: disable=protected-access
+
+
+def test_a_silent_process_that_still_runs_on_this_host_is_slow_not_lost(monkeypatch):
+  """Process 2 stops beating (its Python held up by a long compile) but still runs on
+  this host: it is waited for up to SLOW_PROCESS_S, not HEARTBEAT_TIMEOUT_S; a record
+  of a process that no longer runs (another start time under its pid) is lost at once."""
+  monkeypatch.setattr(devices, "SLOW_PROCESS_S", 1.5)
+  for record, lost_after in ((devices._process_record(os.getpid()), 1.5),  # pylint: disable=protected-access
+                             (f"{socket.gethostname()} {os.getpid()} 1", 0.5)):
+    store, stop = _Store(stalled=2), threading.Event()
+    store.values["bert_tf/process/2"] = record
+    start = time.monotonic()
+    _, ended, watcher = _watch(monkeypatch, store, stop)
+    monkeypatch.setattr(devices, "TAKE_WAIT_S", 0.2)
+    devices.end_on_lost_process(lambda lost, reason: f"{lost} stopped answering ({reason})")
+    assert devices._LOSS.known.wait(10)  # pylint: disable=protected-access
+    assert lost_after <= time.monotonic() - start < lost_after + 1.0, record
+    watcher.join(10)
+    stop.set()
+    assert not watcher.is_alive()
+    reason = ("no heartbeat for 1.5 s while it runs" if lost_after == 1.5
+              else "no heartbeat for 0.5 s")
+    assert ended == [f"process 2 stopped answering ({reason})"], record
+
+
+def test_a_watcher_held_up_with_every_process_does_not_count_that_time_as_silence(
+    monkeypatch):
+  """The machine held up (swapping, suspended): every process's beats stop, the
+  watcher's own too, for longer than HEARTBEAT_TIMEOUT_S, and the watcher runs again
+  a moment before the others beat again: no process is reported lost."""
+  store, stop = _Store(stalled=None), threading.Event()
+  set_value = store.key_value_set
+  held_until = [0.0]
+
+  def held_up(key, value, allow_overwrite=False):
+    if key.endswith("/0"):
+      time.sleep(max(0.0, held_until[0] - time.monotonic()))
+    set_value(key, value, allow_overwrite)
+
+  store.key_value_set = held_up
+  _, ended, watcher = _watch(monkeypatch, store, stop)
+  monkeypatch.setattr(devices, "HEARTBEAT_TIMEOUT_S", 1.0)
+  time.sleep(0.2)
+  # The others stop first, the watcher sees their last beats, then it is held up too;
+  # it goes on 0.3 s before them.
+  store.paused_until = time.monotonic() + 2.8
+  time.sleep(0.1)
+  held_until[0] = time.monotonic() + 2.4
+  watcher.join(3.5)
+  stop.set()
+  assert watcher.is_alive() and ended == [] and not devices._LOSS.known.is_set()  # pylint: disable=protected-access

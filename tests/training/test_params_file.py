@@ -1,4 +1,5 @@
-"""A model_dir's params.yaml (bert_tf.training.params_file): its CRC32C names a damaged
+"""A model_dir's params.yaml (bert_tf.training.params_file; its CRC32C line:
+bert_tf.configs.params_checksum): its CRC32C names a damaged
 file damaged, never a change of configuration; an earlier run's file without it still
 reads; a config file that is not YAML is one line."""
 
@@ -10,6 +11,7 @@ import yaml
 
 import trainer_helpers
 from bert_tf import configs
+from bert_tf.configs import params_checksum
 from bert_tf.training import backends
 from bert_tf.training import params_file
 from bert_tf.training import trained_model
@@ -50,13 +52,13 @@ def test_a_damaged_params_yaml_is_named_damaged_not_a_configuration_change(tmp_p
                                                                             caplog, how):
   _, path = _saved(tmp_path)
   _damage(path, how)
-  with pytest.raises(params_file.DamagedParamsError, match=f"^{path} is damaged: .*"
+  with pytest.raises(params_checksum.DamagedParamsError, match=f"^{path} is damaged: .*"
                      "--replace_params") as raised:
     params_file.recorded_params(str(tmp_path))
   assert "\n" not in str(raised.value)
   for reader in (lambda: params_file.evaluation_config_files(str(tmp_path), []),
                  lambda: trained_model.load_experiment(path)):  # --mode=eval, and an export
-    with pytest.raises(params_file.DamagedParamsError, match=f"^{path} is damaged"):
+    with pytest.raises(params_checksum.DamagedParamsError, match=f"^{path} is damaged"):
       reader()
   with caplog.at_level(logging.WARNING):  # --replace_params: replaced, with one line
     assert params_file.recorded_params(str(tmp_path), replace=True) is None

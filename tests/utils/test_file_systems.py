@@ -89,6 +89,31 @@ def test_atomic_writes_listing_and_rename_on_fsspec_leave_no_temporary(without_t
   assert files.listdir(directory) == ["a.txt"]
 
 
+def test_a_file_copied_to_its_name_is_written_though_storage_fails_to_delete_the_temporary(
+    without_tensorflow, monkeypatch):
+  """An object store renames by a copy and a delete: once the copy is in place the
+  file is whole, and storage lost before the delete fails neither the write (a
+  checkpoint is committed) nor spends more calls on the temporary name."""
+  del without_tensorflow
+  directory = _memory_dir()
+  files.check_writable(directory)
+  memory = type(fsspec.filesystem("memory"))
+  calls = []
+
+  def lost(self, path, *args, **kwargs):
+    calls.append(path)
+    raise ConnectionRefusedError(111, "Connection refused")
+
+  with monkeypatch.context() as patched:
+    patched.setattr(memory, "rm", lost)
+    patched.setattr(memory, "exists", lambda self, path, **kwargs: calls.append(path))
+    files.write_lines(f"{directory}/a.txt", ["whole"])
+  assert files.read_bytes(f"{directory}/a.txt") == b"whole\n"
+  left = [name for name in files.listdir(directory) if name != "a.txt"]
+  assert [name.startswith(".a.txt.tmp-") for name in left] == [True]
+  assert calls == [f"{directory}/{left[0]}"], calls  # the delete alone, tried once
+
+
 def test_portable_checkpoint_round_trips_through_remote_directory_leaving_no_local_file(
     without_tensorflow, tmp_path, monkeypatch):
   del without_tensorflow

@@ -15,6 +15,7 @@ either engine:
 import atexit
 import os
 import re
+import socket
 import sys
 import threading
 import time
@@ -35,13 +36,23 @@ _PROCESS_ID = "KERAS_DISTRIBUTION_PROCESS_ID"
 # heartbeat (a counter in jax.distributed's key-value store) every HEARTBEAT_EVERY_S.
 HEARTBEAT_TIMEOUT_S = 30
 HEARTBEAT_EVERY_S = 2
+# A process of this host whose heartbeat stopped but which still runs is slow, not lost:
+# its Python is held up (a call that keeps the interpreter lock, a machine that swaps)
+# while its compile or step goes on. It is waited for up to SLOW_PROCESS_S in all, then
+# reported. (A process of another host cannot be looked at: it is reported after
+# HEARTBEAT_TIMEOUT_S.) A process that watches finds the others silent for as long as
+# it was held up itself: that time is not counted against them.
+SLOW_PROCESS_S = 600
 # JAX's own heartbeat timeout, longer than ours: when it passes, its client ends every
-# other process with a fatal log and a C++ stack trace, which ours comes before. (Its
-# callback cannot be set from Python: jaxlib cannot hand a Python callback the status,
-# and the process ends with std::bad_cast. A client that loses the coordination service
-# ends at once the same way: bert_tf.training.jax_engine.coordinator serves it from a
-# process of its own, which outlives process 0.)
-_JAX_HEARTBEAT_TIMEOUT_S = 120
+# other process with a fatal log and a C++ stack trace, which ours comes before. Its
+# heartbeats are sent from threads of its own, which a Python held up does not stop:
+# it ends a run only where a process or its host is gone and ours did not stop the run
+# first. (Its callback cannot be set from Python: jaxlib cannot hand a Python callback
+# the status, and the process ends with std::bad_cast. A client that loses the
+# coordination service ends at once the same way:
+# bert_tf.training.jax_engine.coordinator serves it from a process of its own, which
+# outlives process 0.)
+_JAX_HEARTBEAT_TIMEOUT_S = 300
 # How long a process's end waits for the others at jax.distributed's shutdown barrier
 # (JAX's default: 300 s), which a lost process never reaches.
 SHUTDOWN_TIMEOUT_S = 10
@@ -56,6 +67,8 @@ SERVICE_GRACE_S = HEARTBEAT_TIMEOUT_S + 2 * TAKE_WAIT_S + 10
 # Read error [127.0.0.1]:PORT: Connection reset by peer").
 _PEER_GONE = re.compile(r"Gloo \w+ failed|Connection (reset|closed) by peer|Broken pipe")
 _ALIVE_KEY = "bert_tf/alive/"
+# Each process's host, pid and start time (`_process_record`), to tell slow from lost.
+_PROCESS_KEY = "bert_tf/process/"
 # Set by each process that stops for a lost one: process 0 ends the coordination
 # service (bert_tf.training.jax_engine.coordinator), whose end ends the others with a
 # fatal log, so it ends last.
@@ -152,18 +165,55 @@ class _Loss:
 _LOSS = _Loss()
 
 
+def _process_record(pid: int) -> Optional[str]:
+  """"HOST PID START" of the running process `pid` of this host (START: its start time
+  in clock ticks since boot, which a later process of the same pid does not share);
+  None where it is not running (gone, or a zombie) or /proc cannot tell."""
+  try:
+    with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+      fields = f.read().rsplit(")", 1)[1].split()
+  except (OSError, IndexError):
+    return None
+  if fields[0] in ("Z", "X"):
+    return None
+  return f"{socket.gethostname()} {pid} {fields[19]}"
+
+
+def _still_running(client, process: int) -> bool:
+  """Whether `process` of the run runs on this host still (see SLOW_PROCESS_S)."""
+  try:
+    record = client.key_value_try_get(f"{_PROCESS_KEY}{process}")
+  except Exception:  # pylint: disable=broad-except
+    return False
+  parts = str(record).split()
+  return (len(parts) == 3 and parts[0] == socket.gethostname()
+          and _process_record(int(parts[1])) == record)
+
+
 def _watch_heartbeats(client, index: int, count: int) -> None:
   """Sets this process's heartbeat and watches the others' (a thread for the life of
   the process); reports the first process whose heartbeat stopped for
-  HEARTBEAT_TIMEOUT_S, or the coordination service where it stops answering."""
+  HEARTBEAT_TIMEOUT_S (SLOW_PROCESS_S for one of this host that still runs), or the
+  coordination service where it stops answering."""
   others = [p for p in range(count) if p != index]
   seen = {p: (None, time.monotonic()) for p in others}
   beat = 0
+  record = _process_record(os.getpid())
+  if record:
+    try:
+      client.key_value_set(f"{_PROCESS_KEY}{index}", record, allow_overwrite=True)
+    except Exception:  # pylint: disable=broad-except
+      pass  # the service is gone: the first heartbeat reports it
+  last_round = time.monotonic()
   while True:
     beat += 1
     try:
       client.key_value_set(f"{_ALIVE_KEY}{index}", str(beat), allow_overwrite=True)
       now = time.monotonic()
+      held_up = now - last_round - HEARTBEAT_EVERY_S
+      last_round = now
+      if held_up > HEARTBEAT_EVERY_S:  # this process was held up: not the others' silence
+        seen = {p: (value, at + held_up) for p, (value, at) in seen.items()}
       for process in others:
         try:
           value = client.key_value_try_get(f"{_ALIVE_KEY}{process}")
@@ -180,8 +230,14 @@ def _watch_heartbeats(client, index: int, count: int) -> None:
     if _LOSS.ending.is_set():
       return
     for process, (_, at) in seen.items():
-      if time.monotonic() - at > HEARTBEAT_TIMEOUT_S:
+      silent = time.monotonic() - at
+      if silent <= HEARTBEAT_TIMEOUT_S:
+        continue
+      if not _still_running(client, process):
         _LOSS.report(process, f"no heartbeat for {HEARTBEAT_TIMEOUT_S} s")
+        return
+      if silent > SLOW_PROCESS_S:
+        _LOSS.report(process, f"no heartbeat for {SLOW_PROCESS_S} s while it runs")
         return
     time.sleep(HEARTBEAT_EVERY_S)
 
