@@ -31,6 +31,8 @@ QUIET_LOG_LEVEL = "2"
 # None at all: for output that is the tool's answer (a TensorFlow failure is a Python
 # exception all the same).
 SILENT_LOG_LEVEL = "3"
+# What quiet_startup_logs set in os.environ (show_startup_logs undoes it).
+_QUIETED = {}
 
 
 def prefer_onednn(env: Optional[MutableMapping[str, str]] = None) -> bool:
@@ -107,6 +109,24 @@ def quiet_startup_logs(env: Optional[MutableMapping[str, str]] = None,
   if LOG_LEVEL_VARIABLE in env:
     return False
   env[LOG_LEVEL_VARIABLE] = level
+  if env is os.environ:
+    _QUIETED[LOG_LEVEL_VARIABLE] = level
+  return True
+
+
+def show_startup_logs(verbosity: int) -> bool:
+  """Undoes quiet_startup_logs for a tool run with absl's --verbosity: sets
+  TF_CPP_MIN_LOG_LEVEL to the same level (verbosity 0 or more: info, 0; -1: warnings,
+  1; -2: errors, 2; less: 3) where quiet_startup_logs set it. TensorFlow reads it when
+  it loads: it applies only where TensorFlow has not loaded yet.
+
+  Returns:
+    Whether it set the variable (a variable the user set stays as it is).
+  """
+  if LOG_LEVEL_VARIABLE not in _QUIETED or (
+      os.environ.get(LOG_LEVEL_VARIABLE) != _QUIETED[LOG_LEVEL_VARIABLE]):
+    return False
+  os.environ[LOG_LEVEL_VARIABLE] = str(min(max(-verbosity, 0), 3))
   return True
 
 

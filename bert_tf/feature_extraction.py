@@ -16,6 +16,7 @@ With concat_layers, each token has one entry whose "index" lists the layers and 
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -24,7 +25,10 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import constants
+from bert_tf.checkpoints import files as checkpoint_files
+from bert_tf.checkpoints import reading
 from bert_tf.checkpoints import restore
+from bert_tf.configs import run_folder
 from bert_tf.models.bert_encoder import BertEncoder
 from bert_tf.text import packing
 from bert_tf.utils import errors
@@ -110,6 +114,9 @@ def extract_features(encoder, tokenizer, lines: Iterable[str], layers: Sequence[
   for layer in layers:
     if not -num_layers <= layer < num_layers:
       raise errors.InputError(f"Layer {layer} does not exist in a {num_layers}-layer encoder")
+  if seq_length > encoder.max_position_embeddings:
+    raise errors.InputError(f"--seq_length {seq_length} exceeds the encoder's "
+                            f"max_position_embeddings {encoder.max_position_embeddings}")
 
   @tf.function
   def run(inputs):
@@ -190,6 +197,43 @@ def extract_features_to_file(input_file: str, output_file: str, encoder, tokeniz
       num_tokens += len(record["features"])
       bar.update(1)
   return {"num_lines": len(lines), "num_tokens": num_tokens, "seconds": time.time() - start}
+
+
+def encoder_from_folder(folder: str, vocab_file: Optional[str] = None
+                        ) -> Tuple[BertEncoder, str, Optional[bool]]:
+  """The encoder of a bert_tf checkpoint folder (a training's model_dir, with its
+  params.yaml; a converted folder, with its config.yaml), read as the converter reads
+  it (bert_tf.checkpoints.reading.read_checkpoint), with the folder's vocab and case.
+
+  Args:
+    folder: the folder, or a checkpoint in it.
+    vocab_file: replaces the folder's vocab (its vocab.txt, or the one its params.yaml
+      names).
+
+  Returns:
+    (the restored BertEncoder, the vocab file, whether the tokenizer lower-cases: None
+    where the folder does not say).
+
+  Raises:
+    MissingInputError: the folder holds no config (naming --bert_config_file and
+      --encoder_size), or no vocab is known (naming --vocab_file).
+    ConversionError: the checkpoint does not fit its config, or the vocab its params.yaml
+      names is not there.
+  """
+  params = run_folder.params_path(folder)
+  configs_there = [os.path.join(os.path.dirname(params), name)
+                   for name in (checkpoint_files.CONFIG_YAML, run_folder.PARAMS_FILE)]
+  if not any(files.exists(path) for path in configs_there):
+    raise errors.MissingInputError(
+        f"--init_checkpoint {folder}: no {' or '.join(configs_there)} to describe the "
+        "encoder (not a training's model_dir or a converted folder); pass "
+        "--bert_config_file or --encoder_size")
+  loaded = reading.read_checkpoint(folder, input_format=checkpoint_files.BERT_TF,
+                                   vocab_file=vocab_file)
+  if not loaded.vocab_file:
+    raise errors.MissingInputError(f"No vocab in or named by {folder}: pass --vocab_file")
+  encoder = getattr(loaded.model, "encoder", loaded.model)
+  return encoder, loaded.vocab_file, loaded.settings.lower_case
 
 
 def load_encoder(encoder_config, init_checkpoint: str = ""):

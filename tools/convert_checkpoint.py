@@ -99,7 +99,8 @@ class _StageLog(std_logging.Handler):
     self.start = time.time()
 
   def emit(self, record):
-    print(f"[{time.time() - self.start:6.1f}s] {record.getMessage()}", flush=True)
+    warning = "Warning: " if record.levelno >= std_logging.WARNING else ""
+    print(f"[{time.time() - self.start:6.1f}s] {warning}{record.getMessage()}", flush=True)
 
 
 def main(argv):
@@ -127,7 +128,7 @@ def main(argv):
 
 def run():
   """The `bert-tf-convert-checkpoint` command."""
-  errors.run_tool("convert_checkpoint", main, quiet_logs=True,
+  errors.run_tool("convert_checkpoint", main,
                   needs=lambda: files.prepare_install(_INPUT_FORMAT.value,
                                                       _OUTPUT_FORMAT.value))
 

@@ -71,8 +71,7 @@ def main(argv):
 
 def run():
   """The `bert-tf-create-finetuning-data` command."""
-  errors.run_tool("create_finetuning_data", main, quiet_logs=True,
-                  needs=optional.tensorflow_for_tools)
+  errors.run_tool("create_finetuning_data", main, needs=optional.tensorflow_for_tools)
 
 
 if __name__ == "__main__":

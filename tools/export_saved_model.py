@@ -18,13 +18,13 @@ can be moved. --hub_dir also writes a TF Hub-style preprocessor/encoder pair.
 `pip install .` installs this tool as the command `bert-tf-export` (same flags).
 """
 
-import os
 import time
 
 from absl import app
 from absl import flags
 
 from bert_tf import cpu_kernels
+from bert_tf.configs import run_folder
 from bert_tf.utils import errors
 from bert_tf.utils import optional
 from bert_tf.utils import files
@@ -94,11 +94,7 @@ def main(argv):
     hub.check_hub_dir(FLAGS.hub_dir)
   # A missing checkpoint is named as such, not as the params.yaml missing beside it.
   checkpoint = restore.resolve_checkpoint(FLAGS.checkpoint)
-  config_path = FLAGS.config
-  if not config_path:
-    base = FLAGS.checkpoint if files.isdir(FLAGS.checkpoint) else os.path.dirname(
-        FLAGS.checkpoint)
-    config_path = os.path.join(base, "params.yaml")
+  config_path = FLAGS.config or run_folder.params_path(FLAGS.checkpoint)
   total = 4 + bool(FLAGS.hub_dir)
   begin = time.time()
   start = _stage(1, total, f"Restoring {FLAGS.checkpoint} with config {config_path}")

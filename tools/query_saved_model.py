@@ -51,8 +51,7 @@ def main(argv):
 
 def run():
   """The `bert-tf-query` command."""
-  errors.run_tool("query_saved_model", main, quiet_logs=True,
-                  needs=optional.tensorflow_for_tools)
+  errors.run_tool("query_saved_model", main, needs=optional.tensorflow_for_tools)
 
 
 if __name__ == "__main__":

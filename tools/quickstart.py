@@ -32,7 +32,6 @@ import subprocess
 import sys
 import time
 
-from absl import app
 from absl import flags
 
 from bert_tf import cpu_kernels
@@ -44,6 +43,7 @@ cpu_kernels.leave_out_absent_gpus()
 cpu_kernels.quiet_startup_logs()
 
 from bert_tf.data.creation import corpus
+from bert_tf.utils import errors
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -240,5 +240,10 @@ def main(argv):
         f"  vocab and TFRecords:         {paths['vocab.txt']}, {paths['data']}")
 
 
+def run():
+  """The quickstart, as `python3 tools/quickstart.py` runs it."""
+  errors.run_tool("quickstart", main)
+
+
 if __name__ == "__main__":
-  app.run(main)
+  run()

@@ -156,7 +156,7 @@ def compile_for_target():
 
 def run():
   """The `bert-tf-train` command."""
-  errors.run_tool("train", main, quiet_logs=True)
+  errors.run_tool("train", main)
 
 
 if __name__ == "__main__":

@@ -143,10 +143,10 @@ def label_names(architecture: Architecture, settings: HeadSettings,
     return ()
   if len(settings.label_names) == num_classes:
     return tuple(settings.label_names)
-  return _default_names(num_classes)
+  return default_label_names(num_classes)
 
 
-def _default_names(num_classes: int) -> Tuple[str, ...]:
+def default_label_names(num_classes: int) -> Tuple[str, ...]:
   """transformers' default label names: LABEL_0, LABEL_1, ..."""
   return tuple(f"LABEL_{i}" for i in range(num_classes))
 
@@ -172,7 +172,7 @@ def task_section(architecture: Architecture, model, settings: HeadSettings
   # transformers' default names are bert_tf's default class names "0", "1", ... (GLUE's
   # and those of labelled files), which the task takes when none are given.
   if names and not (architecture.task == SENTENCE_PREDICTION
-                    and names == _default_names(num_classes)):
+                    and names == default_label_names(num_classes)):
     section["label_names"] = list(names)
   return section
 
@@ -284,7 +284,7 @@ def huggingface_fields(architecture: Architecture, model, settings: HeadSettings
     return {}
   num_labels = head_size(model) if architecture.task in (SENTENCE_PREDICTION,
                                                          TAGGING) else 2
-  names = label_names(architecture, settings, num_labels) or _default_names(num_labels)
+  names = label_names(architecture, settings, num_labels) or default_label_names(num_labels)
   fields: Dict[str, Any] = {
       "id2label": {str(i): name for i, name in enumerate(names)},
       "label2id": {name: i for i, name in enumerate(names)},

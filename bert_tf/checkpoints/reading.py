@@ -102,8 +102,8 @@ def detect_format(path: str) -> str:
     google_tf1 = _google_tf1(path)
     prefix = google_tf1.find_checkpoint_prefix(path)
   except ConversionError:
-    raise ConversionError(f"{unknown} TensorFlow checkpoint. Pass the input "
-                          "format.") from None
+    raise ConversionError(f"{unknown} TensorFlow checkpoint. Pass its format: "
+                          f"--input_format={'|'.join(FORMATS)}") from None
   names = google_tf1.variable_names(prefix)
   if any(name.split("/", 1)[0] in name_map.ITEMS for name in names):
     return BERT_TF
@@ -200,6 +200,7 @@ def model_from_raw(raw: RawCheckpoint,
                 if raw.fmt == HUGGINGFACE else architectures.HeadSettings())
   if raw.lower_case is not None:
     settings = dataclasses.replace(settings, lower_case=raw.lower_case)
+  _say_unnamed_tags(raw, architecture, settings, num_classes)
   model = variables_lib.build_model(encoder_config, architecture.items, num_classes, settings)
   variables = variables_lib.variables_by_path(model)
   assignments = []
@@ -233,6 +234,22 @@ def model_from_raw(raw: RawCheckpoint,
   logger.info("Assigned %d variables (%s)", len(assignments), "+".join(architecture.items))
   return LoadedCheckpoint(model, encoder_config, raw.vocab_file, architecture.items,
                           raw.source, raw.fmt, settings)
+
+
+def _say_unnamed_tags(raw: RawCheckpoint, architecture: architectures.Architecture,
+                      settings: architectures.HeadSettings, num_classes: int) -> None:
+  """Logs one warning where a token classifier's config names no tags (transformers'
+  default id2label, LABEL_0, ...): the converted tagger keeps those names, and its
+  export serves them, each an entity type of its own (no `O`, no B-/I- spans)."""
+  if (architecture.task != architectures.TAGGING
+      or architectures.label_names(architecture, settings, num_classes)
+      != architectures.default_label_names(num_classes)):
+    return
+  logger.warning(
+      "%s: its config names no tags (transformers' default id2label, LABEL_0 ... LABEL_%d): "
+      "the tagger keeps these names and an export serves them, each an entity type of its "
+      "own; to name them, set id2label in its config.json (e.g. {\"0\": \"O\", \"1\": \"B-PER\", "
+      "\"2\": \"I-PER\"}) and convert again", raw.source, num_classes - 1)
 
 
 def _architecture(raw: RawCheckpoint, arrays) -> architectures.Architecture:

@@ -19,6 +19,13 @@ VOCAB_FILE = "vocab.txt"
 _FILE_ENTRIES = (("tokenizer", "vocab_file"),)
 
 
+def params_path(checkpoint: str) -> str:
+  """The params.yaml of the run folder that holds `checkpoint`: a folder (a model_dir, a
+  converted checkpoint) or a checkpoint file or prefix in one."""
+  folder = checkpoint if files.isdir(checkpoint) else os.path.dirname(checkpoint)
+  return os.path.join(folder, PARAMS_FILE)
+
+
 def resolve_beside(path: str, folder: str) -> str:
   """A file that a file in `folder` names: an absolute or remote `path` as it is; a
   relative one under `folder` where it is there, else as given."""

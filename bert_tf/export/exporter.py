@@ -61,10 +61,7 @@ QUANTIZE_MODES = INT8_MODES + (BFLOAT16,)
 
 def next_version(export_base: str) -> int:
   """1 + the largest integer directory name in export_base (1 if there is none)."""
-  if not tf.io.gfile.isdir(export_base):
-    return 1
-  versions = [int(name.rstrip("/")) for name in tf.io.gfile.listdir(export_base)
-              if re.fullmatch(r"\d+/?", name)]
+  versions = [int(name) for name in files.listdir(export_base) if re.fullmatch(r"\d+", name)]
   return max(versions, default=0) + 1
 
 
@@ -76,6 +73,10 @@ def write_saved_model(module, export_base: str, version: Optional[int] = None) -
     export_base: the model's base directory (what TF Serving's model_base_path names).
     version: integer version; None takes `next_version(export_base)`.
 
+  A remote export_base (gs://, ...) gets the SavedModel written to a local folder first
+  and uploaded through the package's file layer (bert_tf.utils.files.staged_directory),
+  which reaches the storage TensorFlow's own client does not (a Cloud Storage emulator).
+
   Returns:
     The path of the written version directory.
 
@@ -86,11 +87,13 @@ def write_saved_model(module, export_base: str, version: Optional[int] = None) -
   if version < 0:
     raise errors.InputError(f"version must be a non-negative integer, got {version}")
   final = os.path.join(export_base, str(version))
-  if tf.io.gfile.exists(final):
+  if files.exists(final):
     raise errors.OutputExistsError(
         f"Export directory {final} exists already; choose another version")
   # The temporary name is no integer, so a server watching export_base ignores it.
-  with files.atomic_path(final, overwrite=False) as temporary:
+  staged = (files.staged_directory(final) if not files.is_local(final)
+            else files.atomic_path(final, overwrite=False))
+  with staged as temporary:
     tf.saved_model.save(module, temporary, signatures=module.signatures())
   logging.info("Exported %s to %s", type(module).__name__, final)
   return final

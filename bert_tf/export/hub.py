@@ -66,7 +66,9 @@ def export_hub_pair(encoder, vocab_file: str, export_dir: str, lower_case: bool 
   preprocessor = hub_preprocessor.HubPreprocessor(tokenizer, seq_length)
   preprocessor.trace()
   module = hub_encoder.HubEncoder(encoder, pretrainer)
-  with files.atomic_path(export_dir) as temporary:
+  # A remote pair is written to a local folder and uploaded through the package's file
+  # layer, which reaches storage TensorFlow's own client does not (an emulator).
+  with files.staged_directory(export_dir) as temporary:
     tf.saved_model.save(
         preprocessor, os.path.join(temporary, PREPROCESSOR),
         signatures={"serving_default": preprocessor.__call__.get_concrete_function()})

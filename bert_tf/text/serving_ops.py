@@ -11,8 +11,9 @@ export code can check a whole SavedModel with `saved_model_op_types`.
 
 import os
 
-import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
+
+from bert_tf.utils import files
 
 # tensorflow-text ops: the BertTokenizer/WordpieceTokenizer family, regex
 # split and Unicode normalization. Deliberately absent: the newer
@@ -84,8 +85,9 @@ def saved_model_op_types(export_dir):
     A frozenset of op type names (str) over all its meta graphs.
   """
   saved_model = saved_model_pb2.SavedModel()
-  with tf.io.gfile.GFile(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
-    saved_model.ParseFromString(f.read())
+  # Through the package's file layer: an export on storage TensorFlow's own client does
+  # not reach (a Cloud Storage emulator) is read too.
+  saved_model.ParseFromString(files.read_bytes(os.path.join(export_dir, "saved_model.pb")))
   ops = set()
   for meta_graph in saved_model.meta_graphs:
     ops |= graph_op_types(meta_graph.graph_def)

@@ -1,9 +1,10 @@
 """Host-side sums of a training loop's step outputs, and the report made from them
 (console line, TensorBoard scalars), shared by the trainers of every backend."""
 
-from typing import Dict, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 from bert_tf.training.steps import COUNTS
+from bert_tf.training.steps import LEARNING_RATE
 
 
 class Window:
@@ -47,34 +48,46 @@ class LoopReports:
   report as TensorBoard scalars (`writer`, a SummaryWriter) every
   trainer.summary_interval steps, and each log window's `shown` metrics with its rate
   as a progress line (`progress`, a StepLogger) every trainer.log_interval steps; both
-  at the run's last step `total` too.
+  at the run's last step `total` too. A report's learning_rate is the rate of the
+  window's last update (`rate_at(step - 1)`, the schedule's rate of the update after
+  `step - 1` updates), as Model Garden reports it, not the window's mean.
 
   Attributes:
     last: the report of the last summary window written ({} before the first).
   """
 
   def __init__(self, trainer_config, total: int, global_batch: int, writer, progress,
-               shown: Sequence[str]):
+               shown: Sequence[str], rate_at: Optional[Callable[[int], float]] = None):
     self._summary_interval = trainer_config.summary_interval
     self._log_interval = trainer_config.log_interval
     self._total, self._global_batch = total, global_batch
     self._writer, self._progress, self._shown = writer, progress, tuple(shown)
+    self._rate_at = rate_at
     self._summary_window, self._log_window = Window(), Window()
+    self._step = 0
     self.last: Dict[str, float] = {}
+
+  def _report(self, window: Window) -> Dict[str, float]:
+    """`report` of the window, its learning_rate that of its last update."""
+    out = report(window, self._global_batch)
+    if self._rate_at is not None and LEARNING_RATE in out and self._step > 0:
+      out[LEARNING_RATE] = self._rate_at(self._step - 1)
+    return out
 
   def add(self, step: int, totals: Dict[str, float], steps: int,
           seconds: Optional[float]) -> None:
     """Adds a loop of `steps` steps ending at `step` (`seconds`: its time, None to leave
     it out of the rates), then writes the reports due at `step`."""
+    self._step = step
     self._summary_window.add(totals, steps, seconds)
     self._log_window.add(totals, steps, seconds)
     if step % self._summary_interval == 0 or step == self._total:
-      self.last = report(self._summary_window, self._global_batch)
+      self.last = self._report(self._summary_window)
       self._writer.write(self.last, step)
       self._summary_window = Window()
     if step % self._log_interval == 0 or step == self._total:
       window = self._log_window
-      logged = report(window, self._global_batch)
+      logged = self._report(window)
       rate = window.timed_steps / window.seconds if window.seconds else None
       self._progress.log(step, {k: logged[k] for k in self._shown if k in logged},
                          steps_per_second=rate)
@@ -83,4 +96,4 @@ class LoopReports:
   def latest(self) -> Dict[str, float]:
     """The last summary window's report, or that of the window being summed before the
     first was written (a run stopped early)."""
-    return self.last or report(self._summary_window, self._global_batch)
+    return self.last or self._report(self._summary_window)

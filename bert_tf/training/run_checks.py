@@ -107,7 +107,28 @@ def schedule_warnings(experiment: configs.ExperimentConfig) -> List[str]:
         f"than trainer.train_steps {total}: only the last step is saved, so a run "
         f"stopped before it starts again from step 0. Set trainer.checkpoint_interval "
         "below train_steps.")
-  return lines
+  lines.append(_report_interval_warning(trainer))
+  return [line for line in lines if line]
+
+
+def _report_interval_warning(trainer: configs.TrainerConfig) -> str:
+  """One line where trainer.log_interval or summary_interval is longer than the run:
+  its progress line and its TensorBoard points come at the last step alone. The run
+  keeps the intervals it was given (as Model Garden's trainer does); the line names the
+  settings that report about ten times over the run."""
+  total = trainer.train_steps
+  longer = [f"trainer.{name} {getattr(trainer, name)}"
+            for name in ("log_interval", "summary_interval") if getattr(trainer, name) > total]
+  if not longer:
+    return ""
+  shown = {"trainer.log_interval": "progress lines",
+           "trainer.summary_interval": "TensorBoard points"}
+  what = " and ".join(shown[entry.rsplit(" ", 1)[0]] for entry in longer)
+  suggested = max(total // 10, 1)
+  settings = ",".join(f"{entry.rsplit(' ', 1)[0]}={suggested}" for entry in longer)
+  return (f"Warning: {' and '.join(longer)} {'is' if len(longer) == 1 else 'are'} longer "
+          f"than trainer.train_steps {total}: the run writes its {what} at its last step "
+          f"alone. Set {settings} to report about ten times over the run.")
 
 
 _SCHEDULE_KEYS = ("learning_rate", "warmup_steps", "decay_steps", "end_learning_rate",

@@ -36,6 +36,7 @@ from bert_tf.training import params_file
 from bert_tf.training import reports
 from bert_tf.training import run_lock
 from bert_tf.training import run_stops
+from bert_tf.training import schedules
 from bert_tf.training.summaries import SummaryWriter
 from bert_tf.utils import errors
 from bert_tf.utils import files
@@ -284,8 +285,11 @@ class Trainer:
     intervals = [config.summary_interval, config.log_interval, config.checkpoint_interval]
     if evaluate_every:
       intervals.append(config.validation_interval)
+    # The schedule both engines' optimizers are built with.
+    schedule = schedules.for_run(self.experiment.optimizer, config.train_steps)
     reported = reports.LoopReports(config, total, self.experiment.train_data.global_batch_size,
-                                   writer, progress, self.task.progress_metrics)
+                                   writer, progress, self.task.progress_metrics,
+                                   rate_at=lambda step: schedules.rate_at(schedule, step))
     step, first_call = self.step, True
     while step < total:
       num_steps = host_loop.next_loop_length(step, total, config.steps_per_loop, intervals)

@@ -8,7 +8,12 @@ flag mistake one line and exit status 2, and any other exception (a bug) keeps i
 traceback. `--verbose` prints the traceback of a user error as well. TOOL is the command
 the user typed (`bert-tf-export` for the installed command, else the tool's name). A
 tool that needs TensorFlow says so in that line before it reads or writes anything, and
-`--help` shows the tool's own flags however it was started.
+`--help` shows the tool's own flags however it was started, with exit status 0.
+
+A tool's console output is its own lines: the libraries' logs (absl's and TensorFlow's
+INFO lines, the storage clients', TensorFlow's C++ start-up lines) are left out, warnings
+and errors kept. absl's `--verbosity` (`-v`) shows them from that level on (0 info, 1
+debug, -1 warnings; TensorFlow's C++ logs too where TensorFlow has not loaded yet).
 """
 
 import logging
@@ -78,29 +83,62 @@ def _show_tool_flags_in_help(main: Callable) -> None:
 
   absl's help shows the flags defined by the module named sys.argv[0] and the docstring
   of __main__; an installed command's __main__ is pip's launcher, and its flags belong
-  to `bert_tf.tools.NAME`. The tool's flags (and --verbose) become key flags of
+  to `bert_tf.tools.NAME`. The tool's flags (and --verbose, --verbosity) become key flags of
   sys.argv[0], and its docstring that of a launcher without one.
   """
   from absl import flags  # pylint: disable=g-import-not-at-top
   for module_name in (main.__module__, __name__):
     for flag in flags.FLAGS.flags_by_module_dict().get(module_name, []):
       flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+  flags.FLAGS.register_key_flag_for_module(sys.argv[0], flags.FLAGS["verbosity"])
   launcher, tool = sys.modules.get("__main__"), sys.modules.get(main.__module__)
   if (launcher is not None and tool is not None and launcher is not tool
       and not launcher.__doc__):
     launcher.__doc__ = tool.__doc__
 
 
-def run_tool(name: str, main: Callable, quiet_logs: bool = False,
+# absl's flags that print help and end the process (with status 1, as absl has it).
+_HELP_FLAGS = ("help", "helpshort", "helpfull", "helpxml", "?")
+VERBOSITY_HELP = ("Show the libraries' logs (absl, TensorFlow, the storage clients) from "
+                  "this level on: 0 info, 1 debug, -1 warnings. Left out, a tool prints its "
+                  "own lines, and the libraries' warnings and errors.")
+
+
+def _asks_for_help(argv) -> bool:
+  return any(arg.lstrip("-").split("=", 1)[0] in _HELP_FLAGS
+             for arg in argv[1:] if arg.startswith("-"))
+
+
+def _quiet_library_logs() -> None:
+  """The libraries' INFO lines left out: absl's verbosity at warnings (set before absl
+  parses the flags, which would raise it to info; --verbosity still sets it), the absl
+  handler at warnings (whatever level a library sets its own logger to: gcsfs logs each
+  request at debug where it is asked to), TensorFlow's Python logger at errors."""
+  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+  absl_logging.set_verbosity(absl_logging.WARNING)
+  absl_logging.get_absl_handler().setLevel(logging.WARNING)
+  logging.getLogger("tensorflow").setLevel(logging.ERROR)
+
+
+def _show_library_logs(verbosity: int) -> None:
+  """--verbosity given: every logger at absl's level (which absl has set), and
+  TensorFlow's C++ logs at the same level where the tool's start-up quieted them."""
+  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+  from bert_tf import cpu_kernels  # pylint: disable=g-import-not-at-top
+  absl_logging.get_absl_handler().setLevel(logging.NOTSET)
+  logging.getLogger("tensorflow").setLevel(logging.NOTSET)
+  cpu_kernels.show_startup_logs(verbosity)
+
+
+def run_tool(name: str, main: Callable,
              needs: Optional[Callable[[], None]] = None) -> None:
-  """Runs `main(argv)` under absl with one-line error reports (see the module doc).
+  """Runs `main(argv)` under absl with one-line error reports and the libraries' logs
+  left out unless --verbosity asks for them (see the module doc).
 
   Args:
     name: the tool's name, the prefix of its error lines (`train`, `build_vocab`)
       unless it runs as an installed `bert-tf-*` command.
     main: absl main; its return value is the exit status.
-    quiet_logs: show warnings and errors only of TensorFlow's Python logger and of
-      absl logging, so that the tool's own progress lines are what the user reads.
     needs: called after flag parsing (--help works without it), before `main`: raises
       a UserError where the tool cannot run in this install (e.g.
       bert_tf.utils.optional.tensorflow_for_tools: TensorFlow is missing), so that
@@ -110,13 +148,11 @@ def run_tool(name: str, main: Callable, quiet_logs: bool = False,
   from absl import flags  # pylint: disable=g-import-not-at-top
   global _tool_name
   name = _tool_name = command_name(name)
-  if quiet_logs:
-    from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
-    logging.getLogger("tensorflow").setLevel(logging.ERROR)
-    absl_logging.set_verbosity(absl_logging.WARNING)
+  _quiet_library_logs()
   if "verbose" not in flags.FLAGS:
     flags.DEFINE_bool("verbose", False,
                       "Print the traceback of a reported error as well.")
+  flags.FLAGS["verbosity"].help = VERBOSITY_HELP
   _show_tool_flags_in_help(main)
 
   def parse(argv):
@@ -125,8 +161,15 @@ def run_tool(name: str, main: Callable, quiet_logs: bool = False,
     except flags.Error as e:
       print(f"{name}: error: {_one_line(str(e))} (see --help)", file=sys.stderr)
       sys.exit(USAGE_EXIT)
+    except SystemExit as e:
+      # absl ends --help with status 1; help that was asked for is no failure.
+      if e.code == 1 and _asks_for_help(argv):
+        sys.exit(0)
+      raise
 
   def reported_main(argv):
+    if flags.FLAGS["verbosity"].present:
+      _show_library_logs(flags.FLAGS.verbosity)
     try:
       if needs is not None:
         needs()

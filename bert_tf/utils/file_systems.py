@@ -27,6 +27,7 @@ import threading
 import time
 from typing import Iterator, List, Optional
 
+from bert_tf import cpu_kernels
 from bert_tf.utils import client_logs
 from bert_tf.utils import errors
 from bert_tf.utils import optional
@@ -233,8 +234,12 @@ class FsspecFiles:
 
 def _tensorflow_gfile():
   """tf.io.gfile, or None where TensorFlow is not installed. Imported on first use:
-  modules that only name files load without TensorFlow."""
+  modules that only name files load without TensorFlow; in a tool, without its start-up
+  lines (cpu_kernels.import_tensorflow_quietly), however early a path is asked about."""
+  if not optional.installed("tensorflow"):  # a blocked import (None) counts as absent
+    return None
   try:
+    cpu_kernels.import_tensorflow_quietly()  # once: an imported TensorFlow is kept
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
   except ImportError:
     return None

@@ -12,8 +12,12 @@ from typing import Optional
 from bert_tf import cpu_kernels
 from bert_tf.utils import errors
 
-# The install of bert_tf with TensorFlow and tensorflow-text (setup.py's requirements).
-TENSORFLOW_INSTALL = "pip install bert_tf"
+# The install of bert_tf with TensorFlow and tensorflow-text (setup.py's requirements):
+# from its source (bert_tf is on no package index), and apart from a TensorFlow-free
+# install, which TensorFlow's requirements would change (README.md, Installing).
+TENSORFLOW_INSTALL = ("bert_tf's full install, pip install . in its source checkout (or "
+                      "its wheel), in an environment apart from the TensorFlow-free one "
+                      "(README.md, Installing)")
 # What each extra installs without TensorFlow: `pip install PACKAGES`, or the
 # requirements/ file of the checkout that lists them.
 _EXTRA_PACKAGES = {
@@ -36,7 +40,7 @@ def installed(name: str) -> bool:
 
 
 def tensorflow_installed() -> bool:
-  """Whether TensorFlow and tensorflow-text, which `pip install bert_tf` brings, are."""
+  """Whether TensorFlow and tensorflow-text, which bert_tf's full install brings, are."""
   return installed("tensorflow") and installed("tensorflow_text")
 
 
@@ -52,7 +56,8 @@ def extra_install(extra: str) -> str:
 
 def require_tensorflow(needed_for: Optional[str] = None) -> None:
   """Raises InputError unless TensorFlow and tensorflow-text are installed:
-  "[`needed_for` ]needs TensorFlow: pip install bert_tf", found without importing them."""
+  "[`needed_for` ]needs TensorFlow (and tensorflow-text): TENSORFLOW_INSTALL", found
+  without importing them."""
   if not tensorflow_installed():
     prefix = f"{needed_for} " if needed_for else ""
     raise errors.InputError(f"{prefix}needs TensorFlow (and tensorflow-text): "

@@ -357,8 +357,11 @@ def test_detect_format_tells_the_three_formats_apart(tmp_path, vocab):
   for fmt in ("bert_tf", "huggingface", "google_tf1"):
     writing.save_checkpoint(model, vocab, str(tmp_path / fmt), fmt)
     assert reading.detect_format(str(tmp_path / fmt)) == fmt
-  with pytest.raises(ConversionError, match="Cannot tell the format"):
+  with pytest.raises(ConversionError, match="Cannot tell the format") as raised:
     reading.detect_format(str(tmp_path))
+  # The remedy names the flag and its values.
+  assert str(raised.value).endswith(
+      "Pass its format: --input_format=bert_tf|google_tf1|huggingface|keras_hub")
 
 
 def test_huggingface_writer_names_follow_bert_for_pretraining(tmp_path, vocab):

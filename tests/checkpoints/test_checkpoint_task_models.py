@@ -166,6 +166,29 @@ def test_huggingface_task_model_converts_with_its_head_and_labels_and_back(tmp_p
   assert_outputs_match(hf_outputs(back.eval(), features), want)
 
 
+def test_a_token_classifier_without_tag_names_converts_with_one_warning_saying_so(
+    tmp_path, caplog):
+  """transformers' default id2label (LABEL_0, ...) names no tags: the tagger keeps those
+  names (what its export serves), and the conversion says so and how to name them."""
+  folder = tmp_path / "hf"
+  transformers.BertForTokenClassification(hf_config(num_labels=3)).save_pretrained(str(folder))
+  write_vocab(folder / "vocab.txt", TINY.vocab_size)
+  with caplog.at_level("WARNING", logger="bert_tf.checkpoints"):
+    convert.convert_checkpoint(str(folder), str(tmp_path / "ours"))
+  (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+  assert warning.startswith(str(folder)) and (
+      ": its config names no tags (transformers' default id2label, LABEL_0 ... LABEL_2)"
+      in warning), warning
+  assert "set id2label in its config.json" in warning
+  params = yaml.safe_load((tmp_path / "ours" / "params.yaml").read_text())
+  assert params["task"]["label_names"] == ["LABEL_0", "LABEL_1", "LABEL_2"]
+  caplog.clear()
+  save_hf_model("token_classification", tmp_path / "named")
+  with caplog.at_level("WARNING", logger="bert_tf.checkpoints"):
+    reading.read_checkpoint(str(tmp_path / "named"))
+  assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
 def test_regression_head_and_cased_tokenizer_keep_in_both_directions(tmp_path):
   save_hf_model("regression", tmp_path / "hf")
   transformers.BertTokenizer(str(tmp_path / "hf" / "vocab.txt"),

@@ -19,6 +19,12 @@ def _tool(name, *args, env=None, returncode=0):
   return process
 
 
+def _without_log_level():
+  """The environment without TF_CPP_MIN_LOG_LEVEL (the tests' conftest sets it): what the
+  tool prints of TensorFlow's logs is its own choice."""
+  return {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+
+
 def _run(tmp_path, task_section=None):
   """A tiny model_dir (checkpoint and params.yaml) of the pretraining task, or of the
   task of `task_section` (export_helpers.TASK_SECTIONS), and an export_dir beside it."""
@@ -35,7 +41,9 @@ def test_export_tool_writes_next_version_and_request_tool_body_is_accepted(tmp_p
   model_dir, export_dir = _run(tmp_path)
   os.makedirs(export_dir / "4")
   out = _tool("export_saved_model.py", f"--checkpoint={model_dir}",
-              f"--export_dir={export_dir}", "--top_k=2")
+              f"--export_dir={export_dir}", "--top_k=2", env=_without_log_level())
+  # The tool's own lines alone: no absl or TensorFlow INFO line, no start-up line.
+  assert out.stderr == "", out.stderr
   # The directory's newest checkpoint, named where it is restored and in the summary.
   checkpoint = str(model_dir / "ckpt-1")
   assert f"restored {checkpoint}\n" in out.stdout
@@ -59,7 +67,12 @@ def test_export_tool_writes_next_version_and_request_tool_body_is_accepted(tmp_p
 def test_export_tool_writes_a_bfloat16_export_with_allowlisted_ops(tmp_path):
   model_dir, export_dir = _run(tmp_path, helpers.TASK_SECTIONS["mnli"])
   out = _tool("export_saved_model.py", f"--checkpoint={model_dir}",
-              f"--export_dir={export_dir}", "--quantize=bfloat16")
+              f"--export_dir={export_dir}", "--quantize=bfloat16", "-v", "0",
+              env=_without_log_level())
+  # --verbosity shows the libraries' INFO lines, TensorFlow's start-up ones included.
+  assert "] Restored encoder " in out.stderr, out.stderr
+  assert "oneDNN custom operations" in out.stderr or "cpu_feature_guard" in out.stderr, (
+      out.stderr)
   assert (f"Exported ClassifierServing of {model_dir / 'ckpt-1'} to {export_dir / '1'}"
           in out.stdout)
   assert "all allowlisted: True" in out.stdout

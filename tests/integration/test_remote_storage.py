@@ -7,7 +7,8 @@ bit-exactly; and storage that is not served or does not answer is one error line
 each kind of path, with nothing written locally. With TensorFlow installed, the package
 reaches the emulator through gcsfs too (TensorFlow's gs:// client has no emulator
 setting): a checkpoint in the bucket is read in ranged requests of 8 MiB, and the
-exporter and the converter read a model_dir there. The TensorFlow engine is tested in
+converter reads a model_dir there and the exporter writes its SavedModel and TF Hub-style
+pair there, which load and serve the run's model. The TensorFlow engine is tested in
 one process on ram:// (tests/training/test_remote_model_dir.py).
 """
 
@@ -423,14 +424,10 @@ def _tool_with_tensorflow(name, args, environment, cwd):
   return result
 
 
-def test_export_and_conversion_read_a_model_dir_in_the_bucket_through_the_file_layer(
-    tmp_path, emulator):
-  """With TensorFlow installed, as the exporter needs: the checkpoint, params.yaml and
-  the vocab it names are read from the bucket; the export and the conversion are those
-  of the same model_dir read locally."""
-  environment, fs = emulator
-  bucket, cwd = _bucket_and_cwd(tmp_path)
-  remote = f"{bucket}/model_dir"
+def _model_dir_in_bucket(fs, tmp_path, remote):
+  """A tiny pretraining run's folder (ckpt-2.h5, params.yaml naming the vocab in the
+  bucket, vocab.txt), written to tmp_path/model_dir and uploaded to `remote`; returns
+  (its model, its config, the local folder, the local vocab)."""
   vocab = export_helpers.write_vocab(tmp_path / "vocab")
   config = export_helpers.experiment(f"{remote}/vocab.txt")
   model = export_helpers.build_model(config)
@@ -438,14 +435,61 @@ def test_export_and_conversion_read_a_model_dir_in_the_bucket_through_the_file_l
   portable.save(portable.path_for_step(str(local), 2), model.checkpoint_items, step=2)
   config.save(str(local / "params.yaml"))
   _upload(fs, [local / "ckpt-2.h5", local / "params.yaml", vocab], remote)
+  return model, config, local, vocab
 
+
+def test_export_reads_a_run_in_the_bucket_and_writes_the_saved_model_and_hub_pair_there(
+    tmp_path, emulator):
+  """The docs' `--checkpoint=gs://... --export_dir=gs://...`, with TensorFlow installed
+  (whose own gs:// client does not reach the emulator): the SavedModel and the TF Hub-style
+  pair are written through the file layer, and what is in the bucket loads and serves the
+  run's model."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
+  environment, fs = emulator
+  bucket, cwd = _bucket_and_cwd(tmp_path)
+  remote = f"{bucket}/runs/sst2"
+  model, _, _, vocab = _model_dir_in_bucket(fs, tmp_path, remote)
   exported = _tool_with_tensorflow(
-      "export_saved_model.py", [f"--checkpoint={remote}", f"--export_dir={tmp_path}/exports"],
-      environment, cwd)
+      "export_saved_model.py", [f"--checkpoint={remote}", f"--export_dir={bucket}/exports/sst2",
+                                f"--hub_dir={bucket}/hub/sst2"], environment, cwd)
   assert f"restored {remote}/ckpt-2.h5" in exported.stdout
-  assert (tmp_path / "exports" / "1" / "assets" / "vocab.txt").read_text(
+  assert f"to {bucket}/exports/sst2/1 " in exported.stdout, exported.stdout
+  fs.invalidate_cache()
+  assert sorted(fs.ls(f"{bucket}/exports/sst2", detail=False)) == [
+      f"{gcs_emulator.BUCKET}/exports/sst2/1"]  # no temporary folder left beside it
+  fs.get(f"{bucket}/exports/sst2/1", str(tmp_path / "export"), recursive=True)
+  fs.get(f"{bucket}/hub/sst2", str(tmp_path / "hub"), recursive=True)
+  assert (tmp_path / "export" / "assets" / "vocab.txt").read_text(
       encoding="utf-8") == open(vocab, encoding="utf-8").read()
 
+  # [CLS] the cat [MASK] on mat [SEP], padded: the served top-k logits are the model's.
+  tokens = [line.strip() for line in open(vocab, encoding="utf-8")]
+  ids = [tokens.index(t) for t in "[CLS] the cat [MASK] on mat [SEP]".split()]
+  length = export_helpers.SEQ_LENGTH
+  inputs = {"input_word_ids": np.array([ids + [0] * (length - len(ids))], np.int32),
+            "input_mask": np.array([[1] * len(ids) + [0] * (length - len(ids))], np.int32),
+            "input_type_ids": np.zeros((1, length), np.int32)}
+  served = tf.saved_model.load(str(tmp_path / "export")).signatures["serve_token_ids"](
+      **{k: tf.constant(v) for k, v in inputs.items()})
+  logits = np.asarray(model(dict(inputs, masked_lm_positions=np.array([[3, 0, 0]], np.int32)),
+                            training=False)["mlm_logits"])[0, 0]
+  np.testing.assert_allclose(served["top_k_logits"].numpy()[0, 0],
+                             np.sort(logits)[::-1][:5], rtol=1e-5, atol=1e-5)
+  preprocessor = tf.saved_model.load(str(tmp_path / "hub" / "preprocessor"))
+  encoder = tf.saved_model.load(str(tmp_path / "hub" / "encoder"))
+  pooled = encoder(preprocessor(tf.constant(["the cat sat on the mat ."])))["pooled_output"]
+  assert pooled.shape == (1, 32)
+  assert os.listdir(cwd) == []
+
+
+def test_conversion_reads_a_model_dir_in_the_bucket_through_the_file_layer(tmp_path, emulator):
+  """With TensorFlow installed: the checkpoint, params.yaml and the vocab it names are
+  read from the bucket; the conversion is that of the same model_dir read locally."""
+  environment, fs = emulator
+  bucket, cwd = _bucket_and_cwd(tmp_path)
+  remote = f"{bucket}/model_dir"
+  _, _, local, _ = _model_dir_in_bucket(fs, tmp_path, remote)
   for source, output in ((remote, "from_bucket"), (str(local), "from_local")):
     _tool_with_tensorflow("convert_checkpoint.py",
                           [f"--input={source}", f"--output_dir={tmp_path / output}"],

@@ -76,17 +76,19 @@ def test_short_run_warns_once_per_setting_and_a_resumed_run_names_both_rates(
     tmp_path, backend):
   path = tmp_path / "tiny.yaml"
   path.write_text(yaml.safe_dump(trainer_helpers.tiny_experiment_dict(
-      steps=4, optimizer={"warmup_steps": 100}, trainer={"checkpoint_interval": 100})))
+      steps=4, optimizer={"warmup_steps": 100},
+      trainer={"checkpoint_interval": 100, "summary_interval": 100})))
   model_dir = tmp_path / "run"
   first = _train(backend, str(path), model_dir)
   assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
   warnings = [l for l in first.stdout.splitlines() if l.startswith("Warning:")]
-  assert len(warnings) == 2, first.stdout
+  assert len(warnings) == 3, first.stdout
   assert "optimizer.warmup_steps 100" in warnings[0]
   assert "trainer.checkpoint_interval 100" in warnings[1]
+  assert "trainer.summary_interval 100 is longer" in warnings[2]
   resumed = _train(backend, str(path), model_dir,
                    "--params_override=optimizer.warmup_steps=2,trainer.checkpoint_interval=2,"
-                   "trainer.train_steps=8")
+                   "trainer.summary_interval=2,trainer.train_steps=8")
   assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
   warnings = [l for l in resumed.stdout.splitlines() if l.startswith("Warning:")]
   assert len(warnings) == 1, resumed.stdout

@@ -96,8 +96,7 @@ def test_the_shipped_commands_run_in_turn_at_toy_size(tmp_path):
   assert (tmp_path / "runs" / "base_hf" / "vocab.txt").read_bytes() == (
       tmp_path / "vocab.txt").read_bytes()
 
-  # A released checkpoint (here a BERT-mini: 4 layers, as extract_features'
-  # --layers=-1,-2,-3,-4 needs) converted, and back to Hugging Face.
+  # A released checkpoint (a BERT-mini) converted, and back to Hugging Face.
   from bert_tf import configs  # pylint: disable=g-import-not-at-top
   from bert_tf.checkpoints import variables, writing  # pylint: disable=g-import-not-at-top
   release = tmp_path / "uncased_L-12_H-768_A-12"
@@ -125,8 +124,9 @@ def test_the_shipped_commands_run_in_turn_at_toy_size(tmp_path):
 
   _run(_find(readme, "create_finetuning_data"), cwd)
   assert (tmp_path / "data" / "mrpc_train.tfrecord").exists()
-  shutil.copy(release / "bert_config.json", tmp_path / "bert_config.json")
   (tmp_path / "input.txt").write_text("the cat sat\nthe dog ||| ran far\n", encoding="utf-8")
+  # From runs/base (a BERT-mini: 4 layers, as --layers=-1,-2,-3,-4 needs), its encoder,
+  # vocab and case from its params.yaml.
   _run(_find(readme, "extract_features"), cwd)
   assert len((tmp_path / "features.jsonl").read_text().splitlines()) == 2
   _run(_find(readme, "export_saved_model"), cwd)

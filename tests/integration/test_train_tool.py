@@ -122,6 +122,7 @@ def test_run_killed_with_sigkill_then_resumed_ends_with_the_uninterrupted_weight
 
 def test_tool_help_explains_the_flags():
   result = _run_tool(["--helpfull"], timeout=120)
+  assert result.returncode == 0, result.stderr  # help asked for is no failure
   for flag in ("--experiment", "--config_file", "--params_override", "--model_dir",
                "--mode", "--distribution_strategy", "--mixed_precision_dtype",
                "--jit_compile", "--init_checkpoint"):

@@ -1,4 +1,5 @@
-"""Feature extraction: packing, layer selection, JSON lines output and the tool."""
+"""Feature extraction: packing, layer selection, a run folder read for its encoder,
+JSON lines output and the tool."""
 
 import json
 import os
@@ -78,6 +79,38 @@ def test_layer_out_of_range_is_an_error(tokenizer):
   encoder = harness.tiny_encoder(vocab_size=len(VOCAB))
   with pytest.raises(ValueError, match="Layer -3 does not exist in a 2-layer encoder"):
     next(fe.extract_features(encoder, tokenizer, ["the cat"], layers=[-3]))
+
+
+def test_a_run_folder_gives_its_encoder_vocab_and_case_as_the_converter_reads_them(tmp_path):
+  """A training's model_dir (params.yaml naming its vocab.txt, relative) and a converted
+  encoder's folder (config.yaml, vocab.txt beside it) need no bert_config.json."""
+  import export_helpers  # pylint: disable=g-import-not-at-top
+  from bert_tf.checkpoints import portable  # pylint: disable=g-import-not-at-top
+  from bert_tf.checkpoints import writing  # pylint: disable=g-import-not-at-top
+  run = tmp_path / "runs" / "base"
+  vocab = export_helpers.write_vocab(run)
+  config = export_helpers.experiment("vocab.txt").override({"tokenizer": {"lower_case": False}})
+  model = export_helpers.build_model(config)
+  portable.save(portable.path_for_step(str(run), 2), model.checkpoint_items, step=2)
+  config.save(str(run / "params.yaml"))
+  writing.save_checkpoint(model.encoder, vocab, str(tmp_path / "converted"))
+  for folder, lower_case in ((run, False), (tmp_path / "converted", None)):
+    encoder, vocab_file, case = fe.encoder_from_folder(str(folder))
+    assert (os.path.abspath(vocab_file), case) == (str(folder / "vocab.txt"), lower_case)
+    assert encoder.num_layers == 2
+    for got, want in zip(encoder.weights, model.encoder.weights):
+      np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=got.path)
+  other_vocab = export_helpers.write_vocab(tmp_path / "other")
+  assert fe.encoder_from_folder(str(run / "ckpt-2.h5"), other_vocab)[1] == other_vocab
+  with pytest.raises(FileNotFoundError, match="pass --bert_config_file or --encoder_size"):
+    fe.encoder_from_folder(str(tmp_path / "other"))
+
+
+def test_a_seq_length_beyond_the_position_table_is_an_error_naming_the_flag(tokenizer):
+  encoder = harness.tiny_encoder(vocab_size=len(VOCAB), max_position_embeddings=16)
+  with pytest.raises(ValueError, match="--seq_length 32 exceeds the encoder's "
+                                       "max_position_embeddings 16"):
+    next(fe.extract_features(encoder, tokenizer, ["the cat"], seq_length=32))
 
 
 @pytest.mark.slow  # the tool in a process

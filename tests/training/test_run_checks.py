@@ -1,7 +1,7 @@
 """A training run that would be silently wrong says so before it writes anything
 (bert_tf.training.run_checks, Trainer.run): a vocab of another size than the
-model's table is an error naming both sizes; settings longer than the run and a resumed
-run's changed schedule are one warning line each."""
+model's table is an error naming both sizes; settings longer than the run (the report
+intervals together) and a resumed run's changed schedule are one warning line each."""
 
 import sys
 
@@ -81,6 +81,24 @@ def test_warmup_decay_and_checkpoint_interval_longer_than_the_run_warn_one_line_
   assert "optimizer.warmup_steps 10000" in warmup and "trainer.train_steps 40" in warmup
   assert "optimizer.decay_steps 50000" in decay
   assert "trainer.checkpoint_interval 10000" in interval and "step 0" in interval
+
+
+def test_report_intervals_longer_than_the_run_warn_in_one_line_naming_settings_that_fit():
+  """A short pretraining run with the experiments' intervals of 1000 steps would print
+  nothing but its checkpoints until its last step: the intervals are kept (as given),
+  and one line says so and what fits."""
+  both = run_checks.schedule_warnings(
+      _pretraining(steps=200, trainer={"log_interval": 1000, "summary_interval": 1000}))
+  assert both == [
+      "Warning: trainer.log_interval 1000 and trainer.summary_interval 1000 are longer than "
+      "trainer.train_steps 200: the run writes its progress lines and TensorBoard points "
+      "at its last step alone. Set trainer.log_interval=20,trainer.summary_interval=20 to "
+      "report about ten times over the run."]
+  (summary,) = run_checks.schedule_warnings(
+      _pretraining(steps=5, trainer={"summary_interval": 1000}))
+  assert summary.startswith("Warning: trainer.summary_interval 1000 is longer than "
+                            "trainer.train_steps 5: the run writes its TensorBoard points")
+  assert "Set trainer.summary_interval=1 " in summary
 
 
 def test_settings_within_the_run_give_no_warning():

@@ -212,7 +212,9 @@ def test_loops_end_at_every_interval_and_checkpoints_keep_the_newest(tmp_path):
   assert portable.read(str(tmp_path / "ckpt-6.h5")).position == dict(order, batches_read=6)
   assert engine.input.events == []  # started at step 0: nothing to restore or skip
   assert report["loss"] == pytest.approx(np.mean([1 / s for s in range(2, 8)]))
-  assert report[steps.LEARNING_RATE] == pytest.approx(0.1)
+  # The rate of the last update (the 6th, after 5: AdamW at 1e-3, 2 warm-up steps, then
+  # linear decay to 0 at step 6), not the window's mean (the fake engine's 0.1).
+  assert report[steps.LEARNING_RATE] == pytest.approx(1e-3 * (1 - 5 / 6))
   assert sum(line.startswith("Saved checkpoint") for line in lines) == 2
 
 
