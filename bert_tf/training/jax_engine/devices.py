@@ -54,8 +54,11 @@ SLOW_PROCESS_S = 600
 # outlives process 0.)
 _JAX_HEARTBEAT_TIMEOUT_S = 300
 # How long a process's end waits for the others at jax.distributed's shutdown barrier
-# (JAX's default: 300 s), which a lost process never reaches.
-SHUTDOWN_TIMEOUT_S = 10
+# (JAX's default: 300 s), which a lost process never reaches (it ends without the
+# barrier). A process that comes later than this aborts in JAX's shutdown, so it leaves
+# room for the last one's end on a loaded host; in a run whose processes all end, the
+# barrier waits only for the last of them.
+SHUTDOWN_TIMEOUT_S = 60
 # How long the report of a lost process waits for the run's own error (a collective
 # that failed) to take it, before it ends the process itself (the run waits in a
 # collective that never returns).
