@@ -72,8 +72,12 @@ def _watch(monkeypatch, store, stop):
 @pytest.fixture(name="watched")
 def _watched(monkeypatch):
   stop = threading.Event()
-  yield _watch(monkeypatch, _Store(stalled=2), stop)
+  at_exit, ended, watcher = _watch(monkeypatch, _Store(stalled=2), stop)
+  yield at_exit, ended, watcher
   stop.set()
+  devices._LOSS.ending.set()  # pylint: disable=protected-access
+  watcher.join(5)  # never left watching once this test's settings are undone
+  assert not watcher.is_alive()
 
 
 def test_a_collective_whose_peer_is_gone_names_the_process_whose_heartbeat_stopped(watched):
@@ -161,3 +165,8 @@ def test_a_watcher_held_up_with_every_process_does_not_count_that_time_as_silenc
   watcher.join(3.5)
   stop.set()
   assert watcher.is_alive() and ended == [] and not devices._LOSS.known.is_set()  # pylint: disable=protected-access
+  # The run's end stops the watcher, before this test's settings are undone: left
+  # watching, it would find the others silent and end the test's process.
+  devices._LOSS.ending.set()  # pylint: disable=protected-access
+  watcher.join(5)
+  assert not watcher.is_alive()
