@@ -15,7 +15,7 @@ import importlib
 _EXPORTS = {
     "ConversionSummary": "convert", "convert_checkpoint": "convert",
     "FORMATS": "files", "ConversionError": "files",
-    "LoadedCheckpoint": "reading", "detect_format": "reading", "read_checkpoint": "reading",
+    "LoadedCheckpoint": "raw_model", "detect_format": "reading", "read_checkpoint": "reading",
     "build_model": "variables", "model_arrays": "variables",
     "save_bert_tf": "writing", "save_checkpoint": "writing", "save_google_tf1": "writing",
     "save_huggingface": "writing", "save_keras_hub": "writing",

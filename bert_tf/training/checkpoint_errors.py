@@ -13,7 +13,7 @@ from typing import Optional
 
 from bert_tf.checkpoints import snapshots
 from bert_tf.utils import errors
-from bert_tf.utils import file_systems
+from bert_tf.utils import storage_deadline
 from bert_tf.utils import files
 
 
@@ -49,7 +49,7 @@ def write_failure(path: str, content: Optional[snapshots.Snapshot], error: BaseE
   was writing, None elsewhere): why (on a full disk, how much the checkpoint needed, the
   space left and trainer.max_to_keep), and the checkpoint a rerun resumes from
   (`newest_committed`)."""
-  reason = (errors.user_message(error) or file_systems.failure_reason(error)
+  reason = (errors.user_message(error) or storage_deadline.failure_reason(error)
             or type(error).__name__)
   if _disk_full(error):
     needed = sum(a.nbytes for a in content.arrays.values()) if content else 0

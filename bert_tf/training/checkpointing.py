@@ -64,13 +64,13 @@ from bert_tf.training import input_source as input_source_lib
 from bert_tf.training import steps
 from bert_tf.utils import background as background_lib
 from bert_tf.utils import errors
-from bert_tf.utils import file_systems
+from bert_tf.utils import storage_deadline
 from bert_tf.utils import files
 
 _LEGACY_INDEX = re.compile(r"^ckpt-(\d+)\.index$")
 # The temporary name of a `ckpt-N.h5` being written (bert_tf.utils.files.temporary_name).
 _UNFINISHED = re.compile(r"^\.ckpt-\d+\.h5\.tmp-[0-9a-f]+$")
-# The storage calls of one checkpoint write may take file_systems.WRITE_BOUND_S in all,
+# The storage calls of one checkpoint write may take storage_deadline.WRITE_BOUND_S in all,
 # their retries included, plus the time its bytes take at this rate (bytes per second),
 # before the run stops (remote model_dir, fsspec route).
 MIN_UPLOAD_RATE = 10e6
@@ -224,7 +224,7 @@ class CheckpointSaver:
       # Its memory is filled again by the next save, once this one is written.
       self._snapshot = content
     try:
-      with file_systems.answer_within(file_systems.WRITE_BOUND_S):
+      with storage_deadline.answer_within(storage_deadline.WRITE_BOUND_S):
         files.make_dirs(self.model_dir)
         if content is not None:
           # Room first (at most max_to_keep checkpoints, this one included): a rerun in
@@ -288,7 +288,7 @@ class CheckpointSaver:
     other process's marker, writes the .h5 under a temporary name and renames it, then
     deletes the checkpoints beyond max_to_keep."""
     try:
-      with file_systems.answer_within(file_systems.WRITE_BOUND_S):
+      with storage_deadline.answer_within(storage_deadline.WRITE_BOUND_S):
         if marker:
           files.write_lines(marker, checkpoint_parts.part_marker_lines(
               self.engine.placement.process_index))
@@ -296,7 +296,7 @@ class CheckpointSaver:
         checkpoint_parts.wait_for_parts(path, self.engine.placement.process_count,
                                         self._parts_lost)
         size = sum(a.nbytes for a in content.arrays.values())
-        with file_systems.answer_within(file_systems.WRITE_BOUND_S
+        with storage_deadline.answer_within(storage_deadline.WRITE_BOUND_S
                                          + size / MIN_UPLOAD_RATE):
           portable.write(path, content)
           self._commit(path)

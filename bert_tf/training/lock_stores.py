@@ -26,6 +26,7 @@ from typing import Optional
 from bert_tf.training import lock_record
 from bert_tf.utils import errors
 from bert_tf.utils import file_systems
+from bert_tf.utils import storage_deadline
 from bert_tf.utils import files
 
 # How long one storage call of the lock may take, its retries included.
@@ -170,7 +171,7 @@ class _GcsLock:
     try:
       self._fs.call("PATCH", "b/{}/o/{}", self._bucket, self._key,
                     ifGenerationMatch=self._generation,
-                    timeout=file_systems.call_bound(_CALL_S),
+                    timeout=storage_deadline.call_bound(_CALL_S),
                     json={"metadata": {"renewed": str(lock_record.now())}})
     except (FileNotFoundError, FileExistsError):
       raise lock_record.ModelDirInUseError(
@@ -182,7 +183,7 @@ class _GcsLock:
     try:
       self._fs.call("DELETE", "b/{}/o/{}", self._bucket, self._key,
                     ifGenerationMatch=self._generation,
-                    timeout=file_systems.call_bound(_CALL_S))
+                    timeout=storage_deadline.call_bound(_CALL_S))
     except (FileNotFoundError, FileExistsError):
       pass  # taken over already
 

@@ -20,7 +20,7 @@ from typing import Callable, Iterator, Optional
 from bert_tf.training import lock_record
 from bert_tf.training import lock_stores
 from bert_tf.utils import client_logs
-from bert_tf.utils import file_systems
+from bert_tf.utils import storage_deadline
 from bert_tf.utils import files
 
 
@@ -75,7 +75,7 @@ class RunLock:
     if self._renewer is not None:
       # A renewal in flight ends by its own bound; while storage is failing it is not
       # waited for (a daemon thread) beyond one more try's time.
-      self._renewer.join(file_systems.call_bound(self.lease_s))
+      self._renewer.join(storage_deadline.call_bound(self.lease_s))
     self._held = False
     if self._lost is not None:
       return
@@ -89,7 +89,7 @@ class RunLock:
       # Storage lost: the run's own error says so; the lease runs out by itself.
       logging.warning("Could not remove %s (%s): another run takes it over once its "
                       "lease of %.0f s runs out", self.path,
-                      file_systems.failure_reason(e), self.lease_s)
+                      storage_deadline.failure_reason(e), self.lease_s)
 
   def check(self) -> None:
     """Raises ModelDirInUseError where another run took the lock over (this one could
@@ -107,7 +107,7 @@ class RunLock:
         return
       except Exception as e:  # pylint: disable=broad-except
         # Storage that does not answer now: the run's own writes report it.
-        logging.debug("Renewing %s failed: %s", self.path, file_systems.failure_reason(e))
+        logging.debug("Renewing %s failed: %s", self.path, storage_deadline.failure_reason(e))
 
   def __enter__(self) -> "RunLock":
     return self.acquire()

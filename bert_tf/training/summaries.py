@@ -27,7 +27,7 @@ from tensorboard.compat.proto import types_pb2
 from tensorboard.summary.writer import event_file_writer
 from tensorboard.util import tensor_util
 
-from bert_tf.utils import file_systems
+from bert_tf.utils import storage_deadline
 from bert_tf.utils import files
 
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
@@ -70,7 +70,7 @@ class SummaryWriter:
   def _upload(self) -> None:
     if self._local_directory is None:
       return
-    with file_systems.answer_within(file_systems.WRITE_BOUND_S):
+    with storage_deadline.answer_within(storage_deadline.WRITE_BOUND_S):
       for name in os.listdir(self._local_directory):
         files.copy(os.path.join(self._local_directory, name),
                    os.path.join(self.directory, name))
@@ -78,7 +78,7 @@ class SummaryWriter:
   def _give_up(self, error: BaseException) -> None:
     """Warns once that summaries are no longer written, and writes none again."""
     logging.warning("TensorBoard summaries are no longer written to %s: %s",
-                    self.directory, file_systems.failure_reason(error))
+                    self.directory, storage_deadline.failure_reason(error))
     self.close(failed=True)
 
   def close(self, failed: bool = False) -> None:

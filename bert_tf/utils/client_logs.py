@@ -1,7 +1,7 @@
 """The storage clients' own logs kept to one line: gcsfs logs each request that runs out
 of retries with its traceback, and asyncio reports the tasks fsspec leaves behind when
 a bounded call gives up; the caller's error already says why, in one line. The calls
-that bert_tf.utils.file_systems.answer_within bounds keep gcsfs's last failure for
+that bert_tf.utils.storage_deadline.answer_within bounds keep gcsfs's last failure for
 their error (LAST_FAILURE); checks that report in one line silence the retries
 (quiet_retries)."""
 

@@ -22,6 +22,7 @@ from typing import Iterable, Iterator, List, Sequence, Union
 from bert_tf.utils import client_logs
 from bert_tf.utils import errors
 from bert_tf.utils import file_systems
+from bert_tf.utils import storage_deadline
 
 
 def protocol(path: str) -> str:
@@ -81,7 +82,7 @@ def expand_patterns(patterns: Union[str, Sequence[str]], field: str = "input_pat
       raise error(f"{field}: no file matches {glob} (no such bucket or folder)") from None
     except gfile.failures as e:
       raise file_systems.StorageError(
-          f"{field}: cannot list {glob}: {file_systems.failure_reason(e)}") from None
+          f"{field}: cannot list {glob}: {storage_deadline.failure_reason(e)}") from None
     if not matches:
       raise error(f"{field}: no file matches {glob}")
     seen.update(found)
@@ -221,7 +222,7 @@ def check_writable(directory: str, field: str = "model_dir") -> None:
       gfile.remove(probe)
   except gfile.failures as e:
     raise file_systems.StorageError(
-        f"{field}: cannot write to {directory}: {file_systems.failure_reason(e)}") from None
+        f"{field}: cannot write to {directory}: {storage_deadline.failure_reason(e)}") from None
 
 
 def check_readable(path: str, field: str) -> None:
@@ -242,7 +243,7 @@ def check_readable(path: str, field: str) -> None:
       gfile.exists(path)
   except gfile.failures as e:
     raise file_systems.StorageError(
-        f"{field}: cannot read {path}: {file_systems.failure_reason(e)}") from None
+        f"{field}: cannot read {path}: {storage_deadline.failure_reason(e)}") from None
 
 
 @contextlib.contextmanager
@@ -321,7 +322,7 @@ def make_dirs(directory: str) -> None:
   try:
     gfile.makedirs(directory)
   except gfile.failures as e:
-    reason = file_systems.failure_reason(e)
+    reason = storage_deadline.failure_reason(e)
     if not is_remote(directory):
       reason = _blocking_file(directory) or reason
     raise errors.OutputPathError(f"Cannot create the output directory {directory}: "

@@ -1,4 +1,4 @@
-"""Remote calls bounded in all (bert_tf.utils.file_systems.answer_within): a call that
+"""Remote calls bounded in all (bert_tf.utils.storage_deadline.answer_within): a call that
 gets no answer by the deadline raises TimeoutError naming the bound and the last failure
 the client logged, the client's own logs are not printed meanwhile, and calls outside a
 block are not bounded."""
@@ -12,6 +12,7 @@ import pytest
 from fsspec import asyn
 
 from bert_tf.utils import file_systems
+from bert_tf.utils import storage_deadline
 
 
 class _StorageThatStopsAnswering(asyn.AsyncFileSystem):
@@ -42,7 +43,7 @@ def test_a_call_without_answer_stops_at_the_deadline_naming_the_last_failure(cap
   start = time.monotonic()
   with caplog.at_level(logging.DEBUG):
     with pytest.raises(TimeoutError) as raised:
-      with file_systems.answer_within(1.0):
+      with storage_deadline.answer_within(1.0):
         files.exists("stalled://bucket/x")
   assert time.monotonic() - start < 5
   assert str(raised.value) == ("no answer within 1 s (last error: Cannot connect to host "
@@ -59,13 +60,13 @@ def _answering_after():
   """Storage answers again after each test: a call that failed here leaves no short
   tries to the tests after it."""
   yield
-  file_systems._FAILING.clear()  # pylint: disable=protected-access
+  storage_deadline._FAILING.clear()  # pylint: disable=protected-access
 
 
 @pytest.fixture(name="failing_call_s")
 def _failing_call_s(monkeypatch):
   """A short FAILING_CALL_S."""
-  monkeypatch.setattr(file_systems, "FAILING_CALL_S", 0.3)
+  monkeypatch.setattr(storage_deadline, "FAILING_CALL_S", 0.3)
   return 0.3
 
 
@@ -75,14 +76,14 @@ def test_once_a_call_failed_each_call_has_one_short_try_until_one_is_answered(fa
                                                                skip_instance_cache=True),
                                     "stalled://", object_store=True)
   with pytest.raises(TimeoutError):
-    with file_systems.answer_within(0.5):
+    with storage_deadline.answer_within(0.5):
       storage(30.0).exists("stalled://bucket/x")
   # Another output (another thread's, or the clean-up of the same one) with a long bound
   # ends after one short try, its bound's words kept.
-  assert file_systems.call_bound(20.0) == failing_call_s
+  assert storage_deadline.call_bound(20.0) == failing_call_s
   start = time.monotonic()
   with pytest.raises(TimeoutError, match="no answer within 60 s"):
-    with file_systems.answer_within(60.0):
+    with storage_deadline.answer_within(60.0):
       storage(30.0).exists("stalled://bucket/x")
   assert time.monotonic() - start < failing_call_s + 1.5
   # A call already under way on another thread ends too, FAILING_CALL_S after the
@@ -91,28 +92,28 @@ def test_once_a_call_failed_each_call_has_one_short_try_until_one_is_answered(fa
 
   def under_way():
     try:
-      with file_systems.answer_within(60.0):
+      with storage_deadline.answer_within(60.0):
         storage(30.0).exists("stalled://bucket/x")
     except TimeoutError as e:
       ended.append((time.monotonic(), str(e)))
 
-  file_systems._FAILING.clear()  # pylint: disable=protected-access
+  storage_deadline._FAILING.clear()  # pylint: disable=protected-access
   other = threading.Thread(target=under_way)
   other.start()
   with pytest.raises(TimeoutError):
-    with file_systems.answer_within(0.5):
+    with storage_deadline.answer_within(0.5):
       storage(30.0).exists("stalled://bucket/x")
   failed_at = time.monotonic()
   other.join(10)
   assert ended and ended[0][0] - failed_at < failing_call_s + 1.5, ended
   assert ended[0][1].startswith("no answer within 60 s"), ended
   # An answer ends it: the next call has its whole bound again.
-  with file_systems.answer_within(60.0):
+  with storage_deadline.answer_within(60.0):
     assert storage(0.05).exists("stalled://bucket/x")
-  assert file_systems.call_bound(20.0) == 20.0
-  with file_systems.answer_within(60.0):
+  assert storage_deadline.call_bound(20.0) == 20.0
+  with storage_deadline.answer_within(60.0):
     assert storage(failing_call_s * 3).exists("stalled://bucket/x")
   # A call answered though a request's retries ran out meanwhile met storage failing.
-  with file_systems.answer_within(60.0):
+  with storage_deadline.answer_within(60.0):
     assert not storage(0.0).isdir("stalled://bucket/x")
-  assert file_systems.call_bound(20.0) == failing_call_s
+  assert storage_deadline.call_bound(20.0) == failing_call_s
