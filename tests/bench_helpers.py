@@ -46,13 +46,15 @@ NO_TENSORFLOW_SITECUSTOMIZE = textwrap.dedent("""\
 def tensorflow_importers(log_text: str) -> set:
   """The frames that asked for TensorFlow in a NO_TENSORFLOW_SITECUSTOMIZE log: for
   each blocked import, (file, function) of the last frame outside the import
-  machinery, the file relative to site-packages or to the checkout."""
+  machinery (and outside cpu_kernels.import_tensorflow_quietly), the file relative to site-packages or to the checkout."""
   frame = re.compile(r'^  File "(.*)", line \d+, in (.*)$', re.M)
   importers = set()
   for stack in log_text.split("\n\n"):
+    # import_tensorflow_quietly imports for its caller: the caller is the one asking.
     frames = [(path, name) for path, name in frame.findall(stack)
               if not path.startswith("<frozen") and
-              not path.endswith(("importlib/__init__.py", "sitecustomize.py"))]
+              not path.endswith(("importlib/__init__.py", "sitecustomize.py")) and
+              not (path.endswith("cpu_kernels.py") and name == "import_tensorflow_quietly")]
     if frames:
       path, name = frames[-1]
       if path.startswith(paths.ROOT + os.sep):

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(paths.ROOT, "tests", "models"))
 
 import float8_worker  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-STEPS = 400
+STEPS = 200
 BAND = 0.02
 MEAN_BAND = 0.01
 

@@ -1,13 +1,13 @@
-"""A process lost from a JAX run of four processes (jax.distributed on 127.0.0.1,
+"""A process lost from a JAX run of three processes (jax.distributed on 127.0.0.1,
 tools/train.py without TensorFlow, model_dir on the GCS emulator): the uninterrupted
 run's process 1 held up longer than the heartbeats' timeout before its first steps (a
-slow compile) is waited for, not reported lost; process 3 SIGKILLed
+slow compile) is waited for, not reported lost; process 2 SIGKILLed
 while the background save of ckpt-4 waits for its part, then, in the rerun, process 0
 SIGKILLed while it writes ckpt-4 (the coordination service, served from a process of its
 own, outlives it); every other process stops within the bound (devices.HEARTBEAT_TIMEOUT_S, the
 heartbeats' own timeout, plus slack for a loaded machine) with one error line naming
 the lost process and the checkpoint a rerun resumes from, no traceback; the rerun of
-every process ends with the arrays of an uninterrupted four-process run."""
+every process ends with the arrays of an uninterrupted three-process run."""
 
 import signal
 import time
@@ -18,30 +18,40 @@ import process_helpers
 from bert_tf.training.jax_engine import devices
 # The emulator fixtures (_emulator needs _emulator_log) and the multi-process helpers.
 from test_remote_storage import (  # pylint: disable=g-importing-member,unused-import
-    _bucket_and_cwd, _config, _emulator, _emulator_log, _exists, _start_hosts,
+    _DUMMY, _bucket_and_cwd, _config, _emulator, _emulator_log, _exists, _start_hosts,
     rerun_hosts_equal)
 
 pytestmark = pytest.mark.integration
 
-PROCESSES = 4
+PROCESSES = 3
 STEPS = 8
-KILLED = 3
+KILLED = 2
 # The wait for the run's own error to take the report (devices.TAKE_WAIT_S), the
 # survivors' end, and a loaded machine's scheduling.
 _SLACK_S = 60
 
 
-def _whole_run(tmp_path, environment):
-  """(config, bucket, cwd): the uninterrupted four-process run of the experiment, done
-  into `bucket`/whole. Process 1's first loop starts HEARTBEAT_TIMEOUT_S + 10 s late,
+def _whole_run(tmp_path, emulator):
+  """(config, bucket, cwd): the uninterrupted three-process run of the experiment, done
+  into `bucket`/whole, each checkpoint committed from the chief's arrays and the
+  others' markers. Process 1's first loop starts HEARTBEAT_TIMEOUT_S + 10 s late,
   its Python held up (a slow first compile, tests/checkpoint_hooks_main.py): it is slow,
   not lost, and the run completes."""
+  environment, fs = emulator
   bucket, cwd = _bucket_and_cwd(tmp_path)
-  config = _config(tmp_path, STEPS, runtime=dict(distribution_strategy="multi_worker_mirrored"))
+  config = _config(tmp_path, STEPS, data=dict(_DUMMY, global_batch_size=6),  # 2 rows each
+                   runtime=dict(distribution_strategy="multi_worker_mirrored"))
   outputs = process_helpers.finish_all(_start_hosts(
       config, f"{bucket}/whole", cwd, environment, count=PROCESSES, held_part=1,
       hook=("held_steps", devices.HEARTBEAT_TIMEOUT_S + 10)))
   assert not [o for o in outputs if "stopped answering" in o or "fatal" in o], outputs
+  fs.invalidate_cache()
+  names = {name.split("/", 2)[-1] for name in fs.find(f"{bucket}/whole")}
+  # The chief writes the replicated state and the position once, each other process
+  # its marker.
+  assert {f"ckpt-{STEPS}.h5"} | {f"ckpt-{STEPS}.input-{p}.done" for p in range(1, PROCESSES)
+                                 } <= names, names
+  assert not [name for name in names if ".tmp-" in name or ".json" in name], names
   return config, bucket, cwd
 
 
@@ -66,12 +76,12 @@ def _assert_one_line_each(processes, outputs, lost: int, resume: str) -> None:
 
 def test_a_lost_process_and_then_a_lost_process_0_each_stop_the_others_in_one_line_and_a_rerun_equals_an_unbroken_run(
     tmp_path, emulator):
-  """Process 3 is lost while the chief's save of ckpt-4 waits for its part; the rerun
+  """Process 2 is lost while the chief's save of ckpt-4 waits for its part; the rerun
   of that run then loses process 0 while it writes ckpt-4 (the coordination service, in
   a process of its own, serves the others while they stop); neither ckpt-4 is
   committed, and a last rerun equals the unbroken run."""
   environment, fs = emulator
-  config, bucket, cwd = _whole_run(tmp_path, environment)
+  config, bucket, cwd = _whole_run(tmp_path, emulator)
   killed = f"{bucket}/killed"
   processes = _start_hosts(config, killed, cwd, environment, held_part=4, count=PROCESSES,
                            held_process=KILLED)

@@ -80,6 +80,25 @@ def _train(config, model_dir, cwd, environment, without="tensorflow"):
                         cwd=str(cwd))
 
 
+def _train_side_by_side(runs):
+  """{name: CompletedProcess} of `_train(*args)` for each {name: args} of `runs`, the
+  processes run at once."""
+  started = {}
+  for name, (config, model_dir, cwd, environment) in runs.items():
+    command, env = _command(config, model_dir, environment, "tensorflow")
+    started[name] = subprocess.Popen(command, env=env, cwd=str(cwd), stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+  results = {}
+  try:
+    for name, process in started.items():
+      stdout, stderr = process.communicate(timeout=600)
+      results[name] = subprocess.CompletedProcess(process.args, process.returncode, stdout,
+                                                  stderr)
+  finally:
+    process_helpers.kill_all(list(started.values()))
+  return results
+
+
 def _start(config, model_dir, cwd, environment):
   command, env = _command(config, model_dir, environment, "tensorflow")
   return subprocess.Popen(command, env=env, cwd=str(cwd), stdout=subprocess.DEVNULL,
@@ -221,40 +240,6 @@ def _start_hosts(config, model_dir, cwd, environment, held_part=None, count=2,
   return processes
 
 
-def test_two_processes_commit_a_checkpoint_only_with_both_parts_and_resume_the_last_complete_one(
-    tmp_path, emulator):
-  environment, fs = emulator
-  bucket, cwd = _bucket_and_cwd(tmp_path)
-  steps = 6
-  config = _config(tmp_path, steps, runtime=dict(distribution_strategy="multi_worker_mirrored"))
-  process_helpers.finish_all(_start_hosts(config, f"{bucket}/whole", cwd, environment))
-  names = {name.split("/", 2)[-1] for name in fs.find(f"{bucket}/whole")}
-  # The chief writes the replicated state and the position once, the other process
-  # its marker.
-  assert {"ckpt-6.h5", "ckpt-6.input-1.done"} <= names, names
-  assert not [name for name in names if ".tmp-" in name or ".json" in name], names
-
-  # Process 1 reaches the save of step 4, then is SIGKILLed before marking its part
-  # complete: the chief does not commit ckpt-4.h5.
-  killed = f"{bucket}/killed"
-  processes = _start_hosts(config, killed, cwd, environment, held_part=4)
-  try:
-    process_helpers.wait_until(processes, lambda: _exists(fs, f"{killed}/ckpt-4.input-1.done.held"))
-    processes[1].send_signal(signal.SIGKILL)
-    time.sleep(3)
-    fs.invalidate_cache()
-    assert fs.exists(f"{killed}/ckpt-2.h5")
-    assert not fs.exists(f"{killed}/ckpt-4.h5")
-  finally:
-    for process in processes:
-      process.kill()
-      process.communicate()
-  fs.invalidate_cache()
-  assert not fs.exists(f"{killed}/ckpt-4.h5")
-
-  rerun_hosts_equal(config, (f"{bucket}/whole", killed), 2, cwd, emulator, tmp_path)
-
-
 def rerun_hosts_equal(config, runs, resumed_step, cwd, emulator, tmp_path, count=2):
   """Reruns the `count` processes of `config` into runs[1] (whose run was killed),
   asserting that each resumed at `resumed_step` and that its last checkpoint holds the
@@ -292,18 +277,6 @@ def test_model_dir_in_a_bucket_that_does_not_exist_is_one_line_saying_so(tmp_pat
       "exist")
 
 
-def test_storage_host_that_does_not_answer_is_one_line_naming_it_and_writes_nothing(
-    tmp_path, emulator):
-  del emulator  # gcsfs is there; the host below is not
-  config = _config(tmp_path, 2)
-  with _closed_port() as port:
-    environment = gcs_emulator.environment(f"http://127.0.0.1:{port}")
-    result = _train(config, "gs://bucket/run", tmp_path, environment)
-  line = _one_error_line(result, tmp_path, config)
-  assert line.startswith("model_dir: cannot write to gs://bucket/run: ")
-  assert f"127.0.0.1:{port}" in line
-
-
 # Each kind of path a run reads: (its setting, the experiment's sections that set it).
 _READ_PATHS = {
     "train_data.input_path": lambda path: dict(data=dict(
@@ -335,16 +308,34 @@ def test_remote_read_path_without_gcsfs_is_one_line_naming_setting_and_extra_and
   assert "gs:// paths without TensorFlow need gcsfs: pip install gcsfs" in line
 
 
-@pytest.mark.parametrize("field", sorted(_READ_PATHS))
-def test_remote_read_path_on_a_host_that_does_not_answer_is_one_line_naming_it(tmp_path, field):
+def test_a_storage_host_that_does_not_answer_is_one_line_naming_it_for_model_dir_and_each_read_path(
+    tmp_path):
+  """model_dir (written) and each kind of path a run reads, on a host whose port is
+  closed: one line naming the setting and the host, and nothing written. The runs wait
+  out the storage client's retries side by side (they sleep, mostly)."""
   if not gcs_emulator.available():
     pytest.skip("needs gcsfs (extra gcs)")
   with _closed_port() as port:
-    config = _config(tmp_path, 2, **_READ_PATHS[field]("gs://bucket/in"))
-    result = _train(config, str(tmp_path / "run"), tmp_path,
-                    gcs_emulator.environment(f"http://127.0.0.1:{port}"))
-  line = _one_error_line(result, tmp_path, config)
-  assert line.startswith(f"{field}: cannot read gs://bucket/in") and f"127.0.0.1:{port}" in line
+    environment = gcs_emulator.environment(f"http://127.0.0.1:{port}")
+    runs = {}  # setting: (its folder, its config, its model_dir)
+    for field in ["model_dir", *sorted(_READ_PATHS)]:
+      folder = tmp_path / field
+      folder.mkdir()
+      if field == "model_dir":
+        runs[field] = (folder, _config(folder, 2), "gs://bucket/run")
+      else:
+        runs[field] = (folder, _config(folder, 2, **_READ_PATHS[field]("gs://bucket/in")),
+                       str(folder / "run"))
+    results = _train_side_by_side(
+        {field: (config, model_dir, folder, environment)
+         for field, (folder, config, model_dir) in runs.items()})
+  for field, (folder, config, _) in runs.items():
+    line = _one_error_line(results[field], folder, config)
+    if field == "model_dir":
+      assert line.startswith("model_dir: cannot write to gs://bucket/run: "), line
+    else:
+      assert line.startswith(f"{field}: cannot read gs://bucket/in"), line
+    assert f"127.0.0.1:{port}" in line, line
 
 
 @pytest.mark.parametrize("field", sorted(_READ_PATHS))

@@ -89,11 +89,12 @@ def _assert_resume_is_exact(experiment, tmp_path):
     np.testing.assert_array_equal(resumed[key], value, err_msg=key)
 
 
-@pytest.mark.parametrize("strategy", ["one_device", "mirrored"])
-def test_pretraining_with_dropout_and_dynamic_masking_resumes_bit_exactly(tmp_path, strategy):
-  _assert_resume_is_exact(_pretraining_experiment(tmp_path, strategy), tmp_path)
+# Each task on one strategy: the strategies' own save and restore are alike for every
+# task; two replicas (mirrored) are the harder case for the input position.
+def test_pretraining_with_dropout_and_dynamic_masking_on_two_replicas_resumes_bit_exactly(
+    tmp_path):
+  _assert_resume_is_exact(_pretraining_experiment(tmp_path, "mirrored"), tmp_path)
 
 
-@pytest.mark.parametrize("strategy", ["one_device", "mirrored"])
-def test_sentence_prediction_with_dropout_resumes_bit_exactly(tmp_path, strategy):
-  _assert_resume_is_exact(_sentence_prediction_experiment(tmp_path, strategy), tmp_path)
+def test_sentence_prediction_with_dropout_resumes_bit_exactly(tmp_path):
+  _assert_resume_is_exact(_sentence_prediction_experiment(tmp_path, "one_device"), tmp_path)

@@ -1,11 +1,10 @@
 """tools/train.py --backend=jax where `import tensorflow` fails, as on a GPU machine with
-JAX alone: pretraining from create_pretraining_data's records (with the files' masks, or
-RoBERTa-style dynamic masks) and GLUE from create_finetuning_data's records train,
-evaluate, checkpoint, are killed (SIGKILL) and resume bit-exactly (every array of the
-last checkpoint equal to an uninterrupted run's).
-
-The records are written here, with TensorFlow, by the tools themselves; each training
-runs in a process whose `sys.modules["tensorflow"]` is None.
+JAX alone: pretraining from create_pretraining_data's records with RoBERTa-style dynamic
+masks (drawn on the host, their position checkpointed) trains, evaluates, checkpoints,
+is killed (SIGKILL) and resumes bit-exactly (every array of the last checkpoint equal to
+an uninterrupted run's). The training runs in a process whose `sys.modules["tensorflow"]`
+is None. The files' own masks and GLUE records, read from a bucket, are killed and
+resumed the same way in tests/integration/test_remote_storage.py.
 """
 
 import os
@@ -18,7 +17,6 @@ import numpy as np
 import pytest
 import yaml
 
-import finetuning_helpers
 import paths
 import pretraining_fixtures
 from bert_tf.checkpoints import portable
@@ -98,42 +96,16 @@ def _check(config, directory):
     np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
-@pytest.mark.parametrize("dynamic_masking", [False, True])
-def test_pretraining_runs_and_resumes_bit_exactly_without_tensorflow(tmp_path,
-                                                                    dynamic_masking):
+def test_pretraining_with_dynamic_masks_runs_and_resumes_bit_exactly_without_tensorflow(
+    tmp_path):
   records = str(tmp_path / "pretrain.tfrecord")
   pretraining_fixtures.write_record_file(records, num_documents=60)
   data = dict(format="tfrecord", input_path=records, global_batch_size=8, seq_length=32,
-              max_predictions_per_seq=5, dynamic_masking=dynamic_masking,
-              whole_word_masking=dynamic_masking)
+              max_predictions_per_seq=5, dynamic_masking=True,
+              whole_word_masking=True)
   config = _config(tmp_path, "pretraining", {
       "task": {"name": "pretraining"}, "train_data": data,
       "tokenizer": {"vocab_file": pretraining_fixtures.write_vocab(tmp_path),
                     "allow_smaller_vocab": True},  # The tiny model has 100 rows.
       "eval_data": dict(data, is_training=False, drop_remainder=False)})
-  _check(config, tmp_path)
-
-
-def test_glue_runs_and_resumes_bit_exactly_without_tensorflow(tmp_path):
-  vocab = finetuning_helpers.write_vocab(tmp_path / "vocab.txt")
-  rng = np.random.default_rng(0)
-  words = list(finetuning_helpers.WORDS[:12])
-  lines = ["sentence\tlabel"] + [
-      f"{' '.join(rng.choice(words, size=rng.integers(2, 12)))}\t{i % 2}" for i in range(96)]
-  (tmp_path / "train.tsv").write_text("\n".join(lines) + "\n")
-  common = f"tokenizer.vocab_file={vocab},train_data.seq_length=16,eval_data.seq_length=16"
-  for split, path in (("train", "train_data"), ("eval", "eval_data")):
-    subprocess.run(
-        [sys.executable, os.path.join(paths.ROOT, "tools", "create_finetuning_data.py"),
-         "--experiment=glue_sst2", f"--split={split}",
-         f"--params_override={common},{path}.input_path={tmp_path / 'train.tsv'}",
-         f"--output={tmp_path / split}.tfrecord"], env=_env(), check=True,
-        capture_output=True, timeout=600, cwd=paths.ROOT)
-  data = dict(format="tfrecord", global_batch_size=8, seq_length=16)
-  config = _config(tmp_path, "sst2", {
-      "task": {"name": "sentence_prediction", "glue_task": "sst2"},
-      "tokenizer": {"vocab_file": vocab},
-      "train_data": dict(data, input_path=str(tmp_path / "train.tfrecord")),
-      "eval_data": dict(data, input_path=str(tmp_path / "eval.tfrecord"), is_training=False,
-                        drop_remainder=False)})
   _check(config, tmp_path)

@@ -2,17 +2,13 @@
 files, overrides, flag shorthands, params.yaml, and resuming after SIGKILL."""
 
 import os
-import signal
 import subprocess
 import sys
-import time
 
-import numpy as np
 import pytest
 import yaml
 
 from bert_tf import configs
-from bert_tf.checkpoints import portable
 from bert_tf.training import experiments
 
 import trainer_helpers
@@ -70,54 +66,6 @@ def _run_tool(args, timeout=300):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   return subprocess.run([sys.executable, _TOOL] + args, capture_output=True, text=True,
                         env=env, timeout=timeout, cwd=_ROOT)
-
-
-def _latest(model_dir):
-  found = portable.checkpoints_in(model_dir)
-  return found[0] if found else None
-
-
-# Long enough that the kill lands mid-run; tiny steps take milliseconds.
-_KILL_RUN = dict(steps=300, optimizer=dict(warmup_steps=10),
-                 trainer=dict(steps_per_loop=10, checkpoint_interval=50, summary_interval=50,
-                              log_interval=50, max_to_keep=2),
-                 runtime=dict(deterministic=True, seed=3))
-
-
-@pytest.mark.slow  # Three runs of the tool in subprocesses.
-def test_run_killed_with_sigkill_then_resumed_ends_with_the_uninterrupted_weights(tmp_path):
-  config = _write_config(tmp_path, **_KILL_RUN)
-  straight_dir, killed_dir = str(tmp_path / "straight"), str(tmp_path / "killed")
-  straight = _run_tool([f"--config_file={config}", f"--model_dir={straight_dir}"])
-  assert straight.returncode == 0, straight.stderr[-3000:]
-  assert "Done (train)" in straight.stdout
-
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  proc = subprocess.Popen([sys.executable, _TOOL, f"--config_file={config}",
-                           f"--model_dir={killed_dir}"], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL, env=env, cwd=_ROOT)
-  deadline = time.time() + 300
-  try:
-    while time.time() < deadline and _latest(killed_dir) is None:
-      time.sleep(0.02)
-    os.kill(proc.pid, signal.SIGKILL)
-  finally:
-    proc.wait()
-  assert proc.returncode == -signal.SIGKILL
-  interrupted_at = _latest(killed_dir)
-  assert interrupted_at is not None and not interrupted_at.endswith("ckpt-300.h5")
-
-  resumed = _run_tool([f"--config_file={config}", f"--model_dir={killed_dir}"])
-  assert resumed.returncode == 0, resumed.stderr[-3000:]
-  assert "Resumed from" in resumed.stdout
-  a = portable.arrays(_latest(straight_dir), "items")
-  b = portable.arrays(_latest(killed_dir), "items")
-  assert _latest(killed_dir).endswith("ckpt-300.h5")
-  assert a.keys() == b.keys() and a
-  for key in a:
-    np.testing.assert_array_equal(a[key], b[key], err_msg=key)
-  saved = experiments.experiment_from_yaml(os.path.join(killed_dir, "params.yaml"))
-  assert saved.trainer.train_steps == 300 and saved.runtime.deterministic
 
 
 def test_tool_help_explains_the_flags():

@@ -8,10 +8,8 @@ process imported Keras with the TensorFlow backend.
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -229,32 +227,6 @@ def test_every_experiment_kind_trains_and_evaluates_on_either_engine(tmp_path, b
     assert np.isfinite(report["loss"]), name
     assert any(key.startswith("eval/") for key in report), name
     assert os.path.exists(tmp_path / name / "ckpt-2.h5"), name
-
-
-@pytest.mark.slow
-def test_sigkilled_jax_run_resumes_at_its_last_checkpoint_bit_identically(tmp_path):
-  config = _pretraining_yaml(tmp_path, steps=200)
-  args = [TRAIN_TOOL, f"--experiment={config}", "--backend=jax"]
-  _run(args + [f"--model_dir={tmp_path / 'whole'}"], _env())
-  killed = tmp_path / "killed"
-  process = subprocess.Popen([sys.executable, *args, f"--model_dir={killed}"], env=_env(),
-                             cwd=ROOT,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-  deadline = time.time() + 600
-  while not (killed / "ckpt-6.h5").exists() and time.time() < deadline:
-    assert process.poll() is None
-    time.sleep(0.02)
-  process.send_signal(signal.SIGKILL)
-  process.wait()
-  assert not (killed / "ckpt-200.h5").exists()
-  resumed = _run(args + [f"--model_dir={killed}"], _env()).stdout
-  assert "Resumed from" in resumed
-  for group in ("items", "optimizer", "random_state"):
-    whole = portable.arrays(str(tmp_path / "whole" / "ckpt-200.h5"), group)
-    again = portable.arrays(str(killed / "ckpt-200.h5"), group)
-    assert whole.keys() == again.keys()
-    for key in whole:
-      np.testing.assert_array_equal(whole[key], again[key], err_msg=f"{group}/{key}")
 
 
 @pytest.mark.slow
