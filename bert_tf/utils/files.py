@@ -215,7 +215,9 @@ def check_writable(directory: str, field: str = "model_dir") -> None:
   gfile = _storage_for(directory, field)
   probe = os.path.join(directory, f".write-check-{uuid.uuid4().hex[:12]}")
   try:
-    with client_logs.quiet_retries():
+    # Its three calls answer within one write's bound in all, as a checkpoint's do.
+    with client_logs.quiet_retries(), storage_deadline.answer_within(
+        storage_deadline.WRITE_BOUND_S):
       gfile.makedirs(directory)
       with gfile.GFile(probe, "wb") as f:
         f.write(b"bert_tf")
