@@ -3,8 +3,10 @@
 as clusters on NFS or GCS-fuse do (TensorFlow's own gs:// client cannot be pointed at
 the GCS emulator): the chief's `ckpt-N.h5` is committed only once the other worker has
 written its input position and marked it complete; a worker killed between the two
-leaves the previous checkpoint the newest, and both workers resume from it, each at its
-own input position, to the weights of an uninterrupted run, bit for bit.
+leaves the previous checkpoint the newest; the survivor stops with one error line naming
+the worker that stopped answering and that checkpoint, not a traceback of the aborted
+collective; and both workers resume from it, each at its own input position, to the
+weights of an uninterrupted run, bit for bit.
 """
 
 import json
@@ -87,14 +89,20 @@ def test_two_tensorflow_workers_commit_a_checkpoint_only_with_both_parts_and_res
       assert not ended and time.time() < deadline, ended and ended[0].communicate()[0][-3000:]
       time.sleep(0.05)
     processes[1].send_signal(signal.SIGKILL)
-    time.sleep(3)
-    assert (killed / "ckpt-2.h5").exists()
-    assert not (killed / f"ckpt-{HELD}.h5").exists()
+    # The survivor stops in one line naming the lost worker and the checkpoint to
+    # resume from, not with a traceback of the aborted collective.
+    output, _ = processes[0].communicate(timeout=300)
   finally:
-    for process in processes:
-      process.kill()
-      process.communicate()
+    process_helpers.kill_all(processes)
+  assert (killed / "ckpt-2.h5").exists()
   assert not (killed / f"ckpt-{HELD}.h5").exists()
+  assert processes[0].returncode == 1, output[-3000:]
+  assert "Traceback" not in output, output[-5000:]
+  last = output.strip().splitlines()[-1]
+  assert last.startswith("train: error: worker 1 "), output[-3000:]
+  assert " stopped answering (" in last and "Detected at node" not in last, last
+  assert last.endswith("this run stops: rerun every process with the same command to "
+                       f"resume from {killed}/ckpt-2.h5"), (last, output[-3000:])
 
   outputs = process_helpers.finish_all(_start_workers(config, killed))
   for output in outputs:

@@ -113,7 +113,9 @@ def test_params_yaml_is_kept_when_the_restore_fails_or_the_shapes_differ(tmp_pat
   assert any("skipped the 6 consumed batches" in line for line in lines), lines
 
 
-@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+# On JAX here; on TensorFlow with two workers, one of them signalled
+# (tests/training/test_strategies.py), which takes the one-process path's steps and more.
+@pytest.mark.parametrize("backend", ["jax"])
 def test_sigterm_saves_a_checkpoint_exits_0_and_the_rerun_resumes_from_it(tmp_path, backend):
   config = tmp_path / "tiny.yaml"
   config.write_text(yaml.safe_dump(trainer_helpers.tiny_experiment_dict(

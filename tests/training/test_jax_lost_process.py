@@ -170,3 +170,17 @@ def test_a_watcher_held_up_with_every_process_does_not_count_that_time_as_silenc
   devices._LOSS.ending.set()  # pylint: disable=protected-access
   watcher.join(5)
   assert not watcher.is_alive()
+
+
+def test_the_heartbeat_timeout_comes_from_its_variable_where_set_and_a_bad_one_is_named(
+    monkeypatch):
+  monkeypatch.delenv(devices.HEARTBEAT_TIMEOUT_VARIABLE, raising=False)
+  assert devices.heartbeat_timeout_s() == 30
+  monkeypatch.setenv(devices.HEARTBEAT_TIMEOUT_VARIABLE, "120")
+  assert devices.heartbeat_timeout_s() == 120
+  for bad in ("soon", "0", "4", "7.5", "-10", "inf"):
+    monkeypatch.setenv(devices.HEARTBEAT_TIMEOUT_VARIABLE, bad)
+    with pytest.raises(devices.errors.InputError,
+                       match=f"^BERT_TF_HEARTBEAT_TIMEOUT_S: a whole number of seconds "
+                             f"of at least 5, got '{bad}'$"):
+      devices.heartbeat_timeout_s()

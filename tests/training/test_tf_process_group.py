@@ -2,7 +2,7 @@
 (bert_tf.training.tf_engine.process_group): a collective aborted because a peer stopped
 answering names that worker; every other strategy is one process. (Two workers that
 agree and one that is lost: tests/training/test_strategies.py,
-tests/integration/test_worker_lost.py.)"""
+tests/integration/test_multi_worker_checkpoints.py.)"""
 
 import tensorflow as tf
 

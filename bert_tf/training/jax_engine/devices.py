@@ -31,10 +31,32 @@ from bert_tf.utils import errors
 _NUM_PROCESSES = "KERAS_DISTRIBUTION_NUM_PROCESSES"
 _ADDRESSES = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
 _PROCESS_ID = "KERAS_DISTRIBUTION_PROCESS_ID"
+HEARTBEAT_TIMEOUT_VARIABLE = "BERT_TF_HEARTBEAT_TIMEOUT_S"
+
+
+def heartbeat_timeout_s(default: int = 30) -> int:
+  """HEARTBEAT_TIMEOUT_VARIABLE's seconds where it is set (a whole number, at least 5:
+  the heartbeats come every 2 s), else `default`.
+
+  Raises:
+    InputError: naming the variable, for a value that is no such number.
+  """
+  value = os.environ.get(HEARTBEAT_TIMEOUT_VARIABLE)
+  if value is None:
+    return default
+  seconds = int(value) if value.strip().isdigit() else 0
+  if seconds < 5:
+    raise errors.InputError(f"{HEARTBEAT_TIMEOUT_VARIABLE}: a whole number of seconds of "
+                            f"at least 5, got {value!r}")
+  return seconds
+
+
 # How long a process of the run may go without a heartbeat before the others report it
-# lost and stop: the bound within which they stop when one dies. Each process sets its
-# heartbeat (a counter in jax.distributed's key-value store) every HEARTBEAT_EVERY_S.
-HEARTBEAT_TIMEOUT_S = 30
+# lost and stop: the bound within which they stop when one dies (30 s, or the seconds
+# HEARTBEAT_TIMEOUT_VARIABLE gives: longer where hosts pause for longer, shorter to
+# stop sooner). Each process sets its heartbeat (a counter in jax.distributed's
+# key-value store) every HEARTBEAT_EVERY_S.
+HEARTBEAT_TIMEOUT_S = heartbeat_timeout_s()
 HEARTBEAT_EVERY_S = 2
 # A process of this host whose heartbeat stopped but which still runs is slow, not lost:
 # its Python is held up (a call that keeps the interpreter lock, a machine that swaps)
