@@ -21,7 +21,8 @@ import paths
 import pretraining_fixtures
 import shipped_commands
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration,
+              pytest.mark.minutes(3.5)]  # handed out first (tests/conftest.py)
 
 # Appended to training commands: toy sizes on one CPU device.
 TOY_RUNTIME = ["--distribution_strategy=one_device", "--num_gpus=0",

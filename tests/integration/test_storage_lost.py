@@ -16,7 +16,8 @@ import pytest
 import gcs_emulator
 import paths
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration,
+              pytest.mark.minutes(1.6)]  # handed out first (tests/conftest.py)
 
 _TRAIN_TOOL = os.path.join(paths.ROOT, "tools", "train.py")
 _WITHOUT_TENSORFLOW = ("import runpy, sys; sys.modules['tensorflow'] = None; "
