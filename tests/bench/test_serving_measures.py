@@ -132,7 +132,6 @@ def test_workers_score_the_same_rows_then_take_turns_round_by_round(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.minutes(1.5)  # handed to a worker first (tests/conftest.py)
 def test_bert_tf_exports_of_a_hugging_face_classifier_agree_and_are_timed(tmp_path):
   """End to end without a peer venv: random weights written as Hugging Face, converted
   into bert_tf, exported in float32 and bf16, every export a worker of the rounds,

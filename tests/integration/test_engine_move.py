@@ -27,8 +27,6 @@ import policy_scenarios
 from bert_tf.checkpoints import portable
 from bert_tf.training import summaries
 
-pytestmark = pytest.mark.minutes(1.7)  # handed to a worker first (tests/conftest.py)
-
 STEPS = policy_scenarios.MOVE_STEPS
 HALF = STEPS // 2
 LOSS_RTOL, WEIGHT_ATOL = 1e-5, 1e-6

@@ -54,7 +54,6 @@ def _quickstart_data(out):
 
 
 @pytest.mark.slow  # Data creation and two 200-step trainings: minutes.
-@pytest.mark.minutes(1.6)  # handed to a worker first (tests/conftest.py)
 def test_float8_pretraining_loss_stays_within_two_percent_of_bfloat16(tmp_path):
   _quickstart_data(tmp_path)
   losses = float8_worker.run("quickstart", tmp_path, STEPS, timeout=3600)

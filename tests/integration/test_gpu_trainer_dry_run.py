@@ -10,12 +10,8 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 import bench_helpers
 import paths
-
-pytestmark = pytest.mark.minutes(2.7)  # handed to a worker first (tests/conftest.py)
 
 SCRIPT = os.path.join(paths.ROOT, "bench", "gpu.sh")
 # (file, function) of every place that may ask for TensorFlow in a run without it: the

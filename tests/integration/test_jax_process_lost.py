@@ -22,8 +22,7 @@ from test_remote_storage import (  # pylint: disable=g-importing-member,unused-i
     _DUMMY, _bucket_and_cwd, _config, _emulator, _emulator_log, _exists, _start_hosts,
     rerun_hosts_equal)
 
-pytestmark = [pytest.mark.integration,
-              pytest.mark.minutes(3.7)]  # handed out first (tests/conftest.py)
+pytestmark = pytest.mark.integration
 
 PROCESSES = 3
 STEPS = 8

@@ -17,15 +17,12 @@ import sys
 import time
 
 import numpy as np
-import pytest
 import yaml
 
 import gcs_emulator
 import paths
 import process_helpers
 from bert_tf.checkpoints import portable
-
-pytestmark = pytest.mark.minutes(1.8)  # handed to a worker first (tests/conftest.py)
 
 TRAIN_TOOL = os.path.join(paths.ROOT, "tools", "train.py")
 HOOKS = os.path.join(paths.ROOT, "tests", "checkpoint_hooks_main.py")

@@ -18,8 +18,6 @@ import zipfile
 
 import pytest
 
-pytestmark = pytest.mark.minutes(2.0)  # handed to a worker first (tests/conftest.py)
-
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 TOOLS = ROOT / "tools"
 # Tools without a console command: the checkout's own set-up, a reference generator that

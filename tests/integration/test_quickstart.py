@@ -10,7 +10,6 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 
 
 @pytest.mark.slow  # Seven stages, each a fresh process importing TensorFlow.
-@pytest.mark.minutes(1.3)  # handed to a worker first (tests/conftest.py)
 def test_quickstart_runs_every_stage_and_queries_the_export(tmp_path):
   output_dir = tmp_path / "quickstart"
   result = subprocess.run(

@@ -24,8 +24,6 @@ from bert_tf.training.trainer import Trainer
 
 import trainer_helpers
 
-pytestmark = pytest.mark.minutes(1.8)  # handed to a worker first (tests/conftest.py)
-
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _TOOL = os.path.join(_ROOT, "tools", "train.py")
 

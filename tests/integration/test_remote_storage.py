@@ -36,8 +36,7 @@ from bert_tf.checkpoints import snapshots
 from bert_tf.training import summaries
 from bert_tf.utils import range_reads
 
-pytestmark = [pytest.mark.integration,
-              pytest.mark.minutes(3.0)]  # handed out first (tests/conftest.py)
+pytestmark = pytest.mark.integration
 
 TRAIN_TOOL = os.path.join(paths.ROOT, "tools", "train.py")
 # Runs tools/train.py with TensorFlow (and, where the argument says so, gcsfs) unimportable.

@@ -21,8 +21,7 @@ import paths
 import pretraining_fixtures
 import shipped_commands
 
-pytestmark = [pytest.mark.integration,
-              pytest.mark.minutes(3.5)]  # handed out first (tests/conftest.py)
+pytestmark = pytest.mark.integration
 
 # Appended to training commands: toy sizes on one CPU device.
 TOY_RUNTIME = ["--distribution_strategy=one_device", "--num_gpus=0",

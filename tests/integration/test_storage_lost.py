@@ -16,8 +16,7 @@ import pytest
 import gcs_emulator
 import paths
 
-pytestmark = [pytest.mark.integration,
-              pytest.mark.minutes(1.6)]  # handed out first (tests/conftest.py)
+pytestmark = pytest.mark.integration
 
 _TRAIN_TOOL = os.path.join(paths.ROOT, "tools", "train.py")
 _WITHOUT_TENSORFLOW = ("import runpy, sys; sys.modules['tensorflow'] = None; "

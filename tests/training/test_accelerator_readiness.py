@@ -26,8 +26,6 @@ import trainer_helpers
 import xla_compiles_main
 import paths
 
-pytestmark = pytest.mark.minutes(2.4)  # handed to a worker first (tests/conftest.py)
-
 _HERE = paths.TESTS_DIR
 
 _MATMULS = ("MatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum")

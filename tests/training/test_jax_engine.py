@@ -27,8 +27,6 @@ from bert_tf.training import experiments
 from bert_tf.training import trainer as trainer_lib
 import paths
 
-pytestmark = pytest.mark.minutes(3.0)  # handed to a worker first (tests/conftest.py)
-
 ROOT = paths.ROOT
 TRAIN_TOOL = os.path.join(ROOT, "tools", "train.py")
 WORKER = os.path.join(ROOT, "tests", "engine_worker.py")

@@ -20,8 +20,6 @@ from bert_tf.training.trainer import Trainer
 import trainer_helpers
 import paths
 
-pytestmark = pytest.mark.minutes(1.5)  # handed to a worker first (tests/conftest.py)
-
 _HERE = paths.TESTS_DIR
 
 
