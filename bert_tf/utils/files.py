@@ -202,9 +202,10 @@ def read_bytes(path: str) -> bytes:
 
 def check_writable(directory: str, field: str = "model_dir") -> None:
   """Checks that remote storage serves `directory` and takes writes there: writes and
-  deletes a small file in it. Run before anything else is read or written there, so that
-  storage that is not served or does not answer is one error and no partial output. A
-  local directory is left alone (creating it is `make_dirs`'s, with its own errors).
+  deletes a small file in it, within one write's bound in all (WRITE_BOUND_S). Run before
+  anything else is read or written there, so that storage that is not served or does not
+  answer is one error and no partial output. A local directory is left alone (creating
+  it is `make_dirs`'s, with its own errors).
 
   Raises:
     StorageError: naming `field`, the directory and why (the extra to install, the

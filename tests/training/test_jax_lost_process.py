@@ -178,7 +178,7 @@ def test_the_heartbeat_timeout_comes_from_its_variable_where_set_and_a_bad_one_i
   assert devices.heartbeat_timeout_s() == 30
   monkeypatch.setenv(devices.HEARTBEAT_TIMEOUT_VARIABLE, "120")
   assert devices.heartbeat_timeout_s() == 120
-  for bad in ("soon", "0", "4", "7.5", "-10", "inf"):
+  for bad in ("soon", "0", "4", "7.5", "-10", "inf", "\u00b2"):
     monkeypatch.setenv(devices.HEARTBEAT_TIMEOUT_VARIABLE, bad)
     with pytest.raises(devices.errors.InputError,
                        match=f"^BERT_TF_HEARTBEAT_TIMEOUT_S: a whole number of seconds "

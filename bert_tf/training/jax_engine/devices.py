@@ -44,7 +44,7 @@ def heartbeat_timeout_s(default: int = 30) -> int:
   value = os.environ.get(HEARTBEAT_TIMEOUT_VARIABLE)
   if value is None:
     return default
-  seconds = int(value) if value.strip().isdigit() else 0
+  seconds = int(value) if value.strip().isdecimal() else 0
   if seconds < 5:
     raise errors.InputError(f"{HEARTBEAT_TIMEOUT_VARIABLE}: a whole number of seconds of "
                             f"at least 5, got {value!r}")
