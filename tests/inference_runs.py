@@ -22,14 +22,30 @@ MASKED = ["the [MASK] sat on the mat .", "hello [MASK] world , the [MASK] .", "n
           "[MASK]" * 5, "paris is the [MASK] of france " * 4]
 SQUAD = [("who lives in paris ?", "john lives in paris . mary visited london ."),
          ("what is the capital of france ?", "paris is the capital of france .")]
+# Contexts over several windows (LONG_SQUAD's doc_stride), an empty one, accents.
+LONG_SQUAD = SQUAD + [
+    ("who visited london ?", "john lives in paris . mary visited london . " * 5),
+    ("where does mary live ?", ""),
+    ("Whó lives in Pàris?", "Jöhn lives in Pàris, the capital of France; unbelievable!")]
+# Texts over several windows (LONG_TAGGING's window_stride), empty, with unknown words.
+TAGGED = ["john lives in paris", "mary visited london with john and mary", "", "the cat",
+          "john and mary visited paris . " * 5, "Jöhn   visited\tLondon, xyz !"]
+# A context and three endings per row.
+CHOICES = [("the cat sat on the mat .", "a dog ran .", "the cat ran in the park .", ""),
+           ("john lives in paris .", "mary visited london . " * 6, "he is good .", "what ?")]
+# Task settings that cut the rows above into several windows, and a SQuAD 2.0 null rule.
+LONG_SQUAD_TASK = {"doc_stride": 5, "version_2_with_negative": True}
+LONG_TAGGING_TASK = {"window_stride": 4, "label_names": ["O", "B-PER", "I-PER", "LOC"]}
 
 
-def write_run(directory, family: str, seed: int = 7):
-  """A run folder of `family` (export_helpers.TASK_SECTIONS) holding a model of random
-  weights of a useful scale; returns (its path, the model)."""
+def write_run(directory, family: str, seed: int = 7, **task_settings):
+  """A run folder of `family` (export_helpers.TASK_SECTIONS, or a task's name) with
+  `task_settings` in its task section, holding a model of random weights of a useful
+  scale; returns (its path, the model)."""
   os.makedirs(directory, exist_ok=True)
   vocab = export_helpers.write_vocab(directory)
-  experiment = export_helpers.experiment(vocab, export_helpers.TASK_SECTIONS[family])
+  section = export_helpers.TASK_SECTIONS.get(family, {"name": family})
+  experiment = export_helpers.experiment(vocab, {**section, **task_settings})
   model = export_helpers.build_model(experiment, seed=seed)
   checkpoint_helpers.randomize(model, seed)
   experiment = experiment.override({"tokenizer": {"vocab_file": run_folder.VOCAB_FILE}})

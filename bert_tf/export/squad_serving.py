@@ -152,6 +152,8 @@ class SquadServing(serving_module.ServingModule):
     example_scores = per_example(window_score, -np_inf())
     best, window = first_argmax(example_scores, example_scores > -np_inf())
     has_span = best > -np_inf()
+    # Without a span, the logits given are the example's first window's.
+    window = tf.where(has_span, window, 0)
     null_score = -tf.reduce_max(per_example(-null, -np_inf()), axis=1)
     flat = tf.cast(tf.RaggedTensor.from_row_lengths(tf.range(n), num_windows).row_starts(),
                    tf.int64) + window

@@ -20,6 +20,7 @@ from bert_tf.export import label_table
 from bert_tf.export.classifier_serving import PROBABILITIES
 from bert_tf.export import serving_module
 from bert_tf.export import text_encoding
+from bert_tf.metrics.tagging import tag_types
 from bert_tf.models.bert_classifier import LOGITS
 from bert_tf.text import normalization
 from bert_tf.text import windows
@@ -32,24 +33,6 @@ ENTITY_START = "entity_start"
 ENTITY_END = "entity_end"
 ENTITY_TEXT = "entity_text"
 NUM_WINDOWS = "num_windows"
-OUTSIDE = "O"
-
-
-def tag_types(label_names):
-  """(entity types, type index per label (-1 for O), starts-an-entity per label)."""
-  types, type_index, begins = [], [], []
-  for name in label_names:
-    if name == OUTSIDE:
-      type_index.append(-1)
-      begins.append(False)
-      continue
-    prefix, _, rest = name.partition("-")
-    entity_type = rest if prefix in ("B", "I") and rest else name
-    if entity_type not in types:
-      types.append(entity_type)
-    type_index.append(types.index(entity_type))
-    begins.append(prefix == "B" and bool(rest))
-  return tuple(types), tuple(type_index), tuple(begins)
 
 
 @serving_module.register_serving("tagging")

@@ -4,7 +4,9 @@ outputs read in NumPy into the outputs the model's export gives
 (bert_tf.export's classifier and fill_mask serving modules), so that a Predictor reads
 the same names on every route.
 
-Served here: the classifier (sentence_prediction) and fill_mask (pretraining) kinds.
+Served here: the classifier (sentence_prediction), fill_mask (pretraining) and
+multiple_choice kinds; squad (`host_squad`) and tagging (`host_tagging`) in their own
+modules.
 """
 
 from typing import Callable, Dict, List, Optional, Sequence
@@ -12,23 +14,16 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from bert_tf import constants
+from bert_tf.inference import host_compute
+from bert_tf.inference import host_squad
+from bert_tf.inference import host_tagging
 from bert_tf.inference import predictions as names
 from bert_tf.utils import errors
 
-# Text inputs of the kinds served here, as the exports name them.
-TEXT, TEXT_B = "text", "text_b"
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-  """float32 softmax over the last axis."""
-  shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
-  return (shifted / shifted.sum(axis=-1, keepdims=True)).astype(np.float32)
-
-
-def _run(model, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-  """The model's outputs in inference mode (compiled on its backend), as float32 NumPy."""
-  outputs = model.predict_on_batch(inputs)
-  return {name: np.asarray(value, np.float32) for name, value in outputs.items()}
+TEXT, TEXT_B = host_compute.TEXT, host_compute.TEXT_B
+CONTEXT = host_compute.CONTEXT
+softmax = host_compute.softmax
+_run = host_compute.run_model
 
 
 class ClassifierHead:
@@ -80,8 +75,7 @@ class FillMaskHead:
       positions[row, :len(found)], count[row] = found, len(found)
     logits = _run(self.model, {**inputs, constants.MASKED_LM_POSITIONS: positions})[
         constants.MLM_LOGITS]
-    # Most probable first; among equal ones the lower id, as tf.math.top_k orders them.
-    top_ids = np.argsort(-logits, axis=-1, kind="stable")[..., :self.top_k].astype(np.int32)
+    top_ids = host_compute.top_k_indices(logits, self.top_k)
     valid = (np.arange(self.max_masks)[None, :] < count[:, None])[..., None]
     top_ids = np.where(valid, top_ids, 0)
     top_logits = np.take_along_axis(logits, top_ids, axis=-1)
@@ -99,15 +93,47 @@ class FillMaskHead:
     }
 
 
+class MultipleChoiceHead:
+  """The choice among C endings of a context, as MultipleChoiceServing gives it: each
+  (context, ending) pair packed as `[CLS] context [SEP] ending [SEP]`, the C pairs of a
+  row scored together."""
+
+  def __init__(self, model, tokenizer, seq_length: int, num_choices: int = 4):
+    if num_choices != model.num_choices:
+      raise errors.InputError(f"num_choices {num_choices} != the model's "
+                              f"{model.num_choices}")
+    self.model, self.tokenizer, self.seq_length = model, tokenizer, seq_length
+    self.num_choices = int(num_choices)
+    self.inputs = (CONTEXT,) + tuple(f"ending{i}" for i in range(self.num_choices))
+
+  def __call__(self, texts: Dict[str, List[str]]) -> Dict[str, np.ndarray]:
+    rows, c = len(texts[CONTEXT]), self.num_choices
+    endings = np.asarray([[texts[name][row] for name in self.inputs[1:]]
+                          for row in range(rows)], object).reshape([rows, c])
+    inputs, truncated = self.tokenizer.encode(
+        [context for context in texts[CONTEXT] for _ in range(c)],
+        [str(ending) for ending in endings.reshape([-1])], self.seq_length)
+    inputs = {name: value.reshape([rows, c, self.seq_length])
+              for name, value in inputs.items()}
+    logits = _run(self.model, inputs)[names.LOGITS]
+    choice = logits.argmax(axis=-1).astype(np.int32)
+    return {names.LOGITS: logits, names.PROBABILITIES: softmax(logits), names.CHOICE: choice,
+            names.CHOSEN_ENDING: endings[np.arange(rows), choice],
+            names.TRUNCATED_TOKENS: truncated.reshape([rows, c]).sum(axis=1).astype(np.int32)}
+
+
 # The heads by export kind.
-HEADS: Dict[str, Callable] = {"classifier": ClassifierHead, "fill_mask": FillMaskHead}
+HEADS: Dict[str, Callable] = {"classifier": ClassifierHead, "fill_mask": FillMaskHead,
+                              "multiple_choice": MultipleChoiceHead,
+                              "squad": host_squad.SquadHead,
+                              "tagging": host_tagging.TaggingHead}
 
 
 def check_served(kind: str, backend: str) -> None:
   """Raises InputError for a kind not served here (naming the ones that are)."""
   if kind not in HEADS:
     raise errors.InputError(
-        f"A {kind} model answers raw text on the TensorFlow backend or from its export; "
+        f"{kind} models answer raw text on the TensorFlow backend or from their export; "
         f"on the {backend} backend the predictor serves {', '.join(sorted(HEADS))}")
 
 

@@ -15,6 +15,8 @@ that row's outputs (`predictions[0]`). Strings are `str`. Output names, by kind:
                entity_start, entity_end int32 [B, E] (characters; -1 pads)
   fill_mask    mask_count int32 [B], top_k_tokens [B, P, K], top_k_ids,
                top_k_logits, top_k_probabilities [B, P, K], ...
+  multiple_choice  logits, probabilities float32 [B, C], choice int32 [B],
+               chosen_ending [B], truncated_tokens int32 [B]
 
 `labels`, `answers`, `entities` and `tokens` read them as lists, one item per row.
 """
@@ -37,6 +39,24 @@ TOP_K_IDS = "top_k_ids"
 TOP_K_TOKENS = "top_k_tokens"
 TOP_K_PROBABILITIES = "top_k_probabilities"
 TOP_K_LOGITS = "top_k_logits"
+CHOICE = "choice"
+CHOSEN_ENDING = "chosen_ending"
+START_LOGITS = "start_logits"
+END_LOGITS = "end_logits"
+START_INDEX = "start_index"
+END_INDEX = "end_index"
+WINDOW_INDEX = "window_index"
+NUM_WINDOWS = "num_windows"
+NULL_SCORE = "null_score"
+HAS_ANSWER = "has_answer"
+ANSWER_TEXT = "answer_text"
+ANSWER_START = "answer_start"
+ANSWER_END = "answer_end"
+ENTITY_COUNT = "entity_count"
+ENTITY_TYPES = "entity_types"
+ENTITY_START = "entity_start"
+ENTITY_END = "entity_end"
+ENTITY_TEXT = "entity_text"
 
 
 def _text(value) -> str:

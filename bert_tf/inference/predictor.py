@@ -15,7 +15,7 @@ serving module its export would hold (bert_tf.export.exporter.build_serving_modu
 that the texts are tokenized in the graph by tf-text and every export kind answers as its
 export does. On JAX (or torch), where TensorFlow need not be installed, the texts are
 tokenized by Hugging Face's tokenizers (bert_tf.text.host_tokenizer, the same ids) and
-the outputs read in NumPy (bert_tf.inference.host_heads: classifiers and fill-mask).
+the outputs read in NumPy as the export computes them (bert_tf.inference.host_heads).
 """
 
 import os

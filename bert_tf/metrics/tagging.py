@@ -4,6 +4,9 @@ Tags are `O` or `<prefix>-<type>` with prefix B, I, E or S, so IOB1 (I- inside a
 start, B- only between two adjacent entities of one type), IOB2 (every entity starts
 with B-) and IOBES files all read the same way. An entity counts as correct when the
 predicted one has the same type, start and end as a gold one.
+
+The served entities (an export's and the predictor's) read tags more leniently
+(`tag_types`, `served_entities`): a tag without a B-/I- prefix is a type of its own.
 """
 
 import collections
@@ -18,6 +21,48 @@ class Entity:
   type: str
   start: int
   end: int
+
+
+OUTSIDE = "O"
+
+
+def tag_types(label_names: Sequence[str]) -> Tuple[Tuple[str, ...], Tuple[int, ...],
+                                                   Tuple[bool, ...]]:
+  """(entity types, type index per label (-1 for O), starts-an-entity per label) of the
+  served entities: `B-X` / `I-X` (IOB1 or IOB2) are of type X, `B-X` starts an entity,
+  any other tag but `O` is a type of its own."""
+  types, type_index, begins = [], [], []
+  for name in label_names:
+    if name == OUTSIDE:
+      type_index.append(-1)
+      begins.append(False)
+      continue
+    prefix, _, rest = name.partition("-")
+    entity_type = rest if prefix in ("B", "I") and rest else name
+    if entity_type not in types:
+      types.append(entity_type)
+    type_index.append(types.index(entity_type))
+    begins.append(prefix == "B" and bool(rest))
+  return tuple(types), tuple(type_index), tuple(begins)
+
+
+def served_entities(word_types: Sequence[int], word_begins: Sequence[bool]
+                    ) -> List[Tuple[int, int, int]]:
+  """The served entities of one text's words: (type index, first word, last word).
+
+  An entity starts at a word of a type (-1: outside) that begins one (`B-X`) or does
+  not follow a word of its type, and goes on over the following words of its type
+  that do not begin one (`tag_types` gives each label's type and whether it begins).
+  """
+  entities = []
+  for i, (entity_type, begins) in enumerate(zip(word_types, word_begins)):
+    if entity_type < 0:
+      continue
+    if begins or i == 0 or word_types[i - 1] != entity_type:
+      entities.append([entity_type, i, i])
+    else:
+      entities[-1][2] = i
+  return [tuple(e) for e in entities]
 
 
 def _split_tag(tag: str) -> Tuple[str, str]:

@@ -68,6 +68,14 @@ class HostTokenizer:
     encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
     return [encoding.ids for encoding in encodings]
 
+  def pieces_with_offsets(self, texts: Sequence[str]
+                          ) -> List[Tuple[List[int], List[int], List[int]]]:
+    """(ids, begin, end) of each text's WordPieces, as `pieces`, with each piece's
+    character span in the text (end exclusive; a word's [UNK] spans the word)."""
+    encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+    return [(e.ids, [b for b, _ in e.offsets], [end for _, end in e.offsets])
+            for e in encodings]
+
   def encode(self, texts: Sequence[str], texts_b: Optional[Sequence[str]] = None,
              seq_length: int = 128) -> Tuple[Dict[str, np.ndarray], np.ndarray]:
     """Tokenizes and packs a batch.

@@ -10,12 +10,11 @@ SQuAD rule). SQuAD windows a context this way, tagging a sentence.
 `doc_windows` and `is_max_context` are the definition, in Python, as SQuAD's feature
 writer uses it; `window_layout`, `max_context_window` and `max_context_mask` compute the
 same in closed form with core TensorFlow ops, for tf.data featurizers and serving
-graphs.
+graphs. The module imports TensorFlow only when a closed form is built, so that the
+Python definition serves the predictor without TensorFlow (bert_tf.inference).
 """
 
 from typing import List, Sequence, Tuple
-
-import tensorflow as tf
 
 # The score's tie-breaker between windows that give a piece equal context.
 _LENGTH_WEIGHT = 0.01
@@ -59,6 +58,7 @@ def window_layout(num_pieces, max_tokens, stride):
     (num_windows, window_stride): int64 [B] each; a sequence without pieces gets one
     empty window.
   """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   window_stride = tf.minimum(max_tokens, stride)
   extra = tf.maximum(num_pieces - max_tokens, 0)
   return 1 + (extra + window_stride - 1) // window_stride, window_stride
@@ -78,6 +78,7 @@ def max_context_window(position, num_windows, stride, max_tokens, num_pieces, ma
     int64 like `position`: the window's index, or 2**62 for a position outside the
     sequence.
   """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   # The windows holding `position` are among floor(position / stride) - j, j < max_overlap.
   last = tf.maximum(position, 0) // stride
   candidate = last[..., tf.newaxis] - tf.range(max_overlap, dtype=tf.int64)
@@ -131,6 +132,7 @@ def sequence_windows(num_pieces, max_tokens, stride):
     piece_start (its first piece in the sequences laid end to end), and the
     sequence's num_windows, stride, max_tokens and num_pieces; num_windows int64 [B].
   """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   num_pieces = tf.cast(num_pieces, tf.int64)
   max_tokens = tf.broadcast_to(tf.cast(max_tokens, tf.int64), tf.shape(num_pieces))
   num_windows, window_stride = window_layout(num_pieces, max_tokens, stride)

@@ -152,11 +152,6 @@ def test_entities_are_the_text_between_their_character_offsets(modules):
       assert _chars(span, text) == out[ts.ENTITY_TEXT].numpy()[i, e].decode("utf-8")
 
 
-def test_tag_types_split_iob_prefixes():
-  assert ts.tag_types(["O", "B-PER", "I-PER", "MISC"]) == (
-      ("PER", "MISC"), (-1, 0, 0, 1), (False, True, False, False))
-
-
 @pytest.mark.parametrize("name", ["mnli", "squad", "tagging"])
 def test_a_batch_of_only_empty_texts_gets_an_answer_per_row(modules, name):
   module = modules[name]

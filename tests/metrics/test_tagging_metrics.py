@@ -1,7 +1,9 @@
-"""conlleval-style entity scores against hand-counted cases."""
+"""conlleval-style entity scores against hand-counted cases; the served entities' reading
+of tags."""
 
 import pytest
 
+from bert_tf.metrics import tagging
 from bert_tf.metrics.tagging import Entity, conll_precision_recall_f1, extract_entities
 
 
@@ -50,3 +52,16 @@ def test_malformed_tag_and_length_mismatch_are_errors():
     extract_entities(["X-PER"])
   with pytest.raises(ValueError, match="Sentence 0"):
     conll_precision_recall_f1([["O"]], [["O", "O"]])
+
+
+def test_served_tag_types_split_iob_prefixes_and_an_unprefixed_tag_is_its_own_type():
+  assert tagging.tag_types(["O", "B-PER", "I-PER", "MISC"]) == (
+      ("PER", "MISC"), (-1, 0, 0, 1), (False, True, False, False))
+
+
+def test_served_entities_start_at_b_or_a_change_of_type_and_go_on_over_their_type():
+  # Words tagged: I-PER B-PER I-PER O I-PER MISC MISC B-PER (IOB1, an unprefixed type).
+  _, type_index, begins = tagging.tag_types(["O", "B-PER", "I-PER", "MISC"])
+  tags = [2, 1, 2, 0, 2, 3, 3, 1]
+  assert tagging.served_entities([type_index[t] for t in tags], [begins[t] for t in tags]) == [
+      (0, 0, 0), (0, 1, 2), (0, 4, 4), (1, 5, 6), (0, 7, 7)]
