@@ -1,9 +1,9 @@
-"""Inference on the JAX backend without TensorFlow (bert_tf.inference's route through
-Hugging Face tokenizers and NumPy heads) answers as the TensorFlow route does, whose
-tokenizing and outputs are the export's: every kind (a classifier run, a converted
+"""Inference on the JAX and torch backends without TensorFlow (bert_tf.inference's route
+through Hugging Face tokenizers and NumPy heads) answers as the TensorFlow route does,
+whose tokenizing and outputs are the export's: every kind (a classifier run, a converted
 classifier, fill-mask, SQuAD 2.0 and a tagger over several windows, multiple choice), in
-tests/inference_tf_free_check.py in a subprocess (this process holds TensorFlow), two
-rows a batch. A kind without a head there is refused in one line."""
+tests/inference_tf_free_check.py in a subprocess per backend (this process holds
+TensorFlow), two rows a batch. A kind without a head there is refused in one line."""
 
 import json
 import os
@@ -22,14 +22,16 @@ from bert_tf.inference import host_heads
 from bert_tf.inference import load
 from bert_tf.utils import errors
 
-pytestmark = pytest.mark.slow  # a JAX process: about 40 s
+pytestmark = pytest.mark.slow  # a JAX and a torch process: about 40 s
 
+BACKENDS = ["jax", "torch"]
 CASES = ["classifier", "converted", "fill_mask", "squad", "tagging", "multiple_choice"]
 
 
 @pytest.fixture(name="asked", scope="module")
 def fixture_asked(tmp_path_factory):
-  """(cases, the JSON line of the check, its outputs by case)."""
+  """(cases, {backend: the check's JSON line}, {backend: {case: outputs}}, {case: the
+  TensorFlow route's outputs})."""
   directory = tmp_path_factory.mktemp("tf_free")
   classifier, model = ih.write_run(directory / "mnli", "mnli")
   vocab = export_helpers.write_vocab(directory)
@@ -50,30 +52,40 @@ def fixture_asked(tmp_path_factory):
            **{case: {"path": run[0], "rows": rows} for case, (run, rows) in runs.items()}}
   with open(directory / "cases.json", "w", encoding="utf-8") as f:
     json.dump(cases, f)
-  env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=paths.ROOT)
-  result = subprocess.run(
-      [sys.executable, os.path.join(paths.ROOT, "tests", "inference_tf_free_check.py"),
-       str(directory / "cases.json"), str(directory)], env=env, capture_output=True,
-      text=True, timeout=600, check=False)
-  assert result.returncode == 0, result.stderr[-4000:]
-  found = json.loads(result.stdout.strip().splitlines()[-1])
-  outputs = {case: dict(np.load(directory / f"{case}.npz")) for case in cases}
-  return cases, found, outputs
+  checks = {}
+  for backend in BACKENDS:  # side by side
+    (directory / backend).mkdir()
+    env = dict(os.environ, KERAS_BACKEND=backend, JAX_PLATFORMS="cpu", PYTHONPATH=paths.ROOT)
+    checks[backend] = subprocess.Popen(
+        [sys.executable, os.path.join(paths.ROOT, "tests", "inference_tf_free_check.py"),
+         str(directory / "cases.json"), str(directory / backend)], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  found, outputs = {}, {}
+  for backend, check in checks.items():
+    stdout, stderr = check.communicate(timeout=600)
+    assert check.returncode == 0, stderr[-4000:]
+    found[backend] = json.loads(stdout.strip().splitlines()[-1])
+    outputs[backend] = {case: dict(np.load(directory / backend / f"{case}.npz"))
+                        for case in cases}
+  expected = {case: load(spec["path"]).predict(spec["rows"]).outputs
+              for case, spec in cases.items()}
+  return cases, found, outputs, expected
 
 
-def test_the_jax_route_runs_without_tensorflow(asked):
-  _, found, _ = asked
-  assert found["tensorflow_absent"] is True and found["backend"] == "jax"
-  assert found["kinds"] == {"classifier": "classifier", "converted": "classifier",
-                            "fill_mask": "fill_mask", "squad": "squad", "tagging": "tagging",
-                            "multiple_choice": "multiple_choice"}
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_route_runs_without_tensorflow(asked, backend):
+  found = asked[1]
+  assert found[backend]["tensorflow_absent"] is True
+  assert found[backend]["backend"] == backend
+  assert found[backend]["kinds"] == {
+      "classifier": "classifier", "converted": "classifier", "fill_mask": "fill_mask",
+      "squad": "squad", "tagging": "tagging", "multiple_choice": "multiple_choice"}
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", CASES)
-def test_every_output_equals_the_tensorflow_routes(asked, case):
-  cases, _, outputs = asked
-  expected = load(cases[case]["path"]).predict(cases[case]["rows"]).outputs
-  got = outputs[case]
+def test_every_output_equals_the_tensorflow_routes(asked, case, backend):
+  expected, got = asked[3][case], asked[2][backend][case]
   assert set(got) == set(expected)
   for name, value in expected.items():
     assert got[name].shape == value.shape, name
@@ -88,7 +100,7 @@ def test_every_output_equals_the_tensorflow_routes(asked, case):
 
 def test_the_rows_cover_what_they_are_for(asked):
   """Several windows, answers and none, entities, every choice's text."""
-  _, _, outputs = asked
+  outputs = asked[2]["jax"]
   squad, tagging = outputs["squad"], outputs["tagging"]
   assert squad["num_windows"].max() > 1 and tagging["num_windows"].max() > 1
   assert squad["has_answer"].any() and not squad["has_answer"][3]  # the empty context
