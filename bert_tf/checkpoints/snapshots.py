@@ -37,13 +37,15 @@ def item_variables(item) -> Dict[str, object]:
 
 def host_value(variable) -> np.ndarray:
   """A variable's value as a NumPy array, a view of its buffer where the backend gives
-  one (CPU tensors); of a value replicated over the devices of several processes (JAX),
+  one (CPU tensors: JAX's, torch's); of a value replicated over the devices of several processes (JAX),
   this process's copy."""
   value = getattr(variable, "value", variable)
   if callable(value):  # a tf.Variable's value() (a Keras variable's value is a property)
     value = variable
   if getattr(value, "is_fully_addressable", True) is False:
     value = value.addressable_shards[0].data
+  if callable(getattr(value, "detach", None)):  # a torch tensor, which may require grad
+    value = value.detach().cpu()
   return np.asarray(value)
 
 

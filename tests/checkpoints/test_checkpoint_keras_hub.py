@@ -20,44 +20,10 @@ from bert_tf.checkpoints.files import ConversionError
 from bert_tf.models.bert_classifier import BertClassifier
 from bert_tf.models.bert_encoder import BertEncoder
 
-from checkpoint_helpers import TINY, randomize, tiny_model, token_batch, write_vocab
+import keras_hub_presets as presets
+from checkpoint_helpers import TINY, tiny_model, token_batch, write_vocab
 
 ATOL = 1e-5
-NUM_CLASSES = 3
-
-
-def _vocabulary(tmp_path):
-  path = write_vocab(tmp_path / "vocab.txt", TINY.vocab_size)
-  with open(path, encoding="utf-8") as f:
-    return [line.rstrip("\n") for line in f]
-
-
-def _backbone():
-  return keras_hub.models.BertBackbone(
-      vocabulary_size=TINY.vocab_size, num_layers=TINY.num_layers,
-      num_heads=TINY.num_attention_heads, hidden_dim=TINY.hidden_size,
-      intermediate_dim=TINY.intermediate_size,
-      max_sequence_length=TINY.max_position_embeddings, num_segments=TINY.type_vocab_size,
-      dropout=0.0)
-
-
-def save_preset(kind, tmp_path, seed=0):
-  """A random BertBackbone or BertTextClassifier saved as a preset; returns the model."""
-  tokenizer = keras_hub.models.BertTokenizer(vocabulary=_vocabulary(tmp_path))
-  backbone = _backbone()
-  if kind == "backbone":
-    model = backbone
-  else:
-    preprocessor = keras_hub.models.BertTextClassifierPreprocessor(tokenizer,
-                                                                   sequence_length=16)
-    model = keras_hub.models.BertTextClassifier(backbone, NUM_CLASSES,
-                                                preprocessor=preprocessor, dropout=0.0)
-  randomize(model, seed)
-  preset = tmp_path / "preset"
-  model.save_to_preset(str(preset))
-  if kind == "backbone":
-    tokenizer.save_to_preset(str(preset))
-  return model
 
 
 def keras_hub_outputs(model, features):
@@ -83,7 +49,7 @@ def _assert_close(ours, theirs):
                                                ("classifier", BertClassifier)])
 def test_keras_hub_preset_converts_into_bert_tf_and_back_with_equal_outputs(
     tmp_path, kind, model_class):
-  model = save_preset(kind, tmp_path)
+  model = presets.save_preset(kind, tmp_path)
   features = token_batch(seed=1)
   want = keras_hub_outputs(model, features)
 
@@ -98,7 +64,7 @@ def test_keras_hub_preset_converts_into_bert_tf_and_back_with_equal_outputs(
   if kind == "classifier":
     params = yaml.safe_load((tmp_path / "ours" / "params.yaml").read_text())
     assert params["task"]["name"] == "sentence_prediction"
-    assert params["task"]["num_classes"] == NUM_CLASSES
+    assert params["task"]["num_classes"] == presets.NUM_CLASSES
 
   convert.convert_checkpoint(str(tmp_path / "ours"), str(tmp_path / "back"),
                              output_format="keras_hub")
@@ -108,7 +74,7 @@ def test_keras_hub_preset_converts_into_bert_tf_and_back_with_equal_outputs(
     back = keras_hub.models.BertTextClassifier.from_preset(str(tmp_path / "back"))
   _assert_close(keras_hub_outputs(back, features), want)
   tokenizer = keras_hub.models.BertTokenizer.from_preset(str(tmp_path / "back"))
-  assert tokenizer.get_vocabulary() == _vocabulary(tmp_path)
+  assert tokenizer.get_vocabulary() == presets.vocabulary(tmp_path)
 
 
 def test_encoder_of_another_activation_is_refused_for_keras_hub_naming_both(tmp_path):

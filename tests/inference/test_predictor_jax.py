@@ -1,7 +1,7 @@
 """Inference on the JAX and torch backends without TensorFlow (bert_tf.inference's route
 through Hugging Face tokenizers and NumPy heads) answers as the TensorFlow route does,
-whose tokenizing and outputs are the export's: every kind (a classifier run, a converted
-classifier, fill-mask, SQuAD 2.0 and a tagger over several windows, multiple choice), in
+whose tokenizing and outputs are the export's: every kind (a classifier run, a classifier
+converted from Hugging Face, one converted from KerasHub there, fill-mask, SQuAD 2.0 and a tagger over several windows, multiple choice), in
 tests/inference_tf_free_check.py in a subprocess per backend (this process holds
 TensorFlow), two rows a batch. A kind without a head there is refused in one line."""
 
@@ -15,6 +15,7 @@ import pytest
 
 import export_helpers
 import inference_runs as ih
+import keras_hub_presets
 import paths
 from bert_tf.checkpoints import convert
 from bert_tf.checkpoints import writing
@@ -25,7 +26,8 @@ from bert_tf.utils import errors
 pytestmark = pytest.mark.slow  # a JAX and a torch process: about 40 s
 
 BACKENDS = ["jax", "torch"]
-CASES = ["classifier", "converted", "fill_mask", "squad", "tagging", "multiple_choice"]
+CASES = ["classifier", "converted", "keras_hub", "fill_mask", "squad", "tagging",
+         "multiple_choice"]
 
 
 @pytest.fixture(name="asked", scope="module")
@@ -44,7 +46,11 @@ def fixture_asked(tmp_path_factory):
                       ih.TAGGED),
           "multiple_choice": (ih.write_run(directory / "choice", "multiple_choice",
                                            num_choices=3), ih.CHOICES)}
+  (directory / "keras_hub").mkdir()
+  keras_hub_presets.save_preset("classifier", directory / "keras_hub")
   cases = {"classifier": {"path": classifier, "rows": ih.PAIRS},
+           "keras_hub": {"convert": str(directory / "keras_hub" / "preset"),
+                         "rows": [" ".join(pair) for pair in ih.PAIRS]},
            "converted": {"path": str(directory / "converted"),
                          "rows": [" ".join(pair) for pair in ih.PAIRS]},
            "fill_mask": {"path": ih.write_run(directory / "pretraining", "pretraining")[0],
@@ -67,6 +73,7 @@ def fixture_asked(tmp_path_factory):
     found[backend] = json.loads(stdout.strip().splitlines()[-1])
     outputs[backend] = {case: dict(np.load(directory / backend / f"{case}.npz"))
                         for case in cases}
+  cases["keras_hub"]["path"] = str(directory / "jax" / "keras_hub")  # converted there
   expected = {case: load(spec["path"]).predict(spec["rows"]).outputs
               for case, spec in cases.items()}
   return cases, found, outputs, expected
@@ -78,7 +85,8 @@ def test_the_route_runs_without_tensorflow(asked, backend):
   assert found[backend]["tensorflow_absent"] is True
   assert found[backend]["backend"] == backend
   assert found[backend]["kinds"] == {
-      "classifier": "classifier", "converted": "classifier", "fill_mask": "fill_mask",
+      "classifier": "classifier", "converted": "classifier", "keras_hub": "classifier",
+      "fill_mask": "fill_mask",
       "squad": "squad", "tagging": "tagging", "multiple_choice": "multiple_choice"}
 
 
