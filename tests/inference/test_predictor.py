@@ -1,8 +1,8 @@
 """Inference from Python on the TensorFlow backend (bert_tf.inference): a run, a converted
 checkpoint folder and an export each answer raw text with the model's logits,
 probabilities and labels (fill-mask tokens), batched, equal to what the model computes
-on the export's encoding of the texts; the route without TensorFlow is
-test_predictor_jax.py's."""
+on the export's encoding of the texts; the route without TensorFlow, and SQuAD's and a
+tagger's answers on both routes, are test_predictor_jax.py's."""
 
 import os
 
@@ -134,23 +134,3 @@ def test_a_folder_without_params_or_texts_that_fit_no_row_are_one_line_errors(
     assert "\n" not in str(raised.value)
   with pytest.raises(AttributeError, match="no output 'start_logits'; its outputs: label_ids"):
     predictor.predict(ih.PAIRS[:1]).start_logits
-
-
-@pytest.mark.slow  # SQuAD's and the tagger's serving graphs: 20 s
-def test_squad_answers_spans_of_the_context_and_a_tagger_entities_of_the_text(tmp_path):
-  squad = Predictor.from_run(ih.write_run(tmp_path / "squad", "squad")[0]).predict(ih.SQUAD)
-  assert squad.start_logits.shape == (2, export_helpers.SEQ_LENGTH)
-  for row, ((_, context), answer) in enumerate(zip(ih.SQUAD, squad.answers)):
-    assert answer["has_answer"] and context[answer["start"]:answer["end"]] == answer["answer"]
-    # The span's score: its start and end logits, in the window they come from.
-    assert answer["score"] == pytest.approx(
-        squad.start_logits[row, squad.start_index[row]]
-        + squad.end_logits[row, squad.end_index[row]], abs=1e-4)
-  texts = ["john lives in paris", "mary visited london with john and mary", "the cat"]
-  tagger = Predictor.from_run(ih.write_run(tmp_path / "tagging", "tagging")[0])
-  one_by_one, together = tagger.predict(texts, batch_size=1), tagger.predict(texts)
-  assert one_by_one.entities == together.entities
-  entities = [e for row in together.entities for e in row]
-  assert entities and {e["type"] for e in entities} <= {"PER"}
-  for text, row in zip(texts, together.entities):
-    assert all(text[e["start"]:e["end"]] == e["text"] for e in row)

@@ -20,6 +20,7 @@ import paths
 from bert_tf.checkpoints import convert
 from bert_tf.checkpoints import writing
 from bert_tf.inference import host_heads
+from bert_tf.inference import Predictions
 from bert_tf.inference import load
 from bert_tf.utils import errors
 
@@ -106,15 +107,25 @@ def test_every_output_equals_the_tensorflow_routes(asked, case, backend):
     assert np.ptp(logits) > 0.1  # outputs that tell rows apart
 
 
-def test_the_rows_cover_what_they_are_for(asked):
-  """Several windows, answers and none, entities, every choice's text."""
-  outputs = asked[2]["jax"]
-  squad, tagging = outputs["squad"], outputs["tagging"]
-  assert squad["num_windows"].max() > 1 and tagging["num_windows"].max() > 1
-  assert squad["has_answer"].any() and not squad["has_answer"][3]  # the empty context
-  assert tagging["entity_count"].sum() > 2 and tagging["entity_count"][2] == 0
-  assert any(" " in text for text in tagging["entity_text"].ravel())  # of several words
-  assert len(outputs["multiple_choice"]["chosen_ending"]) == len(ih.CHOICES)
+def test_the_rows_cover_what_they_are_for_and_answers_are_spans_of_their_text(asked):
+  """Several windows, answers and none, entities of several words; each answer and
+  entity the characters of the text it names, a span's score its logits' sum."""
+  cases, expected = asked[0], asked[3]
+  squad = Predictions("squad", expected["squad"])
+  tagging = Predictions("tagging", expected["tagging"])
+  assert squad.num_windows.max() > 1 and tagging.num_windows.max() > 1
+  assert squad.has_answer.any() and not squad.has_answer[3]  # the empty context
+  for row, ((_, context), answer) in enumerate(zip(cases["squad"]["rows"], squad.answers)):
+    if answer["has_answer"]:
+      assert context[answer["start"]:answer["end"]] == answer["answer"] != ""
+      assert answer["score"] == pytest.approx(
+          squad.start_logits[row, squad.start_index[row]]
+          + squad.end_logits[row, squad.end_index[row]], abs=1e-4)
+  assert tagging.entity_count.sum() > 2 and tagging.entity_count[2] == 0
+  assert any(" " in e["text"] for row in tagging.entities for e in row)
+  for text, row in zip(cases["tagging"]["rows"], tagging.entities):
+    assert all(text[e["start"]:e["end"]] == e["text"] for e in row)
+  assert len(expected["multiple_choice"]["chosen_ending"]) == len(ih.CHOICES)
 
 
 def test_a_kind_without_a_head_is_refused_in_one_line():
