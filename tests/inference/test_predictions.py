@@ -1,9 +1,14 @@
 """Predictions (bert_tf.inference.predictions): outputs by attribute, key and row,
 strings as str, batches joined with their inner axes padded as the exports pad them,
-and the readings of each kind as lists."""
+and the readings of each kind as lists; importing bert_tf.inference loads no framework."""
+
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+
+import paths
 
 from bert_tf.inference import predictions as p
 
@@ -52,3 +57,13 @@ def test_each_kind_reads_as_lists_of_its_rows():
   assert squad.answers == [
       {"answer": "paris", "start": 3, "end": 8, "score": 1.5, "has_answer": True},
       {"answer": "", "start": -1, "end": -1, "score": 0.0, "has_answer": False}]
+
+
+def test_importing_the_inference_package_loads_no_framework():
+  """Its heads (every kind's) import neither TensorFlow nor Keras nor a backend until a
+  model is loaded."""
+  code = ("import sys, bert_tf.inference; print(sorted(m for m in "
+          "('tensorflow', 'keras', 'jax', 'torch') if m in sys.modules))")
+  result = subprocess.run([sys.executable, "-c", code], cwd=paths.ROOT, capture_output=True,
+                          text=True, timeout=120, check=True)
+  assert result.stdout.strip() == "[]"
