@@ -20,10 +20,7 @@ from bert_tf.inference import host_tagging
 from bert_tf.inference import predictions as names
 from bert_tf.utils import errors
 
-TEXT, TEXT_B = host_compute.TEXT, host_compute.TEXT_B
-CONTEXT = host_compute.CONTEXT
-softmax = host_compute.softmax
-_run = host_compute.run_model
+TEXT, TEXT_B, CONTEXT = host_compute.TEXT, host_compute.TEXT_B, host_compute.CONTEXT
 
 
 class ClassifierHead:
@@ -41,12 +38,13 @@ class ClassifierHead:
   def __call__(self, texts: Dict[str, List[str]]) -> Dict[str, np.ndarray]:
     inputs, truncated = self.tokenizer.encode(texts[TEXT], texts.get(TEXT_B),
                                               self.seq_length)
-    logits = _run(self.model, inputs)[names.LOGITS]
+    logits = host_compute.run_model(self.model, inputs)[names.LOGITS]
     if self.regression:
       return {names.SCORE: logits[:, 0], names.TRUNCATED_TOKENS: truncated}
     ids = logits.argmax(axis=-1).astype(np.int32)
-    return {names.LOGITS: logits, names.PROBABILITIES: softmax(logits), names.LABEL_IDS: ids,
-            names.LABEL_NAMES: self.label_names[ids], names.TRUNCATED_TOKENS: truncated}
+    return {names.LOGITS: logits, names.PROBABILITIES: host_compute.softmax(logits),
+            names.LABEL_IDS: ids, names.LABEL_NAMES: self.label_names[ids],
+            names.TRUNCATED_TOKENS: truncated}
 
 
 class FillMaskHead:
@@ -73,8 +71,8 @@ class FillMaskHead:
     for row in range(rows):
       found = np.flatnonzero(is_mask[row])[:self.max_masks]
       positions[row, :len(found)], count[row] = found, len(found)
-    logits = _run(self.model, {**inputs, constants.MASKED_LM_POSITIONS: positions})[
-        constants.MLM_LOGITS]
+    logits = host_compute.run_model(
+        self.model, {**inputs, constants.MASKED_LM_POSITIONS: positions})[constants.MLM_LOGITS]
     top_ids = host_compute.top_k_indices(logits, self.top_k)
     valid = (np.arange(self.max_masks)[None, :] < count[:, None])[..., None]
     top_ids = np.where(valid, top_ids, 0)
@@ -87,8 +85,8 @@ class FillMaskHead:
         names.TOP_K_IDS: top_ids,
         names.TOP_K_TOKENS: np.where(valid, self.tokens[top_ids], ""),
         names.TOP_K_PROBABILITIES: np.where(
-            valid, np.take_along_axis(softmax(logits), top_ids, axis=-1), 0.0).astype(
-                np.float32),
+            valid, np.take_along_axis(host_compute.softmax(logits), top_ids, axis=-1),
+            0.0).astype(np.float32),
         names.TOP_K_LOGITS: np.where(valid, top_logits, 0.0).astype(np.float32),
     }
 
@@ -115,9 +113,10 @@ class MultipleChoiceHead:
         [str(ending) for ending in endings.reshape([-1])], self.seq_length)
     inputs = {name: value.reshape([rows, c, self.seq_length])
               for name, value in inputs.items()}
-    logits = _run(self.model, inputs)[names.LOGITS]
+    logits = host_compute.run_model(self.model, inputs)[names.LOGITS]
     choice = logits.argmax(axis=-1).astype(np.int32)
-    return {names.LOGITS: logits, names.PROBABILITIES: softmax(logits), names.CHOICE: choice,
+    return {names.LOGITS: logits, names.PROBABILITIES: host_compute.softmax(logits),
+            names.CHOICE: choice,
             names.CHOSEN_ENDING: endings[np.arange(rows), choice],
             names.TRUNCATED_TOKENS: truncated.reshape([rows, c]).sum(axis=1).astype(np.int32)}
 

@@ -1,9 +1,10 @@
 """Inference on the JAX and torch backends without TensorFlow (bert_tf.inference's route
 through Hugging Face tokenizers and NumPy heads) answers as the TensorFlow route does,
 whose tokenizing and outputs are the export's: every kind (a classifier run, a classifier
-converted from Hugging Face, one converted from KerasHub there, fill-mask, SQuAD 2.0 and a tagger over several windows, multiple choice), in
-tests/inference_tf_free_check.py in a subprocess per backend (this process holds
-TensorFlow), two rows a batch. A kind without a head there is refused in one line."""
+converted from Hugging Face, one converted from KerasHub there, fill-mask, SQuAD 2.0 and
+a tagger over several windows, multiple choice), in tests/inference_tf_free_check.py in
+a subprocess per backend (this process holds TensorFlow), two rows a batch. A kind
+without a head there is refused in one line."""
 
 import json
 import os
