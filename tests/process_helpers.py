@@ -5,12 +5,20 @@ import time
 from typing import Callable, List, Sequence
 
 
+def _tail(output: str, size: int = 3000) -> str:
+  """The last `size` characters of an output, before the list of extension modules that
+  Python's fatal-error report ends with (it would fill the tail and hide the cause)."""
+  return output.split("\nExtension modules:", 1)[0][-size:]
+
+
 def finish_all(processes: Sequence[subprocess.Popen], timeout: float = 600) -> List[str]:
   """The outputs of `processes` (started with stdout=PIPE, text=True) once they ended,
-  asserting that every one exited 0 (the message shows the tail of each output)."""
+  asserting that every one exited 0 (the message shows each one's exit status and the
+  tail of its output)."""
   outputs = [p.communicate(timeout=timeout)[0] for p in processes]
-  assert [p.returncode for p in processes] == [0] * len(processes), (
-      "\n".join(o[-3000:] for o in outputs))
+  assert [p.returncode for p in processes] == [0] * len(processes), "\n".join(
+      f"process {i} exited {p.returncode}:\n{_tail(o)}"
+      for i, (p, o) in enumerate(zip(processes, outputs)))
   return outputs
 
 
@@ -22,7 +30,7 @@ def wait_until(processes: Sequence[subprocess.Popen], condition: Callable[[], bo
   deadline = time.time() + timeout
   while not condition():
     ended = [p for p in processes if p.poll() is not None]
-    assert not ended and time.time() < deadline, ended and ended[0].communicate()[0][-3000:]
+    assert not ended and time.time() < deadline, ended and _tail(ended[0].communicate()[0])
     time.sleep(every)
 
 
