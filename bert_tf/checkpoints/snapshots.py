@@ -37,8 +37,8 @@ def item_variables(item) -> Dict[str, object]:
 
 def host_value(variable) -> np.ndarray:
   """A variable's value as a NumPy array, a view of its buffer where the backend gives
-  one (CPU tensors: JAX's, torch's); of a value replicated over the devices of several processes (JAX),
-  this process's copy."""
+  one (CPU tensors: JAX's, torch's); of a value replicated over the devices of several
+  processes (JAX), this process's copy."""
   value = getattr(variable, "value", variable)
   if callable(value):  # a tf.Variable's value() (a Keras variable's value is a property)
     value = variable

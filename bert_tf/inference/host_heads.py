@@ -110,7 +110,7 @@ class MultipleChoiceHead:
                           for row in range(rows)], object).reshape([rows, c])
     inputs, truncated = self.tokenizer.encode(
         [context for context in texts[CONTEXT] for _ in range(c)],
-        [str(ending) for ending in endings.reshape([-1])], self.seq_length)
+        list(endings.ravel()), self.seq_length)
     inputs = {name: value.reshape([rows, c, self.seq_length])
               for name, value in inputs.items()}
     logits = host_compute.run_model(self.model, inputs)[names.LOGITS]

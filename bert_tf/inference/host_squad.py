@@ -93,8 +93,9 @@ class SquadHead:
       per_window = []
       for w, (piece_start, length) in enumerate(spans):
         in_context = (position >= first) & (position < first + length)
-        max_context = np.asarray([windows.is_max_context(spans, w, p - first + piece_start)
-                                  if in_context[p] else False for p in position])
+        max_context = np.asarray([
+            in_context[p] and windows.max_context_span(spans, p - first + piece_start) == w
+            for p in position])
         per_window.append(best_span(start_logits[row + w], end_logits[row + w],
                                     in_context & max_context, in_context,
                                     self.n_best_size, self.max_answer_length))

@@ -55,14 +55,13 @@ class TaggingHead:
     for text, (spans, first, _), layout in zip(texts[host_compute.TEXT], read, layouts):
       word_tags = []
       for piece in first:
-        owner = next(w for w in range(len(layout))
-                     if windows.is_max_context(layout, w, int(piece)))
+        owner = windows.max_context_span(layout, int(piece))
         word_tags.append(int(tags[row + owner, piece - layout[owner][0] + 1]))
       row += len(layout)
       entities = tagging.served_entities([self.type_index[t] for t in word_tags],
                                          [self.begins[t] for t in word_tags])
-      found.append([(self.entity_types[t], spans[a][0], spans[b][1], text)
-                    for t, a, b in entities])
+      found.append([(self.entity_types[t], spans[a][0], spans[b][1],
+                     text[spans[a][0]:spans[b][1]]) for t, a, b in entities])
     width = max([len(f) for f in found] + [0])
 
     def column(index, pad, dtype):
@@ -75,7 +74,5 @@ class TaggingHead:
         names.ENTITY_TYPES: column(0, "", object),
         names.ENTITY_START: column(1, -1, np.int32),
         names.ENTITY_END: column(2, -1, np.int32),
-        names.ENTITY_TEXT: np.asarray(
-            [[text[b:e] for _, b, e, text in f] + [""] * (width - len(f)) for f in found],
-            object).reshape([len(found), width]),
+        names.ENTITY_TEXT: column(3, "", object),
     }

@@ -7,8 +7,8 @@ a piece is read from the window where min(pieces left of it, pieces right of it)
 0.01 * window length is largest, the first such window on ties (the original BERT's
 SQuAD rule). SQuAD windows a context this way, tagging a sentence.
 
-`doc_windows` and `is_max_context` are the definition, in Python, as SQuAD's feature
-writer uses it; `window_layout`, `max_context_window` and `max_context_mask` compute the
+`doc_windows` and `max_context_span` (`is_max_context`) are the definition, in Python,
+as SQuAD's feature writer and the predictor use it; `window_layout`, `max_context_window` and `max_context_mask` compute the
 same in closed form with core TensorFlow ops, for tf.data featurizers and serving
 graphs. The module imports TensorFlow only when a closed form is built, so that the
 Python definition serves the predictor without TensorFlow (bert_tf.inference).
@@ -33,8 +33,9 @@ def doc_windows(num_tokens: int, max_tokens: int, doc_stride: int) -> List[Tuple
   return spans
 
 
-def is_max_context(spans: Sequence[Tuple[int, int]], span_index: int, position: int) -> bool:
-  """Whether window `span_index` of `spans` gives token `position` its most context."""
+def max_context_span(spans: Sequence[Tuple[int, int]], position: int):
+  """The index of the window of `spans` that gives token `position` its most context
+  (the first on ties), None where no window holds it."""
   best_score, best_index = None, None
   for index, (start, length) in enumerate(spans):
     end = start + length - 1
@@ -43,7 +44,12 @@ def is_max_context(spans: Sequence[Tuple[int, int]], span_index: int, position: 
     score = min(position - start, end - position) + _LENGTH_WEIGHT * length
     if best_score is None or score > best_score:
       best_score, best_index = score, index
-  return span_index == best_index
+  return best_index
+
+
+def is_max_context(spans: Sequence[Tuple[int, int]], span_index: int, position: int) -> bool:
+  """Whether window `span_index` of `spans` gives token `position` its most context."""
+  return span_index == max_context_span(spans, position)
 
 
 def window_layout(num_pieces, max_tokens, stride):
