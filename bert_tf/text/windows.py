@@ -10,8 +10,9 @@ SQuAD rule). SQuAD windows a context this way, tagging a sentence.
 `doc_windows` and `max_context_span` (`is_max_context`) are the definition, in Python,
 as SQuAD's feature writer and the predictor use it; `window_layout`,
 `max_context_window` and `max_context_mask` compute the same in closed form with core
-TensorFlow ops, for tf.data featurizers and serving graphs. The module imports TensorFlow only when a closed form is built, so that the
-Python definition serves the predictor without TensorFlow (bert_tf.inference).
+TensorFlow ops, for tf.data featurizers and serving graphs. The module imports
+TensorFlow only when a closed form is built, so that the Python definition serves the
+predictor without TensorFlow (bert_tf.inference).
 """
 
 from typing import List, Sequence, Tuple
